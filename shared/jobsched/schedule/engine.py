@@ -1,0 +1,467 @@
+"""Fire-time computation: a schedule spec in, an ordered stream of instants (and why others were not) out.
+
+Pure: nothing here reads the clock; ``after``, ``now`` and anchors are arguments.
+
+Pipeline, per schedule:
+  wall-time candidates (croniter / rate / at)
+  -> DST resolution (gap: shift|skip, fold: first|last|both; ISC cron defaults by entry kind)
+  -> start_at / end_at window
+  -> calendar (holidays, business days, excluded dates)
+  -> blackouts (skip, or defer to the window's end)
+  -> jitter (stable per job and instant, never past the next instant)
+
+Each step passes on ``Occurrence`` records. Skipped ones carry the reason, so a preview can say why an
+instant did not fire, and the dispatcher and preview use one code path.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from functools import cache
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+import holidays
+from croniter import croniter
+from croniter.croniter import CroniterBadDateError
+
+from jobsched.durations import format_duration
+from jobsched.schedule.dst import WallKind, local_wall, resolve_wall, zone_changes_near
+from jobsched.schedule.expressions import (
+    AtExpression,
+    CronExpression,
+    RateExpression,
+    hash_value,
+    parse_expression,
+)
+from jobsched.spec import Blackout, CalendarPolicy, HolidayCalendar, Schedule
+from jobsched.tz import UTC, get_zone
+
+DEFAULT_HORIZON = timedelta(days=366 * 5)
+# An instant more than this overdue counts as missed and goes through the catch-up policy; within it,
+# a late tick simply fires it.
+LATE_GRACE = timedelta(minutes=2)
+_FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One scheduled instant: fired, or skipped with the reason.
+
+    ``at`` identifies the run (the scheduled instant, UTC). ``fire_at`` adds the job's jitter.
+    ``wall`` is the local wall time as scheduled; for a wall time that does not exist (DST gap)
+    ``exists`` is False and ``at`` is the first instant after the gap.
+    """
+
+    at: datetime
+    wall: datetime
+    fires: bool
+    fire_at: datetime
+    reason: str | None = None
+    moved_from: tuple[datetime, ...] = ()
+    exists: bool = True
+
+    def skipped(self, reason: str) -> Occurrence:
+        return replace(self, fires=False, reason=reason)
+
+
+def _fire(at: datetime, wall: datetime, **fields: Any) -> Occurrence:
+    return Occurrence(at=at, wall=wall, fires=True, fire_at=at, **fields)
+
+
+def _hhmm(wall: datetime) -> str:
+    return wall.strftime("%H:%M:%S" if wall.second else "%H:%M")
+
+
+class CompiledSchedule:
+    """A validated ``Schedule`` ready to produce instants for one job.
+
+    ``hash_key`` (team/name) fixes ``H`` values and jitter; ``anchor`` is where ``rate()`` intervals
+    count from when the schedule has no ``start_at`` (the job's creation).
+    """
+
+    def __init__(self, schedule: Schedule, *, hash_key: str, anchor: datetime | None = None) -> None:
+        self.schedule = schedule
+        self.hash_key = hash_key
+        self.zone: ZoneInfo = get_zone(schedule.timezone)
+        self.expression = parse_expression(schedule.expression)
+        wildcard = isinstance(self.expression, CronExpression) and self.expression.wildcard
+        # ISC cron: fixed-time entries shift out of gaps and fire once in overlaps; wildcard entries
+        # fire at every wall time that exists. An explicit dst setting overrides either.
+        self.gap_policy = schedule.dst.gap or ("skip" if wildcard else "shift")
+        self.fold_policy = schedule.dst.fold or ("both" if wildcard else "first")
+        self._cron_text = (
+            self.expression.croniter_text(hash_key) if isinstance(self.expression, CronExpression) else ""
+        )
+        self.anchor = _as_utc(schedule.start_at or anchor) if (schedule.start_at or anchor) else None
+        if isinstance(self.expression, RateExpression) and self.anchor is None:
+            raise ValueError("a rate() schedule needs start_at or an anchor (the job's creation time)")
+        self._calendar = _CalendarCheck(schedule.calendar) if schedule.calendar else None
+        self._blackouts = [_BlackoutWindows(b, self) for b in schedule.blackouts]
+
+    # ------------------------------------------------------------------------------ public API
+
+    def occurrences(self, after: datetime, *, until: datetime | None = None) -> Iterator[Occurrence]:
+        """Every occurrence with ``after < at`` (and ``at <= until``), fired or skipped, in order."""
+        after = _as_utc(after)
+        limit = min(_as_utc(until) if until else _FAR_FUTURE, self._end())
+        start = after
+        for windows in self._blackouts:
+            if windows.blackout.action == "defer":
+                # Instants deferred from a window that is still open at ``after`` fire at its end.
+                window = windows.containing(after)
+                if window:
+                    start = min(start, window[0] - timedelta(seconds=1))
+        stream = self._raw(start, limit)
+        stream = self._apply_calendar(stream)
+        stream = self._apply_blackouts(stream)
+        stream = self._apply_jitter(stream)
+        for occurrence in stream:
+            if occurrence.at > limit:
+                return
+            if occurrence.at > after:
+                yield occurrence
+
+    def fires(self, after: datetime, *, until: datetime | None = None) -> Iterator[Occurrence]:
+        return (o for o in self.occurrences(after, until=until) if o.fires)
+
+    def next_fires(
+        self, after: datetime, count: int, *, horizon: timedelta = DEFAULT_HORIZON
+    ) -> list[Occurrence]:
+        """The next ``count`` fire instants strictly after ``after``, within ``horizon``."""
+        return list(itertools.islice(self.fires(after, until=_as_utc(after) + horizon), count))
+
+    def preview(
+        self, after: datetime, count: int, *, horizon: timedelta = DEFAULT_HORIZON
+    ) -> list[tuple[Occurrence, list[Occurrence]]]:
+        """The next ``count`` fires, each with the occurrences skipped since the previous fire."""
+        result: list[tuple[Occurrence, list[Occurrence]]] = []
+        skipped: list[Occurrence] = []
+        for occurrence in self.occurrences(after, until=_as_utc(after) + horizon):
+            if occurrence.fires:
+                result.append((occurrence, skipped))
+                skipped = []
+                if len(result) == count:
+                    break
+            elif len(skipped) < 100:
+                skipped.append(occurrence)
+        return result
+
+    # ----------------------------------------------------------------------------- candidates
+
+    def _end(self) -> datetime:
+        return _as_utc(self.schedule.end_at) if self.schedule.end_at else _FAR_FUTURE
+
+    def _raw(self, after: datetime, limit: datetime) -> Iterator[Occurrence]:
+        """DST-resolved candidates in time order, before calendars and blackouts."""
+        begin = max(after, _as_utc(self.schedule.start_at) - timedelta(seconds=1)) if (
+            self.schedule.start_at
+        ) else after
+        expression = self.expression
+        if isinstance(expression, RateExpression):
+            return self._rate(expression, begin, limit)
+        if isinstance(expression, AtExpression):
+            return (o for o in self._resolve(expression.wall)[1] if o.at > begin)
+        return self._cron(expression, begin, limit)
+
+    def _rate(self, expression: RateExpression, after: datetime, limit: datetime) -> Iterator[Occurrence]:
+        assert self.anchor is not None
+        step = expression.interval
+        index = max(0, math.floor((after - self.anchor) / step))
+        while True:
+            at = self.anchor + index * step
+            if at > limit:
+                return
+            if at > after:
+                yield _fire(at, local_wall(at, self.zone))
+            index += 1
+
+    def _cron(self, expression: CronExpression, after: datetime, limit: datetime) -> Iterator[Occurrence]:
+        # A wall time maps to instants within a DST shift of itself; near a transition start a day
+        # early so that second occurrences (fold) after ``after`` are not missed.
+        margin = timedelta(days=1) if zone_changes_near(after, self.zone, timedelta(days=1)) else timedelta(0)
+        start_wall = local_wall(after, self.zone) - margin
+        if expression.years and start_wall.year < expression.years[0]:
+            start_wall = datetime(expression.years[0], 1, 1) - timedelta(minutes=1)  # noqa: DTZ001
+        cursor = croniter(self._cron_text, start_wall, day_or=expression.day_or)
+        # Each wall gives instants >= its first instant, and first instants never decrease as walls
+        # increase; so anything queued before the current wall's first instant is final and can go.
+        pending: list[tuple[datetime, int, Occurrence]] = []
+        sequence = itertools.count()
+        while True:
+            try:
+                wall: datetime = cursor.get_next(datetime)
+            except CroniterBadDateError:
+                break  # the year field has run out
+            if expression.years and wall.year > expression.years[1]:
+                break
+            if not expression.day_allowed(wall.date()):
+                continue
+            key, candidates = self._resolve(wall)
+            while pending and pending[0][0] < key:
+                yield heapq.heappop(pending)[2]
+            if key > limit:
+                break
+            for candidate in candidates:
+                heapq.heappush(pending, (candidate.at, next(sequence), candidate))
+        while pending:
+            yield heapq.heappop(pending)[2]
+
+    def _resolve(self, wall: datetime) -> tuple[datetime, list[Occurrence]]:
+        """The occurrences of one wall time under the DST policy, and its earliest instant."""
+        resolved = resolve_wall(wall, self.zone)
+        first = resolved.instants[0]
+        if resolved.kind is WallKind.NORMAL:
+            return first, [_fire(first, wall)]
+        zone = self.schedule.timezone
+        if resolved.kind is WallKind.GAP:
+            shifted_to = local_wall(first, self.zone)
+            if self.gap_policy == "shift":
+                reason = (
+                    f"{_hhmm(wall)} does not exist on {wall.date()} in {zone} (DST gap): "
+                    f"shifted to {_hhmm(shifted_to)}"
+                )
+                return first, [_fire(first, shifted_to, reason=reason, moved_from=(wall,))]
+            reason = f"{_hhmm(wall)} does not exist on {wall.date()} in {zone} (DST gap; gap: skip)"
+            skipped = Occurrence(at=first, wall=wall, fires=False, fire_at=first, reason=reason, exists=False)
+            return first, [skipped]
+        second = resolved.instants[1]
+        note = f"{_hhmm(wall)} occurs twice on {wall.date()} in {zone} (DST overlap)"
+        if self.fold_policy == "both":
+            return first, [_fire(first, wall), _fire(second, wall)]
+        if self.fold_policy == "first":
+            return first, [_fire(first, wall), _fire(second, wall).skipped(f"{note}; fold: first runs the first")]
+        return first, [_fire(first, wall).skipped(f"{note}; fold: last runs the second"), _fire(second, wall)]
+
+    # ------------------------------------------------------------------------------ filters
+
+    def _apply_calendar(self, stream: Iterable[Occurrence]) -> Iterator[Occurrence]:
+        last_fired: datetime | None = None
+        for occurrence in stream:
+            if occurrence.fires:
+                if occurrence.at == last_fired:
+                    continue  # a shifted gap instant landing on a regular one: one run, not two
+                last_fired = occurrence.at
+                if self._calendar:
+                    reason = self._calendar.excluded(local_wall(occurrence.at, self.zone).date())
+                    if reason:
+                        occurrence = occurrence.skipped(reason)
+            yield occurrence
+
+    def _apply_blackouts(self, stream: Iterable[Occurrence]) -> Iterator[Occurrence]:
+        if not self._blackouts:
+            yield from stream
+            return
+        deferred: Occurrence | None = None  # the run owed at the end of the current defer window
+        for occurrence in stream:
+            if deferred and occurrence.at >= deferred.at:
+                if occurrence.fires and occurrence.at == deferred.at:
+                    occurrence = replace(occurrence, moved_from=deferred.moved_from + occurrence.moved_from)
+                else:
+                    yield deferred
+                deferred = None
+            if not occurrence.fires:
+                yield occurrence
+                continue
+            for windows in self._blackouts:
+                window = windows.containing(occurrence.at)
+                if window is None:
+                    continue
+                label = windows.describe(window)
+                if windows.blackout.action == "skip":
+                    occurrence = occurrence.skipped(f"in blackout {label}")
+                    break
+                end = window[1]
+                if deferred is None:
+                    deferred = _fire(end, local_wall(end, self.zone), reason=f"deferred by blackout {label}")
+                deferred = replace(deferred, moved_from=(*deferred.moved_from, occurrence.wall))
+                occurrence = occurrence.skipped(f"in blackout {label}: deferred to its end")
+                break
+            yield occurrence
+        if deferred:
+            yield deferred
+
+    def _apply_jitter(self, stream: Iterable[Occurrence]) -> Iterator[Occurrence]:
+        jitter = self.schedule.jitter
+        if not jitter:
+            yield from stream
+            return
+        held: deque[Occurrence] = deque()  # skips waiting behind a fire whose successor is unknown
+        previous: Occurrence | None = None
+        for occurrence in stream:
+            if not occurrence.fires:
+                if previous is None:
+                    yield occurrence
+                else:
+                    held.append(occurrence)
+                continue
+            if previous is not None:
+                yield self._jittered(previous, occurrence.at - previous.at)
+                yield from held
+                held.clear()
+            previous = occurrence
+        if previous is not None:
+            yield self._jittered(previous, None)
+            yield from held
+
+    def _jittered(self, occurrence: Occurrence, gap_to_next: timedelta | None) -> Occurrence:
+        # Never past the next instant, so fire times stay in order; stable per (job, instant).
+        span = self.schedule.jitter
+        if gap_to_next is not None:
+            span = min(span, gap_to_next - timedelta(seconds=1))
+        seconds = int(span.total_seconds())
+        if seconds <= 0:
+            return occurrence
+        offset = hash_value(self.hash_key, occurrence.at.isoformat(), seconds + 1)
+        return replace(occurrence, fire_at=occurrence.at + timedelta(seconds=offset))
+
+
+class _CalendarCheck:
+    def __init__(self, policy: CalendarPolicy) -> None:
+        self.policy = policy
+        self.excluded_dates = frozenset(date.fromisoformat(d) for d in policy.exclude_dates)
+        self.holidays = _holidays(policy.skip_holidays) if policy.skip_holidays else None
+        self.weekend = frozenset(self.holidays.weekend) if self.holidays is not None else frozenset({5, 6})
+
+    def excluded(self, day: date) -> str | None:
+        if day in self.excluded_dates:
+            return f"{day} is an excluded date"
+        if self.policy.business_days_only and day.weekday() in self.weekend:
+            return f"{day} ({day:%A}) is not a business day"
+        if self.holidays is not None and day in self.holidays:
+            assert self.policy.skip_holidays is not None
+            return f"{day} is a holiday in {self.policy.skip_holidays.label()}: {self.holidays.get(day)}"
+        return None
+
+
+@cache
+def _holidays_for(country: str, subdivision: str | None) -> holidays.HolidayBase:
+    if country in holidays.list_supported_financial():
+        return holidays.financial_holidays(country)
+    return holidays.country_holidays(country, subdiv=subdivision)
+
+
+def _holidays(calendar: HolidayCalendar) -> holidays.HolidayBase:
+    return _holidays_for(calendar.country, calendar.subdivision)
+
+
+class _BlackoutWindows:
+    """The windows of one blackout: recurring (cron start + duration) or one absolute range."""
+
+    _MAX_MERGED = 1000
+
+    def __init__(self, blackout: Blackout, owner: CompiledSchedule) -> None:
+        self.blackout = blackout
+        self.owner = owner
+        self.starts: CompiledSchedule | None = None
+        if blackout.cron is not None:
+            spec = Schedule(expression=blackout.cron, timezone=owner.schedule.timezone)
+            self.starts = CompiledSchedule(spec, hash_key=owner.hash_key)
+
+    def containing(self, instant: datetime) -> tuple[datetime, datetime] | None:
+        """The (start, end) of the window, merged with overlapping ones, that holds ``instant``."""
+        if self.starts is None:
+            assert self.blackout.start and self.blackout.end
+            start, end = _as_utc(self.blackout.start), _as_utc(self.blackout.end)
+            return (start, end) if start <= instant < end else None
+        assert self.blackout.duration is not None
+        duration = self.blackout.duration
+        starts = self.starts.fires(instant - duration)
+        first = next(starts, None)
+        if first is None or first.at > instant:
+            return None
+        end = first.at + duration
+        for following in itertools.islice(starts, self._MAX_MERGED):
+            if following.at > end:
+                break
+            end = max(end, following.at + duration)
+        return first.at, end
+
+    def describe(self, window: tuple[datetime, datetime]) -> str:
+        zone = self.owner.zone
+        start, end = (local_wall(t, zone) for t in window)
+        if self.blackout.cron is not None:
+            assert self.blackout.duration is not None
+            return (
+                f"'{self.blackout.cron}' for {format_duration(self.blackout.duration)} "
+                f"({start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M})"
+            )
+        return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M}"
+
+
+# ---------------------------------------------------------------------------------------- catch-up
+
+
+@dataclass(frozen=True)
+class DuePlan:
+    """What a dispatcher tick should do for one job."""
+
+    due: list[Occurrence]  # to dispatch now: caught-up instants (oldest first), then on-time ones
+    missed: list[tuple[Occurrence, str]]  # overdue instants in the catch-up window that will not run
+    missed_before: datetime | None  # instants in (last, missed_before] were outside the window, not examined
+    cursor: datetime  # everything up to here has been decided; the next tick starts after it
+
+
+def plan_due(
+    compiled: CompiledSchedule,
+    *,
+    last: datetime,
+    now: datetime,
+    lookahead: timedelta,
+    grace: timedelta = LATE_GRACE,
+) -> DuePlan:
+    """Decide the instants in (last, now + lookahead]: on time, caught up, or missed (and why).
+
+    Missed instants (more than ``grace`` overdue) follow the schedule's catch-up policy:
+    ``none`` runs none, ``latest`` the most recent one, ``all`` up to ``max_runs`` of the most recent,
+    always only within ``window`` of now, so an outage never floods the target.
+    """
+    last, now = _as_utc(last), _as_utc(now)
+    policy = compiled.schedule.catchup
+    window_start = now - policy.window
+    overdue_until = now - grace
+    missed_before = window_start if last < window_start else None
+    begin = max(last, window_start)
+    keep = {"none": 0, "latest": 1, "all": policy.max_runs}[policy.policy]
+    caught_up: deque[Occurrence] = deque()
+    missed: list[tuple[Occurrence, str]] = []
+    on_time: list[Occurrence] = []
+    until = now + lookahead
+    for occurrence in compiled.fires(begin, until=until):
+        if occurrence.at >= overdue_until:
+            on_time.append(occurrence)
+            continue
+        caught_up.append(occurrence)
+        if len(caught_up) > keep:
+            dropped = caught_up.popleft()
+            missed.append((dropped, _missed_reason(policy.policy, policy.max_runs)))
+    return DuePlan(
+        due=[*caught_up, *on_time],
+        missed=missed,
+        missed_before=missed_before,
+        cursor=max(last, until),
+    )
+
+
+def _missed_reason(policy: Literal["none", "latest", "all"], max_runs: int) -> str:
+    if policy == "none":
+        return "missed: catch-up policy is none"
+    if policy == "latest":
+        return "missed: catch-up policy latest runs only the most recent missed instant"
+    return f"missed: catch-up runs at most {max_runs} instants (the most recent)"
+
+
+def _as_utc(value: datetime | None) -> datetime:
+    if value is None or value.tzinfo is None:
+        raise ValueError(f"expected a timezone-aware datetime, got {value!r}")
+    return value.astimezone(UTC)
+
+
+def compile_schedule(schedule: Schedule, *, hash_key: str, anchor: datetime | None = None) -> CompiledSchedule:
+    return CompiledSchedule(schedule, hash_key=hash_key, anchor=anchor)
