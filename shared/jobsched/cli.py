@@ -56,7 +56,7 @@ def _next_fire_note(schedule: Schedule | None, hash_key: str, now: datetime) -> 
         return " (no schedule: runs when triggered)"
     upcoming = compile_schedule(schedule, hash_key=hash_key, anchor=now).next_fires(now, 1)
     if not upcoming:
-        return " (warning: no fire instant in the next 5 years)"
+        return " (warning: no fire instant in the next 10 years)"
     return f" (next: {_utc(upcoming[0].at)})"
 
 

@@ -43,7 +43,10 @@ from jobsched.schedule.expressions import (
 from jobsched.spec import Blackout, CalendarPolicy, HolidayCalendar, Schedule
 from jobsched.tz import UTC, get_zone
 
-DEFAULT_HORIZON = timedelta(days=366 * 5)
+DEFAULT_HORIZON = timedelta(days=366 * 10)  # leap-day jobs fire twice in it
+# A schedule that a calendar or blackout excludes for a long time must not spin: previews and next-fire
+# look-ups give up after examining this many candidate instants.
+MAX_EXAMINED = 200_000
 # An instant more than this overdue counts as missed and goes through the catch-up policy; within it,
 # a late tick simply fires it.
 LATE_GRACE = timedelta(minutes=2)
@@ -135,7 +138,7 @@ class CompiledSchedule:
         self, after: datetime, count: int, *, horizon: timedelta = DEFAULT_HORIZON
     ) -> list[Occurrence]:
         """The next ``count`` fire instants strictly after ``after``, within ``horizon``."""
-        return list(itertools.islice(self.fires(after, until=_as_utc(after) + horizon), count))
+        return [fire for fire, _ in self.preview(after, count, horizon=horizon)]
 
     def preview(
         self, after: datetime, count: int, *, horizon: timedelta = DEFAULT_HORIZON
@@ -143,7 +146,8 @@ class CompiledSchedule:
         """The next ``count`` fires, each with the occurrences skipped since the previous fire."""
         result: list[tuple[Occurrence, list[Occurrence]]] = []
         skipped: list[Occurrence] = []
-        for occurrence in self.occurrences(after, until=_as_utc(after) + horizon):
+        candidates = self.occurrences(after, until=_as_utc(after) + horizon)
+        for occurrence in itertools.islice(candidates, MAX_EXAMINED):
             if occurrence.fires:
                 result.append((occurrence, skipped))
                 skipped = []
