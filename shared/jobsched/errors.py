@@ -9,7 +9,7 @@ import difflib
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -36,12 +36,12 @@ def field_errors(error: ValidationError, model: type[BaseModel]) -> list[FieldEr
     """Turn pydantic's errors into FieldErrors with friendly messages, in document order."""
     result = []
     for detail in error.errors(include_url=False):
-        location = _drop_union_tags(tuple(detail["loc"]), model)
+        tagged = tuple(detail["loc"])
         result.append(
             FieldError(
-                path=format_path(location),
+                path=format_path(_drop_union_tags(tagged)),
                 code=str(detail["type"]),
-                message=_message(detail, location, model),
+                message=_message(detail, tagged, model),
             )
         )
     return _unique(result)
@@ -103,7 +103,7 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {text if len(text) < 60 else text[:57] + '...'}"
 
 
-def _drop_union_tags(location: tuple[Any, ...], model: type[BaseModel]) -> tuple[Any, ...]:
+def _drop_union_tags(location: tuple[Any, ...]) -> tuple[Any, ...]:
     """pydantic puts the discriminator value into the path (target.lambda.function); users never wrote it."""
     tags = set(_target_tags())
     kept: list[Any] = []
@@ -136,9 +136,15 @@ def _allowed_fields(location: tuple[Any, ...], model: type[BaseModel]) -> list[s
 
 
 def _step(annotation: Any, part: Any) -> Any:
-    for model in _models_in(annotation):
+    models = _models_in(annotation)
+    for model in models:
         if isinstance(part, str) and part in model.model_fields:
             return model.model_fields[part].annotation
+    for model in models:
+        # A discriminated union member, named in the path by its tag (target.lambda.function).
+        tag = model.model_fields.get("type")
+        if tag is not None and part in get_args(tag.annotation):
+            return model
     for inner in _unwrap(annotation):
         origin = get_origin(inner)
         if isinstance(part, int) and origin is list:
@@ -176,4 +182,3 @@ def _unique(errors: list[FieldError]) -> list[FieldError]:
     return result
 
 
-__all__ = ["FieldError", "Literal", "SpecError", "field_errors", "format_path"]

@@ -16,6 +16,7 @@ instant did not fire, and the dispatcher and preview use one code path.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import itertools
 import math
@@ -23,7 +24,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
@@ -102,7 +103,8 @@ class CompiledSchedule:
         self._cron_text = (
             self.expression.croniter_text(hash_key) if isinstance(self.expression, CronExpression) else ""
         )
-        self.anchor = _as_utc(schedule.start_at or anchor) if (schedule.start_at or anchor) else None
+        anchor_source = schedule.start_at or anchor
+        self.anchor = _as_utc(anchor_source) if anchor_source else None
         if isinstance(self.expression, RateExpression) and self.anchor is None:
             raise ValueError("a rate() schedule needs start_at or an anchor (the job's creation time)")
         self._calendar = _CalendarCheck(schedule.calendar) if schedule.calendar else None
@@ -193,7 +195,8 @@ class CompiledSchedule:
         start_wall = local_wall(after, self.zone) - margin
         if expression.years and start_wall.year < expression.years[0]:
             start_wall = datetime(expression.years[0], 1, 1) - timedelta(minutes=1)  # noqa: DTZ001
-        cursor = croniter(self._cron_text, start_wall, day_or=expression.day_or)
+        cursor = copy.copy(_cron_template(self._cron_text, expression.day_or))
+        cursor.set_current(start_wall, force=True)
         # Each wall gives instants >= its first instant, and first instants never decrease as walls
         # increase; so anything queued before the current wall's first instant is final and can go.
         pending: list[tuple[datetime, int, Occurrence]] = []
@@ -324,6 +327,12 @@ class CompiledSchedule:
             return occurrence
         offset = hash_value(self.hash_key, occurrence.at.isoformat(), seconds + 1)
         return replace(occurrence, fire_at=occurrence.at + timedelta(seconds=offset))
+
+
+@lru_cache(maxsize=8192)
+def _cron_template(text: str, day_or: bool) -> croniter:
+    """An expanded croniter to copy per query: expanding the text is most of croniter's cost."""
+    return croniter(text, datetime(2000, 1, 1), day_or=day_or)  # noqa: DTZ001 - wall time
 
 
 class _CalendarCheck:

@@ -22,6 +22,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 
 from croniter import croniter
 from croniter.croniter import CroniterBadDateError, CroniterError
@@ -119,8 +120,12 @@ class CronExpression:
 ScheduleExpression = CronExpression | RateExpression | AtExpression
 
 
+@lru_cache(maxsize=8192)
 def parse_expression(text: str) -> ScheduleExpression:
-    """Parse any accepted expression; ExpressionError says what is wrong and what is allowed."""
+    """Parse any accepted expression; ExpressionError says what is wrong and what is allowed.
+
+    Cached: validation, compilation and every dispatcher tick parse the same few texts.
+    """
     if not isinstance(text, str) or not text.strip():
         raise ExpressionError(f"empty expression; expected {EXPRESSION_HELP}")
     stripped = " ".join(text.split())
