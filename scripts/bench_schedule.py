@@ -17,8 +17,16 @@ from jobsched.spec import Schedule
 from jobsched.tz import UTC
 
 ZONES = [
-    "UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Australia/Sydney",
-    "Asia/Kolkata", "America/Los_Angeles", "Europe/London", "Asia/Tokyo", "America/Sao_Paulo",
+    "UTC",
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Lord_Howe",
+    "Australia/Sydney",
+    "Asia/Kolkata",
+    "America/Los_Angeles",
+    "Europe/London",
+    "Asia/Tokyo",
+    "America/Sao_Paulo",
 ]
 
 
@@ -27,8 +35,20 @@ def random_schedule(rng: random.Random) -> dict[str, object]:
     zone = rng.choice(ZONES)
     minute, hour = rng.randrange(60), rng.randrange(24)
     expression = {
-        "cron": rng.choice([f"{minute} {hour} * * *", f"*/{rng.choice([5, 10, 15, 30])} * * * *", f"{minute} * * * 1-5"]),
-        "aws": rng.choice([f"cron({minute} {hour} ? * MON-FRI *)", f"cron(0 {hour} L * ? *)", f"cron({minute} {hour} ? * 2#1 *)"]),
+        "cron": rng.choice(
+            [
+                f"{minute} {hour} * * *",
+                f"*/{rng.choice([5, 10, 15, 30])} * * * *",
+                f"{minute} * * * 1-5",
+            ]
+        ),
+        "aws": rng.choice(
+            [
+                f"cron({minute} {hour} ? * MON-FRI *)",
+                f"cron(0 {hour} L * ? *)",
+                f"cron({minute} {hour} ? * 2#1 *)",
+            ]
+        ),
         "rate": rng.choice(["rate(1 minute)", "rate(5 minutes)", "rate(15 minutes)", "rate(2 hours)"]),
         "macro": rng.choice(["@hourly", "@daily", "@weekly", "@monthly"]),
         "hash": rng.choice(["H H * * *", "H/15 * * * *", "H H(0-5) * * 1-5"]),
@@ -39,7 +59,10 @@ def random_schedule(rng: random.Random) -> dict[str, object]:
     if kind == "rate":
         spec["start_at"] = "2026-01-01T00:00:00Z"
     if kind == "calendar":
-        spec["calendar"] = {"skip_holidays": rng.choice(["US", "DE", "GB", "AU"]), "business_days_only": True}
+        spec["calendar"] = {
+            "skip_holidays": rng.choice(["US", "DE", "GB", "AU"]),
+            "business_days_only": True,
+        }
     if kind == "blackout":
         spec["blackouts"] = [{"cron": "0 22 * * FRI", "duration": "4h", "action": rng.choice(["skip", "defer"])}]
     if rng.random() < 0.2:

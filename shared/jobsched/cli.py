@@ -62,11 +62,19 @@ def _next_fire_note(schedule: Schedule | None, hash_key: str, now: datetime) -> 
 
 @cli.command()
 @click.argument("expression", required=False)
-@click.option("--file", "job_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Preview the schedule of this job file instead of an expression.")
+@click.option(
+    "--file",
+    "job_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Preview the schedule of this job file instead of an expression.",
+)
 @click.option("--tz", "timezone", default="UTC", show_default=True, help="IANA time zone of the expression.")
-@click.option("--after", "after_text", help="ISO-8601 instant; fire times strictly after it (default: now). "
-              "Without an offset it is read in the schedule's zone.")
+@click.option(
+    "--after",
+    "after_text",
+    help="ISO-8601 instant; fire times strictly after it (default: now). "
+    "Without an offset it is read in the schedule's zone.",
+)
 @click.option("--count", default=10, show_default=True, type=click.IntRange(1, 10000))
 @click.option("--job", "job_key", default="", help="team/name that fixes H values and jitter.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
@@ -86,7 +94,16 @@ def preview(
         if job_file is not None:
             job = load_job_file(job_file)
             if job.schedule is None:
-                _fail_with([FieldError("schedule", "no_schedule", "the job has no schedule; it runs only when triggered")], job_file)
+                _fail_with(
+                    [
+                        FieldError(
+                            "schedule",
+                            "no_schedule",
+                            "the job has no schedule; it runs only when triggered",
+                        )
+                    ],
+                    job_file,
+                )
             assert job.schedule is not None
             schedule, hash_key = job.schedule, job.key
         else:

@@ -25,7 +25,9 @@ def parse_duration(value: Any) -> timedelta:
         return value
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise PydanticCustomError(
-            "duration", "expected {allowed}, got {got}", {"allowed": DURATION_HELP, "got": repr(value)}
+            "duration",
+            "expected {allowed}, got {got}",
+            {"allowed": DURATION_HELP, "got": repr(value)},
         )
     if isinstance(value, int):
         # A bare number is ambiguous (seconds? minutes?): make the writer say which.

@@ -165,11 +165,7 @@ def _unwrap(annotation: Any) -> list[Any]:
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    return [
-        member
-        for member in _unwrap(annotation)
-        if isinstance(member, type) and issubclass(member, BaseModel)
-    ]
+    return [member for member in _unwrap(annotation) if isinstance(member, type) and issubclass(member, BaseModel)]
 
 
 def _unique(errors: list[FieldError]) -> list[FieldError]:
@@ -180,5 +176,3 @@ def _unique(errors: list[FieldError]) -> list[FieldError]:
             seen.add((error.path, error.message))
             result.append(error)
     return result
-
-

@@ -40,11 +40,9 @@ def parse_document(text: str, *, suffix: str = ".yaml") -> Any:
     try:
         if suffix == ".json":
             return json.loads(text)
-        return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_Yaml12Loader)
     except json.JSONDecodeError as error:
-        raise SpecError(
-            [FieldError("", "syntax", f"line {error.lineno}, column {error.colno}: {error.msg}")]
-        ) from None
+        raise SpecError([FieldError("", "syntax", f"line {error.lineno}, column {error.colno}: {error.msg}")]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -57,9 +55,7 @@ def validate_document(document: Any) -> JobSpec:
     if document is None:
         raise SpecError([FieldError("", "empty", "the document is empty; expected a job mapping")])
     if not isinstance(document, dict):
-        raise SpecError(
-            [FieldError("", "not_a_mapping", f"expected a job mapping, got {type(document).__name__}")]
-        )
+        raise SpecError([FieldError("", "not_a_mapping", f"expected a job mapping, got {type(document).__name__}")])
     try:
         return JobSpec.model_validate(document)
     except ValidationError as error:

@@ -353,9 +353,7 @@ class _PayloadTarget(_TargetBase):
 class LambdaTarget(_PayloadTarget):
     type: Literal["lambda"]
     function: str = Field(description="function name, name:alias, or ARN")
-    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_SYNC_TARGET_TIMEOUT)] = timedelta(
-        minutes=5
-    )
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_SYNC_TARGET_TIMEOUT)] = timedelta(minutes=5)
 
     @field_validator("function")
     @classmethod
@@ -363,8 +361,7 @@ class LambdaTarget(_PayloadTarget):
         if not (_LAMBDA_NAME.match(value) or _LAMBDA_ARN.match(value)):
             raise _fail(
                 "invalid_function",
-                "'{value}' is not a Lambda function name or ARN "
-                "(arn:aws:lambda:REGION:ACCOUNT:function:NAME)",
+                "'{value}' is not a Lambda function name or ARN (arn:aws:lambda:REGION:ACCOUNT:function:NAME)",
                 value=value,
             )
         return value
@@ -420,9 +417,7 @@ class HttpTarget(_PayloadTarget):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict, max_length=50)
     secret_headers: dict[str, SecretRef] = Field(default_factory=dict, max_length=20)
-    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_SYNC_TARGET_TIMEOUT)] = timedelta(
-        seconds=30
-    )
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_SYNC_TARGET_TIMEOUT)] = timedelta(seconds=30)
 
     @field_validator("headers", "secret_headers")
     @classmethod
@@ -464,9 +459,7 @@ TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callba
 
 
 class Backoff(StrictModel):
-    initial: Annotated[Duration, _bounded(timedelta(seconds=1), timedelta(hours=12))] = timedelta(
-        seconds=30
-    )
+    initial: Annotated[Duration, _bounded(timedelta(seconds=1), timedelta(hours=12))] = timedelta(seconds=30)
     multiplier: float = Field(default=2.0, ge=1.0, le=10.0)
     max: Annotated[Duration, _bounded(timedelta(seconds=1), timedelta(days=1))] = timedelta(minutes=10)
     jitter: Literal["full", "equal", "none"] = "full"
@@ -567,9 +560,7 @@ def dag_problems(shape: list[tuple[Any, Any]]) -> list[tuple[tuple[str | int, ..
         if not isinstance(name, str):
             continue
         if name in seen:
-            problems.append(
-                (("tasks", index, "name"), f"duplicate task '{name}' (also tasks[{seen[name]}])")
-            )
+            problems.append((("tasks", index, "name"), f"duplicate task '{name}' (also tasks[{seen[name]}])"))
         else:
             seen[name] = index
     sorter: TopologicalSorter[str] = TopologicalSorter()
@@ -594,7 +585,10 @@ def dag_problems(shape: list[tuple[Any, Any]]) -> list[tuple[tuple[str | int, ..
 
 
 def _validate_with(
-    cls: type[ModelT], data: Any, handler: ModelWrapValidatorHandler[ModelT], problems: list[InitErrorDetails]
+    cls: type[ModelT],
+    data: Any,
+    handler: ModelWrapValidatorHandler[ModelT],
+    problems: list[InitErrorDetails],
 ) -> ModelT:
     """Run field validation and report ``problems`` together with its errors, not instead of them."""
     try:
@@ -625,8 +619,8 @@ class JobSpec(StrictModel):
     description: str = Field(default="", max_length=1024)
     owner: EmailAddress | None = None
     runbook_url: HttpUrl | None = None
-    tags: dict[str, Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v)]] = (
-        Field(default_factory=dict, max_length=50)
+    tags: dict[str, Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v)]] = Field(
+        default_factory=dict, max_length=50
     )
     schedule: Schedule | None = Field(default=None, description="absent: the job runs only when triggered")
     target: Target | None = None

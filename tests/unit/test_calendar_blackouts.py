@@ -34,17 +34,27 @@ class TestCalendar:
     def test_business_days_use_the_local_date_not_the_utc_date(self) -> None:
         # 20:00 Friday in New York is already Saturday in UTC; it is still a business day here.
         schedule = compiled("0 20 * * *", NY, calendar={"business_days_only": True})
-        assert local_times(schedule, "2027-01-08T12:00Z", 2) == ["2027-01-08 20:00 EST", "2027-01-11 20:00 EST"]
+        assert local_times(schedule, "2027-01-08T12:00Z", 2) == [
+            "2027-01-08 20:00 EST",
+            "2027-01-11 20:00 EST",
+        ]
 
     def test_weekend_follows_the_holiday_country(self) -> None:
         # The UAE weekend is Saturday-Sunday since 2022; Israel's is Friday-Saturday.
-        israel = compiled("0 9 * * *", "Asia/Jerusalem", calendar={"skip_holidays": "IL", "business_days_only": True})
+        israel = compiled(
+            "0 9 * * *",
+            "Asia/Jerusalem",
+            calendar={"skip_holidays": "IL", "business_days_only": True},
+        )
         weekdays = {f"{o.at:%a}" for o in israel.next_fires(utc("2027-01-03T00:00Z"), 10)}
         assert "Fri" not in weekdays and "Sat" not in weekdays and "Sun" in weekdays
 
     def test_excluded_dates(self) -> None:
         schedule = compiled("0 9 * * *", calendar={"exclude_dates": ["2027-12-24", "2027-12-31"]})
-        assert fire_times(schedule, "2027-12-23T12:00Z", 2) == ["2027-12-25T09:00Z", "2027-12-26T09:00Z"]
+        assert fire_times(schedule, "2027-12-23T12:00Z", 2) == [
+            "2027-12-25T09:00Z",
+            "2027-12-26T09:00Z",
+        ]
 
     def test_a_calendar_that_excludes_everything_gives_nothing_not_a_hang(self) -> None:
         schedule = compiled("0 9 * * 6", calendar={"business_days_only": True})
@@ -54,7 +64,9 @@ class TestCalendar:
 class TestBlackouts:
     def test_skip_window(self) -> None:
         schedule = compiled(
-            "0 * * * *", NY, blackouts=[{"cron": "0 22 * * FRI", "duration": "4h", "action": "skip"}]
+            "0 * * * *",
+            NY,
+            blackouts=[{"cron": "0 22 * * FRI", "duration": "4h", "action": "skip"}],
         )
         assert local_times(schedule, "2027-01-09T01:30Z", 3) == [
             "2027-01-08 21:00 EST",
@@ -71,7 +83,8 @@ class TestBlackouts:
 
     def test_defer_fires_once_at_the_window_end(self) -> None:
         schedule = compiled(
-            "*/30 * * * *", blackouts=[{"cron": "0 22 * * FRI", "duration": "4h", "action": "defer"}]
+            "*/30 * * * *",
+            blackouts=[{"cron": "0 22 * * FRI", "duration": "4h", "action": "defer"}],
         )
         fires = schedule.next_fires(utc("2027-01-08T21:00Z"), 3)
         assert [f"{f.at:%Y-%m-%dT%H:%M}" for f in fires] == [
@@ -84,9 +97,16 @@ class TestBlackouts:
         assert len(deferred.moved_from) == 8
 
     def test_defer_when_after_is_inside_the_window(self) -> None:
-        schedule = compiled("30 1 * * *", NY, blackouts=[{"cron": "0 22 * * FRI", "duration": "4h", "action": "defer"}])
+        schedule = compiled(
+            "30 1 * * *",
+            NY,
+            blackouts=[{"cron": "0 22 * * FRI", "duration": "4h", "action": "defer"}],
+        )
         fires = schedule.next_fires(utc("2027-01-09T06:45Z"), 2)
-        assert [f"{f.at:%Y-%m-%dT%H:%M}Z" for f in fires] == ["2027-01-09T07:00Z", "2027-01-10T06:30Z"]
+        assert [f"{f.at:%Y-%m-%dT%H:%M}Z" for f in fires] == [
+            "2027-01-09T07:00Z",
+            "2027-01-10T06:30Z",
+        ]
         assert fires[0].reason is not None and fires[0].reason.startswith("deferred by blackout")
 
     def test_absolute_window(self) -> None:

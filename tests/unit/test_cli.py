@@ -38,7 +38,9 @@ class TestValidate:
         assert code == 0
         assert len(lines) == len(list(EXAMPLES.glob("*.yaml")))
         assert all(": OK " in line for line in lines)
-        assert f"{EXAMPLES / 'nightly-invoices.yaml'}: OK payments/nightly-invoices (next: 2027-01-04T06:30:00Z)" in lines
+        assert (
+            f"{EXAMPLES / 'nightly-invoices.yaml'}: OK payments/nightly-invoices (next: 2027-01-04T06:30:00Z)" in lines
+        )
 
     def test_every_error_as_file_path_message(self, tmp_path: Path) -> None:
         bad = tmp_path / "bad.yaml"
@@ -54,7 +56,13 @@ class TestValidate:
         assert f"{good}: OK payments/ok (no schedule: runs when triggered)" in lines
         errors = [line for line in lines if line.startswith(f"{bad}: ")]
         paths = [line.split(": ")[1] for line in errors]
-        assert paths == ["name", "schedule.expression", "schedule.timezone", "target.function", "priority"]
+        assert paths == [
+            "name",
+            "schedule.expression",
+            "schedule.timezone",
+            "target.function",
+            "priority",
+        ]
 
     def test_duplicate_jobs_across_files(self, tmp_path: Path) -> None:
         for name in ("a.yaml", "b.yaml"):
@@ -76,7 +84,16 @@ class TestValidate:
 
 class TestPreview:
     def test_text_lines_utc_and_local(self) -> None:
-        code, output = run("preview", "30 1 * * *", "--tz", "America/New_York", "--after", "2027-11-06T12:00:00Z", "--count", "2")
+        code, output = run(
+            "preview",
+            "30 1 * * *",
+            "--tz",
+            "America/New_York",
+            "--after",
+            "2027-11-06T12:00:00Z",
+            "--count",
+            "2",
+        )
         assert code == 0
         lines = [line for line in output.splitlines() if not line.startswith("#")]
         assert lines[0] == "2027-11-07T05:30:00Z  Sun 2027-11-07 01:30:00 EDT"
@@ -85,34 +102,74 @@ class TestPreview:
 
     def test_json(self) -> None:
         code, output = run(
-            "preview", "cron(30 1 * * ? *)", "--tz", "America/New_York", "--after", "2027-11-06T12:00:00Z", "--count", "3", "--json"
+            "preview",
+            "cron(30 1 * * ? *)",
+            "--tz",
+            "America/New_York",
+            "--after",
+            "2027-11-06T12:00:00Z",
+            "--count",
+            "3",
+            "--json",
         )
         assert code == 0
         entries = json.loads(output)
-        assert [e["utc"] for e in entries] == ["2027-11-07T05:30:00Z", "2027-11-08T06:30:00Z", "2027-11-09T06:30:00Z"]
+        assert [e["utc"] for e in entries] == [
+            "2027-11-07T05:30:00Z",
+            "2027-11-08T06:30:00Z",
+            "2027-11-09T06:30:00Z",
+        ]
         assert entries[0]["local"] == "2027-11-07T01:30:00-04:00"
         assert entries[1]["skipped"][0]["utc"] == "2027-11-07T06:30:00Z"
 
     def test_strictly_after(self) -> None:
-        code, output = run("preview", "0 * * * *", "--after", "2027-01-01T05:00:00Z", "--count", "1", "--json")
+        _code, output = run("preview", "0 * * * *", "--after", "2027-01-01T05:00:00Z", "--count", "1", "--json")
         assert json.loads(output)[0]["utc"] == "2027-01-01T06:00:00Z"
 
     def test_shifted_instant_says_why(self) -> None:
-        code, output = run("preview", "30 2 * * *", "--tz", "America/New_York", "--after", "2027-03-14T00:00:00Z", "--count", "1", "--json")
+        _code, output = run(
+            "preview",
+            "30 2 * * *",
+            "--tz",
+            "America/New_York",
+            "--after",
+            "2027-03-14T00:00:00Z",
+            "--count",
+            "1",
+            "--json",
+        )
         [entry] = json.loads(output)
         assert entry["utc"] == "2027-03-14T07:00:00Z" and "DST gap" in entry["reason"]
         assert entry["moved_from"] == ["2027-03-14T02:30:00"]
 
     def test_default_after_is_now(self, fixed_clock: datetime) -> None:
-        code, output = run("preview", "@daily", "--count", "1", "--json")
+        _code, output = run("preview", "@daily", "--count", "1", "--json")
         assert json.loads(output)[0]["utc"] == "2027-01-02T00:00:00Z"
 
     def test_naive_after_is_read_in_the_schedule_zone(self) -> None:
-        code, output = run("preview", "0 9 * * *", "--tz", "Europe/Berlin", "--after", "2027-01-05T09:00", "--count", "1", "--json")
+        _code, output = run(
+            "preview",
+            "0 9 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--after",
+            "2027-01-05T09:00",
+            "--count",
+            "1",
+            "--json",
+        )
         assert json.loads(output)[0]["utc"] == "2027-01-06T08:00:00Z"
 
     def test_file(self) -> None:
-        code, output = run("preview", "--file", str(EXAMPLES / "nightly-invoices.yaml"), "--after", "2027-12-22T12:00:00Z", "--count", "2")
+        code, output = run(
+            "preview",
+            "--file",
+            str(EXAMPLES / "nightly-invoices.yaml"),
+            "--after",
+            "2027-12-22T12:00:00Z",
+            "--count",
+            "2",
+        )
         assert code == 0
         assert "2027-12-24 is an excluded date" in output
         assert "2027-12-25 (Saturday) is not a business day" in output
@@ -137,7 +194,17 @@ class TestPreview:
 
 def test_console_script_is_installed() -> None:
     result = subprocess.run(
-        [str(Path(sys.executable).with_name("jobsched")), "preview", "@hourly", "--after", "2027-01-01T00:00:00Z", "--count", "1"],
-        capture_output=True, text=True, check=False,
+        [
+            str(Path(sys.executable).with_name("jobsched")),
+            "preview",
+            "@hourly",
+            "--after",
+            "2027-01-01T00:00:00Z",
+            "--count",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0 and result.stdout.startswith("2027-01-01T01:00:00Z")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 
 import pytest
 
@@ -13,16 +13,14 @@ from jobsched.schedule.expressions import (
     hash_value,
     parse_expression,
 )
-from tests.helpers import compiled, fire_times, local_times
+from tests.helpers import compiled, fire_times, local_times, utc
 
 
 def days(expression: str, after: str, count: int, timezone: str = "UTC") -> list[str]:
     return [f"{o.at:%a %Y-%m-%d}" for o in compiled(expression, timezone).next_fires(_utc(after), count)]
 
 
-def _utc(text: str):  # type: ignore[no-untyped-def]
-    from tests.helpers import utc
-
+def _utc(text: str) -> datetime:
     return utc(text)
 
 
@@ -38,11 +36,18 @@ class TestVixieCron:
 
     def test_a_day_field_starting_with_star_means_and(self) -> None:
         # Vixie: '*/2' starts with '*', so the days are ANDed: odd days that are Mondays.
-        assert days("0 0 */2 * 1", "2027-01-01T00:00Z", 3) == ["Mon 2027-01-11", "Mon 2027-01-25", "Mon 2027-02-01"]
+        assert days("0 0 */2 * 1", "2027-01-01T00:00Z", 3) == [
+            "Mon 2027-01-11",
+            "Mon 2027-01-25",
+            "Mon 2027-02-01",
+        ]
 
     @pytest.mark.parametrize("sunday", ["0", "7", "SUN"])
     def test_zero_and_seven_are_sunday(self, sunday: str) -> None:
-        assert days(f"0 0 * * {sunday}", "2027-01-01T00:00Z", 2) == ["Sun 2027-01-03", "Sun 2027-01-10"]
+        assert days(f"0 0 * * {sunday}", "2027-01-01T00:00Z", 2) == [
+            "Sun 2027-01-03",
+            "Sun 2027-01-10",
+        ]
 
     def test_leap_day(self) -> None:
         assert days("0 12 29 2 *", "2027-01-01T00:00Z", 2) == ["Tue 2028-02-29", "Sun 2032-02-29"]
@@ -80,17 +85,28 @@ class TestAwsCron:
 
     def test_ranges_of_numbers_are_renumbered(self) -> None:
         # 2-6 = MON-FRI in AWS numbering.
-        assert days("cron(0 9 ? * 2-6 *)", "2027-01-01T12:00Z", 3) == ["Mon 2027-01-04", "Tue 2027-01-05", "Wed 2027-01-06"]
+        assert days("cron(0 9 ? * 2-6 *)", "2027-01-01T12:00Z", 3) == [
+            "Mon 2027-01-04",
+            "Tue 2027-01-05",
+            "Wed 2027-01-06",
+        ]
         assert days("cron(0 9 ? * MON-FRI *)", "2027-01-01T12:00Z", 3) == days(
             "cron(0 9 ? * 2-6 *)", "2027-01-01T12:00Z", 3
         )
 
     def test_last_day_of_month(self) -> None:
-        assert days("cron(0 0 L * ? *)", "2027-01-01T00:00Z", 3) == ["Sun 2027-01-31", "Sun 2027-02-28", "Wed 2027-03-31"]
+        assert days("cron(0 0 L * ? *)", "2027-01-01T00:00Z", 3) == [
+            "Sun 2027-01-31",
+            "Sun 2027-02-28",
+            "Wed 2027-03-31",
+        ]
 
     def test_nearest_weekday(self) -> None:
         # 2027-05-15 is a Saturday -> Friday the 14th; 2027-08-15 is a Sunday -> Monday the 16th.
-        assert days("cron(0 0 15W 5,8 ? *)", "2027-01-01T00:00Z", 2) == ["Fri 2027-05-14", "Mon 2027-08-16"]
+        assert days("cron(0 0 15W 5,8 ? *)", "2027-01-01T00:00Z", 2) == [
+            "Fri 2027-05-14",
+            "Mon 2027-08-16",
+        ]
 
     def test_nearest_weekday_does_not_leave_the_month(self) -> None:
         # 2027-05-01 is a Saturday: the nearest weekday within May is Monday the 3rd.
@@ -98,21 +114,37 @@ class TestAwsCron:
 
     def test_last_weekday_of_month(self) -> None:
         # 2027-01-31 is a Sunday -> Fri 29th; 2027-02-28 Sunday -> Fri 26th; 2027-03-31 Wednesday.
-        assert days("cron(0 18 LW * ? *)", "2027-01-01T00:00Z", 3) == ["Fri 2027-01-29", "Fri 2027-02-26", "Wed 2027-03-31"]
+        assert days("cron(0 18 LW * ? *)", "2027-01-01T00:00Z", 3) == [
+            "Fri 2027-01-29",
+            "Fri 2027-02-26",
+            "Wed 2027-03-31",
+        ]
 
     def test_nth_weekday_of_month(self) -> None:
         # 3#2: the second Tuesday (AWS 3 = TUE).
-        assert days("cron(0 9 ? * 3#2 *)", "2027-01-01T00:00Z", 2) == ["Tue 2027-01-12", "Tue 2027-02-09"]
+        assert days("cron(0 9 ? * 3#2 *)", "2027-01-01T00:00Z", 2) == [
+            "Tue 2027-01-12",
+            "Tue 2027-02-09",
+        ]
 
     def test_last_given_weekday_of_month(self) -> None:
         # 6L: the last Friday.
-        assert days("cron(0 9 ? * 6L *)", "2027-01-01T00:00Z", 2) == ["Fri 2027-01-29", "Fri 2027-02-26"]
+        assert days("cron(0 9 ? * 6L *)", "2027-01-01T00:00Z", 2) == [
+            "Fri 2027-01-29",
+            "Fri 2027-02-26",
+        ]
 
     def test_year_field_limits_and_ends_the_schedule(self) -> None:
-        assert days("cron(0 0 1 1 ? 2028-2029)", "2027-01-01T00:00Z", 5) == ["Sat 2028-01-01", "Mon 2029-01-01"]
+        assert days("cron(0 0 1 1 ? 2028-2029)", "2027-01-01T00:00Z", 5) == [
+            "Sat 2028-01-01",
+            "Mon 2029-01-01",
+        ]
 
     def test_year_list(self) -> None:
-        assert days("cron(0 0 1 1 ? 2028,2031)", "2027-01-01T00:00Z", 5) == ["Sat 2028-01-01", "Wed 2031-01-01"]
+        assert days("cron(0 0 1 1 ? 2028,2031)", "2027-01-01T00:00Z", 5) == [
+            "Sat 2028-01-01",
+            "Wed 2031-01-01",
+        ]
 
     def test_year_in_the_past_never_fires_again(self) -> None:
         assert days("cron(0 0 1 1 ? 2020)", "2027-01-01T00:00Z", 1) == []
@@ -136,11 +168,17 @@ class TestRateAndAt:
 
     def test_rate_without_start_counts_from_the_anchor_and_excludes_it(self) -> None:
         schedule = compiled("rate(1 day)", anchor="2027-01-01T10:17:00Z")
-        assert fire_times(schedule, "2027-01-01T10:17Z", 2) == ["2027-01-02T10:17Z", "2027-01-03T10:17Z"]
+        assert fire_times(schedule, "2027-01-01T10:17Z", 2) == [
+            "2027-01-02T10:17Z",
+            "2027-01-03T10:17Z",
+        ]
 
     def test_rate_resumes_on_its_grid_after_any_instant(self) -> None:
         schedule = compiled("rate(7 minutes)", start_at="2027-01-01T00:00:00Z")
-        assert fire_times(schedule, "2027-01-01T01:00Z", 2) == ["2027-01-01T01:03Z", "2027-01-01T01:10Z"]
+        assert fire_times(schedule, "2027-01-01T01:00Z", 2) == [
+            "2027-01-01T01:03Z",
+            "2027-01-01T01:10Z",
+        ]
 
     def test_at_fires_once_in_the_job_zone(self) -> None:
         schedule = compiled("at(2027-06-01T09:00:00)", "Europe/Berlin")
@@ -168,11 +206,17 @@ class TestHash:
         assert hash_value("payments/nightly-invoices", "minute", 60) == hash_value(
             "payments/nightly-invoices", "minute", 60
         )
-        assert [hash_value("a/b", "minute", 60), hash_value("a/b", "hour", 24)] == [_pinned_minute(), _pinned_hour()]
+        assert [hash_value("a/b", "minute", 60), hash_value("a/b", "hour", 24)] == [
+            _pinned_minute(),
+            _pinned_hour(),
+        ]
 
     def test_h_range_and_step(self) -> None:
         for i in range(50):
-            minutes = [o.at.minute for o in compiled("H(0-29)/15 * * * *", key=f"t/{i}").next_fires(_utc("2027-01-01T00:00Z"), 4)]
+            minutes = [
+                o.at.minute
+                for o in compiled("H(0-29)/15 * * * *", key=f"t/{i}").next_fires(_utc("2027-01-01T00:00Z"), 4)
+            ]
             low, high = sorted(set(minutes))
             assert low < 15 and high == low + 15
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from datetime import datetime, timedelta
 
@@ -14,9 +15,21 @@ from jobsched.tz import UTC, available_zones, get_zone
 from tests.helpers import compiled
 
 DST_ZONES = [
-    "America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Australia/Sydney", "Asia/Kolkata",
-    "America/Santiago", "Pacific/Chatham", "Europe/Dublin", "Asia/Tehran", "America/St_Johns",
-    "Africa/Casablanca", "Antarctica/Troll", "America/Havana", "Pacific/Apia", "Europe/London",
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Lord_Howe",
+    "Australia/Sydney",
+    "Asia/Kolkata",
+    "America/Santiago",
+    "Pacific/Chatham",
+    "Europe/Dublin",
+    "Asia/Tehran",
+    "America/St_Johns",
+    "Africa/Casablanca",
+    "Antarctica/Troll",
+    "America/Havana",
+    "Pacific/Apia",
+    "Europe/London",
 ]
 zones = st.one_of(st.sampled_from(DST_ZONES), st.sampled_from(sorted(available_zones())))
 years = st.integers(min_value=2000, max_value=2035)
@@ -44,27 +57,44 @@ def wildcard_entries(draw: st.DrawFn) -> str:
     """Minute or hour field starting with '*'."""
     minute = draw(minutes)
     return draw(
-        st.sampled_from([
-            f"{minute} * * * *",
-            f"*/{draw(st.sampled_from([10, 15, 20, 30]))} * * * *",
-            f"{minute} */{draw(st.integers(1, 6))} * * *",
-            "@hourly",
-        ])
+        st.sampled_from(
+            [
+                f"{minute} * * * *",
+                f"*/{draw(st.sampled_from([10, 15, 20, 30]))} * * * *",
+                f"{minute} */{draw(st.integers(1, 6))} * * *",
+                "@hourly",
+            ]
+        )
     )
 
 
 @st.composite
 def any_entries(draw: st.DrawFn) -> dict[str, object]:
-    expression = draw(st.one_of(fixed_time_entries(), wildcard_entries(), st.sampled_from(["rate(45 minutes)", "rate(1 day)"])))
+    expression = draw(
+        st.one_of(
+            fixed_time_entries(),
+            wildcard_entries(),
+            st.sampled_from(["rate(45 minutes)", "rate(1 day)"]),
+        )
+    )
     extra: dict[str, object] = {}
     if draw(st.booleans()):
         extra["jitter"] = draw(st.sampled_from(["30s", "10m", "1h"]))
     if draw(st.booleans()):
-        extra["dst"] = {"gap": draw(st.sampled_from(["shift", "skip"])), "fold": draw(st.sampled_from(["first", "last", "both"]))}
+        extra["dst"] = {
+            "gap": draw(st.sampled_from(["shift", "skip"])),
+            "fold": draw(st.sampled_from(["first", "last", "both"])),
+        }
     if draw(st.booleans()):
         extra["calendar"] = {"business_days_only": True}
     if draw(st.booleans()):
-        extra["blackouts"] = [{"cron": "0 1 * * *", "duration": "90m", "action": draw(st.sampled_from(["skip", "defer"]))}]
+        extra["blackouts"] = [
+            {
+                "cron": "0 1 * * *",
+                "duration": "90m",
+                "action": draw(st.sampled_from(["skip", "defer"])),
+            }
+        ]
     return {"expression": expression, **extra}
 
 
@@ -101,8 +131,8 @@ def test_instants_strictly_increase(spec: dict[str, object], zone: str, year: in
         occurrences = list(schedule.occurrences(window[0], until=window[1]))
         fires = [o for o in occurrences if o.fires]
         assert all(o.at > window[0] for o in occurrences)
-        assert all(a.at < b.at for a, b in zip(fires, fires[1:], strict=False)), spec
-        assert all(a.fire_at < b.fire_at for a, b in zip(fires, fires[1:], strict=False)), spec
+        assert all(a.at < b.at for a, b in itertools.pairwise(fires)), spec
+        assert all(a.fire_at < b.fire_at for a, b in itertools.pairwise(fires)), spec
         assert all(o.at <= o.fire_at for o in fires)
 
 

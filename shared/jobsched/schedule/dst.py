@@ -40,7 +40,8 @@ def resolve_wall(wall: datetime, zone: ZoneInfo) -> ResolvedWall:
     second_utc = second.astimezone(UTC)
     if first_utc.astimezone(zone).replace(tzinfo=None) == wall:
         return ResolvedWall(WallKind.FOLD, tuple(sorted((first_utc, second_utc))))
-    return ResolvedWall(WallKind.GAP, (_transition_between(*sorted((first_utc, second_utc)), zone),))
+    before, after = sorted((first_utc, second_utc))
+    return ResolvedWall(WallKind.GAP, (_transition_between(before, after, zone),))
 
 
 def _transition_between(before: datetime, after: datetime, zone: ZoneInfo) -> datetime:
@@ -63,6 +64,4 @@ def local_wall(instant: datetime, zone: ZoneInfo) -> datetime:
 
 def zone_changes_near(instant: datetime, zone: ZoneInfo, margin: timedelta) -> bool:
     """Whether the zone's UTC offset differs across [instant - margin, instant + margin]."""
-    return (instant - margin).astimezone(zone).utcoffset() != (instant + margin).astimezone(
-        zone
-    ).utcoffset()
+    return (instant - margin).astimezone(zone).utcoffset() != (instant + margin).astimezone(zone).utcoffset()

@@ -100,9 +100,7 @@ class CompiledSchedule:
         # fire at every wall time that exists. An explicit dst setting overrides either.
         self.gap_policy = schedule.dst.gap or ("skip" if wildcard else "shift")
         self.fold_policy = schedule.dst.fold or ("both" if wildcard else "first")
-        self._cron_text = (
-            self.expression.croniter_text(hash_key) if isinstance(self.expression, CronExpression) else ""
-        )
+        self._cron_text = self.expression.croniter_text(hash_key) if isinstance(self.expression, CronExpression) else ""
         anchor_source = schedule.start_at or anchor
         self.anchor = _as_utc(anchor_source) if anchor_source else None
         if isinstance(self.expression, RateExpression) and self.anchor is None:
@@ -136,9 +134,7 @@ class CompiledSchedule:
     def fires(self, after: datetime, *, until: datetime | None = None) -> Iterator[Occurrence]:
         return (o for o in self.occurrences(after, until=until) if o.fires)
 
-    def next_fires(
-        self, after: datetime, count: int, *, horizon: timedelta = DEFAULT_HORIZON
-    ) -> list[Occurrence]:
+    def next_fires(self, after: datetime, count: int, *, horizon: timedelta = DEFAULT_HORIZON) -> list[Occurrence]:
         """The next ``count`` fire instants strictly after ``after``, within ``horizon``."""
         return [fire for fire, _ in self.preview(after, count, horizon=horizon)]
 
@@ -166,9 +162,9 @@ class CompiledSchedule:
 
     def _raw(self, after: datetime, limit: datetime) -> Iterator[Occurrence]:
         """DST-resolved candidates in time order, before calendars and blackouts."""
-        begin = max(after, _as_utc(self.schedule.start_at) - timedelta(seconds=1)) if (
-            self.schedule.start_at
-        ) else after
+        begin = (
+            max(after, _as_utc(self.schedule.start_at) - timedelta(seconds=1)) if (self.schedule.start_at) else after
+        )
         expression = self.expression
         if isinstance(expression, RateExpression):
             return self._rate(expression, begin, limit)
@@ -231,8 +227,7 @@ class CompiledSchedule:
             shifted_to = local_wall(first, self.zone)
             if self.gap_policy == "shift":
                 reason = (
-                    f"{_hhmm(wall)} does not exist on {wall.date()} in {zone} (DST gap): "
-                    f"shifted to {_hhmm(shifted_to)}"
+                    f"{_hhmm(wall)} does not exist on {wall.date()} in {zone} (DST gap): shifted to {_hhmm(shifted_to)}"
                 )
                 return first, [_fire(first, shifted_to, reason=reason, moved_from=(wall,))]
             reason = f"{_hhmm(wall)} does not exist on {wall.date()} in {zone} (DST gap; gap: skip)"
@@ -243,8 +238,14 @@ class CompiledSchedule:
         if self.fold_policy == "both":
             return first, [_fire(first, wall), _fire(second, wall)]
         if self.fold_policy == "first":
-            return first, [_fire(first, wall), _fire(second, wall).skipped(f"{note}; fold: first runs the first")]
-        return first, [_fire(first, wall).skipped(f"{note}; fold: last runs the second"), _fire(second, wall)]
+            return first, [
+                _fire(first, wall),
+                _fire(second, wall).skipped(f"{note}; fold: first runs the first"),
+            ]
+        return first, [
+            _fire(first, wall).skipped(f"{note}; fold: last runs the second"),
+            _fire(second, wall),
+        ]
 
     # ------------------------------------------------------------------------------ filters
 

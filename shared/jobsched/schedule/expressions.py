@@ -208,8 +208,7 @@ def _parse_aws_cron(inner: str, original: str) -> CronExpression:
     fields = inner.upper().split()
     if len(fields) != 6:
         raise ExpressionError(
-            f"{original}: AWS cron has 6 fields (minutes hours day-of-month month day-of-week year), "
-            f"got {len(fields)}"
+            f"{original}: AWS cron has 6 fields (minutes hours day-of-month month day-of-week year), got {len(fields)}"
         )
     minute, hour, dom, month, dow, year = fields
     if (dom == "?") == (dow == "?"):
@@ -249,9 +248,7 @@ def _aws_dow_to_croniter(dow: str, original: str) -> str:
         if token in _DOW_NAMES:
             return token
         if not token.isdigit() or not 1 <= int(token) <= 7:
-            raise ExpressionError(
-                f"{original}: day-of-week '{token}' must be 1-7 (1 = SUN ... 7 = SAT) or SUN-SAT"
-            )
+            raise ExpressionError(f"{original}: day-of-week '{token}' must be 1-7 (1 = SUN ... 7 = SAT) or SUN-SAT")
         return str(int(token) - 1)
 
     parts = []
@@ -294,9 +291,7 @@ def _parse_year(year: str, original: str) -> tuple[tuple[int, int] | None, froze
                 f"{original}: year '{item}' must be *, a year {_YEAR_MIN}-{_YEAR_MAX}, a range or a list"
             ) from None
         if not (_YEAR_MIN <= low <= high <= _YEAR_MAX) or step < 1:
-            raise ExpressionError(
-                f"{original}: year '{item}' must lie within {_YEAR_MIN}-{_YEAR_MAX}, low before high"
-            )
+            raise ExpressionError(f"{original}: year '{item}' must lie within {_YEAR_MIN}-{_YEAR_MAX}, low before high")
         values.update(range(low, high + 1, step))
     span = (min(values), max(values))
     exact = None if values == set(range(span[0], span[1] + 1)) else frozenset(values)
@@ -311,9 +306,7 @@ def _check_hash_fields(fields: list[str], original: str) -> None:
             raise ExpressionError(f"{original}: 'H' is allowed in the minute and hour fields only")
         for token in text.split(","):
             if "H" in token and not _H_TOKEN.match(token):
-                raise ExpressionError(
-                    f"{original}: {name} '{token}': write H, H(a-b), H/n or H(a-b)/n"
-                )
+                raise ExpressionError(f"{original}: {name} '{token}': write H, H(a-b), H/n or H(a-b)/n")
 
 
 def _expand_hash(text: str, field_name: str, hash_key: str) -> str:
