@@ -31,7 +31,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from jobsched.durations import Duration, format_duration
-from jobsched.schedule.expressions import ExpressionError, parse_expression
+from jobsched.schedule.expressions import CronExpression, ExpressionError, parse_expression
 from jobsched.tz import UTC, available_zones, suggest_zone
 
 MAX_DAG_TASKS = 100
@@ -262,8 +262,6 @@ class Blackout(StrictModel):
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
         if value is not None:
-            from jobsched.schedule.expressions import CronExpression
-
             try:
                 parsed = parse_expression(value)
             except ExpressionError as error:

@@ -1,24 +1,5 @@
-"""Schedule expressions and fire-time computation (pure: ``now`` and ``after`` are arguments)."""
+"""Schedule expressions (``expressions``), DST resolution (``dst``) and fire-time computation (``engine``).
 
-from jobsched.schedule.engine import (
-    DEFAULT_HORIZON,
-    LATE_GRACE,
-    CompiledSchedule,
-    DuePlan,
-    Occurrence,
-    compile_schedule,
-    plan_due,
-)
-from jobsched.schedule.expressions import ExpressionError, parse_expression
-
-__all__ = [
-    "DEFAULT_HORIZON",
-    "LATE_GRACE",
-    "CompiledSchedule",
-    "DuePlan",
-    "ExpressionError",
-    "Occurrence",
-    "compile_schedule",
-    "parse_expression",
-    "plan_due",
-]
+Pure: ``now`` and ``after`` are arguments. Import the submodules directly; the job spec imports
+``expressions`` and ``engine`` imports the spec, so this package re-exports nothing.
+"""
