@@ -131,3 +131,18 @@ class TestBlackouts:
             "2027-01-01T04:40Z",
             "2027-01-01T05:00Z",
         ]
+
+
+class TestWindow:
+    def test_start_and_end_are_inclusive(self) -> None:
+        schedule = compiled("0 * * * *", start_at="2027-01-01T03:00:00Z", end_at="2027-01-01T05:00:00Z")
+        assert fire_times(schedule, "2026-12-31T00:00Z", 10) == [
+            "2027-01-01T03:00Z",
+            "2027-01-01T04:00Z",
+            "2027-01-01T05:00Z",
+        ]
+
+    def test_window_with_offsets_is_stored_in_utc(self) -> None:
+        schedule = compiled("0 * * * *", "Asia/Kolkata", start_at="2027-01-01T09:00:00+05:30")
+        # 09:00+05:30 is 03:30Z, itself an instant of this schedule (minute :00 in Kolkata is :30 in UTC).
+        assert fire_times(schedule, "2026-12-31T00:00Z", 2) == ["2027-01-01T03:30Z", "2027-01-01T04:30Z"]
