@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
+from datetime import date, timedelta
 from functools import cache
 from graphlib import CycleError, TopologicalSorter
 from typing import Annotated, Any, Literal, TypeVar
@@ -239,8 +239,6 @@ class CalendarPolicy(StrictModel):
     @field_validator("exclude_dates")
     @classmethod
     def _iso_dates(cls, values: list[str]) -> list[str]:
-        from datetime import date
-
         for value in values:
             try:
                 date.fromisoformat(value)

@@ -129,3 +129,13 @@ def test_engine_rejects_naive_datetimes() -> None:
 def test_rate_without_anchor_is_refused() -> None:
     with pytest.raises(ValueError, match="needs start_at or an anchor"):
         compiled("rate(5 minutes)")
+
+
+def test_jitter_does_not_depend_on_how_far_ahead_one_looks() -> None:
+    """The dispatcher asks for a short window, preview for a long one: same fire_at for each instant."""
+    schedule = compiled("*/2 * * * *", jitter="1h", key="a/b")
+    far = {f.at: f.fire_at for f in schedule.next_fires(utc("2027-01-01T00:00Z"), 30)}
+    for minutes in range(1, 50, 7):
+        until = utc("2027-01-01T00:00Z") + timedelta(minutes=minutes)
+        for fire in schedule.fires(utc("2027-01-01T00:00Z"), until=until):
+            assert fire.fire_at == far[fire.at], (minutes, fire.at)

@@ -51,7 +51,7 @@ MAX_EXAMINED = 200_000
 # An instant more than this overdue counts as missed and goes through the catch-up policy; within it,
 # a late tick simply fires it.
 LATE_GRACE = timedelta(minutes=2)
-_FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
+_FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)  # far, yet room to add a jitter to it
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,9 @@ class CompiledSchedule:
                 window = windows.containing(after)
                 if window:
                     start = min(start, window[0] - timedelta(seconds=1))
-        stream = self._raw(start, limit)
+        # Read past the limit by the jitter so the last instant's cap sees its successor: fire_at must not
+        # depend on how far ahead the caller looks.
+        stream = self._raw(start, limit + self.schedule.jitter + timedelta(seconds=1))
         stream = self._apply_calendar(stream)
         stream = self._apply_blackouts(stream)
         stream = self._apply_jitter(stream)
@@ -162,9 +164,9 @@ class CompiledSchedule:
 
     def _raw(self, after: datetime, limit: datetime) -> Iterator[Occurrence]:
         """DST-resolved candidates in time order, before calendars and blackouts."""
-        begin = (
-            max(after, _as_utc(self.schedule.start_at) - timedelta(seconds=1)) if (self.schedule.start_at) else after
-        )
+        begin = after
+        if self.schedule.start_at:
+            begin = max(after, _as_utc(self.schedule.start_at) - timedelta(seconds=1))  # start_at is inclusive
         expression = self.expression
         if isinstance(expression, RateExpression):
             return self._rate(expression, begin, limit)
