@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Iterator
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -123,6 +125,16 @@ def fires_in(schedule: CompiledSchedule, window: tuple[datetime, datetime]) -> l
     return list(schedule.fires(window[0], until=window[1]))
 
 
+def fires_per_window(
+    expression: str, zone: str, year: int
+) -> Iterator[tuple[ZoneInfo, tuple[datetime, datetime], list[Occurrence]]]:
+    """For each window around the zone's transitions: the zone, the window and the entry's fires in it."""
+    schedule = compiled(expression, zone)
+    tz = get_zone(zone)
+    for window in windows(zone, year):
+        yield tz, window, fires_in(schedule, window)
+
+
 @PROPERTY_SETTINGS
 @given(spec=any_entries(), zone=zones, year=years)
 def test_instants_strictly_increase(spec: dict[str, object], zone: str, year: int) -> None:
@@ -139,10 +151,7 @@ def test_instants_strictly_increase(spec: dict[str, object], zone: str, year: in
 @PROPERTY_SETTINGS
 @given(expression=fixed_time_entries(), zone=zones, year=years)
 def test_a_fixed_time_entry_never_fires_twice_on_one_local_date(expression: str, zone: str, year: int) -> None:
-    schedule = compiled(expression, zone)
-    tz = get_zone(zone)
-    for window in windows(zone, year):
-        fires = fires_in(schedule, window)
+    for tz, _, fires in fires_per_window(expression, zone, year):
         per_date = Counter(local_wall(f.at, tz).date() for f in fires)
         assert max(per_date.values(), default=0) <= 1, (expression, zone, per_date.most_common(2))
 
@@ -151,24 +160,20 @@ def test_a_fixed_time_entry_never_fires_twice_on_one_local_date(expression: str,
 @given(expression=fixed_time_entries(), zone=zones, year=years)
 def test_a_fixed_time_entry_misses_no_scheduled_date(expression: str, zone: str, year: int) -> None:
     """Shifted, not lost: every date the entry names gets its run, gap or no gap."""
-    schedule = compiled(expression, zone)
     plain = compiled(expression, "UTC")
-    tz = get_zone(zone)
-    for window in windows(zone, year):
+    for tz, window, fires in fires_per_window(expression, zone, year):
         local_start = local_wall(window[0], tz).replace(tzinfo=UTC) + timedelta(days=1)
         local_end = local_wall(window[1], tz).replace(tzinfo=UTC) - timedelta(days=1)
         expected = {f.at.date() for f in plain.fires(local_start, until=local_end)}
-        got = {f.wall.date() if not f.moved_from else f.moved_from[0].date() for f in fires_in(schedule, window)}
+        got = {f.wall.date() if not f.moved_from else f.moved_from[0].date() for f in fires}
         assert expected <= got, (expression, zone, sorted(expected - got))
 
 
 @PROPERTY_SETTINGS
 @given(expression=wildcard_entries(), zone=zones, year=years)
 def test_a_wildcard_entry_never_fires_at_a_wall_time_that_does_not_exist(expression: str, zone: str, year: int) -> None:
-    schedule = compiled(expression, zone)
-    tz = get_zone(zone)
-    for window in windows(zone, year):
-        for fire in fires_in(schedule, window):
+    for tz, _, fires in fires_per_window(expression, zone, year):
+        for fire in fires:
             assert not fire.moved_from, (expression, zone, fire)
             assert local_wall(fire.at, tz) == fire.wall
             assert resolve_wall(fire.wall, tz).kind is not WallKind.GAP
@@ -177,10 +182,7 @@ def test_a_wildcard_entry_never_fires_at_a_wall_time_that_does_not_exist(express
 @PROPERTY_SETTINGS
 @given(expression=wildcard_entries(), zone=zones, year=years)
 def test_a_wildcard_entry_runs_both_copies_of_a_repeated_wall_time(expression: str, zone: str, year: int) -> None:
-    schedule = compiled(expression, zone)
-    tz = get_zone(zone)
-    for window in windows(zone, year):
-        fires = fires_in(schedule, window)
+    for tz, window, fires in fires_per_window(expression, zone, year):
         instants = {f.at for f in fires}
         for fire in fires:
             resolved = resolve_wall(fire.wall, tz)
