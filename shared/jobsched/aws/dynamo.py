@@ -1,0 +1,45 @@
+"""DynamoDB item (de)serialization and the conditional-failure check the stores share."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def to_item(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: _serializer.serialize(value) for key, value in values.items() if value is not None}
+
+
+def to_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Expression attribute values (``:name`` -> typed value)."""
+    return {key: _serializer.serialize(value) for key, value in values.items()}
+
+
+def from_item(item: dict[str, Any]) -> dict[str, Any]:
+    return {key: _plain(_deserializer.deserialize(value)) for key, value in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | set):
+        return [_plain(v) for v in value]
+    return value
+
+
+def is_conditional_failure(error: ClientError) -> bool:
+    code = error.response.get("Error", {}).get("Code", "")
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code == "TransactionCanceledException":
+        reasons = error.response.get("CancellationReasons") or []
+        return any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons)
+    return False

@@ -1,0 +1,499 @@
+"""The Jobs table: job specs, their dispatch state, concurrency slots, audit records.
+
+Per job, one partition holds:
+- SPEC: the spec (JSON), version, lifecycle state. Every write is conditional on the version.
+- STATE: small and hot: next_fire_at + due_shard (the sparse ``due`` index), the dispatch cursor,
+  the spec version the cursor belongs to, and ``slots`` (run -> lease) for max_running.
+- AUDIT#...: who changed what, written in the same transaction as the change.
+
+Conditional failures become domain exceptions; nothing here decides policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from botocore.exceptions import ClientError
+
+from jobsched.aws.clients import client
+from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values
+from jobsched.names import DUE_SHARDS, JobsKeys
+from jobsched.runs import instant_text, parse_instant
+from jobsched.spec import JobSpec
+
+JobState = Literal["ACTIVE", "PAUSED"]
+
+
+class JobNotFound(LookupError):
+    pass
+
+
+class VersionConflict(RuntimeError):
+    """The job changed since the caller read it (optimistic concurrency)."""
+
+
+class JobExists(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    spec: JobSpec
+    version: int
+    state: JobState
+    created_at: datetime
+    updated_at: datetime
+    updated_by: str
+    paused_reason: str | None = None
+    paused_by: str | None = None
+    paused_at: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+
+@dataclass(frozen=True)
+class DueEntry:
+    job: str
+    next_fire_at: datetime
+    cursor: datetime
+    spec_version: int
+
+
+@dataclass(frozen=True)
+class SlotResult:
+    acquired: bool
+    holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when not acquired
+
+
+def due_shard(job: str) -> int:
+    """A stable shard for the job: crc32, so every process agrees."""
+    return zlib.crc32(job.encode()) % DUE_SHARDS
+
+
+def spec_digest(spec: JobSpec | None) -> str:
+    if spec is None:
+        return "-"
+    canonical = json.dumps(spec.model_dump(mode="json", exclude_none=True), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class JobsStore:
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+        self.table = table_name
+        self._client = dynamodb
+
+    @property
+    def db(self) -> Any:
+        return self._client or client("dynamodb")
+
+    # ------------------------------------------------------------------------------ spec items
+
+    def get(self, job: str, *, consistent: bool = True) -> StoredJob | None:
+        response = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=consistent)
+        item = response.get("Item")
+        return _stored_job(from_item(item)) if item else None
+
+    def get_many(self, jobs: list[str]) -> dict[str, StoredJob]:
+        """Spec items for up to any number of jobs, 100 per BatchGetItem, unprocessed keys retried."""
+        found: dict[str, StoredJob] = {}
+        for start in range(0, len(jobs), 100):
+            keys = [self._key(job, JobsKeys.SPEC) for job in jobs[start : start + 100]]
+            request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+            while request:
+                response = self.db.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    stored = _stored_job(from_item(item))
+                    found[stored.key] = stored
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    def create(
+        self, spec: JobSpec, *, now: datetime, principal: str, next_fire_at: datetime | None, cursor: datetime
+    ) -> StoredJob:
+        stored = StoredJob(spec, 1, "ACTIVE", now, now, principal)
+        try:
+            self.db.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": self._spec_item(stored),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {"Put": {"TableName": self.table, "Item": self._state_item(spec.key, 1, cursor, next_fire_at)}},
+                    self._audit(spec.key, now, principal, "create", None, spec),
+                ]
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                raise JobExists(spec.key) from None
+            raise
+        return stored
+
+    def replace(
+        self,
+        current: StoredJob,
+        spec: JobSpec,
+        *,
+        now: datetime,
+        principal: str,
+        next_fire_at: datetime | None,
+        cursor: datetime,
+    ) -> StoredJob:
+        """New spec at version + 1, conditional on ``current.version``; dispatch restarts at ``cursor``."""
+        stored = StoredJob(
+            spec,
+            current.version + 1,
+            current.state,
+            current.created_at,
+            now,
+            principal,
+            current.paused_reason,
+            current.paused_by,
+            current.paused_at,
+        )
+        self._transact_versioned(
+            current,
+            [
+                {"Put": self._versioned_put(stored, current.version)},
+                {"Update": self._state_update(spec.key, stored, cursor, next_fire_at)},
+                self._audit(spec.key, now, principal, "replace", current.spec, spec),
+            ],
+        )
+        return stored
+
+    def set_state(
+        self,
+        current: StoredJob,
+        state: JobState,
+        *,
+        now: datetime,
+        principal: str,
+        reason: str | None,
+        next_fire_at: datetime | None,
+        cursor: datetime,
+    ) -> StoredJob:
+        """Pause (leaves the due index) or resume (re-enters it at ``cursor``)."""
+        paused = state == "PAUSED"
+        stored = StoredJob(
+            current.spec,
+            current.version + 1,
+            state,
+            current.created_at,
+            now,
+            principal,
+            reason if paused else None,
+            principal if paused else None,
+            now if paused else None,
+        )
+        self._transact_versioned(
+            current,
+            [
+                {"Put": self._versioned_put(stored, current.version)},
+                {"Update": self._state_update(current.key, stored, cursor, None if paused else next_fire_at)},
+                self._audit(current.key, now, principal, state.lower(), current.spec, current.spec, reason),
+            ],
+        )
+        return stored
+
+    def delete(self, current: StoredJob, *, now: datetime, principal: str) -> None:
+        self._transact_versioned(
+            current,
+            [
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": self._key(current.key, JobsKeys.SPEC),
+                        "ConditionExpression": "version = :v",
+                        "ExpressionAttributeValues": to_values({":v": current.version}),
+                    }
+                },
+                {"Delete": {"TableName": self.table, "Key": self._key(current.key, JobsKeys.STATE)}},
+                self._audit(current.key, now, principal, "delete", current.spec, None),
+            ],
+        )
+
+    def audit_trail(self, job: str) -> list[dict[str, Any]]:
+        response = self.db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues=to_values({":pk": job, ":prefix": JobsKeys.AUDIT_PREFIX}),
+        )
+        return [from_item(item) for item in response.get("Items", [])]
+
+    # ---------------------------------------------------------------------- dispatch state
+
+    def due(self, shard: int, until: datetime) -> Iterator[DueEntry]:
+        """Jobs on ``shard`` whose next instant is at or before ``until`` (sparse index: nothing else)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": JobsKeys.DUE_INDEX,
+            "KeyConditionExpression": "due_shard = :shard AND next_fire_at <= :until",
+            "ExpressionAttributeValues": to_values({":shard": shard, ":until": instant_text(until)}),
+        }
+        while True:
+            response = self.db.query(**request)
+            for item in response.get("Items", []):
+                values = from_item(item)
+                yield DueEntry(
+                    job=values["pk"],
+                    next_fire_at=parse_instant(values["next_fire_at"]),
+                    cursor=parse_instant(values["cursor"]),
+                    spec_version=int(values["spec_version"]),
+                )
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def get_state(self, job: str) -> dict[str, Any] | None:
+        response = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.STATE), ConsistentRead=True)
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def advance(
+        self, job: str, *, spec_version: int, old_cursor: datetime, cursor: datetime, next_fire_at: datetime | None
+    ) -> bool:
+        """Move the cursor forward; False if another dispatcher (or a spec change) got there first."""
+        values: dict[str, Any] = {
+            ":old": instant_text(old_cursor),
+            ":v": spec_version,
+            ":cursor": instant_text(cursor),
+        }
+        if next_fire_at is None:
+            update = "SET #cursor = :cursor REMOVE due_shard, next_fire_at"
+        else:
+            update = "SET #cursor = :cursor, next_fire_at = :next"
+            values[":next"] = instant_text(next_fire_at)
+        try:
+            self.db.update_item(
+                TableName=self.table,
+                Key=self._key(job, JobsKeys.STATE),
+                UpdateExpression=update,
+                ConditionExpression="#cursor = :old AND spec_version = :v AND attribute_exists(due_shard)",
+                ExpressionAttributeNames={"#cursor": "cursor"},
+                ExpressionAttributeValues=to_values(values),
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return False
+            raise
+        return True
+
+    # ------------------------------------------------------------------------------- slots
+
+    def acquire_slot(
+        self, pk: str, sk: str, *, holder: str, lease_until: datetime, limit: int, now: datetime
+    ) -> SlotResult:
+        """Take one of ``limit`` slots for ``holder`` (idempotent for the same holder).
+
+        Holders whose lease has expired (their worker died) are evicted first, so a crash never
+        leaks a slot for longer than the lease.
+        """
+        for _ in range(3):
+            try:
+                self.db.update_item(
+                    TableName=self.table,
+                    Key=self._key(pk, sk),
+                    UpdateExpression="SET slots.#h = :lease",
+                    ConditionExpression=(
+                        "attribute_exists(slots.#h) OR attribute_not_exists(slots) OR size(slots) < :limit"
+                    ),
+                    ExpressionAttributeNames={"#h": holder},
+                    ExpressionAttributeValues=to_values({":lease": instant_text(lease_until), ":limit": limit}),
+                )
+                return SlotResult(True, {})
+            except ClientError as error:
+                if not is_conditional_failure(error):
+                    if error.response.get("Error", {}).get("Code") == "ValidationException":
+                        # The item has no ``slots`` map yet (a quota item written without one).
+                        self._ensure_slots(pk, sk)
+                        continue
+                    raise
+            holders = self.slot_holders(pk, sk)
+            expired = [h for h, lease in holders.items() if parse_instant(lease) <= now]
+            if not expired:
+                return SlotResult(False, holders)
+            for stale in expired:
+                self.release_slot(pk, sk, holder=stale, only_if_lease=holders[stale])
+        return SlotResult(False, self.slot_holders(pk, sk))
+
+    def release_slot(self, pk: str, sk: str, *, holder: str, only_if_lease: str | None = None) -> None:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": self._key(pk, sk),
+            "UpdateExpression": "REMOVE slots.#h",
+            "ExpressionAttributeNames": {"#h": holder},
+        }
+        if only_if_lease is not None:
+            request["ConditionExpression"] = "slots.#h = :lease"
+            request["ExpressionAttributeValues"] = to_values({":lease": only_if_lease})
+        try:
+            self.db.update_item(**request)
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+
+    def slot_holders(self, pk: str, sk: str) -> dict[str, str]:
+        response = self.db.get_item(TableName=self.table, Key=self._key(pk, sk), ConsistentRead=True)
+        item = from_item(response.get("Item") or {})
+        slots = item.get("slots") or {}
+        return {str(k): str(v) for k, v in slots.items()}
+
+    def _ensure_slots(self, pk: str, sk: str) -> None:
+        try:
+            self.db.update_item(
+                TableName=self.table,
+                Key=self._key(pk, sk),
+                UpdateExpression="SET slots = :empty",
+                ConditionExpression="attribute_not_exists(slots)",
+                ExpressionAttributeValues=to_values({":empty": {}}),
+            )
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+
+    # ------------------------------------------------------------------------- team quotas
+
+    def team_quota(self, team: str) -> int | None:
+        response = self.db.get_item(
+            TableName=self.table, Key=self._key(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA)
+        )
+        item = from_item(response.get("Item") or {})
+        return int(item["max_running"]) if "max_running" in item else None
+
+    def set_team_quota(self, team: str, max_running: int | None) -> None:
+        key = self._key(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA)
+        if max_running is None:
+            self.db.update_item(TableName=self.table, Key=key, UpdateExpression="REMOVE max_running")
+            return
+        self.db.update_item(
+            TableName=self.table,
+            Key=key,
+            UpdateExpression="SET max_running = :m, slots = if_not_exists(slots, :empty)",
+            ExpressionAttributeValues=to_values({":m": max_running, ":empty": {}}),
+        )
+
+    # ----------------------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _key(pk: str, sk: str) -> dict[str, Any]:
+        return to_item({JobsKeys.PK: pk, JobsKeys.SK: sk})
+
+    def _spec_item(self, stored: StoredJob) -> dict[str, Any]:
+        return to_item(
+            {
+                JobsKeys.PK: stored.key,
+                JobsKeys.SK: JobsKeys.SPEC,
+                JobsKeys.TEAM: stored.spec.team,
+                JobsKeys.NAME: stored.spec.name,
+                "spec": stored.spec.model_dump_json(exclude_none=True),
+                "version": stored.version,
+                "state": stored.state,
+                "created_at": instant_text(stored.created_at),
+                "updated_at": instant_text(stored.updated_at),
+                "updated_by": stored.updated_by,
+                "paused_reason": stored.paused_reason,
+                "paused_by": stored.paused_by,
+                "paused_at": instant_text(stored.paused_at) if stored.paused_at else None,
+            }
+        )
+
+    def _versioned_put(self, stored: StoredJob, expected_version: int) -> dict[str, Any]:
+        return {
+            "TableName": self.table,
+            "Item": self._spec_item(stored),
+            "ConditionExpression": "version = :v",
+            "ExpressionAttributeValues": to_values({":v": expected_version}),
+        }
+
+    def _state_item(self, job: str, version: int, cursor: datetime, next_fire_at: datetime | None) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            JobsKeys.PK: job,
+            JobsKeys.SK: JobsKeys.STATE,
+            "cursor": instant_text(cursor),
+            "spec_version": version,
+            "slots": {},
+        }
+        if next_fire_at is not None:
+            values[JobsKeys.DUE_SHARD] = due_shard(job)
+            values[JobsKeys.NEXT_FIRE_AT] = instant_text(next_fire_at)
+        return to_item(values)
+
+    def _state_update(
+        self, job: str, stored: StoredJob, cursor: datetime, next_fire_at: datetime | None
+    ) -> dict[str, Any]:
+        """Keep the slots (runs in flight) while the cursor, version and due entry change."""
+        values: dict[str, Any] = {":cursor": instant_text(cursor), ":v": stored.version, ":empty": {}}
+        update = "SET #cursor = :cursor, spec_version = :v, slots = if_not_exists(slots, :empty)"
+        if next_fire_at is None:
+            update += " REMOVE due_shard, next_fire_at"
+        else:
+            update += ", due_shard = :shard, next_fire_at = :next"
+            values |= {":shard": due_shard(job), ":next": instant_text(next_fire_at)}
+        return {
+            "TableName": self.table,
+            "Key": self._key(job, JobsKeys.STATE),
+            "UpdateExpression": update,
+            "ExpressionAttributeNames": {"#cursor": "cursor"},
+            "ExpressionAttributeValues": to_values(values),
+        }
+
+    def _audit(
+        self,
+        job: str,
+        now: datetime,
+        principal: str,
+        action: str,
+        before: JobSpec | None,
+        after: JobSpec | None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": to_item(
+                    {
+                        JobsKeys.PK: job,
+                        JobsKeys.SK: f"{JobsKeys.AUDIT_PREFIX}{instant_text(now)}#{uuid.uuid4().hex[:8]}",
+                        "action": action,
+                        "principal": principal,
+                        "at": instant_text(now),
+                        "before": spec_digest(before),
+                        "after": spec_digest(after),
+                        "reason": reason,
+                    }
+                ),
+            }
+        }
+
+    def _transact_versioned(self, current: StoredJob, items: list[dict[str, Any]]) -> None:
+        try:
+            self.db.transact_write_items(TransactItems=items)
+        except ClientError as error:
+            if is_conditional_failure(error):
+                raise VersionConflict(f"{current.key} is no longer at version {current.version}") from None
+            raise
+
+
+def _stored_job(values: dict[str, Any]) -> StoredJob:
+    return StoredJob(
+        spec=JobSpec.model_validate_json(values["spec"]),
+        version=int(values["version"]),
+        state=values["state"],
+        created_at=parse_instant(values["created_at"]),
+        updated_at=parse_instant(values["updated_at"]),
+        updated_by=values["updated_by"],
+        paused_reason=values.get("paused_reason"),
+        paused_by=values.get("paused_by"),
+        paused_at=parse_instant(values["paused_at"]) if values.get("paused_at") else None,
+    )

@@ -1,0 +1,70 @@
+"""SQS: run messages onto the work queue of their priority class, and escalation events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from jobsched.aws.clients import client
+from jobsched.runs import MAX_SQS_DELAY, RunMessage
+
+
+class QueueSendError(RuntimeError):
+    """Some messages could not be sent after retries; the caller must not advance past them."""
+
+
+def delay_seconds(delay: timedelta) -> int:
+    """SQS DelaySeconds for a wait: 0..900; longer waits are re-delayed by the worker on arrival."""
+    return max(0, min(int(delay.total_seconds()), int(MAX_SQS_DELAY.total_seconds())))
+
+
+class WorkQueues:
+    def __init__(self, queue_urls: dict[str, str], sqs: Any | None = None) -> None:
+        self.urls = queue_urls
+        self._client = sqs
+
+    @property
+    def sqs(self) -> Any:
+        return self._client or client("sqs")
+
+    def send(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> None:
+        """Send with per-message delays, 10 per SendMessageBatch; failed entries are retried."""
+        url = self.urls[priority]
+        for start in range(0, len(messages), 10):
+            pending = {
+                str(index): {
+                    "Id": str(index),
+                    "MessageBody": message.model_dump_json(exclude_none=True),
+                    "DelaySeconds": delay_seconds(delay),
+                    "MessageAttributes": {
+                        "run_id": {"DataType": "String", "StringValue": message.run_id},
+                        "job": {"DataType": "String", "StringValue": message.job},
+                    },
+                }
+                for index, (message, delay) in enumerate(messages[start : start + 10], start=start)
+            }
+            for _ in range(3):
+                response = self.sqs.send_message_batch(QueueUrl=url, Entries=list(pending.values()))
+                failed = {entry["Id"] for entry in response.get("Failed", [])}
+                pending = {key: entry for key, entry in pending.items() if key in failed}
+                if not pending:
+                    break
+            if pending:
+                raise QueueSendError(f"{len(pending)} messages not accepted by {url}")
+
+
+class EscalationQueue:
+    """Escalation events for the escalation handler (issue #8): FAILED runs, missed instants."""
+
+    def __init__(self, queue_url: str, sqs: Any | None = None) -> None:
+        self.url = queue_url
+        self._client = sqs
+
+    @property
+    def sqs(self) -> Any:
+        return self._client or client("sqs")
+
+    def publish(self, event: dict[str, Any]) -> None:
+        self.sqs.send_message(QueueUrl=self.url, MessageBody=json.dumps(event, sort_keys=True))

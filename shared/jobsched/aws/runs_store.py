@@ -1,0 +1,312 @@
+"""The Runs table: one item per run, every transition conditional on status and attempt.
+
+The attempt number is the fencing token. A result from attempt 2 cannot overwrite attempt 3, and a
+second create of the same run id is refused. ``StaleAttempt`` names the conflict; the stored run is
+never changed by a loser.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from jobsched.aws.clients import client
+from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values
+from jobsched.names import LEASE_SHARDS, RunsKeys
+from jobsched.runs import RunMessage, RunStatus, instant_text, parse_instant, truncate
+
+
+class StaleAttempt(RuntimeError):
+    """The run is no longer in the state this writer expected (another attempt or outcome won)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    job: str
+    run_id: str
+    team: str
+    status: RunStatus
+    attempt: int
+    scheduled_at: datetime
+    fire_at: datetime
+    trigger: str
+    spec_version: int
+    correlation_id: str
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    lease_until: datetime | None = None
+    next_attempt_at: datetime | None = None
+    error: str | None = None
+    output: str | None = None
+    reason: str | None = None
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> Run:
+        def instant(name: str) -> datetime | None:
+            return parse_instant(values[name]) if values.get(name) else None
+
+        return cls(
+            job=values[RunsKeys.PK],
+            run_id=values[RunsKeys.SK],
+            team=values["team"],
+            status=RunStatus(values["status"]),
+            attempt=int(values["attempt"]),
+            scheduled_at=parse_instant(values["scheduled_at"]),
+            fire_at=parse_instant(values["fire_at"]),
+            trigger=values["trigger"],
+            spec_version=int(values["spec_version"]),
+            correlation_id=values.get("correlation_id", ""),
+            started_at=instant("started_at"),
+            finished_at=instant("finished_at"),
+            lease_until=instant("lease_until"),
+            next_attempt_at=instant("next_attempt_at"),
+            error=values.get("error"),
+            output=values.get("output"),
+            reason=values.get("reason"),
+        )
+
+
+def lease_shard(job: str, run_id: str) -> int:
+    return zlib.crc32(f"{job}/{run_id}".encode()) % LEASE_SHARDS
+
+
+class RunsStore:
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+        self.table = table_name
+        self._client = dynamodb
+
+    @property
+    def db(self) -> Any:
+        return self._client or client("dynamodb")
+
+    def get(self, job: str, run_id: str) -> Run | None:
+        response = self.db.get_item(TableName=self.table, Key=self._key(job, run_id), ConsistentRead=True)
+        item = response.get("Item")
+        return Run.from_values(from_item(item)) if item else None
+
+    def list(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
+        response = self.db.query(
+            TableName=self.table,
+            KeyConditionExpression="#job = :job",
+            ExpressionAttributeNames={"#job": RunsKeys.PK},
+            ExpressionAttributeValues=to_values({":job": job}),
+            ScanIndexForward=not newest_first,
+            Limit=limit,
+        )
+        return [Run.from_values(from_item(item)) for item in response.get("Items", [])]
+
+    # --------------------------------------------------------------------------- creation
+
+    def create(
+        self,
+        message: RunMessage,
+        *,
+        status: RunStatus,
+        now: datetime,
+        retention: timedelta,
+        lease_until: datetime | None = None,
+        external: bool = False,
+        reason: str | None = None,
+    ) -> Run | None:
+        """Create the run; None if it exists already (the caller reads what is there)."""
+        values: dict[str, Any] = {
+            **self._base(message, now, retention),
+            "status": status.value,
+            "attempt": message.attempt,
+            "reason": truncate(reason),
+        }
+        if status is RunStatus.RUNNING:
+            values |= self._running(message.job, message.run_id, now, lease_until, external)
+        elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED):
+            values["finished_at"] = instant_text(now)
+        try:
+            self.db.put_item(
+                TableName=self.table,
+                Item=to_item(values),
+                ConditionExpression="attribute_not_exists(#run)",
+                ExpressionAttributeNames={"#run": RunsKeys.SK},
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return None
+            raise
+        return Run.from_values(values)
+
+    # -------------------------------------------------------------------------- transitions
+
+    def start_attempt(
+        self,
+        job: str,
+        run_id: str,
+        *,
+        expected_status: RunStatus,
+        expected_attempt: int,
+        attempt: int,
+        now: datetime,
+        lease_until: datetime,
+        external: bool = False,
+        require_expired_lease: bool = False,
+    ) -> Run:
+        """SCHEDULED/RETRYING (or RUNNING with an expired lease, after a crash) -> RUNNING ``attempt``."""
+        names = {"#status": "status"}
+        values = {
+            ":expected": expected_status.value,
+            ":expected_attempt": expected_attempt,
+            ":running": RunStatus.RUNNING.value,
+            ":attempt": attempt,
+        }
+        running = self._running(job, run_id, now, lease_until, external)
+        sets = ["#status = :running", "attempt = :attempt"]
+        for index, (name, value) in enumerate(running.items()):
+            sets.append(f"{name} = :r{index}")
+            values[f":r{index}"] = value
+        condition = "#status = :expected AND attempt = :expected_attempt"
+        if require_expired_lease:
+            condition += " AND lease_until <= :now"
+            values[":now"] = instant_text(now)
+        update = "SET " + ", ".join(sets) + " REMOVE next_attempt_at, wake_shard, wake_at"
+        return self._transition(job, run_id, update, condition, names, values)
+
+    def to_retrying(
+        self, job: str, run_id: str, *, attempt: int, now: datetime, next_attempt_at: datetime, error: str, wake: bool
+    ) -> Run:
+        """RUNNING ``attempt`` -> RETRYING; ``wake`` puts it on the wakeups index (delay > 15 minutes)."""
+        names = {"#status": "status"}
+        values: dict[str, Any] = {
+            ":running": RunStatus.RUNNING.value,
+            ":attempt": attempt,
+            ":retrying": RunStatus.RETRYING.value,
+            ":next": instant_text(next_attempt_at),
+            ":error": truncate(error),
+        }
+        update = "SET #status = :retrying, next_attempt_at = :next, #error = :error"
+        names["#error"] = "error"
+        if wake:
+            update += ", wake_shard = :wake_shard, wake_at = :next"
+            values[":wake_shard"] = lease_shard(job, run_id)
+        update += " REMOVE lease_shard, lease_expires_at"
+        return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
+
+    def finish(
+        self,
+        job: str,
+        run_id: str,
+        *,
+        attempt: int,
+        status: RunStatus,
+        now: datetime,
+        output: str | None = None,
+        error: str | None = None,
+        from_status: RunStatus = RunStatus.RUNNING,
+    ) -> Run:
+        """``from_status`` at ``attempt`` -> a terminal status. StaleAttempt if anything else is stored."""
+        names = {"#status": "status", "#error": "error", "#output": "output"}
+        values = {
+            ":from": from_status.value,
+            ":attempt": attempt,
+            ":status": status.value,
+            ":finished": instant_text(now),
+            ":error": truncate(error),
+            ":output": truncate(output),
+        }
+        update = (
+            "SET #status = :status, finished_at = :finished, #error = :error, #output = :output"
+            " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at"
+        )
+        return self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
+
+    def heartbeat(self, job: str, run_id: str, *, attempt: int, lease_until: datetime) -> Run:
+        names = {"#status": "status"}
+        values = {":running": RunStatus.RUNNING.value, ":attempt": attempt, ":lease": instant_text(lease_until)}
+        update = "SET lease_until = :lease, lease_expires_at = :lease"
+        return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
+
+    def wakeups(self, shard: int, until: datetime) -> Iterator[Run]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": RunsKeys.WAKE_INDEX,
+            "KeyConditionExpression": "wake_shard = :shard AND wake_at <= :until",
+            "ExpressionAttributeValues": to_values({":shard": shard, ":until": instant_text(until)}),
+        }
+        while True:
+            response = self.db.query(**request)
+            for item in response.get("Items", []):
+                values = from_item(item)
+                run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
+                if run is not None:
+                    yield run
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def clear_wake(self, job: str, run_id: str, *, attempt: int) -> bool:
+        """Take a retry off the wakeups index once its message is on a queue; False if already taken."""
+        try:
+            self.db.update_item(
+                TableName=self.table,
+                Key=self._key(job, run_id),
+                UpdateExpression="REMOVE wake_shard, wake_at",
+                ConditionExpression="attribute_exists(wake_shard) AND attempt = :attempt",
+                ExpressionAttributeValues=to_values({":attempt": attempt}),
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return False
+            raise
+        return True
+
+    # ----------------------------------------------------------------------------- helpers
+
+    def _transition(
+        self, job: str, run_id: str, update: str, condition: str, names: dict[str, str], values: dict[str, Any]
+    ) -> Run:
+        try:
+            response = self.db.update_item(
+                TableName=self.table,
+                Key=self._key(job, run_id),
+                UpdateExpression=update,
+                ConditionExpression=f"attribute_exists(#run) AND {condition}",
+                ExpressionAttributeNames={**names, "#run": RunsKeys.SK},
+                ExpressionAttributeValues=to_values(values),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                raise StaleAttempt(f"{job} {run_id}: {condition} no longer holds") from None
+            raise
+        return Run.from_values(from_item(response["Attributes"]))
+
+    def _base(self, message: RunMessage, now: datetime, retention: timedelta) -> dict[str, Any]:
+        return {
+            RunsKeys.PK: message.job,
+            RunsKeys.SK: message.run_id,
+            "team": message.team,
+            "scheduled_at": message.scheduled_at,
+            "fire_at": message.fire_at,
+            "trigger": message.trigger,
+            "spec_version": message.spec_version,
+            "correlation_id": message.correlation_id or message.run_id,
+            "created_at": instant_text(now),
+            RunsKeys.TTL: int((now + retention).timestamp()),
+        }
+
+    @staticmethod
+    def _running(job: str, run_id: str, now: datetime, lease_until: datetime | None, external: bool) -> dict[str, Any]:
+        values: dict[str, Any] = {"started_at": instant_text(now)}
+        if lease_until is not None:
+            values["lease_until"] = instant_text(lease_until)
+            if external:
+                # Only runs whose result arrives from outside go on the lease index; for the others the
+                # SQS message is the lease (it comes back if the worker dies), so they cost no index write.
+                values[RunsKeys.LEASE_SHARD] = lease_shard(job, run_id)
+                values[RunsKeys.LEASE_EXPIRES_AT] = instant_text(lease_until)
+        return values
+
+    @staticmethod
+    def _key(job: str, run_id: str) -> dict[str, Any]:
+        return to_item({RunsKeys.PK: job, RunsKeys.SK: run_id})

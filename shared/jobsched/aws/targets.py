@@ -1,0 +1,228 @@
+"""One adapter per target type. Every target receives the run id (idempotency key), attempt (fencing
+token), scheduled instant and correlation id: as payload fields for Lambda, SQS, EventBridge and Step
+Functions, and as headers for HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal, Protocol
+
+import urllib3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from jobsched.aws.clients import client
+from jobsched.spec import (
+    CallbackTarget,
+    EventBridgeTarget,
+    HttpTarget,
+    LambdaTarget,
+    SqsTarget,
+    StepFunctionsTarget,
+    parse_secret_ref,
+)
+
+Outcome = Literal["succeeded", "failed", "pending"]
+HTTP_RETRIES_WITHIN_ATTEMPT = 2  # quick retries of 5xx/connection errors before the attempt fails
+
+
+@dataclass(frozen=True)
+class RunContext:
+    job: str
+    team: str
+    run_id: str
+    attempt: int
+    scheduled_at: str
+    correlation_id: str
+    payload_override: Any = None
+
+    def envelope(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "team": self.team,
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "scheduled_at": self.scheduled_at,
+            "correlation_id": self.correlation_id,
+            "idempotency_key": self.run_id,
+        }
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    outcome: Outcome
+    output: str | None = None
+    error: str | None = None
+    retryable: bool = True
+
+
+def _payload(target_payload: Any, context: RunContext) -> Any:
+    return context.payload_override if context.payload_override is not None else target_payload
+
+
+class LambdaInvoker(Protocol):
+    def __call__(self, function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
+        """Invoke synchronously; returns (response payload, function error or None)."""
+
+
+def boto3_lambda_invoker(function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
+    response = client("lambda", read_timeout=int(timeout.total_seconds()) + 5).invoke(
+        FunctionName=function, InvocationType="RequestResponse", Payload=payload
+    )
+    return response["Payload"].read(), response.get("FunctionError")
+
+
+class SecretResolver(Protocol):
+    def __call__(self, reference: str) -> str: ...
+
+
+def powertools_secret_resolver(reference: str) -> str:
+    """Resolve secretsmanager:NAME[#key] or ssm:/name with Powertools parameters (cached 5 minutes)."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider
+
+    source, name, json_key = parse_secret_ref(reference)
+    if source == "ssm":
+        return str(SSMProvider(boto3_client=client("ssm")).get(name, decrypt=True, max_age=300))
+    value = str(SecretsProvider(boto3_client=client("secretsmanager")).get(name, max_age=300))
+    return str(json.loads(value)[json_key]) if json_key else value
+
+
+class TargetExecutor:
+    """Executes a job's target for one attempt. Never raises for target failures: returns a result."""
+
+    def __init__(
+        self,
+        *,
+        lambda_invoker: LambdaInvoker = boto3_lambda_invoker,
+        secret_resolver: SecretResolver = powertools_secret_resolver,
+        http: urllib3.PoolManager | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.lambda_invoker = lambda_invoker
+        self.secret_resolver = secret_resolver
+        self.http = http or urllib3.PoolManager(retries=False)
+        self.sleep = sleep
+
+    def execute(self, target: Any, context: RunContext) -> TargetResult:
+        try:
+            if isinstance(target, LambdaTarget):
+                return self._lambda(target, context)
+            if isinstance(target, SqsTarget):
+                return self._sqs(target, context)
+            if isinstance(target, StepFunctionsTarget):
+                return self._stepfunctions(target, context)
+            if isinstance(target, EventBridgeTarget):
+                return self._eventbridge(target, context)
+            if isinstance(target, HttpTarget):
+                return self._http(target, context)
+            if isinstance(target, CallbackTarget):
+                return TargetResult("pending", output="waiting for the callback")
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "ClientError")
+            message = error.response.get("Error", {}).get("Message", "")
+            retryable = code not in {"ResourceNotFoundException", "AccessDeniedException", "ValidationException"}
+            return TargetResult("failed", error=f"{code}: {message}", retryable=retryable)
+        except BotoCoreError as error:
+            return TargetResult("failed", error=f"{type(error).__name__}: {error}")
+        raise TypeError(f"unknown target {type(target).__name__}")
+
+    def _lambda(self, target: LambdaTarget, context: RunContext) -> TargetResult:
+        event = {"jobsched": context.envelope(), "payload": _payload(target.payload, context)}
+        body, function_error = self.lambda_invoker(target.function, json.dumps(event).encode(), target.timeout)
+        text = body.decode(errors="replace")
+        if function_error:
+            return TargetResult("failed", error=f"{function_error}: {text}")
+        return TargetResult("succeeded", output=text)
+
+    def _sqs(self, target: SqsTarget, context: RunContext) -> TargetResult:
+        request: dict[str, Any] = {
+            "QueueUrl": target.queue_url,
+            "MessageBody": json.dumps({"jobsched": context.envelope(), "payload": _payload(target.payload, context)}),
+            "MessageAttributes": {
+                "run_id": {"DataType": "String", "StringValue": context.run_id},
+                "correlation_id": {"DataType": "String", "StringValue": context.correlation_id},
+            },
+        }
+        if target.queue_url.endswith(".fifo"):
+            request["MessageGroupId"] = target.message_group_id or context.job
+            request["MessageDeduplicationId"] = context.run_id  # a retried send of the same run is dropped
+        response = client("sqs").send_message(**request)
+        return TargetResult("succeeded", output=f"message {response['MessageId']}")
+
+    def _stepfunctions(self, target: StepFunctionsTarget, context: RunContext) -> TargetResult:
+        states = client("stepfunctions")
+        try:
+            response = states.start_execution(
+                stateMachineArn=target.state_machine_arn,
+                name=context.run_id,  # a second start of the same run is refused by Step Functions
+                input=json.dumps({"jobsched": context.envelope(), "payload": _payload(target.payload, context)}),
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
+                return TargetResult("succeeded", output="execution already started for this run")
+            raise
+        return TargetResult("succeeded", output=f"execution {response['executionArn']}")
+
+    def _eventbridge(self, target: EventBridgeTarget, context: RunContext) -> TargetResult:
+        response = client("events").put_events(
+            Entries=[
+                {
+                    "Source": target.source,
+                    "DetailType": target.detail_type,
+                    "Detail": json.dumps(
+                        {"jobsched": context.envelope(), "payload": _payload(target.payload, context)}
+                    ),
+                    "EventBusName": target.bus,
+                }
+            ]
+        )
+        if response.get("FailedEntryCount"):
+            entry = response["Entries"][0]
+            return TargetResult("failed", error=f"{entry.get('ErrorCode')}: {entry.get('ErrorMessage')}")
+        return TargetResult("succeeded", output=f"event {response['Entries'][0].get('EventId')}")
+
+    def _http(self, target: HttpTarget, context: RunContext) -> TargetResult:
+        headers = {
+            "Content-Type": "application/json",
+            **target.headers,
+            "Idempotency-Key": context.run_id,
+            "X-Jobsched-Run-Id": context.run_id,
+            "X-Jobsched-Attempt": str(context.attempt),
+            "X-Jobsched-Scheduled-At": context.scheduled_at,
+            "X-Correlation-Id": context.correlation_id,
+        }
+        try:
+            headers |= {name: self.secret_resolver(ref) for name, ref in target.secret_headers.items()}
+        except Exception as error:
+            return TargetResult("failed", error=f"cannot resolve a secret header: {type(error).__name__}")
+        payload = _payload(target.payload, context)
+        body = None if target.method == "GET" else json.dumps(payload).encode()
+        seconds = target.timeout.total_seconds()
+        last_error = ""
+        for attempt in range(HTTP_RETRIES_WITHIN_ATTEMPT + 1):
+            if attempt:
+                self.sleep(min(2.0**attempt, 5.0))
+            try:
+                response = self.http.request(
+                    target.method,
+                    target.url,
+                    body=body,
+                    headers=headers,
+                    timeout=urllib3.Timeout(total=seconds),
+                    retries=False,
+                    redirect=False,
+                )
+            except urllib3.exceptions.HTTPError as error:
+                last_error = f"connection error: {type(error).__name__}"
+                continue
+            text = response.data.decode(errors="replace")
+            if 200 <= response.status < 300:
+                return TargetResult("succeeded", output=f"HTTP {response.status}: {text}")
+            last_error = f"HTTP {response.status}: {text}"
+            if response.status < 500 and response.status != 429:
+                return TargetResult("failed", error=last_error, retryable=False)  # the request itself is wrong
+        return TargetResult("failed", error=last_error)

@@ -1,0 +1,155 @@
+"""The dispatcher tick: due jobs -> run messages (delayed to their instant) -> cursor advanced.
+
+Safe with any number of concurrent dispatchers and with a crash between any two steps:
+1. read due entries from the sparse index (only due jobs; paused jobs are not in it);
+2. decide instants in (cursor, now + lookahead] with the schedule engine (catch-up policy applied);
+3. send one message per instant, run id = the instant;
+4. advance the cursor, conditional on the cursor and spec version read in step 1.
+A crash after 3 and before 4 makes the next tick send the same run ids again; the worker's conditional
+create lets only one run exist per instant. Advancing before sending could lose instants, so it never does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from jobsched.aws.jobs_store import DueEntry, JobsStore, StoredJob
+from jobsched.aws.queues import WorkQueues
+from jobsched.aws.runs_store import RunsStore
+from jobsched.names import DUE_SHARDS, LEASE_SHARDS
+from jobsched.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
+from jobsched.schedule.engine import CompiledSchedule, compile_schedule, plan_due
+
+# Instants up to this far ahead are claimed per cursor update: fewer writes per run, still within the
+# 15 minutes SQS can delay a message. Spec changes and pauses are honoured by the worker's checks.
+LOOKAHEAD = timedelta(minutes=14)
+# A job is due when its next instant falls within this of now (one tick and a margin for a late tick).
+DUE_WINDOW = timedelta(minutes=2)
+
+
+@dataclass
+class TickReport:
+    due_jobs: int = 0
+    messages_sent: int = 0
+    missed: int = 0
+    advanced: int = 0
+    lost_races: int = 0  # another dispatcher (or a spec change) advanced first: our sends were duplicates
+    retries_woken: int = 0
+    lateness_seconds: list[float] = field(default_factory=list)  # how late each sent instant already was
+
+
+@dataclass
+class Dispatcher:
+    jobs: JobsStore
+    runs: RunsStore
+    queues: WorkQueues
+    lookahead: timedelta = LOOKAHEAD
+    due_window: timedelta = DUE_WINDOW
+    # Hooks for crash-injection tests: called between the steps named.
+    after_send: Callable[[str], None] | None = None
+    _compiled: dict[tuple[str, int], CompiledSchedule] = field(default_factory=dict)
+
+    def tick(self, now: datetime) -> TickReport:
+        report = TickReport()
+        with ThreadPoolExecutor(max_workers=DUE_SHARDS) as pool:
+            shards = pool.map(lambda shard: list(self.jobs.due(shard, now + self.due_window)), range(DUE_SHARDS))
+            entries = [entry for shard in shards for entry in shard]
+        report.due_jobs = len(entries)
+        specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
+        for entry in entries:
+            self._dispatch_job(entry, specs.get(entry.job), now, report)
+        self._wake_retries(now, report)
+        return report
+
+    def _dispatch_job(self, entry: DueEntry, stored: StoredJob | None, now: datetime, report: TickReport) -> None:
+        if stored is None or stored.state != "ACTIVE" or stored.version != entry.spec_version:
+            return  # deleted, paused or being replaced: the change rewrote (or is rewriting) the due entry
+        spec = stored.spec
+        assert spec.schedule is not None
+        compiled = self._compiled_for(stored)
+        plan = plan_due(compiled, last=entry.cursor, now=now, lookahead=self.lookahead)
+        messages = [
+            (
+                RunMessage(
+                    job=spec.key,
+                    team=spec.team,
+                    run_id=scheduled_run_id(occurrence.at),
+                    scheduled_at=instant_text(occurrence.at),
+                    fire_at=instant_text(occurrence.fire_at),
+                    spec_version=stored.version,
+                    correlation_id=f"{spec.key}/{scheduled_run_id(occurrence.at)}",
+                ),
+                occurrence.fire_at - now,
+            )
+            for occurrence in plan.due
+        ]
+        if messages:
+            self.queues.send(spec.priority, messages)
+            report.messages_sent += len(messages)
+            report.lateness_seconds += [max(0.0, -delay.total_seconds()) for _, delay in messages]
+        if self.after_send:
+            self.after_send(spec.key)
+        for occurrence, reason in plan.missed:
+            message = RunMessage(
+                job=spec.key,
+                team=spec.team,
+                run_id=scheduled_run_id(occurrence.at),
+                scheduled_at=instant_text(occurrence.at),
+                fire_at=instant_text(occurrence.fire_at),
+                spec_version=stored.version,
+            )
+            if self.runs.create(
+                message, status=RunStatus.SKIPPED, now=now, retention=spec.run_retention, reason=reason
+            ):
+                report.missed += 1
+        upcoming = compiled.next_fires(plan.cursor, 1)
+        advanced = self.jobs.advance(
+            spec.key,
+            spec_version=stored.version,
+            old_cursor=entry.cursor,
+            cursor=plan.cursor,
+            next_fire_at=upcoming[0].at if upcoming else None,
+        )
+        if advanced:
+            report.advanced += 1
+        else:
+            report.lost_races += 1
+
+    def _compiled_for(self, stored: StoredJob) -> CompiledSchedule:
+        key = (stored.key, stored.version)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            assert stored.spec.schedule is not None
+            compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
+            if len(self._compiled) > 10_000:
+                self._compiled.clear()
+            self._compiled[key] = compiled
+        return compiled
+
+    def _wake_retries(self, now: datetime, report: TickReport) -> None:
+        """Retries whose backoff was longer than SQS can delay come back through here."""
+        until = now + self.lookahead
+        for shard in range(LEASE_SHARDS):
+            for run in self.runs.wakeups(shard, until):
+                if run.status is not RunStatus.RETRYING or run.next_attempt_at is None:
+                    continue
+                stored = self.jobs.get(run.job)
+                if stored is None:
+                    continue
+                message = RunMessage(
+                    job=run.job,
+                    team=run.team,
+                    run_id=run.run_id,
+                    scheduled_at=instant_text(run.scheduled_at),
+                    fire_at=instant_text(run.next_attempt_at),
+                    attempt=run.attempt + 1,
+                    spec_version=run.spec_version,
+                    trigger=run.trigger,
+                    correlation_id=run.correlation_id,
+                )
+                self.queues.send(stored.spec.priority, [(message, run.next_attempt_at - now)])
+                if self.runs.clear_wake(run.job, run.run_id, attempt=run.attempt):
+                    report.retries_woken += 1

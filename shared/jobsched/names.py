@@ -1,0 +1,189 @@
+"""One definition of every name: tables, keys, indexes, queues, environment variables.
+
+CDK (infra/), the tests and the local runtime all read this module; nothing else spells these names.
+Table definitions are kept in a neutral shape that both boto3's ``create_table`` and CDK consume.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+PROJECT = "jobsched"
+PRIORITIES: tuple[Literal["high", "normal", "low"], ...] = ("high", "normal", "low")
+
+# Sparse indexes are sharded so that no single partition takes every due job or lease.
+DUE_SHARDS = 8
+LEASE_SHARDS = 4
+
+
+class Env:
+    """Environment variable names the handlers read (values come from the deployed configuration)."""
+
+    JOBS_TABLE = "JOBSCHED_JOBS_TABLE"
+    RUNS_TABLE = "JOBSCHED_RUNS_TABLE"
+    QUEUE_HIGH = "JOBSCHED_QUEUE_URL_HIGH"
+    QUEUE_NORMAL = "JOBSCHED_QUEUE_URL_NORMAL"
+    QUEUE_LOW = "JOBSCHED_QUEUE_URL_LOW"
+    ESCALATION_QUEUE = "JOBSCHED_ESCALATION_QUEUE_URL"
+    STAGE = "JOBSCHED_STAGE"
+    QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
+
+
+class JobsKeys:
+    """Jobs table: one partition per job holding a spec item, a small hot state item and audit items."""
+
+    PK = "pk"  # "{team}/{name}"
+    SK = "sk"
+    SPEC = "SPEC"  # the job spec, version, lifecycle state (changes rarely)
+    STATE = "STATE"  # next_fire_at, cursor, running slots (changes every dispatch and run)
+    AUDIT_PREFIX = "AUDIT#"
+    IDEMPOTENCY_PREFIX = "IDEMPOTENCY#"
+    BACKFILL_PREFIX = "BACKFILL#"
+    TEAM_PREFIX = "TEAM#"  # per-team quota items: pk "TEAM#{team}", sk "QUOTA"
+    QUOTA = "QUOTA"
+    DUE_INDEX = "due"
+    DUE_SHARD = "due_shard"  # present only while the job is ACTIVE and has a next instant
+    NEXT_FIRE_AT = "next_fire_at"
+    TEAM_INDEX = "by_team"
+    TEAM = "team"
+    NAME = "name"
+
+
+class RunsKeys:
+    """Runs table: one partition per job, one item per run, sorted by run id (which sorts by time)."""
+
+    PK = "job"  # "{team}/{name}"
+    SK = "run_id"
+    TTL = "expires_at"
+    LEASE_INDEX = "leases"
+    LEASE_SHARD = "lease_shard"  # present only while a run awaits an external result
+    LEASE_EXPIRES_AT = "lease_expires_at"
+    WAKE_INDEX = "wakeups"
+    WAKE_SHARD = "wake_shard"  # present only while a retry waits longer than SQS can delay
+    WAKE_AT = "wake_at"
+
+
+@dataclass(frozen=True)
+class IndexDefinition:
+    name: str
+    partition_key: tuple[str, Literal["S", "N"]]
+    sort_key: tuple[str, Literal["S", "N"]]
+    projection: Literal["KEYS_ONLY", "INCLUDE", "ALL"] = "KEYS_ONLY"
+    non_key_attributes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TableDefinition:
+    logical_name: str
+    partition_key: tuple[str, Literal["S", "N"]]
+    sort_key: tuple[str, Literal["S", "N"]]
+    indexes: tuple[IndexDefinition, ...] = field(default_factory=tuple)
+    ttl_attribute: str | None = None
+
+    def create_table_kwargs(self, table_name: str) -> dict[str, Any]:
+        """Arguments for boto3 ``create_table`` (on-demand), as tests and the local runtime use."""
+        attributes = {self.partition_key, self.sort_key}
+        for index in self.indexes:
+            attributes |= {index.partition_key, index.sort_key}
+        return {
+            "TableName": table_name,
+            "BillingMode": "PAY_PER_REQUEST",
+            "KeySchema": [
+                {"AttributeName": self.partition_key[0], "KeyType": "HASH"},
+                {"AttributeName": self.sort_key[0], "KeyType": "RANGE"},
+            ],
+            "AttributeDefinitions": [{"AttributeName": n, "AttributeType": t} for n, t in sorted(attributes)],
+            "GlobalSecondaryIndexes": [
+                {
+                    "IndexName": index.name,
+                    "KeySchema": [
+                        {"AttributeName": index.partition_key[0], "KeyType": "HASH"},
+                        {"AttributeName": index.sort_key[0], "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": index.projection}
+                    | ({"NonKeyAttributes": list(index.non_key_attributes)} if index.non_key_attributes else {}),
+                }
+                for index in self.indexes
+            ],
+        }
+
+
+JOBS_TABLE = TableDefinition(
+    logical_name="Jobs",
+    partition_key=(JobsKeys.PK, "S"),
+    sort_key=(JobsKeys.SK, "S"),
+    indexes=(
+        # The dispatcher reads only due jobs: sparse (ACTIVE jobs with a next instant), sharded.
+        IndexDefinition(
+            JobsKeys.DUE_INDEX,
+            (JobsKeys.DUE_SHARD, "N"),
+            (JobsKeys.NEXT_FIRE_AT, "S"),
+            projection="INCLUDE",
+            non_key_attributes=("cursor", "spec_version"),
+        ),
+        # Listing a team's jobs (the spec items carry team and name).
+        IndexDefinition(JobsKeys.TEAM_INDEX, (JobsKeys.TEAM, "S"), (JobsKeys.NAME, "S")),
+    ),
+)
+
+RUNS_TABLE = TableDefinition(
+    logical_name="Runs",
+    partition_key=(RunsKeys.PK, "S"),
+    sort_key=(RunsKeys.SK, "S"),
+    indexes=(
+        # Runs waiting for an external result (callbacks): the heartbeat checker reads only these.
+        IndexDefinition(RunsKeys.LEASE_INDEX, (RunsKeys.LEASE_SHARD, "N"), (RunsKeys.LEASE_EXPIRES_AT, "S")),
+        # Retries due later than SQS can delay a message (15 minutes): the dispatcher wakes them.
+        IndexDefinition(RunsKeys.WAKE_INDEX, (RunsKeys.WAKE_SHARD, "N"), (RunsKeys.WAKE_AT, "S")),
+    ),
+    ttl_attribute=RunsKeys.TTL,
+)
+
+
+@dataclass(frozen=True)
+class QueueDefinition:
+    logical_name: str
+    priority: Literal["high", "normal", "low"]
+    max_receive_count: int = 5  # then the dead-letter queue: nothing disappears silently
+    max_concurrency: int = 10  # Lambda event source MaximumConcurrency: the throttle per priority class
+
+
+WORK_QUEUES = {
+    "high": QueueDefinition("WorkHigh", "high", max_concurrency=20),
+    "normal": QueueDefinition("WorkNormal", "normal", max_concurrency=10),
+    "low": QueueDefinition("WorkLow", "low", max_concurrency=4),
+}
+
+
+def physical_name(stage: str, logical_name: str) -> str:
+    """The deployed name of a resource: jobsched-{stage}-{logical}."""
+    return f"{PROJECT}-{stage}-{logical_name}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a handler needs from its environment; fails fast naming the missing variable."""
+
+    jobs_table: str
+    runs_table: str
+    queue_urls: dict[str, str]
+    escalation_queue_url: str
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        source = os.environ if environ is None else environ
+
+        def need(name: str) -> str:
+            value = source.get(name)
+            if not value:
+                raise RuntimeError(f"environment variable {name} is not set")
+            return value
+
+        return cls(
+            jobs_table=need(Env.JOBS_TABLE),
+            runs_table=need(Env.RUNS_TABLE),
+            queue_urls={priority: need(Env.QUEUES_BY_PRIORITY[priority]) for priority in PRIORITIES},
+            escalation_queue_url=need(Env.ESCALATION_QUEUE),
+        )

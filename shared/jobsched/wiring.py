@@ -1,0 +1,51 @@
+"""Builds the services from settings, once per process (Lambda cold start), never at import time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from functools import cache
+
+from jobsched.aws.jobs_store import JobsStore
+from jobsched.aws.queues import EscalationQueue, WorkQueues
+from jobsched.aws.runs_store import RunsStore
+from jobsched.aws.targets import TargetExecutor
+from jobsched.dispatch import Dispatcher
+from jobsched.names import Settings
+from jobsched.tz import UTC
+from jobsched.worker import Worker
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def build_dispatcher(settings: Settings) -> Dispatcher:
+    return Dispatcher(
+        jobs=JobsStore(settings.jobs_table),
+        runs=RunsStore(settings.runs_table),
+        queues=WorkQueues(settings.queue_urls),
+    )
+
+
+def build_worker(
+    settings: Settings, *, targets: TargetExecutor | None = None, clock: Callable[[], datetime] = utc_now
+) -> Worker:
+    return Worker(
+        jobs=JobsStore(settings.jobs_table),
+        runs=RunsStore(settings.runs_table),
+        queues=WorkQueues(settings.queue_urls),
+        escalations=EscalationQueue(settings.escalation_queue_url),
+        targets=targets or TargetExecutor(),
+        clock=clock,
+    )
+
+
+@cache
+def default_dispatcher() -> Dispatcher:
+    return build_dispatcher(Settings.from_env())
+
+
+@cache
+def default_worker() -> Worker:
+    return build_worker(Settings.from_env())

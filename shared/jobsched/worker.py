@@ -1,0 +1,388 @@
+"""The worker: one run message in, at most one execution per (run, attempt) out.
+
+Order of writes, and what a crash between them leaves:
+1. job slot (and team slot), holder = run id: a crash here leaves a slot that expires with its lease;
+2. claim: conditional create RUNNING (or a conditional attempt transition); a redelivery finds RUNNING
+   with a live lease and waits, or an expired lease and takes over as the next attempt;
+3. execute the target;
+4. record the outcome conditional on (RUNNING, attempt), the fencing token; a stale worker's result
+   is refused;
+5. on failure: RETRYING first, then the retry message; a crash between them makes the redelivered
+   message send the retry again (the next attempt's claim admits only one);
+6. release the slots last: a crash before leaves a slot that expires with its lease.
+The message is deleted only after the outcome is stored; until then SQS brings it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from jobsched.aws.jobs_store import JobsStore, StoredJob
+from jobsched.aws.queues import EscalationQueue, WorkQueues
+from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
+from jobsched.aws.targets import RunContext, TargetExecutor, TargetResult
+from jobsched.names import JobsKeys
+from jobsched.runs import (
+    MAX_SQS_DELAY,
+    TERMINAL,
+    RunMessage,
+    RunStatus,
+    attempts_left,
+    instant_text,
+    parse_instant,
+    retry_delay,
+)
+from jobsched.spec import CallbackTarget, JobSpec
+
+LEASE_MARGIN = timedelta(seconds=60)
+WAIT_WHEN_FULL = timedelta(seconds=30)  # a message for a job at max_running comes back after this
+EARLY_TOLERANCE = timedelta(seconds=1)
+
+Action = Literal[
+    "succeeded", "failed", "retrying", "pending", "skipped", "duplicate", "superseded", "waiting", "cancelled"
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one message. ``wait`` set: the message was sent again to come back after that long."""
+
+    action: Action
+    detail: str = ""
+    wait: timedelta | None = None
+    run: Run | None = None
+    lateness: timedelta | None = None
+    priority: str = "normal"  # the job's priority class, for metrics
+
+
+@dataclass
+class Worker:
+    jobs: JobsStore
+    runs: RunsStore
+    queues: WorkQueues
+    escalations: EscalationQueue
+    targets: TargetExecutor
+    clock: Callable[[], datetime]
+    # Hooks for crash-injection tests: called right after the named step.
+    after_step: Callable[[str], None] = field(default=lambda step: None)
+
+    def process(self, message: RunMessage) -> Outcome:
+        """Handle one delivery. The message can always be deleted afterwards: one that must wait has been
+        sent again with a delay (a fresh message, so waiting never counts towards the dead-letter limit)."""
+        now = self.clock()
+        fire_at = parse_instant(message.fire_at)
+        stored = self.jobs.get(message.job)
+        if stored is None:
+            return Outcome("superseded", "the job no longer exists")
+        if fire_at - now > EARLY_TOLERANCE:
+            outcome = Outcome("waiting", "before its instant", wait=fire_at - now)
+        else:
+            outcome = self._process(message, stored, now, fire_at)
+        if outcome.wait is not None:
+            self.queues.send(stored.spec.priority, [(message, outcome.wait)])
+        return replace(outcome, priority=stored.spec.priority)
+
+    def _process(self, message: RunMessage, stored: StoredJob, now: datetime, fire_at: datetime) -> Outcome:
+        if message.trigger == "schedule" and stored.version > message.spec_version:
+            # Dispatch restarted under the new version and sends this instant again if it still exists.
+            return Outcome("superseded", f"spec version {message.spec_version} replaced by {stored.version}")
+        spec = stored.spec
+        if message.trigger == "schedule" and stored.state == "PAUSED":
+            return self._skip(message, spec, now, f"job paused: {stored.paused_reason or 'no reason given'}")
+        existing = self.runs.get(message.job, message.run_id) if message.attempt > 1 else None
+        if existing is not None and (existing.status in TERMINAL or existing.attempt >= message.attempt):
+            return self._resume_or_drop(existing, message, stored, now)
+
+        slots = self._take_slots(message, stored, now)
+        if isinstance(slots, Outcome):
+            return slots
+        self.after_step("slots")
+        claimed = self._claim(message, stored, now)
+        if isinstance(claimed, Outcome):
+            return claimed
+        self.after_step("claim")
+        context = RunContext(
+            job=message.job,
+            team=message.team,
+            run_id=message.run_id,
+            attempt=claimed.attempt,
+            scheduled_at=message.scheduled_at,
+            correlation_id=claimed.correlation_id,
+            payload_override=message.payload_override,
+        )
+        target = self._target(spec)
+        result = self.targets.execute(target, context)
+        self.after_step("execute")
+        lateness = (claimed.started_at or now) - fire_at
+        return self._record(message, stored, claimed, result, lateness)
+
+    # -------------------------------------------------------------------------------- slots
+
+    def _take_slots(self, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome | None:
+        spec = stored.spec
+        lease = now + self._timeout(spec) + LEASE_MARGIN
+        limit = spec.concurrency.max_running
+        taken = self.jobs.acquire_slot(
+            message.job, JobsKeys.STATE, holder=message.run_id, lease_until=lease, limit=limit, now=now
+        )
+        if not taken.acquired:
+            policy = spec.concurrency.overlap
+            others = ", ".join(sorted(taken.holders)) or "?"
+            if policy == "skip":
+                return self._skip(message, spec, now, f"overlap: skip (still running: {others})")
+            if policy == "replace":
+                self._cancel_holders(message.job, taken.holders, now)
+                taken = self.jobs.acquire_slot(
+                    message.job, JobsKeys.STATE, holder=message.run_id, lease_until=lease, limit=limit, now=now
+                )
+            if not taken.acquired:
+                return Outcome("waiting", f"max_running {limit} reached ({others})", wait=WAIT_WHEN_FULL)
+        quota = self.jobs.team_quota(spec.team)
+        if quota is not None:
+            team = self.jobs.acquire_slot(
+                f"{JobsKeys.TEAM_PREFIX}{spec.team}",
+                JobsKeys.QUOTA,
+                holder=f"{message.job}/{message.run_id}",
+                lease_until=lease,
+                limit=quota,
+                now=now,
+            )
+            if not team.acquired:
+                self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
+                return Outcome("waiting", f"team {spec.team} quota {quota} reached", wait=WAIT_WHEN_FULL)
+        return None
+
+    def _release_slots(self, message: RunMessage, spec: JobSpec) -> None:
+        self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
+        if self.jobs.team_quota(spec.team) is not None:
+            self.jobs.release_slot(
+                f"{JobsKeys.TEAM_PREFIX}{spec.team}", JobsKeys.QUOTA, holder=f"{message.job}/{message.run_id}"
+            )
+
+    def _cancel_holders(self, job: str, holders: dict[str, str], now: datetime) -> None:
+        """overlap: replace: the running runs are cancelled (their late results will be refused)."""
+        for run_id in holders:
+            run = self.runs.get(job, run_id)
+            if run is not None and run.status in (RunStatus.RUNNING, RunStatus.RETRYING):
+                with contextlib.suppress(StaleAttempt):
+                    self.runs.finish(
+                        job,
+                        run_id,
+                        attempt=run.attempt,
+                        status=RunStatus.CANCELLED,
+                        now=now,
+                        error="replaced by a newer run (overlap: replace)",
+                        from_status=run.status,
+                    )
+            self.jobs.release_slot(job, JobsKeys.STATE, holder=run_id)
+
+    # -------------------------------------------------------------------------------- claim
+
+    def _claim(self, message: RunMessage, stored: StoredJob, now: datetime) -> Run | Outcome:
+        spec = stored.spec
+        lease = now + self._timeout(spec) + LEASE_MARGIN
+        external = isinstance(self._target(spec), CallbackTarget)
+        if message.attempt == 1:
+            created = self.runs.create(
+                message,
+                status=RunStatus.RUNNING,
+                now=now,
+                retention=spec.run_retention,
+                lease_until=lease,
+                external=external,
+            )
+            if created is not None:
+                return created
+        existing = self.runs.get(message.job, message.run_id)
+        if existing is None:
+            return Outcome("duplicate", "run vanished (retention expired)")
+        try:
+            if existing.status is RunStatus.SCHEDULED and message.attempt == 1:
+                return self._start(existing, RunStatus.SCHEDULED, 1, 1, now, lease, external)
+            if existing.status is RunStatus.RETRYING and existing.attempt == message.attempt - 1:
+                return self._start(
+                    existing, RunStatus.RETRYING, existing.attempt, message.attempt, now, lease, external
+                )
+        except StaleAttempt:
+            existing = self.runs.get(message.job, message.run_id) or existing
+        return self._resume_or_drop(existing, message, stored, now)
+
+    def _start(
+        self,
+        run: Run,
+        expected: RunStatus,
+        expected_attempt: int,
+        attempt: int,
+        now: datetime,
+        lease: datetime,
+        external: bool,
+        require_expired_lease: bool = False,
+    ) -> Run:
+        return self.runs.start_attempt(
+            run.job,
+            run.run_id,
+            expected_status=expected,
+            expected_attempt=expected_attempt,
+            attempt=attempt,
+            now=now,
+            lease_until=lease,
+            external=external,
+            require_expired_lease=require_expired_lease,
+        )
+
+    def _resume_or_drop(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
+        """A message for a run that already exists: a duplicate, a crash to recover, or a retry to resend."""
+        if existing.status in TERMINAL or existing.attempt > message.attempt:
+            if existing.status in TERMINAL:
+                self._release_slots(message, stored.spec)  # idempotent: a crash may have left them
+            return Outcome("duplicate", f"run is {existing.status.value} at attempt {existing.attempt}", run=existing)
+        if existing.status is RunStatus.RETRYING and existing.attempt == message.attempt:
+            # We failed this attempt before; the retry message may not have been sent (crash): send it.
+            self._send_retry(message, stored.spec, existing)
+            return Outcome("duplicate", "retry message re-sent", run=existing)
+        if existing.status is RunStatus.RUNNING and existing.attempt == message.attempt:
+            if existing.lease_until and existing.lease_until > now:
+                if isinstance(self._target(stored.spec), CallbackTarget):
+                    return Outcome("duplicate", "callback run already waiting", run=existing)
+                # In flight elsewhere: keep this message as a watchdog until that lease ends.
+                return Outcome("waiting", "attempt in flight elsewhere", wait=existing.lease_until - now)
+            return self._recover_lost_attempt(existing, message, stored, now)
+        return Outcome("duplicate", f"run is {existing.status.value} at attempt {existing.attempt}", run=existing)
+
+    def _recover_lost_attempt(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
+        """The worker running this attempt died (lease expired): count it as failed and go on."""
+        spec = stored.spec
+        error = f"attempt {existing.attempt} lost: no result before its lease expired"
+        if not attempts_left(self._retry_policy(spec), existing.attempt):
+            try:
+                run = self.runs.finish(
+                    existing.job,
+                    existing.run_id,
+                    attempt=existing.attempt,
+                    status=RunStatus.TIMED_OUT,
+                    now=now,
+                    error=error,
+                )
+            except StaleAttempt:
+                return Outcome("duplicate", "another worker recovered it")
+            self._release_slots(message, spec)
+            self._escalate(run, spec, "run timed out")
+            return Outcome("failed", error, run=run)
+        return self._retry(message, spec, existing, error, now)
+
+    # ------------------------------------------------------------------------------ outcome
+
+    def _record(
+        self, message: RunMessage, stored: StoredJob, run: Run, result: TargetResult, lateness: timedelta
+    ) -> Outcome:
+        spec = stored.spec
+        now = self.clock()
+        try:
+            if result.outcome == "pending":
+                return Outcome("pending", "waiting for the callback", run=run, lateness=lateness)
+            if result.outcome == "succeeded":
+                finished = self.runs.finish(
+                    run.job, run.run_id, attempt=run.attempt, status=RunStatus.SUCCEEDED, now=now, output=result.output
+                )
+                self.after_step("record")
+                self._release_slots(message, spec)
+                return Outcome("succeeded", run=finished, lateness=lateness)
+            if result.retryable and attempts_left(self._retry_policy(spec), run.attempt):
+                return self._retry(message, spec, run, result.error or "failed", now, lateness)
+            failed = self.runs.finish(
+                run.job, run.run_id, attempt=run.attempt, status=RunStatus.FAILED, now=now, error=result.error
+            )
+        except StaleAttempt as error:
+            # Cancelled, or taken over after our lease expired: our result must not overwrite theirs.
+            return Outcome("superseded", str(error))
+        self.after_step("record")
+        self._release_slots(message, spec)
+        self._escalate(failed, spec, "run failed")
+        return Outcome("failed", result.error or "", run=failed, lateness=lateness)
+
+    def _retry(
+        self,
+        message: RunMessage,
+        spec: JobSpec,
+        run: Run,
+        error: str,
+        now: datetime,
+        lateness: timedelta | None = None,
+    ) -> Outcome:
+        delay = retry_delay(self._retry_policy(spec).backoff, run.attempt, seed=f"{run.run_id}#{run.attempt}")
+        next_at = now + delay
+        long_wait = delay > MAX_SQS_DELAY
+        try:
+            retrying = self.runs.to_retrying(
+                run.job, run.run_id, attempt=run.attempt, now=now, next_attempt_at=next_at, error=error, wake=long_wait
+            )
+        except StaleAttempt as stale:
+            return Outcome("superseded", str(stale))
+        self.after_step("retrying")
+        self._send_retry(message, spec, retrying)
+        # The run stays active between attempts: keep its slot until the next attempt can finish.
+        self.jobs.acquire_slot(
+            message.job,
+            JobsKeys.STATE,
+            holder=message.run_id,
+            lease_until=next_at + self._timeout(spec) + LEASE_MARGIN,
+            limit=spec.concurrency.max_running,
+            now=now,
+        )
+        return Outcome("retrying", f"attempt {run.attempt + 1} in {delay}", run=retrying, lateness=lateness)
+
+    def _send_retry(self, message: RunMessage, spec: JobSpec, run: Run) -> None:
+        if run.next_attempt_at is None or run.next_attempt_at - self.clock() > MAX_SQS_DELAY:
+            return  # the dispatcher wakes long waits from the wakeups index
+        follow_up = message.for_attempt(run.attempt + 1).model_copy(
+            update={"fire_at": instant_text(run.next_attempt_at)}
+        )
+        self.queues.send(spec.priority, [(follow_up, run.next_attempt_at - self.clock())])
+
+    def _skip(self, message: RunMessage, spec: JobSpec, now: datetime, reason: str) -> Outcome:
+        created = self.runs.create(
+            message, status=RunStatus.SKIPPED, now=now, retention=spec.run_retention, reason=reason
+        )
+        if created is None:
+            existing = self.runs.get(message.job, message.run_id)
+            return Outcome("duplicate", "run exists", run=existing)
+        return Outcome("skipped", reason, run=created)
+
+    def _escalate(self, run: Run, spec: JobSpec, summary: str) -> None:
+        event: dict[str, Any] = {
+            "kind": "run_failed" if run.status is RunStatus.FAILED else "run_timed_out",
+            "summary": summary,
+            "job": run.job,
+            "team": run.team,
+            "run_id": run.run_id,
+            "attempt": run.attempt,
+            "scheduled_at": instant_text(run.scheduled_at),
+            "error": run.error,
+            "owner": spec.owner,
+            "runbook_url": spec.runbook_url,
+            "sns_topic": spec.escalation.sns_topic if spec.escalation else None,
+        }
+        self.escalations.publish(event)
+
+    # ----------------------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _target(spec: JobSpec) -> Any:
+        if spec.target is None:
+            raise ValueError(f"{spec.key} has no single target (DAG jobs are not registered, see jobs.put_job)")
+        return spec.target
+
+    def _timeout(self, spec: JobSpec) -> timedelta:
+        target = self._target(spec)
+        timeout: timedelta = target.timeout
+        if isinstance(target, CallbackTarget) and spec.heartbeat_timeout:
+            return min(timeout, spec.heartbeat_timeout)
+        return timeout
+
+    @staticmethod
+    def _retry_policy(spec: JobSpec) -> Any:
+        return spec.retry

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+from moto import mock_aws
+
+from jobsched.aws.clients import reset_clients
+from tests.aws.harness import REGION, Clock, FakeLambdas, Stack
+
+
+@pytest.fixture(autouse=True)
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "jobsched-test",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("JOBSCHED_AWS_ENDPOINT", raising=False)
+    assert os.environ["AWS_DEFAULT_REGION"] == REGION
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock("2027-01-04T08:59:00Z")
+
+
+@pytest.fixture
+def lambdas() -> FakeLambdas:
+    return FakeLambdas(functions={"echo": lambda event: {"echo": event["payload"]}})
+
+
+@pytest.fixture
+def stack(clock: Clock, lambdas: FakeLambdas) -> Iterator[Stack]:
+    with mock_aws():
+        reset_clients()
+        yield Stack(clock, lambdas)
+    reset_clients()

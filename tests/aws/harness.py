@@ -1,0 +1,215 @@
+"""An offline AWS for tests: moto tables and queues from the one names module, and a queue pump.
+
+The pump plays the part of Lambda's SQS event source on a virtual clock. It receives real messages from
+moto's queues and gives the worker those whose instant has come. Messages that must wait stay on the
+queue, and it deletes what the worker finished. No test waits for real minutes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3
+
+from jobsched.aws.jobs_store import JobsStore
+from jobsched.aws.queues import EscalationQueue, WorkQueues, delay_seconds
+from jobsched.aws.runs_store import Run, RunsStore
+from jobsched.aws.targets import RunContext, TargetExecutor
+from jobsched.dispatch import Dispatcher
+from jobsched.jobs import put_job
+from jobsched.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Settings
+from jobsched.runs import RunMessage, parse_instant
+from jobsched.spec import JobSpec
+from jobsched.worker import Outcome, Worker
+from tests.helpers import utc
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+
+class Clock:
+    """An injectable clock that tests move by hand."""
+
+    def __init__(self, start: str) -> None:
+        self.now = utc(start)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> datetime:
+        self.now += delta
+        return self.now
+
+    def set(self, text: str) -> datetime:
+        self.now = utc(text)
+        return self.now
+
+
+@dataclass
+class FakeLambdas:
+    """In-process functions for Lambda targets (moto cannot run function code without Docker)."""
+
+    functions: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def __call__(self, function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
+        name = function.rsplit(":", 1)[-1] if function.startswith("arn:") else function
+        event = json.loads(payload)
+        self.calls.append((name, event))
+        handler = self.functions.get(name)
+        if handler is None:
+            return json.dumps({"errorMessage": f"Function not found: {name}"}).encode(), "Unhandled"
+        try:
+            return json.dumps(handler(event)).encode(), None
+        except Exception as error:
+            return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode(), "Unhandled"
+
+    def executions(self, name: str) -> list[tuple[str, int]]:
+        """(run_id, attempt) of every invocation of ``name``."""
+        return [(e["jobsched"]["run_id"], e["jobsched"]["attempt"]) for n, e in self.calls if n == name]
+
+
+class VirtualDelayQueues(WorkQueues):
+    """moto enforces DelaySeconds in real time; tests need virtual time. Messages go out with no delay
+    (each carries its fire_at, and the pump holds it until then), and the delay SQS would have been asked
+    for is recorded so tests can check it."""
+
+    def __init__(self, queue_urls: dict[str, str], sqs: Any) -> None:
+        super().__init__(queue_urls, sqs)
+        self.requested_delays: list[tuple[str, int]] = []  # (run_id#attempt, DelaySeconds)
+
+    def send(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> None:
+        for message, delay in messages:
+            self.requested_delays.append((f"{message.run_id}#{message.attempt}", delay_seconds(delay)))
+        super().send(priority, [(message, timedelta(0)) for message, _ in messages])
+
+
+class Stack:
+    """The scheduler's tables and queues in moto, and the services wired to them."""
+
+    def __init__(self, clock: Clock, lambdas: FakeLambdas | None = None) -> None:
+        self.clock = clock
+        self.lambdas = lambdas or FakeLambdas()
+        self.dynamodb = boto3.client("dynamodb", region_name=REGION)
+        self.sqs = boto3.client("sqs", region_name=REGION)
+        self.jobs_table, self.runs_table = "jobsched-test-Jobs", "jobsched-test-Runs"
+        for definition, name in ((JOBS_TABLE, self.jobs_table), (RUNS_TABLE, self.runs_table)):
+            self.dynamodb.create_table(**definition.create_table_kwargs(name))
+        self.queue_urls: dict[str, str] = {}
+        self.dlq_urls: dict[str, str] = {}
+        for priority in PRIORITIES:
+            definition = WORK_QUEUES[priority]
+            dlq = self.sqs.create_queue(QueueName=f"jobsched-test-{definition.logical_name}-dlq")["QueueUrl"]
+            dlq_arn = self.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(definition.max_receive_count)})
+            self.queue_urls[priority] = self.sqs.create_queue(
+                QueueName=f"jobsched-test-{definition.logical_name}",
+                Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "30"},
+            )["QueueUrl"]
+            self.dlq_urls[priority] = dlq
+        self._held: dict[str, dict[str, dict[str, Any]]] = {}
+        self.escalation_url = self.sqs.create_queue(QueueName="jobsched-test-escalations")["QueueUrl"]
+        self.settings = Settings(self.jobs_table, self.runs_table, dict(self.queue_urls), self.escalation_url)
+        self.jobs = JobsStore(self.jobs_table, self.dynamodb)
+        self.runs = RunsStore(self.runs_table, self.dynamodb)
+        self.queues = VirtualDelayQueues(self.queue_urls, self.sqs)
+        self.targets = TargetExecutor(lambda_invoker=self.lambdas, sleep=lambda seconds: None)
+        self.dispatcher = Dispatcher(self.jobs, self.runs, self.queues)
+        self.worker = Worker(
+            jobs=self.jobs,
+            runs=self.runs,
+            queues=self.queues,
+            escalations=EscalationQueue(self.escalation_url, self.sqs),
+            targets=self.targets,
+            clock=clock,
+        )
+
+    # ------------------------------------------------------------------------------ jobs
+
+    def register(self, document: dict[str, Any], principal: str = "test") -> JobSpec:
+        spec = JobSpec.model_validate(document)
+        put_job(self.jobs, spec, now=self.clock(), principal=principal)
+        return spec
+
+    def tick(self) -> Any:
+        return self.dispatcher.tick(self.clock())
+
+    # ---------------------------------------------------------------------------- queues
+
+    def pump(
+        self,
+        *,
+        priority: str = "normal",
+        deliveries: int = 1,
+        rounds: int = 200,
+        on_outcome: Callable[[RunMessage, Outcome], None] | None = None,
+    ) -> list[Outcome]:
+        """Deliver due messages to the worker (each ``deliveries`` times) until none is due.
+
+        Like SQS with DelaySeconds on a virtual clock: each message is received once, held until its
+        instant, delivered, then deleted (the worker re-sends what must wait).
+        """
+        outcomes: list[Outcome] = []
+        for _ in range(rounds):
+            self._receive_into_held(priority)
+            held = self._held.setdefault(priority, {})
+            due = sorted(
+                (raw for raw in held.values() if self._is_due(raw)), key=lambda raw: json.loads(raw["Body"])["fire_at"]
+            )
+            if not due:
+                break
+            for raw in due:
+                del held[raw["MessageId"]]
+                message = RunMessage.model_validate_json(raw["Body"])
+                for _ in range(deliveries):
+                    outcome = self.worker.process(message)
+                    outcomes.append(outcome)
+                    if on_outcome:
+                        on_outcome(message, outcome)
+                self.sqs.delete_message(QueueUrl=self.queue_urls[priority], ReceiptHandle=raw["ReceiptHandle"])
+        return outcomes
+
+    def pending(self, priority: str = "normal") -> list[RunMessage]:
+        """Messages on the queue not yet delivered (received into the pump's hold, or still in SQS)."""
+        self._receive_into_held(priority)
+        return [RunMessage.model_validate_json(raw["Body"]) for raw in self._held.get(priority, {}).values()]
+
+    def _receive_into_held(self, priority: str) -> None:
+        held = self._held.setdefault(priority, {})
+        for _ in range(1000):
+            batch = self.sqs.receive_message(
+                QueueUrl=self.queue_urls[priority], MaxNumberOfMessages=10, VisibilityTimeout=43_200
+            ).get("Messages", [])
+            if not batch:
+                return
+            for raw in batch:
+                held[raw["MessageId"]] = raw
+
+    def _is_due(self, raw: dict[str, Any]) -> bool:
+        return parse_instant(json.loads(raw["Body"])["fire_at"]) <= self.clock() + timedelta(seconds=1)
+
+    def run_list(self, job: str) -> list[Run]:
+        return self.runs.list(job, limit=1000, newest_first=False)
+
+    def escalations(self) -> list[dict[str, Any]]:
+        found = []
+        for _ in range(50):
+            batch = self.sqs.receive_message(QueueUrl=self.escalation_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not batch:
+                break
+            for raw in batch:
+                found.append(json.loads(raw["Body"]))
+                self.sqs.delete_message(QueueUrl=self.escalation_url, ReceiptHandle=raw["ReceiptHandle"])
+        return found
+
+
+def context_for(run: Run) -> RunContext:
+    return RunContext(run.job, run.team, run.run_id, run.attempt, run.scheduled_at.isoformat(), run.correlation_id)
+
+
+def at(text: str) -> datetime:
+    return parse_instant(text)
