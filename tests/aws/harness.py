@@ -102,12 +102,12 @@ class Stack:
         self.queue_urls: dict[str, str] = {}
         self.dlq_urls: dict[str, str] = {}
         for priority in PRIORITIES:
-            definition = WORK_QUEUES[priority]
-            dlq = self.sqs.create_queue(QueueName=f"jobsched-test-{definition.logical_name}-dlq")["QueueUrl"]
+            queue = WORK_QUEUES[priority]
+            dlq = self.sqs.create_queue(QueueName=f"jobsched-test-{queue.logical_name}-dlq")["QueueUrl"]
             dlq_arn = self.sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-            redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(definition.max_receive_count)})
+            redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(queue.max_receive_count)})
             self.queue_urls[priority] = self.sqs.create_queue(
-                QueueName=f"jobsched-test-{definition.logical_name}",
+                QueueName=f"jobsched-test-{queue.logical_name}",
                 Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "30"},
             )["QueueUrl"]
             self.dlq_urls[priority] = dlq
