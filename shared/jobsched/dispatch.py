@@ -21,7 +21,7 @@ from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
 from jobsched.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
-from jobsched.schedule.engine import CompiledSchedule, compile_schedule, plan_due
+from jobsched.schedule.engine import CompiledSchedule, DuePlan, compile_schedule, plan_due
 
 # Instants up to this far ahead are claimed per cursor update: fewer writes per run, still within the
 # 15 minutes SQS can delay a message. Spec changes and pauses are honoured by the worker's checks.
@@ -39,6 +39,15 @@ class TickReport:
     lost_races: int = 0  # another dispatcher (or a spec change) advanced first: our sends were duplicates
     retries_woken: int = 0
     lateness_seconds: list[float] = field(default_factory=list)  # how late each sent instant already was
+
+
+@dataclass(frozen=True)
+class _JobPlan:
+    entry: DueEntry
+    stored: StoredJob
+    compiled: CompiledSchedule
+    plan: DuePlan
+    messages: list[tuple[RunMessage, timedelta]]
 
 
 @dataclass
@@ -59,16 +68,32 @@ class Dispatcher:
             entries = [entry for shard in shards for entry in shard]
         report.due_jobs = len(entries)
         specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
-        for entry in entries:
-            self._dispatch_job(entry, specs.get(entry.job), now, report)
+        plans = [plan for entry in entries if (plan := self._plan(entry, specs.get(entry.job), now))]
+        # One batch across all due jobs per priority: ten messages per SQS request, not one job's each.
+        unsent: set[str] = set()
+        for priority in {plan.stored.spec.priority for plan in plans}:
+            batch = [
+                (plan.stored.key, message)
+                for plan in plans
+                if plan.stored.spec.priority == priority
+                for message in plan.messages
+            ]
+            failed = self.queues.send_each(priority, [message for _, message in batch])
+            unsent |= {batch[index][0] for index in failed}
+            report.messages_sent += len(batch) - len(failed)
+        for plan in plans:
+            if self.after_send:
+                self.after_send(plan.stored.key)
+            if plan.stored.key in unsent:
+                continue  # not advanced: the next tick sends these instants again
+            self._finish(plan, now, report)
         self._wake_retries(now, report)
         return report
 
-    def _dispatch_job(self, entry: DueEntry, stored: StoredJob | None, now: datetime, report: TickReport) -> None:
+    def _plan(self, entry: DueEntry, stored: StoredJob | None, now: datetime) -> _JobPlan | None:
         if stored is None or stored.state != "ACTIVE" or stored.version != entry.spec_version:
-            return  # deleted, paused or being replaced: the change rewrote (or is rewriting) the due entry
+            return None  # deleted, paused or being replaced: the change rewrote (or is rewriting) the due entry
         spec = stored.spec
-        assert spec.schedule is not None
         compiled = self._compiled_for(stored)
         plan = plan_due(compiled, last=entry.cursor, now=now, lookahead=self.lookahead)
         messages = [
@@ -86,12 +111,12 @@ class Dispatcher:
             )
             for occurrence in plan.due
         ]
-        if messages:
-            self.queues.send(spec.priority, messages)
-            report.messages_sent += len(messages)
-            report.lateness_seconds += [max(0.0, -delay.total_seconds()) for _, delay in messages]
-        if self.after_send:
-            self.after_send(spec.key)
+        return _JobPlan(entry, stored, compiled, plan, messages)
+
+    def _finish(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> None:
+        """After the messages are out: record missed instants, then advance the cursor."""
+        spec, stored, plan = job_plan.stored.spec, job_plan.stored, job_plan.plan
+        report.lateness_seconds += [max(0.0, -delay.total_seconds()) for _, delay in job_plan.messages]
         for occurrence, reason in plan.missed:
             message = RunMessage(
                 job=spec.key,
@@ -105,11 +130,11 @@ class Dispatcher:
                 message, status=RunStatus.SKIPPED, now=now, retention=spec.run_retention, reason=reason
             ):
                 report.missed += 1
-        upcoming = compiled.next_fires(plan.cursor, 1)
+        upcoming = job_plan.compiled.next_fires(plan.cursor, 1)
         advanced = self.jobs.advance(
             spec.key,
             spec_version=stored.version,
-            old_cursor=entry.cursor,
+            old_cursor=job_plan.entry.cursor,
             cursor=plan.cursor,
             next_fire_at=upcoming[0].at if upcoming else None,
         )

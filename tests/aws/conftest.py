@@ -36,8 +36,9 @@ def lambdas() -> FakeLambdas:
 
 
 @pytest.fixture
-def stack(clock: Clock, lambdas: FakeLambdas) -> Iterator[Stack]:
+def stack(clock: Clock, lambdas: FakeLambdas, request: pytest.FixtureRequest) -> Iterator[Stack]:
+    in_memory = request.node.get_closest_marker("in_memory_queues") is not None
     with mock_aws():
         reset_clients()
-        yield Stack(clock, lambdas)
+        yield Stack(clock, lambdas, in_memory_queues=in_memory)
     reset_clients()

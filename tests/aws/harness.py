@@ -7,7 +7,9 @@ queue, and it deletes what the worker finished. No test waits for real minutes.
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -29,6 +31,10 @@ from tests.helpers import utc
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
+
+
+class Crash(Exception):
+    """Raised by crash-injection hooks: the process dies between two writes."""
 
 
 class Clock:
@@ -68,9 +74,13 @@ class FakeLambdas:
         except Exception as error:
             return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode(), "Unhandled"
 
-    def executions(self, name: str) -> list[tuple[str, int]]:
-        """(run_id, attempt) of every invocation of ``name``."""
-        return [(e["jobsched"]["run_id"], e["jobsched"]["attempt"]) for n, e in self.calls if n == name]
+    def executions(self, name: str) -> list[tuple[str, str, int]]:
+        """(job, run_id, attempt) of every invocation of ``name``."""
+        return [
+            (e["jobsched"]["job"], e["jobsched"]["run_id"], e["jobsched"]["attempt"])
+            for n, e in self.calls
+            if n == name
+        ]
 
 
 class VirtualDelayQueues(WorkQueues):
@@ -82,18 +92,40 @@ class VirtualDelayQueues(WorkQueues):
         super().__init__(queue_urls, sqs)
         self.requested_delays: list[tuple[str, int]] = []  # (run_id#attempt, DelaySeconds)
 
-    def send(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> None:
+    def send_each(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> set[int]:
         for message, delay in messages:
             self.requested_delays.append((f"{message.run_id}#{message.attempt}", delay_seconds(delay)))
-        super().send(priority, [(message, timedelta(0)) for message, _ in messages])
+        return super().send_each(priority, [(message, timedelta(0)) for message, _ in messages])
+
+
+class InMemoryQueues(VirtualDelayQueues):
+    """For tests that send thousands of messages: moto's ReceiveMessage scans every in-flight message, so
+    the pump takes messages straight from here. SQS itself is exercised by the moto-backed tests."""
+
+    def __init__(self, queue_urls: dict[str, str], sqs: Any, hold: dict[str, dict[str, dict[str, Any]]]) -> None:
+        super().__init__(queue_urls, sqs)
+        self.hold = hold
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+
+    def send_each(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> set[int]:
+        with self._lock:
+            for message, delay in messages:
+                self.requested_delays.append((f"{message.run_id}#{message.attempt}", delay_seconds(delay)))
+                message_id = f"mem-{next(self._ids)}"
+                body = message.model_dump_json(exclude_none=True)
+                self.hold.setdefault(priority, {})[message_id] = {"MessageId": message_id, "Body": body}
+        return set()
 
 
 class Stack:
     """The scheduler's tables and queues in moto, and the services wired to them."""
 
-    def __init__(self, clock: Clock, lambdas: FakeLambdas | None = None) -> None:
+    def __init__(self, clock: Clock, lambdas: FakeLambdas | None = None, *, in_memory_queues: bool = False) -> None:
         self.clock = clock
         self.lambdas = lambdas or FakeLambdas()
+        self._held: dict[str, dict[str, dict[str, Any]]] = {}
+        self.crashes = 0
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.jobs_table, self.runs_table = "jobsched-test-Jobs", "jobsched-test-Runs"
@@ -111,12 +143,15 @@ class Stack:
                 Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "30"},
             )["QueueUrl"]
             self.dlq_urls[priority] = dlq
-        self._held: dict[str, dict[str, dict[str, Any]]] = {}
         self.escalation_url = self.sqs.create_queue(QueueName="jobsched-test-escalations")["QueueUrl"]
         self.settings = Settings(self.jobs_table, self.runs_table, dict(self.queue_urls), self.escalation_url)
         self.jobs = JobsStore(self.jobs_table, self.dynamodb)
         self.runs = RunsStore(self.runs_table, self.dynamodb)
-        self.queues = VirtualDelayQueues(self.queue_urls, self.sqs)
+        self.queues: VirtualDelayQueues = (
+            InMemoryQueues(self.queue_urls, self.sqs, self._held)
+            if in_memory_queues
+            else VirtualDelayQueues(self.queue_urls, self.sqs)
+        )
         self.targets = TargetExecutor(lambda_invoker=self.lambdas, sleep=lambda seconds: None)
         self.dispatcher = Dispatcher(self.jobs, self.runs, self.queues)
         self.worker = Worker(
@@ -163,14 +198,17 @@ class Stack:
             if not due:
                 break
             for raw in due:
-                del held[raw["MessageId"]]
                 message = RunMessage.model_validate_json(raw["Body"])
-                for _ in range(deliveries):
-                    outcome = self.worker.process(message)
-                    outcomes.append(outcome)
-                    if on_outcome:
-                        on_outcome(message, outcome)
-                self.sqs.delete_message(QueueUrl=self.queue_urls[priority], ReceiptHandle=raw["ReceiptHandle"])
+                try:
+                    for _ in range(deliveries):
+                        outcome = self.worker.process(message)
+                        outcomes.append(outcome)
+                        if on_outcome:
+                            on_outcome(message, outcome)
+                except Crash:
+                    self.crashes += 1
+                    return outcomes  # the message stays: SQS delivers it again after its visibility timeout
+                del held[raw["MessageId"]]
         return outcomes
 
     def pending(self, priority: str = "normal") -> list[RunMessage]:
@@ -179,13 +217,19 @@ class Stack:
         return [RunMessage.model_validate_json(raw["Body"]) for raw in self._held.get(priority, {}).values()]
 
     def _receive_into_held(self, priority: str) -> None:
+        """Take every message off the moto queue into the pump's hold (moto's receive scans all in-flight
+        messages, so leaving thousands there makes each receive slow). Held messages are the ones SQS
+        would still deliver: a crash leaves its message held, to be delivered again."""
         held = self._held.setdefault(priority, {})
-        for _ in range(1000):
-            batch = self.sqs.receive_message(
-                QueueUrl=self.queue_urls[priority], MaxNumberOfMessages=10, VisibilityTimeout=43_200
-            ).get("Messages", [])
+        url = self.queue_urls[priority]
+        for _ in range(10_000):
+            batch = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
             if not batch:
                 return
+            self.sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "ReceiptHandle": raw["ReceiptHandle"]} for i, raw in enumerate(batch)],
+            )
             for raw in batch:
                 held[raw["MessageId"]] = raw
 

@@ -30,8 +30,19 @@ class WorkQueues:
         return self._client or client("sqs")
 
     def send(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> None:
-        """Send with per-message delays, 10 per SendMessageBatch; failed entries are retried."""
+        """Send all or raise QueueSendError naming how many were not accepted."""
+        failed = self.send_each(priority, messages)
+        if failed:
+            raise QueueSendError(f"{len(failed)} messages not accepted by {self.urls[priority]}")
+
+    def send_each(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> set[int]:
+        """Send with per-message delays, 10 per SendMessageBatch (failed entries retried twice).
+
+        Returns the indices of messages still not accepted, so a caller batching many jobs together
+        can hold back exactly the jobs whose messages did not go out.
+        """
         url = self.urls[priority]
+        failed_indices: set[int] = set()
         for start in range(0, len(messages), 10):
             pending = {
                 str(index): {
@@ -51,8 +62,8 @@ class WorkQueues:
                 pending = {key: entry for key, entry in pending.items() if key in failed}
                 if not pending:
                     break
-            if pending:
-                raise QueueSendError(f"{len(pending)} messages not accepted by {url}")
+            failed_indices |= {int(key) for key in pending}
+        return failed_indices
 
 
 class EscalationQueue:

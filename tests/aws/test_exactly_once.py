@@ -1,0 +1,152 @@
+"""Exactly one run per (job, instant): concurrent dispatchers, redelivery, crashes between any two writes."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobsched.aws.runs_store import StaleAttempt
+from jobsched.dispatch import Dispatcher
+from jobsched.runs import RunStatus
+from tests.aws.harness import Clock, Crash, Stack
+from tests.aws.test_pipeline import job
+
+MINUTE = timedelta(minutes=1)
+
+
+def serialize_moto_calls(stack: Stack) -> None:
+    """DynamoDB makes each conditional write atomic; moto in-process does not lock between threads.
+    One lock per API call models the service faithfully: calls interleave, a single write never does."""
+    lock = threading.RLock()
+    for boto_client in (stack.dynamodb, stack.sqs):
+        original = boto_client._make_api_call
+
+        def locked(operation: str, params: Any, _original: Any = original) -> Any:
+            with lock:
+                return _original(operation, params)
+
+        boto_client._make_api_call = locked
+
+
+@pytest.mark.in_memory_queues
+def test_eight_concurrent_dispatchers_over_500_due_jobs_make_one_run_per_instant(stack: Stack, clock: Clock) -> None:
+    serialize_moto_calls(stack)
+    clock.set("2027-01-04T09:59:00Z")
+    for index in range(500):
+        stack.register(job(f"job-{index:03d}", "0 * * * *"))
+    clock.set("2027-01-04T09:59:30Z")
+    dispatchers = [Dispatcher(stack.jobs, stack.runs, stack.queues) for _ in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        reports = list(pool.map(lambda d: d.tick(clock()), dispatchers))
+    assert sum(r.advanced for r in reports) == 500  # each job's cursor moved exactly once
+    sent = sum(r.messages_sent for r in reports)
+    assert sent >= 500
+    clock.advance(MINUTE)
+    stack.pump(rounds=50)
+    runs = [run for index in range(500) for run in stack.run_list(f"payments/job-{index:03d}")]
+    assert len(runs) == 500 and {r.run_id for r in runs} == {"20270104T100000Z"}
+    assert all(r.status is RunStatus.SUCCEEDED for r in runs)
+    executions = Counter(stack.lambdas.executions("echo"))
+    assert len(executions) == 500 and max(executions.values()) == 1, f"{sent} messages for 500 instants"
+
+
+def test_every_message_delivered_three_times_executes_once_per_attempt(stack: Stack, clock: Clock) -> None:
+    stack.lambdas.functions["flaky"] = _flaky(failures=1)
+    stack.register(job("flaky", "*/5 * * * *") | {"target": {"type": "lambda", "function": "flaky"}})
+    for _ in range(12):
+        stack.tick()
+        clock.advance(MINUTE)
+        stack.pump(deliveries=3)
+    clock.advance(timedelta(minutes=30))
+    stack.pump(deliveries=3)
+    runs = stack.run_list("payments/flaky")
+    assert [r.run_id for r in runs] == ["20270104T090000Z", "20270104T090500Z", "20270104T091000Z"]
+    assert all(r.status is RunStatus.SUCCEEDED for r in runs)
+    executions = Counter(stack.lambdas.executions("flaky"))
+    assert max(executions.values()) == 1
+    assert sorted(executions) == sorted((r.job, r.run_id, a) for r in runs for a in (1, 2))
+
+
+@pytest.mark.parametrize("step", ["slots", "claim", "execute", "record", "retrying"])
+def test_a_worker_crash_after_any_write_is_completed_by_redelivery(stack: Stack, clock: Clock, step: str) -> None:
+    stack.lambdas.functions["flaky"] = _flaky(failures=1)
+    clock.set("2027-01-04T09:59:30Z")
+    stack.register(job("crashy", "0 * * * *") | {"target": {"type": "lambda", "function": "flaky"}})
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    crashed: list[str] = []
+
+    def crash_once(at_step: str) -> None:
+        if at_step == step and not crashed:
+            crashed.append(at_step)
+            raise Crash(at_step)
+
+    stack.worker.after_step = crash_once
+    stack.pump()
+    # Redelivery after the visibility timeout; leases of a dead worker expire with time.
+    for _ in range(6):
+        clock.advance(timedelta(minutes=7))
+        stack.pump()
+    assert crashed == [step] and stack.crashes == 1
+    [run] = stack.run_list("payments/crashy")
+    assert run.status is RunStatus.SUCCEEDED
+    executions = Counter(stack.lambdas.executions("flaky"))
+    assert max(executions.values()) == 1, "no attempt executed twice"
+    assert stack.jobs.slot_holders("payments/crashy", "STATE") == {}, "no slot leaked"
+
+
+def test_a_dispatcher_crash_between_send_and_advance_duplicates_nothing(stack: Stack, clock: Clock) -> None:
+    stack.register(job("steady", "* * * * *"))
+
+    def crash(_: str) -> None:
+        raise Crash("after send")
+
+    stack.dispatcher.after_send = crash
+    with pytest.raises(Crash):
+        stack.tick()
+    stack.dispatcher.after_send = None
+    stack.tick()  # same instants sent again: same run ids
+    for _ in range(16):
+        clock.advance(MINUTE)
+        stack.tick()
+        stack.pump()
+    runs = stack.run_list("payments/steady")
+    run_ids = [r.run_id for r in runs]
+    assert run_ids == sorted(set(run_ids)) and len(run_ids) == 16
+    assert run_ids[0] == "20270104T090000Z" and run_ids[-1] == "20270104T091500Z"
+    assert max(Counter(stack.lambdas.executions("echo")).values()) == 1
+
+
+def test_an_old_attempts_late_result_is_refused(stack: Stack, clock: Clock) -> None:
+    stack.lambdas.functions["flaky"] = _flaky(failures=1)
+    clock.set("2027-01-04T09:59:30Z")
+    stack.register(job("fenced", "0 * * * *") | {"target": {"type": "lambda", "function": "flaky"}})
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    stack.pump()
+    clock.advance(timedelta(minutes=5))
+    stack.pump()
+    [run] = stack.run_list("payments/fenced")
+    assert run.status is RunStatus.SUCCEEDED and run.attempt == 2
+    with pytest.raises(StaleAttempt):
+        stack.runs.finish(run.job, run.run_id, attempt=1, status=RunStatus.FAILED, now=clock(), error="late")
+    assert stack.runs.get(run.job, run.run_id) == run
+
+
+def _flaky(failures: int) -> Any:
+    """A function that fails the first ``failures`` attempts of each run id, then succeeds."""
+    seen: Counter[str] = Counter()
+
+    def handler(event: dict[str, Any]) -> dict[str, Any]:
+        run_id = event["jobsched"]["run_id"]
+        seen[run_id] += 1
+        if seen[run_id] <= failures:
+            raise RuntimeError(f"flaky failure {seen[run_id]} of {run_id}")
+        return {"ok": run_id}
+
+    return handler

@@ -1,0 +1,192 @@
+"""Each target type end to end: the run id, attempt, instant and correlation id reach every target."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import boto3
+import pytest
+
+from jobsched.aws.targets import TargetExecutor
+from jobsched.runs import RunStatus
+from tests.aws.harness import REGION, Clock, Stack
+
+MINUTE = timedelta(minutes=1)
+
+
+def run_one(stack: Stack, clock: Clock, target: dict[str, Any], name: str = "t") -> Any:
+    clock.set("2027-01-04T09:59:30Z")
+    stack.register({"name": name, "team": "ops", "schedule": {"expression": "0 * * * *"}, "target": target})
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    stack.pump()
+    [run] = stack.run_list(f"ops/{name}")
+    return run
+
+
+def test_sqs_target(stack: Stack, clock: Clock) -> None:
+    url = stack.sqs.create_queue(QueueName="team-inbox")["QueueUrl"]
+    run = run_one(stack, clock, {"type": "sqs", "queue_url": url, "payload": {"n": 1}})
+    assert run.status is RunStatus.SUCCEEDED
+    [message] = stack.sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
+    body = json.loads(message["Body"])
+    assert body["payload"] == {"n": 1} and body["jobsched"]["run_id"] == "20270104T100000Z"
+    assert message["MessageAttributes"]["run_id"]["StringValue"] == "20270104T100000Z"
+
+
+def test_sqs_fifo_target_dedupes_by_run_id(stack: Stack, clock: Clock) -> None:
+    url = stack.sqs.create_queue(QueueName="team.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    run = run_one(stack, clock, {"type": "sqs", "queue_url": url})
+    assert run.status is RunStatus.SUCCEEDED
+    [message] = stack.sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
+    assert message["Attributes"]["MessageDeduplicationId"] == "20270104T100000Z"
+
+
+def test_stepfunctions_target_names_the_execution_after_the_run(stack: Stack, clock: Clock) -> None:
+    states = boto3.client("stepfunctions", region_name=REGION)
+    iam = boto3.client("iam", region_name=REGION)
+    role = iam.create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    definition = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
+    arn = states.create_state_machine(name="etl", definition=definition, roleArn=role)["stateMachineArn"]
+    run = run_one(stack, clock, {"type": "stepfunctions", "state_machine_arn": arn, "payload": {"day": "x"}})
+    assert run.status is RunStatus.SUCCEEDED
+    [execution] = states.list_executions(stateMachineArn=arn)["executions"]
+    assert execution["name"] == "20270104T100000Z"
+    started = json.loads(states.describe_execution(executionArn=execution["executionArn"])["input"])
+    assert started["payload"] == {"day": "x"} and started["jobsched"]["attempt"] == 1
+
+
+def test_eventbridge_target(stack: Stack, clock: Clock) -> None:
+    events = boto3.client("events", region_name=REGION)
+    inbox = stack.sqs.create_queue(QueueName="events-inbox")["QueueUrl"]
+    inbox_arn = stack.sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name="jobs", EventPattern=json.dumps({"source": ["payments.jobs"]}))
+    events.put_targets(Rule="jobs", Targets=[{"Id": "inbox", "Arn": inbox_arn}])
+    run = run_one(
+        stack, clock, {"type": "eventbridge", "source": "payments.jobs", "detail_type": "Nightly", "payload": {"a": 1}}
+    )
+    assert run.status is RunStatus.SUCCEEDED
+    [message] = stack.sqs.receive_message(QueueUrl=inbox)["Messages"]
+    event = json.loads(message["Body"])
+    assert event["detail-type"] == "Nightly" and event["detail"]["jobsched"]["run_id"] == "20270104T100000Z"
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    statuses: ClassVar[list[int]]
+    seen: ClassVar[list[dict[str, Any]]]
+    url: ClassVar[str]
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length) or b"null")
+        type(self).seen.append({"headers": dict(self.headers), "body": body})
+        status = type(self).statuses.pop(0) if type(self).statuses else 200
+        self.send_response(status)
+        self.end_headers()
+        self.wfile.write(b'{"ok": true}')
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook() -> Iterator[type[_Recorder]]:
+    class Recorder(_Recorder):
+        statuses: ClassVar[list[int]] = []
+        seen: ClassVar[list[dict[str, Any]]] = []
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    Recorder.url = f"http://127.0.0.1:{server.server_port}/hook"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield Recorder
+    server.shutdown()
+
+
+def test_http_target_sends_run_headers_and_resolves_secret_headers(stack: Stack, clock: Clock, webhook: Any) -> None:
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    secrets.create_secret(Name="payments/token", SecretString=json.dumps({"header": "Bearer s3cr3t"}))
+    target = {
+        "type": "http",
+        "url": webhook.url,
+        "headers": {"X-Team": "ops"},
+        "secret_headers": {"Authorization": "secretsmanager:payments/token#header"},
+        "payload": {"report": "daily"},
+    }
+    webhook.statuses[:] = [503]  # one 5xx: retried within the attempt
+    run = run_one(stack, clock, target)
+    assert run.status is RunStatus.SUCCEEDED and run.attempt == 1
+    assert len(webhook.seen) == 2
+    headers = webhook.seen[-1]["headers"]
+    assert headers["Authorization"] == "Bearer s3cr3t" and headers["X-Team"] == "ops"
+    assert headers["Idempotency-Key"] == headers["X-Jobsched-Run-Id"] == "20270104T100000Z"
+    assert headers["X-Jobsched-Attempt"] == "1" and headers["X-Jobsched-Scheduled-At"] == "2027-01-04T10:00:00Z"
+    assert headers["X-Correlation-Id"] == "ops/t/20270104T100000Z"
+    assert webhook.seen[-1]["body"] == {"report": "daily"}
+    assert "s3cr3t" not in json.dumps(stack.dynamodb.scan(TableName=stack.runs_table)["Items"])
+
+
+def test_http_4xx_fails_without_retrying(stack: Stack, clock: Clock, webhook: Any) -> None:
+    webhook.statuses[:] = [400]
+    run = run_one(stack, clock, {"type": "http", "url": webhook.url})
+    assert run.status is RunStatus.FAILED and run.attempt == 1 and run.error.startswith("HTTP 400")
+    assert len(webhook.seen) == 1
+    [event] = stack.escalations()
+    assert event["kind"] == "run_failed" and event["run_id"] == run.run_id
+
+
+def test_http_connection_refused_is_retried(stack: Stack, clock: Clock) -> None:
+    run = run_one(stack, clock, {"type": "http", "url": "http://127.0.0.1:9/nothing-listens"})
+    assert run.status is RunStatus.RETRYING and "connection error" in (run.error or "")
+
+
+def test_unresolvable_secret_fails_without_leaking(stack: Stack, clock: Clock, webhook: Any) -> None:
+    target = {"type": "http", "url": webhook.url, "secret_headers": {"Authorization": "ssm:/missing/param"}}
+    run = run_one(stack, clock, target)
+    assert run.status is RunStatus.RETRYING and run.error == "cannot resolve a secret header: GetParameterError"
+    assert webhook.seen == []
+
+
+def test_callback_target_stays_running_on_the_lease_index(stack: Stack, clock: Clock) -> None:
+    clock.set("2027-01-04T09:59:30Z")
+    stack.register(
+        {
+            "name": "cb",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "callback", "timeout": "2h"},
+            "heartbeat_timeout": "5m",
+        }
+    )
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    stack.pump()
+    [run] = stack.run_list("ops/cb")
+    assert run.status is RunStatus.RUNNING and run.lease_until is not None
+    leases = stack.dynamodb.scan(TableName=stack.runs_table, IndexName="leases")["Items"]
+    assert len(leases) == 1 and leases[0]["lease_expires_at"]["S"] == "2027-01-04T10:06:00Z"
+
+
+def test_missing_lambda_function_fails_clearly(stack: Stack, clock: Clock) -> None:
+    run = run_one(stack, clock, {"type": "lambda", "function": "does-not-exist"})
+    assert run.status is RunStatus.RETRYING and "Function not found: does-not-exist" in (run.error or "")
+
+
+def test_executor_never_raises_for_aws_errors() -> None:
+    from botocore.exceptions import ClientError
+
+    def failing(function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
+        raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "no"}}, "Invoke")
+
+    from jobsched.aws.targets import RunContext
+    from jobsched.spec import LambdaTarget
+
+    result = TargetExecutor(lambda_invoker=failing).execute(
+        LambdaTarget(type="lambda", function="x"), RunContext("a/b", "a", "r", 1, "t", "c")
+    )
+    assert result.outcome == "failed" and not result.retryable and result.error == "ResourceNotFoundException: no"
