@@ -87,12 +87,13 @@ class Worker:
         return replace(outcome, priority=stored.spec.priority)
 
     def _process(self, message: RunMessage, stored: StoredJob, now: datetime, fire_at: datetime) -> Outcome:
+        spec = stored.spec
+        if message.trigger == "schedule" and stored.state == "PAUSED":
+            # Instants sent before the pause are recorded, so the run history shows why they did not run.
+            return self._skip(message, spec, now, f"job paused: {stored.paused_reason or 'no reason given'}")
         if message.trigger == "schedule" and stored.version > message.spec_version:
             # Dispatch restarted under the new version and sends this instant again if it still exists.
             return Outcome("superseded", f"spec version {message.spec_version} replaced by {stored.version}")
-        spec = stored.spec
-        if message.trigger == "schedule" and stored.state == "PAUSED":
-            return self._skip(message, spec, now, f"job paused: {stored.paused_reason or 'no reason given'}")
         existing = self.runs.get(message.job, message.run_id) if message.attempt > 1 else None
         if existing is not None and (existing.status in TERMINAL or existing.attempt >= message.attempt):
             return self._resume_or_drop(existing, message, stored, now)

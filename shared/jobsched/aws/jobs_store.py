@@ -201,7 +201,9 @@ class JobsStore:
             [
                 {"Put": self._versioned_put(stored, current.version)},
                 {"Update": self._state_update(current.key, stored, cursor, None if paused else next_fire_at)},
-                self._audit(current.key, now, principal, state.lower(), current.spec, current.spec, reason),
+                self._audit(
+                    current.key, now, principal, "pause" if paused else "resume", current.spec, current.spec, reason
+                ),
             ],
         )
         return stored

@@ -1,0 +1,244 @@
+"""Overlap policies, max_running, team quotas, retries and their delays, catch-up, pause."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from jobsched.jobs import pause_job, resume_job
+from jobsched.runs import RunStatus
+from tests.aws.harness import Clock, Stack
+
+MINUTE = timedelta(minutes=1)
+
+
+def callback_job(name: str, overlap: str, max_running: int = 1, expression: str = "* * * * *") -> dict[str, Any]:
+    """A job whose runs stay RUNNING until completed: a long run, for overlap tests."""
+    return {
+        "name": name,
+        "team": "ops",
+        "schedule": {"expression": expression},
+        "target": {"type": "callback", "timeout": "1h"},
+        "concurrency": {"max_running": max_running, "overlap": overlap},
+    }
+
+
+def minutes(stack: Stack, clock: Clock, count: int) -> None:
+    for _ in range(count):
+        stack.tick()
+        clock.advance(MINUTE)
+        stack.pump()
+
+
+def statuses(stack: Stack, job: str) -> list[tuple[str, str]]:
+    return [(r.run_id[9:13], r.status.value) for r in stack.run_list(job)]
+
+
+def complete(stack: Stack, clock: Clock, job: str, run_id: str) -> None:
+    """What the callback API (issue #4) does: finish the run, release its slot."""
+    run = stack.runs.get(job, run_id)
+    assert run is not None
+    stack.runs.finish(job, run_id, attempt=run.attempt, status=RunStatus.SUCCEEDED, now=clock())
+    stack.jobs.release_slot(job, "STATE", holder=run_id)
+
+
+def test_overlap_skip_records_skipped_runs_with_the_reason(stack: Stack, clock: Clock) -> None:
+    stack.register(callback_job("long", "skip"))
+    minutes(stack, clock, 3)
+    assert statuses(stack, "ops/long") == [("0900", "RUNNING"), ("0901", "SKIPPED"), ("0902", "SKIPPED")]
+    skipped = stack.runs.get("ops/long", "20270104T090100Z")
+    assert skipped is not None and skipped.reason == "overlap: skip (still running: 20270104T090000Z)"
+    complete(stack, clock, "ops/long", "20270104T090000Z")
+    minutes(stack, clock, 1)
+    assert statuses(stack, "ops/long")[-1] == ("0903", "RUNNING")
+
+
+def test_overlap_queue_waits_and_runs_when_the_slot_frees(stack: Stack, clock: Clock) -> None:
+    stack.register(callback_job("queued", "queue"))
+    minutes(stack, clock, 2)
+    assert statuses(stack, "ops/queued") == [("0900", "RUNNING")]
+    assert {m.run_id for m in stack.pending()} >= {"20270104T090100Z"}, "the waiting run's message is kept"
+    complete(stack, clock, "ops/queued", "20270104T090000Z")
+    clock.advance(timedelta(seconds=30))
+    stack.pump()
+    assert statuses(stack, "ops/queued") == [("0900", "SUCCEEDED"), ("0901", "RUNNING")]
+
+
+def test_max_running_two_with_allow(stack: Stack, clock: Clock) -> None:
+    stack.register(callback_job("pair", "allow", max_running=2))
+    minutes(stack, clock, 3)
+    assert statuses(stack, "ops/pair") == [("0900", "RUNNING"), ("0901", "RUNNING")]
+    assert len(stack.jobs.slot_holders("ops/pair", "STATE")) == 2
+
+
+def test_overlap_replace_cancels_the_running_run_and_refuses_its_late_result(stack: Stack, clock: Clock) -> None:
+    stack.register(callback_job("fresh", "replace"))
+    minutes(stack, clock, 2)
+    assert statuses(stack, "ops/fresh") == [("0900", "CANCELLED"), ("0901", "RUNNING")]
+    from jobsched.aws.runs_store import StaleAttempt
+
+    try:
+        stack.runs.finish("ops/fresh", "20270104T090000Z", attempt=1, status=RunStatus.SUCCEEDED, now=clock())
+        raise AssertionError("a cancelled run accepted a late result")
+    except StaleAttempt:
+        pass
+    assert stack.jobs.slot_holders("ops/fresh", "STATE").keys() == {"20270104T090100Z"}
+
+
+def test_team_quota_holds_runs_back_and_never_drops_them(stack: Stack, clock: Clock) -> None:
+    stack.jobs.set_team_quota("ops", 1)
+    clock.set("2027-01-04T09:59:30Z")
+    stack.register(callback_job("first", "allow", max_running=5, expression="0 * * * *"))
+    stack.register(callback_job("second", "allow", max_running=5, expression="0 * * * *"))
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    stack.pump()
+    running = [s for job in ("ops/first", "ops/second") for s in statuses(stack, job)]
+    assert running == [("1000", "RUNNING")]
+    waiting = [m.job for m in stack.pending()]
+    assert len(waiting) == 1
+    complete(stack, clock, "ops/first" if statuses(stack, "ops/first") else "ops/second", "20270104T100000Z")
+    team_key = "TEAM#ops"
+    holder = next(iter(stack.jobs.slot_holders(team_key, "QUOTA")))
+    stack.jobs.release_slot(team_key, "QUOTA", holder=holder)
+    clock.advance(timedelta(seconds=30))
+    stack.pump()
+    both = sorted(s for job in ("ops/first", "ops/second") for s in statuses(stack, job))
+    assert both == [("1000", "RUNNING"), ("1000", "SUCCEEDED")]
+
+
+def test_retries_follow_the_backoff_bounds_then_fail_and_escalate(stack: Stack, clock: Clock) -> None:
+    stack.lambdas.functions["broken"] = lambda event: (_ for _ in ()).throw(RuntimeError("database down"))
+    clock.set("2027-01-04T09:59:30Z")
+    stack.register(
+        {
+            "name": "doomed",
+            "team": "ops",
+            "owner": "ops@example.com",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "lambda", "function": "broken"},
+            "retry": {
+                "max_attempts": 4,
+                "backoff": {"initial": "10s", "multiplier": 3, "max": "60s", "jitter": "full"},
+            },
+            "escalation": {"sns_topic": "arn:aws:sns:us-east-1:123456789012:ops"},
+        }
+    )
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    for _ in range(10):
+        stack.pump()
+        clock.advance(timedelta(seconds=20))
+    [run] = stack.run_list("ops/doomed")
+    assert run.status is RunStatus.FAILED and run.attempt == 4 and "database down" in (run.error or "")
+    retry_delays = [delay for key, delay in stack.queues.requested_delays if not key.endswith("#1")]
+    # full jitter: attempt n waits within [1s, min(max, initial * multiplier^(n-1))]
+    assert len(retry_delays) == 3
+    for delay, ceiling in zip(retry_delays, (10, 30, 60), strict=True):
+        assert 1 <= delay <= ceiling
+    [event] = stack.escalations()
+    assert event["kind"] == "run_failed" and event["attempt"] == 4 and event["owner"] == "ops@example.com"
+    assert event["sns_topic"] == "arn:aws:sns:us-east-1:123456789012:ops"
+
+
+def test_a_retry_longer_than_sqs_can_delay_comes_back_through_the_wakeups_index(stack: Stack, clock: Clock) -> None:
+    calls: list[int] = []
+
+    def once_broken(event: dict[str, Any]) -> str:
+        calls.append(event["jobsched"]["attempt"])
+        if len(calls) == 1:
+            raise RuntimeError("try again later")
+        return "ok"
+
+    stack.lambdas.functions["slow-retry"] = once_broken
+    clock.set("2027-01-04T09:59:30Z")
+    stack.register(
+        {
+            "name": "patient",
+            "team": "ops",
+            "schedule": {"expression": "0 9 * * *"},
+            "target": {"type": "lambda", "function": "slow-retry"},
+            "retry": {"max_attempts": 2, "backoff": {"initial": "2h", "max": "2h", "jitter": "none"}},
+        }
+    )
+    clock.set("2027-01-05T08:59:30Z")
+    stack.tick()
+    clock.set("2027-01-05T09:00:00Z")
+    stack.pump()
+    [run] = stack.run_list("ops/patient")
+    assert run.status is RunStatus.RETRYING and run.next_attempt_at is not None
+    assert stack.pending() == [], "nothing parked on SQS for two hours"
+    wake = stack.dynamodb.scan(TableName=stack.runs_table, IndexName="wakeups")["Items"]
+    assert [item["wake_at"]["S"] for item in wake] == ["2027-01-05T11:00:00Z"]
+    clock.set("2027-01-05T10:50:00Z")
+    assert stack.tick().retries_woken == 1
+    clock.set("2027-01-05T11:00:00Z")
+    stack.pump()
+    [run] = stack.run_list("ops/patient")
+    assert run.status is RunStatus.SUCCEEDED and run.attempt == 2 and calls == [1, 2]
+    assert stack.dynamodb.scan(TableName=stack.runs_table, IndexName="wakeups")["Items"] == []
+
+
+def test_catch_up_after_a_three_hour_outage_is_bounded(stack: Stack, clock: Clock) -> None:
+    clock.set("2027-01-04T08:59:00Z")
+    stack.register(
+        {
+            "name": "quarter",
+            "team": "ops",
+            "schedule": {"expression": "*/15 * * * *", "catchup": {"policy": "all", "window": "1h", "max_runs": 2}},
+            "target": {"type": "lambda", "function": "echo"},
+        }
+    )
+    clock.set("2027-01-04T12:00:30Z")  # the dispatcher was down from 08:59 to 12:00
+    report = stack.tick()
+    stack.pump()
+    runs = {r.run_id[9:13]: r for r in stack.run_list("ops/quarter")}
+    ran = sorted(k for k, r in runs.items() if r.status is RunStatus.SUCCEEDED)
+    assert ran == ["1130", "1145", "1200"], "two caught up within the window, then on time"
+    skipped = sorted(k for k, r in runs.items() if r.status is RunStatus.SKIPPED)
+    assert skipped == ["1115"], "inside the window but over max_runs: recorded, not run"
+    assert report.missed == 1
+    assert "at most 2" in (runs["1115"].reason or "")
+    assert "0915" not in runs, "instants before the window are not even enumerated"
+
+
+def test_paused_jobs_are_not_read_and_resume_without_running_what_was_missed(stack: Stack, clock: Clock) -> None:
+    stack.register(
+        {
+            "name": "pausable",
+            "team": "ops",
+            "schedule": {"expression": "* * * * *"},
+            "target": {"type": "lambda", "function": "echo"},
+        }
+    )
+    pause_job(stack.jobs, "ops/pausable", now=clock(), principal="alice", reason="maintenance")
+    for _ in range(3):
+        report = stack.tick()
+        assert report.due_jobs == 0
+        clock.advance(MINUTE)
+        stack.pump()
+    assert stack.run_list("ops/pausable") == []
+    resume_job(stack.jobs, "ops/pausable", now=clock(), principal="alice")
+    minutes(stack, clock, 2)
+    # Resumed at 09:02: instants strictly after it run; nothing from the pause is caught up.
+    assert [r.run_id[9:13] for r in stack.run_list("ops/pausable")] == ["0903", "0904"]
+    trail = [(a["action"], a["principal"]) for a in stack.jobs.audit_trail("ops/pausable")]
+    assert trail[0] == ("create", "test") and ("pause", "alice") in trail and ("resume", "alice") in trail
+
+
+def test_pausing_stops_instants_already_sent(stack: Stack, clock: Clock) -> None:
+    stack.register(
+        {
+            "name": "inflight",
+            "team": "ops",
+            "schedule": {"expression": "* * * * *"},
+            "target": {"type": "lambda", "function": "echo"},
+        }
+    )
+    stack.tick()  # sends 14 minutes ahead
+    pause_job(stack.jobs, "ops/inflight", now=clock(), principal="alice", reason="bad data")
+    clock.advance(timedelta(minutes=5))
+    stack.pump()
+    runs = stack.run_list("ops/inflight")
+    assert runs and all(r.status is RunStatus.SKIPPED and "paused" in (r.reason or "") for r in runs)
+    assert stack.lambdas.executions("echo") == []
