@@ -23,6 +23,15 @@ def callback_job(name: str, overlap: str, max_running: int = 1, expression: str 
     }
 
 
+def echo_job(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "team": "ops",
+        "schedule": {"expression": "* * * * *"},
+        "target": {"type": "lambda", "function": "echo"},
+    }
+
+
 def minutes(stack: Stack, clock: Clock, count: int) -> None:
     for _ in range(count):
         stack.tick()
