@@ -21,7 +21,8 @@ from jobsched.wiring import default_worker
 logger = make_logger("worker")
 metrics = make_metrics("worker")
 tracer = make_tracer("worker")
-processor = BatchProcessor(event_type=EventType.SQS)
+# Report failed records rather than erroring the invocation: the effect on SQS is the same, the logs are clearer.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def record_handler(record: SQSRecord) -> None:

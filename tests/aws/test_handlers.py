@@ -1,0 +1,105 @@
+"""The Lambda handlers as AWS calls them: sample events from events/, Powertools batch, the DLQ."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobsched import wiring
+from jobsched.names import Env
+from jobsched.runs import RunStatus, instant_text
+from tests.aws.harness import Stack
+
+EVENTS = Path(__file__).parents[2] / "events"
+
+
+@dataclass
+class FakeContext:
+    function_name: str = "jobsched-test-worker"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-test-worker"
+    aws_request_id: str = "req-1"
+
+
+@pytest.fixture
+def deployed(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+    """Handler environment pointing at the moto stack, as the deployed Lambda configuration would."""
+    settings = stack.settings
+    monkeypatch.setenv(Env.JOBS_TABLE, settings.jobs_table)
+    monkeypatch.setenv(Env.RUNS_TABLE, settings.runs_table)
+    for priority, url in settings.queue_urls.items():
+        monkeypatch.setenv(Env.QUEUES_BY_PRIORITY[priority], url)
+    monkeypatch.setenv(Env.ESCALATION_QUEUE, settings.escalation_queue_url)
+    wiring.default_worker.cache_clear()
+    wiring.default_dispatcher.cache_clear()
+    yield stack
+    wiring.default_worker.cache_clear()
+    wiring.default_dispatcher.cache_clear()
+
+
+def sqs_event(stack: Stack, messages: list[dict[str, Any]], priority: str = "normal") -> dict[str, Any]:
+    """Real moto messages in the shape of the sample event."""
+    template = json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]
+    url = stack.queue_urls[priority]
+    arn = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    records = []
+    for raw in messages:
+        record = copy.deepcopy(template)
+        record |= {"messageId": raw["MessageId"], "receiptHandle": raw["ReceiptHandle"], "body": raw["Body"]}
+        record["eventSourceARN"] = arn
+        records.append(record)
+    return {"Records": records}
+
+
+def test_dispatcher_handler_ticks_with_the_sample_event(deployed: Stack) -> None:
+    from functions.dispatcher.handler import handler
+
+    now = wiring.utc_now()
+    deployed.clock.now = now
+    deployed.register(
+        {"name": "live", "team": "ops", "schedule": {"expression": "* * * * *"}, "target": {"type": "callback"}}
+    )
+    event = json.loads((EVENTS / "dispatcher_tick.json").read_text())
+    summary = handler(event, FakeContext(function_name="jobsched-test-dispatcher"))  # type: ignore[arg-type]
+    assert summary["due_jobs"] == 1 and summary["messages_sent"] >= 14 and summary["advanced"] == 1
+
+
+def test_worker_handler_runs_a_message_and_reports_no_failure(deployed: Stack) -> None:
+    from functions.worker.handler import handler
+
+    now = wiring.utc_now()
+    deployed.clock.now = now
+    inbox = deployed.sqs.create_queue(QueueName="inbox")["QueueUrl"]
+    deployed.register({"name": "nightly", "team": "ops", "target": {"type": "sqs", "queue_url": inbox}})
+    body = json.loads(json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]["body"])
+    body |= {"scheduled_at": instant_text(now), "fire_at": instant_text(now)}
+    deployed.sqs.send_message(QueueUrl=deployed.queue_urls["normal"], MessageBody=json.dumps(body))
+    messages = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"])["Messages"]
+    response = handler(sqs_event(deployed, messages), FakeContext())  # type: ignore[arg-type]
+    assert response == {"batchItemFailures": []}
+    run = deployed.runs.get("ops/nightly", "20270104T100000Z")
+    assert run is not None and run.status is RunStatus.SUCCEEDED
+    assert len(deployed.sqs.receive_message(QueueUrl=inbox).get("Messages", [])) == 1
+
+
+def test_a_message_that_cannot_be_parsed_ends_in_the_dead_letter_queue(deployed: Stack) -> None:
+    from functions.worker.handler import handler
+
+    url = deployed.queue_urls["normal"]
+    deployed.sqs.send_message(QueueUrl=url, MessageBody='{"job": "ops/x", "this is": "not a run message"}')
+    failures = 0
+    for _ in range(10):
+        messages = deployed.sqs.receive_message(QueueUrl=url, VisibilityTimeout=0).get("Messages", [])
+        if not messages:
+            break
+        response = handler(sqs_event(deployed, messages), FakeContext())  # type: ignore[arg-type]
+        failures += len(response["batchItemFailures"])
+    assert failures == 5  # maxReceiveCount from names.WORK_QUEUES
+    [dead] = deployed.sqs.receive_message(QueueUrl=deployed.dlq_urls["normal"])["Messages"]
+    assert "not a run message" in dead["Body"]
