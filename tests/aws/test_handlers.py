@@ -66,7 +66,7 @@ def test_dispatcher_handler_ticks_with_the_sample_event(deployed: Stack) -> None
         {"name": "live", "team": "ops", "schedule": {"expression": "* * * * *"}, "target": {"type": "callback"}}
     )
     event = json.loads((EVENTS / "dispatcher_tick.json").read_text())
-    summary = handler(event, FakeContext(function_name="jobsched-test-dispatcher"))  # type: ignore[arg-type]
+    summary = handler(event, FakeContext(function_name="jobsched-test-dispatcher"))
     assert summary["due_jobs"] == 1 and summary["messages_sent"] >= 14 and summary["advanced"] == 1
 
 
@@ -81,7 +81,7 @@ def test_worker_handler_runs_a_message_and_reports_no_failure(deployed: Stack) -
     body |= {"scheduled_at": instant_text(now), "fire_at": instant_text(now)}
     deployed.sqs.send_message(QueueUrl=deployed.queue_urls["normal"], MessageBody=json.dumps(body))
     messages = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"])["Messages"]
-    response = handler(sqs_event(deployed, messages), FakeContext())  # type: ignore[arg-type]
+    response = handler(sqs_event(deployed, messages), FakeContext())
     assert response == {"batchItemFailures": []}
     run = deployed.runs.get("ops/nightly", "20270104T100000Z")
     assert run is not None and run.status is RunStatus.SUCCEEDED
@@ -98,7 +98,7 @@ def test_a_message_that_cannot_be_parsed_ends_in_the_dead_letter_queue(deployed:
         messages = deployed.sqs.receive_message(QueueUrl=url, VisibilityTimeout=0).get("Messages", [])
         if not messages:
             break
-        response = handler(sqs_event(deployed, messages), FakeContext())  # type: ignore[arg-type]
+        response = handler(sqs_event(deployed, messages), FakeContext())
         failures += len(response["batchItemFailures"])
     assert failures == 5  # maxReceiveCount from names.WORK_QUEUES
     [dead] = deployed.sqs.receive_message(QueueUrl=deployed.dlq_urls["normal"])["Messages"]
