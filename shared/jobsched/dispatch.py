@@ -22,6 +22,7 @@ from jobsched.aws.runs_store import RunsStore
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
 from jobsched.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, compile_schedule, plan_due
+from jobsched.triggers import advance_backfill
 
 # Instants up to this far ahead are claimed per cursor update: fewer writes per run, still within the
 # 15 minutes SQS can delay a message. Spec changes and pauses are honoured by the worker's checks.
@@ -38,6 +39,7 @@ class TickReport:
     advanced: int = 0
     lost_races: int = 0  # another dispatcher (or a spec change) advanced first: our sends were duplicates
     retries_woken: int = 0
+    backfills_advanced: int = 0
     lateness_seconds: list[float] = field(default_factory=list)  # how late each sent instant already was
 
 
@@ -66,6 +68,8 @@ class Dispatcher:
         with ThreadPoolExecutor(max_workers=DUE_SHARDS) as pool:
             shards = pool.map(lambda shard: list(self.jobs.due(shard, now + self.due_window)), range(DUE_SHARDS))
             entries = [entry for shard in shards for entry in shard]
+        backfills = [entry for entry in entries if entry.backfill_id]
+        entries = [entry for entry in entries if not entry.backfill_id]
         report.due_jobs = len(entries)
         specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
         plans = [plan for entry in entries if (plan := self._plan(entry, specs.get(entry.job), now))]
@@ -88,6 +92,10 @@ class Dispatcher:
                 continue  # not advanced: the next tick sends these instants again
             self._finish(plan, now, report)
         self._wake_retries(now, report)
+        for entry in backfills:
+            assert entry.backfill_id is not None
+            advance_backfill(self.jobs, self.runs, self.queues, entry.job, entry.backfill_id, now=now)
+            report.backfills_advanced += 1
         return report
 
     def _plan(self, entry: DueEntry, stored: StoredJob | None, now: datetime) -> _JobPlan | None:

@@ -131,7 +131,8 @@ class Worker:
             message.job, JobsKeys.STATE, holder=message.run_id, lease_until=lease, limit=limit, now=now
         )
         if not taken.acquired:
-            policy = spec.concurrency.overlap
+            # A backfill waits for a slot: skipping would silently leave holes in the range it was asked to fill.
+            policy = "queue" if message.trigger == "backfill" else spec.concurrency.overlap
             others = ", ".join(sorted(taken.holders)) or "?"
             if policy == "skip":
                 return self._skip(message, spec, now, f"overlap: skip (still running: {others})")

@@ -66,6 +66,11 @@ class DueEntry:
     next_fire_at: datetime
     cursor: datetime
     spec_version: int
+    sk: str = JobsKeys.STATE  # STATE for a job's schedule, BACKFILL#id for an active backfill
+
+    @property
+    def backfill_id(self) -> str | None:
+        return self.sk.removeprefix(JobsKeys.BACKFILL_PREFIX) if self.sk.startswith(JobsKeys.BACKFILL_PREFIX) else None
 
 
 @dataclass(frozen=True)
@@ -252,6 +257,7 @@ class JobsStore:
                     next_fire_at=parse_instant(values["next_fire_at"]),
                     cursor=parse_instant(values["cursor"]),
                     spec_version=int(values["spec_version"]),
+                    sk=values["sk"],
                 )
             if "LastEvaluatedKey" not in response:
                 return
@@ -283,6 +289,87 @@ class JobsStore:
                 UpdateExpression=update,
                 ConditionExpression="#cursor = :old AND spec_version = :v AND attribute_exists(due_shard)",
                 ExpressionAttributeNames={"#cursor": "cursor"},
+                ExpressionAttributeValues=to_values(values),
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return False
+            raise
+        return True
+
+    # ------------------------------------------------------------- idempotency and backfills
+
+    def claim_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str:
+        """The run id for ``key``: ``run_id`` if this call claims the key, else the one claimed first."""
+        item_key = self._key(job, f"{JobsKeys.IDEMPOTENCY_PREFIX}{key}")
+        try:
+            self.db.put_item(
+                TableName=self.table,
+                Item=item_key | to_item({"run_id": run_id, "at": instant_text(now), "principal": principal}),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            return run_id
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+        existing = self.db.get_item(TableName=self.table, Key=item_key, ConsistentRead=True)["Item"]
+        return str(from_item(existing)["run_id"])
+
+    def put_backfill(
+        self, job: str, backfill_id: str, values: dict[str, Any], *, cursor: datetime, due_at: datetime
+    ) -> None:
+        item = {
+            JobsKeys.PK: job,
+            JobsKeys.SK: f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}",
+            **values,
+            "cursor": instant_text(cursor),
+            JobsKeys.DUE_SHARD: due_shard(f"{job}/{backfill_id}"),
+            JobsKeys.NEXT_FIRE_AT: instant_text(due_at),
+        }
+        self.db.put_item(TableName=self.table, Item=to_item(item), ConditionExpression="attribute_not_exists(pk)")
+
+    def get_backfill(self, job: str, backfill_id: str) -> dict[str, Any] | None:
+        response = self.db.get_item(
+            TableName=self.table, Key=self._key(job, f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}"), ConsistentRead=True
+        )
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def update_backfill(
+        self,
+        job: str,
+        backfill_id: str,
+        current: dict[str, Any],
+        changes: dict[str, Any],
+        *,
+        cursor: datetime | None,
+        due_at: datetime | None,
+    ) -> bool:
+        """Apply ``changes`` if nobody advanced the backfill since ``current`` was read (its ``sent``)."""
+        values: dict[str, Any] = {":sent_before": current["sent"]}
+        names: dict[str, str] = {}
+        sets = []
+        for index, (name, value) in enumerate(changes.items()):
+            names[f"#c{index}"] = name
+            values[f":c{index}"] = value
+            sets.append(f"#c{index} = :c{index}")
+        if cursor is not None:
+            names["#cursor"] = "cursor"
+            values[":cursor"] = instant_text(cursor)
+            sets.append("#cursor = :cursor")
+        update = "SET " + ", ".join(sets)
+        if due_at is None:
+            update += " REMOVE due_shard, next_fire_at"
+        else:
+            values[":due"] = instant_text(due_at)
+            update = update.replace("SET ", "SET next_fire_at = :due, ", 1)
+        try:
+            self.db.update_item(
+                TableName=self.table,
+                Key=self._key(job, f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}"),
+                UpdateExpression=update,
+                ConditionExpression="sent = :sent_before",
+                ExpressionAttributeNames=names,
                 ExpressionAttributeValues=to_values(values),
             )
         except ClientError as error:

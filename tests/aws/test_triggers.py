@@ -1,0 +1,110 @@
+"""Manual triggers (idempotency keys, payload override) and backfills (capped, deduped, progress)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from jobsched.runs import RunStatus
+from jobsched.triggers import BackfillTooLarge, get_backfill, start_backfill, trigger_run
+from tests.aws.harness import Clock, Stack, at
+
+
+def register_hourly(stack: Stack) -> None:
+    stack.register(
+        {
+            "name": "report",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "lambda", "function": "echo", "payload": {"kind": "scheduled"}},
+            "concurrency": {"max_running": 1, "overlap": "skip"},
+        }
+    )
+
+
+def test_trigger_now_with_a_payload_override(stack: Stack, clock: Clock) -> None:
+    register_hourly(stack)
+    run = trigger_run(
+        stack.jobs, stack.runs, stack.queues, "ops/report", now=clock(), principal="alice", payload={"kind": "manual"}
+    )
+    assert run.status is RunStatus.SCHEDULED and run.trigger == "manual" and "-m-" in run.run_id
+    stack.pump()
+    done = stack.runs.get("ops/report", run.run_id)
+    assert done is not None and done.status is RunStatus.SUCCEEDED
+    assert stack.lambdas.calls[-1][1]["payload"] == {"kind": "manual"}
+
+
+def test_the_same_idempotency_key_gives_the_same_run_once(stack: Stack, clock: Clock) -> None:
+    register_hourly(stack)
+    first = trigger_run(
+        stack.jobs, stack.runs, stack.queues, "ops/report", now=clock(), principal="a", idempotency_key="k-1"
+    )
+    clock.advance(timedelta(seconds=5))
+    again = trigger_run(
+        stack.jobs, stack.runs, stack.queues, "ops/report", now=clock(), principal="a", idempotency_key="k-1"
+    )
+    other = trigger_run(
+        stack.jobs, stack.runs, stack.queues, "ops/report", now=clock(), principal="a", idempotency_key="k-2"
+    )
+    assert first.run_id == again.run_id != other.run_id
+    stack.pump()
+    clock.advance(timedelta(minutes=1))
+    stack.pump()
+    late = trigger_run(
+        stack.jobs, stack.runs, stack.queues, "ops/report", now=clock(), principal="a", idempotency_key="k-1"
+    )
+    assert late.run_id == first.run_id and late.status is RunStatus.SUCCEEDED
+    stack.pump()
+    executed = [run_id for _, run_id, _ in stack.lambdas.executions("echo")]
+    assert executed.count(first.run_id) == 1 and executed.count(other.run_id) == 1
+
+
+def test_backfill_runs_each_instant_once_capped_and_reports_progress(stack: Stack, clock: Clock) -> None:
+    clock.set("2027-01-04T12:30:00Z")
+    register_hourly(stack)
+    stack.tick()
+    clock.set("2027-01-04T13:00:00Z")
+    stack.pump()  # 13:00 ran as scheduled
+    progress = start_backfill(
+        stack.jobs,
+        "ops/report",
+        start=at("2027-01-04T06:00:00Z"),
+        end=at("2027-01-04T13:00:00Z"),
+        max_in_flight=3,
+        now=clock(),
+        principal="alice",
+    )
+    assert progress.total == 8 and progress.state == "RUNNING"
+    peak = 0
+    for _ in range(10):
+        stack.tick()
+        current = get_backfill(stack.jobs, "ops/report", progress.backfill_id)
+        peak = max(peak, len(current.in_flight))
+        stack.pump()
+        clock.advance(timedelta(minutes=1))
+    final = get_backfill(stack.jobs, "ops/report", progress.backfill_id)
+    assert final.state == "DONE" and final.sent == 8 and sum(final.finished.values()) == 8
+    assert peak <= 3
+    runs = {r.run_id[9:13]: r.status for r in stack.run_list("ops/report")}
+    assert runs == {f"{h:02d}00": RunStatus.SUCCEEDED for h in range(6, 14)}
+    executed = [run_id for _, run_id, _ in stack.lambdas.executions("echo")]
+    assert executed.count("20270104T130000Z") == 1, "the backfilled instant that already ran is not run again"
+    assert stack.dynamodb.scan(TableName=stack.jobs_table, IndexName="due")["Count"] == 1, "the backfill left the index"
+
+
+def test_backfill_refuses_an_unbounded_range(stack: Stack, clock: Clock) -> None:
+    stack.register(
+        {"name": "minutely", "team": "ops", "schedule": {"expression": "* * * * *"}, "target": {"type": "callback"}}
+    )
+    try:
+        start_backfill(
+            stack.jobs,
+            "ops/minutely",
+            start=at("2026-01-01T00:00:00Z"),
+            end=at("2026-12-31T00:00:00Z"),
+            max_in_flight=5,
+            now=clock(),
+            principal="alice",
+        )
+        raise AssertionError("a year of minutes was accepted")
+    except BackfillTooLarge as error:
+        assert "more than 10000 instants" in str(error)
