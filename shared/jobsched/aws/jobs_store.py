@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 import zlib
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from jobsched.runs import instant_text, parse_instant
 from jobsched.spec import JobSpec
 
 JobState = Literal["ACTIVE", "PAUSED"]
+QUOTA_CACHE_SECONDS = 60.0  # a quota change reaches every worker within a minute
 
 
 class JobNotFound(LookupError):
@@ -95,6 +97,7 @@ class JobsStore:
     def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
         self.table = table_name
         self._client = dynamodb
+        self._quota_cache: dict[str, tuple[float, int | None]] = {}
 
     @property
     def db(self) -> Any:
@@ -136,7 +139,7 @@ class JobsStore:
                         }
                     },
                     {"Put": {"TableName": self.table, "Item": self._state_item(spec.key, 1, cursor, next_fire_at)}},
-                    self._audit(spec.key, now, principal, "create", None, spec),
+                    self._audit(spec.key, 1, now, principal, "create", None, spec),
                 ]
             )
         except ClientError as error:
@@ -172,7 +175,7 @@ class JobsStore:
             [
                 {"Put": self._versioned_put(stored, current.version)},
                 {"Update": self._state_update(spec.key, stored, cursor, next_fire_at)},
-                self._audit(spec.key, now, principal, "replace", current.spec, spec),
+                self._audit(spec.key, stored.version, now, principal, "replace", current.spec, spec),
             ],
         )
         return stored
@@ -207,7 +210,14 @@ class JobsStore:
                 {"Put": self._versioned_put(stored, current.version)},
                 {"Update": self._state_update(current.key, stored, cursor, None if paused else next_fire_at)},
                 self._audit(
-                    current.key, now, principal, "pause" if paused else "resume", current.spec, current.spec, reason
+                    current.key,
+                    stored.version,
+                    now,
+                    principal,
+                    "pause" if paused else "resume",
+                    current.spec,
+                    current.spec,
+                    reason,
                 ),
             ],
         )
@@ -226,7 +236,7 @@ class JobsStore:
                     }
                 },
                 {"Delete": {"TableName": self.table, "Key": self._key(current.key, JobsKeys.STATE)}},
-                self._audit(current.key, now, principal, "delete", current.spec, None),
+                self._audit(current.key, current.version + 1, now, principal, "delete", current.spec, None),
             ],
         )
 
@@ -453,14 +463,20 @@ class JobsStore:
 
     # ------------------------------------------------------------------------- team quotas
 
-    def team_quota(self, team: str) -> int | None:
-        response = self.db.get_item(
-            TableName=self.table, Key=self._key(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA)
-        )
-        item = from_item(response.get("Item") or {})
-        return int(item["max_running"]) if "max_running" in item else None
+    def team_quota(self, team: str, *, now: float | None = None) -> int | None:
+        """The team's max_running, cached for a minute: read on every run, changed by admins rarely."""
+        moment = time.monotonic() if now is None else now
+        cached = self._quota_cache.get(team)
+        if cached is not None and moment - cached[0] < QUOTA_CACHE_SECONDS:
+            return cached[1]
+        key = self._key(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA)
+        item = from_item(self.db.get_item(TableName=self.table, Key=key).get("Item") or {})
+        quota = int(item["max_running"]) if "max_running" in item else None
+        self._quota_cache[team] = (moment, quota)
+        return quota
 
     def set_team_quota(self, team: str, max_running: int | None) -> None:
+        self._quota_cache.pop(team, None)
         key = self._key(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA)
         if max_running is None:
             self.db.update_item(TableName=self.table, Key=key, UpdateExpression="REMOVE max_running")
@@ -540,6 +556,7 @@ class JobsStore:
     def _audit(
         self,
         job: str,
+        version: int,
         now: datetime,
         principal: str,
         action: str,
@@ -553,7 +570,10 @@ class JobsStore:
                 "Item": to_item(
                     {
                         JobsKeys.PK: job,
-                        JobsKeys.SK: f"{JobsKeys.AUDIT_PREFIX}{instant_text(now)}#{uuid.uuid4().hex[:8]}",
+                        # The version orders changes made within the same second.
+                        JobsKeys.SK: JobsKeys.AUDIT_PREFIX
+                        + f"{instant_text(now)}#{version:010d}#{uuid.uuid4().hex[:6]}",
+                        "version": version,
                         "action": action,
                         "principal": principal,
                         "at": instant_text(now),
