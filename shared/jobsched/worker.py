@@ -75,7 +75,9 @@ class Worker:
         sent again with a delay (a fresh message, so waiting never counts towards the dead-letter limit)."""
         now = self.clock()
         fire_at = parse_instant(message.fire_at)
-        stored = self.jobs.get(message.job)
+        # Eventually consistent (half the read cost): a version read a moment stale is caught by the checks
+        # below or by the conditional writes, never lets a run happen twice.
+        stored = self.jobs.get(message.job, consistent=False)
         if stored is None:
             return Outcome("superseded", "the job no longer exists")
         if fire_at - now > EARLY_TOLERANCE:

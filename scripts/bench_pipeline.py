@@ -1,0 +1,331 @@
+"""Cost per run of the dispatch -> worker -> target pipeline, measured against moto.
+
+Runs N simple runs (default 2,000: half from minutely jobs, half from hourly jobs) through the real
+dispatcher and worker. It counts every AWS request by service and operation (botocore), and computes
+DynamoDB write and read units from item sizes: moto's own ConsumedCapacity figures are wrong. For
+that it reads each written item before and after the write, and counts index writes from index-key
+changes. It then prices everything at us-east-1 list prices:
+- DynamoDB on demand: $0.625 per million write units, $0.125 per million read units.
+- SQS: $0.40 per million requests (64 KB each).
+- Lambda: $0.20 per million requests plus $0.0000133334 per GB-s on arm64. The target is counted as
+  a 128 MB, 100 ms Lambda.
+
+Modelled, and printed as assumptions: the worker's event source delivers full batches of 10 and
+processes them concurrently; each AWS call takes 6 ms in-region.
+
+The last line is ``cost_per_million_runs_usd=<number>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stack lives with the tests
+
+from boto3.dynamodb.types import TypeDeserializer
+from moto import mock_aws
+
+from jobsched.names import JOBS_TABLE, RUNS_TABLE, IndexDefinition, TableDefinition
+from tests.aws.harness import Clock, FakeLambdas, Stack
+
+PRICE_WRITE_UNIT = 0.625e-6
+PRICE_READ_UNIT = 0.125e-6
+PRICE_SQS_REQUEST = 0.40e-6
+PRICE_LAMBDA_REQUEST = 0.20e-6
+PRICE_GB_SECOND = 0.0000133334
+TARGET_GB_SECONDS = 0.128 * 0.100
+# For comparison only: provisioned capacity ($0.00065 per WCU-hour, $0.00013 per RCU-hour) kept 70% busy.
+PROVISIONED_UTILIZATION = 0.7
+PROVISIONED_WRITE_UNIT = 0.00065 / 3600 / PROVISIONED_UTILIZATION
+PROVISIONED_READ_UNIT = 0.00013 / 3600 / PROVISIONED_UTILIZATION
+WORKER_MEMORY_GB = 0.256
+DISPATCHER_MEMORY_GB = 0.256
+AWS_CALL_SECONDS = 0.006  # modelled in-region latency of one DynamoDB/SQS call
+TARGET_SECONDS = 0.100
+ESM_BATCH = 10
+
+_deserialize = TypeDeserializer().deserialize
+
+
+def attribute_size(value: dict[str, Any]) -> int:
+    """DynamoDB's item-size rules, closely enough for capacity units."""
+    kind, inner = next(iter(value.items()))
+    if kind == "S":
+        return len(inner.encode())
+    if kind == "N":
+        return len(inner.lstrip("-").replace(".", "")) // 2 + 1
+    if kind == "B":
+        return len(inner)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + attribute_size(v) + 1 for k, v in inner.items())
+    if kind == "L":
+        return 3 + sum(attribute_size(v) + 1 for v in inner)
+    if kind in ("SS", "NS"):
+        return sum(len(str(v)) for v in inner)
+    return 0
+
+
+def item_size(item: dict[str, Any] | None) -> int:
+    return sum(len(name.encode()) + attribute_size(value) for name, value in (item or {}).items())
+
+
+@dataclass
+class Meter:
+    """Counts requests and capacity units by wrapping each client's API calls."""
+
+    tables: dict[str, TableDefinition]
+    requests: Counter[str] = field(default_factory=Counter)
+    write_units: Counter[str] = field(default_factory=Counter)
+    read_units: Counter[str] = field(default_factory=Counter)
+    aws_seconds: float = 0.0  # time spent inside moto (subtracted from measured compute)
+
+    def wrap(self, client: Any, service: str) -> None:
+        original = client._make_api_call
+
+        def metered(operation: str, params: dict[str, Any]) -> Any:
+            self.requests[f"{service}.{operation}"] += 1
+            if service == "dynamodb" and operation in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"):
+                return self._write(original, operation, params)
+            began = time.perf_counter()
+            response = original(operation, params)
+            self.aws_seconds += time.perf_counter() - began
+            if service == "dynamodb":
+                self._read(operation, params, response)
+            return response
+
+        client._make_api_call = metered
+        self._raw = original
+
+    # ------------------------------------------------------------------------------ writes
+
+    def _write(self, original: Any, operation: str, params: dict[str, Any]) -> Any:
+        targets = self._write_targets(operation, params)
+        before = {key: self._get(original, table, key) for table, key in targets}
+        began = time.perf_counter()
+        failed = False
+        try:
+            return original(operation, params)
+        except Exception as error:
+            failed = "ConditionalCheckFailed" in str(error) or "TransactionCanceled" in str(error)
+            raise
+        finally:
+            self.aws_seconds += time.perf_counter() - began
+            factor = 2 if operation == "TransactWriteItems" else 1
+            for table, key in targets:
+                old = before[key]
+                new = old if failed else self._get(original, table, key)
+                units = max(1, math.ceil(max(item_size(old), item_size(new)) / 1024)) * factor
+                self.write_units[f"{self._logical(table)} table"] += units
+                if not failed:
+                    for index in self.tables[table].indexes:
+                        self.write_units[f"{self._logical(table)} index {index.name}"] += self._index_writes(
+                            index, self.tables[table], old, new
+                        )
+
+    def _write_targets(self, operation: str, params: dict[str, Any]) -> list[tuple[str, tuple[str, str, str]]]:
+        def key_of(table: str, key_or_item: dict[str, Any]) -> tuple[str, tuple[str, str, str]]:
+            definition = self.tables[table]
+            pk, sk = definition.partition_key[0], definition.sort_key[0]
+            return table, (table, key_or_item[pk]["S"], key_or_item[sk]["S"])
+
+        if operation == "TransactWriteItems":
+            found = []
+            for entry in params["TransactItems"]:
+                ((kind, body),) = entry.items()
+                found.append(key_of(body["TableName"], body["Item"] if kind == "Put" else body["Key"]))
+            return found
+        return [key_of(params["TableName"], params.get("Item") or params["Key"])]
+
+    def _get(self, original: Any, table: str, key: tuple[str, str, str]) -> dict[str, Any] | None:
+        definition = self.tables[table]
+        response = original(
+            "GetItem",
+            {
+                "TableName": table,
+                "Key": {definition.partition_key[0]: {"S": key[1]}, definition.sort_key[0]: {"S": key[2]}},
+                "ConsistentRead": True,
+            },
+        )
+        item = response.get("Item")
+        return dict(item) if item else None
+
+    @staticmethod
+    def _index_writes(
+        index: IndexDefinition, table: TableDefinition, old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> int:
+        keys = (index.partition_key[0], index.sort_key[0])
+
+        def projection(item: dict[str, Any] | None) -> dict[str, Any] | None:
+            if item is None or any(k not in item for k in keys):
+                return None
+            names = {*keys, table.partition_key[0], table.sort_key[0], *index.non_key_attributes}
+            if index.projection == "ALL":
+                return item
+            return {name: item[name] for name in names if name in item}
+
+        before, after = projection(old), projection(new)
+        if before is None and after is None:
+            return 0
+        if before is None or after is None:
+            return 1
+        if any(before.get(k) != after.get(k) for k in keys):
+            return 2  # an index key change is a delete and a put in the index
+        return 1 if before != after else 0
+
+    # ------------------------------------------------------------------------------- reads
+
+    def _read(self, operation: str, params: dict[str, Any], response: dict[str, Any]) -> None:
+        if operation == "GetItem":
+            units = max(1, math.ceil(item_size(response.get("Item")) / 4096))
+            self.read_units[params["TableName"]] += units * (1 if params.get("ConsistentRead") else 0.5)
+        elif operation == "BatchGetItem":
+            for table, items in response.get("Responses", {}).items():
+                consistent = params["RequestItems"][table].get("ConsistentRead", False)
+                for item in items:
+                    self.read_units[table] += max(1, math.ceil(item_size(item) / 4096)) * (1 if consistent else 0.5)
+        elif operation == "Query":
+            size = sum(item_size(item) for item in response.get("Items", []))
+            consistent = params.get("ConsistentRead", False) and "IndexName" not in params
+            name = f"{params['TableName']} {params.get('IndexName', '')}".strip()
+            self.read_units[name] += max(1, math.ceil(size / 4096)) * (1 if consistent else 0.5)
+
+    def _logical(self, table: str) -> str:
+        return self.tables[table].logical_name
+
+
+@dataclass
+class Scenario:
+    name: str
+    runs: int = 0
+    ticks: int = 0
+    worker_compute_seconds: float = 0.0
+    dispatcher_compute_seconds: float = 0.0
+    messages_delivered: int = 0
+
+
+def run_scenario(
+    name: str, expression: str, jobs: int, steps: int, step: timedelta, start: str
+) -> tuple[Scenario, Meter]:
+    clock = Clock(start)
+    lambdas = FakeLambdas(functions={"echo": lambda event: {"ok": True}})
+    stack = Stack(clock, lambdas)
+    meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
+    for index in range(jobs):
+        stack.register(
+            {
+                "name": f"{name}-{index:04d}",
+                "team": "bench",
+                "schedule": {"expression": expression},
+                "target": {"type": "lambda", "function": "echo", "payload": {"n": index}},
+            }
+        )
+    meter.wrap(stack.dynamodb, "dynamodb")
+    meter.wrap(stack.sqs, "sqs")
+    scenario = Scenario(name)
+    for _ in range(steps):
+        began, moto_before = time.perf_counter(), meter.aws_seconds
+        stack.tick()
+        scenario.dispatcher_compute_seconds += (time.perf_counter() - began) - (meter.aws_seconds - moto_before)
+        scenario.ticks += 1
+        clock.advance(step)
+        began, moto_before = time.perf_counter(), meter.aws_seconds
+        outcomes = stack.pump()
+        scenario.worker_compute_seconds += (time.perf_counter() - began) - (meter.aws_seconds - moto_before)
+        scenario.messages_delivered += len(outcomes)
+    scenario.runs = len(lambdas.calls)
+    return scenario, meter
+
+
+def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float]:
+    runs = scenario.runs
+    per_run = {key: value / runs for key, value in meter.requests.items()}
+    sqs_requests = sum(v for k, v in per_run.items() if k.startswith("sqs."))
+    dynamo_calls = sum(v for k, v in per_run.items() if k.startswith("dynamodb."))
+    writes = sum(meter.write_units.values()) / runs
+    reads = sum(meter.read_units.values()) / runs
+    worker_invocations = math.ceil(scenario.messages_delivered / ESM_BATCH) / runs
+    # A batch of ten runs concurrently: it lasts about as long as one record (compute + calls + target).
+    record_seconds = (
+        scenario.worker_compute_seconds / max(1, scenario.messages_delivered)
+        + (dynamo_calls + sqs_requests) * AWS_CALL_SECONDS
+        + TARGET_SECONDS
+    )
+    worker_gb_s = worker_invocations * record_seconds * WORKER_MEMORY_GB
+    dispatcher_invocations = scenario.ticks / runs
+    dispatcher_gb_s = (scenario.dispatcher_compute_seconds / runs + 0.002) * DISPATCHER_MEMORY_GB
+    costs = {
+        "dynamodb writes": writes * PRICE_WRITE_UNIT,
+        "dynamodb reads": reads * PRICE_READ_UNIT,
+        "sqs requests": sqs_requests * PRICE_SQS_REQUEST,
+        "worker lambda": worker_invocations * PRICE_LAMBDA_REQUEST + worker_gb_s * PRICE_GB_SECOND,
+        "dispatcher lambda": dispatcher_invocations * PRICE_LAMBDA_REQUEST + dispatcher_gb_s * PRICE_GB_SECOND,
+        "target lambda (128 MB, 100 ms)": PRICE_LAMBDA_REQUEST + TARGET_GB_SECONDS * PRICE_GB_SECOND,
+    }
+    lines = [f"== {scenario.name}: {runs} runs, {scenario.ticks} dispatcher ticks"]
+    lines += [f"  requests/run {key:34s} {value:6.3f}" for key, value in sorted(per_run.items())]
+    lines += [f"  write units/run {key:31s} {value / runs:6.3f}" for key, value in sorted(meter.write_units.items())]
+    lines += [f"  read units/run {key:32s} {value / runs:6.3f}" for key, value in sorted(meter.read_units.items())]
+    lines.append(
+        f"  lambda invocations/run: worker {worker_invocations:.3f}, dispatcher {dispatcher_invocations:.4f}, target 1"
+    )
+    lines += [f"  $/million runs {key:32s} {value * 1e6:7.3f}" for key, value in costs.items()]
+    total = sum(costs.values()) * 1e6
+    lines.append(f"  $/million runs {'TOTAL':32s} {total:7.3f}")
+    provisioned = (writes * PROVISIONED_WRITE_UNIT + reads * PROVISIONED_READ_UNIT) * 1e6
+    on_demand = (costs["dynamodb writes"] + costs["dynamodb reads"]) * 1e6
+    lines.append(
+        f"  (with provisioned DynamoDB at {PROVISIONED_UTILIZATION:.0%} utilization: "
+        f"{total - on_demand + provisioned:.3f} $/million runs)"
+    )
+    return lines, total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Cost per million runs of the pipeline, against moto.")
+    parser.add_argument("--runs", type=int, default=2000)
+    args = parser.parse_args()
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        os.environ.setdefault(name, value)
+    os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
+    half = args.runs // 2
+    results = []
+    with mock_aws():
+        # Minutely jobs: 50 jobs over half/50 minutes. Hourly jobs: 50 jobs over half/50 hours, ticked at :59.
+        jobs = 50
+        results.append(
+            run_scenario("minutely", "* * * * *", jobs, half // jobs, timedelta(minutes=1), "2027-01-04T08:59:00Z")
+        )
+    with mock_aws():
+        results.append(
+            run_scenario("hourly", "0 * * * *", jobs, half // jobs, timedelta(hours=1), "2027-01-04T08:59:00Z")
+        )
+    totals = []
+    for scenario, meter in results:
+        lines, total = cost_lines(scenario, meter)
+        print("\n".join(lines))
+        totals.append((scenario.runs, total))
+    blended = sum(runs * total for runs, total in totals) / sum(runs for runs, _ in totals)
+    print(
+        f"assumptions: worker batches of {ESM_BATCH} processed concurrently, {WORKER_MEMORY_GB * 1000:.0f} MB arm64; "
+        f"{AWS_CALL_SECONDS * 1000:.0f} ms per AWS call; fixed per-tick costs amortized over these runs"
+    )
+    print(f"cost_per_million_runs_usd={blended:.3f}")
+
+
+if __name__ == "__main__":
+    main()
