@@ -23,7 +23,7 @@ import math
 import os
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -87,7 +87,7 @@ class Meter:
     tables: dict[str, TableDefinition]
     requests: Counter[str] = field(default_factory=Counter)
     write_units: Counter[str] = field(default_factory=Counter)
-    read_units: Counter[str] = field(default_factory=Counter)
+    read_units: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     aws_seconds: float = 0.0  # time spent inside moto (subtracted from measured compute)
 
     def wrap(self, client: Any, service: str) -> None:
