@@ -59,8 +59,8 @@ class Dispatcher:
     queues: WorkQueues
     lookahead: timedelta = LOOKAHEAD
     due_window: timedelta = DUE_WINDOW
-    # Hooks for crash-injection tests: called between the steps named.
-    after_send: Callable[[str], None] | None = None
+    # Crash-injection hook for tests: called with (step, job) after "send" and after "missed" records.
+    after_step: Callable[[str, str], None] | None = None
     _compiled: dict[tuple[str, int], CompiledSchedule] = field(default_factory=dict)
 
     def tick(self, now: datetime) -> TickReport:
@@ -86,8 +86,8 @@ class Dispatcher:
             unsent |= {batch[index][0] for index in failed}
             report.messages_sent += len(batch) - len(failed)
         for plan in plans:
-            if self.after_send:
-                self.after_send(plan.stored.key)
+            if self.after_step:
+                self.after_step("send", plan.stored.key)
             if plan.stored.key in unsent:
                 continue  # not advanced: the next tick sends these instants again
             self._finish(plan, now, report)
@@ -138,6 +138,8 @@ class Dispatcher:
                 message, status=RunStatus.SKIPPED, now=now, retention=spec.run_retention, reason=reason
             ):
                 report.missed += 1
+        if self.after_step:
+            self.after_step("missed", spec.key)
         upcoming = job_plan.compiled.next_fires(plan.cursor, 1)
         advanced = self.jobs.advance(
             spec.key,

@@ -100,25 +100,33 @@ def test_a_worker_crash_after_any_write_is_completed_by_redelivery(stack: Stack,
     assert stack.jobs.slot_holders("payments/crashy", "STATE") == {}, "no slot leaked"
 
 
-def test_a_dispatcher_crash_between_send_and_advance_duplicates_nothing(stack: Stack, clock: Clock) -> None:
-    stack.register(job("steady", "* * * * *"))
+@pytest.mark.parametrize("step", ["send", "missed"])
+def test_a_dispatcher_crash_after_any_write_duplicates_and_loses_nothing(stack: Stack, clock: Clock, step: str) -> None:
+    stack.register(
+        job("steady", "* * * * *") | {"schedule": {"expression": "* * * * *", "catchup": {"policy": "latest"}}}
+    )
+    clock.advance(timedelta(minutes=5))  # an outage until 09:04: 09:00 is missed, 09:01 caught up (latest)
 
-    def crash(_: str) -> None:
-        raise Crash("after send")
+    def crash(at_step: str, _job: str) -> None:
+        if at_step == step:
+            raise Crash(at_step)
 
-    stack.dispatcher.after_send = crash
+    stack.dispatcher.after_step = crash
     with pytest.raises(Crash):
         stack.tick()
-    stack.dispatcher.after_send = None
-    stack.tick()  # same instants sent again: same run ids
+    stack.dispatcher.after_step = None
+    stack.tick()  # the same decisions again: same run ids, conditional creates
     for _ in range(16):
         clock.advance(MINUTE)
         stack.tick()
         stack.pump()
     runs = stack.run_list("payments/steady")
     run_ids = [r.run_id for r in runs]
-    assert run_ids == sorted(set(run_ids)) and len(run_ids) == 16
-    assert run_ids[0] == "20270104T090000Z" and run_ids[-1] == "20270104T091500Z"
+    assert run_ids == sorted(set(run_ids)) and run_ids[0] == "20270104T090000Z" and run_ids[-1] == "20270104T092000Z"
+    assert len(run_ids) == 21, "every instant has exactly one run record"
+    skipped = [r.run_id[9:13] for r in runs if r.status is RunStatus.SKIPPED]
+    assert skipped == ["0900"]
+    assert all(r.status is RunStatus.SUCCEEDED for r in runs if r.run_id[9:13] not in skipped)
     assert max(Counter(stack.lambdas.executions("echo")).values()) == 1
 
 
