@@ -26,6 +26,7 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_schedule.py
+	$(BIN)/python scripts/bench_pipeline.py
 
 run: $(STAMP)
 	@echo "make run (the local runtime) arrives with issue #6; today jobsched offers 'jobsched validate' and 'jobsched preview':"
