@@ -20,7 +20,7 @@ from jobsched.aws.jobs_store import DueEntry, JobsStore, StoredJob
 from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
-from jobsched.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
+from jobsched.runs import RunMessage, RunStatus, instant_text
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, compile_schedule, plan_due
 from jobsched.triggers import advance_backfill
 
@@ -106,18 +106,12 @@ class Dispatcher:
         plan = plan_due(compiled, last=entry.cursor, now=now, lookahead=self.lookahead)
         messages = [
             (
-                RunMessage(
-                    job=spec.key,
-                    team=spec.team,
-                    run_id=scheduled_run_id(occurrence.at),
-                    scheduled_at=instant_text(occurrence.at),
-                    fire_at=instant_text(occurrence.fire_at),
-                    spec_version=stored.version,
-                    correlation_id=f"{spec.key}/{scheduled_run_id(occurrence.at)}",
+                RunMessage.scheduled(
+                    job=spec.key, team=spec.team, at=o.at, fire_at=o.fire_at, spec_version=stored.version
                 ),
-                occurrence.fire_at - now,
+                o.fire_at - now,
             )
-            for occurrence in plan.due
+            for o in plan.due
         ]
         return _JobPlan(entry, stored, compiled, plan, messages)
 
@@ -126,13 +120,8 @@ class Dispatcher:
         spec, stored, plan = job_plan.stored.spec, job_plan.stored, job_plan.plan
         report.lateness_seconds += [max(0.0, -delay.total_seconds()) for _, delay in job_plan.messages]
         for occurrence, reason in plan.missed:
-            message = RunMessage(
-                job=spec.key,
-                team=spec.team,
-                run_id=scheduled_run_id(occurrence.at),
-                scheduled_at=instant_text(occurrence.at),
-                fire_at=instant_text(occurrence.fire_at),
-                spec_version=stored.version,
+            message = RunMessage.scheduled(
+                job=spec.key, team=spec.team, at=occurrence.at, fire_at=occurrence.fire_at, spec_version=stored.version
             )
             if self.runs.create(
                 message, status=RunStatus.SKIPPED, now=now, retention=spec.run_retention, reason=reason

@@ -81,6 +81,31 @@ class RunMessage(BaseModel):
     correlation_id: str = ""
     payload_override: JsonValue = None
 
+    @classmethod
+    def scheduled(
+        cls,
+        *,
+        job: str,
+        team: str,
+        at: datetime,
+        fire_at: datetime,
+        spec_version: int,
+        trigger: Trigger = "schedule",
+        correlation_id: str | None = None,
+    ) -> RunMessage:
+        """The message for the run of a scheduled instant (its id is the instant, however it is reached)."""
+        run_id = scheduled_run_id(at)
+        return cls(
+            job=job,
+            team=team,
+            run_id=run_id,
+            scheduled_at=instant_text(at),
+            fire_at=instant_text(fire_at),
+            spec_version=spec_version,
+            trigger=trigger,
+            correlation_id=correlation_id or f"{job}/{run_id}",
+        )
+
     def for_attempt(self, attempt: int) -> RunMessage:
         return self.model_copy(update={"attempt": attempt})
 

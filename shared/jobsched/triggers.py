@@ -29,7 +29,6 @@ from jobsched.runs import (
     instant_text,
     manual_run_id,
     parse_instant,
-    scheduled_run_id,
 )
 from jobsched.schedule.engine import compile_schedule
 
@@ -175,12 +174,11 @@ def advance_backfill(
     upcoming = list(itertools.islice(compiled.fires(_instant(item["cursor"]), until=end), max(room, 0)))
     messages = [
         (
-            RunMessage(
+            RunMessage.scheduled(
                 job=job,
                 team=stored.spec.team,
-                run_id=scheduled_run_id(occurrence.at),
-                scheduled_at=instant_text(occurrence.at),
-                fire_at=instant_text(now),
+                at=occurrence.at,
+                fire_at=now,
                 spec_version=stored.version,
                 trigger="backfill",
                 correlation_id=f"{job}/backfill/{backfill_id}",

@@ -43,3 +43,14 @@ def is_conditional_failure(error: ClientError) -> bool:
         reasons = error.response.get("CancellationReasons") or []
         return any(reason.get("Code") == "ConditionalCheckFailed" for reason in reasons)
     return False
+
+
+def update_if(db: Any, **request: Any) -> bool:
+    """UpdateItem with a condition; False (not an exception) when the condition does not hold."""
+    try:
+        db.update_item(**request)
+    except ClientError as error:
+        if is_conditional_failure(error):
+            return False
+        raise
+    return True

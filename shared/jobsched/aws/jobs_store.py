@@ -24,7 +24,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from jobsched.aws.clients import client
-from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values
+from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.names import DUE_SHARDS, JobsKeys
 from jobsched.runs import instant_text, parse_instant
 from jobsched.spec import JobSpec
@@ -293,20 +293,15 @@ class JobsStore:
         else:
             update = "SET #cursor = :cursor, next_fire_at = :next"
             values[":next"] = instant_text(next_fire_at)
-        try:
-            self.db.update_item(
-                TableName=self.table,
-                Key=self._key(job, JobsKeys.STATE),
-                UpdateExpression=update,
-                ConditionExpression="#cursor = :old AND spec_version = :v AND attribute_exists(due_shard)",
-                ExpressionAttributeNames={"#cursor": "cursor"},
-                ExpressionAttributeValues=to_values(values),
-            )
-        except ClientError as error:
-            if is_conditional_failure(error):
-                return False
-            raise
-        return True
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(job, JobsKeys.STATE),
+            UpdateExpression=update,
+            ConditionExpression="#cursor = :old AND spec_version = :v AND attribute_exists(due_shard)",
+            ExpressionAttributeNames={"#cursor": "cursor"},
+            ExpressionAttributeValues=to_values(values),
+        )
 
     # ------------------------------------------------------------- idempotency and backfills
 
@@ -374,20 +369,15 @@ class JobsStore:
         else:
             values[":due"] = instant_text(due_at)
             update = update.replace("SET ", "SET next_fire_at = :due, ", 1)
-        try:
-            self.db.update_item(
-                TableName=self.table,
-                Key=self._key(job, f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}"),
-                UpdateExpression=update,
-                ConditionExpression="sent = :sent_before",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=to_values(values),
-            )
-        except ClientError as error:
-            if is_conditional_failure(error):
-                return False
-            raise
-        return True
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(job, f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}"),
+            UpdateExpression=update,
+            ConditionExpression="sent = :sent_before",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=to_values(values),
+        )
 
     # ------------------------------------------------------------------------------- slots
 

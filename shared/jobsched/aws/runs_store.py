@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.aws.clients import client
-from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values
+from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.names import LEASE_SHARDS, RunsKeys
 from jobsched.runs import RunMessage, RunStatus, instant_text, parse_instant, truncate
 
@@ -246,19 +246,14 @@ class RunsStore:
 
     def clear_wake(self, job: str, run_id: str, *, attempt: int) -> bool:
         """Take a retry off the wakeups index once its message is on a queue; False if already taken."""
-        try:
-            self.db.update_item(
-                TableName=self.table,
-                Key=self._key(job, run_id),
-                UpdateExpression="REMOVE wake_shard, wake_at",
-                ConditionExpression="attribute_exists(wake_shard) AND attempt = :attempt",
-                ExpressionAttributeValues=to_values({":attempt": attempt}),
-            )
-        except ClientError as error:
-            if is_conditional_failure(error):
-                return False
-            raise
-        return True
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(job, run_id),
+            UpdateExpression="REMOVE wake_shard, wake_at",
+            ConditionExpression="attribute_exists(wake_shard) AND attempt = :attempt",
+            ExpressionAttributeValues=to_values({":attempt": attempt}),
+        )
 
     # ----------------------------------------------------------------------------- helpers
 
