@@ -123,6 +123,86 @@ class Worker:
         lateness = (claimed.started_at or now) - fire_at
         return self._record(message, stored, claimed, result, lateness)
 
+    # ----------------------------------------------------- results from outside (API, #4)
+
+    def complete_external(
+        self,
+        job: str,
+        run_id: str,
+        attempt: int,
+        *,
+        succeeded: bool,
+        output: str | None = None,
+        error: str | None = None,
+    ) -> Run:
+        """A callback run's result: the same outcome rules as a target's (retry, fail, escalate, release).
+
+        StaleAttempt if the attempt is not the one running (retried, timed out, cancelled, finished).
+        """
+        stored, run = self._running_attempt(job, run_id, attempt)
+        message = self._message_for(run)
+        result = TargetResult("succeeded", output=output) if succeeded else TargetResult("failed", error=error)
+        outcome = self._record(message, stored, run, result, (run.started_at or self.clock()) - run.fire_at)
+        if outcome.action == "superseded" or outcome.run is None:
+            raise StaleAttempt(outcome.detail or f"{job} {run_id} attempt {attempt} is no longer running")
+        return outcome.run
+
+    def heartbeat_external(self, job: str, run_id: str, attempt: int) -> Run:
+        """Extend a callback run's lease by its heartbeat timeout (or target timeout)."""
+        stored, _ = self._running_attempt(job, run_id, attempt)
+        lease = self.clock() + self._timeout(stored.spec) + LEASE_MARGIN
+        updated = self.runs.heartbeat(job, run_id, attempt=attempt, lease_until=lease)
+        self.jobs.acquire_slot(
+            job,
+            JobsKeys.STATE,
+            holder=run_id,
+            lease_until=lease,
+            limit=stored.spec.concurrency.max_running,
+            now=self.clock(),
+        )
+        return updated
+
+    def cancel(self, job: str, run_id: str) -> Run:
+        """Cancel a run that has not finished; StaleAttempt if it already has."""
+        run = self.runs.get(job, run_id)
+        stored = self.jobs.get(job)
+        if run is None or run.status in TERMINAL:
+            raise StaleAttempt(f"{job} {run_id} is not running")
+        cancelled = self.runs.finish(
+            job,
+            run_id,
+            attempt=run.attempt,
+            status=RunStatus.CANCELLED,
+            now=self.clock(),
+            error="cancelled by request",
+            from_status=run.status,
+        )
+        if stored is not None:
+            self._release_slots(self._message_for(run), stored.spec)
+        return cancelled
+
+    def _running_attempt(self, job: str, run_id: str, attempt: int) -> tuple[StoredJob, Run]:
+        stored = self.jobs.get(job)
+        run = self.runs.get(job, run_id)
+        if stored is None or run is None or run.status is not RunStatus.RUNNING or run.attempt != attempt:
+            state = f"{run.status.value} at attempt {run.attempt}" if run else "unknown"
+            raise StaleAttempt(f"{job} {run_id} attempt {attempt} is not running (run is {state})")
+        return stored, run
+
+    @staticmethod
+    def _message_for(run: Run) -> RunMessage:
+        return RunMessage(
+            job=run.job,
+            team=run.team,
+            run_id=run.run_id,
+            scheduled_at=instant_text(run.scheduled_at),
+            fire_at=instant_text(run.fire_at),
+            attempt=run.attempt,
+            spec_version=run.spec_version,
+            trigger=run.trigger,
+            correlation_id=run.correlation_id,
+        )
+
     # -------------------------------------------------------------------------------- slots
 
     def _take_slots(self, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome | None:
