@@ -34,8 +34,13 @@ class SpecError(ValueError):
 
 def field_errors(error: ValidationError, model: type[BaseModel]) -> list[FieldError]:
     """Turn pydantic's errors into FieldErrors with friendly messages, in document order."""
+    return field_errors_from(error.errors(include_url=False), model)
+
+
+def field_errors_from(details: Any, model: type[BaseModel]) -> list[FieldError]:
+    """The same for error dicts from elsewhere (the API's request validation)."""
     result = []
-    for detail in error.errors(include_url=False):
+    for detail in details:
         tagged = tuple(detail["loc"])
         result.append(
             FieldError(

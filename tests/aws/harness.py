@@ -241,7 +241,7 @@ class Stack:
         return parse_instant(json.loads(raw["Body"])["fire_at"]) <= self.clock() + timedelta(seconds=1)
 
     def run_list(self, job: str) -> list[Run]:
-        return self.runs.list(job, limit=1000, newest_first=False)
+        return self.runs.history(job, limit=1000, newest_first=False)
 
     def escalations(self) -> list[dict[str, Any]]:
         found = []

@@ -241,6 +241,26 @@ class JobsStore:
             ],
         )
 
+    def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]:
+        """Job keys of ``team`` in name order, ``limit`` at a time; the second value continues the listing."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": JobsKeys.TEAM_INDEX,
+            "KeyConditionExpression": "#team = :team",
+            "ExpressionAttributeNames": {"#team": JobsKeys.TEAM},
+            "ExpressionAttributeValues": to_values({":team": team}),
+            "Limit": limit,
+        }
+        if after_name:
+            job = f"{team}/{after_name}"
+            request["ExclusiveStartKey"] = to_item(
+                {JobsKeys.TEAM: team, JobsKeys.NAME: after_name, JobsKeys.PK: job, JobsKeys.SK: JobsKeys.SPEC}
+            )
+        response = self.db.query(**request)
+        keys = [from_item(item)[JobsKeys.PK] for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return keys, (from_item(last)[JobsKeys.NAME] if last else None)
+
     def audit_trail(self, job: str) -> list[dict[str, Any]]:
         response = self.db.query(
             TableName=self.table,

@@ -89,16 +89,27 @@ class RunsStore:
         item = response.get("Item")
         return Run.from_values(from_item(item)) if item else None
 
-    def list(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
-        response = self.db.query(
-            TableName=self.table,
-            KeyConditionExpression="#job = :job",
-            ExpressionAttributeNames={"#job": RunsKeys.PK},
-            ExpressionAttributeValues=to_values({":job": job}),
-            ScanIndexForward=not newest_first,
-            Limit=limit,
-        )
-        return [Run.from_values(from_item(item)) for item in response.get("Items", [])]
+    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
+        return self.page(job, limit=limit, newest_first=newest_first)[0]
+
+    def page(
+        self, job: str, *, limit: int = 50, newest_first: bool = True, after_run_id: str | None = None
+    ) -> tuple[list[Run], str | None]:
+        """Runs of ``job`` by run id (time order), ``limit`` at a time; the second value continues."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#job = :job",
+            "ExpressionAttributeNames": {"#job": RunsKeys.PK},
+            "ExpressionAttributeValues": to_values({":job": job}),
+            "ScanIndexForward": not newest_first,
+            "Limit": limit,
+        }
+        if after_run_id:
+            request["ExclusiveStartKey"] = self._key(job, after_run_id)
+        response = self.db.query(**request)
+        runs = [Run.from_values(from_item(item)) for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return runs, (from_item(last)[RunsKeys.SK] if last else None)
 
     # --------------------------------------------------------------------------- creation
 

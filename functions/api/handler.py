@@ -1,0 +1,44 @@
+"""API: API Gateway (REST, IAM auth) -> the team API. Services are built on first request."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from jobsched.api.app import ApiServices, build_app
+from jobsched.api.identity import Membership
+from jobsched.api.tokens import CallbackTokens
+from jobsched.aws.jobs_store import JobsStore
+from jobsched.aws.queues import WorkQueues
+from jobsched.aws.runs_store import RunsStore
+from jobsched.names import Settings
+from jobsched.observability import make_logger, make_tracer
+from jobsched.wiring import build_worker, utc_now
+
+logger = make_logger("api")
+tracer = make_tracer("api")
+
+
+@cache
+def services() -> ApiServices:
+    settings = Settings.from_env()
+    return ApiServices(
+        jobs=JobsStore(settings.jobs_table),
+        runs=RunsStore(settings.runs_table),
+        queues=WorkQueues(settings.queue_urls),
+        worker=build_worker(settings),
+        tokens=CallbackTokens.from_env(),
+        membership=Membership.from_env(),
+        clock=utc_now,
+    )
+
+
+app = build_app(services)
+
+
+@logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

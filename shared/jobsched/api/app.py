@@ -1,0 +1,498 @@
+"""The team API: Powertools REST resolver with validation, one router per resource, one error mapping.
+
+Every error is ``{"error": {"code", "message", "field", "errors": [...]}}`` with a 4xx status for
+anything a client sends. A team's jobs and runs are visible only to its members and platform admins:
+others get 403, the same answer for existing and missing jobs (team names are not secret inside one
+organisation, job names are hidden by answering the same either way).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from jobsched.api.identity import Forbidden, Membership, Principal, Unauthenticated, caller_arn
+from jobsched.api.models import (
+    BackfillRequest,
+    BackfillView,
+    CompleteRequest,
+    ErrorDetail,
+    JobBody,
+    JobPage,
+    JobView,
+    PauseRequest,
+    PreviewEntry,
+    RunPage,
+    RunView,
+    TriggerRequest,
+    ValidationResult,
+)
+from jobsched.api.tokens import CallbackTokens, InvalidToken
+from jobsched.aws.jobs_store import JobExists, JobNotFound, JobsStore, StoredJob, VersionConflict
+from jobsched.aws.queues import WorkQueues
+from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
+from jobsched.errors import FieldError, SpecError, field_errors_from
+from jobsched.jobfile import validate_document
+from jobsched.jobs import Unsupported, pause_job, put_job, resume_job
+from jobsched.runs import RunStatus, instant_text, job_key
+from jobsched.schedule.engine import compile_schedule
+from jobsched.spec import CallbackTarget, JobSpec
+from jobsched.triggers import BackfillTooLarge, NoSchedule, get_backfill, start_backfill, trigger_run
+from jobsched.worker import Worker
+
+MAX_BODY_BYTES = 256 * 1024
+MAX_PAGE = 100
+
+
+@dataclass
+class ApiServices:
+    jobs: JobsStore
+    runs: RunsStore
+    queues: WorkQueues
+    worker: Worker
+    tokens: CallbackTokens
+    membership: Membership
+    clock: Callable[[], datetime]
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, code: str, message: str, field: str | None = None, errors: list[FieldError] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field, self.errors = status, code, message, field, errors or []
+
+
+def error_response(
+    status: int, code: str, message: str, field: str | None = None, errors: list[FieldError] | None = None
+) -> Response[str]:
+    body = {
+        "error": {
+            "code": code,
+            "message": message,
+            "field": field,
+            "errors": [ErrorDetail(field=e.path, code=e.code, message=e.message).model_dump() for e in errors or []],
+        }
+    }
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+
+
+def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver(enable_validation=True)
+    jobs_router = APIGatewayRouter()
+    runs_router = APIGatewayRouter()
+    callbacks_router = APIGatewayRouter()
+
+    def principal() -> Principal:
+        event = app.current_event
+        return services().membership.principal(caller_arn(event.raw_event, dict(event.headers or {})))
+
+    def member(team: str) -> Principal:
+        caller = principal()
+        caller.require(team)
+        return caller
+
+    def existing(team: str, name: str) -> StoredJob:
+        stored = services().jobs.get(job_key(team, name))
+        if stored is None:
+            raise ApiError(404, "job_not_found", f"no job {team}/{name}", "name")
+        return stored
+
+    # ----------------------------------------------------------------------- middleware
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid_request(error: RequestValidationError) -> Response[str]:
+        found = _request_errors(error.errors())
+        first = found[0] if found else FieldError("", "invalid_request", "invalid request")
+        return error_response(422, "invalid_request", str(first), first.path or None, found)
+
+    @app.exception_handler(ApiError)
+    def _api_error(error: ApiError) -> Response[str]:
+        return error_response(error.status, error.code, error.message, error.field, error.errors)
+
+    @app.exception_handler(SpecError)
+    def _spec_error(error: SpecError) -> Response[str]:
+        first = error.errors[0]
+        return error_response(422, "invalid_job", str(first), first.path or None, error.errors)
+
+    @app.exception_handler(Unauthenticated)
+    def _unauthenticated(error: Unauthenticated) -> Response[str]:
+        return error_response(401, "unauthenticated", str(error))
+
+    @app.exception_handler(Forbidden)
+    def _forbidden(error: Forbidden) -> Response[str]:
+        return error_response(403, "forbidden", str(error), "team")
+
+    @app.exception_handler(JobNotFound)
+    def _not_found(error: JobNotFound) -> Response[str]:
+        return error_response(404, "not_found", f"no such job or backfill: {error}")
+
+    @app.exception_handler(VersionConflict)
+    def _version(error: VersionConflict) -> Response[str]:
+        return error_response(412, "version_mismatch", str(error), "If-Match")
+
+    @app.exception_handler(JobExists)
+    def _exists(error: JobExists) -> Response[str]:
+        return error_response(409, "job_exists", f"{error} was created concurrently; retry")
+
+    @app.exception_handler(StaleAttempt)
+    def _stale(error: StaleAttempt) -> Response[str]:
+        return error_response(409, "attempt_superseded", str(error))
+
+    @app.exception_handler(InvalidToken)
+    def _token(error: InvalidToken) -> Response[str]:
+        return error_response(404, "unknown_run_token", str(error), "run_token")
+
+    @app.exception_handler(Unsupported)
+    def _unsupported(error: Unsupported) -> Response[str]:
+        return error_response(422, "unsupported", str(error), "dag")
+
+    @app.exception_handler(BackfillTooLarge)
+    def _too_large(error: BackfillTooLarge) -> Response[str]:
+        return error_response(422, "backfill_too_large", str(error), "to")
+
+    @app.exception_handler(NoSchedule)
+    def _no_schedule(error: NoSchedule) -> Response[str]:
+        return error_response(422, "no_schedule", str(error), "schedule")
+
+    @app.not_found
+    def _no_route(_: Exception) -> Response[str]:
+        return error_response(404, "no_route", f"no route {app.current_event.http_method} {app.current_event.path}")
+
+    def _limit_body(app_: APIGatewayRestResolver, next_middleware: Callable[..., Any]) -> Any:
+        body = app_.current_event.body or ""
+        if len(body.encode()) > MAX_BODY_BYTES:
+            return error_response(413, "body_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+        return next_middleware(app_)
+
+    app.use(middlewares=[_limit_body])
+
+    # ---------------------------------------------------------------------------- misc
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/openapi.json")
+    def openapi() -> Response[str]:
+        return Response(200, content_types.APPLICATION_JSON, app.get_openapi_json_schema(title="jobsched", version="1"))
+
+    @app.post("/validate")
+    def validate(body: Annotated[dict[str, Any], Body()]) -> ValidationResult:
+        principal()
+        try:
+            spec = validate_document(body)
+        except SpecError as error:
+            return ValidationResult(valid=False, errors=[_detail(e) for e in error.errors])
+        return ValidationResult(valid=True, next_fire_times=_next_fires(spec, services().clock(), 5))
+
+    # ---------------------------------------------------------------------------- jobs
+
+    @jobs_router.put("/teams/<team>/jobs/<name>")
+    def put(
+        team: str,
+        name: str,
+        body: Annotated[JobBody, Body()],
+        if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+    ) -> Response[str]:
+        caller = member(team)
+        for field, value, expected in (("team", body.team, team), ("name", body.name, name)):
+            if value is not None and value != expected:
+                raise ApiError(
+                    422, "path_mismatch", f"{field} '{value}' in the body differs from the path '{expected}'", field
+                )
+        document = body.model_dump(mode="json", exclude_none=True) | {"team": team, "name": name}
+        spec = validate_document(document)
+        expected = _version(if_match)
+        stored, created = put_job(
+            services().jobs, spec, now=services().clock(), principal=caller.arn, expected_version=expected
+        )
+        view = _job_view(stored, services().clock())
+        return Response(
+            201 if created else 200,
+            content_types.APPLICATION_JSON,
+            view.model_dump_json(),
+            headers={"ETag": str(stored.version)},
+        )
+
+    @jobs_router.get("/teams/<team>/jobs")
+    def list_jobs(
+        team: str,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        next_token: Annotated[str | None, Query(max_length=200)] = None,
+        state: Annotated[str | None, Query(pattern="^(ACTIVE|PAUSED)$")] = None,
+        tag: Annotated[str | None, Query(max_length=400, description="key=value")] = None,
+    ) -> JobPage:
+        member(team)
+        keys, last = services().jobs.team_page(team, limit=limit, after_name=next_token)
+        found = services().jobs.get_many(keys)
+        now = services().clock()
+        tag_key, _, tag_value = (tag or "").partition("=")
+        jobs = [
+            _job_view(found[key], now)
+            for key in keys
+            if key in found
+            and (state is None or found[key].state == state)
+            and (not tag or found[key].spec.tags.get(tag_key) == tag_value)
+        ]
+        return JobPage(jobs=jobs, next_token=last)
+
+    @jobs_router.get("/teams/<team>/jobs/<name>")
+    def get_job(team: str, name: str) -> Response[str]:
+        member(team)
+        stored = existing(team, name)
+        view = _job_view(stored, services().clock())
+        return Response(
+            200, content_types.APPLICATION_JSON, view.model_dump_json(), headers={"ETag": str(stored.version)}
+        )
+
+    @jobs_router.delete("/teams/<team>/jobs/<name>")
+    def delete_job(
+        team: str, name: str, if_match: Annotated[str | None, Header(alias="If-Match")] = None
+    ) -> Response[str]:
+        caller = member(team)
+        stored = existing(team, name)
+        expected = _version(if_match)
+        if expected is not None and expected != stored.version:
+            raise VersionConflict(f"{stored.key} is at version {stored.version}, not {expected}")
+        services().jobs.delete(stored, now=services().clock(), principal=caller.arn)
+        return Response(204, content_types.APPLICATION_JSON, "")
+
+    @jobs_router.post("/teams/<team>/jobs/<name>/pause")
+    def pause(team: str, name: str, body: Annotated[PauseRequest, Body()]) -> JobView:
+        caller = member(team)
+        existing(team, name)
+        stored = pause_job(
+            services().jobs, job_key(team, name), now=services().clock(), principal=caller.arn, reason=body.reason
+        )
+        return _job_view(stored, services().clock())
+
+    @jobs_router.post("/teams/<team>/jobs/<name>/resume")
+    def resume(team: str, name: str) -> JobView:
+        caller = member(team)
+        existing(team, name)
+        stored = resume_job(services().jobs, job_key(team, name), now=services().clock(), principal=caller.arn)
+        return _job_view(stored, services().clock())
+
+    @jobs_router.post("/teams/<team>/jobs/<name>/trigger")
+    def trigger(
+        team: str,
+        name: str,
+        body: Annotated[TriggerRequest | None, Body()] = None,
+        idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
+    ) -> Response[str]:
+        caller = member(team)
+        existing(team, name)
+        s = services()
+        run = trigger_run(
+            s.jobs,
+            s.runs,
+            s.queues,
+            job_key(team, name),
+            now=s.clock(),
+            principal=caller.arn,
+            payload=body.payload if body else None,
+            idempotency_key=idempotency_key,
+        )
+        return Response(202, content_types.APPLICATION_JSON, _run_view(run, None).model_dump_json())
+
+    @jobs_router.post("/teams/<team>/jobs/<name>/backfill")
+    def backfill(team: str, name: str, body: Annotated[BackfillRequest, Body()]) -> Response[str]:
+        caller = member(team)
+        existing(team, name)
+        if body.end <= body.start:
+            raise ApiError(422, "invalid_range", "'to' must be after 'from'", "to")
+        progress = start_backfill(
+            services().jobs,
+            job_key(team, name),
+            start=body.start,
+            end=body.end,
+            max_in_flight=body.max_in_flight,
+            now=services().clock(),
+            principal=caller.arn,
+        )
+        return Response(202, content_types.APPLICATION_JSON, _backfill_view(progress).model_dump_json())
+
+    @jobs_router.get("/teams/<team>/jobs/<name>/backfills/<backfill_id>")
+    def backfill_progress(team: str, name: str, backfill_id: str) -> BackfillView:
+        member(team)
+        return _backfill_view(get_backfill(services().jobs, job_key(team, name), backfill_id))
+
+    @jobs_router.get("/teams/<team>/jobs/<name>/preview")
+    def preview(
+        team: str,
+        name: str,
+        count: Annotated[int, Query(ge=1, le=100)] = 10,
+        after: Annotated[datetime | None, Query()] = None,
+    ) -> list[PreviewEntry]:
+        member(team)
+        stored = existing(team, name)
+        if stored.spec.schedule is None:
+            return []
+        start = after if after and after.tzinfo else services().clock()
+        compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
+        return [
+            PreviewEntry(utc=instant_text(o.at), local=o.at.astimezone(compiled.zone).isoformat(), reason=o.reason)
+            for o in compiled.next_fires(start, count)
+        ]
+
+    # ---------------------------------------------------------------------------- runs
+
+    @runs_router.get("/teams/<team>/jobs/<name>/runs")
+    def list_runs(
+        team: str,
+        name: str,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        next_token: Annotated[str | None, Query(max_length=200)] = None,
+        status: Annotated[str | None, Query(pattern="^[A-Z_]+$")] = None,
+    ) -> RunPage:
+        member(team)
+        if status is not None and status not in RunStatus.__members__:
+            raise ApiError(
+                422, "invalid_status", f"unknown status {status}; allowed: {', '.join(RunStatus.__members__)}", "status"
+            )
+        runs, last = services().runs.page(job_key(team, name), limit=limit, after_run_id=next_token)
+        shown = [r for r in runs if status is None or r.status.value == status]
+        return RunPage(runs=[_run_view(r, None) for r in shown], next_token=last)
+
+    @runs_router.get("/teams/<team>/jobs/<name>/runs/<run_id>")
+    def get_run(team: str, name: str, run_id: str) -> RunView:
+        member(team)
+        stored = existing(team, name)
+        run = services().runs.get(stored.key, run_id)
+        if run is None:
+            raise ApiError(404, "run_not_found", f"no run {run_id} of {stored.key}", "run_id")
+        token = None
+        if run.status is RunStatus.RUNNING and isinstance(stored.spec.target, CallbackTarget):
+            token = services().tokens.issue(run.job, run.run_id, run.attempt)
+        return _run_view(run, token)
+
+    @runs_router.post("/teams/<team>/jobs/<name>/runs/<run_id>/cancel")
+    def cancel(team: str, name: str, run_id: str) -> RunView:
+        member(team)
+        stored = existing(team, name)
+        return _run_view(services().worker.cancel(stored.key, run_id), None)
+
+    # ------------------------------------------------------------------ callback results
+
+    @callbacks_router.post("/runs/<run_token>/heartbeat")
+    def heartbeat(run_token: str) -> RunView:
+        claim = services().tokens.verify(run_token)
+        return _run_view(services().worker.heartbeat_external(claim.job, claim.run_id, claim.attempt), None)
+
+    @callbacks_router.post("/runs/<run_token>/complete")
+    def complete(run_token: str, body: Annotated[CompleteRequest, Body()]) -> RunView:
+        claim = services().tokens.verify(run_token)
+        run = services().worker.complete_external(
+            claim.job,
+            claim.run_id,
+            claim.attempt,
+            succeeded=body.status == "succeeded",
+            output=body.output,
+            error=body.error,
+        )
+        return _run_view(run, None)
+
+    app.include_router(jobs_router)
+    app.include_router(runs_router)
+    app.include_router(callbacks_router)
+    return app
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def _version(if_match: str | None) -> int | None:
+    if if_match is None:
+        return None
+    text = if_match.strip().strip('"').removeprefix("W/").strip('"')
+    if not text.isdigit():
+        raise ApiError(422, "invalid_if_match", "If-Match must be a job version number (the ETag)", "If-Match")
+    return int(text)
+
+
+def _next_fires(spec: JobSpec, now: datetime, count: int) -> list[str]:
+    if spec.schedule is None:
+        return []
+    compiled = compile_schedule(spec.schedule, hash_key=spec.key, anchor=now)
+    return [instant_text(o.at) for o in compiled.next_fires(now, count)]
+
+
+def _job_view(stored: StoredJob, now: datetime) -> JobView:
+    upcoming: list[str] = []
+    if stored.state == "ACTIVE" and stored.spec.schedule is not None:
+        compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
+        upcoming = [instant_text(o.at) for o in compiled.next_fires(now, 5)]
+    return JobView(
+        team=stored.spec.team,
+        name=stored.spec.name,
+        version=stored.version,
+        state=stored.state,
+        paused_reason=stored.paused_reason,
+        paused_by=stored.paused_by,
+        paused_at=instant_text(stored.paused_at) if stored.paused_at else None,
+        created_at=instant_text(stored.created_at),
+        updated_at=instant_text(stored.updated_at),
+        updated_by=stored.updated_by,
+        next_fire_times=upcoming,
+        spec=stored.spec.model_dump(mode="json", exclude_none=True),
+    )
+
+
+def _run_view(run: Run, token: str | None) -> RunView:
+    lateness = (run.started_at - run.fire_at).total_seconds() if run.started_at else None
+    return RunView(
+        job=run.job,
+        run_id=run.run_id,
+        status=run.status.value,
+        attempt=run.attempt,
+        trigger=run.trigger,
+        scheduled_at=instant_text(run.scheduled_at),
+        fire_at=instant_text(run.fire_at),
+        started_at=instant_text(run.started_at) if run.started_at else None,
+        finished_at=instant_text(run.finished_at) if run.finished_at else None,
+        lateness_seconds=lateness,
+        next_attempt_at=instant_text(run.next_attempt_at) if run.next_attempt_at else None,
+        error=run.error,
+        output=run.output,
+        reason=run.reason,
+        correlation_id=run.correlation_id,
+        callback_token=token,
+    )
+
+
+def _backfill_view(progress: Any) -> BackfillView:
+    return BackfillView(
+        backfill_id=progress.backfill_id,
+        job=progress.job,
+        start=instant_text(progress.start),
+        end=instant_text(progress.end),
+        total=progress.total,
+        sent=progress.sent,
+        finished=progress.finished,
+        in_flight=len(progress.in_flight),
+        state=progress.state,
+    )
+
+
+def _detail(error: FieldError) -> ErrorDetail:
+    return ErrorDetail(field=error.path, code=error.code, message=error.message)
+
+
+def _request_errors(errors: Any) -> list[FieldError]:
+    """Powertools' request validation errors in our form: the location prefix dropped, messages explained."""
+    stripped = []
+    for detail in errors:
+        location = tuple(detail.get("loc", ()))
+        if location and location[0] in ("body", "query", "path", "header"):
+            location = location[1:]
+        stripped.append({**detail, "loc": location})
+    return field_errors_from(stripped, JobBody)

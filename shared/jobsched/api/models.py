@@ -1,0 +1,127 @@
+"""API request and response bodies. Job bodies are the job specification itself (spec.JobSpec)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+
+from jobsched.spec import JobSpec, Name
+
+
+class JobBody(JobSpec):
+    """A job spec as a request body: team and name come from the path (if given here, they must match)."""
+
+    name: Name | None = None  # type: ignore[assignment]
+    team: Name | None = None  # type: ignore[assignment]
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PauseRequest(_Request):
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class TriggerRequest(_Request):
+    payload: JsonValue = None
+
+
+class BackfillRequest(_Request):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    start: AwareDatetime = Field(alias="from")
+    end: AwareDatetime = Field(alias="to")
+    max_in_flight: int = Field(default=5, ge=1, le=100)
+
+
+class CompleteRequest(_Request):
+    status: Literal["succeeded", "failed"]
+    output: str | None = Field(default=None, max_length=10_000)
+    error: str | None = Field(default=None, max_length=10_000)
+
+
+class ErrorDetail(BaseModel):
+    field: str
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    errors: list[ErrorDetail] = Field(default_factory=list)
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class JobView(BaseModel):
+    team: str
+    name: str
+    version: int
+    state: Literal["ACTIVE", "PAUSED"]
+    paused_reason: str | None = None
+    paused_by: str | None = None
+    paused_at: str | None = None
+    created_at: str
+    updated_at: str
+    updated_by: str
+    next_fire_times: list[str]
+    spec: dict[str, Any]
+
+
+class JobPage(BaseModel):
+    jobs: list[JobView]
+    next_token: str | None = None
+
+
+class RunView(BaseModel):
+    job: str
+    run_id: str
+    status: str
+    attempt: int
+    trigger: str
+    scheduled_at: str
+    fire_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    lateness_seconds: float | None = None
+    next_attempt_at: str | None = None
+    error: str | None = None
+    output: str | None = None
+    reason: str | None = None
+    correlation_id: str
+    callback_token: str | None = Field(default=None, description="for RUNNING callback runs: report with it")
+
+
+class RunPage(BaseModel):
+    runs: list[RunView]
+    next_token: str | None = None
+
+
+class BackfillView(BaseModel):
+    backfill_id: str
+    job: str
+    start: str
+    end: str
+    total: int
+    sent: int
+    finished: dict[str, int]
+    in_flight: int
+    state: str
+
+
+class PreviewEntry(BaseModel):
+    utc: str
+    local: str
+    reason: str | None = None
+
+
+class ValidationResult(BaseModel):
+    valid: bool
+    errors: list[ErrorDetail] = Field(default_factory=list)
+    next_fire_times: list[str] = Field(default_factory=list)
