@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.api.app import ApiServices, build_app
+from jobsched.api.app import ApiServices, build_handler
 from jobsched.api.identity import Membership
 from jobsched.api.tokens import CallbackTokens
 from jobsched.aws.jobs_store import JobsStore
@@ -35,10 +35,10 @@ def services() -> ApiServices:
     )
 
 
-app = build_app(services)
+api = build_handler(services)
 
 
 @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    return api(event, context)

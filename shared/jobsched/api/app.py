@@ -136,7 +136,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         return error_response(404, "not_found", f"no such job or backfill: {error}")
 
     @app.exception_handler(VersionConflict)
-    def _version(error: VersionConflict) -> Response[str]:
+    def _version_conflict(error: VersionConflict) -> Response[str]:
         return error_response(412, "version_mismatch", str(error), "If-Match")
 
     @app.exception_handler(JobExists)
@@ -167,14 +167,6 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     def _no_route(_: Exception) -> Response[str]:
         return error_response(404, "no_route", f"no route {app.current_event.http_method} {app.current_event.path}")
 
-    def _limit_body(app_: APIGatewayRestResolver, next_middleware: Callable[..., Any]) -> Any:
-        body = app_.current_event.body or ""
-        if len(body.encode()) > MAX_BODY_BYTES:
-            return error_response(413, "body_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
-        return next_middleware(app_)
-
-    app.use(middlewares=[_limit_body])
-
     # ---------------------------------------------------------------------------- misc
 
     @app.get("/health")
@@ -204,10 +196,10 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         if_match: Annotated[str | None, Header(alias="If-Match")] = None,
     ) -> Response[str]:
         caller = member(team)
-        for field, value, expected in (("team", body.team, team), ("name", body.name, name)):
-            if value is not None and value != expected:
+        for field, value, in_path in (("team", body.team, team), ("name", body.name, name)):
+            if value is not None and value != in_path:
                 raise ApiError(
-                    422, "path_mismatch", f"{field} '{value}' in the body differs from the path '{expected}'", field
+                    422, "path_mismatch", f"{field} '{value}' in the body differs from the path '{in_path}'", field
                 )
         document = body.model_dump(mode="json", exclude_none=True) | {"team": team, "name": name}
         spec = validate_document(document)
@@ -405,6 +397,24 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     app.include_router(runs_router)
     app.include_router(callbacks_router)
     return app
+
+
+def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The API entry point: limits before routing (Powertools validates bodies before any middleware)."""
+    app = build_app(services)
+
+    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        body = event.get("body") or ""
+        if len(body.encode()) > MAX_BODY_BYTES:
+            message = f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+            payload: dict[str, Any] = {
+                "error": {"code": "body_too_large", "message": message, "field": None, "errors": []}
+            }
+            return {"statusCode": 413, "headers": {"Content-Type": "application/json"}, "body": json.dumps(payload)}
+        return app.resolve(event, context)
+
+    handle.app = app  # type: ignore[attr-defined]
+    return handle
 
 
 # ------------------------------------------------------------------------------- helpers

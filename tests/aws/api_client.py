@@ -1,0 +1,82 @@
+"""Calls the API in-process with API Gateway REST proxy events, as IAM-authorized callers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from jobsched.api.app import ApiServices, build_handler
+from jobsched.api.identity import Membership
+from jobsched.api.tokens import CallbackTokens
+from tests.aws.harness import Stack
+
+ACCOUNT = "123456789012"
+ADMIN = f"arn:aws:iam::{ACCOUNT}:role/platform-admin"
+MEMBERSHIP = Membership.from_config(
+    {"admins": [ADMIN], "team_patterns": [f"arn:aws:iam::{ACCOUNT}:role/team-{{team}}"]}
+)
+
+
+def team_role(team: str) -> str:
+    return f"arn:aws:iam::{ACCOUNT}:role/team-{team}"
+
+
+@dataclass
+class ApiResponse:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+class ApiClient:
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.tokens = CallbackTokens(b"test-secret-of-sufficient-length")
+        services = ApiServices(
+            jobs=stack.jobs,
+            runs=stack.runs,
+            queues=stack.queues,
+            worker=stack.worker,
+            tokens=self.tokens,
+            membership=MEMBERSHIP,
+            clock=stack.clock,
+        )
+        self.handle = build_handler(lambda: services)
+
+    def call(
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        *,
+        principal: str | None = ADMIN,
+        headers: dict[str, str] | None = None,
+        raw_body: str | None = None,
+    ) -> ApiResponse:
+        parts = urlsplit(url)
+        text = raw_body if raw_body is not None else (None if body is None else json.dumps(body))
+        identity = {"userArn": principal} if principal else {}
+        event = {
+            "resource": parts.path,
+            "path": parts.path,
+            "httpMethod": method,
+            "headers": {"Content-Type": "application/json", **(headers or {})},
+            "multiValueHeaders": {},
+            "queryStringParameters": dict(parse_qsl(parts.query)) or None,
+            "multiValueQueryStringParameters": None,
+            "pathParameters": None,
+            "requestContext": {"identity": identity, "requestId": "req", "httpMethod": method, "path": parts.path},
+            "body": text,
+            "isBase64Encoded": False,
+        }
+        result = self.handle(event, None)
+        raw = result.get("body") or ""
+        try:
+            parsed = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            parsed = raw
+        headers = {k: v[-1] for k, v in (result.get("multiValueHeaders") or {}).items()}
+        headers.update(result.get("headers") or {})
+        return ApiResponse(result["statusCode"], parsed, headers)
