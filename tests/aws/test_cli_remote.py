@@ -1,0 +1,189 @@
+"""The jobsched CLI against the API in-process: apply (dry run, prune), get, pause, trigger, runs, exit codes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from jobsched import cli as cli_module
+from jobsched.cli import cli
+from jobsched.client import HttpResult, ServiceError
+from tests.aws.api_client import ApiClient, team_role
+from tests.aws.harness import Clock, Stack
+
+
+class InProcess:
+    """A transport that hands requests to the API handler, as the payments team's role."""
+
+    def __init__(self, api: ApiClient, principal: str) -> None:
+        self.api, self.principal = api, principal
+
+    def __call__(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> HttpResult:
+        response = self.api.call(
+            method, path, principal=self.principal, headers=headers, raw_body=body.decode() if body else None
+        )
+        return HttpResult(response.status, response.body, response.headers)
+
+
+@pytest.fixture
+def run_cli(stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    api = ApiClient(stack)
+    monkeypatch.setattr(cli_module, "make_transport", lambda url: InProcess(api, team_role("payments")))
+    monkeypatch.setattr(cli_module, "clock", clock)
+    monkeypatch.setattr(cli_module, "backfill_poll_seconds", 0.0)
+
+    def invoke(*args: str, input: str | None = None) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, list(args), input=input)
+        return result.exit_code, result.output
+
+    yield invoke
+
+
+def write_job(folder: Path, name: str, expression: str = "0 * * * *", **extra: Any) -> Path:
+    document = {
+        "name": name,
+        "team": "payments",
+        "schedule": {"expression": expression},
+        "target": {"type": "lambda", "function": "echo"},
+        **extra,
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_apply_reports_created_changed_unchanged(run_cli: Any, tmp_path: Path) -> None:
+    write_job(tmp_path, "alpha")
+    write_job(tmp_path, "beta")
+    code, output = run_cli("apply", "-f", str(tmp_path))
+    assert code == 0 and output.splitlines() == ["payments/alpha: created", "payments/beta: created"]
+    write_job(tmp_path, "beta", "30 * * * *")
+    code, output = run_cli("apply", "-f", str(tmp_path))
+    assert code == 0, output
+    assert output.splitlines() == ["payments/alpha: unchanged", "payments/beta: changed"]
+    code, output = run_cli("get", "job", "payments/beta", "-o", "json")
+    assert code == 0, output
+    assert json.loads(output)["version"] == 2
+
+
+def test_apply_dry_run_shows_the_diff_and_fire_times_and_changes_nothing(run_cli: Any, tmp_path: Path) -> None:
+    write_job(tmp_path, "alpha")
+    run_cli("apply", "-f", str(tmp_path))
+    write_job(tmp_path, "alpha", "0 */2 * * *")
+    code, output = run_cli("apply", "-f", str(tmp_path), "--dry-run")
+    assert code == 0
+    assert "-  expression: 0 * * * *" in output and "+  expression: 0 */2 * * *" in output
+    assert "fire times over the next 7 days: +0 -84" in output
+    assert output.splitlines()[-1] == "payments/alpha: changed (dry run)"
+    code, output = run_cli("get", "job", "payments/alpha", "-o", "json")
+    assert code == 0, output
+    assert json.loads(output)["spec"]["schedule"]["expression"] == "0 * * * *"
+
+
+def test_apply_prune_deletes_what_no_file_defines(run_cli: Any, tmp_path: Path) -> None:
+    for name in ("alpha", "beta", "gamma"):
+        write_job(tmp_path, name)
+    run_cli("apply", "-f", str(tmp_path))
+    (tmp_path / "gamma.yaml").unlink()
+    code, output = run_cli("apply", "-f", str(tmp_path), "--prune", "--dry-run")
+    assert code == 0, output
+    assert "payments/gamma: deleted (dry run)" in output
+    code, output = run_cli("apply", "-f", str(tmp_path), "--prune", input="n\n")
+    assert code == 0, output
+    assert "payments/gamma" not in output.splitlines()[-1]
+    code, output = run_cli("apply", "-f", str(tmp_path), "--prune", "--yes")
+    assert code == 0 and "payments/gamma: deleted" in output
+    code, output = run_cli("get", "jobs", "--team", "payments", "-o", "json")
+    assert code == 0, output
+    assert [job["name"] for job in json.loads(output)] == ["alpha", "beta"]
+
+
+def test_apply_with_invalid_files_exits_1_before_calling_the_api(run_cli: Any, tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("name: Bad\nteam: payments\ntarget: {type: lamda}\n")
+    code, output = run_cli("apply", "-f", str(tmp_path))
+    assert code == 1 and "bad.yaml: name:" in output
+    code, output = run_cli("get", "jobs", "--team", "payments", "-o", "json")
+    assert code == 0, output
+    assert json.loads(output) == []
+
+
+def test_get_table_pause_resume_trigger_runs(run_cli: Any, tmp_path: Path, stack: Stack) -> None:
+    write_job(tmp_path, "alpha")
+    run_cli("apply", "-f", str(tmp_path))
+    code, output = run_cli("get", "jobs", "--team", "payments")
+    assert code == 0, output
+    assert output.splitlines()[0].split() == ["TEAM", "NAME", "STATE", "VERSION", "NEXT"]
+    assert output.splitlines()[1].split()[:3] == ["payments", "alpha", "ACTIVE"]
+    code, output = run_cli("pause", "payments/alpha", "--reason", "incident", "-o", "json")
+    assert code == 0, output
+    assert json.loads(output)["state"] == "PAUSED"
+    code, output = run_cli("resume", "alpha", "--team", "payments", "-o", "yaml")
+    assert code == 0, output
+    assert yaml.safe_load(output)["state"] == "ACTIVE"
+    code, output = run_cli(
+        "trigger", "payments/alpha", "--payload", '{"a": 1}', "--idempotency-key", "k1", "-o", "json"
+    )
+    assert code == 0, output
+    run_id = json.loads(output)["run_id"]
+    code, again = run_cli("trigger", "payments/alpha", "--idempotency-key", "k1", "-o", "json")
+    assert code == 0, again
+    assert json.loads(again)["run_id"] == run_id
+    stack.pump()
+    code, output = run_cli("runs", "payments/alpha", "-o", "json")
+    assert code == 0, output
+    assert [(r["run_id"], r["status"]) for r in json.loads(output)] == [(run_id, "SUCCEEDED")]
+    code, output = run_cli("run", "payments/alpha", run_id)
+    assert code == 0, output
+    assert "SUCCEEDED" in output
+
+
+def test_backfill_waits_with_progress(
+    run_cli: Any, tmp_path: Path, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_job(tmp_path, "alpha")
+    run_cli("apply", "-f", str(tmp_path))
+    ticks = {"n": 0}
+
+    def advance(_: float) -> None:  # each poll: one dispatcher tick and the worker catch up
+        ticks["n"] += 1
+        stack.tick()
+        stack.pump()
+
+    monkeypatch.setattr("time.sleep", advance)
+    code, output = run_cli(
+        "backfill",
+        "payments/alpha",
+        "--from",
+        "2027-01-03T00:00:00Z",
+        "--to",
+        "2027-01-03T03:00:00Z",
+        "--max-in-flight",
+        "2",
+    )
+    assert code == 0, output
+    monkeypatch.undo()
+    assert code == 0 and "DONE" in output and ticks["n"] >= 2
+
+
+def test_user_errors_exit_1_with_the_api_message(run_cli: Any) -> None:
+    code, output = run_cli("get", "job", "payments/missing")
+    assert code == 1 and "error: no job payments/missing (name)" in output
+    code, output = run_cli("pause", "nameonly", "--reason", "x")
+    assert code == 2 and "name the team" in output  # click usage error
+    code, output = run_cli("get", "jobs", "--team", "marketing")
+    assert code == 1 and "not a member of team 'marketing'" in output
+
+
+def test_service_failures_exit_2(run_cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def down(method: str, path: str, body: bytes | None, headers: dict[str, str]) -> HttpResult:
+        raise ServiceError("cannot reach http://127.0.0.1:8080: MaxRetryError")
+
+    monkeypatch.setattr(cli_module, "make_transport", lambda url: down)
+    code, output = run_cli("get", "jobs", "--team", "payments")
+    assert code == 2 and "cannot reach" in output
