@@ -43,6 +43,8 @@ class JobsKeys:
     BACKFILL_PREFIX = "BACKFILL#"
     TEAM_PREFIX = "TEAM#"  # per-team quota items: pk "TEAM#{team}", sk "QUOTA"
     QUOTA = "QUOTA"
+    RATE_PREFIX = "RATE#"  # per-team API request windows: pk "TEAM#{team}", sk "RATE#{minute}"
+    TTL = "expires_at"  # request windows and idempotency keys expire
     DUE_INDEX = "due"
     DUE_SHARD = "due_shard"  # present only while the job is ACTIVE and has a next instant
     NEXT_FIRE_AT = "next_fire_at"
@@ -126,6 +128,7 @@ JOBS_TABLE = TableDefinition(
         # Listing a team's jobs (the spec items carry team and name).
         IndexDefinition(JobsKeys.TEAM_INDEX, (JobsKeys.TEAM, "S"), (JobsKeys.NAME, "S")),
     ),
+    ttl_attribute=JobsKeys.TTL,
 )
 
 RUNS_TABLE = TableDefinition(

@@ -31,7 +31,7 @@ class ApiResponse:
 
 
 class ApiClient:
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: Stack, *, requests_per_minute: int = 600) -> None:
         self.stack = stack
         self.tokens = CallbackTokens(b"test-secret-of-sufficient-length")
         services = ApiServices(
@@ -42,6 +42,7 @@ class ApiClient:
             tokens=self.tokens,
             membership=MEMBERSHIP,
             clock=stack.clock,
+            requests_per_minute=requests_per_minute,
         )
         self.handle = build_handler(lambda: services)
 

@@ -295,3 +295,15 @@ def test_health_openapi_and_unknown_routes(api: ApiClient) -> None:
 def test_nonsense_bodies_are_4xx_never_5xx(api: ApiClient, body: Any) -> None:
     response = put(api, body=body) if body is not None else api.call("PUT", "/teams/payments/jobs/x", raw_body="")
     assert 400 <= response.status < 500, response.body
+
+
+def test_a_team_over_its_request_rate_gets_429_and_others_do_not(stack: Stack, clock: Clock) -> None:
+    api = ApiClient(stack, requests_per_minute=3)
+    for _ in range(3):
+        assert api.call("GET", "/teams/payments/jobs").status == 200
+    limited = api.call("GET", "/teams/payments/jobs")
+    assert_error(limited, 429, "throttled")
+    assert int(limited.headers["Retry-After"]) == 60 - clock().second
+    assert api.call("GET", "/teams/marketing/jobs").status == 200
+    clock.advance(timedelta(minutes=1))
+    assert api.call("GET", "/teams/payments/jobs").status == 200

@@ -61,6 +61,13 @@ class ApiServices:
     tokens: CallbackTokens
     membership: Membership
     clock: Callable[[], datetime]
+    requests_per_minute: int = 600  # per team; beyond it 429 until the next minute
+
+
+class Throttled(Exception):
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many requests for this team; retry in {retry_after} s")
+        self.retry_after = retry_after
 
 
 class ApiError(Exception):
@@ -98,6 +105,10 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     def member(team: str) -> Principal:
         caller = principal()
         caller.require(team)
+        s = services()
+        now = s.clock()
+        if not s.jobs.count_request(team, now=now, limit=s.requests_per_minute):
+            raise Throttled(60 - now.second)
         return caller
 
     def existing(team: str, name: str) -> StoredJob:
@@ -117,6 +128,12 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     @app.exception_handler(ApiError)
     def _api_error(error: ApiError) -> Response[str]:
         return error_response(error.status, error.code, error.message, error.field, error.errors)
+
+    @app.exception_handler(Throttled)
+    def _throttled(error: Throttled) -> Response[str]:
+        response = error_response(429, "throttled", str(error))
+        response.headers["Retry-After"] = str(error.retry_after)
+        return response
 
     @app.exception_handler(SpecError)
     def _spec_error(error: SpecError) -> Response[str]:

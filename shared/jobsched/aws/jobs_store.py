@@ -30,7 +30,10 @@ from jobsched.runs import instant_text, parse_instant
 from jobsched.spec import JobSpec
 
 JobState = Literal["ACTIVE", "PAUSED"]
-QUOTA_CACHE_SECONDS = 60.0  # a quota change reaches every worker within a minute
+QUOTA_CACHE_SECONDS = 60.0
+IDEMPOTENCY_KEY_SECONDS = (
+    7 * 86400
+)  # a trigger retried within a week gets the same run  # a quota change reaches every worker within a minute
 
 
 class JobNotFound(LookupError):
@@ -323,6 +326,20 @@ class JobsStore:
             ExpressionAttributeValues=to_values(values),
         )
 
+    # ------------------------------------------------------------------ API request windows
+
+    def count_request(self, team: str, *, now: datetime, limit: int) -> bool:
+        """Count one API request in the team's current minute; False once ``limit`` is reached."""
+        window = now.strftime("%Y-%m-%dT%H:%M")
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(f"{JobsKeys.TEAM_PREFIX}{team}", f"{JobsKeys.RATE_PREFIX}{window}"),
+            UpdateExpression="ADD requests :one SET expires_at = if_not_exists(expires_at, :expires)",
+            ConditionExpression="attribute_not_exists(requests) OR requests < :limit",
+            ExpressionAttributeValues=to_values({":one": 1, ":limit": limit, ":expires": int(now.timestamp()) + 3600}),
+        )
+
     # ------------------------------------------------------------- idempotency and backfills
 
     def claim_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str:
@@ -331,7 +348,15 @@ class JobsStore:
         try:
             self.db.put_item(
                 TableName=self.table,
-                Item=item_key | to_item({"run_id": run_id, "at": instant_text(now), "principal": principal}),
+                Item=item_key
+                | to_item(
+                    {
+                        "run_id": run_id,
+                        "at": instant_text(now),
+                        "principal": principal,
+                        JobsKeys.TTL: int(now.timestamp()) + IDEMPOTENCY_KEY_SECONDS,
+                    }
+                ),
                 ConditionExpression="attribute_not_exists(pk)",
             )
             return run_id
