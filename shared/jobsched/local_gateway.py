@@ -1,0 +1,101 @@
+"""A local stand-in for API Gateway: HTTP on 127.0.0.1 -> REST proxy events -> the API handler.
+
+The caller's identity goes into the request context the way IAM authorization puts it there: the
+default principal, or the one named by ``X-Jobsched-Principal`` (honoured only here, never by the
+deployed API). The local runtime (issue #6) serves the API with it, and the schema fuzzing tests use it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from jobsched.api.identity import PRINCIPAL_HEADER
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def proxy_event(
+    method: str, target: str, headers: dict[str, str], body: str | None, principal: str | None
+) -> dict[str, Any]:
+    """The API Gateway REST (v1) proxy event for one HTTP request."""
+    parts = urlsplit(target)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    caller = {k.lower(): v for k, v in headers.items()}.get(PRINCIPAL_HEADER) or principal
+    return {
+        "resource": parts.path,
+        "path": parts.path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": dict(query) or None,
+        "multiValueQueryStringParameters": {k: [v for key, v in query if key == k] for k, _ in query} or None,
+        "pathParameters": None,
+        "requestContext": {
+            "requestId": uuid.uuid4().hex,
+            "httpMethod": method,
+            "path": parts.path,
+            "identity": {"userArn": caller} if caller else {},
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+class LocalGateway:
+    def __init__(self, handler: Handler, *, host: str = "127.0.0.1", port: int = 0, principal: str | None = None):
+        gateway = self
+
+        class RequestHandler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode(errors="replace") if length else None
+                event = proxy_event(self.command, self.path, dict(self.headers.items()), body, gateway.principal)
+                try:
+                    result = handler(event, None)
+                except Exception as error:
+                    result = json_error(502, f"the API function failed: {type(error).__name__}")
+                payload = (result.get("body") or "").encode()
+                self.send_response(int(result["statusCode"]))
+                headers = {k: v[-1] for k, v in (result.get("multiValueHeaders") or {}).items()}
+                headers.update(result.get("headers") or {})
+                for name, value in headers.items():
+                    if name.lower() != "content-length":
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.principal = principal
+        self.server = ThreadingHTTPServer((host, port), RequestHandler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> LocalGateway:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def json_error(status: int, message: str) -> dict[str, Any]:
+    body = {"error": {"code": "gateway", "message": message, "field": None, "errors": []}}
+    return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body)}
