@@ -85,7 +85,7 @@ class LocalGateway:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self) -> LocalGateway:
         self.thread.start()
@@ -97,5 +97,5 @@ class LocalGateway:
 
 
 def json_error(status: int, message: str) -> dict[str, Any]:
-    body = {"error": {"code": "gateway", "message": message, "field": None, "errors": []}}
+    body: dict[str, Any] = {"error": {"code": "gateway", "message": message, "field": None, "errors": []}}
     return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body)}

@@ -35,11 +35,11 @@ def test_generated_requests_get_no_5xx_and_conforming_responses(gateway: LocalGa
     assert len(operations) >= 15
 
     for result in operations:
-        operation = result.ok()
+        operation = result.ok()  # type: ignore[union-attr]
 
         @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         @given(case=operation.as_strategy())
-        def fuzz(case: schemathesis.Case) -> None:
+        def fuzz(case: schemathesis.Case) -> None:  # type: ignore[type-arg]
             response = case.call(base_url=gateway.url)
             if response.status_code >= 500:
                 failures.append(f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:200]}")
