@@ -20,7 +20,7 @@ from jobsched.aws.jobs_store import DueEntry, JobsStore, StoredJob
 from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
-from jobsched.runs import RunMessage, RunStatus, instant_text
+from jobsched.runs import RunMessage, RunStatus
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, compile_schedule, plan_due
 from jobsched.triggers import advance_backfill
 
@@ -163,17 +163,7 @@ class Dispatcher:
                 stored = self.jobs.get(run.job)
                 if stored is None:
                     continue
-                message = RunMessage(
-                    job=run.job,
-                    team=run.team,
-                    run_id=run.run_id,
-                    scheduled_at=instant_text(run.scheduled_at),
-                    fire_at=instant_text(run.next_attempt_at),
-                    attempt=run.attempt + 1,
-                    spec_version=run.spec_version,
-                    trigger=run.trigger,
-                    correlation_id=run.correlation_id,
-                )
+                message = run.to_message(attempt=run.attempt + 1, fire_at=run.next_attempt_at)
                 self.queues.send(stored.spec.priority, [(message, run.next_attempt_at - now)])
                 if self.runs.clear_wake(run.job, run.run_id, attempt=run.attempt):
                     report.retries_woken += 1

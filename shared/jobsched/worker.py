@@ -140,7 +140,7 @@ class Worker:
         StaleAttempt if the attempt is not the one running (retried, timed out, cancelled, finished).
         """
         stored, run = self._running_attempt(job, run_id, attempt)
-        message = self._message_for(run)
+        message = run.to_message()
         result = TargetResult("succeeded", output=output) if succeeded else TargetResult("failed", error=error)
         outcome = self._record(message, stored, run, result, (run.started_at or self.clock()) - run.fire_at)
         if outcome.action == "superseded" or outcome.run is None:
@@ -178,7 +178,7 @@ class Worker:
             from_status=run.status,
         )
         if stored is not None:
-            self._release_slots(self._message_for(run), stored.spec)
+            self._release_slots(run.to_message(), stored.spec)
         return cancelled
 
     def _running_attempt(self, job: str, run_id: str, attempt: int) -> tuple[StoredJob, Run]:
@@ -188,20 +188,6 @@ class Worker:
             state = f"{run.status.value} at attempt {run.attempt}" if run else "unknown"
             raise StaleAttempt(f"{job} {run_id} attempt {attempt} is not running (run is {state})")
         return stored, run
-
-    @staticmethod
-    def _message_for(run: Run) -> RunMessage:
-        return RunMessage(
-            job=run.job,
-            team=run.team,
-            run_id=run.run_id,
-            scheduled_at=instant_text(run.scheduled_at),
-            fire_at=instant_text(run.fire_at),
-            attempt=run.attempt,
-            spec_version=run.spec_version,
-            trigger=run.trigger,
-            correlation_id=run.correlation_id,
-        )
 
     # -------------------------------------------------------------------------------- slots
 

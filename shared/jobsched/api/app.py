@@ -45,7 +45,14 @@ from jobsched.jobs import Unsupported, pause_job, put_job, resume_job
 from jobsched.runs import RunStatus, instant_text, job_key
 from jobsched.schedule.engine import compile_schedule
 from jobsched.spec import CallbackTarget, JobSpec
-from jobsched.triggers import BackfillTooLarge, NoSchedule, get_backfill, start_backfill, trigger_run
+from jobsched.triggers import (
+    BackfillProgress,
+    BackfillTooLarge,
+    NoSchedule,
+    get_backfill,
+    start_backfill,
+    trigger_run,
+)
 from jobsched.worker import Worker
 
 MAX_BODY_BYTES = 256 * 1024
@@ -496,7 +503,7 @@ def _run_view(run: Run, token: str | None) -> RunView:
     )
 
 
-def _backfill_view(progress: Any) -> BackfillView:
+def _backfill_view(progress: BackfillProgress) -> BackfillView:
     return BackfillView(
         backfill_id=progress.backfill_id,
         job=progress.job,

@@ -70,6 +70,20 @@ class Run:
             reason=values.get("reason"),
         )
 
+    def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:
+        """The run message for this run (by default its current attempt, due at its own fire time)."""
+        return RunMessage(
+            job=self.job,
+            team=self.team,
+            run_id=self.run_id,
+            scheduled_at=instant_text(self.scheduled_at),
+            fire_at=instant_text(fire_at or self.fire_at),
+            attempt=attempt or self.attempt,
+            spec_version=self.spec_version,
+            trigger=self.trigger,
+            correlation_id=self.correlation_id,
+        )
+
 
 def lease_shard(job: str, run_id: str) -> int:
     return zlib.crc32(f"{job}/{run_id}".encode()) % LEASE_SHARDS
