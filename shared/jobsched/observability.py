@@ -35,6 +35,9 @@ def emit_run_outcome(
         metric.add_dimension(name="team", value=team)
         metric.add_dimension(name="priority", value=priority)
         metric.add_dimension(name="outcome", value=action)
+    # The same count by outcome alone: alarms cannot sum across teams, the SLO alarms read this one.
+    with single_metric(name="RunsByOutcome", unit=MetricUnit.Count, value=1, namespace=NAMESPACE) as metric:
+        metric.add_dimension(name="outcome", value=action)
     if lateness_seconds is not None:
         with single_metric(
             name="FireLatenessSeconds", unit=MetricUnit.Seconds, value=lateness_seconds, namespace=NAMESPACE

@@ -13,7 +13,8 @@ import json
 import os
 from dataclasses import dataclass
 
-SECRET_ENV = "JOBSCHED_CALLBACK_SECRET"
+SECRET_ENV = "JOBSCHED_CALLBACK_SECRET"  # the secret itself (local runtime, tests)
+SECRET_NAME_ENV = "JOBSCHED_CALLBACK_SECRET_NAME"  # or its Secrets Manager name (AWS)
 
 
 class InvalidToken(ValueError):
@@ -36,8 +37,14 @@ class CallbackTokens:
     @classmethod
     def from_env(cls) -> CallbackTokens:
         secret = os.environ.get(SECRET_ENV)
+        if not secret and os.environ.get(SECRET_NAME_ENV):
+            from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+            from jobsched.aws.clients import client
+
+            secret = str(SecretsProvider(boto3_client=client("secretsmanager")).get(os.environ[SECRET_NAME_ENV]))
         if not secret:
-            raise RuntimeError(f"environment variable {SECRET_ENV} is not set")
+            raise RuntimeError(f"set {SECRET_ENV} or {SECRET_NAME_ENV}")
         return cls(secret.encode())
 
     def issue(self, job: str, run_id: str, attempt: int) -> str:

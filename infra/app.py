@@ -1,0 +1,39 @@
+"""The CDK app: one stack per account and region.
+
+npx aws-cdk deploy -c stage=prod                 # account and region from the environment
+npx aws-cdk deploy -c stage=dev -c examples=true -c asset_dir=build/lambda
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `infra` as a package when run as a script
+
+from infra.stack import JobschedStack, StageConfig
+
+
+def build(app: cdk.App) -> JobschedStack:
+    config = StageConfig.from_context(app)
+    account = app.node.try_get_context("account") or os.environ.get("CDK_DEFAULT_ACCOUNT")
+    region = app.node.try_get_context("region") or os.environ.get("CDK_DEFAULT_REGION")
+    env = cdk.Environment(account=account, region=region) if account and region else None
+    stack = JobschedStack(app, f"jobsched-{config.stage}", config=config, env=env)
+    # cdk-nag (AWS Solutions rules) runs at synthesis; accepted findings are acknowledged in the stack.
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    return stack
+
+
+def main() -> None:
+    app = cdk.App()
+    build(app)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

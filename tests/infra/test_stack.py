@@ -1,0 +1,199 @@
+"""The synthesized template: what matters for correctness, security and on-call, checked directly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobsched.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Env
+
+Template = tuple[dict[str, Any], Path]
+
+
+def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {name: r["Properties"] | {"_r": r} for name, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def table(template: dict[str, Any], suffix: str) -> dict[str, Any]:
+    [found] = [p for p in resources(template, "AWS::DynamoDB::Table").values() if p["TableName"].endswith(suffix)]
+    return found
+
+
+def test_tables_match_the_one_definition(dev: Template) -> None:
+    template, _ = dev
+    for definition in (JOBS_TABLE, RUNS_TABLE):
+        props = table(template, f"-{definition.logical_name}")
+        assert props["KeySchema"] == [
+            {"AttributeName": definition.partition_key[0], "KeyType": "HASH"},
+            {"AttributeName": definition.sort_key[0], "KeyType": "RANGE"},
+        ]
+        indexes = {i["IndexName"]: i for i in props["GlobalSecondaryIndexes"]}
+        assert set(indexes) == {index.name for index in definition.indexes}
+        for index in definition.indexes:
+            keys = [k["AttributeName"] for k in indexes[index.name]["KeySchema"]]
+            assert keys == [index.partition_key[0], index.sort_key[0]]
+            assert indexes[index.name]["Projection"]["ProjectionType"] == index.projection
+        assert props["BillingMode"] == "PAY_PER_REQUEST"
+        assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+        assert props["SSESpecification"]["SSEEnabled"] is True and props["SSESpecification"]["SSEType"] == "KMS"
+        assert props["TimeToLiveSpecification"] == {"AttributeName": definition.ttl_attribute, "Enabled": True}
+
+
+def test_prod_retains_and_protects_tables_and_has_no_examples(dev: Template, prod: Template) -> None:
+    for definition in (JOBS_TABLE, RUNS_TABLE):
+        props = table(prod[0], f"-{definition.logical_name}")
+        assert props["DeletionProtectionEnabled"] is True
+        assert props["_r"]["DeletionPolicy"] == "Retain"
+        assert table(dev[0], f"-{definition.logical_name}")["_r"]["DeletionPolicy"] == "Delete"
+
+    def names(template: dict[str, Any]) -> set[str]:
+        return {p.get("FunctionName", "") for p in resources(template, "AWS::Lambda::Function").values()}
+
+    assert "jobsched-example-echo" in names(dev[0]) and "jobsched-example-echo" not in names(prod[0])
+
+
+def test_work_queues_redrive_to_dead_letter_queues_and_are_encrypted(dev: Template) -> None:
+    queues = resources(dev[0], "AWS::SQS::Queue")
+    for priority in PRIORITIES:
+        definition = WORK_QUEUES[priority]
+        [work] = [q for q in queues.values() if q["QueueName"] == f"jobsched-dev-{definition.logical_name}"]
+        assert work["RedrivePolicy"]["maxReceiveCount"] == definition.max_receive_count
+        assert work["VisibilityTimeout"] >= 6 * 900
+        assert "KmsMasterKeyId" in work
+    assert all("KmsMasterKeyId" in q for q in queues.values())
+
+
+def test_worker_event_sources_report_batch_failures_with_maximum_concurrency(dev: Template) -> None:
+    mappings = list(resources(dev[0], "AWS::Lambda::EventSourceMapping").values())
+    assert len(mappings) == len(PRIORITIES)
+    assert all(m["FunctionResponseTypes"] == ["ReportBatchItemFailures"] and m["BatchSize"] == 10 for m in mappings)
+    assert sorted(m["ScalingConfig"]["MaximumConcurrency"] for m in mappings) == sorted(
+        q.max_concurrency for q in WORK_QUEUES.values()
+    )
+
+
+def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev: Template) -> None:
+    functions = [
+        p for p in resources(dev[0], "AWS::Lambda::Function").values() if p["FunctionName"].startswith("jobsched-dev-")
+    ]
+    assert {p["FunctionName"] for p in functions} == {
+        "jobsched-dev-Dispatcher",
+        "jobsched-dev-Worker",
+        "jobsched-dev-Api",
+    }
+    for props in functions:
+        assert props["Architectures"] == ["arm64"] and props["Runtime"] == "python3.13"
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["LoggingConfig"]["LogFormat"] == "JSON"
+        variables = props["Environment"]["Variables"]
+        assert {Env.JOBS_TABLE, Env.RUNS_TABLE, Env.ESCALATION_QUEUE, *Env.QUEUES_BY_PRIORITY.values()} <= set(
+            variables
+        )
+    [dispatcher] = [p for p in functions if p["FunctionName"] == "jobsched-dev-Dispatcher"]
+    assert dispatcher["ReservedConcurrentExecutions"] >= 1
+
+
+def test_dispatcher_ticks_every_minute(dev: Template) -> None:
+    [rule] = resources(dev[0], "AWS::Events::Rule").values()
+    assert rule["ScheduleExpression"] == "rate(1 minute)" and rule["State"] == "ENABLED"
+
+
+def test_no_policy_grants_a_wildcard_action(dev: Template) -> None:
+    for props in resources(dev[0], "AWS::IAM::Policy").values():
+        for statement in props["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            assert all(a != "*" and not a.endswith(":*") for a in actions), actions
+
+
+def test_target_permissions_require_the_target_tag(dev: Template) -> None:
+    """Whatever the worker may call on a team's behalf is reachable only if tagged jobsched-target=true."""
+    [worker_policy] = [p for n, p in resources(dev[0], "AWS::IAM::Policy").items() if n.startswith("FunctionsWorker")]
+    tagged = {"StringEquals": {"aws:ResourceTag/jobsched-target": "true"}}
+    conditioned: set[str] = set()
+    for statement in worker_policy["PolicyDocument"]["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resource = json.dumps(statement["Resource"])
+        wildcard_arn = resource.endswith(':*"]}') or resource.endswith('/*"]}') or ':*"' in resource
+        if "Condition" in statement:
+            assert statement["Condition"] == tagged
+            conditioned.update(actions)
+        elif wildcard_arn and "/index/*" not in resource:
+            raise AssertionError(f"untagged wildcard resource for {actions}: {resource}")
+    assert conditioned == {
+        "lambda:InvokeFunction",
+        "sqs:SendMessage",
+        "states:StartExecution",
+        "events:PutEvents",
+        "secretsmanager:GetSecretValue",
+        "ssm:GetParameter",
+    }
+
+
+def test_every_api_method_is_iam_authorized(dev: Template) -> None:
+    methods = resources(dev[0], "AWS::ApiGateway::Method")
+    assert methods and all(m["AuthorizationType"] == "AWS_IAM" for m in methods.values())
+    [stage] = resources(dev[0], "AWS::ApiGateway::Stage").values()
+    assert stage["AccessLogSetting"]["DestinationArn"] and stage["TracingEnabled"] is True
+    assert stage["MethodSettings"][0]["ThrottlingRateLimit"] > 0
+    assert resources(dev[0], "AWS::ApiGateway::UsagePlan")
+
+
+def test_alarms_page_the_ops_topic_with_their_thresholds(dev: Template) -> None:
+    template = dev[0]
+    topics = {n for n, p in resources(template, "AWS::SNS::Topic").items() if p["TopicName"].endswith("ops-alarms")}
+    assert all("KmsMasterKeyId" in p for p in resources(template, "AWS::SNS::Topic").values())
+    alarms = {
+        p["AlarmName"].removeprefix("jobsched-dev-"): p for p in resources(template, "AWS::CloudWatch::Alarm").values()
+    }
+    assert {
+        "DlqHighNotEmpty",
+        "DlqNormalNotEmpty",
+        "DlqLowNotEmpty",
+        "DispatcherErrors",
+        "DispatcherMissedTicks",
+        "FireLatenessP99",
+        "SloFastBurn",
+        "SloSlowBurn",
+        "OldestMessageNormal",
+        "WorkerThrottles",
+    } <= set(alarms)
+    for alarm in alarms.values():
+        assert [a["Ref"] for a in alarm["AlarmActions"]] == list(topics)
+    assert alarms["DlqNormalNotEmpty"]["Threshold"] == 0
+    assert alarms["SloFastBurn"]["Threshold"] == pytest.approx(14.4 * 0.005)
+    assert alarms["SloSlowBurn"]["Threshold"] == pytest.approx(6 * 0.005)
+    assert alarms["FireLatenessP99"]["Threshold"] == 5.0
+    assert alarms["DispatcherMissedTicks"]["ComparisonOperator"] == "LessThanThreshold"
+
+
+def test_three_dashboards(dev: Template) -> None:
+    names = {p["DashboardName"] for p in resources(dev[0], "AWS::CloudWatch::Dashboard").values()}
+    assert names == {"jobsched-dev-executive", "jobsched-dev-oncall", "jobsched-dev-debug"}
+
+
+def test_cdk_nag_finds_nothing_unacknowledged(dev: Template) -> None:
+    report = json.loads((dev[1] / "validation-report.json").read_text())
+    violations = [v for plugin in report.get("pluginReports", []) for v in plugin.get("violations", [])]
+    assert violations == [], violations[:3]
+    [nag] = [p for p in report["pluginReports"] if p["pluginName"] == "AwsSolutions"]
+    assert nag["conclusion"] == "success"
+    # Every acknowledged finding carries its reason.
+    assert nag["suppressedViolations"]
+    assert all(len(v["reason"]) > 20 for v in nag["suppressedViolations"])
+
+
+def test_cfn_lint_finds_no_errors(dev: Template) -> None:
+    template = dev[1] / "jobsched-dev.template.json"
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("cfn-lint")), str(template), "--format", "parseable"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    errors = [line for line in result.stdout.splitlines() if ":E" in line]
+    assert errors == [], "\n".join(errors[:10])
