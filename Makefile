@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit bench run clean
+.PHONY: test lint typecheck unit bench run synth clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,11 +22,17 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/pytest
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 $(BIN)/pytest
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_schedule.py
 	$(BIN)/python scripts/bench_pipeline.py
+
+# The full template, with the Lambda asset built for arm64 (pip, no Docker). Prints the template's path.
+synth: $(STAMP)
+	$(BIN)/python scripts/build_asset.py --out build/lambda
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 \
+		$(BIN)/python infra/app.py --stage $${STAGE:-dev} --asset-dir build/lambda --outdir cdk.out
 
 run: $(STAMP)
 	@echo "make run (the local runtime) arrives with issue #6; today jobsched offers 'jobsched validate' and 'jobsched preview':"
@@ -34,4 +40,4 @@ run: $(STAMP)
 	@exit 1
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build cdk.out

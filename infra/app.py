@@ -30,9 +30,20 @@ def build(app: cdk.App) -> JobschedStack:
 
 
 def main() -> None:
-    app = cdk.App()
-    build(app)
-    app.synth()
+    """Under the CDK CLI, context and output come from it; ``make synth`` passes them as options."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Synthesize the jobsched stack.")
+    parser.add_argument("--stage")
+    parser.add_argument("--asset-dir")
+    parser.add_argument("--outdir")
+    args = parser.parse_args()
+    context = {k: v for k, v in {"stage": args.stage, "asset_dir": args.asset_dir}.items() if v}
+    app = cdk.App(context=context or None, outdir=args.outdir)
+    stack = build(app)
+    assembly = app.synth()
+    if args.outdir:
+        print(Path(assembly.directory) / f"{stack.stack_name}.template.json")
 
 
 if __name__ == "__main__":
