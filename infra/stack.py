@@ -52,6 +52,7 @@ from jobsched.names import (
 )
 from jobsched.observability import NAMESPACE
 
+WORKFLOW_ROLE_ENV = "JOBSCHED_WORKFLOW_ROLE_ARN"
 TARGET_TAG = "jobsched-target"  # teams tag what the worker may call: ABAC instead of wildcard grants
 WORKER_TIMEOUT = Duration.minutes(15)
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
@@ -97,6 +98,7 @@ class JobschedStack(Stack):
             self, "Functions", config=config, storage=self.storage, queues=self.queues, key=self.key
         )
         self.dispatch = Dispatch(self, "Dispatch", config=config, functions=self.functions)
+        self.workflows = Workflows(self, "Workflows", config=config, queues=self.queues, functions=self.functions)
         self.api = Api(self, "Api", config=config, functions=self.functions)
         self.observability = Observability(
             self, "Observability", config=config, key=self.key, queues=self.queues, functions=self.functions
@@ -354,6 +356,68 @@ def _code(config: StageConfig) -> lambda_.Code:
             raise ValueError(f"{path} is not a built asset: run scripts/build_asset.py")
         return lambda_.Code.from_asset(str(path))
     return lambda_.Code.from_inline("def handler(event, context):\n    raise RuntimeError('stub: build the asset')\n")
+
+
+class Workflows(Construct):
+    """The role DAG state machines run with, and the API's right to manage them (issue #7 compiles them).
+
+    State machines live under ``jobsched-{stage}-*``. The API may create, update, tag and delete only
+    those, and may pass only this role. Task states send to the work queues (waitForTaskToken), and
+    the worker reports task results back.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StageConfig, queues: Queues, functions: Functions
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.prefix = _name(config, "")
+        self.role = iam.Role(
+            self,
+            "StateMachineRole",
+            role_name=_name(config, "workflows"),
+            assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
+            description="jobsched DAG state machines: send task messages to the work queues",
+        )
+        for queue in queues.work.values():
+            queue.grant_send_messages(self.role)
+        machines = stack.format_arn(
+            service="states", resource="stateMachine", resource_name=f"{self.prefix}*", arn_format=_colon()
+        )
+        executions = stack.format_arn(
+            service="states", resource="execution", resource_name=f"{self.prefix}*", arn_format=_colon()
+        )
+        functions.api.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "states:CreateStateMachine",
+                    "states:UpdateStateMachine",
+                    "states:DeleteStateMachine",
+                    "states:DescribeStateMachine",
+                    "states:TagResource",
+                    "states:StopExecution",
+                ],
+                resources=[machines, executions],
+            )
+        )
+        functions.api.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[self.role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "states.amazonaws.com"}},
+            )
+        )
+        functions.dispatcher.add_to_role_policy(
+            iam.PolicyStatement(actions=["states:StartExecution"], resources=[machines])
+        )
+        functions.worker.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
+                resources=[machines],
+            )
+        )
+        for function in (functions.api, functions.dispatcher, functions.worker):
+            function.add_environment(WORKFLOW_ROLE_ENV, self.role.role_arn)
 
 
 class Dispatch(Construct):
@@ -650,5 +714,9 @@ def _acknowledge(stack: JobschedStack) -> None:
         granular[f"AwsSolutions-IAM5[Resource::{arn}]"] = (
             f"team targets are registered at run time; only resources tagged {TARGET_TAG}=true (condition)"
         )
+    prefix = stack.workflows.prefix
+    for kind in ("stateMachine", "execution"):
+        arn = scoped.format(service="states", resource=f"{kind}:{prefix}*")
+        granular[f"AwsSolutions-IAM5[Resource::{arn}]"] = "only jobsched's own state machines (the stage prefix)"
     for rule, reason in (rules | granular).items():
         Validations.of(stack).acknowledge(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))

@@ -197,3 +197,22 @@ def test_cfn_lint_finds_no_errors(dev: Template) -> None:
     )
     errors = [line for line in result.stdout.splitlines() if ":E" in line]
     assert errors == [], "\n".join(errors[:10])
+
+
+def test_workflow_role_and_scoped_pass_role(dev: Template) -> None:
+    template = dev[0]
+    roles = {
+        n: p for n, p in resources(template, "AWS::IAM::Role").items() if p.get("RoleName") == "jobsched-dev-workflows"
+    }
+    [(role_name, role)] = roles.items()
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "states.amazonaws.com"}
+    [api_policy] = [p for n, p in resources(template, "AWS::IAM::Policy").items() if n.startswith("FunctionsApi")]
+    statements = api_policy["PolicyDocument"]["Statement"]
+    [pass_role] = [s for s in statements if s["Action"] == "iam:PassRole"]
+    assert pass_role["Resource"] == {"Fn::GetAtt": [role_name, "Arn"]}
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "states.amazonaws.com"}}
+    [manage] = [s for s in statements if isinstance(s["Action"], list) and "states:CreateStateMachine" in s["Action"]]
+    assert all(
+        "stateMachine:jobsched-dev-*" in json.dumps(r) or "execution:jobsched-dev-*" in json.dumps(r)
+        for r in manage["Resource"]
+    )
