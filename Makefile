@@ -34,10 +34,10 @@ synth: $(STAMP)
 	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 \
 		$(BIN)/python infra/app.py --stage $${STAGE:-dev} --asset-dir build/lambda --outdir cdk.out
 
+# The whole scheduler on this machine (moto, no AWS account). Options: make run ARGS="--tick 5 --port 9090"
 run: $(STAMP)
-	@echo "make run (the local runtime) arrives with issue #6; today jobsched offers 'jobsched validate' and 'jobsched preview':"
-	@$(BIN)/jobsched --help
-	@exit 1
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 \
+		$(BIN)/jobsched local up $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build cdk.out

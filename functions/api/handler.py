@@ -15,7 +15,7 @@ from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.names import Settings
 from jobsched.observability import make_logger, make_tracer
-from jobsched.wiring import build_worker, utc_now
+from jobsched.wiring import default_worker, utc_now
 
 logger = make_logger("api")
 tracer = make_tracer("api")
@@ -28,7 +28,7 @@ def services() -> ApiServices:
         jobs=JobsStore(settings.jobs_table),
         runs=RunsStore(settings.runs_table),
         queues=WorkQueues(settings.queue_urls),
-        worker=build_worker(settings),
+        worker=default_worker(),
         tokens=CallbackTokens.from_env(),
         membership=Membership.from_env(),
         clock=utc_now,

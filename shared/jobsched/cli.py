@@ -540,3 +540,102 @@ def cancel(job: str, run_id: str, team: str | None, client: Any, output: str) ->
     """Cancel a run that has not finished."""
     owner, name = _job_ref(job, team)
     _emit(client.call("POST", f"/teams/{owner}/jobs/{name}/runs/{run_id}/cancel").body, output, RUN_COLUMNS)
+
+
+# ------------------------------------------------------------------------------------ local runtime
+
+LOCAL_POINTER = Path.home() / ".jobsched-local" / "current"
+
+
+@cli.group()
+def local() -> None:
+    """The whole scheduler on this machine: moto for AWS, the real handlers, the API on 127.0.0.1."""
+
+
+@local.command("up")
+@click.option("--port", default=8080, show_default=True, help="Port of the local API.")
+@click.option("--tick", type=float, help="Seconds between dispatcher ticks (default: the rule's 60).")
+@click.option("--as", "principal", help="Default caller ARN (default: a platform admin).")
+@click.option("--no-examples", is_flag=True, help="Do not register the example jobs.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep tables here across restarts (default: a fresh state each start).",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def local_up(
+    port: int, tick: float | None, principal: str | None, no_examples: bool, state_dir: Path | None, log_level: str
+) -> None:
+    """Start moto, deploy the app's template into it, and drive the handlers until Ctrl-C."""
+    import logging
+    import os
+    import signal
+    import threading
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("werkzeug", "botocore", "urllib3", "jsii"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ["POWERTOOLS_LOG_LEVEL"] = log_level.upper()
+    from infra.local.runtime import DEFAULT_ADMIN, TEAM_PATTERN, LocalRuntime
+
+    if state_dir:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    runtime = LocalRuntime(
+        port=port,
+        tick_seconds=tick,
+        principal=principal or DEFAULT_ADMIN,
+        examples=not no_examples,
+        state_dir=state_dir,
+    )
+    runtime.start()
+    LOCAL_POINTER.parent.mkdir(parents=True, exist_ok=True)
+    LOCAL_POINTER.write_text(str(runtime.state_dir))
+    example = TEAM_PATTERN.format(team="payments")
+    jobs = "team 'examples': hello (every minute), flaky (fails twice, then succeeds), callback"
+    click.echo(
+        f"""
+jobsched is running locally.
+  API          {runtime.api_url}   (AWS, in moto: {runtime.endpoint})
+  CLI          export JOBSCHED_API={runtime.api_url}
+  identity     requests act as {runtime.principal}
+               X-Jobsched-Principal: {example}  acts as team payments
+  examples     {jobs if not no_examples else "none (--no-examples)"}
+  watch        jobsched runs examples/hello      jobsched local escalations
+  state        {runtime.state_dir}
+Ctrl-C stops everything."""
+    )
+    stopped = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped.wait()
+    click.echo("stopping...")
+    runtime.stop()
+
+
+@local.command("escalations")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The runtime's state directory (default: the one running or last run).",
+)
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def local_escalations(state_dir: Path | None, output: str) -> None:
+    """The escalations the local runtime has received (what SNS would deliver in AWS)."""
+    folder = state_dir or (Path(LOCAL_POINTER.read_text()) if LOCAL_POINTER.exists() else None)
+    path = folder / "escalations.jsonl" if folder else None
+    events = [json.loads(line) for line in path.read_text().splitlines()] if path and path.exists() else []
+    if output == "json":
+        click.echo(json.dumps(events, indent=2))
+        return
+    if not events:
+        click.echo("no escalations")
+    for event in events:
+        click.echo(
+            f"{event.get('kind')}: {event.get('job')} run {event.get('run_id')} attempt {event.get('attempt')}: "
+            f"{event.get('error')}"
+        )

@@ -48,8 +48,19 @@ def proxy_event(
 
 
 class LocalGateway:
-    def __init__(self, handler: Handler, *, host: str = "127.0.0.1", port: int = 0, principal: str | None = None):
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        principal: str | None = None,
+        context: Any = None,
+    ):
         gateway = self
+        # One request at a time, like one Lambda instance: Powertools' resolver keeps the current event on
+        # the app object, so concurrent calls into the same handler would see each other's requests.
+        instance = threading.Lock()
 
         class RequestHandler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -59,7 +70,8 @@ class LocalGateway:
                 body = self.rfile.read(length).decode(errors="replace") if length else None
                 event = proxy_event(self.command, self.path, dict(self.headers.items()), body, gateway.principal)
                 try:
-                    result = handler(event, None)
+                    with instance:
+                        result = handler(event, context)
                 except Exception as error:
                     result = json_error(502, f"the API function failed: {type(error).__name__}")
                 payload = (result.get("body") or "").encode()

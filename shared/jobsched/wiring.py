@@ -41,6 +41,16 @@ def build_worker(
     )
 
 
+_targets: TargetExecutor | None = None
+
+
+def use_targets(executor: TargetExecutor) -> None:
+    """Run Lambda targets another way (the local runtime runs the stack's functions in-process)."""
+    global _targets
+    _targets = executor
+    default_worker.cache_clear()
+
+
 @cache
 def default_dispatcher() -> Dispatcher:
     return build_dispatcher(Settings.from_env())
@@ -48,4 +58,4 @@ def default_dispatcher() -> Dispatcher:
 
 @cache
 def default_worker() -> Worker:
-    return build_worker(Settings.from_env())
+    return build_worker(Settings.from_env(), targets=_targets)

@@ -1,0 +1,177 @@
+"""Deploy the synthesized CDK app into a moto server through CloudFormation: the same template as AWS.
+
+moto lacks some resource types and has a few quirks. The template is adapted, each adaptation is
+reported once, and nothing is silently missing:
+- Lambda event source mappings are taken out: moto would try to run functions in Docker on every
+  send. The local runtime polls the queues itself, with each mapping's own settings.
+- Resource types moto cannot create are taken out. References to them become their ARNs, and the
+  runtime creates the ones the handlers need (the callback secret) with the same names.
+- Tag formats moto reads differently (KMS keys, SSM parameters) are converted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+STAGE = "local"
+
+# What the local runtime does instead, for each type moto cannot create.
+UNSUPPORTED = {
+    "AWS::ApiGateway::Account": "the local gateway logs requests itself",
+    "AWS::ApiGateway::RequestValidator": "the local gateway passes requests to the API handler, which validates them",
+    "AWS::ApiGateway::Stage": "the local gateway on 127.0.0.1 serves the API",
+    "AWS::ApiGateway::UsagePlan": "per-team throttling runs in the API handler",
+    "AWS::CloudWatch::Alarm": "no alarms locally; escalations are printed",
+    "AWS::SNS::TopicPolicy": "moto does not enforce resource policies",
+    "AWS::SQS::QueuePolicy": "moto does not enforce resource policies",
+    "AWS::SecretsManager::Secret": "created by the local runtime with the same name",
+}
+
+
+@dataclass(frozen=True)
+class EventSource:
+    function: str  # logical id
+    queue: str  # logical id
+    batch_size: int
+    max_concurrency: int
+    report_failures: bool
+
+
+@dataclass
+class Deployment:
+    endpoint: str
+    stack_name: str
+    physical: dict[str, str]  # logical id -> physical id (queue URL, table name, function name, ...)
+    functions: dict[str, dict[str, Any]]  # function name -> {"handler": ..., "environment": {...}}
+    event_sources: list[EventSource]
+    tick_seconds: dict[str, int]  # function logical id -> rule period
+    adaptations: list[str] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)  # logical id -> secret name
+
+    def queue_url(self, logical_id: str) -> str:
+        return self.physical[logical_id]
+
+
+def synthesize(outdir: Path, *, examples: bool) -> dict[str, Any]:
+    """The app's template for the local stage, with stub code (the handlers run from this checkout)."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
+    import aws_cdk as cdk
+
+    from infra.app import build
+
+    context = {"stage": STAGE, "account": ACCOUNT, "region": REGION, "examples": str(examples).lower()}
+    app = cdk.App(context=context, outdir=str(outdir))
+    stack = build(app)
+    app.synth()
+    template: dict[str, Any] = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+    return template
+
+
+def adapt(
+    template: dict[str, Any],
+) -> tuple[dict[str, Any], list[EventSource], dict[str, int], list[str], dict[str, str]]:
+    template = json.loads(json.dumps(template))
+    resources: dict[str, Any] = template["Resources"]
+    adaptations: list[str] = []
+    event_sources: list[EventSource] = []
+    secrets: dict[str, str] = {}
+    removed: dict[str, str] = {}  # logical id -> ARN stand-in
+    removed_kinds: set[str] = set()
+    for logical, resource in list(resources.items()):
+        kind, props = resource["Type"], resource.get("Properties", {})
+        if kind == "AWS::Lambda::EventSourceMapping":
+            event_sources.append(
+                EventSource(
+                    function=props["FunctionName"]["Ref"],
+                    queue=props["EventSourceArn"]["Fn::GetAtt"][0],
+                    batch_size=int(props.get("BatchSize", 10)),
+                    max_concurrency=int(props.get("ScalingConfig", {}).get("MaximumConcurrency", 2)),
+                    report_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
+                )
+            )
+            del resources[logical]
+        elif kind in UNSUPPORTED:
+            if kind == "AWS::SecretsManager::Secret":
+                secrets[logical] = props["Name"]
+                # ARNs keep their real shape: templates take them apart with Fn::Split / Fn::Select.
+                removed[logical] = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{props['Name']}-local"
+            else:
+                service = kind.split("::")[1].lower()
+                removed[logical] = f"arn:aws:{service}:{REGION}:{ACCOUNT}:{kind.split('::')[2].lower()}/{logical}"
+            removed_kinds.add(kind)
+            del resources[logical]
+        elif kind == "AWS::KMS::Key" and props.get("Tags"):
+            props["Tags"] = [{"TagKey": t["Key"], "TagValue": t["Value"]} for t in props["Tags"]]
+        elif kind == "AWS::SSM::Parameter" and isinstance(props.get("Tags"), dict):
+            props["Tags"] = [{"Key": k, "Value": v} for k, v in props["Tags"].items()]
+    for kind in sorted(removed_kinds):
+        adaptations.append(f"moto cannot create {kind}: {UNSUPPORTED[kind]}")
+    if event_sources:
+        adaptations.append(
+            f"{len(event_sources)} SQS event source mappings run in the local runtime (moto would need Docker)"
+        )
+    template["Resources"] = _replace_references(resources, removed)
+    if "Outputs" in template:
+        template["Outputs"] = _replace_references(template["Outputs"], removed)
+    template.pop("Rules", None)
+    template.get("Parameters", {}).pop("BootstrapVersion", None)
+    ticks: dict[str, int] = {}
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::Events::Rule":
+            expression = resource["Properties"]["ScheduleExpression"]
+            for target in resource["Properties"].get("Targets", []):
+                function = target["Arn"]["Fn::GetAtt"][0]
+                ticks[function] = _rate_seconds(expression)
+    return template, event_sources, ticks, adaptations, secrets
+
+
+def _replace_references(value: Any, removed: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1:
+            ((key, inner),) = value.items()
+            if key == "Ref" and inner in removed:
+                return removed[inner]
+            if key == "Fn::GetAtt" and isinstance(inner, list) and inner[0] in removed:
+                return removed[inner[0]]
+        return {k: _replace_references(v, removed) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_references(v, removed) for v in value]
+    return value
+
+
+def _rate_seconds(expression: str) -> int:
+    """rate(1 minute) -> 60."""
+    amount, unit = expression.removeprefix("rate(").removesuffix(")").split()
+    return int(amount) * {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600}[unit]
+
+
+def deploy(endpoint: str, template: dict[str, Any]) -> Deployment:
+    import boto3
+
+    adapted, event_sources, ticks, adaptations, secrets = adapt(template)
+    stack_name = f"jobsched-{STAGE}"
+    cloudformation = boto3.client("cloudformation", endpoint_url=endpoint, region_name=REGION)
+    cloudformation.create_stack(
+        StackName=stack_name, TemplateBody=json.dumps(adapted), Capabilities=["CAPABILITY_NAMED_IAM"]
+    )
+    status = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]["StackStatus"]
+    if status != "CREATE_COMPLETE":
+        raise RuntimeError(f"the local stack did not deploy: {status}")
+    physical = {
+        r["LogicalResourceId"]: r["PhysicalResourceId"]
+        for r in cloudformation.describe_stack_resources(StackName=stack_name)["StackResources"]
+        if r.get("PhysicalResourceId")
+    }
+    lambda_client = boto3.client("lambda", endpoint_url=endpoint, region_name=REGION)
+    functions = {
+        f["FunctionName"]: {"handler": f["Handler"], "environment": (f.get("Environment") or {}).get("Variables", {})}
+        for f in lambda_client.list_functions()["Functions"]
+    }
+    return Deployment(endpoint, stack_name, physical, functions, event_sources, ticks, adaptations, secrets)

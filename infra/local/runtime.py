@@ -1,0 +1,408 @@
+"""The whole scheduler on a laptop: moto for AWS, the real handlers driven the way AWS drives them.
+
+- EventBridge rules -> the dispatcher handler on its schedule (``tick`` can shorten it for demos, tests).
+- SQS event source mappings -> pollers per queue with the mapping's batch size and MaximumConcurrency.
+  They report batch item failures, delete what succeeded and leave the rest to SQS (and its DLQ redrive).
+- API Gateway -> the local gateway on 127.0.0.1 (identity: ``principal``, or X-Jobsched-Principal).
+- Lambda Invoke of the stack's functions (the examples) -> their handlers in-process; unknown ones fail
+  clearly.
+- Escalations -> printed and kept (``jobsched local escalations``).
+Handler environment variables come from the deployed Lambda configurations: no second definition.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import secrets
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize
+
+log = logging.getLogger("jobsched.local")
+
+DEFAULT_ADMIN = f"arn:aws:iam::{ACCOUNT}:role/platform-admin"
+TEAM_PATTERN = f"arn:aws:iam::{ACCOUNT}:role/team-{{team}}"
+LOCAL_FAILED_RECORD_RETRY = 5  # seconds before a failed record is offered again (AWS: the visibility timeout)
+
+
+@dataclass
+class LocalContext:
+    """Enough of a Lambda context for Powertools."""
+
+    function_name: str
+    memory_limit_in_mb: int = 256
+    aws_request_id: str = ""
+    invoked_function_arn: str = ""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LocalRuntime:
+    def __init__(
+        self,
+        *,
+        port: int = 8080,
+        tick_seconds: float | None = None,
+        principal: str = DEFAULT_ADMIN,
+        examples: bool = True,
+        state_dir: Path | None = None,
+        moto_port: int | None = None,
+    ) -> None:
+        self.port = port
+        self.tick_override = tick_seconds
+        self.principal = principal
+        self.examples = examples
+        self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="jobsched-local-"))
+        self.moto_port = moto_port or free_port()
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.escalations: list[dict[str, Any]] = []
+        self.deployment: Deployment | None = None
+        self._handlers: dict[str, Callable[..., Any]] = {}
+
+    # ------------------------------------------------------------------------------ life
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.moto_port}"
+
+    def start(self) -> LocalRuntime:
+        from moto.server import ThreadedMotoServer
+
+        os.environ.update(
+            {
+                "AWS_ACCESS_KEY_ID": "local",
+                "AWS_SECRET_ACCESS_KEY": "local",
+                "AWS_DEFAULT_REGION": REGION,
+                "AWS_REGION": REGION,
+                "MOTO_PORT": str(self.moto_port),  # moto's Step Functions interpreter calls back here
+                "POWERTOOLS_TRACE_DISABLED": "true",
+            }
+        )
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.moto_port, verbose=False)
+        self.server.start()
+        log.info("moto server on %s", self.endpoint)
+        began = time.monotonic()
+        template = synthesize(self.state_dir / "cdk.out", examples=self.examples)
+        self.deployment = deploy(self.endpoint, template)
+        for note in self.deployment.adaptations:
+            log.info("adapted for moto: %s", note)
+        log.info("stack deployed into moto in %.1f s", time.monotonic() - began)
+        self._configure_handlers()
+        self._restore_state()
+        self._start_gateway()
+        self._start_ticks()
+        self._start_pollers()
+        self._start_escalation_watch()
+        if self.examples:
+            self._register_examples()
+            self._start_callback_worker()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=5)
+        if hasattr(self, "gateway"):
+            self.gateway.stop()
+        self._save_state()
+        if hasattr(self, "server"):
+            self.server.stop()
+
+    # -------------------------------------------------------------------------- handlers
+
+    def _configure_handlers(self) -> None:
+        """Environment from the deployed functions; AWS calls go to moto; Lambda targets run here."""
+        from jobsched import wiring
+        from jobsched.api.identity import LOCAL_GATEWAY_ENV, MEMBERSHIP_ENV
+        from jobsched.api.tokens import SECRET_ENV
+        from jobsched.aws.clients import ENDPOINT_ENV, reset_clients
+        from jobsched.aws.targets import TargetExecutor
+
+        assert self.deployment is not None
+        for function in self.deployment.functions.values():
+            if function["handler"].startswith("functions."):
+                os.environ.update(function["environment"])
+        os.environ[ENDPOINT_ENV] = self.endpoint
+        os.environ[LOCAL_GATEWAY_ENV] = "1"
+        os.environ[MEMBERSHIP_ENV] = json.dumps({"admins": [DEFAULT_ADMIN], "team_patterns": [TEAM_PATTERN]})
+        os.environ.pop("JOBSCHED_MEMBERSHIP_PARAMETER", None)
+        import boto3
+
+        for name in self.deployment.secrets.values():  # moto's CloudFormation lacks secrets: same name here
+            boto3.client("secretsmanager", endpoint_url=self.endpoint).create_secret(
+                Name=name, SecretString=secrets.token_urlsafe(32)
+            )
+        os.environ[SECRET_ENV] = secrets.token_urlsafe(32)
+        reset_clients()
+        wiring.default_worker.cache_clear()
+        wiring.default_dispatcher.cache_clear()
+        wiring.use_targets(TargetExecutor(lambda_invoker=self.invoke))
+
+    def handler(self, path: str) -> Callable[..., Any]:
+        if path not in self._handlers:
+            module, _, attribute = path.rpartition(".")
+            self._handlers[path] = getattr(importlib.import_module(module), attribute)
+        return self._handlers[path]
+
+    def invoke(self, function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
+        """Lambda Invoke of a function deployed in the stack, run in-process."""
+        assert self.deployment is not None
+        name = function.rsplit(":", 1)[-1] if function.startswith("arn:") else function
+        deployed = self.deployment.functions.get(name)
+        if deployed is None:
+            message = f"Function not found: {name} (the local runtime runs the functions of its own stack)"
+            return json.dumps({"errorType": "ResourceNotFoundException", "errorMessage": message}).encode(), "Unhandled"
+        try:
+            result = self.handler(deployed["handler"])(json.loads(payload), LocalContext(name))
+        except Exception as error:
+            return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode(), "Unhandled"
+        return json.dumps(result).encode(), None
+
+    # ------------------------------------------------------------------------- drivers
+
+    def _start_gateway(self) -> None:
+        from functions.api import handler as api
+        from jobsched.local_gateway import LocalGateway
+
+        assert self.deployment is not None
+        name = next(n for n, f in self.deployment.functions.items() if f["handler"] == "functions.api.handler.handler")
+        self.gateway = LocalGateway(
+            api.handler, port=self.port, principal=self.principal, context=LocalContext(name)
+        ).start()
+
+    def _loop(self, name: str, period: float, action: Callable[[], None]) -> None:
+        def run() -> None:
+            while not self.stopping.is_set():
+                try:
+                    action()
+                except Exception:
+                    log.exception("%s failed", name)
+                self.stopping.wait(period)
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _start_ticks(self) -> None:
+        assert self.deployment is not None
+        for logical, seconds in self.deployment.tick_seconds.items():
+            function = self.deployment.physical[logical]
+            handler = self.handler(self.deployment.functions[function]["handler"])
+            period = self.tick_override or seconds
+            self._loop(f"tick-{function}", period, _tick(handler, function))
+            log.info("EventBridge rule: %s every %s s", function, period)
+
+    def _start_pollers(self) -> None:
+        import boto3
+
+        assert self.deployment is not None
+        sqs = boto3.client("sqs", endpoint_url=self.endpoint, region_name=REGION)
+        for source in self.deployment.event_sources:
+            url = self.deployment.queue_url(source.queue)
+            function = self.deployment.physical[source.function]
+            handler = self.handler(self.deployment.functions[function]["handler"])
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            pool = ThreadPoolExecutor(max_workers=source.max_concurrency, thread_name_prefix=f"poll-{source.queue}")
+
+            def poll(
+                url: str = url,
+                arn: str = arn,
+                handler: Callable[..., Any] = handler,
+                pool: Any = pool,
+                batch: int = source.batch_size,
+                function: str = function,
+            ) -> None:
+                messages = sqs.receive_message(
+                    QueueUrl=url, MaxNumberOfMessages=batch, WaitTimeSeconds=1, AttributeNames=["All"]
+                ).get("Messages", [])
+                if messages:
+                    pool.submit(self._deliver, sqs, url, arn, handler, function, messages)
+
+            self._loop(f"poll-{source.queue}", 0.05, poll)
+
+    def _deliver(
+        self, sqs: Any, url: str, arn: str, handler: Callable[..., Any], function: str, messages: list[dict[str, Any]]
+    ) -> None:
+        event = {"Records": [_record(m, arn) for m in messages]}
+        try:
+            response = handler(event, LocalContext(function, aws_request_id=uuid.uuid4().hex))
+            failed = {f["itemIdentifier"] for f in (response or {}).get("batchItemFailures", [])}
+        except Exception:
+            log.exception("%s failed a batch", function)
+            failed = {m["MessageId"] for m in messages}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        if done:
+            sqs.delete_message_batch(
+                QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)]
+            )
+        for message in messages:
+            if message["MessageId"] in failed:
+                # AWS would wait for the queue's visibility timeout (90 minutes here); locally, seconds.
+                sqs.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=LOCAL_FAILED_RECORD_RETRY
+                )
+
+    def _start_escalation_watch(self) -> None:
+        import boto3
+
+        url = os.environ["JOBSCHED_ESCALATION_QUEUE_URL"]
+        sqs = boto3.client("sqs", endpoint_url=self.endpoint, region_name=REGION)
+        path = self.state_dir / "escalations.jsonl"
+
+        def watch() -> None:
+            for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+                "Messages", []
+            ):
+                event = json.loads(message["Body"])
+                self.escalations.append(event)
+                with path.open("a") as file:
+                    file.write(json.dumps(event) + "\n")
+                log.warning(
+                    "ESCALATION %s: %s %s run %s attempt %s: %s",
+                    event.get("kind"),
+                    event.get("team"),
+                    event.get("job"),
+                    event.get("run_id"),
+                    event.get("attempt"),
+                    event.get("error"),
+                )
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+        self._loop("escalations", 0.2, watch)
+
+    # ------------------------------------------------------------------------ examples
+
+    def _register_examples(self) -> None:
+        from jobsched.client import ApiClient, HttpTransport
+
+        client = ApiClient(HttpTransport(self.api_url))
+        jobs = {
+            "hello": {
+                "schedule": {"expression": "* * * * *"},
+                "target": {"type": "lambda", "function": "jobsched-example-echo", "payload": {"hello": "world"}},
+            },
+            "flaky": {
+                "schedule": {"expression": "*/2 * * * *"},
+                "target": {"type": "lambda", "function": "jobsched-example-flaky", "payload": {"fail_times": 2}},
+                "retry": {"max_attempts": 4, "backoff": {"initial": "5s", "max": "30s"}},
+            },
+            "callback": {
+                "schedule": {"expression": "*/3 * * * *"},
+                "heartbeat_timeout": "2m",
+                "target": {"type": "callback", "timeout": "10m"},
+            },
+        }
+        for name, body in jobs.items():
+            client.call("PUT", f"/teams/examples/jobs/{name}", body)
+        log.info("example jobs registered for team 'examples': %s", ", ".join(jobs))
+
+    def _start_callback_worker(self) -> None:
+        """Plays the external worker of the example callback job: the sleep example heartbeats, then completes."""
+        from jobsched.client import ApiClient, HttpTransport
+
+        client = ApiClient(HttpTransport(self.api_url))
+        started: set[str] = set()
+
+        def work() -> None:
+            runs = client.call("GET", "/teams/examples/jobs/callback/runs", query={"status": "RUNNING"}).body["runs"]
+            for run in runs:
+                if run["run_id"] in started:
+                    continue
+                started.add(run["run_id"])
+                detail = client.call("GET", f"/teams/examples/jobs/callback/runs/{run['run_id']}").body
+                payload = {
+                    "payload": {"seconds": 3, "callback_token": detail["callback_token"], "api_url": self.api_url}
+                }
+                threading.Thread(
+                    target=self.invoke,
+                    args=("jobsched-example-sleep", json.dumps(payload).encode(), timedelta(minutes=5)),
+                    daemon=True,
+                ).start()
+
+        self._loop("callback-worker", 2.0, work)
+
+    # --------------------------------------------------------------------------- state
+
+    def _save_state(self) -> None:
+        """Tables are kept across restarts in ``state_dir`` (queue contents are not)."""
+        import boto3
+
+        if self.deployment is None:
+            return
+        dynamodb = boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=REGION)
+        snapshot: dict[str, list[Any]] = {}
+        for variable in ("JOBSCHED_JOBS_TABLE", "JOBSCHED_RUNS_TABLE"):
+            table = os.environ[variable]
+            items: list[Any] = []
+            for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+                items += page["Items"]
+            snapshot[variable] = items
+        (self.state_dir / "tables.json").write_text(json.dumps(snapshot))
+
+    def _restore_state(self) -> None:
+        import boto3
+
+        path = self.state_dir / "tables.json"
+        if not path.exists():
+            return
+        dynamodb = boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=REGION)
+        for variable, items in json.loads(path.read_text()).items():
+            for start in range(0, len(items), 25):
+                requests = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+                dynamodb.batch_write_item(RequestItems={os.environ[variable]: requests})
+        log.info("restored tables from %s", path)
+
+
+def _tick(handler: Callable[..., Any], function: str) -> Callable[[], None]:
+    """What the EventBridge rule does each period: invoke the function with a scheduled event."""
+
+    def fire() -> None:
+        event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+        handler(event, LocalContext(function, aws_request_id=uuid.uuid4().hex))
+
+    return fire
+
+
+def _record(message: dict[str, Any], arn: str) -> dict[str, Any]:
+    attributes = message.get("Attributes", {})
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": {
+            "ApproximateReceiveCount": attributes.get("ApproximateReceiveCount", "1"),
+            "SentTimestamp": attributes.get("SentTimestamp", "0"),
+            "SenderId": attributes.get("SenderId", "local"),
+            "ApproximateFirstReceiveTimestamp": attributes.get("ApproximateFirstReceiveTimestamp", "0"),
+        },
+        "messageAttributes": {},
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": arn,
+        "awsRegion": REGION,
+    }
