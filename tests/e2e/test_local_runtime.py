@@ -1,0 +1,148 @@
+"""End to end through the local runtime: HTTP API -> dispatcher tick -> SQS (moto server) -> worker -> targets.
+
+One runtime per module (deploying the template takes seconds), a 1-second tick, real time. No test waits
+longer than about 30 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import urllib3
+
+from infra.local.runtime import TEAM_PATTERN, LocalRuntime, free_port
+
+HTTP = urllib3.PoolManager()
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
+    saved = dict(os.environ)
+    started = LocalRuntime(
+        port=free_port(), tick_seconds=1.0, examples=True, state_dir=tmp_path_factory.mktemp("local")
+    )
+    started.start()
+    yield started
+    started.stop()
+    os.environ.clear()
+    os.environ.update(saved)
+    from jobsched import wiring
+    from jobsched.aws.clients import reset_clients
+
+    reset_clients()
+    wiring.default_worker.cache_clear()
+    wiring.default_dispatcher.cache_clear()
+    wiring._targets = None
+
+
+def call(runtime: LocalRuntime, method: str, path: str, body: Any = None, team: str | None = "e2e") -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json"}
+    if team:
+        headers["X-Jobsched-Principal"] = TEAM_PATTERN.format(team=team)
+    response = HTTP.request(
+        method, runtime.api_url + path, body=json.dumps(body) if body is not None else None, headers=headers
+    )
+    return response.status, json.loads(response.data) if response.data else None
+
+
+def wait_for(check: Callable[[], Any], seconds: float = 30.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.3)
+    raise AssertionError(f"not within {seconds} s")
+
+
+def run_of(runtime: LocalRuntime, job: str, run_id: str) -> dict[str, Any]:
+    """The run, or {"status": None} while it does not exist yet."""
+    status, body = call(runtime, "GET", f"/teams/e2e/jobs/{job}/runs/{run_id}")
+    return body if status == 200 else {"status": None}
+
+
+def finished(runtime: LocalRuntime, job: str, run_id: str) -> Callable[[], Any]:
+    def check() -> Any:
+        run = run_of(runtime, job, run_id)
+        return run if run["status"] in ("SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED") else None
+
+    return check
+
+
+def test_a_scheduled_run_fires_on_time_through_the_whole_stack(runtime: LocalRuntime) -> None:
+    at = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
+    body = {
+        "schedule": {"expression": f"at({at:%Y-%m-%dT%H:%M:%S})"},
+        "target": {"type": "lambda", "function": "jobsched-example-echo", "payload": {"n": 1}},
+    }
+    status, job = call(runtime, "PUT", "/teams/e2e/jobs/once", body)
+    assert status == 201 and job["next_fire_times"] == [f"{at:%Y-%m-%dT%H:%M:%SZ}"]
+    run = wait_for(finished(runtime, "once", f"{at:%Y%m%dT%H%M%SZ}"))
+    assert run["status"] == "SUCCEEDED" and '"n": 1' in run["output"]
+    assert 0 <= run["lateness_seconds"] < 3
+
+
+def test_a_flaky_job_is_retried_to_success(runtime: LocalRuntime) -> None:
+    body = {
+        "target": {"type": "lambda", "function": "jobsched-example-flaky", "payload": {"fail_times": 2}},
+        "retry": {"max_attempts": 3, "backoff": {"initial": "1s", "multiplier": 1, "max": "1s", "jitter": "none"}},
+    }
+    call(runtime, "PUT", "/teams/e2e/jobs/flaky", body)
+    status, run = call(runtime, "POST", "/teams/e2e/jobs/flaky/trigger")
+    assert status == 202
+    done = wait_for(finished(runtime, "flaky", run["run_id"]))
+    assert done["status"] == "SUCCEEDED" and done["attempt"] == 3
+
+
+def test_a_job_that_keeps_failing_ends_failed_with_one_escalation(runtime: LocalRuntime) -> None:
+    body = {
+        "target": {"type": "lambda", "function": "jobsched-example-flaky", "payload": {"fail_times": 9}},
+        "retry": {"max_attempts": 2, "backoff": {"initial": "1s", "max": "1s", "jitter": "none"}},
+    }
+    call(runtime, "PUT", "/teams/e2e/jobs/doomed", body)
+    run = call(runtime, "POST", "/teams/e2e/jobs/doomed/trigger")[1]
+    done = wait_for(finished(runtime, "doomed", run["run_id"]))
+    assert done["status"] == "FAILED" and done["attempt"] == 2 and "fails on purpose" in done["error"]
+    escalations = wait_for(lambda: [e for e in runtime.escalations if e["run_id"] == run["run_id"]], 10)
+    assert len(escalations) == 1 and escalations[0]["kind"] == "run_failed"
+
+
+def test_an_unknown_function_fails_clearly(runtime: LocalRuntime) -> None:
+    body = {"target": {"type": "lambda", "function": "not-deployed"}, "retry": {"max_attempts": 1}}
+    call(runtime, "PUT", "/teams/e2e/jobs/missing", body)
+    run = call(runtime, "POST", "/teams/e2e/jobs/missing/trigger")[1]
+    done = wait_for(finished(runtime, "missing", run["run_id"]))
+    assert done["status"] == "FAILED" and "Function not found: not-deployed" in done["error"]
+
+
+def test_a_callback_run_heartbeats_and_completes(runtime: LocalRuntime) -> None:
+    call(
+        runtime,
+        "PUT",
+        "/teams/e2e/jobs/external",
+        {"target": {"type": "callback", "timeout": "10m"}, "heartbeat_timeout": "1m"},
+    )
+    run = call(runtime, "POST", "/teams/e2e/jobs/external/trigger")[1]
+    running = wait_for(lambda: (r := run_of(runtime, "external", run["run_id"]))["status"] == "RUNNING" and r)
+    token = running["callback_token"]
+    assert call(runtime, "POST", f"/runs/{token}/heartbeat", team=None)[0] == 200
+    status, done = call(runtime, "POST", f"/runs/{token}/complete", {"status": "succeeded", "output": "ok"}, team=None)
+    assert status == 200 and done["status"] == "SUCCEEDED"
+
+
+def test_team_isolation_through_the_gateway(runtime: LocalRuntime) -> None:
+    call(runtime, "PUT", "/teams/e2e/jobs/private", {"target": {"type": "callback"}})
+    status, body = call(runtime, "GET", "/teams/e2e/jobs/private", team="intruders")
+    assert status == 403 and body["error"]["code"] == "forbidden"
+    assert call(runtime, "GET", "/teams/e2e/jobs/private")[0] == 200
+
+
+def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
+    status, page = call(runtime, "GET", "/teams/examples/jobs", team="examples")
+    assert status == 200 and {j["name"] for j in page["jobs"]} == {"hello", "flaky", "callback"}
