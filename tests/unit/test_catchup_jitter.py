@@ -139,3 +139,17 @@ def test_jitter_does_not_depend_on_how_far_ahead_one_looks() -> None:
         until = utc("2027-01-01T00:00Z") + timedelta(minutes=minutes)
         for fire in schedule.fires(utc("2027-01-01T00:00Z"), until=until):
             assert fire.fire_at == far[fire.at], (minutes, fire.at)
+
+
+def test_sqs_delays_round_up_so_nothing_fires_early() -> None:
+    from jobsched.aws.queues import delay_seconds
+
+    assert [delay_seconds(timedelta(seconds=s)) for s in (-5, 0, 0.2, 3.999, 4, 899.5, 5000)] == [
+        0,
+        0,
+        1,
+        4,
+        4,
+        900,
+        900,
+    ]

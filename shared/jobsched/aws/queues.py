@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -16,8 +17,9 @@ class QueueSendError(RuntimeError):
 
 
 def delay_seconds(delay: timedelta) -> int:
-    """SQS DelaySeconds for a wait: 0..900; longer waits are re-delayed by the worker on arrival."""
-    return max(0, min(int(delay.total_seconds()), int(MAX_SQS_DELAY.total_seconds())))
+    """SQS DelaySeconds for a wait: 0..900, rounded up so a message never arrives before its instant;
+    longer waits are re-delayed by the worker on arrival."""
+    return max(0, min(math.ceil(delay.total_seconds()), int(MAX_SQS_DELAY.total_seconds())))
 
 
 class WorkQueues:
