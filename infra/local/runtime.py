@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ class LocalRuntime:
         self.escalations: list[dict[str, Any]] = []
         self.deployment: Deployment | None = None
         self._handlers: dict[str, Callable[..., Any]] = {}
+        self._invocations: dict[str, deque[dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------------------ life
 
@@ -177,11 +179,17 @@ class LocalRuntime:
         if deployed is None:
             message = f"Function not found: {name} (the local runtime runs the functions of its own stack)"
             return json.dumps({"errorType": "ResourceNotFoundException", "errorMessage": message}).encode(), "Unhandled"
+        event = json.loads(payload)
+        self._invocations.setdefault(name, deque(maxlen=200_000)).append(event)
         try:
-            result = self.handler(deployed["handler"])(json.loads(payload), LocalContext(name))
+            result = self.handler(deployed["handler"])(event, LocalContext(name))
         except Exception as error:
             return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode(), "Unhandled"
         return json.dumps(result).encode(), None
+
+    def invocations(self, function: str) -> list[dict[str, Any]]:
+        """The events a stack function was invoked with (for benchmarks and tests)."""
+        return list(self._invocations.get(function, ()))
 
     # ------------------------------------------------------------------------- drivers
 

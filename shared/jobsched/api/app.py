@@ -482,7 +482,7 @@ def _job_view(stored: StoredJob, now: datetime) -> JobView:
 
 
 def _run_view(run: Run, token: str | None) -> RunView:
-    lateness = (run.started_at - run.fire_at).total_seconds() if run.started_at else None
+    lateness = run.lateness_ms / 1000 if run.lateness_ms is not None else None
     return RunView(
         job=run.job,
         run_id=run.run_id,

@@ -44,6 +44,7 @@ class Run:
     error: str | None = None
     output: str | None = None
     reason: str | None = None
+    lateness_ms: int | None = None  # first attempt's start minus its fire time, to the millisecond
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> Run:
@@ -68,6 +69,7 @@ class Run:
             error=values.get("error"),
             output=values.get("output"),
             reason=values.get("reason"),
+            lateness_ms=int(values["lateness_ms"]) if "lateness_ms" in values else None,
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:
@@ -147,6 +149,7 @@ class RunsStore:
         }
         if status is RunStatus.RUNNING:
             values |= self._running(message.job, message.run_id, now, lease_until, external)
+            values["lateness_ms"] = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
         elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED):
             values["finished_at"] = instant_text(now)
         try:

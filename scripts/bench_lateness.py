@@ -1,0 +1,80 @@
+"""Fire lateness through the local runtime: N jobs (default 500) every minute for 3 minutes.
+
+Lateness = the worker's start of a run minus its scheduled instant. Prints p50, p99 and max, and the
+duplicates found (runs per (job, instant) beyond one, and executions per (run, attempt) beyond one).
+moto's server is the bottleneck locally (hundreds of requests a second on one core): this measures the
+design's timing on a laptop, not AWS's.
+
+    python scripts/bench_lateness.py [--jobs 500] [--minutes 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+from infra.local.runtime import LocalRuntime, free_port
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--minutes", type=int, default=3)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    runtime = LocalRuntime(port=free_port(), examples=True).start()  # the rule's own 60 s tick
+    from jobsched.client import ApiClient, HttpTransport
+
+    client = ApiClient(HttpTransport(runtime.api_url))
+    began = time.monotonic()
+    for index in range(args.jobs):
+        client.call(
+            "PUT",
+            f"/teams/bench/jobs/job-{index:04d}",
+            {
+                "schedule": {"expression": "* * * * *"},
+                "target": {"type": "lambda", "function": "jobsched-example-echo"},
+                "concurrency": {"max_running": 1, "overlap": "allow"},
+            },
+        )
+    print(f"registered {args.jobs} jobs in {time.monotonic() - began:.1f} s")
+    now = datetime.now(UTC)
+    first = (now + timedelta(minutes=1)).replace(second=0, microsecond=0)
+    last = first + timedelta(minutes=args.minutes - 1)
+    while datetime.now(UTC) < last + timedelta(seconds=45):
+        time.sleep(5)
+    lateness: list[float] = []
+    duplicates = 0
+    missing = 0
+    for index in range(args.jobs):
+        runs = client.paged(f"/teams/bench/jobs/job-{index:04d}/runs", "runs")
+        scheduled = [r for r in runs if r["trigger"] == "schedule" and first <= _instant(r["scheduled_at"]) <= last]
+        counts = Counter(r["scheduled_at"] for r in scheduled)
+        duplicates += sum(c - 1 for c in counts.values())
+        missing += args.minutes - len(counts)
+        lateness += [r["lateness_seconds"] for r in scheduled if r["lateness_seconds"] is not None]
+    executions = Counter(
+        (e["jobsched"]["job"], e["jobsched"]["run_id"], e["jobsched"]["attempt"])
+        for e in runtime.invocations("jobsched-example-echo")
+    )
+    duplicate_executions = sum(c - 1 for c in executions.values())
+    runtime.stop()
+    lateness.sort()
+    p99 = lateness[min(len(lateness) - 1, int(len(lateness) * 0.99))] if lateness else float("nan")
+    print(f"jobs={args.jobs} minutes={args.minutes} runs_measured={len(lateness)} missing={missing}")
+    print(
+        f"lateness_p50_s={statistics.median(lateness):.3f} lateness_p99_s={p99:.3f} lateness_max_s={max(lateness):.3f}"
+    )
+    print(f"duplicate_runs={duplicates} duplicate_executions={duplicate_executions}")
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+if __name__ == "__main__":
+    main()
