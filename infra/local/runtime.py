@@ -105,6 +105,7 @@ class LocalRuntime:
                 "POWERTOOLS_TRACE_DISABLED": "true",
             }
         )
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request log: one line per AWS call
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.moto_port, verbose=False)
         self.server.start()
         log.info("moto server on %s", self.endpoint)
