@@ -18,6 +18,8 @@ import logging
 import os
 import secrets
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -93,8 +95,6 @@ class LocalRuntime:
         return f"http://127.0.0.1:{self.moto_port}"
 
     def start(self) -> LocalRuntime:
-        from moto.server import ThreadedMotoServer
-
         os.environ.update(
             {
                 "AWS_ACCESS_KEY_ID": "local",
@@ -105,9 +105,14 @@ class LocalRuntime:
                 "POWERTOOLS_TRACE_DISABLED": "true",
             }
         )
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request log: one line per AWS call
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.moto_port, verbose=False)
-        self.server.start()
+        # moto in its own process: AWS emulation gets its own core instead of sharing the handlers' GIL.
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.moto_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "MOTO_PORT": str(self.moto_port)},
+        )
+        _wait_for_port(self.moto_port, self.server)
         log.info("moto server on %s", self.endpoint)
         began = time.monotonic()
         template = synthesize(self.state_dir / "cdk.out", examples=self.examples)
@@ -134,7 +139,8 @@ class LocalRuntime:
             self.gateway.stop()
         self._save_state()
         if hasattr(self, "server"):
-            self.server.stop()
+            self.server.terminate()
+            self.server.wait(timeout=10)
 
     # -------------------------------------------------------------------------- handlers
 
@@ -385,6 +391,18 @@ class LocalRuntime:
                 requests = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
                 dynamodb.batch_write_item(RequestItems={os.environ[variable]: requests})
         log.info("restored tables from %s", path)
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the moto server exited with {process.returncode}")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"the moto server did not listen on port {port} within {seconds:.0f} s")
 
 
 def _tick(handler: Callable[..., Any], function: str) -> Callable[[], None]:
