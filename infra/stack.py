@@ -165,49 +165,38 @@ class Storage(Construct):
 class Queues(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig, key: kms.IKey) -> None:
         super().__init__(scope, construct_id)
+        self.config, self.key = config, key
         self.work: dict[str, sqs.Queue] = {}
         self.dead: dict[str, sqs.Queue] = {}
         for priority in PRIORITIES:
             definition = WORK_QUEUES[priority]
-            dead = sqs.Queue(
-                self,
-                f"{definition.logical_name}Dlq",
-                queue_name=_name(config, f"{definition.logical_name}-dlq"),
-                encryption=sqs.QueueEncryption.KMS,
-                encryption_master_key=key,
-                retention_period=Duration.days(14),
-                enforce_ssl=True,
-            )
+            dead = self._queue(f"{definition.logical_name}Dlq", f"{definition.logical_name}-dlq")
             self.dead[priority] = dead
-            self.work[priority] = sqs.Queue(
-                self,
+            self.work[priority] = self._queue(
                 definition.logical_name,
-                queue_name=_name(config, definition.logical_name),
-                encryption=sqs.QueueEncryption.KMS,
-                encryption_master_key=key,
+                definition.logical_name,
                 # Longer than six worker timeouts, as Lambda's event source mapping asks.
                 visibility_timeout=Duration.seconds(WORKER_TIMEOUT.to_seconds() * 6),
                 dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=definition.max_receive_count, queue=dead),
-                enforce_ssl=True,
             )
-        self.escalation_dead = sqs.Queue(
-            self,
-            "EscalationsDlq",
-            queue_name=_name(config, "Escalations-dlq"),
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            retention_period=Duration.days(14),
-            enforce_ssl=True,
-        )
-        self.escalations = sqs.Queue(
-            self,
+        self.escalation_dead = self._queue("EscalationsDlq", "Escalations-dlq")
+        self.escalations = self._queue(
             "Escalations",
-            queue_name=_name(config, "Escalations"),
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            retention_period=Duration.days(14),
+            "Escalations",
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=5, queue=self.escalation_dead),
+        )
+
+    def _queue(self, construct_id: str, logical_name: str, **options: Any) -> sqs.Queue:
+        """Every queue: our KMS key, TLS only, 14 days to look at what is in it."""
+        return sqs.Queue(
+            self,
+            construct_id,
+            queue_name=_name(self.config, logical_name),
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=self.key,
+            retention_period=Duration.days(14),
             enforce_ssl=True,
+            **options,
         )
 
 
