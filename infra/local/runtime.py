@@ -229,7 +229,7 @@ class LocalRuntime:
             function = self.deployment.physical[logical]
             handler = self.handler(self.deployment.functions[function]["handler"])
             period = self.tick_override or seconds
-            self._loop(f"tick-{function}", period, _tick(handler, function))
+            self._loop(f"tick-{function}", period, _tick(handler, function), aligned=True)
             log.info("EventBridge rule: %s every %s s", function, period)
 
     def _start_pollers(self) -> None:
