@@ -210,14 +210,17 @@ class LocalRuntime:
             api.handler, port=self.port, principal=self.principal, context=LocalContext(name)
         ).start()
 
-    def _loop(self, name: str, period: float, action: Callable[[], None]) -> None:
+    def _loop(self, name: str, period: float, action: Callable[[], None], *, aligned: bool = False) -> None:
+        """Run ``action`` every ``period`` seconds; ``aligned``: on wall-clock multiples of it, as EventBridge
+        fires rate(1 minute) near the top of each minute rather than at the runtime's start phase."""
+
         def run() -> None:
             while not self.stopping.is_set():
                 try:
                     action()
-                except Exception:
+                except Exception:  # a failing round is logged; the runtime keeps going
                     log.exception("%s failed", name)
-                self.stopping.wait(period)
+                self.stopping.wait(period - time.time() % period if aligned else period)
 
         thread = threading.Thread(target=run, name=name, daemon=True)
         thread.start()
