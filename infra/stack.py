@@ -232,6 +232,9 @@ class Functions(Construct):
         self.worker = self._function(
             "Worker", "functions.worker.handler.handler", config, environment, WORKER_TIMEOUT, 256
         )
+        self.heartbeat = self._function(
+            "Heartbeat", "functions.heartbeat.handler.handler", config, environment, Duration.seconds(60), 256
+        )
         self.api = self._function(
             "Api",
             "functions.api.handler.handler",
@@ -242,13 +245,13 @@ class Functions(Construct):
         )
         storage.jobs.grant_read_write_data(self.dispatcher)
         storage.runs.grant_read_write_data(self.dispatcher)
-        for function in (self.worker, self.api):
+        for function in (self.worker, self.api, self.heartbeat):
             storage.jobs.grant_read_write_data(function)
             storage.runs.grant_read_write_data(function)
             queues.escalations.grant_send_messages(function)
         for priority in PRIORITIES:
             queue = queues.work[priority]
-            for function in (self.dispatcher, self.worker, self.api):
+            for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
                 queue.grant_send_messages(function)
             self.worker.add_event_source(
                 sources.SqsEventSource(
@@ -410,7 +413,7 @@ class Workflows(Construct):
 
 
 class Dispatch(Construct):
-    """The dispatcher tick (the heartbeat tick joins it with issue #8)."""
+    """The dispatcher tick and the heartbeat tick, every minute."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig, functions: Functions) -> None:
         super().__init__(scope, construct_id)
@@ -421,6 +424,13 @@ class Dispatch(Construct):
             schedule=events.Schedule.rate(Duration.minutes(1)),
         )
         self.tick.add_target(event_targets.LambdaFunction(functions.dispatcher, retry_attempts=2))
+        self.heartbeat_tick = events.Rule(
+            self,
+            "HeartbeatTick",
+            rule_name=_name(config, "HeartbeatTick"),
+            schedule=events.Schedule.rate(Duration.minutes(1)),
+        )
+        self.heartbeat_tick.add_target(event_targets.LambdaFunction(functions.heartbeat, retry_attempts=2))
 
 
 class Api(Construct):

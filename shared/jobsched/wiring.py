@@ -11,6 +11,7 @@ from jobsched.aws.queues import EscalationQueue, WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.aws.targets import TargetExecutor
 from jobsched.dispatch import Dispatcher
+from jobsched.heartbeat import HeartbeatChecker
 from jobsched.names import Settings
 from jobsched.tz import UTC
 from jobsched.worker import Worker
@@ -49,11 +50,18 @@ def use_targets(executor: TargetExecutor) -> None:
     global _targets
     _targets = executor
     default_worker.cache_clear()
+    default_heartbeat.cache_clear()
 
 
 @cache
 def default_dispatcher() -> Dispatcher:
     return build_dispatcher(Settings.from_env())
+
+
+@cache
+def default_heartbeat() -> HeartbeatChecker:
+    settings = Settings.from_env()
+    return HeartbeatChecker(RunsStore(settings.runs_table), default_worker())
 
 
 @cache

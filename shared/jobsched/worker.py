@@ -162,6 +162,15 @@ class Worker:
         )
         return updated
 
+    def time_out(self, run: Run) -> Outcome:
+        """A waiting run whose lease ran out (no heartbeat or result in time): retried by policy, or
+        TIMED_OUT with an escalation. Reports from the timed-out attempt are refused by its fencing."""
+        now = self.clock()
+        stored = self.jobs.get(run.job)
+        if stored is None or run.status is not RunStatus.RUNNING or not run.lease_until or run.lease_until > now:
+            return Outcome("duplicate", "not an expired lease")
+        return self._recover_lost_attempt(run, run.to_message(), stored, now)
+
     def cancel(self, job: str, run_id: str) -> Run:
         """Cancel a run that has not finished; StaleAttempt if it already has."""
         run = self.runs.get(job, run_id)

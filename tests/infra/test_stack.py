@@ -85,6 +85,7 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         "jobsched-dev-Dispatcher",
         "jobsched-dev-Worker",
         "jobsched-dev-Api",
+        "jobsched-dev-Heartbeat",
     }
     for props in functions:
         assert props["Architectures"] == ["arm64"] and props["Runtime"] == "python3.13"
@@ -98,9 +99,10 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
     assert dispatcher["ReservedConcurrentExecutions"] >= 1
 
 
-def test_dispatcher_ticks_every_minute(dev: Template) -> None:
-    [rule] = resources(dev[0], "AWS::Events::Rule").values()
-    assert rule["ScheduleExpression"] == "rate(1 minute)" and rule["State"] == "ENABLED"
+def test_dispatcher_and_heartbeat_tick_every_minute(dev: Template) -> None:
+    rules = {p["Name"]: p for p in resources(dev[0], "AWS::Events::Rule").values()}
+    assert set(rules) == {"jobsched-dev-DispatcherTick", "jobsched-dev-HeartbeatTick"}
+    assert all(r["ScheduleExpression"] == "rate(1 minute)" and r["State"] == "ENABLED" for r in rules.values())
 
 
 def test_no_policy_grants_a_wildcard_action(dev: Template) -> None:

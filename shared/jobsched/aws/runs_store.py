@@ -254,6 +254,25 @@ class RunsStore:
         update = "SET lease_until = :lease, lease_expires_at = :lease"
         return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
 
+    def expired_leases(self, shard: int, now: datetime) -> Iterator[Run]:
+        """Runs waiting for an outside result whose lease has run out (the sparse leases index only)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": RunsKeys.LEASE_INDEX,
+            "KeyConditionExpression": "lease_shard = :shard AND lease_expires_at <= :now",
+            "ExpressionAttributeValues": to_values({":shard": shard, ":now": instant_text(now)}),
+        }
+        while True:
+            response = self.db.query(**request)
+            for item in response.get("Items", []):
+                values = from_item(item)
+                run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
+                if run is not None:
+                    yield run
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def wakeups(self, shard: int, until: datetime) -> Iterator[Run]:
         request: dict[str, Any] = {
             "TableName": self.table,
