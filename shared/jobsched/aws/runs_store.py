@@ -256,28 +256,19 @@ class RunsStore:
 
     def expired_leases(self, shard: int, now: datetime) -> Iterator[Run]:
         """Runs waiting for an outside result whose lease has run out (the sparse leases index only)."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": RunsKeys.LEASE_INDEX,
-            "KeyConditionExpression": "lease_shard = :shard AND lease_expires_at <= :now",
-            "ExpressionAttributeValues": to_values({":shard": shard, ":now": instant_text(now)}),
-        }
-        while True:
-            response = self.db.query(**request)
-            for item in response.get("Items", []):
-                values = from_item(item)
-                run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
-                if run is not None:
-                    yield run
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return self._due_on_index(RunsKeys.LEASE_INDEX, RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT, shard, now)
 
     def wakeups(self, shard: int, until: datetime) -> Iterator[Run]:
+        """Retries waiting longer than SQS can delay whose time comes by ``until`` (the wakeups index only)."""
+        return self._due_on_index(RunsKeys.WAKE_INDEX, RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, shard, until)
+
+    def _due_on_index(self, index: str, shard_key: str, time_key: str, shard: int, until: datetime) -> Iterator[Run]:
+        """Runs on a sparse (shard, instant) index with an instant at or before ``until``, read in full."""
         request: dict[str, Any] = {
             "TableName": self.table,
-            "IndexName": RunsKeys.WAKE_INDEX,
-            "KeyConditionExpression": "wake_shard = :shard AND wake_at <= :until",
+            "IndexName": index,
+            "KeyConditionExpression": "#shard = :shard AND #at <= :until",
+            "ExpressionAttributeNames": {"#shard": shard_key, "#at": time_key},
             "ExpressionAttributeValues": to_values({":shard": shard, ":until": instant_text(until)}),
         }
         while True:
