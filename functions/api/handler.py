@@ -15,7 +15,7 @@ from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.names import Settings
 from jobsched.observability import make_logger, make_tracer
-from jobsched.wiring import default_worker, utc_now
+from jobsched.wiring import build_dag_deployer, default_worker, utc_now
 
 logger = make_logger("api")
 tracer = make_tracer("api")
@@ -32,6 +32,7 @@ def services() -> ApiServices:
         tokens=CallbackTokens.from_env(),
         membership=Membership.from_env(),
         clock=utc_now,
+        dags=build_dag_deployer(settings),
     )
 
 

@@ -16,8 +16,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from jobsched.dag import DagTaskFailure, DagTaskMessage, parse_work_message
 from jobsched.observability import emit_run_outcome, make_logger, make_metrics, make_tracer
-from jobsched.runs import RunMessage
 from jobsched.wiring import default_worker
 
 logger = make_logger("worker")
@@ -33,17 +33,15 @@ async def record_handler(record: SQSRecord) -> None:
 
 
 def process_record(record: SQSRecord) -> None:
-    message = RunMessage.model_validate_json(record.body)
+    message = parse_work_message(record.body)
     # Records run on pool threads at once: keys are per thread, cleared from the record that ran before.
     logger.thread_safe_clear_keys()
-    logger.thread_safe_append_keys(
-        job=message.job,
-        team=message.team,
-        run_id=message.run_id,
-        attempt=message.attempt,
-        correlation_id=message.correlation_id or message.run_id,
-    )
-    outcome = default_worker().process(message)
+    logger.thread_safe_append_keys(job=message.job, team=message.team, run_id=message.run_id)
+    if isinstance(message, DagTaskMessage | DagTaskFailure):
+        logger.thread_safe_append_keys(task=message.task)
+    if not isinstance(message, DagTaskFailure):
+        logger.thread_safe_append_keys(attempt=message.attempt, correlation_id=message.correlation_id or message.run_id)
+    outcome = default_worker().process_any(message)
     priority = outcome.priority
     lateness = outcome.lateness.total_seconds() if outcome.lateness is not None else None
     emit_run_outcome(metrics, team=message.team, priority=priority, action=outcome.action, lateness_seconds=lateness)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from jobsched.aws.jobs_store import JobNotFound, JobsStore, StoredJob, VersionConflict
+from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
+from jobsched.dag import compile_definition, definition_text
 from jobsched.runs import parse_instant
 from jobsched.schedule.engine import compile_schedule
 from jobsched.spec import JobSpec
@@ -17,22 +20,64 @@ def first_fire_after(spec: JobSpec, *, created_at: datetime, after: datetime) ->
     return upcoming[0].at if upcoming else None
 
 
-class Unsupported(ValueError):
-    """A valid spec this deployment cannot run yet."""
+@dataclass(frozen=True)
+class DagDeployer:
+    """Compiles DAG jobs to state machines sending to the work queue of the job's priority class."""
+
+    workflows: Workflows
+    queue_urls: dict[str, str]
+
+    def deploy(self, spec: JobSpec) -> bool:
+        """Create or update the job's state machine; True if anything changed."""
+        definition = compile_definition(spec, queue_url=self.queue_urls[spec.priority])
+        return self.workflows.ensure(spec.key, spec.team, definition_text(definition))[1]
+
+    def remove(self, job: str) -> None:
+        self.workflows.delete(job)
 
 
 def put_job(
-    store: JobsStore, spec: JobSpec, *, now: datetime, principal: str, expected_version: int | None = None
+    store: JobsStore,
+    spec: JobSpec,
+    *,
+    now: datetime,
+    principal: str,
+    expected_version: int | None = None,
+    dags: DagDeployer | None = None,
 ) -> tuple[StoredJob, bool]:
-    """Create or replace; returns (stored job, created). ``expected_version`` guards a replace."""
-    if spec.dag is not None:
-        # Validated today; registering waits for the Step Functions compiler (issue #7) so that no DAG
-        # job is accepted that nothing can run.
-        raise Unsupported("DAG jobs can be validated but not yet registered (issue #7)")
+    """Create or replace; returns (stored job, created). ``expected_version`` guards a replace.
+
+    A DAG job's state machine is deployed first, so no stored DAG job lacks one. If the store write then
+    loses a race, the winner's definition is deployed again.
+    """
     current = store.get(spec.key)
+    if current is None and expected_version is not None:
+        raise VersionConflict(f"{spec.key} does not exist (expected version {expected_version})")
+    if current is not None and expected_version is not None and current.version != expected_version:
+        raise VersionConflict(f"{spec.key} is at version {current.version}, not {expected_version}")
+    if spec.dag is not None:
+        if dags is None:
+            raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")
+        dags.deploy(spec)
+    try:
+        return _store_job(store, spec, current, now=now, principal=principal)
+    except Exception:
+        winner = store.get(spec.key)
+        if dags is not None and winner is not None and winner.spec.dag is not None:
+            dags.deploy(winner.spec)
+        raise
+
+
+def delete_job(store: JobsStore, stored: StoredJob, *, now: datetime, principal: str, dags: DagDeployer | None) -> None:
+    store.delete(stored, now=now, principal=principal)
+    if stored.spec.dag is not None and dags is not None:
+        dags.remove(stored.key)
+
+
+def _store_job(
+    store: JobsStore, spec: JobSpec, current: StoredJob | None, *, now: datetime, principal: str
+) -> tuple[StoredJob, bool]:
     if current is None:
-        if expected_version is not None:
-            raise VersionConflict(f"{spec.key} does not exist (expected version {expected_version})")
         stored = store.create(
             spec,
             now=now,
@@ -41,8 +86,6 @@ def put_job(
             next_fire_at=first_fire_after(spec, created_at=now, after=now),
         )
         return stored, True
-    if expected_version is not None and current.version != expected_version:
-        raise VersionConflict(f"{spec.key} is at version {current.version}, not {expected_version}")
     # Dispatch restarts now under the new version: instants already sent under the old one are dropped by
     # the worker (version check) and sent again if the new schedule still has them (same run ids).
     state = store.get_state(spec.key) or {}

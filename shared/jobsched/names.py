@@ -28,6 +28,8 @@ class Env:
     QUEUE_LOW = "JOBSCHED_QUEUE_URL_LOW"
     ESCALATION_QUEUE = "JOBSCHED_ESCALATION_QUEUE_URL"
     STAGE = "JOBSCHED_STAGE"
+    WORKFLOW_ROLE = "JOBSCHED_WORKFLOW_ROLE_ARN"  # the role DAG state machines run with
+    STATE_MACHINE_PREFIX = "JOBSCHED_STATE_MACHINE_PREFIX"  # arn:aws:states:REGION:ACCOUNT:stateMachine:jobsched-STAGE-
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
 
 
@@ -165,6 +167,11 @@ def physical_name(stage: str, logical_name: str) -> str:
     return f"{PROJECT}-{stage}-{logical_name}"
 
 
+def state_machine_prefix(stage: str) -> str:
+    """DAG jobs' state machines are named under this prefix (IAM grants are scoped to it)."""
+    return physical_name(stage, "dag-")
+
+
 @dataclass(frozen=True)
 class Settings:
     """What a handler needs from its environment; fails fast naming the missing variable."""
@@ -173,6 +180,8 @@ class Settings:
     runs_table: str
     queue_urls: dict[str, str]
     escalation_queue_url: str
+    workflow_role_arn: str | None = None  # DAG jobs need both; single-task jobs neither
+    state_machine_prefix: str | None = None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -189,4 +198,6 @@ class Settings:
             runs_table=need(Env.RUNS_TABLE),
             queue_urls={priority: need(Env.QUEUES_BY_PRIORITY[priority]) for priority in PRIORITIES},
             escalation_queue_url=need(Env.ESCALATION_QUEUE),
+            workflow_role_arn=source.get(Env.WORKFLOW_ROLE) or None,
+            state_machine_prefix=source.get(Env.STATE_MACHINE_PREFIX) or None,
         )

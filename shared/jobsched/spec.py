@@ -39,6 +39,7 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_SYNC_TARGET_TIMEOUT = timedelta(minutes=14)  # the worker Lambda itself stops at 15 minutes
 MAX_ASYNC_TIMEOUT = timedelta(days=7)
 MAX_JITTER = timedelta(hours=1)
+MIN_PARKED_HEARTBEAT = timedelta(minutes=3)  # the heartbeat checker ticks each minute
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -514,9 +515,33 @@ class DagTask(StrictModel):
     target: Target
     depends_on: list[str] = Field(default_factory=list, max_length=MAX_DAG_TASKS)
     retry: RetryPolicy | None = None
-    timeout: Duration | None = None
-    heartbeat_timeout: Duration | None = None
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_ASYNC_TIMEOUT)] | None = Field(
+        default=None, description="per attempt; default: the target's timeout"
+    )
+    heartbeat_timeout: Annotated[Duration, _bounded(timedelta(seconds=1), timedelta(days=1))] | None = Field(
+        default=None, description="callback tasks: fail the attempt when no heartbeat arrives for this long"
+    )
     trigger_rule: Literal["all_success", "all_done"] = "all_success"
+
+    @model_validator(mode="after")
+    def _heartbeats(self) -> DagTask:
+        if self.heartbeat_timeout is None:
+            return self
+        if self.target.type != "callback":
+            raise _fail(
+                "heartbeat_needs_callback",
+                "heartbeat_timeout applies to callback tasks (the worker itself runs {type} targets within timeout)",
+                type=self.target.type,
+            )
+        if self.depends_on and self.heartbeat_timeout < MIN_PARKED_HEARTBEAT:
+            # While it waits for its dependencies the scheduler heartbeats the task once a minute.
+            raise _fail(
+                "heartbeat_too_short",
+                "a task with depends_on needs heartbeat_timeout of at least {minimum} (got {value})",
+                minimum=format_duration(MIN_PARKED_HEARTBEAT),
+                value=format_duration(self.heartbeat_timeout),
+            )
+        return self
 
 
 class Dag(StrictModel):

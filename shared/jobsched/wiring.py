@@ -10,8 +10,10 @@ from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import EscalationQueue, WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.aws.targets import TargetExecutor
+from jobsched.aws.workflows import Workflows
 from jobsched.dispatch import Dispatcher
 from jobsched.heartbeat import HeartbeatChecker
+from jobsched.jobs import DagDeployer
 from jobsched.names import Settings
 from jobsched.tz import UTC
 from jobsched.worker import Worker
@@ -29,6 +31,18 @@ def build_dispatcher(settings: Settings) -> Dispatcher:
     )
 
 
+def build_workflows(settings: Settings) -> Workflows | None:
+    """Step Functions access for DAG jobs, when the deployment configures it."""
+    if not settings.state_machine_prefix:
+        return None
+    return Workflows(role_arn=settings.workflow_role_arn, machine_prefix=settings.state_machine_prefix)
+
+
+def build_dag_deployer(settings: Settings) -> DagDeployer | None:
+    workflows = build_workflows(settings)
+    return DagDeployer(workflows, dict(settings.queue_urls)) if workflows is not None else None
+
+
 def build_worker(
     settings: Settings, *, targets: TargetExecutor | None = None, clock: Callable[[], datetime] = utc_now
 ) -> Worker:
@@ -39,6 +53,7 @@ def build_worker(
         escalations=EscalationQueue(settings.escalation_queue_url),
         targets=targets or TargetExecutor(),
         clock=clock,
+        workflows=build_workflows(settings),
     )
 
 

@@ -25,6 +25,9 @@ from jobsched.aws.jobs_store import JobsStore, StoredJob
 from jobsched.aws.queues import EscalationQueue, WorkQueues
 from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
 from jobsched.aws.targets import RunContext, TargetExecutor, TargetResult
+from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
+from jobsched.dag import DagTaskFailure, DagTaskMessage, run_budget
+from jobsched.dag_runs import DagRuns
 from jobsched.names import JobsKeys
 from jobsched.runs import (
     MAX_SQS_DELAY,
@@ -69,6 +72,21 @@ class Worker:
     clock: Callable[[], datetime]
     # Hooks for crash-injection tests: called right after the named step.
     after_step: Callable[[str], None] = field(default=lambda step: None)
+    workflows: Workflows | None = None  # DAG jobs run on Step Functions
+
+    @property
+    def dags(self) -> DagRuns:
+        if self.workflows is None:
+            raise WorkflowsNotConfigured("this worker has no Step Functions access configured")
+        return DagRuns(self, self.workflows)
+
+    def process_any(self, message: RunMessage | DagTaskMessage | DagTaskFailure) -> Outcome:
+        """One work-queue message of any kind: a run, a DAG task, or a DAG task's failure report."""
+        if isinstance(message, DagTaskMessage):
+            return self.dags.process_task(message)
+        if isinstance(message, DagTaskFailure):
+            return self.dags.task_failed(message)
+        return self.process(message)
 
     def process(self, message: RunMessage) -> Outcome:
         """Handle one delivery. The message can always be deleted afterwards: one that must wait has been
@@ -108,6 +126,8 @@ class Worker:
         if isinstance(claimed, Outcome):
             return claimed
         self.after_step("claim")
+        if spec.dag is not None:
+            return self.dags.start(message, stored, claimed)
         context = RunContext(
             job=message.job,
             team=message.team,
@@ -187,7 +207,9 @@ class Worker:
             from_status=run.status,
         )
         if stored is not None:
-            self._release_slots(run.to_message(), stored.spec)
+            if stored.spec.dag is not None:
+                self.dags.stop(cancelled, stored.spec, cause="cancelled by request")
+            self.release_slots(run.to_message(), stored.spec)
         return cancelled
 
     def _running_attempt(self, job: str, run_id: str, attempt: int) -> tuple[StoredJob, Run]:
@@ -235,7 +257,7 @@ class Worker:
                 return Outcome("waiting", f"team {spec.team} quota {quota} reached", wait=WAIT_WHEN_FULL)
         return None
 
-    def _release_slots(self, message: RunMessage, spec: JobSpec) -> None:
+    def release_slots(self, message: RunMessage, spec: JobSpec) -> None:
         self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
         if self.jobs.team_quota(spec.team) is not None:
             self.jobs.release_slot(
@@ -264,7 +286,7 @@ class Worker:
     def _claim(self, message: RunMessage, stored: StoredJob, now: datetime) -> Run | Outcome:
         spec = stored.spec
         lease = now + self._timeout(spec) + LEASE_MARGIN
-        external = isinstance(self._target(spec), CallbackTarget)
+        external = self._external(spec)
         if message.attempt == 1:
             created = self.runs.create(
                 message,
@@ -317,7 +339,7 @@ class Worker:
         """A message for a run that already exists: a duplicate, a crash to recover, or a retry to resend."""
         if existing.status in TERMINAL or existing.attempt > message.attempt:
             if existing.status in TERMINAL:
-                self._release_slots(message, stored.spec)  # idempotent: a crash may have left them
+                self.release_slots(message, stored.spec)  # idempotent: a crash may have left them
             return Outcome("duplicate", f"run is {existing.status.value} at attempt {existing.attempt}", run=existing)
         if existing.status is RunStatus.RETRYING and existing.attempt == message.attempt:
             # We failed this attempt before; the retry message may not have been sent (crash): send it.
@@ -325,6 +347,9 @@ class Worker:
             return Outcome("duplicate", "retry message re-sent", run=existing)
         if existing.status is RunStatus.RUNNING and existing.attempt == message.attempt:
             if existing.lease_until and existing.lease_until > now:
+                if stored.spec.dag is not None:
+                    # A crash may have come between the claim and the start: starting again is harmless.
+                    return self.dags.start(message, stored, existing)
                 if isinstance(self._target(stored.spec), CallbackTarget):
                     return Outcome("duplicate", "callback run already waiting", run=existing)
                 # In flight elsewhere: keep this message as a watchdog until that lease ends.
@@ -336,7 +361,9 @@ class Worker:
         """The worker running this attempt died (lease expired): count it as failed and go on."""
         spec = stored.spec
         error = f"attempt {existing.attempt} lost: no result before its lease expired"
-        if not attempts_left(self._retry_policy(spec), existing.attempt):
+        if spec.dag is not None:
+            error = f"DAG run still unfinished after its time budget ({run_budget(spec)})"
+        if spec.dag is not None or not attempts_left(self._retry_policy(spec), existing.attempt):
             try:
                 run = self.runs.finish(
                     existing.job,
@@ -348,8 +375,10 @@ class Worker:
                 )
             except StaleAttempt:
                 return Outcome("duplicate", "another worker recovered it")
-            self._release_slots(message, spec)
-            self._escalate(run, spec, "run timed out")
+            if spec.dag is not None:
+                self.dags.stop(run, spec, cause=error)
+            self.release_slots(message, spec)
+            self.escalate(run, spec, "run timed out")
             return Outcome("failed", error, run=run)
         return self._retry(message, spec, existing, error, now)
 
@@ -368,7 +397,7 @@ class Worker:
                     run.job, run.run_id, attempt=run.attempt, status=RunStatus.SUCCEEDED, now=now, output=result.output
                 )
                 self.after_step("record")
-                self._release_slots(message, spec)
+                self.release_slots(message, spec)
                 return Outcome("succeeded", run=finished, lateness=lateness)
             if result.retryable and attempts_left(self._retry_policy(spec), run.attempt):
                 return self._retry(message, spec, run, result.error or "failed", now, lateness)
@@ -379,8 +408,8 @@ class Worker:
             # Cancelled, or taken over after our lease expired: our result must not overwrite theirs.
             return Outcome("superseded", str(error))
         self.after_step("record")
-        self._release_slots(message, spec)
-        self._escalate(failed, spec, "run failed")
+        self.release_slots(message, spec)
+        self.escalate(failed, spec, "run failed")
         return Outcome("failed", result.error or "", run=failed, lateness=lateness)
 
     def _retry(
@@ -431,7 +460,7 @@ class Worker:
             return Outcome("duplicate", "run exists", run=existing)
         return Outcome("skipped", reason, run=created)
 
-    def _escalate(self, run: Run, spec: JobSpec, summary: str) -> None:
+    def escalate(self, run: Run, spec: JobSpec, summary: str) -> None:
         event: dict[str, Any] = {
             "kind": "run_failed" if run.status is RunStatus.FAILED else "run_timed_out",
             "summary": summary,
@@ -455,7 +484,14 @@ class Worker:
             raise ValueError(f"{spec.key} has no single target (DAG jobs are not registered, see jobs.put_job)")
         return spec.target
 
+    @staticmethod
+    def _external(spec: JobSpec) -> bool:
+        """Runs whose result arrives from outside (callbacks, DAG executions) are watched through leases."""
+        return spec.dag is not None or isinstance(spec.target, CallbackTarget)
+
     def _timeout(self, spec: JobSpec) -> timedelta:
+        if spec.dag is not None:
+            return run_budget(spec)
         target = self._target(spec)
         timeout: timedelta = target.timeout
         if isinstance(target, CallbackTarget) and spec.heartbeat_timeout:

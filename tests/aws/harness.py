@@ -21,9 +21,11 @@ from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import EscalationQueue, WorkQueues, delay_seconds
 from jobsched.aws.runs_store import Run, RunsStore
 from jobsched.aws.targets import RunContext, TargetExecutor
+from jobsched.aws.workflows import Workflows
+from jobsched.dag import DagTaskFailure, WorkMessage, parse_work_message
 from jobsched.dispatch import Dispatcher
-from jobsched.jobs import put_job
-from jobsched.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Settings
+from jobsched.jobs import DagDeployer, put_job
+from jobsched.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Settings, state_machine_prefix
 from jobsched.runs import RunMessage, parse_instant
 from jobsched.spec import JobSpec
 from jobsched.worker import Outcome, Worker
@@ -92,7 +94,7 @@ class VirtualDelayQueues(WorkQueues):
         super().__init__(queue_urls, sqs)
         self.requested_delays: list[tuple[str, int]] = []  # (run_id#attempt, DelaySeconds)
 
-    def send_each(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> set[int]:
+    def send_each(self, priority: str, messages: Sequence[tuple[WorkMessage, timedelta]]) -> set[int]:
         for message, delay in messages:
             self.requested_delays.append((f"{message.run_id}#{message.attempt}", delay_seconds(delay)))
         return super().send_each(priority, [(message, timedelta(0)) for message, _ in messages])
@@ -108,7 +110,7 @@ class InMemoryQueues(VirtualDelayQueues):
         self._ids = itertools.count()
         self._lock = threading.Lock()
 
-    def send_each(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> set[int]:
+    def send_each(self, priority: str, messages: Sequence[tuple[WorkMessage, timedelta]]) -> set[int]:
         with self._lock:
             for message, delay in messages:
                 self.requested_delays.append((f"{message.run_id}#{message.attempt}", delay_seconds(delay)))
@@ -158,6 +160,13 @@ class Stack:
         )
         self.targets = TargetExecutor(lambda_invoker=self.lambdas, sleep=lambda seconds: None)
         self.dispatcher = Dispatcher(self.jobs, self.runs, self.queues)
+        self.stepfunctions = boto3.client("stepfunctions", region_name=REGION)
+        self.workflows = Workflows(
+            role_arn=f"arn:aws:iam::{ACCOUNT}:role/jobsched-test-workflows",
+            machine_prefix=f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{state_machine_prefix('test')}",
+            stepfunctions=self.stepfunctions,
+        )
+        self.dags = DagDeployer(self.workflows, dict(self.queue_urls))
         self.worker = Worker(
             jobs=self.jobs,
             runs=self.runs,
@@ -165,13 +174,14 @@ class Stack:
             escalations=EscalationQueue(self.escalation_url, self.sqs),
             targets=self.targets,
             clock=clock,
+            workflows=self.workflows,
         )
 
     # ------------------------------------------------------------------------------ jobs
 
     def register(self, document: dict[str, Any], principal: str = "test") -> JobSpec:
         spec = JobSpec.model_validate(document)
-        put_job(self.jobs, spec, now=self.clock(), principal=principal)
+        put_job(self.jobs, spec, now=self.clock(), principal=principal, dags=self.dags)
         return spec
 
     def tick(self) -> Any:
@@ -185,7 +195,7 @@ class Stack:
         priority: str = "normal",
         deliveries: int = 1,
         rounds: int = 200,
-        on_outcome: Callable[[RunMessage, Outcome], None] | None = None,
+        on_outcome: Callable[[WorkMessage | DagTaskFailure, Outcome], None] | None = None,
     ) -> list[Outcome]:
         """Deliver due messages to the worker (each ``deliveries`` times) until none is due.
 
@@ -197,15 +207,16 @@ class Stack:
             self._receive_into_held(priority)
             held = self._held.setdefault(priority, {})
             due = sorted(
-                (raw for raw in held.values() if self._is_due(raw)), key=lambda raw: json.loads(raw["Body"])["fire_at"]
+                (raw for raw in held.values() if self._is_due(raw)),
+                key=lambda raw: json.loads(raw["Body"]).get("fire_at", ""),
             )
             if not due:
                 break
             for raw in due:
-                message = RunMessage.model_validate_json(raw["Body"])
+                message = parse_work_message(raw["Body"])
                 try:
                     for _ in range(deliveries):
-                        outcome = self.worker.process(message)
+                        outcome = self.worker.process_any(message)
                         outcomes.append(outcome)
                         if on_outcome:
                             on_outcome(message, outcome)
@@ -218,7 +229,8 @@ class Stack:
     def pending(self, priority: str = "normal") -> list[RunMessage]:
         """Messages on the queue not yet delivered (received into the pump's hold, or still in SQS)."""
         self._receive_into_held(priority)
-        return [RunMessage.model_validate_json(raw["Body"]) for raw in self._held.get(priority, {}).values()]
+        messages = [parse_work_message(raw["Body"]) for raw in self._held.get(priority, {}).values()]
+        return [message for message in messages if isinstance(message, RunMessage)]
 
     def _receive_into_held(self, priority: str) -> None:
         """Take every message off the moto queue into the pump's hold (moto's receive scans all in-flight
@@ -238,7 +250,8 @@ class Stack:
                 held[raw["MessageId"]] = raw
 
     def _is_due(self, raw: dict[str, Any]) -> bool:
-        return parse_instant(json.loads(raw["Body"])["fire_at"]) <= self.clock() + timedelta(seconds=1)
+        fire_at = json.loads(raw["Body"]).get("fire_at")  # DAG task messages are due when sent
+        return fire_at is None or parse_instant(fire_at) <= self.clock() + timedelta(seconds=1)
 
     def run_list(self, job: str) -> list[Run]:
         return self.runs.history(job, limit=1000, newest_first=False)

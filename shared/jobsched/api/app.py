@@ -32,6 +32,7 @@ from jobsched.api.models import (
     PreviewEntry,
     RunPage,
     RunView,
+    TaskView,
     TriggerRequest,
     ValidationResult,
 )
@@ -39,9 +40,12 @@ from jobsched.api.tokens import CallbackTokens, InvalidToken
 from jobsched.aws.jobs_store import JobExists, JobNotFound, JobsStore, StoredJob, VersionConflict
 from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
+from jobsched.aws.workflows import WorkflowsNotConfigured
+from jobsched.dag import graph_from_values
 from jobsched.errors import FieldError, SpecError, field_errors_from
 from jobsched.jobfile import validate_document
-from jobsched.jobs import Unsupported, pause_job, put_job, resume_job
+from jobsched.jobs import DagDeployer, pause_job, put_job, resume_job
+from jobsched.jobs import delete_job as remove_job
 from jobsched.runs import RunStatus, instant_text, job_key
 from jobsched.schedule.engine import compile_schedule
 from jobsched.spec import CallbackTarget, JobSpec
@@ -69,6 +73,7 @@ class ApiServices:
     membership: Membership
     clock: Callable[[], datetime]
     requests_per_minute: int = 600  # per team; beyond it 429 until the next minute
+    dags: DagDeployer | None = None  # None: this deployment refuses DAG jobs
 
 
 class Throttled(Exception):
@@ -175,8 +180,8 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     def _token(error: InvalidToken) -> Response[str]:
         return error_response(404, "unknown_run_token", str(error), "run_token")
 
-    @app.exception_handler(Unsupported)
-    def _unsupported(error: Unsupported) -> Response[str]:
+    @app.exception_handler(WorkflowsNotConfigured)
+    def _unsupported(error: WorkflowsNotConfigured) -> Response[str]:
         return error_response(422, "unsupported", str(error), "dag")
 
     @app.exception_handler(BackfillTooLarge)
@@ -229,7 +234,12 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         spec = validate_document(document)
         expected = _version(if_match)
         stored, created = put_job(
-            services().jobs, spec, now=services().clock(), principal=caller.arn, expected_version=expected
+            services().jobs,
+            spec,
+            now=services().clock(),
+            principal=caller.arn,
+            expected_version=expected,
+            dags=services().dags,
         )
         view = _job_view(stored, services().clock())
         return Response(
@@ -279,7 +289,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         expected = _version(if_match)
         if expected is not None and expected != stored.version:
             raise VersionConflict(f"{stored.key} is at version {stored.version}, not {expected}")
-        services().jobs.delete(stored, now=services().clock(), principal=caller.arn)
+        remove_job(services().jobs, stored, now=services().clock(), principal=caller.arn, dags=services().dags)
         return Response(204, content_types.APPLICATION_JSON, "")
 
     @jobs_router.post("/teams/<team>/jobs/<name>/pause")
@@ -389,7 +399,10 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         token = None
         if run.status is RunStatus.RUNNING and isinstance(stored.spec.target, CallbackTarget):
             token = services().tokens.issue(run.job, run.run_id, run.attempt)
-        return _run_view(run, token)
+        view = _run_view(run, token)
+        if run.graph is not None:
+            view.tasks = _task_views(run, stored.spec, services().runs, services().tokens)
+        return view
 
     @runs_router.post("/teams/<team>/jobs/<name>/runs/<run_id>/cancel")
     def cancel(team: str, name: str, run_id: str) -> RunView:
@@ -402,11 +415,25 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     @callbacks_router.post("/runs/<run_token>/heartbeat")
     def heartbeat(run_token: str) -> RunView:
         claim = services().tokens.verify(run_token)
+        if claim.task is not None:
+            worker = services().worker
+            return _run_view(worker.dags.heartbeat_external(claim.job, claim.run_id, claim.task, claim.attempt), None)
         return _run_view(services().worker.heartbeat_external(claim.job, claim.run_id, claim.attempt), None)
 
     @callbacks_router.post("/runs/<run_token>/complete")
     def complete(run_token: str, body: Annotated[CompleteRequest, Body()]) -> RunView:
         claim = services().tokens.verify(run_token)
+        if claim.task is not None:
+            done = services().worker.dags.complete_external(
+                claim.job,
+                claim.run_id,
+                claim.task,
+                claim.attempt,
+                succeeded=body.status == "succeeded",
+                output=body.output,
+                error=body.error,
+            )
+            return _run_view(done, None)
         run = services().worker.complete_external(
             claim.job,
             claim.run_id,
@@ -501,6 +528,36 @@ def _run_view(run: Run, token: str | None) -> RunView:
         correlation_id=run.correlation_id,
         callback_token=token,
     )
+
+
+def _task_views(run: Run, spec: JobSpec, runs: RunsStore, tokens: CallbackTokens) -> list[TaskView]:
+    """A DAG run's tasks in dependency order, with a callback token for each callback task now running."""
+    assert run.graph is not None
+    graph = graph_from_values(run.graph)
+    states = runs.tasks(run.job, run.run_id)
+    callbacks = {task.name for task in (spec.dag.tasks if spec.dag else []) if isinstance(task.target, CallbackTarget)}
+    order = spec.dag.order() if spec.dag else []
+    names = [name for name in order if name in graph] + [name for name in graph if name not in order]
+    views = []
+    for name in names:
+        state = states.get(name)
+        running = state is not None and state.status.value == "RUNNING"
+        views.append(
+            TaskView(
+                name=name,
+                status=state.status.value if state else "PENDING",
+                attempt=state.attempt if state else 0,
+                depends_on=list(graph[name].depends_on),
+                started_at=instant_text(state.started_at) if state and state.started_at else None,
+                finished_at=instant_text(state.finished_at) if state and state.finished_at else None,
+                error=state.error if state else None,
+                output=state.output if state else None,
+                callback_token=tokens.issue(run.job, run.run_id, state.attempt, name)
+                if state is not None and running and name in callbacks and run.status is RunStatus.RUNNING
+                else None,
+            )
+        )
+    return views
 
 
 def _backfill_view(progress: BackfillProgress) -> BackfillView:

@@ -79,6 +79,20 @@ class JobPage(BaseModel):
     next_token: str | None = None
 
 
+class TaskView(BaseModel):
+    name: str
+    status: str = Field(
+        description="PENDING, WAITING, RUNNING, RETRYING, SUCCEEDED, FAILED, TIMED_OUT, SKIPPED, CANCELLED"
+    )
+    attempt: int
+    depends_on: list[str] = Field(default_factory=list)
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: str | None = None
+    output: str | None = None
+    callback_token: str | None = Field(default=None, description="for RUNNING callback tasks: report with it")
+
+
 class RunView(BaseModel):
     job: str
     run_id: str
@@ -96,6 +110,7 @@ class RunView(BaseModel):
     reason: str | None = None
     correlation_id: str
     callback_token: str | None = Field(default=None, description="for RUNNING callback runs: report with it")
+    tasks: list[TaskView] | None = Field(default=None, description="DAG runs: every task, in dependency order")
 
 
 class RunPage(BaseModel):

@@ -26,6 +26,7 @@ class CallbackClaim:
     job: str
     run_id: str
     attempt: int
+    task: str | None = None  # DAG runs: the task whose attempt this is
 
 
 class CallbackTokens:
@@ -47,8 +48,9 @@ class CallbackTokens:
             raise RuntimeError(f"set {SECRET_ENV} or {SECRET_NAME_ENV}")
         return cls(secret.encode())
 
-    def issue(self, job: str, run_id: str, attempt: int) -> str:
-        payload = _b64(json.dumps([job, run_id, attempt], separators=(",", ":")).encode())
+    def issue(self, job: str, run_id: str, attempt: int, task: str | None = None) -> str:
+        fields: list[object] = [job, run_id, attempt, *([task] if task else [])]
+        payload = _b64(json.dumps(fields, separators=(",", ":")).encode())
         return f"{payload}.{self._sign(payload)}"
 
     def verify(self, token: str) -> CallbackClaim:
@@ -56,10 +58,10 @@ class CallbackTokens:
         if not payload or not hmac.compare_digest(signature, self._sign(payload)):
             raise InvalidToken("the run token is not valid")
         try:
-            job, run_id, attempt = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+            job, run_id, attempt, *task = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
         except (ValueError, TypeError):
             raise InvalidToken("the run token is not valid") from None
-        return CallbackClaim(str(job), str(run_id), int(attempt))
+        return CallbackClaim(str(job), str(run_id), int(attempt), str(task[0]) if task else None)
 
     def _sign(self, payload: str) -> str:
         return _b64(hmac.new(self.secret, payload.encode(), hashlib.sha256).digest())

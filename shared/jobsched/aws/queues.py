@@ -9,7 +9,8 @@ from datetime import timedelta
 from typing import Any
 
 from jobsched.aws.clients import client
-from jobsched.runs import MAX_SQS_DELAY, RunMessage
+from jobsched.dag import WorkMessage
+from jobsched.runs import MAX_SQS_DELAY
 
 
 class QueueSendError(RuntimeError):
@@ -31,13 +32,13 @@ class WorkQueues:
     def sqs(self) -> Any:
         return self._client or client("sqs")
 
-    def send(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> None:
+    def send(self, priority: str, messages: Sequence[tuple[WorkMessage, timedelta]]) -> None:
         """Send all or raise QueueSendError naming how many were not accepted."""
         failed = self.send_each(priority, messages)
         if failed:
             raise QueueSendError(f"{len(failed)} messages not accepted by {self.urls[priority]}")
 
-    def send_each(self, priority: str, messages: Sequence[tuple[RunMessage, timedelta]]) -> set[int]:
+    def send_each(self, priority: str, messages: Sequence[tuple[WorkMessage, timedelta]]) -> set[int]:
         """Send with per-message delays, 10 per SendMessageBatch (failed entries retried twice).
 
         Returns the indices of messages still not accepted, so a caller batching many jobs together

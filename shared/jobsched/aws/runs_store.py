@@ -17,8 +17,11 @@ from botocore.exceptions import ClientError
 
 from jobsched.aws.clients import client
 from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values, update_if
+from jobsched.dag import TASK_TERMINAL, TaskStatus
 from jobsched.names import LEASE_SHARDS, RunsKeys
 from jobsched.runs import RunMessage, RunStatus, instant_text, parse_instant, truncate
+
+TASK_PREFIX = "TASK#"
 
 
 class StaleAttempt(RuntimeError):
@@ -45,6 +48,8 @@ class Run:
     output: str | None = None
     reason: str | None = None
     lateness_ms: int | None = None  # first attempt's start minus its fire time, to the millisecond
+    execution_arn: str | None = None  # DAG runs: the Step Functions execution (named by the run id)
+    graph: dict[str, Any] | None = None  # DAG runs: the task graph the run started with
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> Run:
@@ -70,6 +75,8 @@ class Run:
             output=values.get("output"),
             reason=values.get("reason"),
             lateness_ms=int(values["lateness_ms"]) if "lateness_ms" in values else None,
+            execution_arn=values.get("execution_arn"),
+            graph=values.get("graph"),
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:
@@ -85,6 +92,43 @@ class Run:
             trigger=self.trigger,
             correlation_id=self.correlation_id,
         )
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """One task of a DAG run: its own item, in the run's task partition."""
+
+    name: str
+    status: TaskStatus
+    attempt: int
+    token: str | None = None  # the Step Functions token of the current attempt
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    lease_until: datetime | None = None
+    error: str | None = None
+    output: str | None = None
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> TaskState:
+        def instant(name: str) -> datetime | None:
+            return parse_instant(values[name]) if values.get(name) else None
+
+        return cls(
+            name=values[RunsKeys.SK].removeprefix(TASK_PREFIX),
+            status=TaskStatus(values["status"]),
+            attempt=int(values["attempt"]),
+            token=values.get("token"),
+            started_at=instant("started_at"),
+            finished_at=instant("finished_at"),
+            lease_until=instant("lease_until"),
+            error=values.get("error"),
+            output=values.get("output"),
+        )
+
+
+def task_partition(job: str, run_id: str) -> str:
+    """Tasks live under their own partition key, so listing a job's runs never reads them."""
+    return f"{job}#{run_id}"
 
 
 def lease_shard(job: str, run_id: str) -> int:
@@ -293,6 +337,162 @@ class RunsStore:
             ExpressionAttributeValues=to_values({":attempt": attempt}),
         )
 
+    def set_workflow(self, job: str, run_id: str, *, graph: dict[str, Any], execution_arn: str) -> None:
+        """Record a DAG run's graph and execution (idempotent: a redelivery writes the same values)."""
+        self.db.update_item(
+            TableName=self.table,
+            Key=self._key(job, run_id),
+            UpdateExpression="SET graph = if_not_exists(graph, :graph), execution_arn = :arn",
+            ConditionExpression="attribute_exists(#run)",
+            ExpressionAttributeNames={"#run": RunsKeys.SK},
+            ExpressionAttributeValues=to_values({":graph": graph, ":arn": execution_arn}),
+        )
+
+    # ------------------------------------------------------------------------------ DAG tasks
+
+    def tasks(self, job: str, run_id: str) -> dict[str, TaskState]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": RunsKeys.PK},
+            "ExpressionAttributeValues": to_values({":pk": task_partition(job, run_id)}),
+            "ConsistentRead": True,
+        }
+        found: dict[str, TaskState] = {}
+        while True:
+            response = self.db.query(**request)
+            for item in response.get("Items", []):
+                task = TaskState.from_values(from_item(item))
+                found[task.name] = task
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def park_task(
+        self, job: str, run_id: str, task: str, *, attempt: int, token: str, now: datetime, expires_at: int
+    ) -> bool:
+        """WAITING with the attempt's token, unless the task already is at this attempt or beyond."""
+        return self._task_update(
+            job,
+            run_id,
+            task,
+            "SET #status = :waiting, attempt = :attempt, #token = :token, parked_at = :now, #ttl = :ttl",
+            "attribute_not_exists(#sk) OR attempt < :attempt",
+            {
+                ":waiting": TaskStatus.WAITING.value,
+                ":attempt": attempt,
+                ":token": token,
+                ":now": instant_text(now),
+                ":ttl": expires_at,
+            },
+        )
+
+    def claim_task(
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        *,
+        attempt: int,
+        token: str,
+        now: datetime,
+        lease_until: datetime,
+        expires_at: int,
+    ) -> bool:
+        """-> RUNNING ``attempt``: from nothing, from this attempt parked, or from an earlier unfinished attempt
+        (the state machine started a new one, so the old one is over). Only one claimer wins."""
+        return self._task_update(
+            job,
+            run_id,
+            task,
+            "SET #status = :running, attempt = :attempt, #token = :token, started_at = :now, lease_until = :lease,"
+            " #ttl = :ttl REMOVE #error",
+            "attribute_not_exists(#sk) OR (attempt < :attempt AND NOT #status IN (:t0, :t1, :t2, :t3, :t4))"
+            " OR (attempt = :attempt AND #status = :waiting)",
+            {
+                ":running": TaskStatus.RUNNING.value,
+                ":waiting": TaskStatus.WAITING.value,
+                ":attempt": attempt,
+                ":token": token,
+                ":now": instant_text(now),
+                ":lease": instant_text(lease_until),
+                ":ttl": expires_at,
+                **_terminal_values(),
+            },
+        )
+
+    def finish_task(
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        *,
+        status: TaskStatus,
+        now: datetime,
+        expires_at: int,
+        attempt: int | None = None,
+        output: str | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Record a task's outcome. With ``attempt``: only while that attempt runs (fencing: a late result
+        of an attempt the state machine gave up on changes nothing). Without: any unfinished task (skips,
+        cancels, the state machine's own timeouts). False if the task had already moved on."""
+        values: dict[str, Any] = {
+            ":status": status.value,
+            ":now": instant_text(now),
+            ":ttl": expires_at,
+            ":error": truncate(error),
+            ":output": truncate(output),
+        }
+        update = "SET #status = :status, finished_at = :now, #error = :error, #output = :output, #ttl = :ttl"
+        if attempt is not None:
+            values |= {":attempt": attempt, ":running": TaskStatus.RUNNING.value}
+            condition = "attempt = :attempt AND #status = :running"
+        else:
+            values |= {":zero": 0, **_terminal_values()}
+            update += ", attempt = if_not_exists(attempt, :zero)"
+            condition = "attribute_not_exists(#sk) OR NOT #status IN (:t0, :t1, :t2, :t3, :t4)"
+        return self._task_update(job, run_id, task, update + " REMOVE lease_until", condition, values)
+
+    def retry_task(self, job: str, run_id: str, task: str, *, attempt: int, now: datetime, error: str) -> bool:
+        """RUNNING ``attempt`` -> RETRYING: the state machine retries after its backoff."""
+        return self._task_update(
+            job,
+            run_id,
+            task,
+            "SET #status = :retrying, finished_at = :now, #error = :error REMOVE lease_until",
+            "attempt = :attempt AND #status = :running",
+            {
+                ":retrying": TaskStatus.RETRYING.value,
+                ":running": TaskStatus.RUNNING.value,
+                ":attempt": attempt,
+                ":now": instant_text(now),
+                ":error": truncate(error),
+            },
+        )
+
+    def _task_update(
+        self, job: str, run_id: str, task: str, update: str, condition: str, values: dict[str, Any]
+    ) -> bool:
+        names = {
+            "#sk": RunsKeys.SK,
+            "#status": "status",
+            "#token": "token",
+            "#error": "error",
+            "#output": "output",
+            "#ttl": RunsKeys.TTL,
+        }
+        used = {key: value for key, value in names.items() if key in update or key in condition}
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=to_item({RunsKeys.PK: task_partition(job, run_id), RunsKeys.SK: TASK_PREFIX + task}),
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=used,
+            ExpressionAttributeValues=to_values(values),
+        )
+
     # ----------------------------------------------------------------------------- helpers
 
     def _transition(
@@ -343,3 +543,7 @@ class RunsStore:
     @staticmethod
     def _key(job: str, run_id: str) -> dict[str, Any]:
         return to_item({RunsKeys.PK: job, RunsKeys.SK: run_id})
+
+
+def _terminal_values() -> dict[str, str]:
+    return {f":t{index}": status.value for index, status in enumerate(sorted(TASK_TERMINAL))}

@@ -39,17 +39,26 @@ class RunContext:
     scheduled_at: str
     correlation_id: str
     payload_override: Any = None
+    task: str | None = None  # DAG runs: the task this attempt is of
+
+    @property
+    def idempotency_key(self) -> str:
+        """A run's id; for a DAG task, run id + task + attempt (each attempt is its own execution)."""
+        return f"{self.run_id}-{self.task}-{self.attempt}" if self.task else self.run_id
 
     def envelope(self) -> dict[str, Any]:
-        return {
+        envelope = {
             "job": self.job,
             "team": self.team,
             "run_id": self.run_id,
             "attempt": self.attempt,
             "scheduled_at": self.scheduled_at,
             "correlation_id": self.correlation_id,
-            "idempotency_key": self.run_id,
+            "idempotency_key": self.idempotency_key,
         }
+        if self.task:
+            envelope["task"] = self.task
+        return envelope
 
 
 @dataclass(frozen=True)
@@ -149,7 +158,7 @@ class TargetExecutor:
         }
         if target.queue_url.endswith(".fifo"):
             request["MessageGroupId"] = target.message_group_id or context.job
-            request["MessageDeduplicationId"] = context.run_id  # a retried send of the same run is dropped
+            request["MessageDeduplicationId"] = context.idempotency_key  # a repeated send is dropped
         response = client("sqs").send_message(**request)
         return TargetResult("succeeded", output=f"message {response['MessageId']}")
 
@@ -158,7 +167,7 @@ class TargetExecutor:
         try:
             response = states.start_execution(
                 stateMachineArn=target.state_machine_arn,
-                name=context.run_id,  # a second start of the same run is refused by Step Functions
+                name=context.idempotency_key[:80],  # a second start of the same run is refused by Step Functions
                 input=json.dumps({"jobsched": context.envelope(), "payload": _payload(target.payload, context)}),
             )
         except ClientError as error:
@@ -189,7 +198,7 @@ class TargetExecutor:
         headers = {
             "Content-Type": "application/json",
             **target.headers,
-            "Idempotency-Key": context.run_id,
+            "Idempotency-Key": context.idempotency_key,
             "X-Jobsched-Run-Id": context.run_id,
             "X-Jobsched-Attempt": str(context.attempt),
             "X-Jobsched-Scheduled-At": context.scheduled_at,
