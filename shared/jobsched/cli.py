@@ -277,6 +277,8 @@ def _emit(data: Any, output: str, columns: list[tuple[str, str]] | None = None) 
 
 def _cell(row: dict[str, Any], key: str) -> str:
     value = row.get(key)
+    if key == "depends_on" and isinstance(value, list):
+        return ",".join(value) or "-"
     if isinstance(value, list):
         return str(value[0]) if value else "-"
     return "-" if value is None else str(value)
@@ -295,6 +297,16 @@ RUN_COLUMNS = [
     ("ATTEMPT", "attempt"),
     ("TRIGGER", "trigger"),
     ("STARTED", "started_at"),
+    ("ERROR", "error"),
+]
+
+TASK_COLUMNS = [
+    ("TASK", "name"),
+    ("STATUS", "status"),
+    ("ATTEMPT", "attempt"),
+    ("AFTER", "depends_on"),
+    ("STARTED", "started_at"),
+    ("FINISHED", "finished_at"),
     ("ERROR", "error"),
 ]
 
@@ -528,7 +540,11 @@ def runs(job: str, team: str | None, status: str | None, limit: int, client: Any
 def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> None:
     """One run: attempts, timings, lateness, error."""
     owner, name = _job_ref(job, team)
-    _emit(client.call("GET", f"/teams/{owner}/jobs/{name}/runs/{run_id}").body, output, RUN_COLUMNS)
+    body = client.call("GET", f"/teams/{owner}/jobs/{name}/runs/{run_id}").body
+    _emit(body, output, RUN_COLUMNS)
+    if output == "table" and body.get("tasks"):
+        click.echo()
+        _emit(body["tasks"], output, TASK_COLUMNS)
 
 
 @cli.command()

@@ -214,7 +214,9 @@ class DagRuns:
         return self.worker.runs.get(job, run_id) or run
 
     def heartbeat_external(self, job: str, run_id: str, task_name: str, attempt: int) -> Run:
-        _, run, state, _ = self._running_task(job, run_id, task_name, attempt)
+        _, run, state, task = self._running_task(job, run_id, task_name, attempt)
+        if task.heartbeat_timeout is None:
+            return run  # the state has no HeartbeatSeconds: nothing to extend, the attempt is still current
         if state.token is None or not self.workflows.heartbeat(state.token):
             raise StaleAttempt(f"{job} {run_id} task {task_name} attempt {attempt} is no longer waited for")
         return run

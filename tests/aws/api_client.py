@@ -34,7 +34,7 @@ class ApiClient:
     def __init__(self, stack: Stack, *, requests_per_minute: int = 600) -> None:
         self.stack = stack
         self.tokens = CallbackTokens(b"test-secret-of-sufficient-length")
-        services = ApiServices(
+        self.services = services = ApiServices(
             jobs=stack.jobs,
             runs=stack.runs,
             queues=stack.queues,
@@ -43,6 +43,7 @@ class ApiClient:
             membership=MEMBERSHIP,
             clock=stack.clock,
             requests_per_minute=requests_per_minute,
+            dags=stack.dags,
         )
         self.handle = build_handler(lambda: services)
 

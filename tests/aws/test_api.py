@@ -64,9 +64,19 @@ class TestJobs:
         response = put(api, name="Bad_Name")
         assert response.status == 422 and response.body["error"]["field"] == "name"
 
-    def test_dag_jobs_are_refused_until_they_can_run(self, api: ApiClient) -> None:
+    def test_a_dag_job_gets_its_state_machine_and_loses_it_with_the_job(self, api: ApiClient, stack: Stack) -> None:
+        dag = {"dag": {"tasks": [{"name": "a", "target": {"type": "callback"}}]}}
+        assert put(api, body=dag).status == 201
+        assert stack.workflows.definition("payments/hourly") is not None
+        assert api.call("DELETE", "/teams/payments/jobs/hourly").status == 204
+        assert stack.workflows.definition("payments/hourly") is None
+
+    def test_dag_jobs_are_refused_where_step_functions_is_not_configured(self, stack: Stack) -> None:
+        api = ApiClient(stack)
+        api.services.dags = None
         dag = {"dag": {"tasks": [{"name": "a", "target": {"type": "callback"}}]}}
         assert_error(put(api, body=dag), 422, "unsupported", "dag")
+        assert api.call("GET", "/teams/payments/jobs/hourly").status == 404, "nothing stored"
 
     def test_body_over_256_kb_is_413(self, api: ApiClient) -> None:
         huge = JOB | {"description": "x" * 300_000}

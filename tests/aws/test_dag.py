@@ -353,3 +353,28 @@ def test_the_definition_follows_the_spec_and_an_unchanged_apply_changes_nothing(
 
     delete_job(dag_stack.jobs, stored, now=dag_stack.clock(), principal="test", dags=dag_stack.dags)
     assert dag_stack.workflows.definition(JOB) is None
+
+
+def test_the_api_shows_task_states_and_takes_a_callback_task_result(dag_stack: Stack, clock: Clock) -> None:
+    from tests.aws.api_client import ApiClient
+
+    api = ApiClient(dag_stack)
+    body = {k: v for k, v in dag_job(lambda_task("a"), callback_task("b", "a")).items() if k not in ("name", "team")}
+    assert api.call("PUT", "/teams/data/jobs/etl", body).status == 201
+    dag_stack.tick()
+    clock.set("2027-01-04T09:00:00Z")
+    drive(dag_stack, lambda: status(dag_stack).get("b") == "RUNNING")
+
+    view = api.call("GET", f"/teams/data/jobs/etl/runs/{FIRST}").body
+    tasks = {task["name"]: task for task in view["tasks"]}
+    assert [task["name"] for task in view["tasks"]] == ["a", "b"]
+    assert tasks["a"]["status"] == "SUCCEEDED" and tasks["a"]["callback_token"] is None
+    assert tasks["b"]["status"] == "RUNNING" and tasks["b"]["depends_on"] == ["a"]
+    token = tasks["b"]["callback_token"]
+    assert api.call("POST", f"/runs/{token}/heartbeat", principal=None).status == 200
+    done = api.call("POST", f"/runs/{token}/complete", {"status": "succeeded", "output": "ok"}, principal=None)
+    assert done.status == 200, done.body
+    drive(dag_stack, finished(dag_stack))
+    assert run_of(dag_stack).status is RunStatus.SUCCEEDED
+    again = api.call("POST", f"/runs/{token}/complete", {"status": "succeeded"}, principal=None)
+    assert again.status == 409  # the attempt is over: its token changes nothing
