@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from jobsched.aws.runs_store import Run, StaleAttempt, TaskState
+from jobsched.aws.runs_store import ParkedTask, Run, StaleAttempt, TaskState
 from jobsched.aws.targets import RunContext, TargetResult
 from jobsched.aws.workflows import Workflows
 from jobsched.dag import (
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
 TASK_UNKNOWN = "jobsched.UnknownTask"
 LEASE_MARGIN = timedelta(seconds=60)
+# A parked task is heartbeated this long before its HeartbeatSeconds would run out (the checker ticks each
+# minute; the spec requires heartbeat_timeout >= 3 minutes for tasks with dependencies).
+PARKED_HEARTBEAT_LEAD = timedelta(minutes=2)
 
 
 @dataclass
@@ -121,6 +124,9 @@ class DagRuns:
                     token=message.token,
                     now=now,
                     expires_at=_expiry(run, stored.spec),
+                    heartbeat_at=now + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD
+                    if task.heartbeat_timeout
+                    else None,
                 )
                 self.worker.after_step("park")
             # Read again after parking: a dependency finishing in between either sees our WAITING item
@@ -220,6 +226,20 @@ class DagRuns:
         if state.token is None or not self.workflows.heartbeat(state.token):
             raise StaleAttempt(f"{job} {run_id} task {task_name} attempt {attempt} is no longer waited for")
         return run
+
+    def heartbeat_parked(self, parked: ParkedTask) -> bool:
+        """Keep a parked task's state alive while it waits for its dependencies; False if it stopped waiting."""
+        stored = self.worker.jobs.get(parked.job, consistent=False)
+        task = _task(stored.spec if stored else None, parked.task.name)
+        state = parked.task
+        if task is None or task.heartbeat_timeout is None or state.status is not TaskStatus.WAITING or not state.token:
+            return False
+        if not self.workflows.heartbeat(state.token):
+            return False
+        next_at = self.worker.clock() + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD
+        return self.worker.runs.parked_heartbeat_sent(
+            parked.job, parked.run_id, state.name, attempt=state.attempt, next_at=next_at
+        )
 
     # ---------------------------------------------------------------- cancel and time out
 

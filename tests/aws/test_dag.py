@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -378,3 +379,32 @@ def test_the_api_shows_task_states_and_takes_a_callback_task_result(dag_stack: S
     assert run_of(dag_stack).status is RunStatus.SUCCEEDED
     again = api.call("POST", f"/runs/{token}/complete", {"status": "succeeded"}, principal=None)
     assert again.status == 409  # the attempt is over: its token changes nothing
+
+
+def test_a_parked_task_with_heartbeat_seconds_is_kept_alive_while_it_waits(dag_stack: Stack, clock: Clock) -> None:
+    from jobsched.heartbeat import HeartbeatChecker
+
+    start_run(dag_stack, clock, dag_job(callback_task("a"), callback_task("b", "a", heartbeat_timeout="3m")))
+    drive(dag_stack, lambda: status(dag_stack) == {"a": "RUNNING", "b": "WAITING"})
+    sent: list[str] = []
+    beat = dag_stack.stepfunctions.send_task_heartbeat
+
+    def spy(**request: Any) -> Any:
+        sent.append(request["taskToken"])
+        return beat(**request)
+
+    dag_stack.stepfunctions.send_task_heartbeat = spy
+    checker = HeartbeatChecker(dag_stack.runs, dag_stack.worker)
+    assert checker.check(clock()).parked_heartbeats == 0  # not due yet
+    for _ in range(3):  # the state's HeartbeatSeconds is 180: a heartbeat each minute before it runs out
+        clock.advance(timedelta(seconds=61))
+        assert checker.check(clock()).parked_heartbeats == 1
+    assert sent == [tasks_of(dag_stack)["b"].token] * 3
+
+    complete(dag_stack, "a")
+    drive(dag_stack, lambda: status(dag_stack)["b"] == "RUNNING")
+    clock.advance(timedelta(minutes=5))
+    assert checker.check(clock()).parked_heartbeats == 0  # running: off the index, its own heartbeats count
+    complete(dag_stack, "b")
+    drive(dag_stack, finished(dag_stack))
+    assert run_of(dag_stack).status is RunStatus.SUCCEEDED

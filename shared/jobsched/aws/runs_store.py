@@ -126,6 +126,15 @@ class TaskState:
         )
 
 
+@dataclass(frozen=True)
+class ParkedTask:
+    """A DAG task waiting for its dependencies whose state expects a heartbeat."""
+
+    job: str
+    run_id: str
+    task: TaskState
+
+
 def task_partition(job: str, run_id: str) -> str:
     """Tasks live under their own partition key, so listing a job's runs never reads them."""
     return f"{job}#{run_id}"
@@ -298,16 +307,21 @@ class RunsStore:
         update = "SET lease_until = :lease, lease_expires_at = :lease"
         return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
 
-    def expired_leases(self, shard: int, now: datetime) -> Iterator[Run]:
-        """Runs waiting for an outside result whose lease has run out (the sparse leases index only)."""
+    def expired_leases(self, shard: int, now: datetime) -> Iterator[Run | ParkedTask]:
+        """Runs waiting for an outside result whose lease has run out, and parked DAG tasks due a heartbeat
+        (the sparse leases index only)."""
         return self._due_on_index(RunsKeys.LEASE_INDEX, RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT, shard, now)
 
     def wakeups(self, shard: int, until: datetime) -> Iterator[Run]:
         """Retries waiting longer than SQS can delay whose time comes by ``until`` (the wakeups index only)."""
-        return self._due_on_index(RunsKeys.WAKE_INDEX, RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, shard, until)
+        for run in self._due_on_index(RunsKeys.WAKE_INDEX, RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, shard, until):
+            if isinstance(run, Run):
+                yield run
 
-    def _due_on_index(self, index: str, shard_key: str, time_key: str, shard: int, until: datetime) -> Iterator[Run]:
-        """Runs on a sparse (shard, instant) index with an instant at or before ``until``, read in full."""
+    def _due_on_index(
+        self, index: str, shard_key: str, time_key: str, shard: int, until: datetime
+    ) -> Iterator[Run | ParkedTask]:
+        """Items on a sparse (shard, instant) index with an instant at or before ``until``, read in full."""
         request: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": index,
@@ -319,6 +333,12 @@ class RunsStore:
             response = self.db.query(**request)
             for item in response.get("Items", []):
                 values = from_item(item)
+                if values[RunsKeys.SK].startswith(TASK_PREFIX):
+                    job, _, run_id = values[RunsKeys.PK].rpartition("#")
+                    task = self.tasks(job, run_id).get(values[RunsKeys.SK].removeprefix(TASK_PREFIX))
+                    if task is not None:
+                        yield ParkedTask(job, run_id, task)
+                    continue
                 run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
                 if run is not None:
                     yield run
@@ -369,22 +389,43 @@ class RunsStore:
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def park_task(
-        self, job: str, run_id: str, task: str, *, attempt: int, token: str, now: datetime, expires_at: int
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        *,
+        attempt: int,
+        token: str,
+        now: datetime,
+        expires_at: int,
+        heartbeat_at: datetime | None = None,
     ) -> bool:
-        """WAITING with the attempt's token, unless the task already is at this attempt or beyond."""
+        """WAITING with the attempt's token, unless the task already is at this attempt or beyond.
+
+        ``heartbeat_at``: the state has HeartbeatSeconds, so the task goes on the leases index and the
+        heartbeat checker heartbeats it from then on while it waits for its dependencies."""
+        update = "SET #status = :waiting, attempt = :attempt, #token = :token, parked_at = :now, #ttl = :ttl"
+        values: dict[str, Any] = {
+            ":waiting": TaskStatus.WAITING.value,
+            ":attempt": attempt,
+            ":token": token,
+            ":now": instant_text(now),
+            ":ttl": expires_at,
+        }
+        if heartbeat_at is not None:
+            update += ", lease_shard = :shard, lease_expires_at = :beat"
+            values |= {":shard": lease_shard(job, f"{run_id}/{task}"), ":beat": instant_text(heartbeat_at)}
+        return self._task_update(job, run_id, task, update, "attribute_not_exists(#sk) OR attempt < :attempt", values)
+
+    def parked_heartbeat_sent(self, job: str, run_id: str, task: str, *, attempt: int, next_at: datetime) -> bool:
+        """Move a parked task's next heartbeat; False if it stopped waiting meanwhile."""
         return self._task_update(
             job,
             run_id,
             task,
-            "SET #status = :waiting, attempt = :attempt, #token = :token, parked_at = :now, #ttl = :ttl",
-            "attribute_not_exists(#sk) OR attempt < :attempt",
-            {
-                ":waiting": TaskStatus.WAITING.value,
-                ":attempt": attempt,
-                ":token": token,
-                ":now": instant_text(now),
-                ":ttl": expires_at,
-            },
+            "SET lease_expires_at = :next",
+            "attempt = :attempt AND #status = :waiting AND attribute_exists(lease_shard)",
+            {":next": instant_text(next_at), ":attempt": attempt, ":waiting": TaskStatus.WAITING.value},
         )
 
     def claim_task(
@@ -406,7 +447,7 @@ class RunsStore:
             run_id,
             task,
             "SET #status = :running, attempt = :attempt, #token = :token, started_at = :now, lease_until = :lease,"
-            " #ttl = :ttl REMOVE #error",
+            " #ttl = :ttl REMOVE #error, lease_shard, lease_expires_at",
             "attribute_not_exists(#sk) OR (attempt < :attempt AND NOT #status IN (:t0, :t1, :t2, :t3, :t4))"
             " OR (attempt = :attempt AND #status = :waiting)",
             {
@@ -452,7 +493,9 @@ class RunsStore:
             values |= {":zero": 0, **_terminal_values()}
             update += ", attempt = if_not_exists(attempt, :zero)"
             condition = "attribute_not_exists(#sk) OR NOT #status IN (:t0, :t1, :t2, :t3, :t4)"
-        return self._task_update(job, run_id, task, update + " REMOVE lease_until", condition, values)
+        return self._task_update(
+            job, run_id, task, update + " REMOVE lease_until, lease_shard, lease_expires_at", condition, values
+        )
 
     def retry_task(self, job: str, run_id: str, task: str, *, attempt: int, now: datetime, error: str) -> bool:
         """RUNNING ``attempt`` -> RETRYING: the state machine retries after its backoff."""
