@@ -49,10 +49,10 @@ from jobsched.names import (
     Env,
     TableDefinition,
     physical_name,
+    state_machine_prefix,
 )
 from jobsched.observability import NAMESPACE
 
-WORKFLOW_ROLE_ENV = "JOBSCHED_WORKFLOW_ROLE_ARN"
 TARGET_TAG = "jobsched-target"  # teams tag what the worker may call: ABAC instead of wildcard grants
 WORKER_TIMEOUT = Duration.minutes(15)
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
@@ -351,7 +351,7 @@ def _code(config: StageConfig) -> lambda_.Code:
 
 
 class Workflows(Construct):
-    """The role DAG state machines run with, and the API's right to manage them (issue #7 compiles them).
+    """The role DAG state machines run with, and the right to manage them, start them and report their tasks.
 
     State machines live under ``jobsched-{stage}-*``. The API may create, update, tag and delete only
     those, and may pass only this role. Task states send to the work queues (waitForTaskToken), and
@@ -363,7 +363,7 @@ class Workflows(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        self.prefix = _name(config, "")
+        self.prefix = state_machine_prefix(config.stage)
         self.role = iam.Role(
             self,
             "StateMachineRole",
@@ -387,9 +387,8 @@ class Workflows(Construct):
                     "states:DeleteStateMachine",
                     "states:DescribeStateMachine",
                     "states:TagResource",
-                    "states:StopExecution",
                 ],
-                resources=[machines, executions],
+                resources=[machines],
             )
         )
         functions.api.add_to_role_policy(
@@ -399,17 +398,31 @@ class Workflows(Construct):
                 conditions={"StringEquals": {"iam:PassedToService": "states.amazonaws.com"}},
             )
         )
-        functions.dispatcher.add_to_role_policy(
-            iam.PolicyStatement(actions=["states:StartExecution"], resources=[machines])
-        )
-        functions.worker.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
-                resources=[machines],
+        # The worker starts executions and reports tasks; the API (cancel, callback results) and the heartbeat
+        # checker (parked tasks, runs past their budget) report and stop them too.
+        for function in (functions.worker, functions.api, functions.heartbeat):
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=[
+                        "states:StartExecution",
+                        "states:SendTaskSuccess",
+                        "states:SendTaskFailure",
+                        "states:SendTaskHeartbeat",
+                    ],
+                    resources=[machines],
+                )
             )
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["states:StopExecution", "states:DescribeExecution"], resources=[executions]
+                )
+            )
+        machine_prefix = stack.format_arn(
+            service="states", resource="stateMachine", resource_name=self.prefix, arn_format=_colon()
         )
-        for function in (functions.api, functions.dispatcher, functions.worker):
-            function.add_environment(WORKFLOW_ROLE_ENV, self.role.role_arn)
+        for function in (functions.api, functions.dispatcher, functions.worker, functions.heartbeat):
+            function.add_environment(Env.WORKFLOW_ROLE, self.role.role_arn)
+            function.add_environment(Env.STATE_MACHINE_PREFIX, machine_prefix)
 
 
 class Dispatch(Construct):

@@ -214,7 +214,16 @@ def test_workflow_role_and_scoped_pass_role(dev: Template) -> None:
     assert pass_role["Resource"] == {"Fn::GetAtt": [role_name, "Arn"]}
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "states.amazonaws.com"}}
     [manage] = [s for s in statements if isinstance(s["Action"], list) and "states:CreateStateMachine" in s["Action"]]
-    assert all(
-        "stateMachine:jobsched-dev-*" in json.dumps(r) or "execution:jobsched-dev-*" in json.dumps(r)
-        for r in manage["Resource"]
-    )
+    assert "stateMachine:jobsched-dev-dag-*" in json.dumps(manage["Resource"])
+    # Whoever starts, stops or reports on executions may do so only for the project's DAG machines.
+    for name in ("FunctionsWorker", "FunctionsApi", "FunctionsHeartbeat"):
+        [policy] = [p for n, p in resources(template, "AWS::IAM::Policy").items() if n.startswith(name)]
+        for statement in policy["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            if any(action.startswith("states:") for action in actions) and "Condition" not in statement:
+                text = json.dumps(statement["Resource"])
+                assert "stateMachine:jobsched-dev-dag-*" in text or "execution:jobsched-dev-dag-*" in text, statement
+    functions = resources(template, "AWS::Lambda::Function")
+    worker = next(p for n, p in functions.items() if n.startswith("FunctionsWorker"))
+    prefix = json.dumps(worker["Environment"]["Variables"]["JOBSCHED_STATE_MACHINE_PREFIX"])
+    assert "stateMachine:jobsched-dev-dag-" in prefix
