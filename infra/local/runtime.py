@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -106,13 +107,23 @@ class LocalRuntime:
             }
         )
         # moto in its own process: AWS emulation gets its own core instead of sharing the handlers' GIL.
+        # With the interpreter fix DAG runs depend on (infra/local/moto_patches.py).
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.moto_port)],
+            [sys.executable, "-m", "infra.local.moto_patches", "-H", "127.0.0.1", "-p", str(self.moto_port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env={**os.environ, "MOTO_PORT": str(self.moto_port)},
         )
         _wait_for_port(self.moto_port, self.server)
+        # DAG jobs run for real: moto's Step Functions interpreter executes the compiled state machines.
+        urllib.request.urlopen(
+            urllib.request.Request(
+                f"{self.endpoint}/moto-api/config",
+                data=json.dumps({"stepfunctions": {"execute_state_machine": True}}).encode(),
+                method="POST",
+            ),
+            timeout=10,
+        ).close()
         log.info("moto server on %s", self.endpoint)
         began = time.monotonic()
         template = synthesize(self.state_dir / "cdk.out", examples=self.examples)
@@ -334,6 +345,30 @@ class LocalRuntime:
                 "heartbeat_timeout": "2m",
                 "target": {"type": "callback", "timeout": "10m"},
             },
+            # A DAG on a real (moto-interpreted) state machine: a diamond whose one branch fails once and is
+            # retried by the state machine, then a cleanup task that runs whatever happened.
+            "pipeline": {
+                "schedule": {"expression": "*/2 * * * *"},
+                "retry": {"max_attempts": 3, "backoff": {"initial": "2s", "max": "10s"}},
+                "dag": {
+                    "tasks": [
+                        {"name": "extract", "target": _example_lambda("echo", {"step": "extract"})},
+                        {"name": "orders", "depends_on": ["extract"], "target": _example_lambda("echo", {})},
+                        {
+                            "name": "customers",
+                            "depends_on": ["extract"],
+                            "target": _example_lambda("flaky", {"fail_times": 1}),
+                        },
+                        {"name": "load", "depends_on": ["orders", "customers"], "target": _example_lambda("echo", {})},
+                        {
+                            "name": "cleanup",
+                            "depends_on": ["load"],
+                            "trigger_rule": "all_done",
+                            "target": _example_lambda("echo", {"step": "cleanup"}),
+                        },
+                    ]
+                },
+            },
         }
         for name, body in jobs.items():
             client.call("PUT", f"/teams/examples/jobs/{name}", body)
@@ -394,6 +429,10 @@ class LocalRuntime:
                 requests = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
                 dynamodb.batch_write_item(RequestItems={os.environ[variable]: requests})
         log.info("restored tables from %s", path)
+
+
+def _example_lambda(name: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "lambda", "function": f"jobsched-example-{name}", "payload": payload}
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float = 30.0) -> None:

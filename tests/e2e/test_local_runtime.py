@@ -147,4 +147,28 @@ def test_team_isolation_through_the_gateway(runtime: LocalRuntime) -> None:
 
 def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
     status, page = call(runtime, "GET", "/teams/examples/jobs", team="examples")
-    assert status == 200 and {j["name"] for j in page["jobs"]} == {"hello", "flaky", "callback"}
+    assert status == 200 and {j["name"] for j in page["jobs"]} == {"hello", "flaky", "callback", "pipeline"}
+
+
+def test_a_dag_runs_end_to_end_on_its_state_machine(runtime: LocalRuntime) -> None:
+    flaky = {"type": "lambda", "function": "jobsched-example-flaky", "payload": {"fail_times": 1}}
+    echo = {"type": "lambda", "function": "jobsched-example-echo"}
+    body = {
+        "retry": {"max_attempts": 2, "backoff": {"initial": "1s", "max": "1s", "jitter": "none"}},
+        "dag": {
+            "tasks": [
+                {"name": "a", "target": echo},
+                {"name": "b", "depends_on": ["a"], "target": flaky},
+                {"name": "c", "depends_on": ["a"], "target": echo},
+                {"name": "d", "depends_on": ["b", "c"], "target": echo},
+            ]
+        },
+    }
+    assert call(runtime, "PUT", "/teams/e2e/jobs/diamond", body)[0] == 201
+    run = call(runtime, "POST", "/teams/e2e/jobs/diamond/trigger")[1]
+    done = wait_for(finished(runtime, "diamond", run["run_id"]), 60)
+    assert done["status"] == "SUCCEEDED", done
+    tasks = {task["name"]: task for task in done["tasks"]}
+    assert {name: task["status"] for name, task in tasks.items()} == dict.fromkeys("abcd", "SUCCEEDED")
+    assert tasks["b"]["attempt"] == 2  # failed once, retried by the state machine
+    assert tasks["d"]["started_at"] >= max(tasks["b"]["finished_at"], tasks["c"]["finished_at"])
