@@ -13,7 +13,10 @@ changes. It then prices everything at us-east-1 list prices:
 Modelled, and printed as assumptions: the worker's event source delivers full batches of 10 and
 processes them concurrently; each AWS call takes 6 ms in-region.
 
-The last line is ``cost_per_million_runs_usd=<number>``.
+Then a 5-task diamond DAG runs on moto's Step Functions interpreter: state transitions per run (billed
+at $25 per million), with and without a retried task, and the DynamoDB and SQS work per DAG run.
+
+The last line is ``cost_per_million_runs_usd=<number>`` (single-task runs).
 """
 
 from __future__ import annotations
@@ -291,9 +294,88 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float]:
     return lines, total
 
 
+PRICE_STATE_TRANSITION = 25e-6  # Step Functions Standard
+
+
+def dag_scenario(runs: int) -> list[str]:
+    """A 5-task diamond (extract -> three transforms -> load) on moto's Step Functions interpreter: state
+    transitions per run (each state entered), with and without one retried task, and what a DAG run costs."""
+    from infra.local.moto_patches import fresh_task_token_per_attempt
+
+    fresh_task_token_per_attempt()
+    lines = [f"== DAG: 5-task diamond, {runs} runs each (Step Functions Standard, moto's interpreter)"]
+    for label, fail_times in (("all succeed", 0), ("one task retried once", 1)):
+        with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+            clock = Clock("2027-01-04T08:59:00Z")
+
+            def flaky(event: dict[str, Any], fail_times: int = fail_times) -> dict[str, Any]:
+                if event["jobsched"]["attempt"] <= fail_times:
+                    raise RuntimeError("fails once")
+                return {"ok": True}
+
+            stack = Stack(clock, FakeLambdas(functions={"echo": lambda event: {"ok": True}, "flaky": flaky}))
+            echo = {"type": "lambda", "function": "echo"}
+            stack.register(
+                {
+                    "name": "diamond",
+                    "team": "bench",
+                    "schedule": {"expression": "* * * * *"},
+                    "retry": {"max_attempts": 2, "backoff": {"initial": "1s", "max": "1s", "jitter": "none"}},
+                    "dag": {
+                        "tasks": [
+                            {"name": "extract", "target": echo},
+                            {"name": "t1", "depends_on": ["extract"], "target": echo},
+                            {
+                                "name": "t2",
+                                "depends_on": ["extract"],
+                                "target": {"type": "lambda", "function": "flaky"},
+                            },
+                            {"name": "t3", "depends_on": ["extract"], "target": echo},
+                            {"name": "load", "depends_on": ["t1", "t2", "t3"], "target": echo},
+                        ]
+                    },
+                }
+            )
+            meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
+            meter.wrap(stack.dynamodb, "dynamodb")
+            meter.wrap(stack.sqs, "sqs")
+            counts = []
+            for _ in range(runs):
+                stack.tick()
+                clock.advance(timedelta(minutes=1))
+                run_id = clock().strftime("%Y%m%dT%H%M00Z")
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    stack.pump()
+                    run = stack.runs.get("bench/diamond", run_id)
+                    if run is not None and run.status.value not in ("RUNNING", "SCHEDULED"):
+                        break
+                    time.sleep(0.02)
+                assert run is not None and run.execution_arn, f"run {run_id} did not start"
+                assert run.status.value == "SUCCEEDED", f"{run_id}: {run.status} {run.error}"
+                while stack.stepfunctions.describe_execution(executionArn=run.execution_arn)["status"] == "RUNNING":
+                    time.sleep(0.02)
+                counts.append(stack.workflows.billed_transitions(run.execution_arn))
+            per_run = sum(counts) / len(counts)
+            writes = sum(meter.write_units.values()) / runs
+            # Sends only (the worker's and the state machine's): the harness polls an empty queue while the
+            # interpreter sleeps through a retry interval, which Lambda's event source does not bill per run.
+            sqs = sum(v for k, v in meter.requests.items() if k.lower().startswith("sqs.send")) / runs
+            transitions_cost = per_run * PRICE_STATE_TRANSITION * 1e6
+            lines.append(
+                f"  {label}: transitions/run {per_run:.1f} (limit: 5 tasks + 2 = 7, +1 per retry); "
+                f"Step Functions ${transitions_cost:,.0f} per million runs; "
+                f"DynamoDB write units/run {writes:.1f} (${writes * PRICE_WRITE_UNIT * 1e6:,.0f}/M); "
+                f"SQS sends/run by the worker {sqs:.1f}"
+            )
+            lines.append(f"dag_transitions_per_run[{label}]={per_run:.1f}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Cost per million runs of the pipeline, against moto.")
     parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--dag-runs", type=int, default=10, help="runs of the 5-task DAG (0: skip)")
     args = parser.parse_args()
     for name, value in {
         "AWS_ACCESS_KEY_ID": "bench",
@@ -319,6 +401,8 @@ def main() -> None:
         lines, total = cost_lines(scenario, meter)
         print("\n".join(lines))
         totals.append((scenario.runs, total))
+    if args.dag_runs:
+        print("\n".join(dag_scenario(args.dag_runs)))
     blended = sum(runs * total for runs, total in totals) / sum(runs for runs, _ in totals)
     print(
         f"assumptions: worker batches of {ESM_BATCH} processed concurrently, {WORKER_MEMORY_GB * 1000:.0f} MB arm64; "

@@ -120,18 +120,23 @@ class Workflows:
             if _code(error) != "ExecutionDoesNotExist":
                 raise
 
-    def transitions(self, execution_arn: str) -> int:
-        """State transitions so far (each state entered is one billed transition)."""
-        count, token = 0, None
+    def billed_transitions(self, execution_arn: str) -> int:
+        """State transitions so far as Step Functions bills them: each state entered, and each retry."""
+        entered = scheduled = task_states = 0
+        token = None
         while True:
             request: dict[str, Any] = {"executionArn": execution_arn, "maxResults": 1000}
             if token:
                 request["nextToken"] = token
             response = self.sfn.get_execution_history(**request)
-            count += sum(1 for event in response["events"] if event["type"].endswith("StateEntered"))
+            for event in response["events"]:
+                kind = event["type"]
+                entered += kind.endswith("StateEntered")
+                task_states += kind == "TaskStateEntered"
+                scheduled += kind == "TaskScheduled"  # once per attempt of a task state
             token = response.get("nextToken")
             if not token:
-                return count
+                return entered + (scheduled - task_states)
 
     # ------------------------------------------------------------------------- task reports
 
