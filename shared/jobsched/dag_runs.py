@@ -316,6 +316,8 @@ class DagRuns:
         self.worker.release_slots(run.to_message(), stored.spec)
         if status is RunStatus.FAILED:
             self.worker.escalate(finished, stored.spec, f"DAG run failed: {error}")
+        else:
+            self.worker.succeeded(run, finished, stored.spec)
 
     def _record(
         self,

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from jobsched.aws.jobs_store import DueEntry, JobsStore, StoredJob
-from jobsched.aws.queues import WorkQueues
+from jobsched.aws.queues import EscalationQueue, WorkQueues
 from jobsched.aws.runs_store import RunsStore
+from jobsched.escalation import EscalationEvent
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
-from jobsched.runs import RunMessage, RunStatus
+from jobsched.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, compile_schedule, plan_due
 from jobsched.triggers import advance_backfill
 
@@ -61,6 +62,7 @@ class Dispatcher:
     due_window: timedelta = DUE_WINDOW
     # Crash-injection hook for tests: called with (step, job) after "send" and after "missed" records.
     after_step: Callable[[str, str], None] | None = None
+    escalations: EscalationQueue | None = None  # missed instants are escalated as "missed schedule"
     _compiled: dict[tuple[str, int], CompiledSchedule] = field(default_factory=dict)
 
     def tick(self, now: datetime) -> TickReport:
@@ -119,14 +121,19 @@ class Dispatcher:
         """After the messages are out: record missed instants, then advance the cursor."""
         spec, stored, plan = job_plan.stored.spec, job_plan.stored, job_plan.plan
         report.lateness_seconds += [max(0.0, -delay.total_seconds()) for _, delay in job_plan.messages]
+        recorded = []
         for occurrence, reason in plan.missed:
             message = RunMessage.scheduled(
                 job=spec.key, team=spec.team, at=occurrence.at, fire_at=occurrence.fire_at, spec_version=stored.version
             )
-            if self.runs.create(
-                message, status=RunStatus.SKIPPED, now=now, retention=spec.run_retention, reason=reason
-            ):
+            if self.runs.create(message, status=RunStatus.MISSED, now=now, retention=spec.run_retention, reason=reason):
                 report.missed += 1
+                recorded.append((occurrence.at, reason))
+        if recorded and self.escalations is not None:
+            # One event per job and tick, however many instants: the escalation handler pages once per incident.
+            # (A crash before it leaves the instants recorded MISSED without this event: they are in the run
+            # history and the MissedInstants metric, and the dispatcher-stall page has already fired.)
+            self.escalations.publish(missed_event(spec.key, spec.team, recorded, now).model_dump(exclude_none=True))
         if self.after_step:
             self.after_step("missed", spec.key)
         upcoming = job_plan.compiled.next_fires(plan.cursor, 1)
@@ -167,3 +174,19 @@ class Dispatcher:
                 self.queues.send(stored.spec.priority, [(message, run.next_attempt_at - now)])
                 if self.runs.clear_wake(run.job, run.run_id, attempt=run.attempt):
                     report.retries_woken += 1
+
+
+def missed_event(job: str, team: str, missed: list[tuple[datetime, str]], now: datetime) -> EscalationEvent:
+    first, last = missed[0][0], missed[-1][0]
+    return EscalationEvent(
+        kind="missed_schedule",
+        subject=job,
+        occurred_at=instant_text(now),
+        team=team,
+        job=job,
+        run_id=scheduled_run_id(first),
+        scheduled_at=instant_text(first),
+        count=len(missed),
+        lateness_seconds=round((now - first).total_seconds(), 3),
+        error=f"{len(missed)} instant(s) {instant_text(first)}..{instant_text(last)} did not run: {missed[0][1]}",
+    )

@@ -28,6 +28,9 @@ class Env:
     QUEUE_LOW = "JOBSCHED_QUEUE_URL_LOW"
     ESCALATION_QUEUE = "JOBSCHED_ESCALATION_QUEUE_URL"
     STAGE = "JOBSCHED_STAGE"
+    ESCALATION_TOPIC = "JOBSCHED_ESCALATION_TOPIC_ARN"  # pages of jobs without their own escalation channel
+    API_URL = "JOBSCHED_API_URL"  # links in pages
+    LOG_GROUPS = "JOBSCHED_LOG_GROUPS"  # comma-separated: the Logs Insights link in pages searches these
     WORKFLOW_ROLE = "JOBSCHED_WORKFLOW_ROLE_ARN"  # the role DAG state machines run with
     STATE_MACHINE_PREFIX = "JOBSCHED_STATE_MACHINE_PREFIX"  # arn:aws:states:REGION:ACCOUNT:stateMachine:jobsched-STAGE-
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
@@ -46,6 +49,9 @@ class JobsKeys:
     TEAM_PREFIX = "TEAM#"  # per-team quota items: pk "TEAM#{team}", sk "QUOTA"
     QUOTA = "QUOTA"
     RATE_PREFIX = "RATE#"  # per-team API request windows: pk "TEAM#{team}", sk "RATE#{minute}"
+    INCIDENT_PREFIX = "INCIDENT#"  # open incidents: pk subject (job, TARGET#..., SYSTEM), sk "INCIDENT#{class}"
+    BREAKER = "BREAKER"  # per-target circuit breakers: pk "TARGET#{target}", sk "BREAKER"
+    INCIDENTS = "incidents"  # on a job's STATE item: the classes of its open incidents
     TTL = "expires_at"  # request windows and idempotency keys expire
     DUE_INDEX = "due"
     DUE_SHARD = "due_shard"  # present only while the job is ACTIVE and has a next instant
@@ -67,6 +73,9 @@ class RunsKeys:
     WAKE_INDEX = "wakeups"
     WAKE_SHARD = "wake_shard"  # present only while a retry waits longer than SQS can delay
     WAKE_AT = "wake_at"
+    DEADLINE_INDEX = "deadlines"
+    DEADLINE_SHARD = "deadline_shard"  # present only while a run with an SLA deadline has not finished
+    DEADLINE_AT = "deadline_at"
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,8 @@ RUNS_TABLE = TableDefinition(
         IndexDefinition(RunsKeys.LEASE_INDEX, (RunsKeys.LEASE_SHARD, "N"), (RunsKeys.LEASE_EXPIRES_AT, "S")),
         # Retries due later than SQS can delay a message (15 minutes): the dispatcher wakes them.
         IndexDefinition(RunsKeys.WAKE_INDEX, (RunsKeys.WAKE_SHARD, "N"), (RunsKeys.WAKE_AT, "S")),
+        # Unfinished runs of jobs with an SLA deadline: the heartbeat checker pages when one passes.
+        IndexDefinition(RunsKeys.DEADLINE_INDEX, (RunsKeys.DEADLINE_SHARD, "N"), (RunsKeys.DEADLINE_AT, "S")),
     ),
     ttl_attribute=RunsKeys.TTL,
 )

@@ -32,10 +32,18 @@ class RunStatus(StrEnum):
     TIMED_OUT = "TIMED_OUT"
     CANCELLED = "CANCELLED"
     SKIPPED = "SKIPPED"
+    MISSED = "MISSED"  # the instant should have run and did not (outage beyond the catch-up policy)
 
 
 TERMINAL = frozenset(
-    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED, RunStatus.SKIPPED}
+    {
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.TIMED_OUT,
+        RunStatus.CANCELLED,
+        RunStatus.SKIPPED,
+        RunStatus.MISSED,
+    }
 )
 
 Trigger = Literal["schedule", "manual", "backfill"]

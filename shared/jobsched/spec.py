@@ -483,22 +483,46 @@ class Concurrency(StrictModel):
     overlap: Literal["skip", "allow", "replace", "queue"] = "skip"
 
 
-class Escalation(StrictModel):
+class SecondaryContact(StrictModel):
+    """Who is paged when an incident goes on: ``after`` more failures after the first page."""
+
     sns_topic: str | None = None
     webhook: TargetUrl | None = None
-    after_failures: int = Field(default=1, ge=1, le=100)
-    auto_pause_after: int | None = Field(default=None, ge=1, le=1000)
+    after: int = Field(default=3, ge=1, le=1000, description="further consecutive failures before paging")
 
     @field_validator("sns_topic")
     @classmethod
     def _topic(cls, value: str | None) -> str | None:
-        if value is not None and not _SNS_ARN.match(value):
-            raise _fail(
-                "invalid_topic_arn",
-                "'{value}' is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)",
-                value=value,
-            )
-        return value
+        return _sns_topic(value)
+
+    @model_validator(mode="after")
+    def _somewhere(self) -> SecondaryContact:
+        if self.sns_topic is None and self.webhook is None:
+            raise _fail("no_escalation_channel", "give sns_topic, webhook or both")
+        return self
+
+
+def _sns_topic(value: str | None) -> str | None:
+    if value is not None and not _SNS_ARN.match(value):
+        raise _fail(
+            "invalid_topic_arn",
+            "'{value}' is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)",
+            value=value,
+        )
+    return value
+
+
+class Escalation(StrictModel):
+    sns_topic: str | None = None
+    webhook: TargetUrl | None = None
+    after_failures: int = Field(default=1, ge=1, le=100, description="consecutive failures before the first page")
+    auto_pause_after: int | None = Field(default=None, ge=1, le=1000, description="consecutive failures")
+    secondary: SecondaryContact | None = None
+
+    @field_validator("sns_topic")
+    @classmethod
+    def _topic(cls, value: str | None) -> str | None:
+        return _sns_topic(value)
 
     @model_validator(mode="after")
     def _somewhere(self) -> Escalation:

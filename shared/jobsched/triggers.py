@@ -72,7 +72,9 @@ def trigger_run(
         correlation_id=f"{job}/{run_id}",
         payload_override=payload,
     )
-    created = runs.create(message, status=RunStatus.SCHEDULED, now=now, retention=stored.spec.run_retention)
+    created = runs.create(
+        message, status=RunStatus.SCHEDULED, now=now, retention=stored.spec.run_retention, deadline=stored.spec.deadline
+    )
     run = created or runs.get(job, run_id)
     assert run is not None
     if run.status is RunStatus.SCHEDULED:

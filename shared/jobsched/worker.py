@@ -28,6 +28,7 @@ from jobsched.aws.targets import RunContext, TargetExecutor, TargetResult
 from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
 from jobsched.dag import DagTaskFailure, DagTaskMessage, run_budget
 from jobsched.dag_runs import DagRuns
+from jobsched.escalation import EscalationEvent
 from jobsched.names import JobsKeys
 from jobsched.runs import (
     MAX_SQS_DELAY,
@@ -295,6 +296,7 @@ class Worker:
                 retention=spec.run_retention,
                 lease_until=lease,
                 external=external,
+                deadline=spec.deadline,
             )
             if created is not None:
                 return created
@@ -398,6 +400,7 @@ class Worker:
                 )
                 self.after_step("record")
                 self.release_slots(message, spec)
+                self.succeeded(run, finished, spec)
                 return Outcome("succeeded", run=finished, lateness=lateness)
             if result.retryable and attempts_left(self._retry_policy(spec), run.attempt):
                 return self._retry(message, spec, run, result.error or "failed", now, lateness)
@@ -461,20 +464,61 @@ class Worker:
         return Outcome("skipped", reason, run=created)
 
     def escalate(self, run: Run, spec: JobSpec, summary: str) -> None:
-        event: dict[str, Any] = {
-            "kind": "run_failed" if run.status is RunStatus.FAILED else "run_timed_out",
-            "summary": summary,
-            "job": run.job,
-            "team": run.team,
-            "run_id": run.run_id,
-            "attempt": run.attempt,
-            "scheduled_at": instant_text(run.scheduled_at),
-            "error": run.error,
-            "owner": spec.owner,
-            "runbook_url": spec.runbook_url,
-            "sns_topic": spec.escalation.sns_topic if spec.escalation else None,
-        }
-        self.escalations.publish(event)
+        """A run ended badly: one event for the escalation handler (which pages once per incident)."""
+        kind: Literal["run_failed", "run_timed_out"] = (
+            "run_timed_out" if run.status is RunStatus.TIMED_OUT else "run_failed"
+        )
+        self.publish(
+            EscalationEvent(
+                kind=kind,
+                subject=run.job,
+                occurred_at=instant_text(self.clock()),
+                team=run.team,
+                job=run.job,
+                run_id=run.run_id,
+                scheduled_at=instant_text(run.scheduled_at),
+                attempt=run.attempt,
+                error=run.error,
+                lateness_seconds=run.lateness_ms / 1000 if run.lateness_ms is not None else None,
+                detail=summary,
+            )
+        )
+        self._check_deadline(run, spec)
+
+    def succeeded(self, before: Run, finished: Run, spec: JobSpec) -> None:
+        """After a success: report a deadline it missed, and resolve the job's open incidents (if it has any:
+        one eventually consistent read, so healthy jobs send no event)."""
+        missed = self._check_deadline(before, spec)
+        if not self.jobs.open_incidents(finished.job):
+            return
+        self.publish(
+            EscalationEvent(
+                kind="run_succeeded",
+                subject=finished.job,
+                occurred_at=instant_text(self.clock()),
+                team=finished.team,
+                job=finished.job,
+                run_id=finished.run_id,
+                scheduled_at=instant_text(finished.scheduled_at),
+                attempt=finished.attempt,
+                on_time=not missed,
+            )
+        )
+
+    def _check_deadline(self, run: Run, spec: JobSpec) -> bool:
+        """True if the run finished after its SLA deadline. Reported here unless the checker already did."""
+        if spec.deadline is None:
+            return False
+        deadline = run.scheduled_at + spec.deadline
+        now = self.clock()
+        if now <= deadline:
+            return False
+        if run.deadline_at is not None:  # still on the index: the heartbeat checker has not reported it
+            self.publish(deadline_event(run, spec, now))
+        return True
+
+    def publish(self, event: EscalationEvent) -> None:
+        self.escalations.publish(event.model_dump(mode="json", exclude_none=True))
 
     # ----------------------------------------------------------------------------- helpers
 
@@ -501,3 +545,20 @@ class Worker:
     @staticmethod
     def _retry_policy(spec: JobSpec) -> Any:
         return spec.retry
+
+
+def deadline_event(run: Run, spec: JobSpec, now: datetime) -> EscalationEvent:
+    """One per run (its id has no attempt): the checker and the worker may both report it."""
+    assert spec.deadline is not None
+    return EscalationEvent(
+        kind="deadline_missed",
+        subject=run.job,
+        occurred_at=instant_text(now),
+        team=run.team,
+        job=run.job,
+        run_id=run.run_id,
+        scheduled_at=instant_text(run.scheduled_at),
+        lateness_seconds=round((now - run.scheduled_at - spec.deadline).total_seconds(), 3),
+        detail=f"not SUCCEEDED within its deadline of {spec.deadline} after {instant_text(run.scheduled_at)}"
+        + f" (status {run.status.value})",
+    )

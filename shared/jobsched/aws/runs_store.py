@@ -19,7 +19,7 @@ from jobsched.aws.clients import client
 from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.dag import TASK_TERMINAL, TaskStatus
 from jobsched.names import LEASE_SHARDS, RunsKeys
-from jobsched.runs import RunMessage, RunStatus, instant_text, parse_instant, truncate
+from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, parse_instant, truncate
 
 TASK_PREFIX = "TASK#"
 
@@ -48,6 +48,7 @@ class Run:
     output: str | None = None
     reason: str | None = None
     lateness_ms: int | None = None  # first attempt's start minus its fire time, to the millisecond
+    deadline_at: datetime | None = None  # SLA deadline, while not yet reported missed or finished
     execution_arn: str | None = None  # DAG runs: the Step Functions execution (named by the run id)
     graph: dict[str, Any] | None = None  # DAG runs: the task graph the run started with
 
@@ -75,6 +76,7 @@ class Run:
             output=values.get("output"),
             reason=values.get("reason"),
             lateness_ms=int(values["lateness_ms"]) if "lateness_ms" in values else None,
+            deadline_at=instant(RunsKeys.DEADLINE_AT),
             execution_arn=values.get("execution_arn"),
             graph=values.get("graph"),
         )
@@ -192,14 +194,19 @@ class RunsStore:
         lease_until: datetime | None = None,
         external: bool = False,
         reason: str | None = None,
+        deadline: timedelta | None = None,
     ) -> Run | None:
-        """Create the run; None if it exists already (the caller reads what is there)."""
+        """Create the run; None if it exists already (the caller reads what is there). ``deadline``: an
+        unfinished run goes on the deadlines index until it finishes or its deadline is reported."""
         values: dict[str, Any] = {
             **self._base(message, now, retention),
             "status": status.value,
             "attempt": message.attempt,
             "reason": truncate(reason),
         }
+        if deadline is not None and status not in TERMINAL:
+            values[RunsKeys.DEADLINE_SHARD] = lease_shard(message.job, message.run_id)
+            values[RunsKeys.DEADLINE_AT] = instant_text(parse_instant(message.scheduled_at) + deadline)
         if status is RunStatus.RUNNING:
             values |= self._running(message.job, message.run_id, now, lease_until, external)
             values["lateness_ms"] = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
@@ -297,7 +304,7 @@ class RunsStore:
         }
         update = (
             "SET #status = :status, finished_at = :finished, #error = :error, #output = :output"
-            " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at"
+            " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at, deadline_shard, deadline_at"
         )
         return self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
 
@@ -311,6 +318,24 @@ class RunsStore:
         """Runs waiting for an outside result whose lease has run out, and parked DAG tasks due a heartbeat
         (the sparse leases index only)."""
         return self._due_on_index(RunsKeys.LEASE_INDEX, RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT, shard, now)
+
+    def past_deadline(self, shard: int, now: datetime) -> Iterator[Run]:
+        """Unfinished runs whose SLA deadline has passed and was not reported yet (the deadlines index)."""
+        for run in self._due_on_index(
+            RunsKeys.DEADLINE_INDEX, RunsKeys.DEADLINE_SHARD, RunsKeys.DEADLINE_AT, shard, now
+        ):
+            if isinstance(run, Run):
+                yield run
+
+    def deadline_reported(self, job: str, run_id: str) -> bool:
+        """Take a run off the deadlines index once its miss is reported; False if already taken."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(job, run_id),
+            UpdateExpression="REMOVE deadline_shard, deadline_at",
+            ConditionExpression="attribute_exists(deadline_shard)",
+        )
 
     def wakeups(self, shard: int, until: datetime) -> Iterator[Run]:
         """Retries waiting longer than SQS can delay whose time comes by ``until`` (the wakeups index only)."""

@@ -1,0 +1,146 @@
+"""The escalation handler's work: one event in, the incident updated, pages out (outbox first).
+
+Order: the incident is written with its pages as ``unsent`` (conditional on its version, so concurrent
+events for one subject serialize), then the pages are sent, then ``unsent`` is cleared. A crash or a
+failed delivery leaves them unsent; the next event for the subject, or this event's redelivery, sends
+them. So a page can be sent twice after a crash, never lost, and never once per failure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from jobsched.aws.jobs_store import JobsStore, StoredIncident, StoredJob, VersionConflict
+from jobsched.aws.notify import Notifier
+from jobsched.escalation import (
+    OPENS,
+    Channel,
+    Decision,
+    EscalationEvent,
+    Incident,
+    IncidentClass,
+    Links,
+    Page,
+    Policy,
+    decide_open,
+    decide_resolve,
+    render,
+)
+from jobsched.jobs import pause_job
+
+log = logging.getLogger(__name__)
+PRINCIPAL = "jobsched:escalation"
+ATTEMPTS = 10  # optimistic-concurrency retries per event
+
+
+@dataclass(frozen=True)
+class Handled:
+    pages: tuple[Page, ...] = ()
+    paused: bool = False
+
+
+@dataclass
+class Escalator:
+    jobs: JobsStore
+    notifier: Notifier
+    clock: Callable[[], datetime]
+    default_topic: str | None
+    links: Links
+
+    def handle(self, event: EscalationEvent) -> Handled:
+        classes = event.resolves() or (OPENS[event.kind],)
+        pages: list[Page] = []
+        paused = False
+        for incident_class in classes:
+            handled = self._apply(event, incident_class)
+            pages += handled.pages
+            paused = paused or handled.paused
+        return Handled(tuple(pages), paused)
+
+    def _apply(self, event: EscalationEvent, incident_class: IncidentClass) -> Handled:
+        stored_job = self.jobs.get(event.subject) if "/" in event.subject else None
+        policy = Policy.for_job(stored_job.spec.escalation if stored_job else None, self.default_topic)
+        for _ in range(ATTEMPTS):
+            stored = self.jobs.get_incident(event.subject, incident_class)
+            if stored is not None and stored.unsent:
+                self._send(stored, policy, stored_job)  # what an earlier try could not deliver
+                stored = self.jobs.get_incident(event.subject, incident_class)
+            incident = _incident(stored) if stored is not None and not stored.resolved else None
+            if event.resolves():
+                decision = decide_resolve(incident, event)
+            else:
+                decision = decide_open(incident, event, policy, self.clock())
+            if decision.incident == incident and not decision.resolved:
+                return Handled()  # nothing changes (a redelivery, or nothing to resolve)
+            try:
+                written = self._write(stored, decision)
+            except VersionConflict:
+                continue
+            if "/" in event.subject:
+                self.jobs.mark_incident(event.subject, incident_class, is_open=not decision.resolved)
+            paused = False
+            if decision.pause_reason and stored_job is not None:
+                pause_job(
+                    self.jobs, stored_job.key, now=self.clock(), principal=PRINCIPAL, reason=decision.pause_reason
+                )
+                paused = True
+            self._send(written, policy, stored_job)
+            return Handled(decision.pages, paused)
+        raise VersionConflict(f"incident {event.subject}/{incident_class}: too many concurrent changes")
+
+    def _write(self, stored: StoredIncident | None, decision: Decision) -> StoredIncident:
+        unsent = json.dumps([asdict(page) for page in decision.pages]) if decision.pages else None
+        version = stored.version if stored is not None else 0
+        if decision.resolved:
+            assert stored is not None
+            return self.jobs.put_incident(
+                StoredIncident(stored.values, version, unsent, resolved=True), expected_version=version
+            )
+        assert decision.incident is not None
+        values = {key: value for key, value in asdict(decision.incident).items() if key != "version"}
+        return self.jobs.put_incident(StoredIncident(values, version, unsent), expected_version=version)
+
+    def _send(self, stored: StoredIncident, policy: Policy, job: StoredJob | None) -> None:
+        for raw in json.loads(stored.unsent or "[]"):
+            page = Page(**raw)
+            channel = policy.primary if page.role == "primary" else policy.secondary
+            self._deliver(page, channel, job)
+        self.jobs.clear_incident_outbox(stored)
+
+    def _deliver(self, page: Page, channel: Channel | None, job: StoredJob | None) -> None:
+        runbook = str(job.spec.runbook_url) if job and job.spec.runbook_url else None
+        text, document = render(page, self.links.for_event(page.event, runbook))
+        if channel is None or (channel.sns_topic is None and channel.webhook is None):
+            log.warning("no escalation channel for %s: %s", page.subject, page.title)
+            return
+        attributes = {
+            "notice": page.notice,
+            "kind": str(page.event.get("kind", "")),
+            "team": str(page.event.get("team") or ""),
+            "role": page.role,
+        }
+        if channel.sns_topic:
+            self.notifier.publish(channel.sns_topic, subject=page.title, text=text, attributes=attributes)
+        if channel.webhook:
+            self.notifier.post(channel.webhook, document)
+
+
+def _incident(stored: StoredIncident) -> Incident:
+    values: dict[str, Any] = dict(stored.values)
+    return Incident(
+        subject=values["subject"],
+        incident_class=values["incident_class"],
+        opened_at=values["opened_at"],
+        first_kind=values["first_kind"],
+        failures=int(values.get("failures", 0)),
+        paged=tuple(values.get("paged", ())),
+        auto_paused=bool(values.get("auto_paused")),
+        last=values.get("last", {}),
+        seen=tuple(values.get("seen", ())),
+        version=stored.version,
+    )
