@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from jobsched.aws.runs_store import ParkedTask, Run, StaleAttempt, TaskState
 from jobsched.aws.targets import RunContext, TargetResult
 from jobsched.aws.workflows import Workflows
+from jobsched.breaker import BreakerState, target_key
 from jobsched.dag import (
     TASK_FAILED,
     TASK_LOST,
@@ -149,6 +150,11 @@ class DagRuns:
             self.advance(run, stored)
             return Outcome("skipped", f"task {message.task} skipped", run=run, priority=priority)
 
+        breaker_key = target_key(task.target)
+        breaker = self.worker.jobs.breaker(breaker_key) if breaker_key else BreakerState()
+        if breaker.holds(now):
+            assert breaker.open_until is not None
+            return Outcome("waiting", "target circuit open", wait=breaker.open_until - now, run=run, priority=priority)
         lease = now + attempt_timeout(task) + LEASE_MARGIN
         claimed = self.worker.runs.claim_task(
             run.job,
@@ -174,6 +180,7 @@ class DagRuns:
         )
         result = self.worker.targets.execute(task.target, context)
         self.worker.after_step("execute_task")
+        self.worker.breaker_result(breaker_key, breaker, result)
         if result.outcome == "pending":
             return Outcome("pending", f"task {message.task} waits for its callback", run=run, priority=priority)
         return self._record(run, stored, task, message.attempt, message.token, result, priority)

@@ -8,11 +8,17 @@ of waiting runs, not of registered jobs or past runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from jobsched.aws.runs_store import ParkedTask, RunsStore, StaleAttempt
-from jobsched.names import LEASE_SHARDS
-from jobsched.worker import Worker
+from jobsched.aws.runs_store import ParkedTask, Run, RunsStore, StaleAttempt
+from jobsched.escalation import SYSTEM, EscalationEvent
+from jobsched.names import DUE_SHARDS, LEASE_SHARDS
+from jobsched.runs import TERMINAL, instant_text
+from jobsched.worker import Worker, deadline_event
+
+# The dispatcher sends each instant up to 14 minutes ahead and then moves the job's next instant on; one
+# still waiting this long after it passed was not dispatched.
+STALL_AFTER = timedelta(minutes=3)
 
 
 @dataclass
@@ -21,6 +27,8 @@ class CheckReport:
     retried: int = 0
     timed_out: int = 0
     parked_heartbeats: int = 0  # DAG tasks kept alive while they wait for their dependencies
+    deadline_misses: int = 0
+    overdue_jobs: int = 0  # due instants the dispatcher has not handled (it is stalled or failing)
     outcomes: list[str] = field(default_factory=list)
 
 
@@ -46,4 +54,48 @@ class HeartbeatChecker:
                     report.retried += 1
                 elif outcome.action == "failed":
                     report.timed_out += 1
+            for run in self.runs.past_deadline(shard, now):
+                report.deadline_misses += self._deadline_missed(run, now)
+        report.overdue_jobs = self._watch_dispatcher(now)
         return report
+
+    def _deadline_missed(self, run: Run, now: datetime) -> int:
+        stored = self.worker.jobs.get(run.job, consistent=False)
+        if stored is None or stored.spec.deadline is None or run.status in TERMINAL:
+            self.runs.deadline_reported(run.job, run.run_id)  # nothing to report: just off the index
+            return 0
+        if not self.runs.deadline_reported(run.job, run.run_id):
+            return 0  # another checker (or the worker, finishing late) reported it
+        self.worker.publish(deadline_event(run, stored.spec, now))
+        return 1
+
+    def _watch_dispatcher(self, now: datetime) -> int:
+        """The scheduler as its own dead-man's switch: a due instant the dispatcher has not moved past
+        within STALL_AFTER means no tick is running (or every tick fails). Pages once per outage; when the
+        index is clean again, the incident resolves. The dispatcher's catch-up policy decides, when it is
+        back, which of the instants still run and which are recorded MISSED (and escalated per job)."""
+        overdue = [
+            entry
+            for shard in range(DUE_SHARDS)
+            for entry in self.worker.jobs.due(shard, now - STALL_AFTER)
+            if entry.backfill_id is None
+        ]
+        if overdue:
+            oldest = min(entry.next_fire_at for entry in overdue)
+            self.worker.publish(
+                EscalationEvent(
+                    kind="dispatcher_stalled",
+                    subject=SYSTEM,
+                    occurred_at=instant_text(now),
+                    scheduled_at=instant_text(now.replace(second=0, microsecond=0)),
+                    count=len(overdue),
+                    lateness_seconds=round((now - oldest).total_seconds(), 3),
+                    error=f"{len(overdue)} job(s) overdue; the oldest instant, {instant_text(oldest)}, was not sent",
+                    detail="check the dispatcher function's errors and its EventBridge rule",
+                )
+            )
+        elif self.worker.jobs.get_incident(SYSTEM, "dispatcher") is not None:
+            self.worker.publish(
+                EscalationEvent(kind="dispatcher_recovered", subject=SYSTEM, occurred_at=instant_text(now))
+            )
+        return len(overdue)

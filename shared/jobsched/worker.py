@@ -26,6 +26,7 @@ from jobsched.aws.queues import EscalationQueue, WorkQueues
 from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
 from jobsched.aws.targets import RunContext, TargetExecutor, TargetResult
 from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
+from jobsched.breaker import COOL_DOWN, FAILURES_TO_OPEN, BreakerState, circuit_event, target_key
 from jobsched.dag import DagTaskFailure, DagTaskMessage, run_budget
 from jobsched.dag_runs import DagRuns
 from jobsched.escalation import EscalationEvent
@@ -45,6 +46,7 @@ from jobsched.spec import CallbackTarget, JobSpec
 LEASE_MARGIN = timedelta(seconds=60)
 WAIT_WHEN_FULL = timedelta(seconds=30)  # a message for a job at max_running comes back after this
 EARLY_TOLERANCE = timedelta(seconds=1)
+BREAKER_MARGIN = timedelta(seconds=1)  # a held run comes back just after the cool-down ends
 
 Action = Literal[
     "succeeded", "failed", "retrying", "pending", "skipped", "duplicate", "superseded", "waiting", "cancelled"
@@ -84,7 +86,10 @@ class Worker:
     def process_any(self, message: RunMessage | DagTaskMessage | DagTaskFailure) -> Outcome:
         """One work-queue message of any kind: a run, a DAG task, or a DAG task's failure report."""
         if isinstance(message, DagTaskMessage):
-            return self.dags.process_task(message)
+            outcome = self.dags.process_task(message)
+            if outcome.wait is not None:
+                self.queues.send(outcome.priority, [(message, outcome.wait)])
+            return outcome
         if isinstance(message, DagTaskFailure):
             return self.dags.task_failed(message)
         return self.process(message)
@@ -119,6 +124,15 @@ class Worker:
         if existing is not None and (existing.status in TERMINAL or existing.attempt >= message.attempt):
             return self._resume_or_drop(existing, message, stored, now)
 
+        breaker_key = target_key(spec.target) if spec.target is not None else None
+        breaker = self.jobs.breaker(breaker_key) if breaker_key else BreakerState()
+        if breaker.holds(now):
+            assert breaker.open_until is not None
+            return Outcome(
+                "waiting",
+                f"target circuit open until {instant_text(breaker.open_until)}",
+                wait=breaker.open_until - now + BREAKER_MARGIN,
+            )
         slots = self._take_slots(message, stored, now)
         if isinstance(slots, Outcome):
             return slots
@@ -141,6 +155,7 @@ class Worker:
         target = self._target(spec)
         result = self.targets.execute(target, context)
         self.after_step("execute")
+        self.breaker_result(breaker_key, breaker, result)
         lateness = (claimed.started_at or now) - fire_at
         return self._record(message, stored, claimed, result, lateness)
 
@@ -516,6 +531,20 @@ class Worker:
         if run.deadline_at is not None:  # still on the index: the heartbeat checker has not reported it
             self.publish(deadline_event(run, spec, now))
         return True
+
+    def breaker_result(self, key: str | None, before: BreakerState, result: TargetResult) -> None:
+        """Count a target's failure towards its breaker (escalated once when it opens); a success after
+        failures closes it. Only retryable failures count: a 4xx says this job's request is wrong, not
+        that the target is down."""
+        if key is None:
+            return
+        now = self.clock()
+        if result.outcome == "failed" and result.retryable:
+            change = self.jobs.breaker_failed(key, now=now, threshold=FAILURES_TO_OPEN, cool_down=COOL_DOWN)
+            if change == "opened":
+                self.publish(circuit_event("circuit_open", key, now, failures=FAILURES_TO_OPEN, error=result.error))
+        elif result.outcome == "succeeded" and before.failures and self.jobs.breaker_succeeded(key):
+            self.publish(circuit_event("circuit_closed", key, now))
 
     def publish(self, event: EscalationEvent) -> None:
         self.escalations.publish(event.model_dump(mode="json", exclude_none=True))

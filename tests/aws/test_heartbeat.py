@@ -78,7 +78,7 @@ def test_heartbeats_keep_a_run_alive(stack: Stack, clock: Clock, checker: Heartb
     assert status(stack) == (RunStatus.RUNNING, 1)
 
 
-def test_the_checker_reads_only_the_lease_index(stack: Stack, clock: Clock, checker: HeartbeatChecker) -> None:
+def test_the_checker_reads_only_sparse_indexes(stack: Stack, clock: Clock, checker: HeartbeatChecker) -> None:
     start_callback(stack, clock)
     operations: list[str] = []
     stack.dynamodb.meta.events.register(
@@ -86,4 +86,5 @@ def test_the_checker_reads_only_the_lease_index(stack: Stack, clock: Clock, chec
         lambda model, params, **_: operations.append(f"{model.name}:{params.get('IndexName')}"),
     )
     checker.check(clock())
-    assert set(operations) == {"Query:leases"}
+    # Waiting runs, runs past a deadline, overdue due entries; and whether a dispatcher incident is open.
+    assert set(operations) == {"Query:leases", "Query:deadlines", "Query:due", "GetItem:None"}
