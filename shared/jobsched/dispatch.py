@@ -11,6 +11,7 @@ create lets only one run exist per instant. Advancing before sending could lose 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from jobsched.triggers import advance_backfill
 LOOKAHEAD = timedelta(minutes=14)
 # A job is due when its next instant falls within this of now (one tick and a margin for a late tick).
 DUE_WINDOW = timedelta(minutes=2)
+MAX_MISSED_RECORDED = 1440  # per job and tick: a day of a minutely job
 
 
 @dataclass
@@ -122,7 +124,16 @@ class Dispatcher:
         spec, stored, plan = job_plan.stored.spec, job_plan.stored, job_plan.plan
         report.lateness_seconds += [max(0.0, -delay.total_seconds()) for _, delay in job_plan.messages]
         recorded = []
-        for occurrence, reason in plan.missed:
+        outside = []
+        if plan.missed_before is not None:
+            # Instants the outage pushed out of the catch-up window: recorded MISSED too (the expected-runs
+            # ledger), up to a bound so a long outage of a frequent job costs bounded writes; the event
+            # reports the full count.
+            spans = job_plan.compiled.fires(job_plan.entry.cursor, until=plan.missed_before)
+            window = spec.schedule.catchup.window if spec.schedule else None
+            reason = f"missed: more than the catch-up window ({window}) overdue when dispatch resumed"
+            outside = [(occurrence, reason) for occurrence in itertools.islice(spans, MAX_MISSED_RECORDED)]
+        for occurrence, reason in [*outside, *plan.missed]:
             message = RunMessage.scheduled(
                 job=spec.key, team=spec.team, at=occurrence.at, fire_at=occurrence.fire_at, spec_version=stored.version
             )

@@ -193,6 +193,9 @@ class Settings:
     escalation_queue_url: str
     workflow_role_arn: str | None = None  # DAG jobs need both; single-task jobs neither
     state_machine_prefix: str | None = None
+    escalation_topic_arn: str | None = None  # where jobs without their own escalation channel page
+    api_url: str | None = None
+    log_groups: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -211,4 +214,7 @@ class Settings:
             escalation_queue_url=need(Env.ESCALATION_QUEUE),
             workflow_role_arn=source.get(Env.WORKFLOW_ROLE) or None,
             state_machine_prefix=source.get(Env.STATE_MACHINE_PREFIX) or None,
+            escalation_topic_arn=source.get(Env.ESCALATION_TOPIC) or None,
+            api_url=source.get(Env.API_URL) or None,
+            log_groups=tuple(group for group in source.get(Env.LOG_GROUPS, "").split(",") if group),
         )

@@ -43,3 +43,18 @@ def emit_run_outcome(
             name="FireLatenessSeconds", unit=MetricUnit.Seconds, value=lateness_seconds, namespace=NAMESPACE
         ) as metric:
             metric.add_dimension(name="priority", value=priority)
+
+
+def emit_escalation(metrics: Metrics, *, team: str, kind: str, pages: int, paused: bool) -> None:
+    """Escalation SLIs: events by kind (timeouts, missed instants, deadline misses, circuits) and the pages
+    they caused, so "100 failures, 1 page" is visible on the dashboard."""
+    from aws_lambda_powertools.metrics import single_metric
+
+    with single_metric(name="EscalationEvents", unit=MetricUnit.Count, value=1, namespace=NAMESPACE) as metric:
+        metric.add_dimension(name="team", value=team)
+        metric.add_dimension(name="outcome", value=kind)
+    with single_metric(name="Pages", unit=MetricUnit.Count, value=pages, namespace=NAMESPACE) as metric:
+        metric.add_dimension(name="outcome", value=kind)
+    if paused:
+        with single_metric(name="AutoPauses", unit=MetricUnit.Count, value=1, namespace=NAMESPACE) as metric:
+            metric.add_dimension(name="team", value=team)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 
 from jobsched.aws.jobs_store import JobsStore
+from jobsched.aws.notify import Notifier
 from jobsched.aws.queues import EscalationQueue, WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.aws.targets import TargetExecutor
 from jobsched.aws.workflows import Workflows
 from jobsched.dispatch import Dispatcher
+from jobsched.escalation import Links
+from jobsched.escalator import Escalator
 from jobsched.heartbeat import HeartbeatChecker
 from jobsched.jobs import DagDeployer
 from jobsched.names import Settings
@@ -28,6 +32,21 @@ def build_dispatcher(settings: Settings) -> Dispatcher:
         jobs=JobsStore(settings.jobs_table),
         runs=RunsStore(settings.runs_table),
         queues=WorkQueues(settings.queue_urls),
+        escalations=EscalationQueue(settings.escalation_queue_url),
+    )
+
+
+def build_escalator(settings: Settings, *, clock: Callable[[], datetime] = utc_now) -> Escalator:
+    return Escalator(
+        jobs=JobsStore(settings.jobs_table),
+        notifier=Notifier(),
+        clock=clock,
+        default_topic=settings.escalation_topic_arn,
+        links=Links(
+            region=os.environ.get("AWS_REGION", "us-east-1"),
+            api_url=settings.api_url,
+            log_groups=settings.log_groups,
+        ),
     )
 
 
@@ -82,3 +101,8 @@ def default_heartbeat() -> HeartbeatChecker:
 @cache
 def default_worker() -> Worker:
     return build_worker(Settings.from_env(), targets=_targets)
+
+
+@cache
+def default_escalator() -> Escalator:
+    return build_escalator(Settings.from_env())

@@ -76,6 +76,8 @@ class Worker:
     # Hooks for crash-injection tests: called right after the named step.
     after_step: Callable[[str], None] = field(default=lambda step: None)
     workflows: Workflows | None = None  # DAG jobs run on Step Functions
+    breaker_failures: int = FAILURES_TO_OPEN  # consecutive failures of one target that open its circuit
+    breaker_cool_down: timedelta = COOL_DOWN
 
     @property
     def dags(self) -> DagRuns:
@@ -540,9 +542,13 @@ class Worker:
             return
         now = self.clock()
         if result.outcome == "failed" and result.retryable:
-            change = self.jobs.breaker_failed(key, now=now, threshold=FAILURES_TO_OPEN, cool_down=COOL_DOWN)
+            change = self.jobs.breaker_failed(
+                key, now=now, threshold=self.breaker_failures, cool_down=self.breaker_cool_down
+            )
             if change == "opened":
-                self.publish(circuit_event("circuit_open", key, now, failures=FAILURES_TO_OPEN, error=result.error))
+                self.publish(
+                    circuit_event("circuit_open", key, now, failures=self.breaker_failures, error=result.error)
+                )
         elif result.outcome == "succeeded" and before.failures and self.jobs.breaker_succeeded(key):
             self.publish(circuit_event("circuit_closed", key, now))
 

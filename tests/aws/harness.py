@@ -18,12 +18,15 @@ from typing import Any
 import boto3
 
 from jobsched.aws.jobs_store import JobsStore
+from jobsched.aws.notify import Notifier
 from jobsched.aws.queues import EscalationQueue, WorkQueues, delay_seconds
 from jobsched.aws.runs_store import Run, RunsStore
 from jobsched.aws.targets import RunContext, TargetExecutor
 from jobsched.aws.workflows import Workflows
 from jobsched.dag import DagTaskFailure, WorkMessage, parse_work_message
 from jobsched.dispatch import Dispatcher
+from jobsched.escalation import EscalationEvent, Links
+from jobsched.escalator import Escalator
 from jobsched.jobs import DagDeployer, put_job
 from jobsched.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Settings, state_machine_prefix
 from jobsched.runs import RunMessage, parse_instant
@@ -90,13 +93,19 @@ class VirtualDelayQueues(WorkQueues):
     (each carries its fire_at, and the pump holds it until then), and the delay SQS would have been asked
     for is recorded so tests can check it."""
 
-    def __init__(self, queue_urls: dict[str, str], sqs: Any) -> None:
+    def __init__(self, queue_urls: dict[str, str], sqs: Any, clock: Callable[[], datetime] | None = None) -> None:
         super().__init__(queue_urls, sqs)
         self.requested_delays: list[tuple[str, int]] = []  # (run_id#attempt, DelaySeconds)
+        self.clock = clock
+        # A message re-sent to wait (a full slot, an open circuit) keeps its fire_at: the pump holds it until
+        # the virtual time SQS would deliver it.
+        self.not_before: dict[str, datetime] = {}
 
     def send_each(self, priority: str, messages: Sequence[tuple[WorkMessage, timedelta]]) -> set[int]:
         for message, delay in messages:
             self.requested_delays.append((f"{message.run_id}#{message.attempt}", delay_seconds(delay)))
+            if self.clock is not None and delay > timedelta(0):
+                self.not_before[message.model_dump_json(exclude_none=True)] = self.clock() + delay
         return super().send_each(priority, [(message, timedelta(0)) for message, _ in messages])
 
 
@@ -158,8 +167,10 @@ class Stack:
             if in_memory_queues
             else VirtualDelayQueues(self.queue_urls, self.sqs)
         )
+        self.queues.clock = clock
         self.targets = TargetExecutor(lambda_invoker=self.lambdas, sleep=lambda seconds: None)
-        self.dispatcher = Dispatcher(self.jobs, self.runs, self.queues)
+        self.escalation_queue = EscalationQueue(self.escalation_url, self.sqs)
+        self.dispatcher = Dispatcher(self.jobs, self.runs, self.queues, escalations=self.escalation_queue)
         self.stepfunctions = boto3.client("stepfunctions", region_name=REGION)
         self.workflows = Workflows(
             role_arn=f"arn:aws:iam::{ACCOUNT}:role/jobsched-test-workflows",
@@ -171,11 +182,60 @@ class Stack:
             jobs=self.jobs,
             runs=self.runs,
             queues=self.queues,
-            escalations=EscalationQueue(self.escalation_url, self.sqs),
+            escalations=self.escalation_queue,
             targets=self.targets,
             clock=clock,
             workflows=self.workflows,
         )
+
+        # Pages: SNS topics in moto, each delivering to one SQS queue the tests read; webhooks recorded.
+        self.sns = boto3.client("sns", region_name=REGION)
+        self.pages_url = self.sqs.create_queue(QueueName="jobsched-test-pages")["QueueUrl"]
+        self.default_topic = self.topic("jobsched-test-escalations")
+        self.webhooks = RecordingHttp()
+        self.escalator = Escalator(
+            jobs=self.jobs,
+            notifier=Notifier(sns=self.sns, http=self.webhooks),  # type: ignore[arg-type]
+            clock=clock,
+            default_topic=self.default_topic,
+            links=Links(region=REGION, api_url="https://api.example.com/prod", log_groups=("/aws/lambda/worker",)),
+        )
+
+    def topic(self, name: str) -> str:
+        """An SNS topic whose messages the tests can read with ``pages``."""
+        arn: str = self.sns.create_topic(Name=name)["TopicArn"]
+        queue_arn = self.sqs.get_queue_attributes(QueueUrl=self.pages_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        self.sns.subscribe(TopicArn=arn, Protocol="sqs", Endpoint=queue_arn)
+        return arn
+
+    def handle_escalations(self) -> list[Any]:
+        """Run the escalation handler over every queued event (as its SQS event source would)."""
+        handled = []
+        for event in self.escalations():
+            handled.append(self.escalator.handle(EscalationEvent.model_validate(event)))
+        return handled
+
+    def pages(self) -> list[dict[str, Any]]:
+        """SNS messages published so far (taken off the test queue): topic, subject, message, attributes."""
+        found = []
+        for _ in range(100):
+            batch = self.sqs.receive_message(QueueUrl=self.pages_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not batch:
+                break
+            for raw in batch:
+                envelope = json.loads(raw["Body"])
+                found.append(
+                    {
+                        "topic": envelope["TopicArn"],
+                        "subject": envelope.get("Subject"),
+                        "message": envelope["Message"],
+                        "attributes": {k: v["Value"] for k, v in envelope.get("MessageAttributes", {}).items()},
+                    }
+                )
+                self.sqs.delete_message(QueueUrl=self.pages_url, ReceiptHandle=raw["ReceiptHandle"])
+        return sorted(found, key=lambda page: page["message"])
 
     # ------------------------------------------------------------------------------ jobs
 
@@ -250,6 +310,9 @@ class Stack:
                 held[raw["MessageId"]] = raw
 
     def _is_due(self, raw: dict[str, Any]) -> bool:
+        not_before = self.queues.not_before.get(raw["Body"])
+        if not_before is not None and not_before > self.clock() + timedelta(seconds=1):
+            return False
         fire_at = json.loads(raw["Body"]).get("fire_at")  # DAG task messages are due when sent
         return fire_at is None or parse_instant(fire_at) <= self.clock() + timedelta(seconds=1)
 
@@ -266,6 +329,26 @@ class Stack:
                 found.append(json.loads(raw["Body"]))
                 self.sqs.delete_message(QueueUrl=self.escalation_url, ReceiptHandle=raw["ReceiptHandle"])
         return found
+
+
+@dataclass
+class RecordingHttp:
+    """Webhook endpoint stand-in: records each POST; ``fail`` makes deliveries fail (HTTP 503)."""
+
+    posts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    fail: bool = False
+
+    def request(self, method: str, url: str, body: bytes | None = None, **_: Any) -> Any:
+        if self.fail:
+            return _Response(503)
+        self.posts.append((url, json.loads(body or b"{}")))
+        return _Response(200)
+
+
+@dataclass
+class _Response:
+    status: int
+    data: bytes = b""
 
 
 def context_for(run: Run) -> RunContext:

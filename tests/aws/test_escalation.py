@@ -1,0 +1,337 @@
+"""Nothing fails silently: pages once per incident, with context; missed schedules; deadlines; escalation
+chains; auto-pause; circuit breakers. moto SNS delivers pages to a queue the tests read."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobsched.aws.runs_store import StaleAttempt
+from jobsched.breaker import COOL_DOWN, FAILURES_TO_OPEN
+from jobsched.heartbeat import HeartbeatChecker
+from jobsched.runs import RunStatus
+from tests.aws.harness import Clock, Stack
+
+MINUTE = timedelta(minutes=1)
+
+
+@pytest.fixture
+def checker(stack: Stack) -> HeartbeatChecker:
+    return HeartbeatChecker(stack.runs, stack.worker)
+
+
+def failing(event: dict[str, Any]) -> Any:
+    raise RuntimeError("database down")
+
+
+def every_minute(stack: Stack, name: str, function: str, **extra: Any) -> None:
+    stack.register(
+        {
+            "name": name,
+            "team": "ops",
+            "schedule": {"expression": "* * * * *"},
+            "target": {"type": "lambda", "function": function},
+            "retry": {"max_attempts": 1},
+            "runbook_url": "https://wiki.example.com/runbooks/ops",
+            **extra,
+        }
+    )
+
+
+def minutes(stack: Stack, clock: Clock, count: int) -> None:
+    """``count`` minutes of normal operation: a tick, then every due run."""
+    for _ in range(count):
+        stack.tick()
+        clock.advance(MINUTE)
+        stack.pump()
+
+
+def test_a_silent_callback_run_times_out_retries_fails_and_pages_once_with_context(
+    stack: Stack, clock: Clock, checker: HeartbeatChecker
+) -> None:
+    clock.set("2027-01-04T09:59:30Z")
+    stack.register(
+        {
+            "name": "external",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "callback", "timeout": "1h"},
+            "heartbeat_timeout": "1m",
+            "retry": {"max_attempts": 2, "backoff": {"initial": "10s", "max": "10s", "jitter": "none"}},
+            "runbook_url": "https://wiki.example.com/runbooks/external",
+        }
+    )
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    stack.pump()
+    clock.set("2027-01-04T10:02:30Z")
+    assert checker.check(clock()).retried == 1  # no heartbeat: TIMED_OUT attempt 1, retried
+    clock.advance(timedelta(seconds=15))
+    stack.pump()
+    clock.advance(timedelta(minutes=3))
+    assert checker.check(clock()).timed_out == 1  # attempt 2 silent too: the run is TIMED_OUT
+    with pytest.raises(StaleAttempt):
+        stack.worker.complete_external("ops/external", "20270104T100000Z", 1, succeeded=True)
+
+    stack.handle_escalations()
+    [page] = stack.pages()
+    assert page["topic"] == stack.default_topic  # the job names no channel: the deployment's topic
+    assert page["subject"] == "[jobsched] ops/external: run timed out"
+    text = page["message"]
+    for expected in (
+        "team: ops",
+        "job: ops/external",
+        "run: 20270104T100000Z",
+        "scheduled for: 2027-01-04T10:00:00Z",
+        "attempt: 2",
+        "error: attempt 2 lost",
+        "runbook: https://wiki.example.com/runbooks/external",
+        "run: https://api.example.com/prod/teams/ops/jobs/external/runs/20270104T100000Z",
+        "filter run_id = '20270104T100000Z'",
+        "logs_insights: https://us-east-1.console.aws.amazon.com/cloudwatch/home",
+    ):
+        assert expected in text, (expected, text)
+    assert page["attributes"] == {"notice": "opened", "kind": "run_timed_out", "team": "ops", "role": "primary"}
+
+
+def test_a_hundred_failures_make_one_page_and_a_success_one_resolve_notice(stack: Stack, clock: Clock) -> None:
+    oncall = stack.topic("ops-oncall")
+    stack.lambdas.functions["flaky-db"] = failing
+    stack.worker.breaker_failures = 1000  # this test is about incidents: keep the target's circuit closed
+    every_minute(stack, "report", "flaky-db", escalation={"sns_topic": oncall})
+    minutes(stack, clock, 100)
+    runs = stack.run_list("ops/report")
+    assert len(runs) == 100 and {run.status for run in runs} == {RunStatus.FAILED}
+    handled = stack.handle_escalations()
+    assert len(handled) == 100
+    [page] = stack.pages()
+    assert page["topic"] == oncall and page["attributes"]["notice"] == "opened"
+    assert stack.jobs.open_incidents("ops/report") == {"failing"}
+
+    stack.lambdas.functions["flaky-db"] = lambda event: {"ok": True}
+    minutes(stack, clock, 3)
+    stack.handle_escalations()
+    [resolved] = stack.pages()
+    assert resolved["subject"].startswith("[jobsched, resolved] ops/report")
+    assert "100 event(s)" in resolved["message"]
+    assert stack.jobs.open_incidents("ops/report") == set()
+    minutes(stack, clock, 2)
+    assert stack.escalations() == [], "a healthy job sends no events"
+
+
+def test_a_redelivered_event_pages_nothing_more(stack: Stack, clock: Clock) -> None:
+    stack.lambdas.functions["down"] = failing
+    every_minute(stack, "once", "down")
+    minutes(stack, clock, 1)
+    [event] = stack.escalations()
+    from jobsched.escalation import EscalationEvent
+
+    for _ in range(3):  # SQS delivers the same event three times
+        stack.escalator.handle(EscalationEvent.model_validate(event))
+    assert len(stack.pages()) == 1
+    [incident] = stack.jobs.incidents("ops/once")
+    assert incident.values["failures"] == 1
+
+
+def test_the_chain_reaches_the_secondary_contact_and_auto_pause_stops_the_job(stack: Stack, clock: Clock) -> None:
+    primary, secondary = stack.topic("ops-primary"), stack.topic("ops-secondary")
+    stack.lambdas.functions["down"] = failing
+    stack.worker.breaker_failures = 1000
+    escalation = {
+        "sns_topic": primary,
+        "after_failures": 2,
+        "secondary": {"sns_topic": secondary, "after": 2},
+        "auto_pause_after": 6,
+    }
+    every_minute(stack, "chain", "down", escalation=escalation)
+    minutes(stack, clock, 1)
+    stack.handle_escalations()
+    assert stack.pages() == [], "after_failures 2: one failure pages nobody"
+    minutes(stack, clock, 1)
+    stack.handle_escalations()
+    assert [(p["topic"], p["attributes"]["notice"]) for p in stack.pages()] == [(primary, "opened")]
+    minutes(stack, clock, 2)
+    stack.handle_escalations()
+    [escalated] = stack.pages()
+    assert (escalated["topic"], escalated["attributes"]["role"]) == (secondary, "secondary")
+    assert escalated["subject"] == "[jobsched, escalated] ops/chain: run failed (4 in a row)"
+
+    minutes(stack, clock, 2)
+    handled = stack.handle_escalations()
+    assert [h.paused for h in handled] == [False, True]
+    [paused] = stack.pages()
+    assert paused["topic"] == primary and paused["attributes"]["notice"] == "paused"
+    stored = stack.jobs.get("ops/chain")
+    assert stored is not None and stored.state == "PAUSED"
+    assert stored.paused_reason is not None and stored.paused_reason.startswith("auto-paused after 6 consecutive")
+    assert stored.paused_by == "jobsched:escalation"
+    calls = len(stack.lambdas.calls)
+    minutes(stack, clock, 3)
+    assert len(stack.lambdas.calls) == calls, "a paused job does not run"
+    later = stack.run_list("ops/chain")[6:]  # instants sent before the pause are recorded with its reason
+    assert later and all(r.status is RunStatus.SKIPPED and "auto-paused" in (r.reason or "") for r in later)
+
+
+def test_webhooks_get_the_page_as_json_and_a_failed_delivery_is_sent_later(stack: Stack, clock: Clock) -> None:
+    stack.lambdas.functions["down"] = failing
+    every_minute(stack, "hooked", "down", escalation={"webhook": "https://hooks.example.com/oncall"})
+    stack.webhooks.fail = True
+    minutes(stack, clock, 1)
+    with pytest.raises(Exception, match="HTTP 503"):
+        stack.handle_escalations()
+    assert stack.webhooks.posts == []
+    [incident] = stack.jobs.incidents("ops/hooked")
+    assert incident.unsent, "the page waits on its incident"
+
+    stack.webhooks.fail = False
+    minutes(stack, clock, 1)  # the next event for the job (or the redelivery) sends what is unsent
+    stack.handle_escalations()
+    [(url, document)] = stack.webhooks.posts
+    assert url == "https://hooks.example.com/oncall"
+    assert document["notice"] == "opened" and document["event"]["job"] == "ops/hooked"
+    assert document["links"]["runbook"] == "https://wiki.example.com/runbooks/ops"
+    assert document["incident"]["failures"] == 1  # as it was when the page was decided
+    assert not stack.jobs.incidents("ops/hooked")[0].unsent
+
+
+def test_a_dispatcher_outage_is_paged_caught_up_within_the_window_and_missed_beyond_it(
+    stack: Stack, clock: Clock, checker: HeartbeatChecker
+) -> None:
+    every_minute(
+        stack,
+        "ticker",
+        "echo",
+        schedule={"expression": "* * * * *", "catchup": {"policy": "all", "window": "10m", "max_runs": 10}},
+    )
+    minutes(stack, clock, 15)  # 08:59..09:14: the dispatcher sends up to 14 minutes ahead
+    assert {run.status for run in stack.run_list("ops/ticker")} == {RunStatus.SUCCEEDED}
+    last_run = stack.run_list("ops/ticker")[-1].run_id
+
+    # The dispatcher stops. The worker runs what was already sent; then nothing new is sent.
+    for _ in range(35):
+        clock.advance(MINUTE)
+        stack.pump()
+        checker.check(clock())
+    stack.handle_escalations()
+    [stalled] = stack.pages()
+    assert stalled["subject"] == "[jobsched] SYSTEM: dispatcher stalled"
+    assert "1 job(s) overdue" in stalled["message"]
+    outage_started = stack.run_list("ops/ticker")[-1].run_id
+    assert outage_started > last_run
+
+    stack.tick()  # back, 20+ minutes after the last instant it sent
+    stack.pump()
+    clock.advance(MINUTE)
+    stack.pump()
+    runs = {run.run_id: run for run in stack.run_list("ops/ticker")}
+    late = [run for run in runs.values() if run.run_id > outage_started]
+    missed = [run for run in late if run.status is RunStatus.MISSED]
+    caught_up = [run for run in late if run.status is RunStatus.SUCCEEDED]
+    assert missed and caught_up
+    assert all("window" in (run.reason or "") for run in missed)
+    assert max(run.scheduled_at for run in missed) < min(run.scheduled_at for run in caught_up)
+    assert len(caught_up) >= 10, "the 10 minutes inside the window ran, late"
+
+    checker.check(clock())
+    stack.handle_escalations()
+    pages = stack.pages()
+    kinds = sorted(page["attributes"]["kind"] for page in pages)
+    assert kinds == ["dispatcher_recovered", "missed_schedule"]
+    [missed_page] = [page for page in pages if page["attributes"]["kind"] == "missed_schedule"]
+    assert f"instants missed: {len(missed)}" in missed_page["message"]
+    assert stack.jobs.get_incident("SYSTEM", "dispatcher") is None
+
+
+def test_a_slow_success_misses_its_deadline_once(stack: Stack, clock: Clock, checker: HeartbeatChecker) -> None:
+    def slow(event: dict[str, Any]) -> Any:
+        clock.advance(timedelta(minutes=3))  # the target takes three minutes
+        return {"ok": True}
+
+    stack.lambdas.functions["slow"] = slow
+    every_minute(stack, "sla", "slow", schedule={"expression": "0 * * * *"}, deadline="2m")
+    stack.tick()
+    clock.set("2027-01-04T09:00:00Z")
+    stack.pump()
+    run = stack.runs.get("ops/sla", "20270104T090000Z")
+    assert run is not None and run.status is RunStatus.SUCCEEDED
+    checker.check(clock())  # the worker already reported it: the checker adds nothing
+    stack.handle_escalations()
+    [page] = stack.pages()
+    assert page["attributes"]["kind"] == "deadline_missed"
+    assert "not SUCCEEDED within its deadline of 0:02:00" in page["message"]
+    assert "lateness (s): 60.0" in page["message"]
+
+
+def test_a_run_still_running_at_its_deadline_is_paged_by_the_checker_once(
+    stack: Stack, clock: Clock, checker: HeartbeatChecker
+) -> None:
+    stack.register(
+        {
+            "name": "batch",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "callback", "timeout": "2h"},
+            "deadline": "30m",
+        }
+    )
+    stack.tick()
+    clock.set("2027-01-04T09:00:00Z")
+    stack.pump()
+    clock.set("2027-01-04T09:29:00Z")
+    assert checker.check(clock()).deadline_misses == 0
+    clock.set("2027-01-04T09:31:00Z")
+    assert checker.check(clock()).deadline_misses == 1
+    assert checker.check(clock() + MINUTE).deadline_misses == 0, "reported once"
+    stack.worker.complete_external("ops/batch", "20270104T090000Z", 1, succeeded=True)  # late success
+    stack.handle_escalations()
+    [page] = stack.pages()
+    assert page["attributes"]["kind"] == "deadline_missed" and "status RUNNING" in page["message"]
+    assert stack.jobs.open_incidents("ops/batch") == {"late"}, "a late success does not resolve lateness"
+
+
+def test_a_target_failing_across_jobs_opens_its_circuit_then_closes(stack: Stack, clock: Clock) -> None:
+    calls: list[str] = []
+
+    def shared_db(event: dict[str, Any]) -> Any:
+        calls.append(event["jobsched"]["job"])
+        raise RuntimeError("connection refused")
+
+    stack.lambdas.functions["shared-db"] = shared_db
+    for name in ("a", "b", "c"):
+        every_minute(stack, name, "shared-db")
+    minutes(stack, clock, 2)  # 6 runs fail: the fifth opens the circuit
+    assert len(calls) == FAILURES_TO_OPEN
+    held = [message for message in stack.pending() if message.job.startswith("ops/")]
+    assert held, "runs wait for the cool-down: they are not dropped"
+    minutes(stack, clock, 3)
+    assert len(calls) == FAILURES_TO_OPEN, "nothing calls the target while the circuit is open"
+    stack.handle_escalations()
+    pages = stack.pages()
+    [opened] = [page for page in pages if page["attributes"]["kind"] == "circuit_open"]
+    assert sorted(page["attributes"]["kind"] for page in pages) == ["circuit_open"] + ["run_failed"] * 3  # a job each
+    assert opened["subject"] == "[jobsched] TARGET#lambda:shared-db: target circuit open (5 in a row)"
+    assert "connection refused" in opened["message"]
+
+    def recovered(event: dict[str, Any]) -> Any:
+        calls.append(event["jobsched"]["job"])
+        return {"ok": True}
+
+    stack.lambdas.functions["shared-db"] = recovered
+    clock.advance(COOL_DOWN)
+    minutes(stack, clock, 2)
+    assert len(calls) > FAILURES_TO_OPEN
+    waited = [run for name in "abc" for run in stack.run_list(f"ops/{name}") if run.status is RunStatus.SUCCEEDED]
+    held_back = [run for run in waited if (run.lateness_ms or 0) >= 60_000]
+    assert held_back, "runs held by the open circuit ran after the cool-down"
+    for name in "abc":  # nothing dropped: every instant so far has its run
+        ids = [run.run_id for run in stack.run_list(f"ops/{name}")]
+        assert ids == sorted(ids) and len(ids) == len(set(ids))
+        assert {run.status for run in stack.run_list(f"ops/{name}")} <= {RunStatus.FAILED, RunStatus.SUCCEEDED}
+    stack.handle_escalations()
+    resolved = stack.pages()
+    assert {page["attributes"]["notice"] for page in resolved} == {"resolved"}
+    [closed] = [page for page in resolved if page["attributes"]["kind"] == "circuit_closed"]
+    assert closed["subject"].startswith("[jobsched, resolved] TARGET#lambda:shared-db")
+    assert stack.jobs.breaker("lambda:shared-db").failures == 0
