@@ -55,6 +55,7 @@ from jobsched.observability import NAMESPACE
 
 TARGET_TAG = "jobsched-target"  # teams tag what the worker may call: ABAC instead of wildcard grants
 WORKER_TIMEOUT = Duration.minutes(15)
+ESCALATION_TIMEOUT = Duration.seconds(60)
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 SLO_SUCCESS = 0.995  # error budget 0.5%: burn-rate alarms page when it is spent 14.4x (1 h) or 6x (6 h) too fast
 
@@ -100,6 +101,7 @@ class JobschedStack(Stack):
         self.dispatch = Dispatch(self, "Dispatch", config=config, functions=self.functions)
         self.workflows = Workflows(self, "Workflows", config=config, queues=self.queues, functions=self.functions)
         self.api = Api(self, "Api", config=config, functions=self.functions)
+        self.functions.escalation.add_environment(Env.API_URL, self.api.rest_api.url)  # links in pages
         self.observability = Observability(
             self, "Observability", config=config, key=self.key, queues=self.queues, functions=self.functions
         )
@@ -183,6 +185,7 @@ class Queues(Construct):
         self.escalations = self._queue(
             "Escalations",
             "Escalations",
+            visibility_timeout=Duration.seconds(ESCALATION_TIMEOUT.to_seconds() * 6),  # six handler timeouts
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=5, queue=self.escalation_dead),
         )
 
@@ -243,12 +246,33 @@ class Functions(Construct):
             Duration.seconds(29),
             512,
         )
-        storage.jobs.grant_read_write_data(self.dispatcher)
-        storage.runs.grant_read_write_data(self.dispatcher)
-        for function in (self.worker, self.api, self.heartbeat):
+        # Pages: incidents on the jobs table, SNS topics and webhooks out. One batch at a time per shard of
+        # events is plenty; incident writes for one job serialize on their version anyway.
+        self.escalation = self._function(
+            "Escalation", "functions.escalation.handler.handler", config, environment, ESCALATION_TIMEOUT, 256
+        )
+        self.escalation.add_event_source(
+            sources.SqsEventSource(
+                queues.escalations, batch_size=10, report_batch_item_failures=True, max_concurrency=2
+            )
+        )
+        storage.jobs.grant_read_write_data(self.escalation)
+        log_groups = ",".join(
+            f"/aws/lambda/{_name(config, name)}" for name in ("Worker", "Dispatcher", "Heartbeat", "Api")
+        )
+        for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
             storage.jobs.grant_read_write_data(function)
             storage.runs.grant_read_write_data(function)
             queues.escalations.grant_send_messages(function)
+        self.escalation.add_environment(Env.LOG_GROUPS, log_groups)
+        # Teams' own escalation topics: like targets, reachable only when tagged for jobsched (ABAC).
+        self.escalation.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sns:Publish"],
+                resources=[Stack.of(self).format_arn(service="sns", resource="*")],
+                conditions={"StringEquals": {f"aws:ResourceTag/{TARGET_TAG}": "true"}},
+            )
+        )
         for priority in PRIORITIES:
             queue = queues.work[priority]
             for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
@@ -520,6 +544,9 @@ class Observability(Construct):
         self.escalation_topic = sns.Topic(
             self, "Escalations", topic_name=_name(config, "escalations"), master_key=key, enforce_ssl=True
         )
+        # Jobs without their own escalation channel page here.
+        self.escalation_topic.grant_publish(functions.escalation)
+        functions.escalation.add_environment(Env.ESCALATION_TOPIC, self.escalation_topic.topic_arn)
         action = cw_actions.SnsAction(self.ops_topic)
         five = Duration.minutes(5)
 
@@ -580,6 +607,13 @@ class Observability(Construct):
                 900 + 300,
                 description="a run message waited longer than the longest delay plus 5 minutes",
             )
+        alarm(
+            "EscalationDlqNotEmpty",
+            queues.escalation_dead.metric_approximate_number_of_messages_visible(period=five),
+            0,
+            description="escalation events could not be handled: pages may not have gone out",
+        )
+        alarm("EscalationErrors", functions.escalation.metric_errors(period=five), 0)
         alarm("DispatcherErrors", functions.dispatcher.metric_errors(period=five), 0)
         missed_ticks = cloudwatch.Alarm(
             self,
@@ -638,7 +672,17 @@ class Observability(Construct):
                 left=[queues.work[p].metric_approximate_age_of_oldest_message() for p in PRIORITIES],
             ),
             cloudwatch.GraphWidget(
-                title="Escalations queued", left=[queues.escalations.metric_number_of_messages_sent()]
+                title="Escalation events and pages (one page per incident)",
+                left=[queues.escalations.metric_number_of_messages_sent()],
+                right=[
+                    cloudwatch.MathExpression(
+                        expression="SUM(SEARCH('{jobsched,outcome} MetricName=\"Pages\"', 'Sum', 300))",
+                        label="pages",
+                        period=five,
+                    ),
+                    cloudwatch.Metric(namespace=NAMESPACE, metric_name="OverdueJobs", statistic="Maximum", period=five),
+                    cloudwatch.Metric(namespace=NAMESPACE, metric_name="DeadlineMisses", statistic="Sum", period=five),
+                ],
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms),
         )
@@ -726,6 +770,9 @@ def _acknowledge(stack: JobschedStack) -> None:
         granular[f"AwsSolutions-IAM5[Resource::{arn}]"] = (
             f"team targets are registered at run time; only resources tagged {TARGET_TAG}=true (condition)"
         )
+    granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service='sns', resource='*')}]"] = (
+        f"teams' escalation topics are named in job specs at run time; only topics tagged {TARGET_TAG}=true"
+    )
     prefix = stack.workflows.prefix
     for kind in ("stateMachine", "execution"):
         arn = scoped.format(service="states", resource=f"{kind}:{prefix}*")

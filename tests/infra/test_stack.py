@@ -69,7 +69,11 @@ def test_work_queues_redrive_to_dead_letter_queues_and_are_encrypted(dev: Templa
 
 
 def test_worker_event_sources_report_batch_failures_with_maximum_concurrency(dev: Template) -> None:
-    mappings = list(resources(dev[0], "AWS::Lambda::EventSourceMapping").values())
+    every = list(resources(dev[0], "AWS::Lambda::EventSourceMapping").values())
+    mappings = [m for m in every if "Worker" in json.dumps(m["FunctionName"])]
+    [escalation] = [m for m in every if "Escalation" in json.dumps(m["FunctionName"])]
+    assert escalation["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert "QueuesEscalations" in json.dumps(escalation["EventSourceArn"])
     assert len(mappings) == len(PRIORITIES)
     assert all(m["FunctionResponseTypes"] == ["ReportBatchItemFailures"] and m["BatchSize"] == 10 for m in mappings)
     assert sorted(m["ScalingConfig"]["MaximumConcurrency"] for m in mappings) == sorted(
@@ -86,6 +90,7 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         "jobsched-dev-Worker",
         "jobsched-dev-Api",
         "jobsched-dev-Heartbeat",
+        "jobsched-dev-Escalation",
     }
     for props in functions:
         assert props["Architectures"] == ["arm64"] and props["Runtime"] == "python3.13"
