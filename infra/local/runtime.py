@@ -162,12 +162,14 @@ class LocalRuntime:
         from jobsched.api.tokens import SECRET_ENV
         from jobsched.aws.clients import ENDPOINT_ENV, reset_clients
         from jobsched.aws.targets import TargetExecutor
+        from jobsched.names import Env
 
         assert self.deployment is not None
         for function in self.deployment.functions.values():
             if function["handler"].startswith("functions."):
                 os.environ.update(function["environment"])
         os.environ[ENDPOINT_ENV] = self.endpoint
+        os.environ[Env.API_URL] = self.api_url  # links in pages point at the local API
         os.environ[LOCAL_GATEWAY_ENV] = "1"
         os.environ[MEMBERSHIP_ENV] = json.dumps({"admins": [DEFAULT_ADMIN], "team_patterns": [TEAM_PATTERN]})
         os.environ.pop("JOBSCHED_MEMBERSHIP_PARAMETER", None)
@@ -181,6 +183,7 @@ class LocalRuntime:
         reset_clients()
         wiring.default_worker.cache_clear()
         wiring.default_dispatcher.cache_clear()
+        wiring.default_escalator.cache_clear()
         wiring.use_targets(TargetExecutor(lambda_invoker=self.invoke))
 
     def handler(self, path: str) -> Callable[..., Any]:
@@ -297,32 +300,35 @@ class LocalRuntime:
                 )
 
     def _start_escalation_watch(self) -> None:
+        """The escalation handler runs on its queue like any function; what it pages goes to the SNS topic.
+        Here a queue subscribed to that topic stands in for the on-call's phone: each page is logged and
+        appended to ``<state-dir>/escalations.jsonl`` (``jobsched local escalations``)."""
         import boto3
 
-        url = os.environ["JOBSCHED_ESCALATION_QUEUE_URL"]
+        from jobsched.names import Env
+
+        topic = os.environ[Env.ESCALATION_TOPIC]
         sqs = boto3.client("sqs", endpoint_url=self.endpoint, region_name=REGION)
+        sns = boto3.client("sns", endpoint_url=self.endpoint, region_name=REGION)
+        url = sqs.create_queue(QueueName="jobsched-local-pages")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
         path = self.state_dir / "escalations.jsonl"
 
         def watch() -> None:
             for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
                 "Messages", []
             ):
-                event = json.loads(message["Body"])
-                self.escalations.append(event)
+                envelope = json.loads(message["Body"])
+                attributes = {k: v["Value"] for k, v in envelope.get("MessageAttributes", {}).items()}
+                page = {"subject": envelope.get("Subject"), "message": envelope.get("Message"), **attributes}
+                self.escalations.append(page)
                 with path.open("a") as file:
-                    file.write(json.dumps(event) + "\n")
-                log.warning(
-                    "ESCALATION %s: %s %s run %s attempt %s: %s",
-                    event.get("kind"),
-                    event.get("team"),
-                    event.get("job"),
-                    event.get("run_id"),
-                    event.get("attempt"),
-                    event.get("error"),
-                )
+                    file.write(json.dumps(page) + "\n")
+                log.warning("PAGE %s\n%s", page["subject"], page["message"])
                 sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
-        self._loop("escalations", 0.2, watch)
+        self._loop("pages", 0.2, watch)
 
     # ------------------------------------------------------------------------ examples
 
@@ -344,6 +350,14 @@ class LocalRuntime:
                 "schedule": {"expression": "*/3 * * * *"},
                 "heartbeat_timeout": "2m",
                 "target": {"type": "callback", "timeout": "10m"},
+            },
+            # Fails every time: the first failure pages once (the escalation topic's queue shows it, and
+            # `jobsched local escalations` prints it); the failures after it join the same open incident.
+            "failing": {
+                "schedule": {"expression": "*/2 * * * *"},
+                "target": {"type": "lambda", "function": "jobsched-example-flaky", "payload": {"fail_times": 99}},
+                "retry": {"max_attempts": 2, "backoff": {"initial": "2s", "max": "2s"}},
+                "runbook_url": "https://github.com/jobsched/jobsched/blob/main/README.md#a-five-minute-tour",
             },
             # A DAG on a real (moto-interpreted) state machine: a diamond whose one branch fails once and is
             # retried by the state machine, then a cleanup task that runs whatever happened.

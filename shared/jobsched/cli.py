@@ -641,7 +641,7 @@ Ctrl-C stops everything."""
 )
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def local_escalations(state_dir: Path | None, output: str) -> None:
-    """The escalations the local runtime has received (what SNS would deliver in AWS)."""
+    """The pages the local runtime's escalation topic has delivered (what on-call would receive)."""
     folder = state_dir or (Path(LOCAL_POINTER.read_text()) if LOCAL_POINTER.exists() else None)
     path = folder / "escalations.jsonl" if folder else None
     events = [json.loads(line) for line in path.read_text().splitlines()] if path and path.exists() else []
@@ -651,7 +651,5 @@ def local_escalations(state_dir: Path | None, output: str) -> None:
     if not events:
         click.echo("no escalations")
     for event in events:
-        click.echo(
-            f"{event.get('kind')}: {event.get('job')} run {event.get('run_id')} attempt {event.get('attempt')}: "
-            f"{event.get('error')}"
-        )
+        click.echo(f"{event.get('subject')}  ({event.get('notice')}, {event.get('kind')})")
+        click.echo("    " + "\n    ".join(str(event.get("message", "")).splitlines()[1:]).strip())

@@ -111,8 +111,12 @@ def test_a_job_that_keeps_failing_ends_failed_with_one_escalation(runtime: Local
     run = call(runtime, "POST", "/teams/e2e/jobs/doomed/trigger")[1]
     done = wait_for(finished(runtime, "doomed", run["run_id"]))
     assert done["status"] == "FAILED" and done["attempt"] == 2 and "fails on purpose" in done["error"]
-    escalations = wait_for(lambda: [e for e in runtime.escalations if e["run_id"] == run["run_id"]], 10)
-    assert len(escalations) == 1 and escalations[0]["kind"] == "run_failed"
+    pages = wait_for(lambda: [p for p in runtime.escalations if "e2e/doomed" in p["subject"]], 20)
+    time.sleep(2)  # a second page would arrive within this
+    pages = [p for p in runtime.escalations if "e2e/doomed" in p["subject"]]
+    assert len(pages) == 1 and pages[0]["kind"] == "run_failed" and pages[0]["notice"] == "opened"
+    assert f"run: {run['run_id']}" in pages[0]["message"] and "fails on purpose" in pages[0]["message"]
+    assert f"{runtime.api_url}/teams/e2e/jobs/doomed/runs/{run['run_id']}" in pages[0]["message"]
 
 
 def test_an_unknown_function_fails_clearly(runtime: LocalRuntime) -> None:
@@ -147,7 +151,7 @@ def test_team_isolation_through_the_gateway(runtime: LocalRuntime) -> None:
 
 def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
     status, page = call(runtime, "GET", "/teams/examples/jobs", team="examples")
-    assert status == 200 and {j["name"] for j in page["jobs"]} == {"hello", "flaky", "callback", "pipeline"}
+    assert status == 200 and {j["name"] for j in page["jobs"]} == {"hello", "flaky", "callback", "pipeline", "failing"}
 
 
 def test_a_dag_runs_end_to_end_on_its_state_machine(runtime: LocalRuntime) -> None:
