@@ -36,11 +36,13 @@ def deployed(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     for priority, url in settings.queue_urls.items():
         monkeypatch.setenv(Env.QUEUES_BY_PRIORITY[priority], url)
     monkeypatch.setenv(Env.ESCALATION_QUEUE, settings.escalation_queue_url)
-    wiring.default_worker.cache_clear()
-    wiring.default_dispatcher.cache_clear()
+    monkeypatch.setenv(Env.ESCALATION_TOPIC, stack.default_topic)
+    monkeypatch.setenv(Env.API_URL, "https://api.example.com/dev")
+    for cached in (wiring.default_worker, wiring.default_dispatcher, wiring.default_escalator):
+        cached.cache_clear()
     yield stack
-    wiring.default_worker.cache_clear()
-    wiring.default_dispatcher.cache_clear()
+    for cached in (wiring.default_worker, wiring.default_dispatcher, wiring.default_escalator):
+        cached.cache_clear()
 
 
 def sqs_event(stack: Stack, messages: list[dict[str, Any]], priority: str = "normal") -> dict[str, Any]:
@@ -103,3 +105,16 @@ def test_a_message_that_cannot_be_parsed_ends_in_the_dead_letter_queue(deployed:
     assert failures == 5  # maxReceiveCount from names.WORK_QUEUES
     [dead] = deployed.sqs.receive_message(QueueUrl=deployed.dlq_urls["normal"])["Messages"]
     assert "not a run message" in dead["Body"]
+
+
+def test_escalation_handler_pages_once_for_the_sample_event_delivered_twice(deployed: Stack) -> None:
+    from functions.escalation.handler import handler
+
+    deployed.register({"name": "nightly", "team": "ops", "target": {"type": "callback"}})
+    event = json.loads((EVENTS / "escalation_sqs_batch.json").read_text())
+    twice = {"Records": [event["Records"][0], {**event["Records"][0], "messageId": "redelivered"}]}
+    assert handler(twice, FakeContext(function_name="jobsched-test-escalation")) == {"batchItemFailures": []}
+    [page] = deployed.pages()
+    assert page["subject"] == "[jobsched] ops/nightly: run failed"
+    assert "https://api.example.com/dev/teams/ops/jobs/nightly/runs/20270104T100000Z" in page["message"]
+    assert deployed.jobs.open_incidents("ops/nightly") == {"failing"}

@@ -1,0 +1,70 @@
+"""Incident rules (pure): thresholds, deduplication, the chain, auto-pause, resolve notices."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from jobsched.escalation import Channel, EscalationEvent, Incident, Policy, decide_open, decide_resolve
+
+NOW = datetime(2027, 1, 4, 9, tzinfo=UTC)
+POLICY = Policy(
+    Channel("primary", sns_topic="arn:aws:sns:us-east-1:123456789012:p"),
+    after_failures=2,
+    secondary=Channel("secondary", webhook="https://hooks.example.com/s"),
+    secondary_after=3,
+    auto_pause_after=10,
+)
+
+
+def failure(run: int, kind: str = "run_failed") -> EscalationEvent:
+    return EscalationEvent.model_validate(
+        {"kind": kind, "subject": "t/j", "occurred_at": "x", "job": "t/j", "run_id": f"r{run}", "attempt": 1}
+    )
+
+
+def play(count: int, incident: Incident | None = None) -> tuple[Incident | None, list[str], list[str | None]]:
+    notices, pauses = [], []
+    for run in range(count):
+        decision = decide_open(incident, failure(run), POLICY, NOW)
+        incident = decision.incident
+        notices += [f"{page.role}:{page.notice}" for page in decision.pages]
+        pauses.append(decision.pause_reason)
+    return incident, notices, pauses
+
+
+def test_pages_at_the_threshold_then_the_secondary_then_the_pause_and_nothing_else() -> None:
+    incident, notices, pauses = play(100)
+    assert notices == ["primary:opened", "secondary:escalated", "primary:paused"]
+    assert incident is not None and incident.failures == 100 and incident.paged == ("primary", "secondary")
+    assert [index for index, reason in enumerate(pauses) if reason] == [9]  # the 10th failure
+
+
+def test_the_same_event_twice_counts_once() -> None:
+    incident, _, _ = play(1)
+    again = decide_open(incident, failure(0), POLICY, NOW)
+    assert again.incident == incident and again.pages == ()
+
+
+def test_resolve_notifies_each_contact_that_was_paged_and_nothing_without_an_incident() -> None:
+    incident, _, _ = play(6)
+    success = EscalationEvent(kind="run_succeeded", subject="t/j", occurred_at="x", run_id="r9")
+    resolved = decide_resolve(incident, success)
+    assert resolved.resolved and [(p.role, p.notice) for p in resolved.pages] == [
+        ("primary", "resolved"),
+        ("secondary", "resolved"),
+    ]
+    assert decide_resolve(None, success).pages == ()
+    below_threshold, _, _ = play(1)
+    assert decide_resolve(below_threshold, success).pages == (), "nobody was paged: no notice"
+
+
+def test_a_late_success_resolves_failures_but_not_lateness() -> None:
+    late = EscalationEvent(kind="run_succeeded", subject="t/j", occurred_at="x", on_time=False)
+    assert late.resolves() == ("failing",)
+    assert EscalationEvent(kind="run_succeeded", subject="t/j", occurred_at="x").resolves() == ("failing", "late")
+
+
+def test_deadline_and_circuit_incidents_page_on_the_first_event() -> None:
+    for kind in ("deadline_missed", "circuit_open", "dispatcher_stalled"):
+        decision = decide_open(None, failure(1, kind), POLICY, NOW)
+        assert [p.notice for p in decision.pages] == ["opened"] and decision.pause_reason is None
