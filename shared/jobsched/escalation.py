@@ -138,7 +138,7 @@ class Incident:
 @dataclass(frozen=True)
 class Page:
     role: Role
-    notice: Literal["opened", "escalated", "paused", "resolved"]
+    notice: Notice
     subject: str
     title: str
     event: dict[str, Any]
@@ -207,7 +207,10 @@ def decide_resolve(incident: Incident | None, event: EscalationEvent) -> Decisio
     return Decision(None, resolved=True, pages=pages)
 
 
-def _page(role: Role, notice: str, incident: Incident, event: EscalationEvent) -> Page:
+Notice = Literal["opened", "escalated", "paused", "resolved"]
+
+
+def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent) -> Page:
     what = {
         "run_failed": "run failed",
         "run_timed_out": "run timed out",
@@ -233,7 +236,7 @@ def _page(role: Role, notice: str, incident: Incident, event: EscalationEvent) -
         "paged": list(incident.paged),
         "auto_paused": incident.auto_paused,
     }
-    return Page(role, notice, incident.subject, title[:100], event.model_dump(exclude_none=True), incident_view)  # type: ignore[arg-type]
+    return Page(role, notice, incident.subject, title[:100], event.model_dump(exclude_none=True), incident_view)
 
 
 # ------------------------------------------------------------------------------- rendering
