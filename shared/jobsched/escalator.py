@@ -63,7 +63,8 @@ class Escalator:
         return Handled(tuple(pages), paused)
 
     def _apply(self, event: EscalationEvent, incident_class: IncidentClass) -> Handled:
-        stored_job = self.jobs.get(event.subject) if "/" in event.subject else None
+        is_job = event.job is not None and event.subject == event.job
+        stored_job = self.jobs.get(event.subject) if is_job else None
         policy = Policy.for_job(stored_job.spec.escalation if stored_job else None, self.default_topic)
         for _ in range(ATTEMPTS):
             stored = self.jobs.get_incident(event.subject, incident_class)
@@ -81,7 +82,7 @@ class Escalator:
                 written = self._write(stored, decision)
             except VersionConflict:
                 continue
-            if "/" in event.subject:
+            if is_job:
                 self.jobs.mark_incident(event.subject, incident_class, is_open=not decision.resolved)
             paused = False
             if decision.pause_reason and stored_job is not None:

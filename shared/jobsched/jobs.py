@@ -70,6 +70,7 @@ def put_job(
 
 def delete_job(store: JobsStore, stored: StoredJob, *, now: datetime, principal: str, dags: DagDeployer | None) -> None:
     store.delete(stored, now=now, principal=principal)
+    store.drop_incidents(stored.key)
     if stored.spec.dag is not None and dags is not None:
         dags.remove(stored.key)
 

@@ -335,3 +335,22 @@ def test_a_target_failing_across_jobs_opens_its_circuit_then_closes(stack: Stack
     [closed] = [page for page in resolved if page["attributes"]["kind"] == "circuit_closed"]
     assert closed["subject"].startswith("[jobsched, resolved] TARGET#lambda:shared-db")
     assert stack.jobs.breaker("lambda:shared-db").failures == 0
+
+
+def test_deleting_a_job_drops_its_open_incident(stack: Stack, clock: Clock) -> None:
+    from jobsched.jobs import delete_job
+
+    stack.lambdas.functions["down"] = failing
+    every_minute(stack, "gone", "down")
+    minutes(stack, clock, 1)
+    stack.handle_escalations()
+    assert len(stack.jobs.incidents("ops/gone")) == 1
+    stored = stack.jobs.get("ops/gone")
+    assert stored is not None
+    delete_job(stack.jobs, stored, now=clock(), principal="test", dags=stack.dags)
+    assert stack.jobs.incidents("ops/gone") == []
+    stack.pages()
+    every_minute(stack, "gone", "down")  # registered again and failing again: a new incident pages again
+    minutes(stack, clock, 1)
+    stack.handle_escalations()
+    assert [page["attributes"]["notice"] for page in stack.pages()] == ["opened"]

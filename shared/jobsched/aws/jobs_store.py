@@ -354,6 +354,12 @@ class JobsStore:
         )
         return [StoredIncident.from_values(from_item(item)) for item in response.get("Items", [])]
 
+    def drop_incidents(self, subject: str) -> None:
+        """A deleted job's open incidents go with it (a job registered again under the name starts clean)."""
+        for incident in self.incidents(subject):
+            key = self._key(subject, JobsKeys.INCIDENT_PREFIX + incident.values["incident_class"])
+            self.db.delete_item(TableName=self.table, Key=key)
+
     def mark_incident(self, job: str, incident_class: str, *, is_open: bool) -> None:
         """Flag an open incident on the job's STATE item, which the worker reads to know a success resolves
         something (so successes of healthy jobs send no event)."""
