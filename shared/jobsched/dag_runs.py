@@ -14,14 +14,13 @@ Step Functions owns retries, backoff and timeouts of each task; the run record o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from jobsched.aws.runs_store import ParkedTask, Run, StaleAttempt, TaskState
 from jobsched.aws.targets import RunContext, TargetResult
 from jobsched.aws.workflows import Workflows
-from jobsched.breaker import BreakerState, target_key
 from jobsched.dag import (
     TASK_FAILED,
     TASK_LOST,
@@ -150,11 +149,9 @@ class DagRuns:
             self.advance(run, stored)
             return Outcome("skipped", f"task {message.task} skipped", run=run, priority=priority)
 
-        breaker_key = target_key(task.target)
-        breaker = self.worker.jobs.breaker(breaker_key) if breaker_key else BreakerState()
-        if breaker.holds(now):
-            assert breaker.open_until is not None
-            return Outcome("waiting", "target circuit open", wait=breaker.open_until - now, run=run, priority=priority)
+        breaker_key, breaker, held = self.worker.breaker_check(task.target, now)
+        if held is not None:
+            return replace(held, run=run, priority=priority)
         lease = now + attempt_timeout(task) + LEASE_MARGIN
         claimed = self.worker.runs.claim_task(
             run.job,
@@ -341,19 +338,25 @@ class DagRuns:
         now = self.worker.clock()
         runs = self.worker.runs
         name = task.name
-        if result.outcome == "succeeded":
-            recorded = runs.finish_task(
+        superseded = Outcome("superseded", f"task {name} attempt {attempt} is no longer running", priority=priority)
+
+        def finish(status: TaskStatus, *, output: str | None = None, error: str | None = None) -> bool:
+            expires_at = _expiry(run, stored.spec)
+            return runs.finish_task(
                 run.job,
                 run.run_id,
                 name,
-                status=TaskStatus.SUCCEEDED,
+                status=status,
                 now=now,
-                expires_at=_expiry(run, stored.spec),
+                expires_at=expires_at,
                 attempt=attempt,
-                output=result.output,
+                output=output,
+                error=error,
             )
-            if not recorded:
-                return Outcome("superseded", f"task {name} attempt {attempt} is no longer running", priority=priority)
+
+        if result.outcome == "succeeded":
+            if not finish(TaskStatus.SUCCEEDED, output=result.output):
+                return superseded
             self.worker.after_step("record_task")
             self.workflows.succeed(token, {"task": name, "status": TaskStatus.SUCCEEDED.value, "attempt": attempt})
             self.advance(run, stored)
@@ -363,18 +366,9 @@ class DagRuns:
         if retry:
             recorded = runs.retry_task(run.job, run.run_id, name, attempt=attempt, now=now, error=error)
         else:
-            recorded = runs.finish_task(
-                run.job,
-                run.run_id,
-                name,
-                status=TaskStatus.FAILED,
-                now=now,
-                expires_at=_expiry(run, stored.spec),
-                attempt=attempt,
-                error=error,
-            )
+            recorded = finish(TaskStatus.FAILED, error=error)
         if not recorded:
-            return Outcome("superseded", f"task {name} attempt {attempt} is no longer running", priority=priority)
+            return superseded
         self.worker.after_step("record_task")
         self.workflows.fail(token, TASK_FAILED if result.retryable else TASK_FAILED_PERMANENTLY, error)
         if retry:

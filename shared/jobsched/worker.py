@@ -126,15 +126,9 @@ class Worker:
         if existing is not None and (existing.status in TERMINAL or existing.attempt >= message.attempt):
             return self._resume_or_drop(existing, message, stored, now)
 
-        breaker_key = target_key(spec.target) if spec.target is not None else None
-        breaker = self.jobs.breaker(breaker_key) if breaker_key else BreakerState()
-        if breaker.holds(now):
-            assert breaker.open_until is not None
-            return Outcome(
-                "waiting",
-                f"target circuit open until {instant_text(breaker.open_until)}",
-                wait=breaker.open_until - now + BREAKER_MARGIN,
-            )
+        breaker_key, breaker, held = self.breaker_check(spec.target, now)
+        if held is not None:
+            return held
         slots = self._take_slots(message, stored, now)
         if isinstance(slots, Outcome):
             return slots
@@ -533,6 +527,16 @@ class Worker:
         if run.deadline_at is not None:  # still on the index: the heartbeat checker has not reported it
             self.publish(deadline_event(run, spec, now))
         return True
+
+    def breaker_check(self, target: Any, now: datetime) -> tuple[str | None, BreakerState, Outcome | None]:
+        """The target's breaker (one eventually consistent read); an Outcome to wait if it is open."""
+        key = target_key(target) if target is not None else None
+        state = self.jobs.breaker(key) if key else BreakerState()
+        if not state.holds(now):
+            return key, state, None
+        assert state.open_until is not None
+        wait = state.open_until - now + BREAKER_MARGIN
+        return key, state, Outcome("waiting", f"target circuit open until {instant_text(state.open_until)}", wait=wait)
 
     def breaker_result(self, key: str | None, before: BreakerState, result: TargetResult) -> None:
         """Count a target's failure towards its breaker (escalated once when it opens); a success after
