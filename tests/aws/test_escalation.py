@@ -163,6 +163,13 @@ def test_the_chain_reaches_the_secondary_contact_and_auto_pause_stops_the_job(st
     assert [h.paused for h in handled] == [False, True]
     [paused] = stack.pages()
     assert paused["topic"] == primary and paused["attributes"]["notice"] == "paused"
+    from tests.aws.api_client import ApiClient
+
+    view = ApiClient(stack).call("GET", "/teams/ops/jobs/chain").body
+    assert view["state"] == "PAUSED" and view["paused_reason"].startswith("auto-paused after 6")
+    [incident] = view["open_incidents"]
+    assert incident["incident_class"] == "failing" and incident["events"] == 6 and incident["auto_paused"]
+    assert incident["paged"] == ["primary", "secondary"] and "database down" in incident["last_error"]
     stored = stack.jobs.get("ops/chain")
     assert stored is not None and stored.state == "PAUSED"
     assert stored.paused_reason is not None and stored.paused_reason.startswith("auto-paused after 6 consecutive")

@@ -25,6 +25,7 @@ from jobsched.api.models import (
     BackfillView,
     CompleteRequest,
     ErrorDetail,
+    IncidentView,
     JobBody,
     JobPage,
     JobView,
@@ -276,6 +277,19 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         member(team)
         stored = existing(team, name)
         view = _job_view(stored, services().clock())
+        view.open_incidents = [
+            IncidentView(
+                incident_class=incident.values["incident_class"],
+                opened_at=incident.values["opened_at"],
+                first_kind=incident.values["first_kind"],
+                events=int(incident.values.get("failures", 0)),
+                paged=list(incident.values.get("paged", [])),
+                auto_paused=bool(incident.values.get("auto_paused")),
+                last_error=incident.values.get("last", {}).get("error"),
+            )
+            for incident in services().jobs.incidents(stored.key)
+            if not incident.resolved
+        ]
         return Response(
             200, content_types.APPLICATION_JSON, view.model_dump_json(), headers={"ETag": str(stored.version)}
         )

@@ -59,6 +59,16 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
+class IncidentView(BaseModel):
+    incident_class: str = Field(description="failing (failures, timeouts, missed schedules) or late (deadlines)")
+    opened_at: str
+    first_kind: str
+    events: int = Field(description="failures (or misses) since it opened")
+    paged: list[str] = Field(description="contacts paged: primary, secondary")
+    auto_paused: bool = False
+    last_error: str | None = None
+
+
 class JobView(BaseModel):
     team: str
     name: str
@@ -72,6 +82,9 @@ class JobView(BaseModel):
     updated_by: str
     next_fire_times: list[str]
     spec: dict[str, Any]
+    open_incidents: list[IncidentView] | None = Field(
+        default=None, description="GET of one job: its open incidents (one page each until a success resolves it)"
+    )
 
 
 class JobPage(BaseModel):
