@@ -357,7 +357,7 @@ class LocalRuntime:
                 "schedule": {"expression": "*/2 * * * *"},
                 "target": {"type": "lambda", "function": "jobsched-example-flaky", "payload": {"fail_times": 99}},
                 "retry": {"max_attempts": 2, "backoff": {"initial": "2s", "max": "2s"}},
-                "runbook_url": "https://github.com/jobsched/jobsched/blob/main/README.md#a-five-minute-tour",
+                "runbook_url": "https://runbooks.example.com/examples/failing",
             },
             # A DAG on a real (moto-interpreted) state machine: a diamond whose one branch fails once and is
             # retried by the state machine, then a cleanup task that runs whatever happened.
