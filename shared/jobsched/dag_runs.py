@@ -319,7 +319,7 @@ class DagRuns:
             return  # finished by a concurrent task or a redelivery
         self.worker.release_slots(run.to_message(), stored.spec)
         if status is RunStatus.FAILED:
-            self.worker.escalate(finished, stored.spec, f"DAG run failed: {error}")
+            self.worker.escalate(finished, f"DAG run failed: {error}")
         else:
             self.worker.succeeded(run, finished, stored.spec)
 

@@ -53,19 +53,25 @@ class Escalator:
     links: Links
 
     def handle(self, event: EscalationEvent) -> Handled:
-        classes = event.resolves() or (OPENS[event.kind],)
+        is_job = event.job is not None and event.subject == event.job
+        stored_job = self.jobs.get(event.subject) if is_job else None  # read once, for every class it touches
+        policy = Policy.for_job(stored_job.spec.escalation if stored_job else None, self.default_topic)
         pages: list[Page] = []
         paused = False
-        for incident_class in classes:
-            handled = self._apply(event, incident_class)
+        for incident_class in event.resolves() or (OPENS[event.kind],):
+            handled = self._apply(event, incident_class, is_job, stored_job, policy)
             pages += handled.pages
             paused = paused or handled.paused
         return Handled(tuple(pages), paused)
 
-    def _apply(self, event: EscalationEvent, incident_class: IncidentClass) -> Handled:
-        is_job = event.job is not None and event.subject == event.job
-        stored_job = self.jobs.get(event.subject) if is_job else None
-        policy = Policy.for_job(stored_job.spec.escalation if stored_job else None, self.default_topic)
+    def _apply(
+        self,
+        event: EscalationEvent,
+        incident_class: IncidentClass,
+        is_job: bool,
+        stored_job: StoredJob | None,
+        policy: Policy,
+    ) -> Handled:
         for _ in range(ATTEMPTS):
             stored = self.jobs.get_incident(event.subject, incident_class)
             if stored is not None and stored.unsent:

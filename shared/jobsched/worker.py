@@ -391,7 +391,7 @@ class Worker:
             if spec.dag is not None:
                 self.dags.stop(run, spec, cause=error)
             self.release_slots(message, spec)
-            self.escalate(run, spec, "run timed out")
+            self.escalate(run, "run timed out")
             return Outcome("failed", error, run=run)
         return self._retry(message, spec, existing, error, now)
 
@@ -423,7 +423,7 @@ class Worker:
             return Outcome("superseded", str(error))
         self.after_step("record")
         self.release_slots(message, spec)
-        self.escalate(failed, spec, "run failed")
+        self.escalate(failed, "run failed")
         return Outcome("failed", result.error or "", run=failed, lateness=lateness)
 
     def _retry(
@@ -474,7 +474,7 @@ class Worker:
             return Outcome("duplicate", "run exists", run=existing)
         return Outcome("skipped", reason, run=created)
 
-    def escalate(self, run: Run, spec: JobSpec, summary: str) -> None:
+    def escalate(self, run: Run, summary: str) -> None:
         """A run ended badly: one event for the escalation handler (which pages once per incident)."""
         kind: Literal["run_failed", "run_timed_out"] = (
             "run_timed_out" if run.status is RunStatus.TIMED_OUT else "run_failed"
@@ -494,7 +494,6 @@ class Worker:
                 detail=summary,
             )
         )
-        self._check_deadline(run, spec)
 
     def succeeded(self, before: Run, finished: Run, spec: JobSpec) -> None:
         """After a success: report a deadline it missed, and resolve the job's open incidents (if it has any:

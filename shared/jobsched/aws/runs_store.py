@@ -360,9 +360,10 @@ class RunsStore:
                 values = from_item(item)
                 if values[RunsKeys.SK].startswith(TASK_PREFIX):
                     job, _, run_id = values[RunsKeys.PK].rpartition("#")
-                    task = self.tasks(job, run_id).get(values[RunsKeys.SK].removeprefix(TASK_PREFIX))
-                    if task is not None:
-                        yield ParkedTask(job, run_id, task)
+                    key = {RunsKeys.PK: values[RunsKeys.PK], RunsKeys.SK: values[RunsKeys.SK]}
+                    found = self.db.get_item(TableName=self.table, Key=to_item(key), ConsistentRead=True)
+                    if "Item" in found:
+                        yield ParkedTask(job, run_id, TaskState.from_values(from_item(found["Item"])))
                     continue
                 run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
                 if run is not None:
