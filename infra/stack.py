@@ -41,19 +41,22 @@ from constructs import Construct
 from jobsched.api.identity import MEMBERSHIP_PARAMETER_ENV
 from jobsched.api.tokens import SECRET_NAME_ENV as CALLBACK_SECRET_NAME_ENV
 from jobsched.names import (
+    JOB_TAG,
     JOBS_TABLE,
+    OWNER_TAG,
     PRIORITIES,
     PROJECT,
     RUNS_TABLE,
+    SHARED_TAG,
     WORK_QUEUES,
     Env,
     TableDefinition,
     physical_name,
+    reserved_prefixes,
     state_machine_prefix,
 )
 from jobsched.observability import NAMESPACE
 
-TARGET_TAG = "jobsched-target"  # teams tag what the worker may call: ABAC instead of wildcard grants
 WORKER_TIMEOUT = Duration.minutes(15)
 ESCALATION_TIMEOUT = Duration.seconds(60)
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
@@ -70,6 +73,7 @@ class StageConfig:
     api_rate_limit: int = 100
     api_burst_limit: int = 200
     lateness_p99_threshold_seconds: float = 5.0
+    egress_allow: tuple[str, ...] = ()  # hosts or CIDRs outbound HTTP may reach despite the deny-list
 
     @classmethod
     def from_context(cls, scope: Construct) -> StageConfig:
@@ -83,6 +87,7 @@ class StageConfig:
             examples=(not prod) if examples is None else str(examples).lower() == "true",
             asset_dir=node.try_get_context("asset_dir"),
             membership=_membership_context(node.try_get_context("membership")),
+            egress_allow=_list_context(node.try_get_context("egress_allow")),
         )
 
 
@@ -115,6 +120,14 @@ def _membership_context(value: Any) -> dict[str, Any]:
     if value is None:
         return {"admins": [], "teams": {}, "team_patterns": []}
     return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+def _list_context(value: Any) -> tuple[str, ...]:
+    """-c egress_allow='10.1.0.0/16,partner.internal' (or a JSON list in cdk.json)."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(str(item).strip() for item in items if str(item).strip())
 
 
 def _name(config: StageConfig, logical: str) -> str:
@@ -222,6 +235,7 @@ class Functions(Construct):
             Env.ESCALATION_QUEUE: queues.escalations.queue_url,
             Env.STAGE: config.stage,
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+            **({Env.EGRESS_ALLOW: ",".join(config.egress_allow)} if config.egress_allow else {}),
             **{Env.QUEUES_BY_PRIORITY[p]: queues.work[p].queue_url for p in PRIORITIES},
         }
         self.dispatcher = self._function(
@@ -265,14 +279,6 @@ class Functions(Construct):
             storage.runs.grant_read_write_data(function)
             queues.escalations.grant_send_messages(function)
         self.escalation.add_environment(Env.LOG_GROUPS, log_groups)
-        # Teams' own escalation topics: like targets, reachable only when tagged for jobsched (ABAC).
-        self.escalation.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["sns:Publish"],
-                resources=[Stack.of(self).format_arn(service="sns", resource="*")],
-                conditions={"StringEquals": {f"aws:ResourceTag/{TARGET_TAG}": "true"}},
-            )
-        )
         for priority in PRIORITIES:
             queue = queues.work[priority]
             for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
@@ -285,7 +291,10 @@ class Functions(Construct):
                     max_concurrency=WORK_QUEUES[priority].max_concurrency,
                 )
             )
-        self._grant_targets(self.worker)
+        # Team resources (targets, secrets, escalation topics) only through the team's session of this role.
+        self.target_role = TargetRole(
+            self, "Targets", config=config, callers=(self.worker, self.api, self.escalation, self.heartbeat)
+        )
         # Who may act for which team: admins edit this parameter (README, "Granting teams access").
         self.membership = ssm.StringParameter(
             self,
@@ -331,31 +340,6 @@ class Functions(Construct):
             log_group=log_group,
         )
 
-    @staticmethod
-    def _grant_targets(function: lambda_.Function) -> None:
-        """The worker calls whatever teams register; it may only reach resources tagged for jobsched."""
-        tagged = {"StringEquals": {f"aws:ResourceTag/{TARGET_TAG}": "true"}}
-        stack = Stack.of(function)
-        statements = [
-            (
-                ["lambda:InvokeFunction"],
-                stack.format_arn(service="lambda", resource="function", resource_name="*", arn_format=_colon()),
-            ),
-            (["sqs:SendMessage"], stack.format_arn(service="sqs", resource="*")),
-            (
-                ["states:StartExecution"],
-                stack.format_arn(service="states", resource="stateMachine", resource_name="*", arn_format=_colon()),
-            ),
-            (["events:PutEvents"], stack.format_arn(service="events", resource="event-bus", resource_name="*")),
-            (
-                ["secretsmanager:GetSecretValue"],
-                stack.format_arn(service="secretsmanager", resource="secret", resource_name="*", arn_format=_colon()),
-            ),
-            (["ssm:GetParameter"], stack.format_arn(service="ssm", resource="parameter", resource_name="*")),
-        ]
-        for actions, resource in statements:
-            function.add_to_role_policy(iam.PolicyStatement(actions=actions, resources=[resource], conditions=tagged))
-
 
 def _colon() -> Any:
     from aws_cdk import ArnFormat
@@ -372,6 +356,104 @@ def _code(config: StageConfig) -> lambda_.Code:
             raise ValueError(f"{path} is not a built asset: run scripts/build_asset.py")
         return lambda_.Code.from_asset(str(path))
     return lambda_.Code.from_inline("def handler(event, context):\n    raise RuntimeError('stub: build the asset')\n")
+
+
+class TargetRole(Construct):
+    """The only way to a team's resources: assumed per run with the session tag jobsched-team=<team>.
+
+    Each action is allowed only where the resource's jobsched-team tag equals the session's (or, for
+    targets, the resource is tagged jobsched-shared=true); secrets, parameters and topics are never shared.
+    jobsched's own resources are denied outright. Only jobsched's functions may assume it, and only with
+    a team session tag.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StageConfig, callers: tuple[lambda_.Function, ...]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        caller_roles = [function.role for function in callers if function.role is not None]
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=_name(config, "targets"),
+            assumed_by=iam.CompositePrincipal(*(iam.ArnPrincipal(role.role_arn) for role in caller_roles)),
+            description="jobsched runs: a team's targets, secrets and topics, as that team (session tag)",
+            max_session_duration=Duration.hours(1),
+        )
+        trust = self.role.assume_role_policy
+        assert trust is not None
+        trust.add_statements(
+            iam.PolicyStatement(
+                actions=["sts:TagSession"],
+                principals=[iam.ArnPrincipal(role.role_arn) for role in caller_roles],
+                conditions={"StringLike": {f"aws:RequestTag/{OWNER_TAG}": "?*"}},
+            )
+        )
+        for function in callers:
+            function.add_to_role_policy(
+                iam.PolicyStatement(actions=["sts:AssumeRole", "sts:TagSession"], resources=[self.role.role_arn])
+            )
+            function.add_environment(Env.TARGET_ROLE, self.role.role_arn)
+
+        def arn(service: str, resource: str, name: str | None = None, colon: bool = False) -> str:
+            return stack.format_arn(
+                service=service, resource=resource, resource_name=name, arn_format=_colon() if colon else None
+            )
+
+        own_team = {"StringEquals": {f"aws:ResourceTag/{OWNER_TAG}": f"${{aws:PrincipalTag/{OWNER_TAG}}}"}}
+        shared = {"StringEquals": {f"aws:ResourceTag/{SHARED_TAG}": "true"}}
+        targets = [
+            (["lambda:InvokeFunction"], arn("lambda", "function", "*", colon=True)),
+            (["sqs:SendMessage"], arn("sqs", "*")),
+            (["states:StartExecution"], arn("states", "stateMachine", "*", colon=True)),
+            (["events:PutEvents"], arn("events", "event-bus", "*")),
+        ]
+        for actions, resource in targets:
+            for condition in (own_team, shared):
+                self.role.add_to_policy(
+                    iam.PolicyStatement(actions=actions, resources=[resource], conditions=condition)
+                )
+        for actions, resource in (
+            (["secretsmanager:GetSecretValue"], arn("secretsmanager", "secret", "*", colon=True)),
+            (["ssm:GetParameter"], arn("ssm", "parameter", "*")),
+            (["sns:Publish"], arn("sns", "*")),
+        ):
+            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[resource], conditions=own_team))
+        # Reading tags is how ownership is decided before anything is called; a run's own execution is read
+        # back to tell a redelivered start from someone else's.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "lambda:ListTags",
+                    "sqs:ListQueueTags",
+                    "states:ListTagsForResource",
+                    "events:ListTagsForResource",
+                    "sns:ListTagsForResource",
+                    "secretsmanager:DescribeSecret",
+                    "ssm:ListTagsForResource",
+                    "states:DescribeExecution",
+                ],
+                resources=["*"],
+            )
+        )
+        own = reserved_prefixes(config.stage)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["*"],
+                resources=[
+                    arn("lambda", "function", f"{own[0]}*", colon=True),
+                    arn("sqs", f"{own[0]}*"),
+                    arn("states", "stateMachine", f"{own[0]}*", colon=True),
+                    arn("states", "execution", f"{own[0]}*", colon=True),
+                    arn("events", "event-bus", f"{own[0]}*"),
+                    arn("sns", f"{own[0]}*"),
+                    arn("secretsmanager", "secret", f"{own[1]}*", colon=True),
+                    arn("ssm", "parameter", f"{own[2].lstrip('/')}*"),
+                ],
+            )
+        )
 
 
 class Workflows(Construct):
@@ -403,16 +485,20 @@ class Workflows(Construct):
         executions = stack.format_arn(
             service="states", resource="execution", resource_name=f"{self.prefix}*", arn_format=_colon()
         )
+        # Created only with a team and job tag; changed, read and removed only where that job tag is set.
+        job_tagged = {"StringLike": {f"aws:ResourceTag/{JOB_TAG}": "?*/?*"}}
         functions.api.add_to_role_policy(
             iam.PolicyStatement(
-                actions=[
-                    "states:CreateStateMachine",
-                    "states:UpdateStateMachine",
-                    "states:DeleteStateMachine",
-                    "states:DescribeStateMachine",
-                    "states:TagResource",
-                ],
+                actions=["states:CreateStateMachine", "states:TagResource"],
                 resources=[machines],
+                conditions={"StringLike": {f"aws:RequestTag/{JOB_TAG}": "?*/?*", f"aws:RequestTag/{OWNER_TAG}": "?*"}},
+            )
+        )
+        functions.api.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["states:UpdateStateMachine", "states:DeleteStateMachine", "states:DescribeStateMachine"],
+                resources=[machines],
+                conditions=job_tagged,
             )
         )
         functions.api.add_to_role_policy(
@@ -424,15 +510,14 @@ class Workflows(Construct):
         )
         # The worker starts executions and reports tasks; the API (cancel, callback results) and the heartbeat
         # checker (parked tasks, runs past their budget) report and stop them too.
+        # DAG starts have their own grant: only jobsched's DAG machines, each tagged with its job.
+        functions.worker.add_to_role_policy(
+            iam.PolicyStatement(actions=["states:StartExecution"], resources=[machines], conditions=job_tagged)
+        )
         for function in (functions.worker, functions.api, functions.heartbeat):
             function.add_to_role_policy(
                 iam.PolicyStatement(
-                    actions=[
-                        "states:StartExecution",
-                        "states:SendTaskSuccess",
-                        "states:SendTaskFailure",
-                        "states:SendTaskHeartbeat",
-                    ],
+                    actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
                     resources=[machines],
                 )
             )
@@ -727,7 +812,7 @@ class Examples(Construct):
                     self, f"{name.title()}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
                 ),
             )
-            Tags.of(function).add(TARGET_TAG, "true")
+            Tags.of(function).add(SHARED_TAG, "true")  # every team may target the examples
 
 
 def _acknowledge(stack: JobschedStack) -> None:
@@ -736,8 +821,8 @@ def _acknowledge(stack: JobschedStack) -> None:
     rules: dict[str, str] = {
         "AwsSolutions-APIG2": "Bodies are validated against the OpenAPI models in the handler (field-level errors); "
         "gateway request-parameter validation is on",
-        "AwsSolutions-APIG3": "WAF is a per-organisation choice; the API is IAM-authorized and throttled "
-        "per stage and per team",
+        "AwsSolutions-APIG3": "WAF is a per-organisation choice; the API is IAM-authorized, throttled per stage "
+        "by API Gateway, and member routes are counted per team in the handler",
         "AwsSolutions-COG4": "The API uses IAM (SigV4) authorization, not Cognito",
         "AwsSolutions-SQS3": "These queues are themselves dead-letter queues",
         "AwsSolutions-L1": "Python 3.13 is pinned: the asset's dependencies are built for it",
@@ -750,7 +835,8 @@ def _acknowledge(stack: JobschedStack) -> None:
         f"AwsSolutions-IAM4[Policy::{managed}/AmazonAPIGatewayPushToCloudWatchLogs]": "AWS-managed, API Gateway logs",
         "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": "CDK's KMS grant for our own key only",
         "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": "CDK's KMS grant for our own key only",
-        "AwsSolutions-IAM5[Resource::*]": "X-Ray PutTraceSegments/PutTelemetryRecords accept no narrower resource",
+        "AwsSolutions-IAM5[Resource::*]": "X-Ray PutTraceSegments/PutTelemetryRecords accept no narrower resource; "
+        "the target role reads tags (ListTags, DescribeSecret...) to decide ownership before any call",
     }
     for table in (stack.storage.jobs, stack.storage.runs):
         logical = stack.get_logical_id(table.node.default_child)  # type: ignore[arg-type]
@@ -768,11 +854,27 @@ def _acknowledge(stack: JobschedStack) -> None:
     ):
         arn = scoped.format(service=service, resource=resource)
         granular[f"AwsSolutions-IAM5[Resource::{arn}]"] = (
-            f"team targets are registered at run time; only resources tagged {TARGET_TAG}=true (condition)"
+            f"the target role only: teams name their resources at run time; allowed only where {OWNER_TAG} equals "
+            f"the session's team tag (or {SHARED_TAG}=true for targets); jobsched's own resources are denied"
         )
     granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service='sns', resource='*')}]"] = (
-        f"teams' escalation topics are named in job specs at run time; only topics tagged {TARGET_TAG}=true"
+        f"the target role only: teams' escalation topics, allowed only where {OWNER_TAG} equals the session's team"
     )
+    own = reserved_prefixes(stack.config.stage)
+    for service, resource in (
+        ("lambda", f"function:{own[0]}*"),
+        ("sqs", f"{own[0]}*"),
+        ("states", f"stateMachine:{own[0]}*"),
+        ("states", f"execution:{own[0]}*"),
+        ("events", f"event-bus/{own[0]}*"),
+        ("sns", f"{own[0]}*"),
+        ("secretsmanager", f"secret:{own[1]}*"),
+        ("ssm", f"parameter/{own[2].lstrip('/')}*"),
+    ):
+        granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service=service, resource=resource)}]"] = (
+            "a Deny: the target role may never touch jobsched's own resources"
+        )
+    granular["AwsSolutions-IAM5[Action::*]"] = "a Deny of every action on jobsched's own resources (target role)"
     prefix = stack.workflows.prefix
     for kind in ("stateMachine", "execution"):
         arn = scoped.format(service="states", resource=f"{kind}:{prefix}*")

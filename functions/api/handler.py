@@ -15,7 +15,7 @@ from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.names import Settings
 from jobsched.observability import make_logger, make_tracer
-from jobsched.wiring import build_dag_deployer, default_worker, utc_now
+from jobsched.wiring import build_dag_deployer, build_guard, default_worker, egress_policy, utc_now
 
 logger = make_logger("api")
 tracer = make_tracer("api")
@@ -33,6 +33,8 @@ def services() -> ApiServices:
         membership=Membership.from_env(),
         clock=utc_now,
         dags=build_dag_deployer(settings),
+        guard=build_guard(settings),
+        egress=egress_policy(settings),
     )
 
 

@@ -161,7 +161,6 @@ class LocalRuntime:
         from jobsched.api.identity import LOCAL_GATEWAY_ENV, MEMBERSHIP_ENV
         from jobsched.api.tokens import SECRET_ENV
         from jobsched.aws.clients import ENDPOINT_ENV, reset_clients
-        from jobsched.aws.targets import TargetExecutor
         from jobsched.names import Env
 
         assert self.deployment is not None
@@ -184,7 +183,7 @@ class LocalRuntime:
         wiring.default_worker.cache_clear()
         wiring.default_dispatcher.cache_clear()
         wiring.default_escalator.cache_clear()
-        wiring.use_targets(TargetExecutor(lambda_invoker=self.invoke))
+        wiring.use_lambda_invoker(self.invoke)
 
     def handler(self, path: str) -> Callable[..., Any]:
         if path not in self._handlers:

@@ -14,6 +14,7 @@ Step Functions owns retries, backoff and timeouts of each task; the run record o
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -62,19 +63,23 @@ class DagRuns:
     # ------------------------------------------------------------------------------ start
 
     def start(self, message: RunMessage, stored: StoredJob, run: Run) -> Outcome:
-        """The run is claimed: record its graph, then start its execution (named by the run id)."""
+        """The run is claimed: record its graph and execution name, then start the execution.
+
+        The name is the run id and a random part, recorded before the start: nobody can start an execution
+        of that name ahead of the run, and a redelivery starts (or finds) the same one."""
         from jobsched.worker import Outcome
 
         spec = stored.spec
         assert spec.dag is not None
-        execution = self.workflows.execution_arn(run.job, run.run_id)
-        self.worker.runs.set_workflow(
-            run.job, run.run_id, graph=graph_to_values(graph_of(spec.dag)), execution_arn=execution
+        execution = self.worker.runs.set_workflow(
+            run.job,
+            run.run_id,
+            graph=graph_to_values(graph_of(spec.dag)),
+            execution_arn=self.workflows.execution_arn(run.job, f"{run.run_id}-{secrets.token_hex(8)}"),
         )
         self.worker.after_step("workflow")
         self.workflows.start(
-            run.job,
-            run.run_id,
+            execution,
             execution_input(
                 job=run.job,
                 team=run.team,

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.aws.jobs_store import JobsStore, StoredIncident, StoredJob, VersionConflict
-from jobsched.aws.notify import Notifier
+from jobsched.aws.notify import ChannelRefused, Notifier
 from jobsched.escalation import (
     OPENS,
     Channel,
@@ -131,10 +131,26 @@ class Escalator:
             "team": str(page.event.get("team") or ""),
             "role": page.role,
         }
+        team = job.spec.team if job is not None else None
+        refused: list[str] = []
         if channel.sns_topic:
-            self.notifier.publish(channel.sns_topic, subject=page.title, text=text, attributes=attributes)
+            own = channel.sns_topic == self.default_topic
+            try:
+                self.notifier.publish(
+                    channel.sns_topic, subject=page.title, text=text, attributes=attributes, team=None if own else team
+                )
+            except ChannelRefused as error:
+                refused.append(str(error))
         if channel.webhook:
-            self.notifier.post(channel.webhook, document)
+            try:
+                self.notifier.post(channel.webhook, document)
+            except ChannelRefused as error:
+                refused.append(str(error))
+        if refused and self.default_topic:
+            # A page is never dropped: it goes to the deployment's topic, saying why the job's channel was not used.
+            log.warning("escalation channel refused for %s: %s", page.subject, "; ".join(refused))
+            note = "\n\nNot sent to the job's own channel: " + "; ".join(refused)
+            self.notifier.publish(self.default_topic, subject=page.title, text=text + note, attributes=attributes)
 
 
 def _incident(stored: StoredIncident) -> Incident:

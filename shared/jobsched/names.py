@@ -13,6 +13,13 @@ from typing import Any, ClassVar, Literal
 PROJECT = "jobsched"
 PRIORITIES: tuple[Literal["high", "normal", "low"], ...] = ("high", "normal", "low")
 
+# Ownership tags (ABAC). A team's resources carry OWNER_TAG=<team>; targets the platform offers to every
+# team (never secrets, parameters or topics) carry SHARED_TAG=true. DAG state machines carry JOB_TAG.
+OWNER_TAG = "jobsched-team"
+SHARED_TAG = "jobsched-shared"
+JOB_TAG = "jobsched-job"
+LOCAL_STAGE = "local"  # the laptop stage: its outbound HTTP may reach loopback
+
 # Sparse indexes are sharded so that no single partition takes every due job or lease.
 DUE_SHARDS = 8
 LEASE_SHARDS = 4
@@ -33,6 +40,10 @@ class Env:
     LOG_GROUPS = "JOBSCHED_LOG_GROUPS"  # comma-separated: the Logs Insights link in pages searches these
     WORKFLOW_ROLE = "JOBSCHED_WORKFLOW_ROLE_ARN"  # the role DAG state machines run with
     STATE_MACHINE_PREFIX = "JOBSCHED_STATE_MACHINE_PREFIX"  # arn:aws:states:REGION:ACCOUNT:stateMachine:jobsched-STAGE-
+    TARGET_ROLE = "JOBSCHED_TARGET_ROLE_ARN"  # assumed per team (session tag OWNER_TAG) to reach team resources
+    EGRESS_ALLOW = (
+        "JOBSCHED_EGRESS_ALLOW"  # comma-separated hosts or CIDRs outbound HTTP may reach despite the deny-list
+    )
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
 
 
@@ -178,6 +189,12 @@ def physical_name(stage: str, logical_name: str) -> str:
     return f"{PROJECT}-{stage}-{logical_name}"
 
 
+def reserved_prefixes(stage: str) -> tuple[str, ...]:
+    """Name prefixes of jobsched's own resources (queues, tables, functions, topics, state machines, its
+    secret and parameters): never a team's target, whatever their tags say."""
+    return (f"{PROJECT}-{stage}-", f"{PROJECT}/{stage}/", f"/{PROJECT}/{stage}/")
+
+
 def state_machine_prefix(stage: str) -> str:
     """DAG jobs' state machines are named under this prefix (IAM grants are scoped to it)."""
     return physical_name(stage, "dag-")
@@ -196,6 +213,9 @@ class Settings:
     escalation_topic_arn: str | None = None  # where jobs without their own escalation channel page
     api_url: str | None = None
     log_groups: tuple[str, ...] = ()
+    stage: str = "dev"
+    target_role_arn: str | None = None  # None: team resources are reached with the function's own credentials
+    egress_allow: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -217,4 +237,7 @@ class Settings:
             escalation_topic_arn=source.get(Env.ESCALATION_TOPIC) or None,
             api_url=source.get(Env.API_URL) or None,
             log_groups=tuple(group for group in source.get(Env.LOG_GROUPS, "").split(",") if group),
+            stage=source.get(Env.STAGE) or "dev",
+            target_role_arn=source.get(Env.TARGET_ROLE) or None,
+            egress_allow=tuple(item.strip() for item in source.get(Env.EGRESS_ALLOW, "").split(",") if item.strip()),
         )

@@ -116,6 +116,8 @@ def start_backfill(
         raise ValueError(f"max_in_flight must be 1-{MAX_IN_FLIGHT}")
     if end <= start:
         raise ValueError("the range must end after it starts")
+    if end > now:
+        raise ValueError("a backfill re-runs the past: the range must end no later than now")
     compiled = compile_schedule(stored.spec.schedule, hash_key=job, anchor=stored.created_at)
     instants = list(
         itertools.islice(compiled.fires(start - timedelta(seconds=1), until=end), MAX_BACKFILL_INSTANTS + 1)

@@ -9,22 +9,48 @@ from functools import cache
 
 from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.notify import Notifier
+from jobsched.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.aws.queues import EscalationQueue, WorkQueues
 from jobsched.aws.runs_store import RunsStore
-from jobsched.aws.targets import TargetExecutor
+from jobsched.aws.targets import LambdaInvoker, TargetExecutor
 from jobsched.aws.workflows import Workflows
 from jobsched.dispatch import Dispatcher
+from jobsched.egress import AddressPolicy, GuardedHttp
 from jobsched.escalation import Links
 from jobsched.escalator import Escalator
 from jobsched.heartbeat import HeartbeatChecker
 from jobsched.jobs import DagDeployer
-from jobsched.names import Settings
+from jobsched.names import LOCAL_STAGE, Settings, reserved_prefixes
+from jobsched.ownership import OwnershipGuard
 from jobsched.tz import UTC
 from jobsched.worker import Worker
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+@cache
+def team_sessions(role_arn: str | None) -> TeamSessions:
+    """One per process and role: sessions are cached per team inside it."""
+    return TeamSessions(role_arn)
+
+
+def build_guard(settings: Settings) -> OwnershipGuard:
+    return OwnershipGuard(AwsTagReader(team_sessions(settings.target_role_arn)), reserved_prefixes(settings.stage))
+
+
+def egress_policy(settings: Settings) -> AddressPolicy:
+    return AddressPolicy.for_stage(settings.stage, settings.egress_allow, local=settings.stage == LOCAL_STAGE)
+
+
+def build_targets(settings: Settings, *, lambda_invoker: LambdaInvoker | None = None) -> TargetExecutor:
+    return TargetExecutor(
+        guard=build_guard(settings),
+        sessions=team_sessions(settings.target_role_arn),
+        lambda_invoker=lambda_invoker,
+        http=GuardedHttp(egress_policy(settings)),
+    )
 
 
 def build_dispatcher(settings: Settings) -> Dispatcher:
@@ -39,7 +65,11 @@ def build_dispatcher(settings: Settings) -> Dispatcher:
 def build_escalator(settings: Settings, *, clock: Callable[[], datetime] = utc_now) -> Escalator:
     return Escalator(
         jobs=JobsStore(settings.jobs_table),
-        notifier=Notifier(),
+        notifier=Notifier(
+            guard=build_guard(settings),
+            sessions=team_sessions(settings.target_role_arn),
+            http=GuardedHttp(egress_policy(settings)),
+        ),
         clock=clock,
         default_topic=settings.escalation_topic_arn,
         links=Links(
@@ -70,19 +100,19 @@ def build_worker(
         runs=RunsStore(settings.runs_table),
         queues=WorkQueues(settings.queue_urls),
         escalations=EscalationQueue(settings.escalation_queue_url),
-        targets=targets or TargetExecutor(),
+        targets=targets or build_targets(settings),
         clock=clock,
         workflows=build_workflows(settings),
     )
 
 
-_targets: TargetExecutor | None = None
+_lambda_invoker: LambdaInvoker | None = None
 
 
-def use_targets(executor: TargetExecutor) -> None:
+def use_lambda_invoker(invoker: LambdaInvoker) -> None:
     """Run Lambda targets another way (the local runtime runs the stack's functions in-process)."""
-    global _targets
-    _targets = executor
+    global _lambda_invoker
+    _lambda_invoker = invoker
     default_worker.cache_clear()
     default_heartbeat.cache_clear()
 
@@ -100,7 +130,8 @@ def default_heartbeat() -> HeartbeatChecker:
 
 @cache
 def default_worker() -> Worker:
-    return build_worker(Settings.from_env(), targets=_targets)
+    settings = Settings.from_env()
+    return build_worker(settings, targets=build_targets(settings, lambda_invoker=_lambda_invoker))
 
 
 @cache

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 from jobsched.api.app import ApiServices, build_handler
 from jobsched.api.identity import Membership
 from jobsched.api.tokens import CallbackTokens
+from jobsched.egress import AddressPolicy
 from tests.aws.harness import Stack
 
 ACCOUNT = "123456789012"
@@ -44,6 +45,8 @@ class ApiClient:
             clock=stack.clock,
             requests_per_minute=requests_per_minute,
             dags=stack.dags,
+            guard=stack.guard,
+            egress=AddressPolicy(),  # as deployed: literal private addresses are refused at PUT
         )
         self.handle = build_handler(lambda: services)
 

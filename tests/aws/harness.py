@@ -7,9 +7,11 @@ queue, and it deletes what the worker finished. No test waits for real minutes.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import threading
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -19,16 +21,29 @@ import boto3
 
 from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.notify import Notifier
+from jobsched.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.aws.queues import EscalationQueue, WorkQueues, delay_seconds
 from jobsched.aws.runs_store import Run, RunsStore
 from jobsched.aws.targets import RunContext, TargetExecutor
 from jobsched.aws.workflows import Workflows
 from jobsched.dag import DagTaskFailure, WorkMessage, parse_work_message
 from jobsched.dispatch import Dispatcher
+from jobsched.egress import AddressPolicy, GuardedHttp
 from jobsched.escalation import EscalationEvent, Links
 from jobsched.escalator import Escalator
 from jobsched.jobs import DagDeployer, put_job
-from jobsched.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Settings, state_machine_prefix
+from jobsched.names import (
+    JOBS_TABLE,
+    OWNER_TAG,
+    PRIORITIES,
+    RUNS_TABLE,
+    SHARED_TAG,
+    WORK_QUEUES,
+    Settings,
+    reserved_prefixes,
+    state_machine_prefix,
+)
+from jobsched.ownership import OwnershipGuard, ResourceKind, spec_resources
 from jobsched.runs import RunMessage, parse_instant
 from jobsched.spec import JobSpec
 from jobsched.worker import Outcome, Worker
@@ -168,7 +183,19 @@ class Stack:
             else VirtualDelayQueues(self.queue_urls, self.sqs)
         )
         self.queues.clock = clock
-        self.targets = TargetExecutor(lambda_invoker=self.lambdas, sleep=lambda seconds: None)
+        self.sessions = TeamSessions(None)
+        # Tags are read fresh in tests (ttl 0): a test that re-tags a resource sees the change at once.
+        self.guard = OwnershipGuard(AwsTagReader(self.sessions), reserved_prefixes("test"), ttl=0)
+        self.http = GuardedHttp(AddressPolicy(allow_loopback=True))  # test servers listen on loopback
+        for name in self.lambdas.functions:  # the platform's shared functions, as the examples are deployed
+            self.function(name, {SHARED_TAG: "true"})
+        self.targets = TargetExecutor(
+            guard=self.guard,
+            sessions=self.sessions,
+            lambda_invoker=self.lambdas,
+            http=self.http,
+            sleep=lambda seconds: None,
+        )
         self.escalation_queue = EscalationQueue(self.escalation_url, self.sqs)
         self.dispatcher = Dispatcher(self.jobs, self.runs, self.queues, escalations=self.escalation_queue)
         self.stepfunctions = boto3.client("stepfunctions", region_name=REGION)
@@ -195,15 +222,16 @@ class Stack:
         self.webhooks = RecordingHttp()
         self.escalator = Escalator(
             jobs=self.jobs,
-            notifier=Notifier(sns=self.sns, http=self.webhooks),  # type: ignore[arg-type]
+            notifier=Notifier(sns=self.sns, http=self.webhooks, guard=self.guard),
             clock=clock,
             default_topic=self.default_topic,
             links=Links(region=REGION, api_url="https://api.example.com/prod", log_groups=("/aws/lambda/worker",)),
         )
 
-    def topic(self, name: str) -> str:
-        """An SNS topic whose messages the tests can read with ``pages``."""
-        arn: str = self.sns.create_topic(Name=name)["TopicArn"]
+    def topic(self, name: str, team: str | None = None) -> str:
+        """An SNS topic whose messages the tests can read with ``pages`` (``team``: tagged as that team's)."""
+        tags = [{"Key": OWNER_TAG, "Value": team}] if team else []
+        arn: str = self.sns.create_topic(Name=name, Tags=tags)["TopicArn"]
         queue_arn = self.sqs.get_queue_attributes(QueueUrl=self.pages_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
@@ -239,8 +267,37 @@ class Stack:
 
     # ------------------------------------------------------------------------------ jobs
 
+    def function(self, name: str, tags: dict[str, str]) -> str:
+        """A Lambda function in moto with these tags (its code runs in FakeLambdas, not in moto)."""
+        lambdas = boto3.client("lambda", region_name=REGION)
+        try:
+            return str(lambdas.get_function(FunctionName=name)["Configuration"]["FunctionArn"])
+        except lambdas.exceptions.ResourceNotFoundException:
+            pass
+        iam = boto3.client("iam", region_name=REGION)
+        try:
+            role = iam.get_role(RoleName="fake-lambda")["Role"]["Arn"]
+        except iam.exceptions.NoSuchEntityException:
+            role = iam.create_role(RoleName="fake-lambda", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        code = io.BytesIO()
+        with zipfile.ZipFile(code, "w") as archive:
+            archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
+        created = lambdas.create_function(
+            FunctionName=name,
+            Runtime="python3.12",
+            Role=role,
+            Handler="handler.handler",
+            Code={"ZipFile": code.getvalue()},
+            Tags=tags,
+        )
+        return str(created["FunctionArn"])
+
     def register(self, document: dict[str, Any], principal: str = "test") -> JobSpec:
         spec = JobSpec.model_validate(document)
+        # Fake functions the test names but has not created stand for the platform's shared examples.
+        for resource in spec_resources(spec):
+            if resource.kind is ResourceKind.FUNCTION and resource.short_name in self.lambdas.functions:
+                self.function(resource.short_name, {SHARED_TAG: "true"})
         put_job(self.jobs, spec, now=self.clock(), principal=principal, dags=self.dags)
         return spec
 

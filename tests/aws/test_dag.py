@@ -7,6 +7,7 @@ two); the worker runs on the virtual clock. ``drive`` pumps the work queue until
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -18,7 +19,9 @@ from moto import mock_aws
 from infra.local.moto_patches import fresh_task_token_per_attempt
 from jobsched.aws.clients import reset_clients
 from jobsched.aws.runs_store import Run, StaleAttempt, TaskState
+from jobsched.aws.workflows import ExecutionNotOurs
 from jobsched.dag import TaskStatus, compile_definition, definition_text
+from jobsched.names import OWNER_TAG
 from jobsched.runs import RunStatus
 from jobsched.spec import JobSpec
 from tests.aws.harness import Clock, FakeLambdas, Stack
@@ -304,8 +307,14 @@ def test_a_repeated_start_of_the_same_run_starts_one_execution(dag_stack: Stack,
 
     machine = dag_stack.workflows.machine_arn(JOB)
     executions = dag_stack.stepfunctions.list_executions(stateMachineArn=machine)["executions"]
-    assert [e["name"] for e in executions] == [FIRST]
-    assert dag_stack.workflows.start(JOB, FIRST, {}) == run_of(dag_stack).execution_arn
+    [execution] = executions
+    assert re.fullmatch(FIRST + r"-[0-9a-f]{16}", execution["name"]), "the run id and an unguessable part"
+    arn = run_of(dag_stack).execution_arn
+    assert arn is not None
+    started = json.loads(dag_stack.stepfunctions.describe_execution(executionArn=arn)["input"])
+    assert dag_stack.workflows.start(arn, started) == arn  # this run's own start is adopted
+    with pytest.raises(ExecutionNotOurs):
+        dag_stack.workflows.start(arn, {**started, "run_id": "someone-else"})
     assert len(dag_stack.stepfunctions.list_executions(stateMachineArn=machine)["executions"]) == 1
     assert sorted(event["payload"]["task"] for _, event in dag_stack.lambdas.calls) == ["a", "b"]
 
@@ -408,3 +417,17 @@ def test_a_parked_task_with_heartbeat_seconds_is_kept_alive_while_it_waits(dag_s
     complete(dag_stack, "b")
     drive(dag_stack, finished(dag_stack))
     assert run_of(dag_stack).status is RunStatus.SUCCEEDED
+
+
+def test_a_dag_task_cannot_invoke_another_teams_function(dag_stack: Stack, clock: Clock) -> None:
+    """Tenant isolation holds for DAG tasks: the task fails, naming the function and the team; nothing is called."""
+    dag_stack.function("other-team-load", {OWNER_TAG: "payments"})
+    dag_stack.lambdas.functions["other-team-load"] = lambda event: {}
+    start_run(dag_stack, clock, dag_job(lambda_task("a"), lambda_task("b", "a", function="other-team-load")))
+    drive(dag_stack, finished(dag_stack))
+    assert run_of(dag_stack).status is RunStatus.FAILED
+    b = tasks_of(dag_stack)["b"]
+    assert b.status is TaskStatus.FAILED and "Lambda function 'other-team-load' belongs to another team" in (
+        b.error or ""
+    )
+    assert [name for name, _ in dag_stack.lambdas.calls] == ["echo"], "only the team's own task ran"

@@ -97,7 +97,7 @@ def test_a_silent_callback_run_times_out_retries_fails_and_pages_once_with_conte
 
 
 def test_a_hundred_failures_make_one_page_and_a_success_one_resolve_notice(stack: Stack, clock: Clock) -> None:
-    oncall = stack.topic("ops-oncall")
+    oncall = stack.topic("ops-oncall", team="ops")
     stack.lambdas.functions["flaky-db"] = failing
     stack.worker.breaker_failures = 1000  # this test is about incidents: keep the target's circuit closed
     every_minute(stack, "report", "flaky-db", escalation={"sns_topic": oncall})
@@ -136,7 +136,7 @@ def test_a_redelivered_event_pages_nothing_more(stack: Stack, clock: Clock) -> N
 
 
 def test_the_chain_reaches_the_secondary_contact_and_auto_pause_stops_the_job(stack: Stack, clock: Clock) -> None:
-    primary, secondary = stack.topic("ops-primary"), stack.topic("ops-secondary")
+    primary, secondary = stack.topic("ops-primary", team="ops"), stack.topic("ops-secondary", team="ops")
     stack.lambdas.functions["down"] = failing
     stack.worker.breaker_failures = 1000
     escalation = {

@@ -77,7 +77,7 @@ def test_worker_handler_runs_a_message_and_reports_no_failure(deployed: Stack) -
 
     now = wiring.utc_now()
     deployed.clock.now = now
-    inbox = deployed.sqs.create_queue(QueueName="inbox")["QueueUrl"]
+    inbox = deployed.sqs.create_queue(QueueName="inbox", tags={"jobsched-team": "ops"})["QueueUrl"]
     deployed.register({"name": "nightly", "team": "ops", "target": {"type": "sqs", "queue_url": inbox}})
     body = json.loads(json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]["body"])
     body |= {"scheduled_at": instant_text(now), "fire_at": instant_text(now)}

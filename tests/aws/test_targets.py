@@ -13,10 +13,13 @@ import boto3
 import pytest
 
 from jobsched.aws.targets import TargetExecutor
+from jobsched.names import OWNER_TAG
+from jobsched.ownership import OwnershipGuard, ResourceRef
 from jobsched.runs import RunStatus
 from tests.aws.harness import REGION, Clock, Stack
 
 MINUTE = timedelta(minutes=1)
+OPS = {OWNER_TAG: "ops"}
 
 
 def run_one(stack: Stack, clock: Clock, target: dict[str, Any], name: str = "t") -> Any:
@@ -30,7 +33,7 @@ def run_one(stack: Stack, clock: Clock, target: dict[str, Any], name: str = "t")
 
 
 def test_sqs_target(stack: Stack, clock: Clock) -> None:
-    url = stack.sqs.create_queue(QueueName="team-inbox")["QueueUrl"]
+    url = stack.sqs.create_queue(QueueName="team-inbox", tags=OPS)["QueueUrl"]
     run = run_one(stack, clock, {"type": "sqs", "queue_url": url, "payload": {"n": 1}})
     assert run.status is RunStatus.SUCCEEDED
     [message] = stack.sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
@@ -40,7 +43,7 @@ def test_sqs_target(stack: Stack, clock: Clock) -> None:
 
 
 def test_sqs_fifo_target_dedupes_by_run_id(stack: Stack, clock: Clock) -> None:
-    url = stack.sqs.create_queue(QueueName="team.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    url = stack.sqs.create_queue(QueueName="team.fifo", Attributes={"FifoQueue": "true"}, tags=OPS)["QueueUrl"]
     run = run_one(stack, clock, {"type": "sqs", "queue_url": url})
     assert run.status is RunStatus.SUCCEEDED
     [message] = stack.sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
@@ -52,7 +55,9 @@ def test_stepfunctions_target_names_the_execution_after_the_run(stack: Stack, cl
     iam = boto3.client("iam", region_name=REGION)
     role = iam.create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     definition = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
-    arn = states.create_state_machine(name="etl", definition=definition, roleArn=role)["stateMachineArn"]
+    arn = states.create_state_machine(
+        name="etl", definition=definition, roleArn=role, tags=[{"key": OWNER_TAG, "value": "ops"}]
+    )["stateMachineArn"]
     run = run_one(stack, clock, {"type": "stepfunctions", "state_machine_arn": arn, "payload": {"day": "x"}})
     assert run.status is RunStatus.SUCCEEDED
     [execution] = states.list_executions(stateMachineArn=arn)["executions"]
@@ -65,10 +70,19 @@ def test_eventbridge_target(stack: Stack, clock: Clock) -> None:
     events = boto3.client("events", region_name=REGION)
     inbox = stack.sqs.create_queue(QueueName="events-inbox")["QueueUrl"]
     inbox_arn = stack.sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    events.put_rule(Name="jobs", EventPattern=json.dumps({"source": ["payments.jobs"]}))
-    events.put_targets(Rule="jobs", Targets=[{"Id": "inbox", "Arn": inbox_arn}])
+    events.create_event_bus(Name="ops-bus", Tags=[{"Key": OWNER_TAG, "Value": "ops"}])
+    events.put_rule(Name="jobs", EventBusName="ops-bus", EventPattern=json.dumps({"source": ["payments.jobs"]}))
+    events.put_targets(Rule="jobs", EventBusName="ops-bus", Targets=[{"Id": "inbox", "Arn": inbox_arn}])
     run = run_one(
-        stack, clock, {"type": "eventbridge", "source": "payments.jobs", "detail_type": "Nightly", "payload": {"a": 1}}
+        stack,
+        clock,
+        {
+            "type": "eventbridge",
+            "bus": "ops-bus",
+            "source": "payments.jobs",
+            "detail_type": "Nightly",
+            "payload": {"a": 1},
+        },
     )
     assert run.status is RunStatus.SUCCEEDED
     [message] = stack.sqs.receive_message(QueueUrl=inbox)["Messages"]
@@ -110,7 +124,11 @@ def webhook() -> Iterator[type[_Recorder]]:
 
 def test_http_target_sends_run_headers_and_resolves_secret_headers(stack: Stack, clock: Clock, webhook: Any) -> None:
     secrets = boto3.client("secretsmanager", region_name=REGION)
-    secrets.create_secret(Name="payments/token", SecretString=json.dumps({"header": "Bearer s3cr3t"}))
+    secrets.create_secret(
+        Name="payments/token",
+        SecretString=json.dumps({"header": "Bearer s3cr3t"}),
+        Tags=[{"Key": OWNER_TAG, "Value": "ops"}],
+    )
     target = {
         "type": "http",
         "url": webhook.url,
@@ -145,10 +163,13 @@ def test_http_connection_refused_is_retried(stack: Stack, clock: Clock) -> None:
     assert run.status is RunStatus.RETRYING and "connection error" in (run.error or "")
 
 
-def test_unresolvable_secret_fails_without_leaking(stack: Stack, clock: Clock, webhook: Any) -> None:
+def test_missing_secret_fails_without_calling(stack: Stack, clock: Clock, webhook: Any) -> None:
     target = {"type": "http", "url": webhook.url, "secret_headers": {"Authorization": "ssm:/missing/param"}}
     run = run_one(stack, clock, target)
-    assert run.status is RunStatus.RETRYING and run.error == "cannot resolve a secret header: GetParameterError"
+    assert run.status is RunStatus.FAILED and run.attempt == 1
+    assert run.error == (
+        "not allowed: SSM parameter '/missing/param' does not exist or is not visible; team 'ops' may not use it"
+    )
     assert webhook.seen == []
 
 
@@ -174,7 +195,8 @@ def test_callback_target_stays_running_on_the_lease_index(stack: Stack, clock: C
 
 def test_missing_lambda_function_fails_clearly(stack: Stack, clock: Clock) -> None:
     run = run_one(stack, clock, {"type": "lambda", "function": "does-not-exist"})
-    assert run.status is RunStatus.RETRYING and "Function not found: does-not-exist" in (run.error or "")
+    assert run.status is RunStatus.FAILED and run.attempt == 1
+    assert "Lambda function 'does-not-exist' does not exist" in (run.error or "")
 
 
 def test_executor_never_raises_for_aws_errors() -> None:
@@ -186,7 +208,11 @@ def test_executor_never_raises_for_aws_errors() -> None:
     from jobsched.aws.targets import RunContext
     from jobsched.spec import LambdaTarget
 
-    result = TargetExecutor(lambda_invoker=failing).execute(
+    class Owned:
+        def tags(self, team: str, resource: ResourceRef) -> dict[str, str]:
+            return {OWNER_TAG: team}
+
+    result = TargetExecutor(guard=OwnershipGuard(Owned(), ()), lambda_invoker=failing).execute(
         LambdaTarget(type="lambda", function="x"), RunContext("a/b", "a", "r", 1, "t", "c")
     )
     assert result.outcome == "failed" and not result.retryable and result.error == "ResourceNotFoundException: no"

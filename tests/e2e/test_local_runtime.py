@@ -38,7 +38,8 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     reset_clients()
     wiring.default_worker.cache_clear()
     wiring.default_dispatcher.cache_clear()
-    wiring._targets = None
+    wiring._lambda_invoker = None
+    wiring.team_sessions.cache_clear()
 
 
 def call(runtime: LocalRuntime, method: str, path: str, body: Any = None, team: str | None = "e2e") -> tuple[int, Any]:

@@ -110,35 +110,124 @@ def test_dispatcher_and_heartbeat_tick_every_minute(dev: Template) -> None:
     assert all(r["ScheduleExpression"] == "rate(1 minute)" and r["State"] == "ENABLED" for r in rules.values())
 
 
-def test_no_policy_grants_a_wildcard_action(dev: Template) -> None:
+def test_no_policy_allows_a_wildcard_action(dev: Template) -> None:
     for props in resources(dev[0], "AWS::IAM::Policy").values():
         for statement in props["PolicyDocument"]["Statement"]:
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-            assert all(a != "*" and not a.endswith(":*") for a in actions), actions
+            if statement["Effect"] == "Allow":
+                assert all(a != "*" and not a.endswith(":*") for a in actions), actions
 
 
-def test_target_permissions_require_the_target_tag(dev: Template) -> None:
-    """Whatever the worker may call on a team's behalf is reachable only if tagged jobsched-target=true."""
-    [worker_policy] = [p for n, p in resources(dev[0], "AWS::IAM::Policy").items() if n.startswith("FunctionsWorker")]
-    tagged = {"StringEquals": {"aws:ResourceTag/jobsched-target": "true"}}
-    conditioned: set[str] = set()
-    for statement in worker_policy["PolicyDocument"]["Statement"]:
-        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-        resource = json.dumps(statement["Resource"])
-        wildcard_arn = resource.endswith(':*"]}') or resource.endswith('/*"]}') or ':*"' in resource
-        if "Condition" in statement:
-            assert statement["Condition"] == tagged
-            conditioned.update(actions)
-        elif wildcard_arn and "/index/*" not in resource:
-            raise AssertionError(f"untagged wildcard resource for {actions}: {resource}")
-    assert conditioned == {
-        "lambda:InvokeFunction",
-        "sqs:SendMessage",
-        "states:StartExecution",
-        "events:PutEvents",
-        "secretsmanager:GetSecretValue",
-        "ssm:GetParameter",
+def _actions(statement: dict[str, Any]) -> list[str]:
+    return statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+
+
+def _policies_of(template: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    return [
+        statement
+        for name, props in resources(template, "AWS::IAM::Policy").items()
+        if name.startswith(prefix)
+        for statement in props["PolicyDocument"]["Statement"]
+    ]
+
+
+TARGET_ACTIONS = {
+    "lambda:InvokeFunction",
+    "sqs:SendMessage",
+    "states:StartExecution",
+    "events:PutEvents",
+    "secretsmanager:GetSecretValue",
+    "ssm:GetParameter",
+    "sns:Publish",
+}
+OWN_TEAM = {"StringEquals": {"aws:ResourceTag/jobsched-team": "${aws:PrincipalTag/jobsched-team}"}}
+SHARED = {"StringEquals": {"aws:ResourceTag/jobsched-shared": "true"}}
+
+
+def test_function_roles_keep_no_permission_on_team_resources(dev: Template) -> None:
+    """The worker, API, heartbeat, escalation and dispatcher reach team resources only as the target role."""
+    template = dev[0]
+    own_refs = {
+        json.dumps({"Ref": name})
+        for name, r in template["Resources"].items()
+        if r["Type"] in ("AWS::SNS::Topic", "AWS::SecretsManager::Secret")
     }
+    for function in ("Worker", "Api", "Heartbeat", "Escalation", "Dispatcher"):
+        for statement in _policies_of(template, f"Functions{function}"):
+            granted = TARGET_ACTIONS & set(_actions(statement))
+            if not granted:
+                continue
+            resource = json.dumps(statement["Resource"])
+            if granted == {"states:StartExecution"}:
+                # DAG starts: only jobsched's own machines, each tagged with its job.
+                assert function == "Worker" and "jobsched-dev-dag-" in resource
+                assert statement["Condition"] == {"StringLike": {"aws:ResourceTag/jobsched-job": "?*/?*"}}
+                continue
+            # Only the stack's own queues, topics and secret (resolved references), never a wildcard.
+            assert "*" not in resource.replace("/index/*", ""), (function, granted, resource)
+            assert granted <= {"sqs:SendMessage", "sns:Publish", "secretsmanager:GetSecretValue", "ssm:GetParameter"}
+            assert "Fn::GetAtt" in resource or any(ref in resource for ref in own_refs) or "Ref" in resource
+
+
+def test_the_target_role_is_assumed_only_by_jobscheds_functions_with_a_team_tag(dev: Template) -> None:
+    template = dev[0]
+    [role] = [p for n, p in resources(template, "AWS::IAM::Role").items() if n.startswith("FunctionsTargets")]
+    trust = role["AssumeRolePolicyDocument"]["Statement"]
+    callers = {
+        "FunctionsWorkerServiceRole",
+        "FunctionsApiServiceRole",
+        "FunctionsEscalationServiceRole",
+        "FunctionsHeartbeatServiceRole",
+    }
+
+    def principals(statement: dict[str, Any]) -> set[str]:
+        found = statement["Principal"]["AWS"]
+        found = found if isinstance(found, list) else [found]
+        return {item["Fn::GetAtt"][0][: -len("XXXXXXXX")] for item in found}
+
+    assumers = set().union(*(principals(s) for s in trust if s["Action"] == "sts:AssumeRole"))
+    [tag] = [s for s in trust if s["Action"] == "sts:TagSession"]
+    assert assumers == callers and principals(tag) == callers
+    assert {s["Action"] for s in trust} == {"sts:AssumeRole", "sts:TagSession"}
+    assert tag["Condition"] == {"StringLike": {"aws:RequestTag/jobsched-team": "?*"}}
+    assert role["MaxSessionDuration"] == 3600
+
+    statements = _policies_of(template, "FunctionsTargetsRoleDefaultPolicy")
+    by_action: dict[str, list[dict[str, Any]]] = {}
+    for statement in statements:
+        if statement["Effect"] == "Allow":
+            for action in _actions(statement):
+                by_action.setdefault(action, []).append(statement)
+    for action in TARGET_ACTIONS:
+        conditions = [s.get("Condition") for s in by_action[action]]
+        shareable = action not in {"secretsmanager:GetSecretValue", "ssm:GetParameter", "sns:Publish"}
+        assert sorted(map(json.dumps, conditions)) == sorted(
+            map(json.dumps, [OWN_TEAM, SHARED] if shareable else [OWN_TEAM])
+        ), action
+    [deny] = [s for s in statements if s["Effect"] == "Deny"]
+    denied = json.dumps(deny["Resource"])
+    for own in (
+        "function:jobsched-dev-",
+        ":jobsched-dev-*",
+        "stateMachine:jobsched-dev-",
+        "secret:jobsched/dev/",
+        "parameter/jobsched/dev/",
+    ):
+        assert own in denied, own
+    for function in ("Worker", "Api", "Escalation", "Heartbeat"):
+        assert any(
+            "sts:TagSession" in _actions(s) and "sts:AssumeRole" in _actions(s)
+            for s in _policies_of(template, f"Functions{function}")
+        ), function
+
+
+def test_the_stack_never_enables_the_local_identity_override(dev: Template, prod: Template) -> None:
+    from jobsched.api.identity import LOCAL_GATEWAY_ENV, MEMBERSHIP_ENV
+
+    for template, _ in (dev, prod):
+        for props in resources(template, "AWS::Lambda::Function").values():
+            variables = props.get("Environment", {}).get("Variables", {})
+            assert LOCAL_GATEWAY_ENV not in variables and MEMBERSHIP_ENV not in variables
 
 
 def test_every_api_method_is_iam_authorized(dev: Template) -> None:

@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
+from jobsched.admission import admission_errors
 from jobsched.api.identity import Forbidden, Membership, Principal, Unauthenticated, caller_arn
 from jobsched.api.models import (
     BackfillRequest,
@@ -43,10 +44,12 @@ from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
 from jobsched.aws.workflows import WorkflowsNotConfigured
 from jobsched.dag import graph_from_values
+from jobsched.egress import AddressPolicy
 from jobsched.errors import FieldError, SpecError, field_errors_from
 from jobsched.jobfile import validate_document
 from jobsched.jobs import DagDeployer, pause_job, put_job, resume_job
 from jobsched.jobs import delete_job as remove_job
+from jobsched.ownership import OwnershipGuard
 from jobsched.runs import RunStatus, instant_text, job_key
 from jobsched.schedule.engine import compile_schedule
 from jobsched.spec import CallbackTarget, JobSpec
@@ -75,6 +78,8 @@ class ApiServices:
     clock: Callable[[], datetime]
     requests_per_minute: int = 600  # per team; beyond it 429 until the next minute
     dags: DagDeployer | None = None  # None: this deployment refuses DAG jobs
+    guard: OwnershipGuard | None = None  # refuses jobs naming another team's (or jobsched's) resources
+    egress: AddressPolicy | None = None  # refuses URLs whose literal address this stage may not reach
 
 
 class Throttled(Exception):
@@ -233,6 +238,9 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
                 )
         document = body.model_dump(mode="json", exclude_none=True) | {"team": team, "name": name}
         spec = validate_document(document)
+        refused = admission_errors(spec, services().guard, services().egress)
+        if refused:
+            raise SpecError(refused)
         expected = _version(if_match)
         stored, created = put_job(
             services().jobs,
@@ -350,6 +358,12 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         existing(team, name)
         if body.end <= body.start:
             raise ApiError(422, "invalid_range", "'to' must be after 'from'", "to")
+        if body.end > services().clock():
+            # The future belongs to the schedule: a backfill that ran ahead would claim the run ids of
+            # instants the dispatcher has not fired yet.
+            raise ApiError(
+                422, "backfill_in_future", "'to' must not be later than now; backfills re-run the past", "to"
+            )
         progress = start_backfill(
             services().jobs,
             job_key(team, name),

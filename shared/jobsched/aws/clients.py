@@ -19,16 +19,17 @@ _lock = threading.Lock()
 _CONFIG = Config(retries={"max_attempts": 5, "mode": "standard"}, max_pool_connections=32)
 
 
+def client_config(read_timeout: int | None = None) -> Config:
+    """Our retry and pool settings; ``read_timeout`` for calls that wait on a target (up to 15 minutes)."""
+    return _CONFIG.merge(Config(read_timeout=read_timeout)) if read_timeout else _CONFIG
+
+
 @cache
 def client(service: str, read_timeout: int | None = None) -> Any:
-    """The process-wide client for ``service`` (boto3 clients are thread-safe; creation is not).
-
-    ``read_timeout`` for calls that wait on the target (synchronous Lambda invokes up to 15 minutes).
-    """
+    """The process-wide client for ``service`` (boto3 clients are thread-safe; creation is not)."""
     with _lock:
         endpoint = os.environ.get(ENDPOINT_ENV) or None
-        config = _CONFIG.merge(Config(read_timeout=read_timeout)) if read_timeout else _CONFIG
-        return boto3.session.Session().client(service, endpoint_url=endpoint, config=config)
+        return boto3.session.Session().client(service, endpoint_url=endpoint, config=client_config(read_timeout))
 
 
 def reset_clients() -> None:

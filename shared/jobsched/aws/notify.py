@@ -1,5 +1,10 @@
 """Pages out: SNS topics and webhooks. A failed delivery raises, so the escalation handler's message
-comes back and the page (kept unsent on its incident) goes out on the next try."""
+comes back and the page (kept unsent on its incident) goes out on the next try.
+
+A team's topic is published to with the team's session, after its ownership tag is checked; a webhook
+goes through the egress guard. A channel the team may not use raises ``ChannelRefused`` (not retried:
+the escalator sends the page to the deployment's own topic instead, saying why).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from typing import Any
 import urllib3
 
 from jobsched.aws.clients import client
+from jobsched.aws.ownership import TeamSessions
+from jobsched.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused
+from jobsched.ownership import NotOwned, OwnershipGuard, ResourceKind, ResourceRef
 
 WEBHOOK_TIMEOUT_SECONDS = 5.0
 
@@ -17,17 +25,39 @@ class DeliveryFailed(RuntimeError):
     pass
 
 
-class Notifier:
-    def __init__(self, *, sns: Any | None = None, http: urllib3.PoolManager | None = None) -> None:
-        self._sns = sns
-        self.http = http or urllib3.PoolManager(retries=False)
+class ChannelRefused(RuntimeError):
+    """The job names a topic or webhook its team may not use; nothing was sent there."""
 
-    @property
-    def sns(self) -> Any:
+
+class Notifier:
+    def __init__(
+        self,
+        *,
+        sns: Any | None = None,
+        http: Any | None = None,
+        guard: OwnershipGuard | None = None,
+        sessions: TeamSessions | None = None,
+    ) -> None:
+        self._sns = sns
+        self.http = http or GuardedHttp(AddressPolicy())
+        self.guard = guard
+        self.sessions = sessions
+
+    def sns_for(self, team: str | None) -> Any:
+        if team is not None and self.sessions is not None and self._sns is None:
+            return self.sessions.client(team, "sns")
         return self._sns or client("sns")
 
-    def publish(self, topic_arn: str, *, subject: str, text: str, attributes: dict[str, str]) -> None:
-        self.sns.publish(
+    def publish(
+        self, topic_arn: str, *, subject: str, text: str, attributes: dict[str, str], team: str | None = None
+    ) -> None:
+        """``team``: the topic is that team's (checked); None: the deployment's own topic."""
+        if team is not None and self.guard is not None:
+            try:
+                self.guard.check(ResourceRef(ResourceKind.TOPIC, topic_arn), team)
+            except NotOwned as refused:
+                raise ChannelRefused(str(refused)) from None
+        self.sns_for(team).publish(
             TopicArn=topic_arn,
             # SNS subjects: at most 100 printable characters, no line breaks.
             Subject=" ".join(subject.split())[:100],
@@ -48,6 +78,8 @@ class Notifier:
                 retries=False,
                 redirect=False,
             )
+        except (UrlRefused, EgressRefused) as refused:
+            raise ChannelRefused(f"webhook {url}: {refused}") from None
         except urllib3.exceptions.HTTPError as error:
             raise DeliveryFailed(f"webhook {url}: {type(error).__name__}") from None
         if not 200 <= response.status < 300:

@@ -383,16 +383,21 @@ class RunsStore:
             ExpressionAttributeValues=to_values({":attempt": attempt}),
         )
 
-    def set_workflow(self, job: str, run_id: str, *, graph: dict[str, Any], execution_arn: str) -> None:
-        """Record a DAG run's graph and execution (idempotent: a redelivery writes the same values)."""
-        self.db.update_item(
+    def set_workflow(self, job: str, run_id: str, *, graph: dict[str, Any], execution_arn: str) -> str:
+        """Record a DAG run's graph and execution; returns the execution recorded first (a redelivery
+        keeps the name chosen by the first delivery, so it starts or finds the same execution)."""
+        response = self.db.update_item(
             TableName=self.table,
             Key=self._key(job, run_id),
-            UpdateExpression="SET graph = if_not_exists(graph, :graph), execution_arn = :arn",
+            UpdateExpression=(
+                "SET graph = if_not_exists(graph, :graph), execution_arn = if_not_exists(execution_arn, :arn)"
+            ),
             ConditionExpression="attribute_exists(#run)",
             ExpressionAttributeNames={"#run": RunsKeys.SK},
             ExpressionAttributeValues=to_values({":graph": graph, ":arn": execution_arn}),
+            ReturnValues="ALL_NEW",
         )
+        return str(response["Attributes"]["execution_arn"]["S"])
 
     # ------------------------------------------------------------------------------ DAG tasks
 

@@ -15,7 +15,9 @@ from typing import Any, Literal, Protocol
 import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from jobsched.aws.clients import client
+from jobsched.aws.ownership import TeamSessions
+from jobsched.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused, parse_url
+from jobsched.ownership import NotOwned, OwnershipGuard, target_resources
 from jobsched.spec import (
     CallbackTarget,
     EventBridgeTarget,
@@ -69,6 +71,11 @@ class TargetResult:
     retryable: bool = True
 
 
+def _client_error(error: ClientError) -> str:
+    detail = error.response.get("Error", {})
+    return f"{detail.get('Code', 'ClientError')}: {detail.get('Message', '')}"
+
+
 def _payload(target_payload: Any, context: RunContext) -> Any:
     return context.payload_override if context.payload_override is not None else target_payload
 
@@ -78,45 +85,60 @@ class LambdaInvoker(Protocol):
         """Invoke synchronously; returns (response payload, function error or None)."""
 
 
-def boto3_lambda_invoker(function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
-    response = client("lambda", read_timeout=int(timeout.total_seconds()) + 5).invoke(
-        FunctionName=function, InvocationType="RequestResponse", Payload=payload
-    )
-    return response["Payload"].read(), response.get("FunctionError")
-
-
 class SecretResolver(Protocol):
-    def __call__(self, reference: str) -> str: ...
+    def __call__(self, reference: str, team: str) -> str:
+        """The secret's value, read as ``team``."""
 
 
-def powertools_secret_resolver(reference: str) -> str:
-    """Resolve secretsmanager:NAME[#key] or ssm:/name with Powertools parameters (cached 5 minutes)."""
-    from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider
+class SessionSecretResolver:
+    """secretsmanager:NAME[#key] or ssm:/name, read with the team's session (Powertools, cached 5 minutes)."""
 
-    source, name, json_key = parse_secret_ref(reference)
-    if source == "ssm":
-        return str(SSMProvider(boto3_client=client("ssm")).get(name, decrypt=True, max_age=300))
-    value = str(SecretsProvider(boto3_client=client("secretsmanager")).get(name, max_age=300))
-    return str(json.loads(value)[json_key]) if json_key else value
+    def __init__(self, sessions: TeamSessions) -> None:
+        self.sessions = sessions
+
+    def __call__(self, reference: str, team: str) -> str:
+        from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider
+
+        source, name, json_key = parse_secret_ref(reference)
+        if source == "ssm":
+            return str(SSMProvider(boto3_client=self.sessions.client(team, "ssm")).get(name, decrypt=True, max_age=300))
+        value = str(SecretsProvider(boto3_client=self.sessions.client(team, "secretsmanager")).get(name, max_age=300))
+        return str(json.loads(value)[json_key]) if json_key else value
 
 
 class TargetExecutor:
-    """Executes a job's target for one attempt. Never raises for target failures: returns a result."""
+    """Executes a job's target for one attempt. Never raises for target failures: returns a result.
+
+    Every AWS resource is checked against the run's team before use (``guard``) and reached with the
+    team's session (``sessions``); a resource the team may not use fails the run, not retried, with
+    nothing called and no secret resolved.
+    """
 
     def __init__(
         self,
         *,
-        lambda_invoker: LambdaInvoker = boto3_lambda_invoker,
-        secret_resolver: SecretResolver = powertools_secret_resolver,
-        http: urllib3.PoolManager | None = None,
+        guard: OwnershipGuard,
+        sessions: TeamSessions | None = None,
+        lambda_invoker: LambdaInvoker | None = None,
+        secret_resolver: SecretResolver | None = None,
+        http: Any | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self.guard = guard
+        self.sessions = sessions or TeamSessions(None)
         self.lambda_invoker = lambda_invoker
-        self.secret_resolver = secret_resolver
-        self.http = http or urllib3.PoolManager(retries=False)
+        self.secret_resolver = secret_resolver or SessionSecretResolver(self.sessions)
+        self.http = http or GuardedHttp(AddressPolicy())
         self.sleep = sleep
 
     def execute(self, target: Any, context: RunContext) -> TargetResult:
+        try:
+            for resource in target_resources(target):
+                self.guard.check(resource, context.team)
+        except NotOwned as refused:
+            return TargetResult("failed", error=f"not allowed: {refused}", retryable=False)
+        except ClientError as error:
+            return TargetResult("failed", error=f"cannot read the target's tags: {_client_error(error)}")
         try:
             if isinstance(target, LambdaTarget):
                 return self._lambda(target, context)
@@ -132,16 +154,22 @@ class TargetExecutor:
                 return TargetResult("pending", output="waiting for the callback")
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code", "ClientError")
-            message = error.response.get("Error", {}).get("Message", "")
             retryable = code not in {"ResourceNotFoundException", "AccessDeniedException", "ValidationException"}
-            return TargetResult("failed", error=f"{code}: {message}", retryable=retryable)
+            return TargetResult("failed", error=_client_error(error), retryable=retryable)
         except BotoCoreError as error:
             return TargetResult("failed", error=f"{type(error).__name__}: {error}")
         raise TypeError(f"unknown target {type(target).__name__}")
 
     def _lambda(self, target: LambdaTarget, context: RunContext) -> TargetResult:
         event = {"jobsched": context.envelope(), "payload": _payload(target.payload, context)}
-        body, function_error = self.lambda_invoker(target.function, json.dumps(event).encode(), target.timeout)
+        payload = json.dumps(event).encode()
+        if self.lambda_invoker is not None:
+            body, function_error = self.lambda_invoker(target.function, payload, target.timeout)
+        else:
+            response = self.sessions.client(
+                context.team, "lambda", read_timeout=int(target.timeout.total_seconds()) + 5
+            ).invoke(FunctionName=target.function, InvocationType="RequestResponse", Payload=payload)
+            body, function_error = response["Payload"].read(), response.get("FunctionError")
         text = body.decode(errors="replace")
         if function_error:
             return TargetResult("failed", error=f"{function_error}: {text}")
@@ -159,25 +187,36 @@ class TargetExecutor:
         if target.queue_url.endswith(".fifo"):
             request["MessageGroupId"] = target.message_group_id or context.job
             request["MessageDeduplicationId"] = context.idempotency_key  # a repeated send is dropped
-        response = client("sqs").send_message(**request)
+        response = self.sessions.client(context.team, "sqs").send_message(**request)
         return TargetResult("succeeded", output=f"message {response['MessageId']}")
 
     def _stepfunctions(self, target: StepFunctionsTarget, context: RunContext) -> TargetResult:
-        states = client("stepfunctions")
+        states = self.sessions.client(context.team, "stepfunctions")
+        name = context.idempotency_key[:80]  # a second start of the same run is refused by Step Functions
         try:
             response = states.start_execution(
                 stateMachineArn=target.state_machine_arn,
-                name=context.idempotency_key[:80],  # a second start of the same run is refused by Step Functions
+                name=name,
                 input=json.dumps({"jobsched": context.envelope(), "payload": _payload(target.payload, context)}),
             )
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
-                return TargetResult("succeeded", output="execution already started for this run")
-            raise
+            if error.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+                raise
+            # Adopted only if it is this run's own start (a redelivery), never someone else's execution.
+            arn = target.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+            started = json.loads(states.describe_execution(executionArn=arn).get("input") or "{}")
+            if (
+                isinstance(started, dict)
+                and started.get("jobsched", {}).get("correlation_id") == context.correlation_id
+            ):
+                return TargetResult("succeeded", output=f"execution {arn} (already started for this run)")
+            return TargetResult(
+                "failed", error=f"an execution named {name} exists and is not this run's", retryable=False
+            )
         return TargetResult("succeeded", output=f"execution {response['executionArn']}")
 
     def _eventbridge(self, target: EventBridgeTarget, context: RunContext) -> TargetResult:
-        response = client("events").put_events(
+        response = self.sessions.client(context.team, "events").put_events(
             Entries=[
                 {
                     "Source": target.source,
@@ -194,6 +233,12 @@ class TargetExecutor:
             return TargetResult("failed", error=f"{entry.get('ErrorCode')}: {entry.get('ErrorMessage')}")
         return TargetResult("succeeded", output=f"event {response['Entries'][0].get('EventId')}")
 
+    def http_policy_check(self, url: str) -> None:
+        """Before any secret is resolved: the URL parses and its host may be reached (checked again when
+        the connection is made, on the address actually used)."""
+        if isinstance(self.http, GuardedHttp):
+            self.http.resolve(parse_url(url))
+
     def _http(self, target: HttpTarget, context: RunContext) -> TargetResult:
         headers = {
             "Content-Type": "application/json",
@@ -205,7 +250,11 @@ class TargetExecutor:
             "X-Correlation-Id": context.correlation_id,
         }
         try:
-            headers |= {name: self.secret_resolver(ref) for name, ref in target.secret_headers.items()}
+            self.http_policy_check(target.url)
+        except (UrlRefused, EgressRefused) as refused:
+            return TargetResult("failed", error=f"not allowed: {refused}", retryable=False)
+        try:
+            headers |= {name: self.secret_resolver(ref, context.team) for name, ref in target.secret_headers.items()}
         except Exception as error:
             return TargetResult("failed", error=f"cannot resolve a secret header: {type(error).__name__}")
         payload = _payload(target.payload, context)
@@ -225,6 +274,8 @@ class TargetExecutor:
                     retries=False,
                     redirect=False,
                 )
+            except (UrlRefused, EgressRefused) as refused:
+                return TargetResult("failed", error=f"not allowed: {refused}", retryable=False)
             except urllib3.exceptions.HTTPError as error:
                 last_error = f"connection error: {type(error).__name__}"
                 continue

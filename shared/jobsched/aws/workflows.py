@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.aws.clients import client
+from jobsched.names import JOB_TAG, OWNER_TAG
 
 STALE_TOKEN_ERRORS = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
 MAX_NAME = 80  # Step Functions state machine names
@@ -22,6 +23,10 @@ MAX_NAME = 80  # Step Functions state machine names
 
 class WorkflowsNotConfigured(RuntimeError):
     """This deployment has no state machine role or prefix, so DAG jobs cannot run here."""
+
+
+class ExecutionNotOurs(RuntimeError):
+    """An execution with the run's name exists but another input started it: never adopted."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ class Workflows:
                 definition=definition,
                 roleArn=self.role_arn,
                 type="STANDARD",
-                tags=[{"key": "jobsched-team", "value": team}, {"key": "jobsched-job", "value": job}],
+                tags=[{"key": OWNER_TAG, "value": team}, {"key": JOB_TAG, "value": job}],
             )
             return arn, True
         if _same_json(current.get("definition", ""), definition) and current.get("roleArn") == self.role_arn:
@@ -89,20 +94,24 @@ class Workflows:
 
     # ---------------------------------------------------------------------------- executions
 
-    def start(self, job: str, run_id: str, payload: dict[str, Any]) -> str:
-        """Start the run's execution, named by the run id: a second start of the same run starts nothing."""
-        arn = self.machine_arn(job)
+    def start(self, execution_arn: str, payload: dict[str, Any]) -> str:
+        """Start the named execution; a second start of the same run starts nothing. An execution of that
+        name is adopted only if it was started with this run's input."""
+        machine, _, name = execution_arn.replace(":execution:", ":stateMachine:", 1).rpartition(":")
         try:
-            response = self.sfn.start_execution(stateMachineArn=arn, name=run_id, input=json.dumps(payload))
+            response = self.sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(payload))
             return str(response["executionArn"])
         except ClientError as error:
             if _code(error) != "ExecutionAlreadyExists":
                 raise
-        return self.execution_arn(job, run_id)
+        started = self.sfn.describe_execution(executionArn=execution_arn).get("input") or "null"
+        if not _same_json(started, json.dumps(payload)):
+            raise ExecutionNotOurs(f"{execution_arn} exists and was not started for this run")
+        return execution_arn
 
-    def execution_arn(self, job: str, run_id: str) -> str:
+    def execution_arn(self, job: str, name: str) -> str:
         machine = self.machine_arn(job)
-        return machine.replace(":stateMachine:", ":execution:", 1) + f":{run_id}"
+        return machine.replace(":stateMachine:", ":execution:", 1) + f":{name[:80]}"
 
     def describe(self, execution_arn: str) -> Execution | None:
         try:
@@ -160,8 +169,9 @@ class Workflows:
 
 
 def machine_suffix(job: str, room: int) -> str:
-    """team/name as a state machine name part; too long, it is shortened with a hash so it stays unique."""
-    text = job.replace("/", "--")
+    """team/name as a state machine name part: ``team_name`` ('_' appears in neither, so no two jobs share
+    one); too long, it is shortened with a hash of the whole key so it stays unique."""
+    text = job.replace("/", "_")
     if len(text) <= room:
         return text
     digest = hashlib.sha256(job.encode()).hexdigest()[:10]

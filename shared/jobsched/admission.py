@@ -1,0 +1,49 @@
+"""What a job may name, checked when it is stored: 422 with the field, before anything is written.
+
+Resources that are visibly another team's or jobsched's own are refused here, and URLs whose literal
+address this stage may never reach. Both are checked again at every use (a resource can change hands,
+a name can resolve elsewhere later): this is the early, clear answer, not the wall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from jobsched.egress import AddressPolicy, UrlRefused, parse_url
+from jobsched.errors import FieldError
+from jobsched.ownership import OwnershipGuard, spec_resources
+from jobsched.spec import HttpTarget, JobSpec
+
+
+def admission_errors(spec: JobSpec, guard: OwnershipGuard | None, egress: AddressPolicy | None) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if guard is not None:
+        for resource in spec_resources(spec):
+            refused = guard.visibly_foreign(resource, spec.team)
+            if refused is not None:
+                errors.append(FieldError(resource.field, "resource_not_owned", str(refused)))
+    if egress is not None:
+        for field, url in _urls(spec):
+            try:
+                address = parse_url(url).literal_address
+            except UrlRefused as error:
+                errors.append(FieldError(field, error.code, str(error)))
+                continue
+            reason = egress.refusal(parse_url(url).host, address) if address is not None else None
+            if reason is not None:
+                errors.append(FieldError(field, "address_not_allowed", f"'{url}': {reason}; use a public address"))
+    return errors
+
+
+def _urls(spec: JobSpec) -> Iterator[tuple[str, str]]:
+    if isinstance(spec.target, HttpTarget):
+        yield "target.url", spec.target.url
+    if spec.dag is not None:
+        for index, task in enumerate(spec.dag.tasks):
+            if isinstance(task.target, HttpTarget):
+                yield f"dag.tasks[{index}].target.url", task.target.url
+    if spec.escalation is not None:
+        if spec.escalation.webhook:
+            yield "escalation.webhook", spec.escalation.webhook
+        if spec.escalation.secondary is not None and spec.escalation.secondary.webhook:
+            yield "escalation.secondary.webhook", spec.escalation.secondary.webhook
