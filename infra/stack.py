@@ -304,6 +304,13 @@ class Functions(Construct):
             description="jobsched: principal ARN patterns -> teams, and platform admins",
         )
         self.membership.grant_read(self.api)
+        # Teams from role tags (membership "team_tag"): reading a caller's role tags, nothing more.
+        self.api.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["iam:ListRoleTags"],
+                resources=[Stack.of(self).format_arn(service="iam", region="", resource="role", resource_name="*")],
+            )
+        )
         self.callback_secret = secretsmanager.Secret(
             self,
             "CallbackSecret",
@@ -589,6 +596,7 @@ class Api(Construct):
                 throttling_burst_limit=config.api_burst_limit,
             ),
             default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
+            policy=_team_wall(config),
         )
         validator = self.rest_api.add_request_validator(
             "Validator", validate_request_body=False, validate_request_parameters=True
@@ -609,6 +617,35 @@ class Api(Construct):
             api_stages=[apigw.UsagePlanPerApiStage(api=self.rest_api, stage=self.rest_api.deployment_stage)],
         )
         CfnOutput(self, "ApiUrl", value=self.rest_api.url)
+
+
+def _team_wall(config: StageConfig) -> iam.PolicyDocument:
+    """The second wall behind the handler's membership check: a caller carrying a jobsched-team tag (role
+    or session tag) may invoke only its own team's routes and the team-less ones. Callers without the
+    tag, and platform admins, are left to the handler."""
+    tag = f"${{aws:PrincipalTag/{OWNER_TAG}}}"
+    conditions: dict[str, Any] = {"Null": {f"aws:PrincipalTag/{OWNER_TAG}": "false"}}
+    admins = list(config.membership.get("admins", []))
+    if admins:
+        conditions["ArnNotLike"] = {"aws:PrincipalArn": admins}
+    return iam.PolicyDocument(
+        statements=[
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["execute-api:Invoke"],
+                not_resources=[
+                    f"execute-api:/*/*/teams/{tag}",
+                    f"execute-api:/*/*/teams/{tag}/*",
+                    "execute-api:/*/GET/health",
+                    "execute-api:/*/GET/openapi.json",
+                    "execute-api:/*/POST/validate",
+                    "execute-api:/*/POST/callbacks/*",
+                ],
+                conditions=conditions,
+            )
+        ]
+    )
 
 
 class Observability(Construct):
@@ -874,6 +911,9 @@ def _acknowledge(stack: JobschedStack) -> None:
         granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service=service, resource=resource)}]"] = (
             "a Deny: the target role may never touch jobsched's own resources"
         )
+    granular[f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::{account}:role/*]"] = (
+        "the API reads the tags of the caller's role to find its team (iam:ListRoleTags only)"
+    )
     granular["AwsSolutions-IAM5[Action::*]"] = "a Deny of every action on jobsched's own resources (target role)"
     prefix = stack.workflows.prefix
     for kind in ("stateMachine", "execution"):

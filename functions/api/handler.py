@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.api.app import ApiServices, build_handler
-from jobsched.api.identity import Membership
+from jobsched.api.identity import Membership, MembershipCache, iam_role_tags
 from jobsched.api.tokens import CallbackTokens
 from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import WorkQueues
@@ -30,7 +30,7 @@ def services() -> ApiServices:
         queues=WorkQueues(settings.queue_urls),
         worker=default_worker(),
         tokens=CallbackTokens.from_env(),
-        membership=Membership.from_env(),
+        membership=MembershipCache(Membership.from_env, role_tags=iam_role_tags),
         clock=utc_now,
         dags=build_dag_deployer(settings),
         guard=build_guard(settings),

@@ -170,6 +170,13 @@ def deploy(endpoint: str, template: dict[str, Any]) -> Deployment:
         if r.get("PhysicalResourceId")
     }
     lambda_client = boto3.client("lambda", endpoint_url=endpoint, region_name=REGION)
+    # moto's CloudFormation drops Lambda tags; ownership is decided by them (the shared examples), so the
+    # tags the template gives each function are applied here.
+    for logical, resource in adapted["Resources"].items():
+        tags = resource.get("Properties", {}).get("Tags")
+        if resource["Type"] == "AWS::Lambda::Function" and tags and logical in physical:
+            arn = lambda_client.get_function(FunctionName=physical[logical])["Configuration"]["FunctionArn"]
+            lambda_client.tag_resource(Resource=arn, Tags={tag["Key"]: tag["Value"] for tag in tags})
     functions = {
         f["FunctionName"]: {"handler": f["Handler"], "environment": (f.get("Environment") or {}).get("Variables", {})}
         for f in lambda_client.list_functions()["Functions"]

@@ -32,6 +32,13 @@ METADATA_ADDRESSES = frozenset(
     for a in ("169.254.169.254", "169.254.170.2", "169.254.170.23", "fd00:ec2::254", "fd00:ec2::23")
 )
 
+# Special-purpose blocks that Python's is_global does not cover whole (IETF protocol assignments,
+# benchmarking, CGNAT, NAT64): refused with the rest of the non-public space.
+NON_PUBLIC_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in ("192.0.0.0/24", "198.18.0.0/15", "100.64.0.0/10", "64:ff9b::/96", "64:ff9b:1::/48")
+)
+
 
 class UrlRefused(ValueError):
     """The URL itself is not acceptable (checked at registration and before every call)."""
@@ -127,7 +134,7 @@ class AddressPolicy:
             return f"{address} embeds an IPv4 address"
         if address.is_multicast:
             return f"{address} is a multicast address"
-        if not address.is_global:
+        if not address.is_global or any(address in network for network in NON_PUBLIC_NETWORKS):
             return f"{address} is not a public address (loopback, private, CGNAT or reserved)"
         return None
 

@@ -12,7 +12,6 @@ from datetime import date, timedelta
 from functools import cache
 from graphlib import CycleError, TopologicalSorter
 from typing import Annotated, Any, Literal, TypeVar
-from urllib.parse import urlsplit
 
 import holidays
 from pydantic import (
@@ -31,6 +30,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from jobsched.durations import Duration, format_duration
+from jobsched.egress import ParsedUrl, UrlRefused, never_reachable, parse_url
 from jobsched.schedule.expressions import CronExpression, ExpressionError, parse_expression
 from jobsched.tz import UTC, available_zones, suggest_zone
 
@@ -88,21 +88,36 @@ def _check_email(value: str) -> str:
     return value
 
 
+def _parsed_url(value: str) -> ParsedUrl:
+    try:
+        return parse_url(value)
+    except UrlRefused as error:
+        raise _fail(error.code, "{error}", error=str(error)) from None
+
+
 def _check_http_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise _fail("invalid_url", "'{value}' is not an http(s) URL", value=value)
+    _parsed_url(value)
     return value
 
 
 def _check_target_url(value: str) -> str:
-    _check_http_url(value)
-    host = urlsplit(value).hostname or ""
-    if urlsplit(value).scheme == "http" and host not in ("localhost", "127.0.0.1", "::1"):
+    """A URL jobsched will call: parsed by the same parser that sends (no backslashes, no userinfo);
+    metadata and link-local addresses are refused in every stage (the stage's own deny-list is applied
+    when the job is stored and again on the resolved address at every call)."""
+    parsed = _parsed_url(value)
+    if parsed.scheme == "http" and parsed.host not in ("localhost", "127.0.0.1", "::1"):
         raise _fail(
             "insecure_url",
             "'{value}': use https (plain http is allowed for localhost only)",
             value=value,
+        )
+    address = parsed.literal_address
+    if address is not None and never_reachable(address):
+        raise _fail(
+            "address_not_allowed",
+            "'{value}': {address} is a link-local or metadata address; jobsched never calls those",
+            value=value,
+            address=str(address),
         )
     return value
 

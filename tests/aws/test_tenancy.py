@@ -329,3 +329,27 @@ def test_tags_are_cached_briefly_then_read_again(stack: Stack) -> None:
     now[0] = 61
     with pytest.raises(Exception, match="belongs to another team"):
         guard.check(queue, A)
+
+
+# --------------------------------------------------------------------------- SSRF answers at PUT
+
+
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [
+        ("https://169.254.169.254/latest/meta-data/", "address_not_allowed"),
+        ("https://[fd00:ec2::254]/", "address_not_allowed"),
+        ("https://10.0.0.5/hook", "address_not_allowed"),
+        ("https://100.64.1.1/hook", "address_not_allowed"),
+        ("http://0.0.0.0:18080\\@localhost/../health", "invalid_url"),
+        ("https://ops@internal.example/", "invalid_url"),
+    ],
+)
+def test_put_refuses_urls_this_stage_may_not_reach(api: ApiClient, url: str, code: str) -> None:
+    body = {"schedule": {"expression": "0 * * * *"}, "target": {"type": "http", "url": url}}
+    response = api.call("PUT", f"/teams/{A}/jobs/ssrf", body, principal=team_role(A))
+    assert response.status == 422, response.body
+    assert response.body["error"]["field"] == "target.url" and response.body["error"]["errors"][0]["code"] == code
+    webhook = {"schedule": {"expression": "0 * * * *"}, "target": {"type": "callback"}, "escalation": {"webhook": url}}
+    response = api.call("PUT", f"/teams/{A}/jobs/ssrf", webhook, principal=team_role(A))
+    assert response.status == 422 and response.body["error"]["field"] == "escalation.webhook"

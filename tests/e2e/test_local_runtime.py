@@ -125,7 +125,7 @@ def test_an_unknown_function_fails_clearly(runtime: LocalRuntime) -> None:
     call(runtime, "PUT", "/teams/e2e/jobs/missing", body)
     run = call(runtime, "POST", "/teams/e2e/jobs/missing/trigger")[1]
     done = wait_for(finished(runtime, "missing", run["run_id"]))
-    assert done["status"] == "FAILED" and "Function not found: not-deployed" in done["error"]
+    assert done["status"] == "FAILED" and "Lambda function 'not-deployed' does not exist" in done["error"]
 
 
 def test_a_callback_run_heartbeats_and_completes(runtime: LocalRuntime) -> None:

@@ -321,3 +321,12 @@ def test_workflow_role_and_scoped_pass_role(dev: Template) -> None:
     worker = next(p for n, p in functions.items() if n.startswith("FunctionsWorker"))
     prefix = json.dumps(worker["Environment"]["Variables"]["JOBSCHED_STATE_MACHINE_PREFIX"])
     assert "stateMachine:jobsched-dev-dag-" in prefix
+
+
+def test_the_api_denies_tagged_callers_other_teams_routes(dev: Template) -> None:
+    [api] = resources(dev[0], "AWS::ApiGateway::RestApi").values()
+    [deny] = api["Policy"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Action"] == "execute-api:Invoke"
+    assert "execute-api:/*/*/teams/${aws:PrincipalTag/jobsched-team}/*" in deny["NotResource"]
+    assert not any("teams/*" in resource for resource in deny["NotResource"])
+    assert deny["Condition"]["Null"] == {"aws:PrincipalTag/jobsched-team": "false"}

@@ -20,7 +20,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Que
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.admission import admission_errors
-from jobsched.api.identity import Forbidden, Membership, Principal, Unauthenticated, caller_arn
+from jobsched.api.identity import Forbidden, Membership, MembershipCache, Principal, Unauthenticated, caller_arn
 from jobsched.api.models import (
     BackfillRequest,
     BackfillView,
@@ -74,7 +74,7 @@ class ApiServices:
     queues: WorkQueues
     worker: Worker
     tokens: CallbackTokens
-    membership: Membership
+    membership: Membership | MembershipCache
     clock: Callable[[], datetime]
     requests_per_minute: int = 600  # per team; beyond it 429 until the next minute
     dags: DagDeployer | None = None  # None: this deployment refuses DAG jobs

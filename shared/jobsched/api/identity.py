@@ -8,17 +8,35 @@ A membership mapping, managed by platform admins, turns ARNs into teams:
      "team_patterns": ["arn:aws:iam::123456789012:role/team-{team}"]}
 
 Patterns are shell-style (``*``). A ``{team}`` placeholder makes one pattern serve every team: the
-local runtime seeds ``arn:aws:iam::123456789012:role/team-{team}``. The mapping comes from the
-environment variable JOBSCHED_MEMBERSHIP (JSON) or, in AWS, the SSM parameter named by
-JOBSCHED_MEMBERSHIP_PARAMETER (cached for a minute, so admins change access without a deploy).
+local runtime seeds ``arn:aws:iam::123456789012:role/team-{team}``. API Gateway reports a role's callers
+as ``arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION``; such an ARN is matched both as it is and as the
+role ``arn:aws:iam::ACCOUNT:role/ROLE`` (assumed-role ARNs carry no role path, so write patterns without
+one). A name pattern trusts whoever may create or assume a role of that name.
+
+The recommended setup derives the team from a tag instead: with ``"team_tag": "jobsched-team"`` the
+caller's role is looked up (``iam:ListRoleTags``, cached like the mapping) and its ``jobsched-team`` tag
+names the team; only those who may tag roles (platform admins) decide membership. The stack adds an API
+Gateway resource policy as a second wall: a principal carrying that tag (role or session tag) may not
+invoke another team's routes.
+
+The mapping comes from the environment variable JOBSCHED_MEMBERSHIP (JSON) or, in AWS, the SSM
+parameter named by JOBSCHED_MEMBERSHIP_PARAMETER. ``MembershipCache`` reloads it at most once a minute,
+so a change (removing someone) takes effect within a minute, without a deploy.
+
+The local runtime may name the caller in a header (X-Jobsched-Principal). That override is ignored
+inside Lambda (where AWS_LAMBDA_FUNCTION_NAME is set), whatever the environment says.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 import os
 import re
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +44,12 @@ MEMBERSHIP_ENV = "JOBSCHED_MEMBERSHIP"
 MEMBERSHIP_PARAMETER_ENV = "JOBSCHED_MEMBERSHIP_PARAMETER"
 LOCAL_GATEWAY_ENV = "JOBSCHED_LOCAL_GATEWAY"
 PRINCIPAL_HEADER = "x-jobsched-principal"
+MEMBERSHIP_TTL_SECONDS = 60.0
+_ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/(.+)$")
+_ROLE = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/(?:.*/)?([^/]+)$")
+log = logging.getLogger(__name__)
+
+RoleTags = Callable[[str], dict[str, str]]  # role name -> its tags
 
 
 class Unauthenticated(PermissionError):
@@ -55,6 +79,7 @@ class Membership:
     admins: tuple[str, ...] = ()
     teams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     team_patterns: tuple[str, ...] = ()
+    team_tag: str | None = None  # e.g. "jobsched-team": the caller's role tag names its team
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Membership:
@@ -62,6 +87,7 @@ class Membership:
             admins=tuple(config.get("admins", [])),
             teams={team: tuple(patterns) for team, patterns in config.get("teams", {}).items()},
             team_patterns=tuple(config.get("team_patterns", [])),
+            team_tag=config.get("team_tag") or None,
         )
 
     @classmethod
@@ -78,20 +104,99 @@ class Membership:
             return cls.from_config(json.loads(str(value)))
         return cls()
 
-    def principal(self, arn: str) -> Principal:
-        admin = any(fnmatch.fnmatchcase(arn, pattern) for pattern in self.admins)
-        teams = {team for team, patterns in self.teams.items() if any(fnmatch.fnmatchcase(arn, p) for p in patterns)}
+    def principal(self, arn: str, role_tags: RoleTags | None = None) -> Principal:
+        forms = identity_forms(arn)
+
+        def matches(pattern: str) -> bool:
+            return any(fnmatch.fnmatchcase(form, pattern) for form in forms)
+
+        admin = any(matches(pattern) for pattern in self.admins)
+        teams = {team for team, patterns in self.teams.items() if any(matches(p) for p in patterns)}
         for pattern in self.team_patterns:
             regex = "^" + re.escape(pattern).replace(r"\{team\}", "(?P<team>[a-z0-9-]+)").replace(r"\*", ".*") + "$"
-            match = re.match(regex, arn)
-            if match:
-                teams.add(match.group("team"))
+            for form in forms:
+                match = re.match(regex, form)
+                if match:
+                    teams.add(match.group("team"))
+        role = role_name(arn)
+        if self.team_tag and role_tags is not None and role is not None:
+            team = role_tags(role).get(self.team_tag)
+            if team:
+                teams.add(team)
         return Principal(arn, frozenset(teams), admin)
 
 
+def role_name(arn: str) -> str | None:
+    """The IAM role behind a role or assumed-role ARN (None for users and others)."""
+    match = _ASSUMED_ROLE.match(arn) or _ROLE.match(arn)
+    return match.group(3) if match else None
+
+
+def identity_forms(arn: str) -> tuple[str, ...]:
+    """The ARN as reported, and for an assumed role also the role's own ARN (what admins write)."""
+    match = _ASSUMED_ROLE.match(arn)
+    if match is None:
+        return (arn,)
+    partition, account, role, _ = match.groups()
+    return arn, f"arn:{partition}:iam::{account}:role/{role}"
+
+
+class MembershipCache:
+    """The current membership, reloaded at most every ``ttl`` seconds; role tags cached as long."""
+
+    def __init__(
+        self,
+        load: Callable[[], Membership],
+        *,
+        role_tags: RoleTags | None = None,
+        ttl: float = MEMBERSHIP_TTL_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.load, self.role_tags_source, self.ttl, self.monotonic = load, role_tags, ttl, monotonic
+        self._current: tuple[float, Membership] | None = None
+        self._tags: dict[str, tuple[float, dict[str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def current(self) -> Membership:
+        now = self.monotonic()
+        with self._lock:
+            if self._current is None or now - self._current[0] >= self.ttl:
+                self._current = (now, self.load())
+            return self._current[1]
+
+    def principal(self, arn: str) -> Principal:
+        return self.current().principal(arn, self._role_tags if self.role_tags_source else None)
+
+    def _role_tags(self, role: str) -> dict[str, str]:
+        assert self.role_tags_source is not None
+        now = self.monotonic()
+        cached = self._tags.get(role)
+        if cached is None or now - cached[0] >= self.ttl:
+            cached = (now, self.role_tags_source(role))
+            self._tags[role] = cached
+        return cached[1]
+
+
+def iam_role_tags(role: str) -> dict[str, str]:
+    """A role's tags (iam:ListRoleTags); an unknown role has none."""
+    from botocore.exceptions import ClientError
+
+    from jobsched.aws.clients import client
+
+    try:
+        found = client("iam").list_role_tags(RoleName=role, MaxItems=50)["Tags"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("NoSuchEntity", "AccessDenied"):
+            return {}
+        raise
+    return {tag["Key"]: tag["Value"] for tag in found}
+
+
 def caller_arn(event: dict[str, Any], headers: dict[str, str]) -> str:
-    """The IAM caller; the local gateway may name another one with X-Jobsched-Principal."""
-    if os.environ.get(LOCAL_GATEWAY_ENV) == "1":
+    """The IAM caller; the local gateway may name another one with X-Jobsched-Principal (never in Lambda)."""
+    if os.environ.get(LOCAL_GATEWAY_ENV) == "1" and os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        log.error("%s is set inside Lambda: the identity override is refused", LOCAL_GATEWAY_ENV)
+    elif os.environ.get(LOCAL_GATEWAY_ENV) == "1":
         named = {k.lower(): v for k, v in headers.items()}.get(PRINCIPAL_HEADER)
         if named:
             return named

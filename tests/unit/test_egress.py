@@ -1,0 +1,224 @@
+"""No server-side request forgery: one parser, every refused address class, pinning against rebinding.
+
+Only loopback addresses are ever connected to here (the test servers); every other address is refused
+before a connection is made, which is what these tests prove.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+
+from jobsched.aws.notify import ChannelRefused, Notifier
+from jobsched.aws.targets import RunContext, TargetExecutor
+from jobsched.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused, parse_url
+from jobsched.names import OWNER_TAG
+from jobsched.ownership import OwnershipGuard, ResourceRef
+from jobsched.spec import HttpTarget
+
+DEPLOYED = AddressPolicy()
+LOCAL = AddressPolicy.for_stage("local", (), local=True)
+
+REFUSED_EVERYWHERE = ["169.254.169.254", "169.254.170.2", "169.254.1.1", "fe80::1", "fd00:ec2::254", "0.0.0.0", "::"]
+REFUSED_DEPLOYED = [
+    "127.0.0.1",
+    "127.8.8.8",
+    "::1",
+    "10.0.0.1",
+    "172.16.0.1",
+    "172.31.255.254",
+    "192.168.1.1",
+    "fd12:3456::1",
+    "fc00::1",
+    "100.64.0.1",
+    "100.127.255.254",
+    "224.0.0.1",
+    "239.255.255.250",
+    "ff02::1",
+    "240.0.0.1",
+    "255.255.255.255",
+    "::ffff:10.0.0.1",
+    "::ffff:8.8.8.8",
+    "2002:a00:1::",
+    "192.0.0.8",
+    "198.18.0.1",
+]
+PUBLIC = ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111"]
+
+
+@pytest.mark.parametrize("address", REFUSED_EVERYWHERE + REFUSED_DEPLOYED)
+def test_deployed_stages_refuse_every_non_public_address(address: str) -> None:
+    assert DEPLOYED.refusal("host.example", ipaddress.ip_address(address)) is not None
+
+
+@pytest.mark.parametrize("address", PUBLIC)
+def test_public_addresses_are_reachable(address: str) -> None:
+    assert DEPLOYED.refusal("host.example", ipaddress.ip_address(address)) is None
+
+
+@pytest.mark.parametrize("address", REFUSED_EVERYWHERE)
+def test_link_local_and_metadata_are_refused_even_locally_and_even_when_allowed(address: str) -> None:
+    allowing = AddressPolicy.for_stage("prod", ["169.254.0.0/16", "fe80::/10", "0.0.0.0/0", "::/0"], local=True)
+    assert LOCAL.refusal("h", ipaddress.ip_address(address)) is not None
+    assert allowing.refusal("h", ipaddress.ip_address(address)) is not None
+
+
+def test_the_local_stage_reaches_loopback_only() -> None:
+    assert LOCAL.refusal("localhost", ipaddress.ip_address("127.0.0.1")) is None
+    assert LOCAL.refusal("localhost", ipaddress.ip_address("::1")) is None
+    assert LOCAL.refusal("db", ipaddress.ip_address("10.0.0.1")) is not None
+
+
+def test_the_platform_may_allow_hosts_and_networks() -> None:
+    policy = AddressPolicy.for_stage("prod", ["10.20.0.0/16", "partner.internal"], local=False)
+    assert policy.refusal("anything", ipaddress.ip_address("10.20.3.4")) is None
+    assert policy.refusal("anything", ipaddress.ip_address("10.21.3.4")) is not None
+    assert policy.refusal("partner.internal", ipaddress.ip_address("192.168.7.7")) is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://0.0.0.0:18080\\@localhost/../health",  # the reported trick: urlsplit said "localhost"
+        "http://localhost\\@10.0.0.1/",
+        "https://user:pass@example.com/",
+        "https://example.com@127.0.0.1/",
+        "https://exa mple.com/",
+        "https://example.com/\r\nX-Injected: 1",
+        "https://[fe80::1%25eth0]/",
+        "ftp://example.com/",
+        "https:///nohost",
+    ],
+)
+def test_the_one_parser_refuses_ambiguous_urls(url: str) -> None:
+    with pytest.raises(UrlRefused):
+        parse_url(url)
+
+
+def test_the_parser_gives_what_is_sent() -> None:
+    parsed = parse_url("https://Example.COM:8443/a/b?c=d#frag")
+    assert (parsed.scheme, parsed.host, parsed.port, parsed.request_uri) == ("https", "example.com", 8443, "/a/b?c=d")
+    assert parsed.host_header == "example.com:8443"
+    assert parse_url("http://[::1]:80/").host_header == "[::1]"
+
+
+# ------------------------------------------------------------------------------------ at call time
+
+
+class _Server(BaseHTTPRequestHandler):
+    seen: ClassVar[list[dict[str, str]]]
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        type(self).seen.append(dict(self.headers))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"secret internal answer")
+
+    do_GET = do_POST
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def internal() -> Iterator[tuple[int, list[dict[str, str]]]]:
+    class Server(_Server):
+        seen: ClassVar[list[dict[str, str]]] = []
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_port, Server.seen
+    server.shutdown()
+
+
+def test_a_name_resolving_to_a_private_address_is_refused_before_connecting(
+    internal: tuple[int, list[dict[str, str]]],
+) -> None:
+    port, seen = internal
+    http = GuardedHttp(DEPLOYED, resolver=lambda host, _: ["127.0.0.1"])
+    with pytest.raises(EgressRefused, match="not a public address"):
+        http.request("POST", f"https://innocent.example:{port}/", body=b"{}")
+    assert seen == []
+
+
+def test_one_private_answer_among_public_ones_is_refused() -> None:
+    http = GuardedHttp(DEPLOYED, resolver=lambda host, _: ["93.184.216.34", "10.0.0.7"])
+    with pytest.raises(EgressRefused, match=r"10\.0\.0\.7"):
+        http.request("GET", "https://mixed.example/")
+
+
+def test_a_rebinding_resolver_reaches_only_the_address_that_was_checked(
+    internal: tuple[int, list[dict[str, str]]],
+) -> None:
+    """The first answer is allowed, later answers are not: the connection uses the first, resolved once."""
+    port, seen = internal
+    answers = iter([["127.0.0.1"], ["127.0.0.2"], ["127.0.0.2"]])
+    calls: list[str] = []
+
+    def rebinding(host: str, _: int) -> list[str]:
+        calls.append(host)
+        return next(answers)
+
+    policy = AddressPolicy.for_stage("prod", ["127.0.0.1/32"], local=False)  # 127.0.0.2 is refused
+    response = GuardedHttp(policy, resolver=rebinding).request("POST", f"http://rebind.example:{port}/x", body=b"{}")
+    assert response.status == 200 and calls == ["rebind.example"], "resolved once, connected to the checked address"
+    assert seen[-1]["Host"] == f"rebind.example:{port}"
+
+
+def test_the_local_stage_calls_services_on_this_machine(internal: tuple[int, list[dict[str, str]]]) -> None:
+    port, seen = internal
+    assert GuardedHttp(LOCAL).request("POST", f"http://localhost:{port}/", body=b"{}").status == 200
+    assert len(seen) == 1
+
+
+def _owned_everything() -> OwnershipGuard:
+    class Owned:
+        def tags(self, team: str, resource: ResourceRef) -> dict[str, str]:
+            return {OWNER_TAG: team}
+
+    return OwnershipGuard(Owned(), ())
+
+
+def test_a_refused_http_target_fails_the_run_without_resolving_its_secrets(
+    internal: tuple[int, list[dict[str, str]]],
+) -> None:
+    port, seen = internal
+    resolved: list[str] = []
+
+    def resolver(reference: str, team: str) -> str:
+        resolved.append(reference)
+        return "s3cret"
+
+    executor = TargetExecutor(
+        guard=_owned_everything(),
+        secret_resolver=resolver,
+        http=GuardedHttp(DEPLOYED, resolver=lambda host, _: ["127.0.0.1"]),
+        sleep=lambda _: None,
+    )
+    context = RunContext("a/job", "a", "r1", 1, "2027-01-01T00:00:00Z", "c")
+    target = HttpTarget(type="http", url=f"http://localhost:{port}/", secret_headers={"X-Key": "ssm:/a/key"})
+    result = executor.execute(target, context)
+    assert (
+        result.outcome == "failed"
+        and not result.retryable
+        and (result.error or "").startswith("not allowed: localhost")
+    )
+    trick = HttpTarget.model_construct(  # stored before this check existed: refused at call time too
+        type="http", url=f"http://0.0.0.0:{port}\\@localhost/", method="GET", headers={}, secret_headers={}
+    )
+    assert (executor.execute(trick, context).error or "").startswith("not allowed: ")
+    assert resolved == [] and seen == [], "no secret resolved, no request sent"
+
+
+def test_a_webhook_to_a_private_address_is_refused_not_retried(internal: tuple[int, list[dict[str, str]]]) -> None:
+    port, seen = internal
+    notifier = Notifier(http=GuardedHttp(DEPLOYED))
+    with pytest.raises(ChannelRefused):
+        notifier.post(f"http://127.0.0.1:{port}/hook", {"page": 1})
+    assert seen == []

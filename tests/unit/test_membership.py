@@ -1,0 +1,91 @@
+"""Who is a member: assumed-role ARNs, role tags, reload within a minute, no header override in Lambda."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from jobsched.api.identity import (
+    LOCAL_GATEWAY_ENV,
+    PRINCIPAL_HEADER,
+    Membership,
+    MembershipCache,
+    caller_arn,
+    iam_role_tags,
+)
+from jobsched.aws.clients import reset_clients
+
+ACCOUNT = "123456789012"
+ASSUMED = f"arn:aws:sts::{ACCOUNT}:assumed-role/team-payments/ci-session-42"
+
+
+def test_an_assumed_role_arn_matches_patterns_written_for_the_role() -> None:
+    by_pattern = Membership.from_config({"team_patterns": [f"arn:aws:iam::{ACCOUNT}:role/team-{{team}}"]})
+    assert by_pattern.principal(ASSUMED).teams == {"payments"}
+    listed = Membership.from_config({"teams": {"billing": [f"arn:aws:iam::{ACCOUNT}:role/team-payments"]}})
+    assert listed.principal(ASSUMED).teams == {"billing"}
+    sessions = Membership.from_config({"teams": {"ops": [f"arn:aws:sts::{ACCOUNT}:assumed-role/team-payments/ci-*"]}})
+    assert sessions.principal(ASSUMED).teams == {"ops"}
+    admins = Membership.from_config({"admins": [f"arn:aws:iam::{ACCOUNT}:role/team-payments"]})
+    assert admins.principal(ASSUMED).admin
+
+
+def test_a_role_name_alone_does_not_make_a_member_when_teams_come_from_tags() -> None:
+    membership = Membership.from_config({"team_tag": "jobsched-team"})
+    tags = {"team-payments": {}, "ci-runner": {"jobsched-team": "payments"}}
+    assert membership.principal(ASSUMED, tags.__getitem__).teams == frozenset()
+    runner = f"arn:aws:sts::{ACCOUNT}:assumed-role/ci-runner/build-7"
+    assert membership.principal(runner, tags.__getitem__).teams == {"payments"}
+    assert membership.principal(f"arn:aws:iam::{ACCOUNT}:user/alice", tags.__getitem__).teams == frozenset()
+
+
+def test_removing_a_member_takes_effect_within_the_ttl() -> None:
+    configs: list[dict[str, Any]] = [{"teams": {"payments": [ASSUMED]}}, {"teams": {}}]
+    loads: list[int] = []
+
+    def load() -> Membership:
+        loads.append(1)
+        return Membership.from_config(configs[min(len(loads) - 1, 1)])
+
+    now = [0.0]
+    cache = MembershipCache(load, ttl=60, monotonic=lambda: now[0])
+    assert cache.principal(ASSUMED).teams == {"payments"}
+    now[0] = 59.0
+    assert cache.principal(ASSUMED).teams == {"payments"} and len(loads) == 1
+    now[0] = 60.5
+    assert cache.principal(ASSUMED).teams == frozenset() and len(loads) == 2
+
+
+def test_role_tags_are_read_from_iam_and_cached() -> None:
+    with mock_aws():
+        reset_clients()
+        iam = boto3.client("iam", region_name="us-east-1")
+        iam.create_role(
+            RoleName="ci-runner", AssumeRolePolicyDocument="{}", Tags=[{"Key": "jobsched-team", "Value": "data"}]
+        )
+        assert iam_role_tags("ci-runner") == {"jobsched-team": "data"}
+        assert iam_role_tags("no-such-role") == {}
+        reads: list[str] = []
+
+        def counting(role: str) -> dict[str, str]:
+            reads.append(role)
+            return iam_role_tags(role)
+
+        cache = MembershipCache(lambda: Membership.from_config({"team_tag": "jobsched-team"}), role_tags=counting)
+        arn = f"arn:aws:sts::{ACCOUNT}:assumed-role/ci-runner/s"
+        assert cache.principal(arn).teams == {"data"} and cache.principal(arn).teams == {"data"}
+        assert reads == ["ci-runner"]
+    reset_clients()
+
+
+def test_the_header_override_is_refused_inside_lambda(monkeypatch: pytest.MonkeyPatch) -> None:
+    event = {"requestContext": {"identity": {"userArn": ASSUMED}}}
+    headers = {PRINCIPAL_HEADER: "arn:aws:iam::123456789012:role/platform-admin"}
+    monkeypatch.setenv(LOCAL_GATEWAY_ENV, "1")
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    assert caller_arn(event, headers) == headers[PRINCIPAL_HEADER]  # the local runtime
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "jobsched-prod-Api")
+    assert caller_arn(event, headers) == ASSUMED
