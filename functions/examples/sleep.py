@@ -21,9 +21,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(left, HEARTBEAT_EVERY))
         if client is not None and deadline - time.monotonic() > 0:
-            client.call("POST", f"/runs/{token}/heartbeat")
+            client.call("POST", "/callbacks/heartbeat", headers={"X-Jobsched-Token": token})
     if client is not None:
-        client.call("POST", f"/runs/{token}/complete", {"status": "succeeded", "output": f"slept {seconds:.0f}s"})
+        done = {"status": "succeeded", "output": f"slept {seconds:.0f}s"}
+        client.call("POST", "/callbacks/complete", done, headers={"X-Jobsched-Token": token})
     return {"slept_seconds": seconds}
 
 

@@ -31,6 +31,7 @@ UNSUPPORTED = {
     "AWS::SNS::TopicPolicy": "moto does not enforce resource policies",
     "AWS::SQS::QueuePolicy": "moto does not enforce resource policies",
     "AWS::SecretsManager::Secret": "created by the local runtime with the same name",
+    "AWS::SecretsManager::RotationSchedule": "the local signing key lives for one run of the stack",
 }
 
 

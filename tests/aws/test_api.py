@@ -186,6 +186,13 @@ class TestRunsAndTriggers:
         )
         assert_error(backwards, 422, "invalid_range", "to")
         assert_error(api.call("GET", "/teams/payments/jobs/hourly/backfills/none"), 404, "not_found")
+        # The future belongs to the schedule: a backfill ahead of now would claim its run ids first.
+        ahead = api.call(
+            "POST",
+            "/teams/payments/jobs/hourly/backfill",
+            {"from": "2027-01-04T08:00:00Z", "to": "2027-01-05T10:00:00Z"},
+        )
+        assert_error(ahead, 422, "backfill_in_future", "to")
 
 
 class TestCallbacks:
@@ -210,31 +217,59 @@ class TestCallbacks:
 
     def test_heartbeat_and_complete_without_team_credentials(self, api: ApiClient, stack: Stack, clock: Clock) -> None:
         token = self.running_callback(api, stack, clock)["callback_token"]
-        beat = api.call("POST", f"/runs/{token}/heartbeat", principal=None)
+        beat = api.call("POST", "/callbacks/heartbeat", principal=None, headers={"X-Jobsched-Token": token})
         assert beat.status == 200 and beat.body["status"] == "RUNNING"
-        done = api.call("POST", f"/runs/{token}/complete", {"status": "succeeded", "output": "42 rows"}, principal=None)
+        done = api.call(
+            "POST",
+            "/callbacks/complete",
+            {"status": "succeeded", "output": "42 rows"},
+            principal=None,
+            headers={"X-Jobsched-Token": token},
+        )
         assert done.status == 200 and done.body["status"] == "SUCCEEDED" and done.body["output"] == "42 rows"
-        again = api.call("POST", f"/runs/{token}/complete", {"status": "failed", "error": "late"}, principal=None)
+        again = api.call(
+            "POST",
+            "/callbacks/complete",
+            {"status": "failed", "error": "late"},
+            principal=None,
+            headers={"X-Jobsched-Token": token},
+        )
         assert_error(again, 409, "attempt_superseded")
         assert stack.jobs.slot_holders("payments/cb", "STATE") == {}
 
     def test_a_superseded_attempts_token_changes_nothing(self, api: ApiClient, stack: Stack, clock: Clock) -> None:
         first = self.running_callback(api, stack, clock, retries=3)["callback_token"]
-        failed = api.call("POST", f"/runs/{first}/complete", {"status": "failed", "error": "disk full"}, principal=None)
+        failed = api.call(
+            "POST",
+            "/callbacks/complete",
+            {"status": "failed", "error": "disk full"},
+            principal=None,
+            headers={"X-Jobsched-Token": first},
+        )
         assert failed.body["status"] == "RETRYING"
         clock.advance(timedelta(seconds=15))
         stack.pump()
         second = api.call("GET", "/teams/payments/jobs/cb/runs/20270104T100000Z").body
         assert second["attempt"] == 2 and second["callback_token"] != first
-        assert_error(api.call("POST", f"/runs/{first}/heartbeat", principal=None), 409, "attempt_superseded")
-        late = api.call("POST", f"/runs/{first}/complete", {"status": "succeeded"}, principal=None)
+        assert_error(
+            api.call("POST", "/callbacks/heartbeat", principal=None, headers={"X-Jobsched-Token": first}),
+            409,
+            "attempt_superseded",
+        )
+        late = api.call(
+            "POST", "/callbacks/complete", {"status": "succeeded"}, principal=None, headers={"X-Jobsched-Token": first}
+        )
         assert_error(late, 409, "attempt_superseded")
         assert api.call("GET", "/teams/payments/jobs/cb/runs/20270104T100000Z").body["status"] == "RUNNING"
 
     def test_forged_token_is_404(self, api: ApiClient, stack: Stack, clock: Clock) -> None:
         token = self.running_callback(api, stack, clock)["callback_token"]
         forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
-        assert_error(api.call("POST", f"/runs/{forged}/heartbeat", principal=None), 404, "unknown_run_token")
+        assert_error(
+            api.call("POST", "/callbacks/heartbeat", principal=None, headers={"X-Jobsched-Token": forged}),
+            404,
+            "unknown_run_token",
+        )
 
     def test_cancel(self, api: ApiClient, stack: Stack, clock: Clock) -> None:
         self.running_callback(api, stack, clock)
@@ -286,7 +321,7 @@ def test_admins_see_every_team(api: ApiClient) -> None:
 def test_health_openapi_and_unknown_routes(api: ApiClient) -> None:
     assert api.call("GET", "/health", principal=None).body == {"status": "ok"}
     schema = api.call("GET", "/openapi.json", principal=None).body
-    assert "/teams/{team}/jobs/{name}" in schema["paths"] and "/runs/{run_token}/complete" in schema["paths"]
+    assert "/teams/{team}/jobs/{name}" in schema["paths"] and "/callbacks/complete" in schema["paths"]
     assert_error(api.call("GET", "/nothing/here"), 404, "no_route")
 
 

@@ -42,8 +42,10 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     wiring.team_sessions.cache_clear()
 
 
-def call(runtime: LocalRuntime, method: str, path: str, body: Any = None, team: str | None = "e2e") -> tuple[int, Any]:
-    headers = {"Content-Type": "application/json"}
+def call(
+    runtime: LocalRuntime, method: str, path: str, body: Any = None, team: str | None = "e2e", token: str | None = None
+) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json", **({"X-Jobsched-Token": token} if token else {})}
     if team:
         headers["X-Jobsched-Principal"] = TEAM_PATTERN.format(team=team)
     response = HTTP.request(
@@ -138,8 +140,9 @@ def test_a_callback_run_heartbeats_and_completes(runtime: LocalRuntime) -> None:
     run = call(runtime, "POST", "/teams/e2e/jobs/external/trigger")[1]
     running = wait_for(lambda: (r := run_of(runtime, "external", run["run_id"]))["status"] == "RUNNING" and r)
     token = running["callback_token"]
-    assert call(runtime, "POST", f"/runs/{token}/heartbeat", team=None)[0] == 200
-    status, done = call(runtime, "POST", f"/runs/{token}/complete", {"status": "succeeded", "output": "ok"}, team=None)
+    assert call(runtime, "POST", "/callbacks/heartbeat", team=None, token=token)[0] == 200
+    done_body = {"status": "succeeded", "output": "ok"}
+    status, done = call(runtime, "POST", "/callbacks/complete", done_body, team=None, token=token)
     assert status == 200 and done["status"] == "SUCCEEDED"
 
 

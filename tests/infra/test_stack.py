@@ -91,11 +91,14 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         "jobsched-dev-Api",
         "jobsched-dev-Heartbeat",
         "jobsched-dev-Escalation",
+        "jobsched-dev-Rotation",
     }
     for props in functions:
         assert props["Architectures"] == ["arm64"] and props["Runtime"] == "python3.13"
         assert props["TracingConfig"] == {"Mode": "Active"}
         assert props["LoggingConfig"]["LogFormat"] == "JSON"
+        if props["FunctionName"] == "jobsched-dev-Rotation":
+            continue  # rotates the signing secret; touches no table or queue
         variables = props["Environment"]["Variables"]
         assert {Env.JOBS_TABLE, Env.RUNS_TABLE, Env.ESCALATION_QUEUE, *Env.QUEUES_BY_PRIORITY.values()} <= set(
             variables
@@ -330,3 +333,9 @@ def test_the_api_denies_tagged_callers_other_teams_routes(dev: Template) -> None
     assert "execute-api:/*/*/teams/${aws:PrincipalTag/jobsched-team}/*" in deny["NotResource"]
     assert not any("teams/*" in resource for resource in deny["NotResource"])
     assert deny["Condition"]["Null"] == {"aws:PrincipalTag/jobsched-team": "false"}
+
+
+def test_the_callback_signing_secret_rotates_monthly(dev: Template) -> None:
+    [schedule] = resources(dev[0], "AWS::SecretsManager::RotationSchedule").values()
+    assert schedule["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
+    assert schedule["RotationLambdaARN"]["Fn::GetAtt"][0].startswith("FunctionsRotation")

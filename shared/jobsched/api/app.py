@@ -38,7 +38,7 @@ from jobsched.api.models import (
     TriggerRequest,
     ValidationResult,
 )
-from jobsched.api.tokens import CallbackTokens, InvalidToken
+from jobsched.api.tokens import TOKEN_HEADER, CallbackClaim, CallbackTokens, InvalidToken, token_expiry
 from jobsched.aws.jobs_store import JobExists, JobNotFound, JobsStore, StoredJob, VersionConflict
 from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
@@ -184,7 +184,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
 
     @app.exception_handler(InvalidToken)
     def _token(error: InvalidToken) -> Response[str]:
-        return error_response(404, "unknown_run_token", str(error), "run_token")
+        return error_response(404, "unknown_run_token", str(error), TOKEN_HEADER)
 
     @app.exception_handler(WorkflowsNotConfigured)
     def _unsupported(error: WorkflowsNotConfigured) -> Response[str]:
@@ -425,11 +425,14 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         if run is None:
             raise ApiError(404, "run_not_found", f"no run {run_id} of {stored.key}", "run_id")
         token = None
-        if run.status is RunStatus.RUNNING and isinstance(stored.spec.target, CallbackTarget):
-            token = services().tokens.issue(run.job, run.run_id, run.attempt)
+        now = services().clock()
+        target = stored.spec.target
+        if run.status is RunStatus.RUNNING and isinstance(target, CallbackTarget):
+            expires_at = token_expiry(run.started_at, target.timeout, now)
+            token = services().tokens.issue(run.job, run.run_id, run.attempt, expires_at=expires_at)
         view = _run_view(run, token)
         if run.graph is not None:
-            view.tasks = _task_views(run, stored.spec, services().runs, services().tokens)
+            view.tasks = _task_views(run, stored.spec, services().runs, services().tokens, now)
         return view
 
     @runs_router.post("/teams/<team>/jobs/<name>/runs/<run_id>/cancel")
@@ -440,17 +443,25 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
 
     # ------------------------------------------------------------------ callback results
 
-    @callbacks_router.post("/runs/<run_token>/heartbeat")
-    def heartbeat(run_token: str) -> RunView:
-        claim = services().tokens.verify(run_token)
+    def claim_of(token: str | None) -> CallbackClaim:
+        if not token:
+            raise ApiError(401, "missing_run_token", f"send the run's callback token in the {TOKEN_HEADER} header")
+        return services().tokens.verify(token, now=services().clock())
+
+    @callbacks_router.post("/callbacks/heartbeat")
+    def heartbeat(token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None) -> RunView:
+        claim = claim_of(token)
         if claim.task is not None:
             worker = services().worker
             return _run_view(worker.dags.heartbeat_external(claim.job, claim.run_id, claim.task, claim.attempt), None)
         return _run_view(services().worker.heartbeat_external(claim.job, claim.run_id, claim.attempt), None)
 
-    @callbacks_router.post("/runs/<run_token>/complete")
-    def complete(run_token: str, body: Annotated[CompleteRequest, Body()]) -> RunView:
-        claim = services().tokens.verify(run_token)
+    @callbacks_router.post("/callbacks/complete")
+    def complete(
+        body: Annotated[CompleteRequest, Body()],
+        token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None,
+    ) -> RunView:
+        claim = claim_of(token)
         if claim.task is not None:
             done = services().worker.dags.complete_external(
                 claim.job,
@@ -558,12 +569,16 @@ def _run_view(run: Run, token: str | None) -> RunView:
     )
 
 
-def _task_views(run: Run, spec: JobSpec, runs: RunsStore, tokens: CallbackTokens) -> list[TaskView]:
+def _task_views(run: Run, spec: JobSpec, runs: RunsStore, tokens: CallbackTokens, now: datetime) -> list[TaskView]:
     """A DAG run's tasks in dependency order, with a callback token for each callback task now running."""
     assert run.graph is not None
     graph = graph_from_values(run.graph)
     states = runs.tasks(run.job, run.run_id)
-    callbacks = {task.name for task in (spec.dag.tasks if spec.dag else []) if isinstance(task.target, CallbackTarget)}
+    callbacks = {
+        task.name: task.timeout or task.target.timeout
+        for task in (spec.dag.tasks if spec.dag else [])
+        if isinstance(task.target, CallbackTarget)
+    }
     order = spec.dag.order() if spec.dag else []
     names = [name for name in order if name in graph] + [name for name in graph if name not in order]
     views = []
@@ -580,7 +595,13 @@ def _task_views(run: Run, spec: JobSpec, runs: RunsStore, tokens: CallbackTokens
                 finished_at=instant_text(state.finished_at) if state and state.finished_at else None,
                 error=state.error if state else None,
                 output=state.output if state else None,
-                callback_token=tokens.issue(run.job, run.run_id, state.attempt, name)
+                callback_token=tokens.issue(
+                    run.job,
+                    run.run_id,
+                    state.attempt,
+                    name,
+                    expires_at=token_expiry(state.started_at, callbacks[name], now),
+                )
                 if state is not None and running and name in callbacks and run.status is RunStatus.RUNNING
                 else None,
             )

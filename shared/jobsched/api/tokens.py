@@ -1,4 +1,10 @@
-"""Callback tokens: identify (job, run, attempt), unguessable, signed; no team credentials needed.
+"""Callback tokens: identify (job, run, attempt[, task]), unguessable, signed, expiring; no team credentials.
+
+``v2.<key id>.<payload>.<signature>``: the payload carries the expiry (the attempt's timeout plus an hour),
+the key id names the signing key. Tokens travel in the ``X-Jobsched-Token`` header, never in a URL (access
+logs keep URLs). The signing secret rotates (Secrets Manager, every 30 days): the current version signs,
+and the previous one still verifies, so tokens issued just before a rotation keep working until they
+expire. A token whose key id is unknown makes the API reload the keys (at most every 30 seconds).
 
 A token names one attempt. Once the run moves on (retried, timed out, cancelled), the store's fencing
 refuses that attempt's heartbeats and results, so an old token changes nothing.
@@ -11,10 +17,21 @@ import hashlib
 import hmac
 import json
 import os
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from jobsched.tz import UTC
 
 SECRET_ENV = "JOBSCHED_CALLBACK_SECRET"  # the secret itself (local runtime, tests)
 SECRET_NAME_ENV = "JOBSCHED_CALLBACK_SECRET_NAME"  # or its Secrets Manager name (AWS)
+TOKEN_HEADER = "X-Jobsched-Token"
+TOKEN_GRACE = timedelta(hours=1)  # beyond the attempt's timeout: a late result is still fenced by the store
+KEY_CACHE_SECONDS = 300.0
+RELOAD_AT_MOST_EVERY_SECONDS = 30.0
+VERSION = "v2"
 
 
 class InvalidToken(ValueError):
@@ -29,42 +46,104 @@ class CallbackClaim:
     task: str | None = None  # DAG runs: the task whose attempt this is
 
 
+def key_id(secret: bytes) -> str:
+    return hashlib.sha256(secret).hexdigest()[:12]
+
+
+class KeyRing:
+    """Signing keys, newest first; reloaded every few minutes, or sooner when a token names an unknown key."""
+
+    def __init__(self, load: Callable[[], Sequence[bytes]], *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.load, self.monotonic = load, monotonic
+        self._keys: list[bytes] = []
+        self._loaded_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def keys(self, *, unknown: str | None = None) -> list[bytes]:
+        now = self.monotonic()
+        with self._lock:
+            stale = now - self._loaded_at >= KEY_CACHE_SECONDS
+            missing = unknown is not None and unknown not in {key_id(k) for k in self._keys}
+            if stale or (missing and now - self._loaded_at >= RELOAD_AT_MOST_EVERY_SECONDS):
+                keys = [bytes(k) for k in self.load() if k]
+                for key in keys:
+                    if len(key) < 16:
+                        raise ValueError("a callback signing secret must be at least 16 bytes")
+                if not keys:
+                    raise RuntimeError("no callback signing secret")
+                self._keys, self._loaded_at = keys, now
+            return list(self._keys)
+
+
 class CallbackTokens:
-    def __init__(self, secret: bytes) -> None:
-        if len(secret) < 16:
-            raise ValueError("the callback signing secret must be at least 16 bytes")
-        self.secret = secret
+    def __init__(self, keys: bytes | KeyRing) -> None:
+        if isinstance(keys, bytes):
+            fixed = keys
+            keys = KeyRing(lambda: [fixed])
+        self.ring = keys
+        self.ring.keys()  # fail at start, not at the first callback
 
     @classmethod
     def from_env(cls) -> CallbackTokens:
         secret = os.environ.get(SECRET_ENV)
-        if not secret and os.environ.get(SECRET_NAME_ENV):
-            from aws_lambda_powertools.utilities.parameters import SecretsProvider
-
-            from jobsched.aws.clients import client
-
-            secret = str(SecretsProvider(boto3_client=client("secretsmanager")).get(os.environ[SECRET_NAME_ENV]))
-        if not secret:
+        if secret:
+            return cls(secret.encode())
+        name = os.environ.get(SECRET_NAME_ENV)
+        if not name:
             raise RuntimeError(f"set {SECRET_ENV} or {SECRET_NAME_ENV}")
-        return cls(secret.encode())
+        return cls(KeyRing(lambda: secrets_manager_versions(name)))
 
-    def issue(self, job: str, run_id: str, attempt: int, task: str | None = None) -> str:
-        fields: list[object] = [job, run_id, attempt, *([task] if task else [])]
+    def issue(self, job: str, run_id: str, attempt: int, task: str | None = None, *, expires_at: datetime) -> str:
+        key = self.ring.keys()[0]
+        fields: list[object] = [job, run_id, attempt, int(expires_at.timestamp()), *([task] if task else [])]
         payload = _b64(json.dumps(fields, separators=(",", ":")).encode())
-        return f"{payload}.{self._sign(payload)}"
+        kid = key_id(key)
+        return f"{VERSION}.{kid}.{payload}.{_sign(key, f'{VERSION}.{kid}.{payload}')}"
 
-    def verify(self, token: str) -> CallbackClaim:
-        payload, _, signature = token.partition(".")
-        if not payload or not hmac.compare_digest(signature, self._sign(payload)):
+    def verify(self, token: str, *, now: datetime) -> CallbackClaim:
+        parts = token.split(".")
+        if len(parts) != 4 or parts[0] != VERSION:
+            raise InvalidToken("the run token is not valid")
+        _, kid, payload, signature = parts
+        keys = {key_id(k): k for k in self.ring.keys(unknown=kid)}
+        key = keys.get(kid)
+        if key is None or not hmac.compare_digest(signature, _sign(key, f"{VERSION}.{kid}.{payload}")):
             raise InvalidToken("the run token is not valid")
         try:
-            job, run_id, attempt, *task = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        except (ValueError, TypeError):
+            job, run_id, attempt, expires, *task = json.loads(
+                base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+            )
+            expires_at = datetime.fromtimestamp(int(expires), UTC)
+        except (ValueError, TypeError, OverflowError):
             raise InvalidToken("the run token is not valid") from None
+        if now >= expires_at:
+            raise InvalidToken(f"the run token expired at {expires_at.isoformat()}; get a new one from the run")
         return CallbackClaim(str(job), str(run_id), int(attempt), str(task[0]) if task else None)
 
-    def _sign(self, payload: str) -> str:
-        return _b64(hmac.new(self.secret, payload.encode(), hashlib.sha256).digest())
+
+def token_expiry(started_at: datetime | None, timeout: timedelta, now: datetime) -> datetime:
+    """When a token for an attempt stops being accepted: its timeout after it started, plus the grace."""
+    return max((started_at or now) + timeout, now) + TOKEN_GRACE
+
+
+def secrets_manager_versions(name: str) -> list[bytes]:
+    """AWSCURRENT then AWSPREVIOUS (absent before the first rotation)."""
+    from botocore.exceptions import ClientError
+
+    from jobsched.aws.clients import client
+
+    secrets = client("secretsmanager")
+    found = [secrets.get_secret_value(SecretId=name, VersionStage="AWSCURRENT")["SecretString"].encode()]
+    try:
+        found.append(secrets.get_secret_value(SecretId=name, VersionStage="AWSPREVIOUS")["SecretString"].encode())
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+    return found
+
+
+def _sign(key: bytes, message: str) -> str:
+    return _b64(hmac.new(key, message.encode(), hashlib.sha256).digest())
 
 
 def _b64(data: bytes) -> str:
