@@ -295,6 +295,9 @@ def test_put_refuses_another_teams_escalation_topic_and_accepts_a_resource_not_y
     }
     response = api.call("PUT", f"/teams/{A}/jobs/pager", body, principal=team_role(A))
     assert response.status == 422 and response.body["error"]["field"] == "escalation.sns_topic"
+    body["escalation"] = {"sns_topic": stack.default_topic}  # jobsched's own topic
+    response = api.call("PUT", f"/teams/{A}/jobs/pager", body, principal=team_role(A))
+    assert response.status == 422 and "is one of jobsched's own resources" in response.body["error"]["message"]
     body.pop("escalation")
     assert api.call("PUT", f"/teams/{A}/jobs/pager", body, principal=team_role(A)).status == 201
 

@@ -114,7 +114,7 @@ class CallbackTokens:
                 base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
             )
             expires_at = datetime.fromtimestamp(int(expires), UTC)
-        except (ValueError, TypeError, OverflowError):
+        except (ValueError, TypeError, OverflowError, OSError):
             raise InvalidToken("the run token is not valid") from None
         if now >= expires_at:
             raise InvalidToken(f"the run token expired at {expires_at.isoformat()}; get a new one from the run")
