@@ -52,6 +52,10 @@ class EgressRefused(Exception):
     """The URL's host resolves to an address this stage may not reach. Nothing was sent."""
 
 
+class UnresolvableHost(urllib3.exceptions.HTTPError):
+    """The host did not resolve (perhaps for now): a connection error, retried like one."""
+
+
 @dataclass(frozen=True)
 class ParsedUrl:
     scheme: str
@@ -208,9 +212,9 @@ class GuardedHttp:
                 else [ipaddress.ip_address(a) for a in self.resolver(target.host, target.port)]
             )
         except (OSError, ValueError) as error:
-            raise EgressRefused(f"cannot resolve {target.host}: {type(error).__name__}") from None
+            raise UnresolvableHost(f"cannot resolve {target.host}: {type(error).__name__}") from None
         if not addresses:
-            raise EgressRefused(f"{target.host} resolves to no address")
+            raise UnresolvableHost(f"{target.host} resolves to no address")
         for address in addresses:
             reason = self.policy.refusal(target.host, address)
             if reason is not None:

@@ -222,3 +222,16 @@ def test_a_webhook_to_a_private_address_is_refused_not_retried(internal: tuple[i
     with pytest.raises(ChannelRefused):
         notifier.post(f"http://127.0.0.1:{port}/hook", {"page": 1})
     assert seen == []
+
+
+def test_a_host_that_does_not_resolve_is_a_retryable_connection_error() -> None:
+    def nothing(host: str, port: int) -> list[str]:
+        raise OSError("no such host")
+
+    executor = TargetExecutor(
+        guard=_owned_everything(), http=GuardedHttp(DEPLOYED, resolver=nothing), sleep=lambda _: None
+    )
+    result = executor.execute(
+        HttpTarget(type="http", url="https://gone.example/"), RunContext("a/job", "a", "r1", 1, "t", "c")
+    )
+    assert result.outcome == "failed" and result.retryable and "cannot resolve gone.example" in (result.error or "")

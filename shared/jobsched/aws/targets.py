@@ -253,6 +253,8 @@ class TargetExecutor:
             self.http_policy_check(target.url)
         except (UrlRefused, EgressRefused) as refused:
             return TargetResult("failed", error=f"not allowed: {refused}", retryable=False)
+        except urllib3.exceptions.HTTPError as error:
+            return TargetResult("failed", error=f"connection error: {error}")
         try:
             headers |= {name: self.secret_resolver(ref, context.team) for name, ref in target.secret_headers.items()}
         except Exception as error:
