@@ -74,6 +74,7 @@ class StageConfig:
     api_burst_limit: int = 200
     lateness_p99_threshold_seconds: float = 5.0
     egress_allow: tuple[str, ...] = ()  # hosts or CIDRs outbound HTTP may reach despite the deny-list
+    api_reserved_concurrency: int = 20  # a burst of API calls cannot take the concurrency runs need
 
     @classmethod
     def from_context(cls, scope: Construct) -> StageConfig:
@@ -88,6 +89,7 @@ class StageConfig:
             asset_dir=node.try_get_context("asset_dir"),
             membership=_membership_context(node.try_get_context("membership")),
             egress_allow=_list_context(node.try_get_context("egress_allow")),
+            api_reserved_concurrency=int(node.try_get_context("api_reserved_concurrency") or 20),
         )
 
 
@@ -260,6 +262,9 @@ class Functions(Construct):
             Duration.seconds(29),
             512,
         )
+        cfn_api = self.api.node.default_child
+        assert isinstance(cfn_api, lambda_.CfnFunction)
+        cfn_api.reserved_concurrent_executions = config.api_reserved_concurrency
         # Pages: incidents on the jobs table, SNS topics and webhooks out. One batch at a time per shard of
         # events is plenty; incident writes for one job serialize on their version anyway.
         self.escalation = self._function(
@@ -744,6 +749,18 @@ class Observability(Construct):
         )
         alarm("EscalationErrors", functions.escalation.metric_errors(period=five), 0)
         alarm("DispatcherErrors", functions.dispatcher.metric_errors(period=five), 0)
+        alarm(
+            "JobsQuarantined",
+            cloudwatch.Metric(
+                namespace=NAMESPACE,
+                metric_name="QuarantinedJobs",
+                dimensions_map={"service": "dispatcher"},  # as the dispatcher's EMF publishes it
+                statistic="Sum",
+                period=five,
+            ),
+            0,
+            description="the dispatcher quarantined a job whose schedule costs more than its budget",
+        )
         missed_ticks = cloudwatch.Alarm(
             self,
             "DispatcherMissedTicks",

@@ -27,6 +27,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="MissedInstants", unit=MetricUnit.Count, value=report.missed)
     metrics.add_metric(name="DispatchRacesLost", unit=MetricUnit.Count, value=report.lost_races)
     metrics.add_metric(name="RetriesWoken", unit=MetricUnit.Count, value=report.retries_woken)
+    metrics.add_metric(name="QuarantinedJobs", unit=MetricUnit.Count, value=report.quarantined)
+    metrics.add_metric(name="DispatchJobErrors", unit=MetricUnit.Count, value=report.job_errors)
     summary = {
         "tick": now.isoformat(),
         "due_jobs": report.due_jobs,
@@ -35,6 +37,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "advanced": report.advanced,
         "lost_races": report.lost_races,
         "retries_woken": report.retries_woken,
+        "quarantined": report.quarantined,
+        "job_errors": report.job_errors,
+        "deferred": report.deferred,
         "max_send_lateness_s": max(report.lateness_seconds, default=0.0),
         "median_send_lateness_s": statistics.median(report.lateness_seconds) if report.lateness_seconds else 0.0,
     }

@@ -8,10 +8,12 @@ a name can resolve elsewhere later): this is the early, clear answer, not the wa
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 
 from jobsched.egress import AddressPolicy, UrlRefused, parse_url
 from jobsched.errors import FieldError
 from jobsched.ownership import OwnershipGuard, spec_resources
+from jobsched.schedule.engine import schedule_cost_problem
 from jobsched.spec import HttpTarget, JobSpec
 
 
@@ -33,6 +35,14 @@ def admission_errors(spec: JobSpec, guard: OwnershipGuard | None, egress: Addres
             if reason is not None:
                 errors.append(FieldError(field, "address_not_allowed", f"'{url}': {reason}; use a public address"))
     return errors
+
+
+def schedule_cost_errors(spec: JobSpec, now: datetime) -> list[FieldError]:
+    """A schedule whose next fire costs unbounded work would stall the dispatcher for every team."""
+    if spec.schedule is None:
+        return []
+    problem = schedule_cost_problem(spec.schedule, hash_key=spec.key, now=now)
+    return [FieldError("schedule", "schedule_too_expensive", problem)] if problem else []
 
 
 def _urls(spec: JobSpec) -> Iterator[tuple[str, str]]:

@@ -1,6 +1,7 @@
-"""Circuit breakers per target, across jobs: after K consecutive failures of one target, runs that would
-call it wait for a cool-down instead of piling onto it; the first failure that opens it is escalated
-once, and the first success after it closes resolves that incident.
+"""Circuit breakers per (team, target), across a team's jobs: after K consecutive failures of one target,
+that team's runs that would call it wait for a cool-down instead of piling onto it; the first failure that
+opens it is escalated once, and the first success after it closes resolves that incident. Keyed by team
+too, so one team's failing jobs against a shared endpoint never hold another team's runs.
 
 Half-open: once the cool-down has passed, runs go through again; a failure re-opens the breaker at once
 (without a new page), a success closes it.
@@ -28,20 +29,20 @@ FAILURES_TO_OPEN = 5
 COOL_DOWN = timedelta(minutes=5)
 
 
-def target_key(target: Any) -> str | None:
-    """What one breaker guards: a function, queue, state machine, event bus or HTTP origin. None: no breaker
-    (callbacks report from outside; there is nothing to hold)."""
+def target_key(target: Any, team: str) -> str | None:
+    """What one breaker guards: a team's calls to a function, queue, state machine, event bus or HTTP
+    origin. None: no breaker (callbacks report from outside; there is nothing to hold)."""
     if isinstance(target, LambdaTarget):
-        return f"lambda:{target.function}"
+        return f"{team}:lambda:{target.function}"
     if isinstance(target, SqsTarget):
-        return f"sqs:{target.queue_url}"
+        return f"{team}:sqs:{target.queue_url}"
     if isinstance(target, StepFunctionsTarget):
-        return f"states:{target.state_machine_arn}"
+        return f"{team}:states:{target.state_machine_arn}"
     if isinstance(target, EventBridgeTarget):
-        return f"events:{target.bus}"
+        return f"{team}:events:{target.bus}"
     if isinstance(target, HttpTarget):
         parts = urlsplit(str(target.url))
-        return f"http:{parts.scheme}://{parts.netloc}"
+        return f"{team}:http:{parts.scheme}://{parts.netloc}"
     if isinstance(target, CallbackTarget):
         return None
     raise TypeError(f"unknown target {type(target).__name__}")
@@ -63,6 +64,7 @@ def circuit_event(
     return EscalationEvent(
         kind="circuit_open" if opened else "circuit_closed",
         subject=TARGET_PREFIX + key,
+        team=key.split(":", 1)[0],
         occurred_at=instant_text(now),
         scheduled_at=instant_text(now),
         target=key,

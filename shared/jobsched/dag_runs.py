@@ -154,7 +154,7 @@ class DagRuns:
             self.advance(run, stored)
             return Outcome("skipped", f"task {message.task} skipped", run=run, priority=priority)
 
-        breaker_key, breaker, held = self.worker.breaker_check(task.target, now)
+        breaker_key, breaker, held = self.worker.breaker_check(task.target, stored.spec.team, now)
         if held is not None:
             return replace(held, run=run, priority=priority)
         lease = now + attempt_timeout(task) + LEASE_MARGIN

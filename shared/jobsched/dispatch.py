@@ -7,23 +7,34 @@ Safe with any number of concurrent dispatchers and with a crash between any two 
 4. advance the cursor, conditional on the cursor and spec version read in step 1.
 A crash after 3 and before 4 makes the next tick send the same run ids again; the worker's conditional
 create lets only one run exist per instant. Advancing before sending could lose instants, so it never does.
+
+One job never holds up the others: each job is planned and finished on its own, an error is caught and
+the job left due for the next tick, and a job whose schedule costs more than its budget (the engine's
+step limit, or ``JOB_BUDGET`` of wall time) is quarantined: paused with the reason, its team paged, the
+``QuarantinedJobs`` metric counted for the platform's alarm. A tick stops planning at ``TICK_BUDGET``
+and leaves the rest due, so the Lambda timeout never strikes with cursors half moved.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
+from typing import TypeVar
 
 from jobsched.aws.jobs_store import DueEntry, JobsStore, StoredJob
 from jobsched.aws.queues import EscalationQueue, WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.escalation import EscalationEvent
+from jobsched.jobs import pause_job
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
 from jobsched.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
-from jobsched.schedule.engine import CompiledSchedule, DuePlan, compile_schedule, plan_due
+from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, compile_schedule, plan_due
 from jobsched.triggers import advance_backfill
 
 # Instants up to this far ahead are claimed per cursor update: fewer writes per run, still within the
@@ -32,6 +43,11 @@ LOOKAHEAD = timedelta(minutes=14)
 # A job is due when its next instant falls within this of now (one tick and a margin for a late tick).
 DUE_WINDOW = timedelta(minutes=2)
 MAX_MISSED_RECORDED = 1440  # per job and tick: a day of a minutely job
+JOB_BUDGET = timedelta(seconds=3)  # wall time to plan and finish one job in one tick
+TICK_BUDGET = timedelta(seconds=40)  # the dispatcher Lambda stops at 60 s
+QUARANTINE_PRINCIPAL = "jobsched:dispatcher"
+QUARANTINE_PREFIX = "quarantined: "
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -43,7 +59,13 @@ class TickReport:
     lost_races: int = 0  # another dispatcher (or a spec change) advanced first: our sends were duplicates
     retries_woken: int = 0
     backfills_advanced: int = 0
+    job_errors: int = 0  # jobs left due after an error (tried again next tick)
+    quarantined: int = 0  # jobs paused because their schedule costs more than its budget
+    deferred: int = 0  # due jobs left for the next tick because this one ran out of time
     lateness_seconds: list[float] = field(default_factory=list)  # how late each sent instant already was
+
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -65,6 +87,9 @@ class Dispatcher:
     # Crash-injection hook for tests: called with (step, job) after "send" and after "missed" records.
     after_step: Callable[[str, str], None] | None = None
     escalations: EscalationQueue | None = None  # missed instants are escalated as "missed schedule"
+    job_budget: timedelta = JOB_BUDGET
+    tick_budget: timedelta = TICK_BUDGET
+    monotonic: Callable[[], float] = time.monotonic
     _compiled: dict[tuple[str, int], CompiledSchedule] = field(default_factory=dict)
 
     def tick(self, now: datetime) -> TickReport:
@@ -76,7 +101,15 @@ class Dispatcher:
         entries = [entry for entry in entries if not entry.backfill_id]
         report.due_jobs = len(entries)
         specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
-        plans = [plan for entry in entries if (plan := self._plan(entry, specs.get(entry.job), now))]
+        started = self.monotonic()
+        plans = []
+        for entry in entries:
+            if self.monotonic() - started > self.tick_budget.total_seconds():
+                report.deferred += 1  # still due: the next tick plans it
+                continue
+            plan = self._isolated(entry.job, now, report, partial(self._plan, entry, specs.get(entry.job), now))
+            if plan is not None:
+                plans.append(plan)
         # One batch across all due jobs per priority: ten messages per SQS request, not one job's each.
         unsent: set[str] = set()
         for priority in {plan.stored.spec.priority for plan in plans}:
@@ -94,13 +127,54 @@ class Dispatcher:
                 self.after_step("send", plan.stored.key)
             if plan.stored.key in unsent:
                 continue  # not advanced: the next tick sends these instants again
-            self._finish(plan, now, report)
+            self._isolated(plan.stored.key, now, report, partial(self._finish, plan, now, report))
         self._wake_retries(now, report)
         for entry in backfills:
             assert entry.backfill_id is not None
             advance_backfill(self.jobs, self.runs, self.queues, entry.job, entry.backfill_id, now=now)
             report.backfills_advanced += 1
         return report
+
+    def _isolated(self, job: str, now: datetime, report: TickReport, work: Callable[[], _T]) -> _T | None:
+        """Run one job's part of the tick so that nothing it does can stop the others."""
+        started = self.monotonic()
+        try:
+            result = work()
+        except ScheduleTooExpensive as error:
+            self._quarantine(job, str(error), now, report)
+            return None
+        except Exception:
+            log.exception("dispatching %s failed; it stays due for the next tick", job)
+            report.job_errors += 1
+            return None
+        spent = self.monotonic() - started
+        if spent > self.job_budget.total_seconds():
+            self._quarantine(job, f"its schedule took {spent:.1f} s to evaluate in one tick", now, report)
+            return None
+        return result
+
+    def _quarantine(self, job: str, reason: str, now: datetime, report: TickReport) -> None:
+        """Pause the job with the reason (visible on the job; resume or PUT a fixed spec to lift it)."""
+        try:
+            stored = pause_job(
+                self.jobs, job, now=now, principal=QUARANTINE_PRINCIPAL, reason=QUARANTINE_PREFIX + reason
+            )
+        except Exception:
+            log.exception("could not quarantine %s", job)
+            report.job_errors += 1
+            return
+        report.quarantined += 1
+        log.error("quarantined %s: %s", job, reason)
+        if self.escalations is not None:
+            event = EscalationEvent(
+                kind="job_quarantined",
+                subject=job,
+                occurred_at=instant_text(now),
+                team=stored.spec.team,
+                job=job,
+                error=QUARANTINE_PREFIX + reason,
+            )
+            self.escalations.publish(event.model_dump(exclude_none=True))
 
     def _plan(self, entry: DueEntry, stored: StoredJob | None, now: datetime) -> _JobPlan | None:
         if stored is None or stored.state != "ACTIVE" or stored.version != entry.spec_version:

@@ -35,6 +35,7 @@ EventKind = Literal[
     "deadline_missed",
     "circuit_open",
     "dispatcher_stalled",
+    "job_quarantined",
     "run_succeeded",
     "circuit_closed",
     "dispatcher_recovered",
@@ -48,6 +49,7 @@ OPENS: dict[str, IncidentClass] = {
     "deadline_missed": "late",
     "circuit_open": "circuit",
     "dispatcher_stalled": "dispatcher",
+    "job_quarantined": "failing",  # the job stopped firing: its team must act (the platform is alarmed too)
 }
 SYSTEM = "SYSTEM"
 TARGET_PREFIX = "TARGET#"
@@ -215,6 +217,7 @@ def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent
         "run_failed": "run failed",
         "run_timed_out": "run timed out",
         "missed_schedule": "missed schedule",
+        "job_quarantined": "quarantined by the dispatcher",
         "deadline_missed": "deadline missed",
         "circuit_open": "target circuit open",
         "dispatcher_stalled": "dispatcher stalled",

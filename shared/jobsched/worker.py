@@ -126,7 +126,7 @@ class Worker:
         if existing is not None and (existing.status in TERMINAL or existing.attempt >= message.attempt):
             return self._resume_or_drop(existing, message, stored, now)
 
-        breaker_key, breaker, held = self.breaker_check(spec.target, now)
+        breaker_key, breaker, held = self.breaker_check(spec.target, spec.team, now)
         if held is not None:
             return held
         slots = self._take_slots(message, stored, now)
@@ -527,9 +527,9 @@ class Worker:
             self.publish(deadline_event(run, spec, now))
         return True
 
-    def breaker_check(self, target: Any, now: datetime) -> tuple[str | None, BreakerState, Outcome | None]:
-        """The target's breaker (one eventually consistent read); an Outcome to wait if it is open."""
-        key = target_key(target) if target is not None else None
+    def breaker_check(self, target: Any, team: str, now: datetime) -> tuple[str | None, BreakerState, Outcome | None]:
+        """The team's breaker for the target (one eventually consistent read); an Outcome to wait if open."""
+        key = target_key(target, team) if target is not None else None
         state = self.jobs.breaker(key) if key else BreakerState()
         if not state.holds(now):
             return key, state, None

@@ -53,8 +53,9 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
 
-class Crash(Exception):
-    """Raised by crash-injection hooks: the process dies between two writes."""
+class Crash(BaseException):
+    """Raised by crash-injection hooks: the process dies between two writes (a BaseException, so no
+    error handling in the code under test can swallow it, as none could swallow a dead process)."""
 
 
 class Clock:

@@ -318,7 +318,8 @@ def test_a_target_failing_across_jobs_opens_its_circuit_then_closes(stack: Stack
     pages = stack.pages()
     [opened] = [page for page in pages if page["attributes"]["kind"] == "circuit_open"]
     assert sorted(page["attributes"]["kind"] for page in pages) == ["circuit_open"] + ["run_failed"] * 3  # a job each
-    assert opened["subject"] == "[jobsched] TARGET#lambda:shared-db: target circuit open (5 in a row)"
+    assert opened["subject"] == "[jobsched] TARGET#ops:lambda:shared-db: target circuit open (5 in a row)"
+    assert opened["attributes"]["team"] == "ops"
     assert "connection refused" in opened["message"]
 
     def recovered(event: dict[str, Any]) -> Any:
@@ -340,8 +341,36 @@ def test_a_target_failing_across_jobs_opens_its_circuit_then_closes(stack: Stack
     resolved = stack.pages()
     assert {page["attributes"]["notice"] for page in resolved} == {"resolved"}
     [closed] = [page for page in resolved if page["attributes"]["kind"] == "circuit_closed"]
-    assert closed["subject"].startswith("[jobsched, resolved] TARGET#lambda:shared-db")
-    assert stack.jobs.breaker("lambda:shared-db").failures == 0
+    assert closed["subject"].startswith("[jobsched, resolved] TARGET#ops:lambda:shared-db")
+    assert stack.jobs.breaker("ops:lambda:shared-db").failures == 0
+
+
+def test_a_breaker_opened_by_one_team_leaves_another_teams_runs_alone(stack: Stack, clock: Clock) -> None:
+    """Team A pointing failing jobs at a shared endpoint opens A's breaker only (#13)."""
+    calls: list[str] = []
+
+    def shared_saas(event: dict[str, Any]) -> Any:
+        calls.append(event["jobsched"]["team"])
+        if event["jobsched"]["team"] == "ops":
+            raise RuntimeError("bad credentials of team ops")
+        return {"ok": True}
+
+    stack.lambdas.functions["shared-saas"] = shared_saas
+    for name in ("a", "b", "c"):
+        every_minute(stack, name, "shared-saas")
+    stack.register(
+        {
+            "name": "steady",
+            "team": "billing",
+            "schedule": {"expression": "* * * * *"},
+            "target": {"type": "lambda", "function": "shared-saas"},
+        }
+    )
+    minutes(stack, clock, 5)
+    assert stack.jobs.breaker("ops:lambda:shared-saas").holds(clock())
+    assert not stack.jobs.breaker("billing:lambda:shared-saas").holds(clock())
+    steady = stack.run_list("billing/steady")
+    assert len(steady) == 5 and all(r.status is RunStatus.SUCCEEDED and (r.lateness_ms or 0) < 60_000 for r in steady)
 
 
 def test_deleting_a_job_drops_its_open_incident(stack: Stack, clock: Clock) -> None:

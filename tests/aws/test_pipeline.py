@@ -37,3 +37,49 @@ def test_a_minutely_job_runs_once_per_minute(stack: Stack, clock: Clock) -> None
     assert event["jobsched"]["run_id"] == "20270104T090000Z" and event["jobsched"]["attempt"] == 1
     assert event["jobsched"]["scheduled_at"] == "2027-01-04T09:00:00Z"
     assert event["jobsched"]["idempotency_key"] == event["jobsched"]["run_id"]
+
+
+def test_a_job_whose_schedule_costs_too_much_is_quarantined_and_a_canary_keeps_firing(
+    stack: Stack, clock: Clock
+) -> None:
+    """No noisy neighbour (#13): stored before PUT checked it, a schedule that walks 20 days of minutes
+    to find its next fire is quarantined at the tick that meets it; every other job keeps its schedule."""
+    clock.set("2027-01-04T08:59:00Z")
+    noisy = job("noisy") | {"team": "noisy"}
+    noisy["schedule"]["blackouts"] = [{"cron": "30 9 4 1 *", "duration": "20d"}]
+    stack.register(noisy)
+    stack.register(job("canary") | {"team": "canary"})
+    for _ in range(35):
+        stack.tick()
+        clock.advance(MINUTE)
+        stack.pump()
+    canary = stack.run_list("canary/canary")
+    assert [r.run_id for r in canary] == [f"20270104T09{m:02d}00Z" for m in range(35)]
+    assert all(r.status is RunStatus.SUCCEEDED and r.lateness_ms == 0 for r in canary)
+    stored = stack.jobs.get("noisy/noisy")
+    assert stored is not None and stored.state == "PAUSED"
+    assert (stored.paused_reason or "").startswith("quarantined: ") and "candidate instants" in (
+        stored.paused_reason or ""
+    )
+    events = [e for e in stack.escalations() if e["kind"] == "job_quarantined"]
+    assert [(e["job"], e["team"]) for e in events] == [("noisy/noisy", "noisy")]
+    assert max(r.run_id for r in stack.run_list("noisy/noisy")) < "20270104T093000Z", "nothing fired in the blackout"
+
+
+def test_an_error_in_one_job_leaves_the_others_dispatched(stack: Stack, clock: Clock) -> None:
+    stack.register(job("broken") | {"team": "a"})
+    stack.register(job("fine") | {"team": "b"})
+    original = stack.dispatcher._compiled_for
+
+    def failing(stored: Any) -> Any:
+        if stored.key == "a/broken":
+            raise RuntimeError("a bug that only this job's spec triggers")
+        return original(stored)
+
+    stack.dispatcher._compiled_for = failing  # type: ignore[method-assign]
+    report = stack.tick()
+    assert report.job_errors == 1 and report.advanced == 1
+    clock.advance(MINUTE)
+    stack.pump()
+    assert [r.run_id for r in stack.run_list("b/fine")] == ["20270104T090000Z"]
+    assert stack.run_list("a/broken") == [] and stack.jobs.get("a/broken").state == "ACTIVE"  # type: ignore[union-attr]

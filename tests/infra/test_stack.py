@@ -105,6 +105,8 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         )
     [dispatcher] = [p for p in functions if p["FunctionName"] == "jobsched-dev-Dispatcher"]
     assert dispatcher["ReservedConcurrentExecutions"] >= 1
+    [api] = [p for p in functions if p["FunctionName"] == "jobsched-dev-Api"]
+    assert api["ReservedConcurrentExecutions"] == 20  # an API burst cannot starve the worker
 
 
 def test_dispatcher_and_heartbeat_tick_every_minute(dev: Template) -> None:
@@ -255,6 +257,7 @@ def test_alarms_page_the_ops_topic_with_their_thresholds(dev: Template) -> None:
         "DlqLowNotEmpty",
         "DispatcherErrors",
         "DispatcherMissedTicks",
+        "JobsQuarantined",
         "FireLatenessP99",
         "SloFastBurn",
         "SloSlowBurn",

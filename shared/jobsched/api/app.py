@@ -19,7 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from jobsched.admission import admission_errors
+from jobsched.admission import admission_errors, schedule_cost_errors
 from jobsched.api.identity import Forbidden, Membership, MembershipCache, Principal, Unauthenticated, caller_arn
 from jobsched.api.models import (
     BackfillRequest,
@@ -51,7 +51,7 @@ from jobsched.jobs import DagDeployer, pause_job, put_job, resume_job
 from jobsched.jobs import delete_job as remove_job
 from jobsched.ownership import OwnershipGuard
 from jobsched.runs import RunStatus, instant_text, job_key
-from jobsched.schedule.engine import compile_schedule
+from jobsched.schedule.engine import ScheduleTooExpensive, compile_schedule
 from jobsched.spec import CallbackTarget, JobSpec
 from jobsched.triggers import (
     BackfillProgress,
@@ -190,6 +190,10 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     def _unsupported(error: WorkflowsNotConfigured) -> Response[str]:
         return error_response(422, "unsupported", str(error), "dag")
 
+    @app.exception_handler(ScheduleTooExpensive)
+    def _too_expensive(error: ScheduleTooExpensive) -> Response[str]:
+        return error_response(422, "schedule_too_expensive", str(error), "schedule")
+
     @app.exception_handler(BackfillTooLarge)
     def _too_large(error: BackfillTooLarge) -> Response[str]:
         return error_response(422, "backfill_too_large", str(error), "to")
@@ -219,6 +223,9 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
             spec = validate_document(body)
         except SpecError as error:
             return ValidationResult(valid=False, errors=[_detail(e) for e in error.errors])
+        too_expensive = schedule_cost_errors(spec, services().clock())
+        if too_expensive:
+            return ValidationResult(valid=False, errors=[_detail(e) for e in too_expensive])
         return ValidationResult(valid=True, next_fire_times=_next_fires(spec, services().clock(), 5))
 
     # ---------------------------------------------------------------------------- jobs
@@ -238,7 +245,9 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
                 )
         document = body.model_dump(mode="json", exclude_none=True) | {"team": team, "name": name}
         spec = validate_document(document)
-        refused = admission_errors(spec, services().guard, services().egress)
+        refused = schedule_cost_errors(spec, services().clock()) or admission_errors(
+            spec, services().guard, services().egress
+        )
         if refused:
             raise SpecError(refused)
         expected = _version(if_match)

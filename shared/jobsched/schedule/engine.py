@@ -20,8 +20,9 @@ import copy
 import heapq
 import itertools
 import math
+import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from functools import cache, lru_cache
@@ -48,10 +49,44 @@ DEFAULT_HORIZON = timedelta(days=366 * 10)  # leap-day jobs fire twice in it
 # A schedule that a calendar or blackout excludes for a long time must not spin: previews and next-fire
 # look-ups give up after examining this many candidate instants.
 MAX_EXAMINED = 200_000
+# The work between two fires is bounded whatever the expression, calendar and blackouts: this many
+# candidate instants and blackout merges, then ScheduleTooExpensive (about a second of CPU at worst; a
+# minutely job under a 6-day blackout stays within it). PUT refuses what exceeds it within a year's
+# simulation; the dispatcher quarantines what slips through.
+MAX_STEPS_BETWEEN_FIRES = 10_000
+SIMULATED_SPAN = timedelta(days=366)
+SIMULATION_SECONDS = 2.0
 # An instant more than this overdue counts as missed and goes through the catch-up policy; within it,
 # a late tick simply fires it.
 LATE_GRACE = timedelta(minutes=2)
 _FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)  # far, yet room to add a jitter to it
+
+
+class ScheduleTooExpensive(Exception):
+    """Finding the next fire would examine more than the step limit: the schedule costs unbounded work."""
+
+    def __init__(self, limit: int, after: datetime) -> None:
+        super().__init__(
+            f"after {after.isoformat()} the schedule examines more than {limit} candidate instants without "
+            "firing (a long blackout or calendar exclusion over a frequent expression); shorten the blackout, "
+            "or use an expression that does not fire inside it"
+        )
+        self.limit = limit
+
+
+class _Budget:
+    """Steps spent since the last fire; reset by each fire."""
+
+    def __init__(self, limit: int, after: datetime) -> None:
+        self.limit, self.after, self.spent = limit, after, 0
+
+    def spend(self, steps: int = 1) -> None:
+        self.spent += steps
+        if self.spent > self.limit:
+            raise ScheduleTooExpensive(self.limit, self.after)
+
+    def fired(self, at: datetime) -> None:
+        self.spent, self.after = 0, at
 
 
 @dataclass(frozen=True)
@@ -90,8 +125,16 @@ class CompiledSchedule:
     count from when the schedule has no ``start_at`` (the job's creation).
     """
 
-    def __init__(self, schedule: Schedule, *, hash_key: str, anchor: datetime | None = None) -> None:
+    def __init__(
+        self,
+        schedule: Schedule,
+        *,
+        hash_key: str,
+        anchor: datetime | None = None,
+        step_limit: int = MAX_STEPS_BETWEEN_FIRES,
+    ) -> None:
         self.schedule = schedule
+        self.step_limit = step_limit
         self.hash_key = hash_key
         self.zone: ZoneInfo = get_zone(schedule.timezone)
         self.expression = parse_expression(schedule.expression)
@@ -118,18 +161,21 @@ class CompiledSchedule:
         for windows in self._blackouts:
             if windows.blackout.action == "defer":
                 # Instants deferred from a window that is still open at ``after`` fire at its end.
-                window = windows.containing(after)
+                window = windows.containing(after, _Budget(self.step_limit, after))
                 if window:
                     start = min(start, window[0] - timedelta(seconds=1))
         # Read past the limit by the jitter so the last instant's cap sees its successor: fire_at must not
         # depend on how far ahead the caller looks.
-        stream = self._raw(start, limit + self.schedule.jitter + timedelta(seconds=1))
+        budget = _Budget(self.step_limit, after)
+        stream = self._raw(start, limit + self.schedule.jitter + timedelta(seconds=1), budget)
         stream = self._apply_calendar(stream)
-        stream = self._apply_blackouts(stream)
+        stream = self._apply_blackouts(stream, budget)
         stream = self._apply_jitter(stream)
         for occurrence in stream:
             if occurrence.at > limit:
                 return
+            if occurrence.fires:
+                budget.fired(occurrence.at)
             if occurrence.at > after:
                 yield occurrence
 
@@ -162,23 +208,26 @@ class CompiledSchedule:
     def _end(self) -> datetime:
         return _as_utc(self.schedule.end_at) if self.schedule.end_at else _FAR_FUTURE
 
-    def _raw(self, after: datetime, limit: datetime) -> Iterator[Occurrence]:
+    def _raw(self, after: datetime, limit: datetime, budget: _Budget) -> Iterator[Occurrence]:
         """DST-resolved candidates in time order, before calendars and blackouts."""
         begin = after
         if self.schedule.start_at:
             begin = max(after, _as_utc(self.schedule.start_at) - timedelta(seconds=1))  # start_at is inclusive
         expression = self.expression
         if isinstance(expression, RateExpression):
-            return self._rate(expression, begin, limit)
+            return self._rate(expression, begin, limit, budget)
         if isinstance(expression, AtExpression):
             return (o for o in self._resolve(expression.wall)[1] if o.at > begin)
-        return self._cron(expression, begin, limit)
+        return self._cron(expression, begin, limit, budget)
 
-    def _rate(self, expression: RateExpression, after: datetime, limit: datetime) -> Iterator[Occurrence]:
+    def _rate(
+        self, expression: RateExpression, after: datetime, limit: datetime, budget: _Budget
+    ) -> Iterator[Occurrence]:
         assert self.anchor is not None
         step = expression.interval
         index = max(0, math.floor((after - self.anchor) / step))
         while True:
+            budget.spend()
             at = self.anchor + index * step
             if at > limit:
                 return
@@ -186,7 +235,9 @@ class CompiledSchedule:
                 yield _fire(at, local_wall(at, self.zone))
             index += 1
 
-    def _cron(self, expression: CronExpression, after: datetime, limit: datetime) -> Iterator[Occurrence]:
+    def _cron(
+        self, expression: CronExpression, after: datetime, limit: datetime, budget: _Budget
+    ) -> Iterator[Occurrence]:
         # A wall time maps to instants within a DST shift of itself; near a transition start a day
         # early so that second occurrences (fold) after ``after`` are not missed.
         margin = timedelta(days=1) if zone_changes_near(after, self.zone, timedelta(days=1)) else timedelta(0)
@@ -200,6 +251,7 @@ class CompiledSchedule:
         pending: list[tuple[datetime, int, Occurrence]] = []
         sequence = itertools.count()
         while True:
+            budget.spend()
             try:
                 wall: datetime = cursor.get_next(datetime)
             except CroniterBadDateError:
@@ -264,7 +316,7 @@ class CompiledSchedule:
                         occurrence = occurrence.skipped(reason)
             yield occurrence
 
-    def _apply_blackouts(self, stream: Iterable[Occurrence]) -> Iterator[Occurrence]:
+    def _apply_blackouts(self, stream: Iterable[Occurrence], budget: _Budget) -> Iterator[Occurrence]:
         if not self._blackouts:
             yield from stream
             return
@@ -280,7 +332,7 @@ class CompiledSchedule:
                 yield occurrence
                 continue
             for windows in self._blackouts:
-                window = windows.containing(occurrence.at)
+                window = windows.containing(occurrence.at, budget)
                 if window is None:
                     continue
                 label = windows.describe(window)
@@ -376,28 +428,34 @@ class _BlackoutWindows:
         self.blackout = blackout
         self.owner = owner
         self.starts: CompiledSchedule | None = None
+        self._last: tuple[datetime, datetime] | None = None  # instants arrive in order: most fall in it
         if blackout.cron is not None:
             spec = Schedule(expression=blackout.cron, timezone=owner.schedule.timezone)
-            self.starts = CompiledSchedule(spec, hash_key=owner.hash_key)
+            self.starts = CompiledSchedule(spec, hash_key=owner.hash_key, step_limit=owner.step_limit)
 
-    def containing(self, instant: datetime) -> tuple[datetime, datetime] | None:
+    def containing(self, instant: datetime, budget: _Budget) -> tuple[datetime, datetime] | None:
         """The (start, end) of the window, merged with overlapping ones, that holds ``instant``."""
         if self.starts is None:
             assert self.blackout.start and self.blackout.end
             start, end = _as_utc(self.blackout.start), _as_utc(self.blackout.end)
             return (start, end) if start <= instant < end else None
+        if self._last is not None and self._last[0] <= instant < self._last[1]:
+            return self._last
         assert self.blackout.duration is not None
         duration = self.blackout.duration
         starts = self.starts.fires(instant - duration)
+        budget.spend()
         first = next(starts, None)
         if first is None or first.at > instant:
             return None
         end = first.at + duration
         for following in itertools.islice(starts, self._MAX_MERGED):
+            budget.spend()
             if following.at > end:
                 break
             end = max(end, following.at + duration)
-        return first.at, end
+        self._last = (first.at, end)
+        return self._last
 
     def describe(self, window: tuple[datetime, datetime]) -> str:
         zone = self.owner.zone
@@ -477,6 +535,40 @@ def _as_utc(value: datetime | None) -> datetime:
     if value is None or value.tzinfo is None:
         raise ValueError(f"expected a timezone-aware datetime, got {value!r}")
     return value.astimezone(UTC)
+
+
+def schedule_cost_problem(
+    schedule: Schedule,
+    *,
+    hash_key: str,
+    now: datetime,
+    deadline_seconds: float = SIMULATION_SECONDS,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> str | None:
+    """Why this schedule costs too much to run (None: it does not), from a year's simulation.
+
+    The next fire is looked up from each week of the coming year and from just inside each blackout
+    window (where the walk to the next fire is longest); every look-up must stay within the step limit,
+    and all of them within ``deadline_seconds``.
+    """
+    compiled = compile_schedule(schedule, hash_key=hash_key, anchor=now)
+    end = _as_utc(now) + SIMULATED_SPAN
+    points = [_as_utc(now) + timedelta(weeks=week) for week in range(53)]
+    for windows in compiled._blackouts:
+        if windows.starts is not None:
+            # A recurring window is as long each time: its first few starts tell.
+            points += [o.at for o in itertools.islice(windows.starts.fires(_as_utc(now), until=end), 8)]
+        elif windows.blackout.start is not None:
+            points.append(_as_utc(windows.blackout.start))
+    started = monotonic()
+    try:
+        for point in sorted(points):
+            compiled.next_fires(point, 1)
+            if monotonic() - started > deadline_seconds:
+                return f"evaluating a year of this schedule takes longer than {deadline_seconds:g} s of CPU"
+    except ScheduleTooExpensive as error:
+        return str(error)
+    return None
 
 
 def compile_schedule(schedule: Schedule, *, hash_key: str, anchor: datetime | None = None) -> CompiledSchedule:
