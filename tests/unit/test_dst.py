@@ -223,3 +223,21 @@ def test_rate_is_absolute_across_dst() -> None:
         "2027-03-14 01:00 EST",
         "2027-03-14 08:00 EDT",
     ]
+
+
+def test_a_date_the_zone_skipped_entirely_has_no_run_and_the_next_date_runs_once() -> None:
+    """Samoa skipped 2011-12-30 (crossing the date line): a daily 01:00 job runs on the 29th and the 31st once each."""
+    from collections import Counter
+    from zoneinfo import ZoneInfo
+
+    from jobsched.schedule.engine import compile_schedule
+    from jobsched.spec import Schedule
+
+    apia = ZoneInfo("Pacific/Apia")
+    schedule = Schedule.model_validate({"expression": "0 1 * * *", "timezone": "Pacific/Apia"})
+    compiled = compile_schedule(schedule, hash_key="a/b", anchor=utc("2011-01-01T00:00:00Z"))
+    occurrences = list(compiled.occurrences(utc("2011-12-28T00:00:00Z"), until=utc("2012-01-01T00:00:00Z")))
+    fired = Counter(o.at.astimezone(apia).date().isoformat() for o in occurrences if o.fires)
+    assert fired == {"2011-12-28": 1, "2011-12-29": 1, "2011-12-31": 1, "2012-01-01": 1}
+    [skipped] = [o for o in occurrences if not o.fires]
+    assert skipped.reason == "2011-12-30 does not exist in Pacific/Apia (the zone skipped the whole day)"

@@ -279,6 +279,13 @@ class CompiledSchedule:
         zone = self.schedule.timezone
         if resolved.kind is WallKind.GAP:
             shifted_to = local_wall(first, self.zone)
+            before_gap = local_wall(first - timedelta(microseconds=1), self.zone)
+            if before_gap.date() < wall.date() < shifted_to.date():
+                # The zone skipped the whole date (Samoa, 2011-12-30): there is no day to run on, and shifting
+                # would run the next date twice.
+                reason = f"{wall.date()} does not exist in {zone} (the zone skipped the whole day)"
+                skipped = Occurrence(at=first, wall=wall, fires=False, fire_at=first, reason=reason, exists=False)
+                return first, [skipped]
             if self.gap_policy == "shift":
                 reason = (
                     f"{_hhmm(wall)} does not exist on {wall.date()} in {zone} (DST gap): shifted to {_hhmm(shifted_to)}"
