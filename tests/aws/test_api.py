@@ -344,11 +344,22 @@ def test_nonsense_bodies_are_4xx_never_5xx(api: ApiClient, body: Any) -> None:
 
 def test_a_team_over_its_request_rate_gets_429_and_others_do_not(stack: Stack, clock: Clock) -> None:
     api = ApiClient(stack, requests_per_minute=3)
+    payments, marketing = team_role("payments"), team_role("marketing")
     for _ in range(3):
-        assert api.call("GET", "/teams/payments/jobs").status == 200
-    limited = api.call("GET", "/teams/payments/jobs")
+        assert api.call("GET", "/teams/payments/jobs", principal=payments).status == 200
+    limited = api.call("GET", "/teams/payments/jobs", principal=payments)
     assert_error(limited, 429, "throttled")
     assert int(limited.headers["Retry-After"]) == 60 - clock().second
-    assert api.call("GET", "/teams/marketing/jobs").status == 200
+    assert api.call("GET", "/teams/marketing/jobs", principal=marketing).status == 200
     clock.advance(timedelta(minutes=1))
-    assert api.call("GET", "/teams/payments/jobs").status == 200
+    assert api.call("GET", "/teams/payments/jobs", principal=payments).status == 200
+
+
+def test_every_authenticated_request_counts_toward_its_callers_rate(stack: Stack, clock: Clock) -> None:
+    """/validate needs no team, but it is counted per caller (#13): one caller cannot burn the API."""
+    api = ApiClient(stack, requests_per_minute=3)
+    body = {"name": "x", "team": "t", "target": {"type": "callback"}}
+    for _ in range(3):
+        assert api.call("POST", "/validate", body, principal=team_role("busy")).status == 200
+    assert_error(api.call("POST", "/validate", body, principal=team_role("busy")), 429, "throttled")
+    assert api.call("POST", "/validate", body, principal=team_role("calm")).status == 200

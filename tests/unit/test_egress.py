@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
+import urllib3
 
 from jobsched.aws.notify import ChannelRefused, Notifier
 from jobsched.aws.targets import RunContext, TargetExecutor
@@ -235,3 +236,48 @@ def test_a_host_that_does_not_resolve_is_a_retryable_connection_error() -> None:
         HttpTarget(type="http", url="https://gone.example/"), RunContext("a/job", "a", "r1", 1, "t", "c")
     )
     assert result.outcome == "failed" and result.retryable and "cannot resolve gone.example" in (result.error or "")
+
+
+def test_an_http_attempt_with_its_quick_retries_stays_within_its_timeout() -> None:
+    """One attempt (#13): three tries of a never-answering endpoint used to take 3 x the timeout, past the worker's
+    15 minutes; the timeout now bounds the whole attempt."""
+    now = [0.0]
+    timeouts: list[float] = []
+
+    class Hanging:
+        def request(self, method: str, url: str, *, timeout: Any, **_: Any) -> Any:
+            timeouts.append(timeout.total)
+            now[0] += timeout.total  # hangs until its timeout
+            raise urllib3.exceptions.ReadTimeoutError(None, url, "hung")  # type: ignore[arg-type]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    executor = TargetExecutor(guard=_owned_everything(), http=Hanging(), sleep=sleep, monotonic=lambda: now[0])
+    target = HttpTarget(type="http", url="https://hung.example/", timeout="14m")
+    result = executor.execute(target, RunContext("a/job", "a", "r1", 1, "t", "c"))
+    assert result.outcome == "failed" and result.retryable and "ReadTimeoutError" in (result.error or "")
+    assert now[0] <= 14 * 60 and timeouts == [14 * 60], "one try used the whole attempt: no retry past it"
+
+
+def test_quick_retries_share_the_attempts_timeout() -> None:
+    now = [0.0]
+    timeouts: list[float] = []
+
+    class Refusing:
+        def request(self, method: str, url: str, *, timeout: Any, **_: Any) -> Any:
+            timeouts.append(timeout.total)
+            now[0] += 0.1
+            raise urllib3.exceptions.NewConnectionError(None, "refused")  # type: ignore[arg-type]
+
+    executor = TargetExecutor(
+        guard=_owned_everything(),
+        http=Refusing(),
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+        monotonic=lambda: now[0],
+    )
+    result = executor.execute(
+        HttpTarget(type="http", url="https://down.example/", timeout="30s"), RunContext("a/job", "a", "r1", 1, "t", "c")
+    )
+    assert result.outcome == "failed" and len(timeouts) == 3
+    assert timeouts[0] == 30 and timeouts[1] == pytest.approx(30 - 0.1 - 2) and sum(timeouts) < 90

@@ -486,11 +486,19 @@ class JobsStore:
 
     def count_request(self, team: str, *, now: datetime, limit: int) -> bool:
         """Count one API request in the team's current minute; False once ``limit`` is reached."""
+        return self._count(f"{JobsKeys.TEAM_PREFIX}{team}", now=now, limit=limit)
+
+    def count_principal_request(self, principal: str, *, now: datetime, limit: int) -> bool:
+        """Count one authenticated request of this caller in its current minute (team routes or not)."""
+        digest = hashlib.sha256(principal.encode()).hexdigest()[:32]
+        return self._count(f"{JobsKeys.PRINCIPAL_PREFIX}{digest}", now=now, limit=limit)
+
+    def _count(self, partition: str, *, now: datetime, limit: int) -> bool:
         window = now.strftime("%Y-%m-%dT%H:%M")
         return update_if(
             self.db,
             TableName=self.table,
-            Key=self._key(f"{JobsKeys.TEAM_PREFIX}{team}", f"{JobsKeys.RATE_PREFIX}{window}"),
+            Key=self._key(partition, f"{JobsKeys.RATE_PREFIX}{window}"),
             UpdateExpression="ADD requests :one SET expires_at = if_not_exists(expires_at, :expires)",
             ConditionExpression="attribute_not_exists(requests) OR requests < :limit",
             ExpressionAttributeValues=to_values({":one": 1, ":limit": limit, ":expires": int(now.timestamp()) + 3600}),

@@ -30,6 +30,7 @@ from jobsched.spec import (
 
 Outcome = Literal["succeeded", "failed", "pending"]
 HTTP_RETRIES_WITHIN_ATTEMPT = 2  # quick retries of 5xx/connection errors before the attempt fails
+MIN_REQUEST_SECONDS = 1.0  # a retry needs at least this much of the attempt's timeout left
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,10 @@ class TargetExecutor:
         secret_resolver: SecretResolver | None = None,
         http: Any | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.guard = guard
+        self.monotonic = monotonic
         self.sessions = sessions or TeamSessions(None)
         self.lambda_invoker = lambda_invoker
         self.secret_resolver = secret_resolver or SessionSecretResolver(self.sessions)
@@ -261,11 +264,16 @@ class TargetExecutor:
             return TargetResult("failed", error=f"cannot resolve a secret header: {type(error).__name__}")
         payload = _payload(target.payload, context)
         body = None if target.method == "GET" else json.dumps(payload).encode()
-        seconds = target.timeout.total_seconds()
+        # The timeout bounds the whole attempt, quick retries included: the worker (15 minutes) must outlive it.
+        deadline = self.monotonic() + target.timeout.total_seconds()
         last_error = ""
         for attempt in range(HTTP_RETRIES_WITHIN_ATTEMPT + 1):
             if attempt:
-                self.sleep(min(2.0**attempt, 5.0))
+                pause = min(2.0**attempt, 5.0)
+                if deadline - self.monotonic() <= pause + MIN_REQUEST_SECONDS:
+                    break  # no time left for another try within this attempt
+                self.sleep(pause)
+            seconds = deadline - self.monotonic()
             try:
                 response = self.http.request(
                     target.method,
