@@ -22,6 +22,7 @@ from pydantic import JsonValue
 from jobsched.aws.jobs_store import JobNotFound, JobsStore
 from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import Run, RunsStore
+from jobsched.names import JobsKeys
 from jobsched.runs import (
     TERMINAL,
     RunMessage,
@@ -38,6 +39,15 @@ MAX_IN_FLIGHT = 100
 
 class BackfillTooLarge(ValueError):
     pass
+
+
+class BackfillLimit(Exception):
+    """Too many backfills running: one per job, ``MAX_TEAM_BACKFILLS`` per team (#13: no team floods the queues)."""
+
+
+MAX_TEAM_BACKFILLS = 5
+BACKFILL_SLOTS = "BACKFILLS"  # slot item (sk) on the job's and on the team's partition
+BACKFILL_LEASE = timedelta(days=1)  # renewed at every step; an abandoned backfill frees its slots after this
 
 
 class NoSchedule(ValueError):
@@ -125,6 +135,7 @@ def start_backfill(
     if len(instants) > MAX_BACKFILL_INSTANTS:
         raise BackfillTooLarge(f"the range holds more than {MAX_BACKFILL_INSTANTS} instants; split it")
     backfill_id = f"{instant_text(now)}-{uuid.uuid4().hex[:8]}"
+    _take_backfill_slots(jobs, job, stored.spec.team, backfill_id, now=now)
     jobs.put_backfill(
         job,
         backfill_id,
@@ -163,6 +174,7 @@ def advance_backfill(
         return get_backfill(jobs, job, backfill_id)
     if stored is None or stored.spec.schedule is None:
         jobs.update_backfill(job, backfill_id, item, {"state": "DONE"}, cursor=None, due_at=None)
+        _release_backfill_slots(jobs, job, job.split("/", 1)[0], backfill_id)
         return get_backfill(jobs, job, backfill_id)
     finished: dict[str, int] = dict(item.get("finished") or {})
     still: list[str] = []
@@ -204,7 +216,31 @@ def advance_backfill(
         "state": "DONE" if done else "RUNNING",
     }
     jobs.update_backfill(job, backfill_id, item, changes, cursor=cursor, due_at=None if done else now)
+    if done:
+        _release_backfill_slots(jobs, job, stored.spec.team, backfill_id)
+    else:
+        _take_backfill_slots(jobs, job, stored.spec.team, backfill_id, now=now)  # renews the leases
     return get_backfill(jobs, job, backfill_id)
+
+
+def _take_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str, *, now: datetime) -> None:
+    holder = f"{job}#{backfill_id}"
+    lease = now + BACKFILL_LEASE
+    if not jobs.acquire_slot(job, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=1, now=now).acquired:
+        raise BackfillLimit(f"{job} already has a backfill running; wait for it or let it finish")
+    team_slots = f"{JobsKeys.TEAM_PREFIX}{team}"
+    acquired = jobs.acquire_slot(
+        team_slots, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=MAX_TEAM_BACKFILLS, now=now
+    ).acquired
+    if not acquired:
+        jobs.release_slot(job, BACKFILL_SLOTS, holder=holder)
+        raise BackfillLimit(f"team {team} already has {MAX_TEAM_BACKFILLS} backfills running")
+
+
+def _release_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str) -> None:
+    holder = f"{job}#{backfill_id}"
+    jobs.release_slot(f"{JobsKeys.TEAM_PREFIX}{team}", BACKFILL_SLOTS, holder=holder)
+    jobs.release_slot(job, BACKFILL_SLOTS, holder=holder)
 
 
 def _progress(job: str, backfill_id: str, item: dict[str, Any]) -> BackfillProgress:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from jobsched.runs import RunStatus
-from jobsched.triggers import BackfillTooLarge, get_backfill, start_backfill, trigger_run
+from jobsched.triggers import BackfillLimit, BackfillTooLarge, get_backfill, start_backfill, trigger_run
 from tests.aws.harness import Clock, Stack, at
 
 
@@ -108,3 +110,48 @@ def test_backfill_refuses_an_unbounded_range(stack: Stack, clock: Clock) -> None
         raise AssertionError("a year of minutes was accepted")
     except BackfillTooLarge as error:
         assert "more than 10000 instants" in str(error)
+
+
+def test_backfills_are_capped_per_job_and_per_team(stack: Stack, clock: Clock) -> None:
+    """No team floods the work queues with backfills (#13): one running per job, five per team."""
+    clock.set("2027-01-04T12:30:00Z")
+    for index in range(7):
+        stack.register(
+            {
+                "name": f"r{index}",
+                "team": "ops",
+                "schedule": {"expression": "0 * * * *"},
+                "target": {"type": "lambda", "function": "echo"},
+            }
+        )
+    stack.register(
+        {"name": "other", "team": "billing", "schedule": {"expression": "0 * * * *"}, "target": {"type": "callback"}}
+    )
+
+    def backfill(job: str) -> str:
+        return start_backfill(
+            stack.jobs,
+            job,
+            start=at("2027-01-04T06:00:00Z"),
+            end=at("2027-01-04T08:00:00Z"),
+            max_in_flight=1,
+            now=clock(),
+            principal="alice",
+        ).backfill_id
+
+    first = backfill("ops/r0")
+    with pytest.raises(BackfillLimit, match="ops/r0 already has a backfill running"):
+        backfill("ops/r0")
+    for index in range(1, 5):
+        backfill(f"ops/r{index}")
+    with pytest.raises(BackfillLimit, match="team ops already has 5 backfills running"):
+        backfill("ops/r5")
+    assert stack.jobs.slot_holders("ops/r5", "BACKFILLS") == {}, "the job's slot was given back"
+    backfill("billing/other")  # another team is not held by ops's backfills
+
+    for _ in range(10):  # the first backfill runs to its end (each run succeeds)
+        stack.tick()
+        stack.pump()
+        clock.advance(timedelta(minutes=1))
+    assert get_backfill(stack.jobs, "ops/r0", first).state == "DONE"
+    backfill("ops/r5")  # its slots are free again

@@ -54,6 +54,7 @@ from jobsched.runs import RunStatus, instant_text, job_key
 from jobsched.schedule.engine import ScheduleTooExpensive, compile_schedule
 from jobsched.spec import CallbackTarget, JobSpec
 from jobsched.triggers import (
+    BackfillLimit,
     BackfillProgress,
     BackfillTooLarge,
     NoSchedule,
@@ -200,6 +201,10 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     @app.exception_handler(ScheduleTooExpensive)
     def _too_expensive(error: ScheduleTooExpensive) -> Response[str]:
         return error_response(422, "schedule_too_expensive", str(error), "schedule")
+
+    @app.exception_handler(BackfillLimit)
+    def _backfill_limit(error: BackfillLimit) -> Response[str]:
+        return error_response(429, "backfill_limit", str(error))
 
     @app.exception_handler(BackfillTooLarge)
     def _too_large(error: BackfillTooLarge) -> Response[str]:
