@@ -37,6 +37,17 @@ def admission_errors(spec: JobSpec, guard: OwnershipGuard | None, egress: Addres
     return errors
 
 
+def priority_errors(spec: JobSpec, granted: tuple[str, ...]) -> list[FieldError]:
+    """Priority classes are the platform's to grant: a team picking "high" for itself would starve the others."""
+    if spec.priority in granted:
+        return []
+    message = (
+        f"team {spec.team} may use priority {', '.join(granted)}; "
+        f"'{spec.priority}' is granted by a platform admin (membership \"priorities\")"
+    )
+    return [FieldError("priority", "priority_not_granted", message)]
+
+
 def schedule_cost_errors(spec: JobSpec, now: datetime) -> list[FieldError]:
     """A schedule whose next fire costs unbounded work would stall the dispatcher for every team."""
     if spec.schedule is None:

@@ -37,3 +37,28 @@ def test_validate_refuses_it_too_and_answers_a_hostile_owner_in_milliseconds(api
     answer = api.call("POST", "/validate", hostile).body
     assert answer["valid"] is False and answer["errors"][0]["field"] == "owner"
     assert time.perf_counter() - started < 0.5, "linear-time validation (the regex took 2.3 s)"
+
+
+def test_high_priority_is_granted_by_the_platform_not_chosen_by_a_team(stack: Stack) -> None:
+    from jobsched.api.identity import Membership
+    from tests.aws.api_client import ACCOUNT, ADMIN
+
+    api = ApiClient(stack)
+    body = {"priority": "high", "target": {"type": "callback"}}
+    refused = api.call("PUT", "/teams/eager/jobs/first", body, principal=team_role("eager"))
+    assert refused.status == 422 and refused.body["error"]["field"] == "priority"
+    assert refused.body["error"]["errors"][0]["code"] == "priority_not_granted"
+    assert (
+        api.call("PUT", "/teams/eager/jobs/first", body | {"priority": "low"}, principal=team_role("eager")).status
+        == 201
+    )
+
+    api.services.membership = Membership.from_config(
+        {
+            "admins": [ADMIN],
+            "team_patterns": [f"arn:aws:iam::{ACCOUNT}:role/team-{{team}}"],
+            "priorities": {"payments": ["high", "normal", "low"]},
+        }
+    )
+    assert api.call("PUT", "/teams/payments/jobs/ledger", body, principal=team_role("payments")).status == 201
+    assert api.call("PUT", "/teams/eager/jobs/second", body, principal=team_role("eager")).status == 422

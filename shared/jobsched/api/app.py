@@ -19,7 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from jobsched.admission import admission_errors, schedule_cost_errors
+from jobsched.admission import admission_errors, priority_errors, schedule_cost_errors
 from jobsched.api.identity import Forbidden, Membership, MembershipCache, Principal, Unauthenticated, caller_arn
 from jobsched.api.models import (
     BackfillRequest,
@@ -257,8 +257,10 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
                 )
         document = body.model_dump(mode="json", exclude_none=True) | {"team": team, "name": name}
         spec = validate_document(document)
-        refused = schedule_cost_errors(spec, services().clock()) or admission_errors(
-            spec, services().guard, services().egress
+        refused = (
+            priority_errors(spec, services().membership.priorities_for(team))
+            or schedule_cost_errors(spec, services().clock())
+            or admission_errors(spec, services().guard, services().egress)
         )
         if refused:
             raise SpecError(refused)

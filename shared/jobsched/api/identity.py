@@ -45,6 +45,7 @@ MEMBERSHIP_PARAMETER_ENV = "JOBSCHED_MEMBERSHIP_PARAMETER"
 LOCAL_GATEWAY_ENV = "JOBSCHED_LOCAL_GATEWAY"
 PRINCIPAL_HEADER = "x-jobsched-principal"
 MEMBERSHIP_TTL_SECONDS = 60.0
+DEFAULT_PRIORITIES = ("normal", "low")
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/(.+)$")
 _ROLE = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/(?:.*/)?([^/]+)$")
 log = logging.getLogger(__name__)
@@ -80,6 +81,8 @@ class Membership:
     teams: dict[str, tuple[str, ...]] = field(default_factory=dict)
     team_patterns: tuple[str, ...] = ()
     team_tag: str | None = None  # e.g. "jobsched-team": the caller's role tag names its team
+    # Priority classes each team may use; others get DEFAULT_PRIORITIES ("high" is the platform's to grant).
+    priorities: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Membership:
@@ -88,7 +91,11 @@ class Membership:
             teams={team: tuple(patterns) for team, patterns in config.get("teams", {}).items()},
             team_patterns=tuple(config.get("team_patterns", [])),
             team_tag=config.get("team_tag") or None,
+            priorities={team: tuple(granted) for team, granted in config.get("priorities", {}).items()},
         )
+
+    def priorities_for(self, team: str) -> tuple[str, ...]:
+        return self.priorities.get(team, DEFAULT_PRIORITIES)
 
     @classmethod
     def from_env(cls) -> Membership:
@@ -166,6 +173,9 @@ class MembershipCache:
 
     def principal(self, arn: str) -> Principal:
         return self.current().principal(arn, self._role_tags if self.role_tags_source else None)
+
+    def priorities_for(self, team: str) -> tuple[str, ...]:
+        return self.current().priorities_for(team)
 
     def _role_tags(self, role: str) -> dict[str, str]:
         assert self.role_tags_source is not None
