@@ -36,6 +36,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
+from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from jobsched.api.identity import MEMBERSHIP_PARAMETER_ENV
@@ -75,6 +76,8 @@ class StageConfig:
     lateness_p99_threshold_seconds: float = 5.0
     egress_allow: tuple[str, ...] = ()  # hosts or CIDRs outbound HTTP may reach despite the deny-list
     api_reserved_concurrency: int = 20  # a burst of API calls cannot take the concurrency runs need
+    waf: bool = False  # a web ACL on the API (rate per source IP, body size); on by default in prod
+    waf_rate_per_5_minutes: int = 3000
 
     @classmethod
     def from_context(cls, scope: Construct) -> StageConfig:
@@ -90,6 +93,7 @@ class StageConfig:
             membership=_membership_context(node.try_get_context("membership")),
             egress_allow=_list_context(node.try_get_context("egress_allow")),
             api_reserved_concurrency=int(node.try_get_context("api_reserved_concurrency") or 20),
+            waf=prod if node.try_get_context("waf") is None else str(node.try_get_context("waf")).lower() == "true",
         )
 
 
@@ -628,7 +632,61 @@ class Api(Construct):
             throttle=apigw.ThrottleSettings(rate_limit=config.api_rate_limit, burst_limit=config.api_burst_limit),
             api_stages=[apigw.UsagePlanPerApiStage(api=self.rest_api, stage=self.rest_api.deployment_stage)],
         )
+        if config.waf:
+            self.web_acl = _web_acl(self, config)
+            wafv2.CfnWebACLAssociation(
+                self,
+                "WebAclAssociation",
+                resource_arn=self.rest_api.deployment_stage.stage_arn,
+                web_acl_arn=self.web_acl.attr_arn,
+            )
         CfnOutput(self, "ApiUrl", value=self.rest_api.url)
+
+
+def _web_acl(scope: Construct, config: StageConfig) -> wafv2.CfnWebACL:
+    """Rate per source IP and a body size cap in front of the API: a flood is refused before it costs a
+    Lambda invocation (the handler's own limits count per caller and per team behind it)."""
+
+    def rule(name: str, priority: int, statement: dict[str, Any]) -> wafv2.CfnWebACL.RuleProperty:
+        return wafv2.CfnWebACL.RuleProperty(
+            name=name,
+            priority=priority,
+            action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+            statement=statement,
+            visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
+                cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True
+            ),
+        )
+
+    return wafv2.CfnWebACL(
+        scope,
+        "WebAcl",
+        name=_name(config, "api-acl"),
+        scope="REGIONAL",
+        default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
+        visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
+            cloud_watch_metrics_enabled=True, metric_name=_name(config, "api-acl"), sampled_requests_enabled=True
+        ),
+        rules=[
+            rule(
+                "RatePerSourceIp",
+                0,
+                {"rateBasedStatement": {"limit": config.waf_rate_per_5_minutes, "aggregateKeyType": "IP"}},
+            ),
+            rule(
+                "BodyOver256KB",
+                1,
+                {
+                    "sizeConstraintStatement": {
+                        "fieldToMatch": {"body": {"oversizeHandling": "MATCH"}},
+                        "comparisonOperator": "GT",
+                        "size": 256 * 1024,
+                        "textTransformations": [{"priority": 0, "type": "NONE"}],
+                    }
+                },
+            ),
+        ],
+    )
 
 
 def _team_wall(config: StageConfig) -> iam.PolicyDocument:
@@ -882,8 +940,8 @@ def _acknowledge(stack: JobschedStack) -> None:
     rules: dict[str, str] = {
         "AwsSolutions-APIG2": "Bodies are validated against the OpenAPI models in the handler (field-level errors); "
         "gateway request-parameter validation is on",
-        "AwsSolutions-APIG3": "WAF is a per-organisation choice; the API is IAM-authorized, throttled per stage "
-        "by API Gateway, and member routes are counted per team in the handler",
+        "AwsSolutions-APIG3": "WAF is on in prod (rate per source IP, body size; -c waf=true elsewhere); the API is "
+        "IAM-authorized, throttled per stage, and counted per caller and per team in the handler",
         "AwsSolutions-COG4": "The API uses IAM (SigV4) authorization, not Cognito",
         "AwsSolutions-SQS3": "These queues are themselves dead-letter queues",
         "AwsSolutions-L1": "Python 3.13 is pinned: the asset's dependencies are built for it",

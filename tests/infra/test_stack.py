@@ -342,3 +342,14 @@ def test_the_callback_signing_secret_rotates_monthly(dev: Template) -> None:
     [schedule] = resources(dev[0], "AWS::SecretsManager::RotationSchedule").values()
     assert schedule["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
     assert schedule["RotationLambdaARN"]["Fn::GetAtt"][0].startswith("FunctionsRotation")
+
+
+def test_prod_puts_a_web_acl_in_front_of_the_api(dev: Template, prod: Template) -> None:
+    assert resources(dev[0], "AWS::WAFv2::WebACL") == {}  # non-prod: off unless -c waf=true
+    [acl] = resources(prod[0], "AWS::WAFv2::WebACL").values()
+    rules = {rule["Name"]: rule for rule in acl["Rules"]}
+    assert rules["RatePerSourceIp"]["Statement"]["RateBasedStatement"]["Limit"] == 3000
+    assert rules["BodyOver256KB"]["Statement"]["SizeConstraintStatement"]["Size"] == 256 * 1024
+    assert all("Block" in rule["Action"] for rule in rules.values())
+    [association] = resources(prod[0], "AWS::WAFv2::WebACLAssociation").values()
+    assert association["WebACLArn"]["Fn::GetAtt"][1] == "Arn"
