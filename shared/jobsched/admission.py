@@ -27,11 +27,12 @@ def admission_errors(spec: JobSpec, guard: OwnershipGuard | None, egress: Addres
     if egress is not None:
         for field, url in _urls(spec):
             try:
-                address = parse_url(url).literal_address
+                parsed = parse_url(url)
             except UrlRefused as error:
                 errors.append(FieldError(field, error.code, str(error)))
                 continue
-            reason = egress.refusal(parse_url(url).host, address) if address is not None else None
+            address = parsed.literal_address
+            reason = egress.refusal(parsed.host, address) if address is not None else None
             if reason is not None:
                 errors.append(FieldError(field, "address_not_allowed", f"'{url}': {reason}; use a public address"))
     return errors

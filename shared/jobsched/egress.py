@@ -20,11 +20,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import urllib3
 from urllib3.exceptions import LocationParseError
+
+from jobsched.names import LOCAL_STAGE
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 METADATA_ADDRESSES = frozenset(
@@ -114,7 +116,7 @@ class AddressPolicy:
     allowed_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
     @classmethod
-    def for_stage(cls, stage: str, allow: Iterable[str] = (), *, local: bool) -> AddressPolicy:
+    def for_stage(cls, stage: str, allow: Iterable[str] = ()) -> AddressPolicy:
         hosts: set[str] = set()
         networks = []
         for item in allow:
@@ -122,7 +124,9 @@ class AddressPolicy:
                 networks.append(ipaddress.ip_network(item, strict=False))
             except ValueError:
                 hosts.add(item.lower())
-        return cls(allow_loopback=local, allowed_hosts=frozenset(hosts), allowed_networks=tuple(networks))
+        return cls(
+            allow_loopback=stage == LOCAL_STAGE, allowed_hosts=frozenset(hosts), allowed_networks=tuple(networks)
+        )
 
     def refusal(self, host: str, address: IpAddress) -> str | None:
         """Why ``host`` at ``address`` may not be reached (None: it may)."""
@@ -161,7 +165,6 @@ class GuardedHttp:
     policy: AddressPolicy
     resolver: Resolver = system_resolver
     ca_certs: str | None = None
-    _pool_options: dict[str, Any] = field(default_factory=dict)
 
     def request(
         self,

@@ -73,6 +73,10 @@ class ResourceRef:
             return name.rsplit(":", 1)[-1]
         return name
 
+    def is_reserved(self, prefixes: tuple[str, ...]) -> bool:
+        """One of jobsched's own resources, by name (whatever its tags say)."""
+        return self.short_name.startswith(prefixes) or self.name.startswith(prefixes)
+
 
 class NotOwned(Exception):
     """A run (or a job being stored) names a resource its team may not use. Never retried."""
@@ -126,7 +130,7 @@ def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
 
 def refusal(resource: ResourceRef, team: str, tags: dict[str, str] | None, reserved: tuple[str, ...]) -> str | None:
     """Why ``team`` may not use ``resource`` (None: it may). Pure: the rule, stated once."""
-    if resource.short_name.startswith(reserved) or resource.name.startswith(reserved):
+    if resource.is_reserved(reserved):
         return "is one of jobsched's own resources"
     if tags is None:
         return "does not exist or is not visible"
@@ -165,15 +169,13 @@ class OwnershipGuard:
         """At registration: refuse what is visibly ours or another team's; a resource that does not exist
         yet is accepted (the run checks again before every use)."""
         tags = self._tags(team, resource)
-        if tags is None and not (
-            resource.short_name.startswith(self.reserved) or resource.name.startswith(self.reserved)
-        ):
+        if tags is None and not resource.is_reserved(self.reserved):
             return None
         reason = refusal(resource, team, tags, self.reserved)
         return NotOwned(resource, team, reason) if reason is not None else None
 
     def _tags(self, team: str, resource: ResourceRef) -> dict[str, str] | None:
-        if resource.short_name.startswith(self.reserved) or resource.name.startswith(self.reserved):
+        if resource.is_reserved(self.reserved):
             return None  # never read: the name alone decides
         key = (team, resource.kind, resource.name)
         now = self.monotonic()

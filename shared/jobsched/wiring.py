@@ -20,7 +20,7 @@ from jobsched.escalation import Links
 from jobsched.escalator import Escalator
 from jobsched.heartbeat import HeartbeatChecker
 from jobsched.jobs import DagDeployer
-from jobsched.names import LOCAL_STAGE, Settings, reserved_prefixes
+from jobsched.names import Settings, reserved_prefixes
 from jobsched.ownership import OwnershipGuard
 from jobsched.tz import UTC
 from jobsched.worker import Worker
@@ -41,7 +41,7 @@ def build_guard(settings: Settings) -> OwnershipGuard:
 
 
 def egress_policy(settings: Settings) -> AddressPolicy:
-    return AddressPolicy.for_stage(settings.stage, settings.egress_allow, local=settings.stage == LOCAL_STAGE)
+    return AddressPolicy.for_stage(settings.stage, settings.egress_allow)
 
 
 def build_targets(settings: Settings, *, lambda_invoker: LambdaInvoker | None = None) -> TargetExecutor:

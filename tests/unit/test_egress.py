@@ -23,7 +23,7 @@ from jobsched.ownership import OwnershipGuard, ResourceRef
 from jobsched.spec import HttpTarget
 
 DEPLOYED = AddressPolicy()
-LOCAL = AddressPolicy.for_stage("local", (), local=True)
+LOCAL = AddressPolicy.for_stage("local")
 
 REFUSED_EVERYWHERE = ["169.254.169.254", "169.254.170.2", "169.254.1.1", "fe80::1", "fd00:ec2::254", "0.0.0.0", "::"]
 REFUSED_DEPLOYED = [
@@ -64,7 +64,7 @@ def test_public_addresses_are_reachable(address: str) -> None:
 
 @pytest.mark.parametrize("address", REFUSED_EVERYWHERE)
 def test_link_local_and_metadata_are_refused_even_locally_and_even_when_allowed(address: str) -> None:
-    allowing = AddressPolicy.for_stage("prod", ["169.254.0.0/16", "fe80::/10", "0.0.0.0/0", "::/0"], local=True)
+    allowing = AddressPolicy.for_stage("local", ["169.254.0.0/16", "fe80::/10", "0.0.0.0/0", "::/0"])
     assert LOCAL.refusal("h", ipaddress.ip_address(address)) is not None
     assert allowing.refusal("h", ipaddress.ip_address(address)) is not None
 
@@ -76,7 +76,7 @@ def test_the_local_stage_reaches_loopback_only() -> None:
 
 
 def test_the_platform_may_allow_hosts_and_networks() -> None:
-    policy = AddressPolicy.for_stage("prod", ["10.20.0.0/16", "partner.internal"], local=False)
+    policy = AddressPolicy.for_stage("prod", ["10.20.0.0/16", "partner.internal"])
     assert policy.refusal("anything", ipaddress.ip_address("10.20.3.4")) is None
     assert policy.refusal("anything", ipaddress.ip_address("10.21.3.4")) is not None
     assert policy.refusal("partner.internal", ipaddress.ip_address("192.168.7.7")) is None
@@ -166,7 +166,7 @@ def test_a_rebinding_resolver_reaches_only_the_address_that_was_checked(
         calls.append(host)
         return next(answers)
 
-    policy = AddressPolicy.for_stage("prod", ["127.0.0.1/32"], local=False)  # 127.0.0.2 is refused
+    policy = AddressPolicy.for_stage("prod", ["127.0.0.1/32"])  # 127.0.0.2 is refused
     response = GuardedHttp(policy, resolver=rebinding).request("POST", f"http://rebind.example:{port}/x", body=b"{}")
     assert response.status == 200 and calls == ["rebind.example"], "resolved once, connected to the checked address"
     assert seen[-1]["Host"] == f"rebind.example:{port}"

@@ -121,8 +121,8 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         """The caller, counted toward its own rate on every authenticated route (team routes count per
         team too), so /validate and the like cannot be used to burn the API's capacity."""
         event = app.current_event
-        caller = services().membership.principal(caller_arn(event.raw_event, dict(event.headers or {})))
         s = services()
+        caller = s.membership.principal(caller_arn(event.raw_event, dict(event.headers or {})))
         now = s.clock()
         if not s.jobs.count_principal_request(caller.arn, now=now, limit=s.requests_per_minute):
             raise Throttled(60 - now.second)

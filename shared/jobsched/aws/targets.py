@@ -72,6 +72,11 @@ class TargetResult:
     retryable: bool = True
 
 
+def _not_allowed(refused: Exception) -> TargetResult:
+    """The team may not use this resource or address: nothing was called, and retrying cannot help."""
+    return TargetResult("failed", error=f"not allowed: {refused}", retryable=False)
+
+
 def _client_error(error: ClientError) -> str:
     detail = error.response.get("Error", {})
     return f"{detail.get('Code', 'ClientError')}: {detail.get('Message', '')}"
@@ -139,7 +144,7 @@ class TargetExecutor:
             for resource in target_resources(target):
                 self.guard.check(resource, context.team)
         except NotOwned as refused:
-            return TargetResult("failed", error=f"not allowed: {refused}", retryable=False)
+            return _not_allowed(refused)
         except ClientError as error:
             return TargetResult("failed", error=f"cannot read the target's tags: {_client_error(error)}")
         try:
@@ -255,7 +260,7 @@ class TargetExecutor:
         try:
             self.http_policy_check(target.url)
         except (UrlRefused, EgressRefused) as refused:
-            return TargetResult("failed", error=f"not allowed: {refused}", retryable=False)
+            return _not_allowed(refused)
         except urllib3.exceptions.HTTPError as error:
             return TargetResult("failed", error=f"connection error: {error}")
         try:
@@ -285,7 +290,7 @@ class TargetExecutor:
                     redirect=False,
                 )
             except (UrlRefused, EgressRefused) as refused:
-                return TargetResult("failed", error=f"not allowed: {refused}", retryable=False)
+                return _not_allowed(refused)
             except urllib3.exceptions.HTTPError as error:
                 last_error = f"connection error: {type(error).__name__}"
                 continue
