@@ -131,8 +131,9 @@ class Dispatcher:
         self._wake_retries(now, report)
         for entry in backfills:
             assert entry.backfill_id is not None
-            advance_backfill(self.jobs, self.runs, self.queues, entry.job, entry.backfill_id, now=now)
-            report.backfills_advanced += 1
+            step = partial(advance_backfill, self.jobs, self.runs, self.queues, entry.job, entry.backfill_id, now=now)
+            if self._isolated(entry.job, now, report, step) is not None:  # one backfill's error stops no other
+                report.backfills_advanced += 1
         return report
 
     def _isolated(self, job: str, now: datetime, report: TickReport, work: Callable[[], _T]) -> _T | None:

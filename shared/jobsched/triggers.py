@@ -219,7 +219,7 @@ def advance_backfill(
     if done:
         _release_backfill_slots(jobs, job, stored.spec.team, backfill_id)
     else:
-        _take_backfill_slots(jobs, job, stored.spec.team, backfill_id, now=now)  # renews the leases
+        _renew_backfill_slots(jobs, job, stored.spec.team, backfill_id, now=now)
     return get_backfill(jobs, job, backfill_id)
 
 
@@ -235,6 +235,16 @@ def _take_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str,
     if not acquired:
         jobs.release_slot(job, BACKFILL_SLOTS, holder=holder)
         raise BackfillLimit(f"team {team} already has {MAX_TEAM_BACKFILLS} backfills running")
+
+
+def _renew_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str, *, now: datetime) -> None:
+    """Extend the running backfill's leases. Never refuses: it holds its slots already (a lease lost to
+    eviction after a day without steps is simply not taken back), and a refusal here would stop the tick."""
+    holder = f"{job}#{backfill_id}"
+    lease = now + BACKFILL_LEASE
+    jobs.acquire_slot(job, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=1, now=now)
+    team_slots = f"{JobsKeys.TEAM_PREFIX}{team}"
+    jobs.acquire_slot(team_slots, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=MAX_TEAM_BACKFILLS, now=now)
 
 
 def _release_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str) -> None:

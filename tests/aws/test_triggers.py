@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -155,3 +156,35 @@ def test_backfills_are_capped_per_job_and_per_team(stack: Stack, clock: Clock) -
         clock.advance(timedelta(minutes=1))
     assert get_backfill(stack.jobs, "ops/r0", first).state == "DONE"
     backfill("ops/r5")  # its slots are free again
+
+
+def test_an_error_in_one_backfill_leaves_the_others_advancing(stack: Stack, clock: Clock) -> None:
+    clock.set("2027-01-04T12:30:00Z")
+    for name in ("broken", "fine"):
+        stack.register(
+            {"name": name, "team": "ops", "schedule": {"expression": "0 * * * *"}, "target": {"type": "callback"}}
+        )
+    ids = {
+        name: start_backfill(
+            stack.jobs,
+            f"ops/{name}",
+            start=at("2027-01-04T06:00:00Z"),
+            end=at("2027-01-04T08:00:00Z"),
+            max_in_flight=1,
+            now=clock(),
+            principal="alice",
+        ).backfill_id
+        for name in ("broken", "fine")
+    }
+    original = stack.jobs.get_backfill
+
+    def failing(job: str, backfill_id: str) -> Any:
+        if job == "ops/broken":
+            raise RuntimeError("a bug only this backfill triggers")
+        return original(job, backfill_id)
+
+    stack.jobs.get_backfill = failing  # type: ignore[method-assign]
+    report = stack.tick()
+    stack.jobs.get_backfill = original  # type: ignore[method-assign]
+    assert report.job_errors == 1 and report.backfills_advanced == 1
+    assert get_backfill(stack.jobs, "ops/fine", ids["fine"]).sent == 1
