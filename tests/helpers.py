@@ -1,8 +1,14 @@
-"""Small helpers shared by the schedule tests."""
+"""Small helpers shared by the tests: schedules, and an HTTP endpoint on loopback that records requests."""
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from jobsched.schedule.engine import CompiledSchedule, compile_schedule
@@ -36,3 +42,44 @@ def local_times(schedule: CompiledSchedule, after: str, count: int) -> list[str]
     """The next fires as local wall time with abbreviation: '2027-11-07 01:30 EDT'."""
     zone = get_zone(schedule.schedule.timezone)
     return [f"{o.at.astimezone(zone):%Y-%m-%d %H:%M %Z}" for o in schedule.next_fires(utc(after), count)]
+
+
+@dataclass
+class RecordingServer:
+    """What reached the endpoint: each request's headers and JSON body; ``statuses`` answer the next ones."""
+
+    port: int
+    seen: list[dict[str, Any]] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+
+@contextmanager
+def recording_server() -> Iterator[RecordingServer]:
+    """An HTTP endpoint on 127.0.0.1 (only loopback is ever a test target) that answers 200 unless told."""
+    recording = RecordingServer(port=0)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"null")
+            recording.seen.append({"headers": dict(self.headers), "body": body})
+            self.send_response(recording.statuses.pop(0) if recording.statuses else 200)
+            self.end_headers()
+            self.wfile.write(b'{"ok": true}')
+
+        do_GET = do_POST
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    recording.port = server.server_port
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield recording
+    finally:
+        server.shutdown()

@@ -50,6 +50,10 @@ class ApiClient:
         )
         self.handle = build_handler(lambda: services)
 
+    def callback(self, action: str, token: str, body: Any = None) -> ApiResponse:
+        """A callback report as an external worker sends it: no IAM identity, the token in its header."""
+        return self.call("POST", f"/callbacks/{action}", body, principal=None, headers={"X-Jobsched-Token": token})
+
     def call(
         self,
         method: str,

@@ -305,6 +305,13 @@ class Stack:
     def tick(self) -> Any:
         return self.dispatcher.tick(self.clock())
 
+    def minutes(self, count: int) -> None:
+        """``count`` minutes of normal operation: a tick, a minute on the clock, then every due run."""
+        for _ in range(count):
+            self.tick()
+            self.clock.advance(timedelta(minutes=1))
+            self.pump()
+
     # ---------------------------------------------------------------------------- queues
 
     def pump(

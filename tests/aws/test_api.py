@@ -217,48 +217,28 @@ class TestCallbacks:
 
     def test_heartbeat_and_complete_without_team_credentials(self, api: ApiClient, stack: Stack, clock: Clock) -> None:
         token = self.running_callback(api, stack, clock)["callback_token"]
-        beat = api.call("POST", "/callbacks/heartbeat", principal=None, headers={"X-Jobsched-Token": token})
+        beat = api.callback("heartbeat", token)
         assert beat.status == 200 and beat.body["status"] == "RUNNING"
-        done = api.call(
-            "POST",
-            "/callbacks/complete",
-            {"status": "succeeded", "output": "42 rows"},
-            principal=None,
-            headers={"X-Jobsched-Token": token},
-        )
+        done = api.callback("complete", token, {"status": "succeeded", "output": "42 rows"})
         assert done.status == 200 and done.body["status"] == "SUCCEEDED" and done.body["output"] == "42 rows"
-        again = api.call(
-            "POST",
-            "/callbacks/complete",
-            {"status": "failed", "error": "late"},
-            principal=None,
-            headers={"X-Jobsched-Token": token},
-        )
+        again = api.callback("complete", token, {"status": "failed", "error": "late"})
         assert_error(again, 409, "attempt_superseded")
         assert stack.jobs.slot_holders("payments/cb", "STATE") == {}
 
     def test_a_superseded_attempts_token_changes_nothing(self, api: ApiClient, stack: Stack, clock: Clock) -> None:
         first = self.running_callback(api, stack, clock, retries=3)["callback_token"]
-        failed = api.call(
-            "POST",
-            "/callbacks/complete",
-            {"status": "failed", "error": "disk full"},
-            principal=None,
-            headers={"X-Jobsched-Token": first},
-        )
+        failed = api.callback("complete", first, {"status": "failed", "error": "disk full"})
         assert failed.body["status"] == "RETRYING"
         clock.advance(timedelta(seconds=15))
         stack.pump()
         second = api.call("GET", "/teams/payments/jobs/cb/runs/20270104T100000Z").body
         assert second["attempt"] == 2 and second["callback_token"] != first
         assert_error(
-            api.call("POST", "/callbacks/heartbeat", principal=None, headers={"X-Jobsched-Token": first}),
+            api.callback("heartbeat", first),
             409,
             "attempt_superseded",
         )
-        late = api.call(
-            "POST", "/callbacks/complete", {"status": "succeeded"}, principal=None, headers={"X-Jobsched-Token": first}
-        )
+        late = api.callback("complete", first, {"status": "succeeded"})
         assert_error(late, 409, "attempt_superseded")
         assert api.call("GET", "/teams/payments/jobs/cb/runs/20270104T100000Z").body["status"] == "RUNNING"
 
@@ -266,7 +246,7 @@ class TestCallbacks:
         token = self.running_callback(api, stack, clock)["callback_token"]
         forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
         assert_error(
-            api.call("POST", "/callbacks/heartbeat", principal=None, headers={"X-Jobsched-Token": forged}),
+            api.callback("heartbeat", forged),
             404,
             "unknown_run_token",
         )

@@ -381,20 +381,12 @@ def test_the_api_shows_task_states_and_takes_a_callback_task_result(dag_stack: S
     assert tasks["a"]["status"] == "SUCCEEDED" and tasks["a"]["callback_token"] is None
     assert tasks["b"]["status"] == "RUNNING" and tasks["b"]["depends_on"] == ["a"]
     token = tasks["b"]["callback_token"]
-    assert api.call("POST", "/callbacks/heartbeat", principal=None, headers={"X-Jobsched-Token": token}).status == 200
-    done = api.call(
-        "POST",
-        "/callbacks/complete",
-        {"status": "succeeded", "output": "ok"},
-        principal=None,
-        headers={"X-Jobsched-Token": token},
-    )
+    assert api.callback("heartbeat", token).status == 200
+    done = api.callback("complete", token, {"status": "succeeded", "output": "ok"})
     assert done.status == 200, done.body
     drive(dag_stack, finished(dag_stack))
     assert run_of(dag_stack).status is RunStatus.SUCCEEDED
-    again = api.call(
-        "POST", "/callbacks/complete", {"status": "succeeded"}, principal=None, headers={"X-Jobsched-Token": token}
-    )
+    again = api.callback("complete", token, {"status": "succeeded"})
     assert again.status == 409  # the attempt is over: its token changes nothing
 
 

@@ -40,14 +40,6 @@ def every_minute(stack: Stack, name: str, function: str, **extra: Any) -> None:
     )
 
 
-def minutes(stack: Stack, clock: Clock, count: int) -> None:
-    """``count`` minutes of normal operation: a tick, then every due run."""
-    for _ in range(count):
-        stack.tick()
-        clock.advance(MINUTE)
-        stack.pump()
-
-
 def test_a_silent_callback_run_times_out_retries_fails_and_pages_once_with_context(
     stack: Stack, clock: Clock, checker: HeartbeatChecker
 ) -> None:
@@ -101,7 +93,7 @@ def test_a_hundred_failures_make_one_page_and_a_success_one_resolve_notice(stack
     stack.lambdas.functions["flaky-db"] = failing
     stack.worker.breaker_failures = 1000  # this test is about incidents: keep the target's circuit closed
     every_minute(stack, "report", "flaky-db", escalation={"sns_topic": oncall})
-    minutes(stack, clock, 100)
+    stack.minutes(100)
     runs = stack.run_list("ops/report")
     assert len(runs) == 100 and {run.status for run in runs} == {RunStatus.FAILED}
     handled = stack.handle_escalations()
@@ -111,20 +103,20 @@ def test_a_hundred_failures_make_one_page_and_a_success_one_resolve_notice(stack
     assert stack.jobs.open_incidents("ops/report") == {"failing"}
 
     stack.lambdas.functions["flaky-db"] = lambda event: {"ok": True}
-    minutes(stack, clock, 3)
+    stack.minutes(3)
     stack.handle_escalations()
     [resolved] = stack.pages()
     assert resolved["subject"].startswith("[jobsched, resolved] ops/report")
     assert "100 event(s)" in resolved["message"]
     assert stack.jobs.open_incidents("ops/report") == set()
-    minutes(stack, clock, 2)
+    stack.minutes(2)
     assert stack.escalations() == [], "a healthy job sends no events"
 
 
 def test_a_redelivered_event_pages_nothing_more(stack: Stack, clock: Clock) -> None:
     stack.lambdas.functions["down"] = failing
     every_minute(stack, "once", "down")
-    minutes(stack, clock, 1)
+    stack.minutes(1)
     [event] = stack.escalations()
     from jobsched.escalation import EscalationEvent
 
@@ -146,19 +138,19 @@ def test_the_chain_reaches_the_secondary_contact_and_auto_pause_stops_the_job(st
         "auto_pause_after": 6,
     }
     every_minute(stack, "chain", "down", escalation=escalation)
-    minutes(stack, clock, 1)
+    stack.minutes(1)
     stack.handle_escalations()
     assert stack.pages() == [], "after_failures 2: one failure pages nobody"
-    minutes(stack, clock, 1)
+    stack.minutes(1)
     stack.handle_escalations()
     assert [(p["topic"], p["attributes"]["notice"]) for p in stack.pages()] == [(primary, "opened")]
-    minutes(stack, clock, 2)
+    stack.minutes(2)
     stack.handle_escalations()
     [escalated] = stack.pages()
     assert (escalated["topic"], escalated["attributes"]["role"]) == (secondary, "secondary")
     assert escalated["subject"] == "[jobsched, escalated] ops/chain: run failed (4 in a row)"
 
-    minutes(stack, clock, 2)
+    stack.minutes(2)
     handled = stack.handle_escalations()
     assert [h.paused for h in handled] == [False, True]
     [paused] = stack.pages()
@@ -175,7 +167,7 @@ def test_the_chain_reaches_the_secondary_contact_and_auto_pause_stops_the_job(st
     assert stored.paused_reason is not None and stored.paused_reason.startswith("auto-paused after 6 consecutive")
     assert stored.paused_by == "jobsched:escalation"
     calls = len(stack.lambdas.calls)
-    minutes(stack, clock, 3)
+    stack.minutes(3)
     assert len(stack.lambdas.calls) == calls, "a paused job does not run"
     later = stack.run_list("ops/chain")[6:]  # instants sent before the pause are recorded with its reason
     assert later and all(r.status is RunStatus.SKIPPED and "auto-paused" in (r.reason or "") for r in later)
@@ -185,7 +177,7 @@ def test_webhooks_get_the_page_as_json_and_a_failed_delivery_is_sent_later(stack
     stack.lambdas.functions["down"] = failing
     every_minute(stack, "hooked", "down", escalation={"webhook": "https://hooks.example.com/oncall"})
     stack.webhooks.fail = True
-    minutes(stack, clock, 1)
+    stack.minutes(1)
     with pytest.raises(Exception, match="HTTP 503"):
         stack.handle_escalations()
     assert stack.webhooks.posts == []
@@ -193,7 +185,7 @@ def test_webhooks_get_the_page_as_json_and_a_failed_delivery_is_sent_later(stack
     assert incident.unsent, "the page waits on its incident"
 
     stack.webhooks.fail = False
-    minutes(stack, clock, 1)  # the next event for the job (or the redelivery) sends what is unsent
+    stack.minutes(1)  # the next event for the job (or the redelivery) sends what is unsent
     stack.handle_escalations()
     [(url, document)] = stack.webhooks.posts
     assert url == "https://hooks.example.com/oncall"
@@ -212,7 +204,7 @@ def test_a_dispatcher_outage_is_paged_caught_up_within_the_window_and_missed_bey
         "echo",
         schedule={"expression": "* * * * *", "catchup": {"policy": "all", "window": "10m", "max_runs": 10}},
     )
-    minutes(stack, clock, 15)  # 08:59..09:14: the dispatcher sends up to 14 minutes ahead
+    stack.minutes(15)  # 08:59..09:14: the dispatcher sends up to 14 minutes ahead
     assert {run.status for run in stack.run_list("ops/ticker")} == {RunStatus.SUCCEEDED}
     last_run = stack.run_list("ops/ticker")[-1].run_id
 
@@ -308,11 +300,11 @@ def test_a_target_failing_across_jobs_opens_its_circuit_then_closes(stack: Stack
     stack.lambdas.functions["shared-db"] = shared_db
     for name in ("a", "b", "c"):
         every_minute(stack, name, "shared-db")
-    minutes(stack, clock, 2)  # 6 runs fail: the fifth opens the circuit
+    stack.minutes(2)  # 6 runs fail: the fifth opens the circuit
     assert len(calls) == FAILURES_TO_OPEN
     held = [message for message in stack.pending() if message.job.startswith("ops/")]
     assert held, "runs wait for the cool-down: they are not dropped"
-    minutes(stack, clock, 3)
+    stack.minutes(3)
     assert len(calls) == FAILURES_TO_OPEN, "nothing calls the target while the circuit is open"
     stack.handle_escalations()
     pages = stack.pages()
@@ -328,7 +320,7 @@ def test_a_target_failing_across_jobs_opens_its_circuit_then_closes(stack: Stack
 
     stack.lambdas.functions["shared-db"] = recovered
     clock.advance(COOL_DOWN)
-    minutes(stack, clock, 2)
+    stack.minutes(2)
     assert len(calls) > FAILURES_TO_OPEN
     waited = [run for name in "abc" for run in stack.run_list(f"ops/{name}") if run.status is RunStatus.SUCCEEDED]
     held_back = [run for run in waited if (run.lateness_ms or 0) >= 60_000]
@@ -366,7 +358,7 @@ def test_a_breaker_opened_by_one_team_leaves_another_teams_runs_alone(stack: Sta
             "target": {"type": "lambda", "function": "shared-saas"},
         }
     )
-    minutes(stack, clock, 5)
+    stack.minutes(5)
     assert stack.jobs.breaker("ops:lambda:shared-saas").holds(clock())
     assert not stack.jobs.breaker("billing:lambda:shared-saas").holds(clock())
     steady = stack.run_list("billing/steady")
@@ -378,7 +370,7 @@ def test_deleting_a_job_drops_its_open_incident(stack: Stack, clock: Clock) -> N
 
     stack.lambdas.functions["down"] = failing
     every_minute(stack, "gone", "down")
-    minutes(stack, clock, 1)
+    stack.minutes(1)
     stack.handle_escalations()
     assert len(stack.jobs.incidents("ops/gone")) == 1
     stored = stack.jobs.get("ops/gone")
@@ -387,6 +379,6 @@ def test_deleting_a_job_drops_its_open_incident(stack: Stack, clock: Clock) -> N
     assert stack.jobs.incidents("ops/gone") == []
     stack.pages()
     every_minute(stack, "gone", "down")  # registered again and failing again: a new incident pages again
-    minutes(stack, clock, 1)
+    stack.minutes(1)
     stack.handle_escalations()
     assert [page["attributes"]["notice"] for page in stack.pages()] == ["opened"]

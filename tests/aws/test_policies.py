@@ -32,13 +32,6 @@ def echo_job(name: str) -> dict[str, Any]:
     }
 
 
-def minutes(stack: Stack, clock: Clock, count: int) -> None:
-    for _ in range(count):
-        stack.tick()
-        clock.advance(MINUTE)
-        stack.pump()
-
-
 def statuses(stack: Stack, job: str) -> list[tuple[str, str]]:
     return [(r.run_id[9:13], r.status.value) for r in stack.run_list(job)]
 
@@ -53,18 +46,18 @@ def complete(stack: Stack, clock: Clock, job: str, run_id: str) -> None:
 
 def test_overlap_skip_records_skipped_runs_with_the_reason(stack: Stack, clock: Clock) -> None:
     stack.register(callback_job("long", "skip"))
-    minutes(stack, clock, 3)
+    stack.minutes(3)
     assert statuses(stack, "ops/long") == [("0900", "RUNNING"), ("0901", "SKIPPED"), ("0902", "SKIPPED")]
     skipped = stack.runs.get("ops/long", "20270104T090100Z")
     assert skipped is not None and skipped.reason == "overlap: skip (still running: 20270104T090000Z)"
     complete(stack, clock, "ops/long", "20270104T090000Z")
-    minutes(stack, clock, 1)
+    stack.minutes(1)
     assert statuses(stack, "ops/long")[-1] == ("0903", "RUNNING")
 
 
 def test_overlap_queue_waits_and_runs_when_the_slot_frees(stack: Stack, clock: Clock) -> None:
     stack.register(callback_job("queued", "queue"))
-    minutes(stack, clock, 2)
+    stack.minutes(2)
     assert statuses(stack, "ops/queued") == [("0900", "RUNNING")]
     assert {m.run_id for m in stack.pending()} >= {"20270104T090100Z"}, "the waiting run's message is kept"
     complete(stack, clock, "ops/queued", "20270104T090000Z")
@@ -75,14 +68,14 @@ def test_overlap_queue_waits_and_runs_when_the_slot_frees(stack: Stack, clock: C
 
 def test_max_running_two_with_allow(stack: Stack, clock: Clock) -> None:
     stack.register(callback_job("pair", "allow", max_running=2))
-    minutes(stack, clock, 3)
+    stack.minutes(3)
     assert statuses(stack, "ops/pair") == [("0900", "RUNNING"), ("0901", "RUNNING")]
     assert len(stack.jobs.slot_holders("ops/pair", "STATE")) == 2
 
 
 def test_overlap_replace_cancels_the_running_run_and_refuses_its_late_result(stack: Stack, clock: Clock) -> None:
     stack.register(callback_job("fresh", "replace"))
-    minutes(stack, clock, 2)
+    stack.minutes(2)
     assert statuses(stack, "ops/fresh") == [("0900", "CANCELLED"), ("0901", "RUNNING")]
     from jobsched.aws.runs_store import StaleAttempt
 
@@ -229,7 +222,7 @@ def test_paused_jobs_are_not_read_and_resume_without_running_what_was_missed(sta
         stack.pump()
     assert stack.run_list("ops/pausable") == []
     resume_job(stack.jobs, "ops/pausable", now=clock(), principal="alice")
-    minutes(stack, clock, 2)
+    stack.minutes(2)
     # Resumed at 09:02: instants strictly after it run; nothing from the pause is caught up.
     assert [r.run_id[9:13] for r in stack.run_list("ops/pausable")] == ["0903", "0904"]
     trail = [(a["action"], a["principal"]) for a in stack.jobs.audit_trail("ops/pausable")]

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any
 
 import boto3
 import pytest
@@ -17,6 +15,7 @@ from jobsched.names import OWNER_TAG
 from jobsched.ownership import OwnershipGuard, ResourceRef
 from jobsched.runs import RunStatus
 from tests.aws.harness import REGION, Clock, Stack
+from tests.helpers import RecordingServer, recording_server
 
 MINUTE = timedelta(minutes=1)
 OPS = {OWNER_TAG: "ops"}
@@ -90,36 +89,10 @@ def test_eventbridge_target(stack: Stack, clock: Clock) -> None:
     assert event["detail-type"] == "Nightly" and event["detail"]["jobsched"]["run_id"] == "20270104T100000Z"
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    statuses: ClassVar[list[int]]
-    seen: ClassVar[list[dict[str, Any]]]
-    url: ClassVar[str]
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", "0"))
-        body = json.loads(self.rfile.read(length) or b"null")
-        type(self).seen.append({"headers": dict(self.headers), "body": body})
-        status = type(self).statuses.pop(0) if type(self).statuses else 200
-        self.send_response(status)
-        self.end_headers()
-        self.wfile.write(b'{"ok": true}')
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def webhook() -> Iterator[type[_Recorder]]:
-    class Recorder(_Recorder):
-        statuses: ClassVar[list[int]] = []
-        seen: ClassVar[list[dict[str, Any]]] = []
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    Recorder.url = f"http://127.0.0.1:{server.server_port}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield Recorder
-    server.shutdown()
+def webhook() -> Iterator[RecordingServer]:
+    with recording_server() as server:
+        yield server
 
 
 def test_http_target_sends_run_headers_and_resolves_secret_headers(stack: Stack, clock: Clock, webhook: Any) -> None:

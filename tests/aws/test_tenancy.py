@@ -8,10 +8,8 @@ naming the resource and the team).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any
 
 import boto3
 import pytest
@@ -22,6 +20,7 @@ from jobsched.ownership import OwnershipGuard, ResourceKind, ResourceRef
 from jobsched.runs import RunStatus
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import ACCOUNT, REGION, Clock, Stack
+from tests.helpers import RecordingServer, recording_server
 
 A, B = "alpha", "bravo"
 
@@ -125,35 +124,16 @@ def test_the_default_bus_is_usable_only_when_the_platform_shares_it(stack: Stack
 # ------------------------------------------------------------------------ secrets and parameters
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    seen: ClassVar[list[dict[str, str]]]
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        type(self).seen.append(dict(self.headers))
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"{}")
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def attacker_url() -> Iterator[tuple[str, list[dict[str, str]]]]:
-    class Recorder(_Recorder):
-        seen: ClassVar[list[dict[str, str]]] = []
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/collect", Recorder.seen
-    server.shutdown()
+def attacker_url() -> Iterator[RecordingServer]:
+    with recording_server() as server:
+        yield server
 
 
 def test_another_teams_secret_never_reaches_a_url_the_job_names(
-    stack: Stack, clock: Clock, attacker_url: tuple[str, list[dict[str, str]]]
+    stack: Stack, clock: Clock, attacker_url: RecordingServer
 ) -> None:
-    url, seen = attacker_url
+    url, seen = attacker_url.url, attacker_url.seen
     secrets = boto3.client("secretsmanager", region_name=REGION)
     secrets.create_secret(Name="bravo/api-key", SecretString="bravo-s3cret", Tags=tag_list(B))
     target = {"type": "http", "url": url, "secret_headers": {"X-Token": "secretsmanager:bravo/api-key"}}
@@ -164,9 +144,9 @@ def test_another_teams_secret_never_reaches_a_url_the_job_names(
 
 
 def test_a_shared_tag_never_shares_a_secret_or_a_parameter(
-    stack: Stack, clock: Clock, attacker_url: tuple[str, list[dict[str, str]]]
+    stack: Stack, clock: Clock, attacker_url: RecordingServer
 ) -> None:
-    url, seen = attacker_url
+    url, seen = attacker_url.url, attacker_url.seen
     boto3.client("secretsmanager", region_name=REGION).create_secret(
         Name="platform/key", SecretString="x", Tags=[{"Key": SHARED_TAG, "Value": "true"}]
     )
@@ -184,15 +164,13 @@ def test_a_shared_tag_never_shares_a_secret_or_a_parameter(
     assert seen == []
 
 
-def test_a_team_reads_its_own_parameter(
-    stack: Stack, clock: Clock, attacker_url: tuple[str, list[dict[str, str]]]
-) -> None:
-    url, seen = attacker_url
+def test_a_team_reads_its_own_parameter(stack: Stack, clock: Clock, attacker_url: RecordingServer) -> None:
+    url, seen = attacker_url.url, attacker_url.seen
     boto3.client("ssm", region_name=REGION).put_parameter(
         Name="/alpha/token", Value="alpha-param", Type="SecureString", Tags=tag_list(A)
     )
     run = run_once(stack, clock, {"type": "http", "url": url, "secret_headers": {"X-Key": "ssm:/alpha/token"}})
-    assert run.status is RunStatus.SUCCEEDED and seen[-1]["X-Key"] == "alpha-param"
+    assert run.status is RunStatus.SUCCEEDED and seen[-1]["headers"]["X-Key"] == "alpha-param"
 
 
 # ------------------------------------------------------------------------ jobsched's own resources

@@ -7,10 +7,8 @@ before a connection is made, which is what these tests prove.
 from __future__ import annotations
 
 import ipaddress
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import urllib3
@@ -21,6 +19,7 @@ from jobsched.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefuse
 from jobsched.names import OWNER_TAG
 from jobsched.ownership import OwnershipGuard, ResourceRef
 from jobsched.spec import HttpTarget
+from tests.helpers import RecordingServer, recording_server
 
 DEPLOYED = AddressPolicy()
 LOCAL = AddressPolicy.for_stage("local")
@@ -111,37 +110,16 @@ def test_the_parser_gives_what_is_sent() -> None:
 # ------------------------------------------------------------------------------------ at call time
 
 
-class _Server(BaseHTTPRequestHandler):
-    seen: ClassVar[list[dict[str, str]]]
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        type(self).seen.append(dict(self.headers))
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"secret internal answer")
-
-    do_GET = do_POST
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def internal() -> Iterator[tuple[int, list[dict[str, str]]]]:
-    class Server(_Server):
-        seen: ClassVar[list[dict[str, str]]] = []
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_port, Server.seen
-    server.shutdown()
+def internal() -> Iterator[RecordingServer]:
+    with recording_server() as server:
+        yield server
 
 
 def test_a_name_resolving_to_a_private_address_is_refused_before_connecting(
-    internal: tuple[int, list[dict[str, str]]],
+    internal: RecordingServer,
 ) -> None:
-    port, seen = internal
+    port, seen = internal.port, internal.seen
     http = GuardedHttp(DEPLOYED, resolver=lambda host, _: ["127.0.0.1"])
     with pytest.raises(EgressRefused, match="not a public address"):
         http.request("POST", f"https://innocent.example:{port}/", body=b"{}")
@@ -155,10 +133,10 @@ def test_one_private_answer_among_public_ones_is_refused() -> None:
 
 
 def test_a_rebinding_resolver_reaches_only_the_address_that_was_checked(
-    internal: tuple[int, list[dict[str, str]]],
+    internal: RecordingServer,
 ) -> None:
     """The first answer is allowed, later answers are not: the connection uses the first, resolved once."""
-    port, seen = internal
+    port, seen = internal.port, internal.seen
     answers = iter([["127.0.0.1"], ["127.0.0.2"], ["127.0.0.2"]])
     calls: list[str] = []
 
@@ -169,11 +147,11 @@ def test_a_rebinding_resolver_reaches_only_the_address_that_was_checked(
     policy = AddressPolicy.for_stage("prod", ["127.0.0.1/32"])  # 127.0.0.2 is refused
     response = GuardedHttp(policy, resolver=rebinding).request("POST", f"http://rebind.example:{port}/x", body=b"{}")
     assert response.status == 200 and calls == ["rebind.example"], "resolved once, connected to the checked address"
-    assert seen[-1]["Host"] == f"rebind.example:{port}"
+    assert seen[-1]["headers"]["Host"] == f"rebind.example:{port}"
 
 
-def test_the_local_stage_calls_services_on_this_machine(internal: tuple[int, list[dict[str, str]]]) -> None:
-    port, seen = internal
+def test_the_local_stage_calls_services_on_this_machine(internal: RecordingServer) -> None:
+    port, seen = internal.port, internal.seen
     assert GuardedHttp(LOCAL).request("POST", f"http://localhost:{port}/", body=b"{}").status == 200
     assert len(seen) == 1
 
@@ -187,9 +165,9 @@ def _owned_everything() -> OwnershipGuard:
 
 
 def test_a_refused_http_target_fails_the_run_without_resolving_its_secrets(
-    internal: tuple[int, list[dict[str, str]]],
+    internal: RecordingServer,
 ) -> None:
-    port, seen = internal
+    port, seen = internal.port, internal.seen
     resolved: list[str] = []
 
     def resolver(reference: str, team: str) -> str:
@@ -217,8 +195,8 @@ def test_a_refused_http_target_fails_the_run_without_resolving_its_secrets(
     assert resolved == [] and seen == [], "no secret resolved, no request sent"
 
 
-def test_a_webhook_to_a_private_address_is_refused_not_retried(internal: tuple[int, list[dict[str, str]]]) -> None:
-    port, seen = internal
+def test_a_webhook_to_a_private_address_is_refused_not_retried(internal: RecordingServer) -> None:
+    port, seen = internal.port, internal.seen
     notifier = Notifier(http=GuardedHttp(DEPLOYED))
     with pytest.raises(ChannelRefused):
         notifier.post(f"http://127.0.0.1:{port}/hook", {"page": 1})
