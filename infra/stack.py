@@ -57,9 +57,11 @@ from jobsched.names import (
     state_machine_prefix,
 )
 from jobsched.observability import NAMESPACE
+from jobsched.quotas import TeamLimits
 
 WORKER_TIMEOUT = Duration.minutes(15)
 ESCALATION_TIMEOUT = Duration.seconds(60)
+PAGES_TIMEOUT = Duration.seconds(30)  # a batch of pages, delivered concurrently, each within its webhook timeout
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 SLO_SUCCESS = 0.995  # error budget 0.5%: burn-rate alarms page when it is spent 14.4x (1 h) or 6x (6 h) too fast
 
@@ -78,6 +80,7 @@ class StageConfig:
     api_reserved_concurrency: int = 20  # a burst of API calls cannot take the concurrency runs need
     waf: bool = False  # a web ACL on the API (rate per source IP, body size); on by default in prod
     waf_rate_per_5_minutes: int = 3000
+    team_limits: TeamLimits = field(default_factory=TeamLimits)  # every team's defaults (jobsched.quotas)
 
     @classmethod
     def from_context(cls, scope: Construct) -> StageConfig:
@@ -94,6 +97,7 @@ class StageConfig:
             egress_allow=_list_context(node.try_get_context("egress_allow")),
             api_reserved_concurrency=int(node.try_get_context("api_reserved_concurrency") or 20),
             waf=prod if node.try_get_context("waf") is None else str(node.try_get_context("waf")).lower() == "true",
+            team_limits=_team_limits_context(node.try_get_context("team_limits")),
         )
 
 
@@ -126,6 +130,13 @@ def _membership_context(value: Any) -> dict[str, Any]:
     if value is None:
         return {"admins": [], "teams": {}, "team_patterns": []}
     return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+def _team_limits_context(value: Any) -> TeamLimits:
+    """-c team_limits='{"max_running": 50}' (or an object in cdk.json): refused at synth when malformed."""
+    if value is None:
+        return TeamLimits()
+    return TeamLimits().with_overrides(json.loads(value) if isinstance(value, str) else dict(value))
 
 
 def _list_context(value: Any) -> tuple[str, ...]:
@@ -207,6 +218,15 @@ class Queues(Construct):
             visibility_timeout=Duration.seconds(ESCALATION_TIMEOUT.to_seconds() * 6),  # six handler timeouts
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=5, queue=self.escalation_dead),
         )
+        # Pages, one message per page and destination. A failed delivery comes back with backoff and,
+        # after a few tries, goes to the deployment's topic; only that failing too reaches the DLQ.
+        self.pages_dead = self._queue("PagesDlq", "Pages-dlq")
+        self.pages = self._queue(
+            "Pages",
+            "Pages",
+            visibility_timeout=Duration.seconds(PAGES_TIMEOUT.to_seconds() * 6),
+            dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=10, queue=self.pages_dead),
+        )
 
     def _queue(self, construct_id: str, logical_name: str, **options: Any) -> sqs.Queue:
         """Every queue: our KMS key, TLS only, 14 days to look at what is in it."""
@@ -240,6 +260,7 @@ class Functions(Construct):
             Env.RUNS_TABLE: storage.runs.table_name,
             Env.ESCALATION_QUEUE: queues.escalations.queue_url,
             Env.STAGE: config.stage,
+            Env.TEAM_LIMITS: json.dumps(config.team_limits.as_dict(), sort_keys=True),
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             **({Env.EGRESS_ALLOW: ",".join(config.egress_allow)} if config.egress_allow else {}),
             **{Env.QUEUES_BY_PRIORITY[p]: queues.work[p].queue_url for p in PRIORITIES},
@@ -280,6 +301,14 @@ class Functions(Construct):
             )
         )
         storage.jobs.grant_read_write_data(self.escalation)
+        self.escalation.add_environment(Env.PAGES_QUEUE, queues.pages.queue_url)
+        queues.pages.grant_send_messages(self.escalation)
+        # Delivery on its own queue and function: a dead webhook never slows incident handling.
+        self.pages = self._function("Pages", "functions.pages.handler.handler", config, environment, PAGES_TIMEOUT, 256)
+        self.pages.add_environment(Env.PAGES_QUEUE, queues.pages.queue_url)
+        self.pages.add_event_source(
+            sources.SqsEventSource(queues.pages, batch_size=10, report_batch_item_failures=True, max_concurrency=2)
+        )
         log_groups = ",".join(
             f"/aws/lambda/{_name(config, name)}" for name in ("Worker", "Dispatcher", "Heartbeat", "Api")
         )
@@ -302,7 +331,7 @@ class Functions(Construct):
             )
         # Team resources (targets, secrets, escalation topics) only through the team's session of this role.
         self.target_role = TargetRole(
-            self, "Targets", config=config, callers=(self.worker, self.api, self.escalation, self.heartbeat)
+            self, "Targets", config=config, callers=(self.worker, self.api, self.pages, self.heartbeat)
         )
         # Who may act for which team: admins edit this parameter (README, "Granting teams access").
         self.membership = ssm.StringParameter(
@@ -737,8 +766,9 @@ class Observability(Construct):
             self, "Escalations", topic_name=_name(config, "escalations"), master_key=key, enforce_ssl=True
         )
         # Jobs without their own escalation channel page here.
-        self.escalation_topic.grant_publish(functions.escalation)
-        functions.escalation.add_environment(Env.ESCALATION_TOPIC, self.escalation_topic.topic_arn)
+        self.escalation_topic.grant_publish(functions.pages)
+        for function in (functions.escalation, functions.pages):
+            function.add_environment(Env.ESCALATION_TOPIC, self.escalation_topic.topic_arn)
         action = cw_actions.SnsAction(self.ops_topic)
         five = Duration.minutes(5)
 
@@ -806,6 +836,13 @@ class Observability(Construct):
             description="escalation events could not be handled: pages may not have gone out",
         )
         alarm("EscalationErrors", functions.escalation.metric_errors(period=five), 0)
+        alarm(
+            "PagesDlqNotEmpty",
+            queues.pages_dead.metric_approximate_number_of_messages_visible(period=five),
+            0,
+            description="pages could not be delivered, not even to the deployment's escalation topic",
+        )
+        alarm("PagesErrors", functions.pages.metric_errors(period=five), 0)
         alarm("DispatcherErrors", functions.dispatcher.metric_errors(period=five), 0)
         alarm(
             "JobsQuarantined",

@@ -25,7 +25,7 @@ tracer = make_tracer("api")
 def services() -> ApiServices:
     settings = Settings.from_env()
     return ApiServices(
-        jobs=JobsStore(settings.jobs_table),
+        jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=RunsStore(settings.runs_table),
         queues=WorkQueues(settings.queue_urls),
         worker=default_worker(),

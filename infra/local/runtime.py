@@ -183,6 +183,7 @@ class LocalRuntime:
         wiring.default_worker.cache_clear()
         wiring.default_dispatcher.cache_clear()
         wiring.default_escalator.cache_clear()
+        wiring.default_page_sender.cache_clear()
         wiring.use_lambda_invoker(self.invoke)
 
     def handler(self, path: str) -> Callable[..., Any]:

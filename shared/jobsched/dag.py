@@ -233,6 +233,7 @@ def _branch(spec: JobSpec, task: DagTask, queue_url: str, waiting: timedelta) ->
         "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
         "Parameters": {
             "QueueUrl": queue_url,
+            "MessageGroupId": spec.team,  # the team's fair-queue group, like its runs
             "MessageBody": {
                 "kind": "dag_task",
                 "job.$": "$.job",
@@ -271,6 +272,7 @@ def _branch(spec: JobSpec, task: DagTask, queue_url: str, waiting: timedelta) ->
         "Resource": "arn:aws:states:::sqs:sendMessage",
         "Parameters": {
             "QueueUrl": queue_url,
+            "MessageGroupId": spec.team,
             "MessageBody": {
                 "kind": "dag_task_failed",
                 "job.$": "$.job",

@@ -33,6 +33,7 @@ from jobsched.aws.runs_store import RunsStore
 from jobsched.escalation import EscalationEvent
 from jobsched.jobs import pause_job
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
+from jobsched.quotas import interleave_teams
 from jobsched.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, compile_schedule, plan_due
 from jobsched.triggers import advance_backfill
@@ -110,15 +111,20 @@ class Dispatcher:
             plan = self._isolated(entry.job, now, report, partial(self._plan, entry, specs.get(entry.job), now))
             if plan is not None:
                 plans.append(plan)
-        # One batch across all due jobs per priority: ten messages per SQS request, not one job's each.
+        # One batch across all due jobs per priority: ten messages per SQS request, not one job's each; teams
+        # interleaved so that no team's volume queues ahead of another team's first run.
         unsent: set[str] = set()
         for priority in {plan.stored.spec.priority for plan in plans}:
-            batch = [
-                (plan.stored.key, message)
-                for plan in plans
-                if plan.stored.spec.priority == priority
-                for message in plan.messages
-            ]
+            batch = interleave_teams(
+                [
+                    (plan.stored.key, message)
+                    for plan in plans
+                    if plan.stored.spec.priority == priority
+                    for message in plan.messages
+                ],
+                team=lambda keyed: keyed[1][0].team,
+                due_in=lambda keyed: keyed[1][1],
+            )
             failed = self.queues.send_each(priority, [message for _, message in batch])
             unsent |= {batch[index][0] for index in failed}
             report.messages_sent += len(batch) - len(failed)

@@ -1,22 +1,23 @@
-"""The escalation handler's work: one event in, the incident updated, pages out (outbox first).
+"""The escalation handler's work: one event in, the incident updated, pages queued (outbox first).
 
 Order: the incident is written with its pages as ``unsent`` (conditional on its version, so concurrent
-events for one subject serialize), then the pages are sent, then ``unsent`` is cleared. A crash or a
-failed delivery leaves them unsent; the next event for the subject, or this event's redelivery, sends
-them. So a page can be sent twice after a crash, never lost, and never once per failure.
+events for one subject serialize), then the pages are put on the pages queue, then ``unsent`` is cleared.
+A crash or a failed send leaves them unsent; the next event for the subject, or this event's redelivery,
+queues them. So a page can be sent twice after a crash, never lost, and never once per failure. Delivery
+to topics and webhooks is the pages handler's (``jobsched.pages``): a dead webhook never slows this one.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from jobsched.aws.jobs_store import JobsStore, StoredIncident, StoredJob, VersionConflict
-from jobsched.aws.notify import ChannelRefused, Notifier
+from jobsched.aws.queues import PageQueue
 from jobsched.escalation import (
     OPENS,
     Channel,
@@ -32,6 +33,7 @@ from jobsched.escalation import (
     render,
 )
 from jobsched.jobs import pause_job
+from jobsched.pages import PageDelivery, page_deliveries
 
 log = logging.getLogger(__name__)
 PRINCIPAL = "jobsched:escalation"
@@ -47,7 +49,7 @@ class Handled:
 @dataclass
 class Escalator:
     jobs: JobsStore
-    notifier: Notifier
+    pages: PageQueue
     clock: Callable[[], datetime]
     default_topic: str | None
     links: Links
@@ -113,44 +115,42 @@ class Escalator:
         return self.jobs.put_incident(StoredIncident(values, version, unsent), expected_version=version)
 
     def _send(self, stored: StoredIncident, policy: Policy, job: StoredJob | None) -> None:
-        for raw in json.loads(stored.unsent or "[]"):
+        """Queue the incident's unsent pages for the pages handler, then clear its outbox."""
+        deliveries: list[PageDelivery] = []
+        for index, raw in enumerate(json.loads(stored.unsent or "[]")):
             page = Page(**raw)
             channel = policy.primary if page.role == "primary" else policy.secondary
-            self._deliver(page, channel, job)
+            page_id = f"{stored.values.get('subject')}/{stored.values.get('incident_class')}/v{stored.version}/{index}"
+            deliveries += self._deliveries(page_id, page, channel, job)
+        if deliveries:
+            self.pages.send([delivery.model_dump_json() for delivery in deliveries])
         self.jobs.clear_incident_outbox(stored)
 
-    def _deliver(self, page: Page, channel: Channel | None, job: StoredJob | None) -> None:
-        runbook = str(job.spec.runbook_url) if job and job.spec.runbook_url else None
-        text, document = render(page, self.links.for_event(page.event, runbook))
+    def _deliveries(
+        self, page_id: str, page: Page, channel: Channel | None, job: StoredJob | None
+    ) -> Sequence[PageDelivery]:
         if channel is None or (channel.sns_topic is None and channel.webhook is None):
             log.warning("no escalation channel for %s: %s", page.subject, page.title)
-            return
+            return ()
+        runbook = str(job.spec.runbook_url) if job and job.spec.runbook_url else None
+        text, document = render(page, self.links.for_event(page.event, runbook))
         attributes = {
             "notice": page.notice,
             "kind": str(page.event.get("kind", "")),
             "team": str(page.event.get("team") or ""),
             "role": page.role,
         }
-        team = job.spec.team if job is not None else None
-        refused: list[str] = []
-        if channel.sns_topic:
-            own = channel.sns_topic == self.default_topic
-            try:
-                self.notifier.publish(
-                    channel.sns_topic, subject=page.title, text=text, attributes=attributes, team=None if own else team
-                )
-            except ChannelRefused as error:
-                refused.append(str(error))
-        if channel.webhook:
-            try:
-                self.notifier.post(channel.webhook, document)
-            except ChannelRefused as error:
-                refused.append(str(error))
-        if refused and self.default_topic:
-            # A page is never dropped: it goes to the deployment's topic, saying why the job's channel was not used.
-            log.warning("escalation channel refused for %s: %s", page.subject, "; ".join(refused))
-            note = "\n\nNot sent to the job's own channel: " + "; ".join(refused)
-            self.notifier.publish(self.default_topic, subject=page.title, text=text + note, attributes=attributes)
+        return page_deliveries(
+            page_id,
+            title=page.title,
+            text=text,
+            document=document,
+            attributes=attributes,
+            sns_topic=channel.sns_topic,
+            webhook=channel.webhook,
+            team=job.spec.team if job is not None else None,
+            default_topic=self.default_topic,
+        )
 
 
 def _incident(stored: StoredIncident) -> Incident:

@@ -8,6 +8,7 @@ from datetime import datetime
 from jobsched.aws.jobs_store import JobNotFound, JobsStore, StoredJob, VersionConflict
 from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
 from jobsched.dag import compile_definition, definition_text
+from jobsched.quotas import QuotaExceeded
 from jobsched.runs import parse_instant
 from jobsched.schedule.engine import compile_schedule
 from jobsched.spec import JobSpec
@@ -55,6 +56,12 @@ def put_job(
         raise VersionConflict(f"{spec.key} does not exist (expected version {expected_version})")
     if current is not None and expected_version is not None and current.version != expected_version:
         raise VersionConflict(f"{spec.key} is at version {current.version}, not {expected_version}")
+    if current is None:
+        # Counted, not reserved: concurrent creates may pass the limit by as many as race (the API's
+        # rate and concurrency bound that), and a deleted job frees its place at once.
+        limit = store.team_limits(spec.team).max_jobs
+        if store.count_team_jobs(spec.team, at_least=limit) >= limit:
+            raise QuotaExceeded("max_jobs", f"team {spec.team} has {limit} jobs, its max_jobs; delete one first")
     if spec.dag is not None:
         if dags is None:
             raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from jobsched.quotas import TeamLimits
+
 PROJECT = "jobsched"
 PRIORITIES: tuple[Literal["high", "normal", "low"], ...] = ("high", "normal", "low")
 
@@ -44,6 +46,8 @@ class Env:
     EGRESS_ALLOW = (
         "JOBSCHED_EGRESS_ALLOW"  # comma-separated hosts or CIDRs outbound HTTP may reach despite the deny-list
     )
+    TEAM_LIMITS = "JOBSCHED_TEAM_LIMITS"  # JSON: the platform's default limits for every team (jobsched.quotas)
+    PAGES_QUEUE = "JOBSCHED_PAGES_QUEUE_URL"  # escalation pages waiting for delivery
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
 
 
@@ -178,10 +182,13 @@ class QueueDefinition:
     max_concurrency: int = 10  # Lambda event source MaximumConcurrency: the throttle per priority class
 
 
+# A worker invocation runs its batch of ten concurrently but lasts as long as its slowest run, so a hung
+# target holds one invocation. A team's max_running (default 20, jobsched.quotas) then holds at most 40%
+# of the normal and high classes' invocations however many of its runs hang; other teams keep the rest.
 WORK_QUEUES = {
-    "high": QueueDefinition("WorkHigh", "high", max_concurrency=20),
-    "normal": QueueDefinition("WorkNormal", "normal", max_concurrency=10),
-    "low": QueueDefinition("WorkLow", "low", max_concurrency=4),
+    "high": QueueDefinition("WorkHigh", "high", max_concurrency=50),
+    "normal": QueueDefinition("WorkNormal", "normal", max_concurrency=50),
+    "low": QueueDefinition("WorkLow", "low", max_concurrency=20),
 }
 
 
@@ -217,6 +224,8 @@ class Settings:
     stage: str = "dev"
     target_role_arn: str | None = None  # None: team resources are reached with the function's own credentials
     egress_allow: tuple[str, ...] = ()
+    team_limits: TeamLimits = field(default_factory=TeamLimits)
+    pages_queue_url: str | None = None  # None: pages are delivered by the escalation handler itself
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -241,4 +250,6 @@ class Settings:
             stage=source.get(Env.STAGE) or "dev",
             target_role_arn=source.get(Env.TARGET_ROLE) or None,
             egress_allow=tuple(item.strip() for item in source.get(Env.EGRESS_ALLOW, "").split(",") if item.strip()),
+            team_limits=TeamLimits.parse(source.get(Env.TEAM_LIMITS)),
+            pages_queue_url=source.get(Env.PAGES_QUEUE) or None,
         )

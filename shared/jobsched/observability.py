@@ -58,3 +58,13 @@ def emit_escalation(metrics: Metrics, *, team: str, kind: str, pages: int, pause
     if paused:
         with single_metric(name="AutoPauses", unit=MetricUnit.Count, value=1, namespace=NAMESPACE) as metric:
             metric.add_dimension(name="team", value=team)
+
+
+def emit_page(metrics: Metrics, *, destination: str, outcome: str) -> None:
+    """Page deliveries by destination (topic, webhook) and outcome (sent, fallback, retry, undeliverable):
+    a dead webhook shows as retries and fallbacks here, not as slow incident handling."""
+    from aws_lambda_powertools.metrics import single_metric
+
+    with single_metric(name="PageDeliveries", unit=MetricUnit.Count, value=1, namespace=NAMESPACE) as metric:
+        metric.add_dimension(name="destination", value=destination)
+        metric.add_dimension(name="outcome", value=outcome)

@@ -42,10 +42,9 @@ class BackfillTooLarge(ValueError):
 
 
 class BackfillLimit(Exception):
-    """Too many backfills running: one per job, ``MAX_TEAM_BACKFILLS`` per team (#13: no team floods the queues)."""
+    """Too many backfills running: one per job, the team's ``max_backfills`` (#13: no team floods the queues)."""
 
 
-MAX_TEAM_BACKFILLS = 5
 BACKFILL_SLOTS = "BACKFILLS"  # slot item (sk) on the job's and on the team's partition
 BACKFILL_LEASE = timedelta(days=1)  # renewed at every step; an abandoned backfill frees its slots after this
 
@@ -229,12 +228,11 @@ def _take_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str,
     if not jobs.acquire_slot(job, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=1, now=now).acquired:
         raise BackfillLimit(f"{job} already has a backfill running; wait for it or let it finish")
     team_slots = f"{JobsKeys.TEAM_PREFIX}{team}"
-    acquired = jobs.acquire_slot(
-        team_slots, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=MAX_TEAM_BACKFILLS, now=now
-    ).acquired
-    if not acquired:
+    limit = jobs.team_limits(team).max_backfills
+    acquired = jobs.acquire_slot(team_slots, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=limit, now=now)
+    if not acquired.acquired:
         jobs.release_slot(job, BACKFILL_SLOTS, holder=holder)
-        raise BackfillLimit(f"team {team} already has {MAX_TEAM_BACKFILLS} backfills running")
+        raise BackfillLimit(f"team {team} already has {limit} backfills running (its max_backfills)")
 
 
 def _renew_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str, *, now: datetime) -> None:
@@ -244,7 +242,8 @@ def _renew_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str
     lease = now + BACKFILL_LEASE
     jobs.acquire_slot(job, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=1, now=now)
     team_slots = f"{JobsKeys.TEAM_PREFIX}{team}"
-    jobs.acquire_slot(team_slots, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=MAX_TEAM_BACKFILLS, now=now)
+    limit = jobs.team_limits(team).max_backfills
+    jobs.acquire_slot(team_slots, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=limit, now=now)
 
 
 def _release_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str) -> None:

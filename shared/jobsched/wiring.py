@@ -10,7 +10,7 @@ from functools import cache
 from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.notify import Notifier
 from jobsched.aws.ownership import AwsTagReader, TeamSessions
-from jobsched.aws.queues import EscalationQueue, WorkQueues
+from jobsched.aws.queues import EscalationQueue, PageQueue, WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.aws.targets import LambdaInvoker, TargetExecutor
 from jobsched.aws.workflows import Workflows
@@ -20,8 +20,9 @@ from jobsched.escalation import Links
 from jobsched.escalator import Escalator
 from jobsched.heartbeat import HeartbeatChecker
 from jobsched.jobs import DagDeployer
-from jobsched.names import Settings, reserved_prefixes
+from jobsched.names import Env, Settings, reserved_prefixes
 from jobsched.ownership import OwnershipGuard
+from jobsched.pages import PageSender
 from jobsched.tz import UTC
 from jobsched.worker import Worker
 
@@ -55,7 +56,7 @@ def build_targets(settings: Settings, *, lambda_invoker: LambdaInvoker | None = 
 
 def build_dispatcher(settings: Settings) -> Dispatcher:
     return Dispatcher(
-        jobs=JobsStore(settings.jobs_table),
+        jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=RunsStore(settings.runs_table),
         queues=WorkQueues(settings.queue_urls),
         escalations=EscalationQueue(settings.escalation_queue_url),
@@ -64,12 +65,8 @@ def build_dispatcher(settings: Settings) -> Dispatcher:
 
 def build_escalator(settings: Settings, *, clock: Callable[[], datetime] = utc_now) -> Escalator:
     return Escalator(
-        jobs=JobsStore(settings.jobs_table),
-        notifier=Notifier(
-            guard=build_guard(settings),
-            sessions=team_sessions(settings.target_role_arn),
-            http=GuardedHttp(egress_policy(settings)),
-        ),
+        jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
+        pages=page_queue(settings),
         clock=clock,
         default_topic=settings.escalation_topic_arn,
         links=Links(
@@ -78,6 +75,21 @@ def build_escalator(settings: Settings, *, clock: Callable[[], datetime] = utc_n
             log_groups=settings.log_groups,
         ),
     )
+
+
+def page_queue(settings: Settings) -> PageQueue:
+    if not settings.pages_queue_url:
+        raise RuntimeError(f"environment variable {Env.PAGES_QUEUE} is not set")
+    return PageQueue(settings.pages_queue_url)
+
+
+def build_page_sender(settings: Settings) -> PageSender:
+    notifier = Notifier(
+        guard=build_guard(settings),
+        sessions=team_sessions(settings.target_role_arn),
+        http=GuardedHttp(egress_policy(settings)),
+    )
+    return PageSender(notifier, default_topic=settings.escalation_topic_arn)
 
 
 def build_workflows(settings: Settings) -> Workflows | None:
@@ -96,7 +108,7 @@ def build_worker(
     settings: Settings, *, targets: TargetExecutor | None = None, clock: Callable[[], datetime] = utc_now
 ) -> Worker:
     return Worker(
-        jobs=JobsStore(settings.jobs_table),
+        jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=RunsStore(settings.runs_table),
         queues=WorkQueues(settings.queue_urls),
         escalations=EscalationQueue(settings.escalation_queue_url),
@@ -137,3 +149,8 @@ def default_worker() -> Worker:
 @cache
 def default_escalator() -> Escalator:
     return build_escalator(Settings.from_env())
+
+
+@cache
+def default_page_sender() -> PageSender:
+    return build_page_sender(Settings.from_env())

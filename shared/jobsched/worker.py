@@ -254,27 +254,26 @@ class Worker:
                 )
             if not taken.acquired:
                 return Outcome("waiting", f"max_running {limit} reached ({others})", wait=WAIT_WHEN_FULL)
-        quota = self.jobs.team_quota(spec.team)
-        if quota is not None:
-            team = self.jobs.acquire_slot(
-                f"{JobsKeys.TEAM_PREFIX}{spec.team}",
-                JobsKeys.QUOTA,
-                holder=f"{message.job}/{message.run_id}",
-                lease_until=lease,
-                limit=quota,
-                now=now,
-            )
-            if not team.acquired:
-                self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
-                return Outcome("waiting", f"team {spec.team} quota {quota} reached", wait=WAIT_WHEN_FULL)
+        # The team's share: one team's backlog or hung target holds at most max_running of the workers.
+        quota = self.jobs.team_limits(spec.team).max_running
+        team = self.jobs.acquire_slot(
+            f"{JobsKeys.TEAM_PREFIX}{spec.team}",
+            JobsKeys.QUOTA,
+            holder=f"{message.job}/{message.run_id}",
+            lease_until=lease,
+            limit=quota,
+            now=now,
+        )
+        if not team.acquired:
+            self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
+            return Outcome("waiting", f"team {spec.team} max_running {quota} reached", wait=WAIT_WHEN_FULL)
         return None
 
     def release_slots(self, message: RunMessage, spec: JobSpec) -> None:
         self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
-        if self.jobs.team_quota(spec.team) is not None:
-            self.jobs.release_slot(
-                f"{JobsKeys.TEAM_PREFIX}{spec.team}", JobsKeys.QUOTA, holder=f"{message.job}/{message.run_id}"
-            )
+        self.jobs.release_slot(
+            f"{JobsKeys.TEAM_PREFIX}{spec.team}", JobsKeys.QUOTA, holder=f"{message.job}/{message.run_id}"
+        )
 
     def _cancel_holders(self, job: str, holders: dict[str, str], now: datetime) -> None:
         """overlap: replace: the running runs are cancelled (their late results will be refused)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -34,6 +34,7 @@ class ApiResponse:
 class ApiClient:
     def __init__(self, stack: Stack, *, requests_per_minute: int = 600) -> None:
         self.stack = stack
+        stack.jobs.team_defaults = replace(stack.jobs.team_defaults, requests_per_minute=requests_per_minute)
         self.tokens = CallbackTokens(b"test-secret-of-sufficient-length")
         self.services = services = ApiServices(
             jobs=stack.jobs,
@@ -43,7 +44,6 @@ class ApiClient:
             tokens=self.tokens,
             membership=MEMBERSHIP,
             clock=stack.clock,
-            requests_per_minute=requests_per_minute,
             dags=stack.dags,
             guard=stack.guard,
             egress=AddressPolicy(),  # as deployed: literal private addresses are refused at PUT

@@ -22,7 +22,7 @@ import boto3
 from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.notify import Notifier
 from jobsched.aws.ownership import AwsTagReader, TeamSessions
-from jobsched.aws.queues import EscalationQueue, WorkQueues, delay_seconds
+from jobsched.aws.queues import EscalationQueue, PageQueue, WorkQueues, delay_seconds
 from jobsched.aws.runs_store import Run, RunsStore
 from jobsched.aws.targets import RunContext, TargetExecutor
 from jobsched.aws.workflows import Workflows
@@ -44,6 +44,7 @@ from jobsched.names import (
     state_machine_prefix,
 )
 from jobsched.ownership import OwnershipGuard, ResourceKind, spec_resources
+from jobsched.pages import PageDelivery, PageNotDelivered, PageSender
 from jobsched.runs import RunMessage, parse_instant
 from jobsched.spec import JobSpec
 from jobsched.worker import Outcome, Worker
@@ -221,9 +222,15 @@ class Stack:
         self.pages_url = self.sqs.create_queue(QueueName="jobsched-test-pages")["QueueUrl"]
         self.default_topic = self.topic("jobsched-test-escalations")
         self.webhooks = RecordingHttp()
+        self.page_deliveries_url = self.sqs.create_queue(QueueName="jobsched-test-page-deliveries")["QueueUrl"]
+        self.page_queue = PageQueue(self.page_deliveries_url, self.sqs)
+        self.page_sender = PageSender(
+            Notifier(sns=self.sns, http=self.webhooks, guard=self.guard), default_topic=self.default_topic
+        )
+        self.page_failures: list[str] = []
         self.escalator = Escalator(
             jobs=self.jobs,
-            notifier=Notifier(sns=self.sns, http=self.webhooks, guard=self.guard),
+            pages=self.page_queue,
             clock=clock,
             default_topic=self.default_topic,
             links=Links(region=REGION, api_url="https://api.example.com/prod", log_groups=("/aws/lambda/worker",)),
@@ -240,14 +247,45 @@ class Stack:
         return arn
 
     def handle_escalations(self) -> list[Any]:
-        """Run the escalation handler over every queued event (as its SQS event source would)."""
+        """Run the escalation handler over every queued event (as its SQS event source would), then the
+        pages handler over the pages it queued."""
         handled = []
         for event in self.escalations():
             handled.append(self.escalator.handle(EscalationEvent.model_validate(event)))
+        self.deliver_pages()
         return handled
 
+    def deliver_pages(self) -> list[str]:
+        """One pass of the pages handler: each queued page tried once. A failed one stays on the queue
+        (visible again at once here) with its receive count, the attempt number the sender sees."""
+        outcomes, failed = [], []
+        for _ in range(100):
+            batch = self.sqs.receive_message(
+                QueueUrl=self.page_deliveries_url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"]
+            ).get("Messages", [])
+            if not batch:
+                break
+            for raw in batch:
+                delivery = PageDelivery.model_validate_json(raw["Body"])
+                try:
+                    outcomes.append(
+                        self.page_sender.deliver(delivery, attempt=int(raw["Attributes"]["ApproximateReceiveCount"]))
+                    )
+                except PageNotDelivered as error:
+                    self.page_failures.append(str(error))
+                    failed.append(raw["ReceiptHandle"])
+                    continue
+                self.sqs.delete_message(QueueUrl=self.page_deliveries_url, ReceiptHandle=raw["ReceiptHandle"])
+        for receipt in failed:
+            self.sqs.change_message_visibility(
+                QueueUrl=self.page_deliveries_url, ReceiptHandle=receipt, VisibilityTimeout=0
+            )
+        return outcomes
+
     def pages(self) -> list[dict[str, Any]]:
-        """SNS messages published so far (taken off the test queue): topic, subject, message, attributes."""
+        """SNS messages published so far (taken off the test queue): topic, subject, message, attributes.
+        Pages still on the pages queue are delivered first."""
+        self.deliver_pages()
         found = []
         for _ in range(100):
             batch = self.sqs.receive_message(QueueUrl=self.pages_url, MaxNumberOfMessages=10).get("Messages", [])

@@ -178,21 +178,53 @@ def test_webhooks_get_the_page_as_json_and_a_failed_delivery_is_sent_later(stack
     every_minute(stack, "hooked", "down", escalation={"webhook": "https://hooks.example.com/oncall"})
     stack.webhooks.fail = True
     stack.minutes(1)
-    with pytest.raises(Exception, match="HTTP 503"):
-        stack.handle_escalations()
-    assert stack.webhooks.posts == []
+    stack.handle_escalations()  # the incident is stored and its page queued whatever the webhook does
+    assert stack.webhooks.posts == [] and "HTTP 503" in stack.page_failures[0]
     [incident] = stack.jobs.incidents("ops/hooked")
-    assert incident.unsent, "the page waits on its incident"
+    assert not incident.unsent, "the page left the outbox for the pages queue"
 
     stack.webhooks.fail = False
-    stack.minutes(1)  # the next event for the job (or the redelivery) sends what is unsent
-    stack.handle_escalations()
+    assert stack.deliver_pages() == ["sent"]  # the pages handler's next try
     [(url, document)] = stack.webhooks.posts
     assert url == "https://hooks.example.com/oncall"
     assert document["notice"] == "opened" and document["event"]["job"] == "ops/hooked"
     assert document["links"]["runbook"] == "https://wiki.example.com/runbooks/ops"
     assert document["incident"]["failures"] == 1  # as it was when the page was decided
-    assert not stack.jobs.incidents("ops/hooked")[0].unsent
+    assert stack.deliver_pages() == [], "delivered once"
+
+
+def test_a_webhook_that_keeps_failing_hands_its_page_to_the_deployment_topic(stack: Stack, clock: Clock) -> None:
+    from jobsched.pages import FALLBACK_AFTER
+
+    stack.lambdas.functions["down"] = failing
+    every_minute(stack, "hooked", "down", escalation={"webhook": "https://hooks.example.com/oncall"})
+    stack.webhooks.fail = True
+    stack.minutes(1)
+    stack.handle_escalations()
+    for _ in range(FALLBACK_AFTER - 2):
+        assert stack.deliver_pages() == []
+    assert stack.deliver_pages() == ["fallback"]
+    [page] = stack.pages()
+    assert page["topic"] == stack.default_topic and page["attributes"]["notice"] == "opened"
+    assert f"webhook failed {FALLBACK_AFTER} times" in page["message"] and "HTTP 503" in page["message"]
+    assert len(stack.page_failures) == FALLBACK_AFTER - 1
+
+
+def test_pages_wait_in_the_outbox_while_the_pages_queue_refuses_them(stack: Stack, clock: Clock) -> None:
+    stack.lambdas.functions["down"] = failing
+    every_minute(stack, "queued", "down")
+    stack.minutes(1)
+    [event] = stack.escalations()
+    from jobsched.escalation import EscalationEvent
+
+    real = stack.page_queue.send
+    stack.page_queue.send = lambda bodies: (_ for _ in ()).throw(RuntimeError("SQS unavailable"))  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="SQS unavailable"):
+        stack.escalator.handle(EscalationEvent.model_validate(event))
+    assert stack.jobs.incidents("ops/queued")[0].unsent, "kept for the redelivery"
+    stack.page_queue.send = real  # type: ignore[method-assign]
+    stack.escalator.handle(EscalationEvent.model_validate(event))  # SQS redelivers the event
+    assert len(stack.pages()) == 1 and not stack.jobs.incidents("ops/queued")[0].unsent
 
 
 def test_a_dispatcher_outage_is_paged_caught_up_within_the_window_and_missed_beyond_it(

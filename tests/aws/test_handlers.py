@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 
 from jobsched import wiring
 from jobsched.names import Env
@@ -38,10 +39,17 @@ def deployed(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     monkeypatch.setenv(Env.ESCALATION_QUEUE, settings.escalation_queue_url)
     monkeypatch.setenv(Env.ESCALATION_TOPIC, stack.default_topic)
     monkeypatch.setenv(Env.API_URL, "https://api.example.com/dev")
-    for cached in (wiring.default_worker, wiring.default_dispatcher, wiring.default_escalator):
+    monkeypatch.setenv(Env.PAGES_QUEUE, stack.page_deliveries_url)
+    cached_services = (
+        wiring.default_worker,
+        wiring.default_dispatcher,
+        wiring.default_escalator,
+        wiring.default_page_sender,
+    )
+    for cached in cached_services:
         cached.cache_clear()
     yield stack
-    for cached in (wiring.default_worker, wiring.default_dispatcher, wiring.default_escalator):
+    for cached in cached_services:
         cached.cache_clear()
 
 
@@ -118,3 +126,53 @@ def test_escalation_handler_pages_once_for_the_sample_event_delivered_twice(depl
     assert page["subject"] == "[jobsched] ops/nightly: run failed"
     assert "https://api.example.com/dev/teams/ops/jobs/nightly/runs/20270104T100000Z" in page["message"]
     assert deployed.jobs.open_incidents("ops/nightly") == {"failing"}
+
+
+def page_event(stack: Stack, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Real moto messages of the pages queue in the shape of the sample event."""
+    template = json.loads((EVENTS / "pages_sqs_batch.json").read_text())["Records"][0]
+    records = []
+    for raw in messages:
+        record = copy.deepcopy(template)
+        record |= {"messageId": raw["MessageId"], "receiptHandle": raw["ReceiptHandle"], "body": raw["Body"]}
+        record["attributes"]["ApproximateReceiveCount"] = raw["Attributes"]["ApproximateReceiveCount"]
+        records.append(record)
+    return {"Records": records}
+
+
+def test_pages_handler_delivers_the_sample_page_and_backs_off_a_failing_webhook(
+    deployed: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from functions.pages import handler as pages
+    from jobsched.pages import FIRST_RETRY
+
+    sample = json.loads(json.loads((EVENTS / "pages_sqs_batch.json").read_text())["Records"][0]["body"])
+    topic_page = sample | {"page_id": "ops/nightly/failing/v1/0/topic", "destination": "topic", "team": None}
+    topic_page["address"] = deployed.default_topic
+    deployed.page_queue.send([json.dumps(sample), json.dumps(topic_page)])
+    received = deployed.sqs.receive_message(
+        QueueUrl=deployed.page_deliveries_url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"]
+    )["Messages"]
+    webhook_id = next(raw["MessageId"] for raw in received if '"webhook"' in raw["Body"])
+    posts: list[str] = []
+
+    class DeadWebhook:
+        def request(self, method: str, url: str, **_: Any) -> Any:
+            posts.append(url)
+            raise urllib3.exceptions.ReadTimeoutError(None, url, "read timed out")  # type: ignore[arg-type]
+
+    pages.default_page_sender().notifier.http = DeadWebhook()
+    visibility: list[int] = []
+    real = deployed.sqs.change_message_visibility
+    monkeypatch.setattr(pages.queue(), "_client", deployed.sqs)
+    monkeypatch.setattr(
+        deployed.sqs,
+        "change_message_visibility",
+        lambda **kwargs: visibility.append(kwargs["VisibilityTimeout"]) or real(**kwargs),
+    )
+    result = pages.handler(page_event(deployed, received), FakeContext(function_name="jobsched-test-pages"))
+    assert result == {"batchItemFailures": [{"itemIdentifier": webhook_id}]}, "only the webhook's page comes back"
+    assert posts == ["https://hooks.example.com/oncall"]
+    assert visibility == [int(FIRST_RETRY.total_seconds())], "it comes back after the backoff, not the queue's timeout"
+    [page] = deployed.pages()
+    assert page["topic"] == deployed.default_topic and page["subject"] == "[jobsched] ops/nightly: run failed"

@@ -88,7 +88,7 @@ def test_overlap_replace_cancels_the_running_run_and_refuses_its_late_result(sta
 
 
 def test_team_quota_holds_runs_back_and_never_drops_them(stack: Stack, clock: Clock) -> None:
-    stack.jobs.set_team_quota("ops", 1)
+    stack.jobs.set_team_limits("ops", {"max_running": 1})
     clock.set("2027-01-04T09:59:30Z")
     stack.register(callback_job("first", "allow", max_running=5, expression="0 * * * *"))
     stack.register(callback_job("second", "allow", max_running=5, expression="0 * * * *"))

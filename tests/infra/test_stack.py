@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from jobsched.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Env
+from jobsched.quotas import TeamLimits
 
 Template = tuple[dict[str, Any], Path]
 
@@ -74,6 +75,9 @@ def test_worker_event_sources_report_batch_failures_with_maximum_concurrency(dev
     [escalation] = [m for m in every if "Escalation" in json.dumps(m["FunctionName"])]
     assert escalation["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert "QueuesEscalations" in json.dumps(escalation["EventSourceArn"])
+    [pages] = [m for m in every if "FunctionsPages" in json.dumps(m["FunctionName"])]
+    assert pages["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert "QueuesPages" in json.dumps(pages["EventSourceArn"])
     assert len(mappings) == len(PRIORITIES)
     assert all(m["FunctionResponseTypes"] == ["ReportBatchItemFailures"] and m["BatchSize"] == 10 for m in mappings)
     assert sorted(m["ScalingConfig"]["MaximumConcurrency"] for m in mappings) == sorted(
@@ -91,6 +95,7 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         "jobsched-dev-Api",
         "jobsched-dev-Heartbeat",
         "jobsched-dev-Escalation",
+        "jobsched-dev-Pages",
         "jobsched-dev-Rotation",
     }
     for props in functions:
@@ -103,6 +108,7 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         assert {Env.JOBS_TABLE, Env.RUNS_TABLE, Env.ESCALATION_QUEUE, *Env.QUEUES_BY_PRIORITY.values()} <= set(
             variables
         )
+        assert json.loads(variables[Env.TEAM_LIMITS]) == TeamLimits().as_dict(), "every team limited by default"
     [dispatcher] = [p for p in functions if p["FunctionName"] == "jobsched-dev-Dispatcher"]
     assert dispatcher["ReservedConcurrentExecutions"] >= 1
     [api] = [p for p in functions if p["FunctionName"] == "jobsched-dev-Api"]
@@ -150,14 +156,14 @@ SHARED = {"StringEquals": {"aws:ResourceTag/jobsched-shared": "true"}}
 
 
 def test_function_roles_keep_no_permission_on_team_resources(dev: Template) -> None:
-    """The worker, API, heartbeat, escalation and dispatcher reach team resources only as the target role."""
+    """The worker, API, heartbeat, escalation, pages and dispatcher reach team resources only as the target role."""
     template = dev[0]
     own_refs = {
         json.dumps({"Ref": name})
         for name, r in template["Resources"].items()
         if r["Type"] in ("AWS::SNS::Topic", "AWS::SecretsManager::Secret")
     }
-    for function in ("Worker", "Api", "Heartbeat", "Escalation", "Dispatcher"):
+    for function in ("Worker", "Api", "Heartbeat", "Escalation", "Pages", "Dispatcher"):
         for statement in _policies_of(template, f"Functions{function}"):
             granted = TARGET_ACTIONS & set(_actions(statement))
             if not granted:
@@ -181,7 +187,7 @@ def test_the_target_role_is_assumed_only_by_jobscheds_functions_with_a_team_tag(
     callers = {
         "FunctionsWorkerServiceRole",
         "FunctionsApiServiceRole",
-        "FunctionsEscalationServiceRole",
+        "FunctionsPagesServiceRole",
         "FunctionsHeartbeatServiceRole",
     }
 
@@ -219,7 +225,7 @@ def test_the_target_role_is_assumed_only_by_jobscheds_functions_with_a_team_tag(
         "parameter/jobsched/dev/",
     ):
         assert own in denied, own
-    for function in ("Worker", "Api", "Escalation", "Heartbeat"):
+    for function in ("Worker", "Api", "Pages", "Heartbeat"):
         assert any(
             "sts:TagSession" in _actions(s) and "sts:AssumeRole" in _actions(s)
             for s in _policies_of(template, f"Functions{function}")
@@ -353,3 +359,17 @@ def test_prod_puts_a_web_acl_in_front_of_the_api(dev: Template, prod: Template) 
     assert all("Block" in rule["Action"] for rule in rules.values())
     [association] = resources(prod[0], "AWS::WAFv2::WebACLAssociation").values()
     assert association["WebACLArn"]["Fn::GetAtt"][1] == "Arn"
+
+
+def test_team_limits_come_from_context_and_a_bad_one_fails_the_synth() -> None:
+    from aws_cdk import App
+
+    from infra.stack import StageConfig
+
+    app = App(context={"team_limits": '{"max_running": 50, "max_jobs": 200}'})
+    limits = StageConfig.from_context(app).team_limits
+    assert limits.max_running == 50 and limits.max_jobs == 200 and limits.max_backfills == TeamLimits().max_backfills
+    with pytest.raises(ValueError, match="unknown team limit"):
+        StageConfig.from_context(App(context={"team_limits": '{"max_runing": 5}'}))
+    with pytest.raises(ValueError, match="at least 1"):
+        StageConfig.from_context(App(context={"team_limits": {"max_running": 0}}))

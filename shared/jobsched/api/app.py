@@ -50,6 +50,7 @@ from jobsched.jobfile import validate_document
 from jobsched.jobs import DagDeployer, pause_job, put_job, resume_job
 from jobsched.jobs import delete_job as remove_job
 from jobsched.ownership import OwnershipGuard
+from jobsched.quotas import QuotaExceeded
 from jobsched.runs import RunStatus, instant_text, job_key
 from jobsched.schedule.engine import ScheduleTooExpensive, compile_schedule
 from jobsched.spec import CallbackTarget, JobSpec
@@ -77,7 +78,6 @@ class ApiServices:
     tokens: CallbackTokens
     membership: Membership | MembershipCache
     clock: Callable[[], datetime]
-    requests_per_minute: int = 600  # per team; beyond it 429 until the next minute
     dags: DagDeployer | None = None  # None: this deployment refuses DAG jobs
     guard: OwnershipGuard | None = None  # refuses jobs naming another team's (or jobsched's) resources
     egress: AddressPolicy | None = None  # refuses URLs whose literal address this stage may not reach
@@ -124,7 +124,8 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         s = services()
         caller = s.membership.principal(caller_arn(event.raw_event, dict(event.headers or {})))
         now = s.clock()
-        if not s.jobs.count_principal_request(caller.arn, now=now, limit=s.requests_per_minute):
+        limit = s.jobs.team_defaults.requests_per_minute  # a principal may act for several teams
+        if not s.jobs.count_principal_request(caller.arn, now=now, limit=limit):
             raise Throttled(60 - now.second)
         return caller
 
@@ -133,7 +134,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         caller.require(team)
         s = services()
         now = s.clock()
-        if not s.jobs.count_request(team, now=now, limit=s.requests_per_minute):
+        if not s.jobs.count_request(team, now=now, limit=s.jobs.team_limits(team).requests_per_minute):
             raise Throttled(60 - now.second)
         return caller
 
@@ -205,6 +206,10 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     @app.exception_handler(BackfillLimit)
     def _backfill_limit(error: BackfillLimit) -> Response[str]:
         return error_response(429, "backfill_limit", str(error))
+
+    @app.exception_handler(QuotaExceeded)
+    def _quota(error: QuotaExceeded) -> Response[str]:
+        return error_response(429, "quota_exceeded", str(error), error.limit)
 
     @app.exception_handler(BackfillTooLarge)
     def _too_large(error: BackfillTooLarge) -> Response[str]:

@@ -28,14 +28,13 @@ from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_v
 from jobsched.breaker import BreakerState
 from jobsched.escalation import TARGET_PREFIX
 from jobsched.names import DUE_SHARDS, JobsKeys
+from jobsched.quotas import TeamLimits
 from jobsched.runs import instant_text, parse_instant
 from jobsched.spec import JobSpec
 
 JobState = Literal["ACTIVE", "PAUSED"]
-QUOTA_CACHE_SECONDS = 60.0
-IDEMPOTENCY_KEY_SECONDS = (
-    7 * 86400
-)  # a trigger retried within a week gets the same run  # a quota change reaches every worker within a minute
+QUOTA_CACHE_SECONDS = 60.0  # a limit change reaches every worker within a minute
+IDEMPOTENCY_KEY_SECONDS = 7 * 86400  # a trigger retried within a week gets the same run
 
 
 class JobNotFound(LookupError):
@@ -116,10 +115,13 @@ def spec_digest(spec: JobSpec | None) -> str:
 
 
 class JobsStore:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+    def __init__(
+        self, table_name: str, dynamodb: Any | None = None, *, team_defaults: TeamLimits | None = None
+    ) -> None:
         self.table = table_name
         self._client = dynamodb
-        self._quota_cache: dict[str, tuple[float, int | None]] = {}
+        self.team_defaults = team_defaults or TeamLimits()
+        self._limits_cache: dict[str, tuple[float, TeamLimits]] = {}
 
     @property
     def db(self) -> Any:
@@ -661,32 +663,65 @@ class JobsStore:
             if not is_conditional_failure(error):
                 raise
 
-    # ------------------------------------------------------------------------- team quotas
+    # ------------------------------------------------------------------------- team limits
 
-    def team_quota(self, team: str, *, now: float | None = None) -> int | None:
-        """The team's max_running, cached for a minute: read on every run, changed by admins rarely."""
+    def team_limits(self, team: str, *, now: float | None = None) -> TeamLimits:
+        """The platform's defaults with the team's overrides, cached for a minute: read on every run,
+        changed by admins rarely."""
         moment = time.monotonic() if now is None else now
-        cached = self._quota_cache.get(team)
+        cached = self._limits_cache.get(team)
         if cached is not None and moment - cached[0] < QUOTA_CACHE_SECONDS:
             return cached[1]
-        key = self._key(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA)
-        item = from_item(self.db.get_item(TableName=self.table, Key=key).get("Item") or {})
-        quota = int(item["max_running"]) if "max_running" in item else None
-        self._quota_cache[team] = (moment, quota)
-        return quota
+        limits = self.team_defaults.with_overrides(self.team_overrides(team))
+        self._limits_cache[team] = (moment, limits)
+        return limits
 
-    def set_team_quota(self, team: str, max_running: int | None) -> None:
-        self._quota_cache.pop(team, None)
+    def team_overrides(self, team: str) -> dict[str, int]:
         key = self._key(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA)
-        if max_running is None:
-            self.db.update_item(TableName=self.table, Key=key, UpdateExpression="REMOVE max_running")
-            return
-        self.db.update_item(
-            TableName=self.table,
-            Key=key,
-            UpdateExpression="SET max_running = :m, slots = if_not_exists(slots, :empty)",
-            ExpressionAttributeValues=to_values({":m": max_running, ":empty": {}}),
-        )
+        item = from_item(self.db.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item") or {})
+        return {name: int(item[name]) for name in TeamLimits().as_dict() if name in item}
+
+    def set_team_limits(self, team: str, overrides: dict[str, int | None]) -> TeamLimits:
+        """Set (an int) or drop (None: back to the platform default) some of a team's limits."""
+        self.team_defaults.with_overrides(overrides)  # refuses unknown names and bad values before writing
+        self._limits_cache.pop(team, None)
+        names = {f"#{name}": name for name in overrides}
+        kept = {f":{name}": value for name, value in overrides.items() if value is not None}
+        parts = [f"#{name} = :{name}" for name, value in overrides.items() if value is not None]
+        dropped = [f"#{name}" for name, value in overrides.items() if value is None]
+        update = ("SET " + ", ".join(parts) if parts else "") + (" REMOVE " + ", ".join(dropped) if dropped else "")
+        if update:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "Key": self._key(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA),
+                "UpdateExpression": update.strip(),
+                "ExpressionAttributeNames": names,
+            }
+            if kept:
+                request["ExpressionAttributeValues"] = to_values(kept)
+            self.db.update_item(**request)
+        return self.team_limits(team)
+
+    def count_team_jobs(self, team: str, *, at_least: int) -> int:
+        """How many jobs the team has, counting no further than ``at_least`` (the API checks a limit)."""
+        counted, start = 0, None
+        while counted < at_least:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": JobsKeys.TEAM_INDEX,
+                "KeyConditionExpression": "#team = :team",
+                "ExpressionAttributeNames": {"#team": JobsKeys.TEAM},
+                "ExpressionAttributeValues": to_values({":team": team}),
+                "Select": "COUNT",
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            response = self.db.query(**request)
+            counted += int(response.get("Count", 0))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        return counted
 
     # ----------------------------------------------------------------------------- helpers
 

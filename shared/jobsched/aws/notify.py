@@ -1,9 +1,9 @@
-"""Pages out: SNS topics and webhooks. A failed delivery raises, so the escalation handler's message
-comes back and the page (kept unsent on its incident) goes out on the next try.
+"""Pages out: SNS topics and webhooks. A failed delivery raises, so the pages handler's message comes
+back (with backoff) and the page goes out on a later try.
 
 A team's topic is published to with the team's session, after its ownership tag is checked; a webhook
 goes through the egress guard. A channel the team may not use raises ``ChannelRefused`` (not retried:
-the escalator sends the page to the deployment's own topic instead, saying why).
+the pages handler sends the page to the deployment's own topic instead, saying why).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from jobsched.aws.ownership import TeamSessions
 from jobsched.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused
 from jobsched.ownership import NotOwned, OwnershipGuard, ResourceKind, ResourceRef
 
-WEBHOOK_TIMEOUT_SECONDS = 5.0
+WEBHOOK_TIMEOUT_SECONDS = 3.0  # short: a slow webhook holds only its own page (jobsched.pages)
 
 
 class DeliveryFailed(RuntimeError):

@@ -52,6 +52,9 @@ class WorkQueues:
                     "Id": str(index),
                     "MessageBody": message.model_dump_json(exclude_none=True),
                     "DelaySeconds": delay_seconds(delay),
+                    # On a standard queue the group makes it an SQS fair queue: a team with a backlog
+                    # cannot raise another team's dwell time.
+                    "MessageGroupId": message.team,
                     "MessageAttributes": {
                         "run_id": {"DataType": "String", "StringValue": message.run_id},
                         "job": {"DataType": "String", "StringValue": message.job},
@@ -82,3 +85,29 @@ class EscalationQueue:
 
     def publish(self, event: dict[str, Any]) -> None:
         self.sqs.send_message(QueueUrl=self.url, MessageBody=json.dumps(event, sort_keys=True))
+
+
+class PageQueue:
+    """Rendered pages waiting for the pages handler (one message per page and destination)."""
+
+    def __init__(self, queue_url: str, sqs: Any | None = None) -> None:
+        self.url = queue_url
+        self._client = sqs
+
+    @property
+    def sqs(self) -> Any:
+        return self._client or client("sqs")
+
+    def send(self, bodies: Sequence[str]) -> None:
+        """All or raise (the caller keeps the pages in its outbox and tries again)."""
+        for start in range(0, len(bodies), 10):
+            entries = [{"Id": str(i), "MessageBody": body} for i, body in enumerate(bodies[start : start + 10])]
+            response = self.sqs.send_message_batch(QueueUrl=self.url, Entries=entries)
+            if response.get("Failed"):
+                raise QueueSendError(f"{len(response['Failed'])} pages not accepted by {self.url}")
+
+    def retry_later(self, receipt_handle: str, delay: timedelta) -> None:
+        """A failed delivery comes back after ``delay`` instead of the queue's visibility timeout."""
+        self.sqs.change_message_visibility(
+            QueueUrl=self.url, ReceiptHandle=receipt_handle, VisibilityTimeout=delay_seconds(delay)
+        )

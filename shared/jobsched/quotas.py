@@ -1,0 +1,71 @@
+"""Team limits and fair shares: what one team may hold of a shared deployment (#13: no team starves another).
+
+The platform sets defaults for every team (CDK context ``team_limits``, passed to the handlers as
+``JOBSCHED_TEAM_LIMITS``); an admin may override any of them for one team (the team's ``QUOTA`` item).
+Every limit is on unless the platform turns it off: a team nobody has thought about is still bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from datetime import timedelta
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class TeamLimits:
+    # Runs of the team running at once, across its jobs and priority classes. One team's hung target can
+    # then hold at most this many worker invocations of a class (see WORK_QUEUES' max_concurrency).
+    max_running: int = 20
+    max_jobs: int = 1000  # jobs a team may register
+    max_backfills: int = 5  # backfills running at once (and always at most one per job)
+    requests_per_minute: int = 600  # API requests per principal, and per team on team routes
+
+    @classmethod
+    def parse(cls, text: str | None) -> TeamLimits:
+        """``{"max_running": 50, ...}``: keys not given keep the built-in default."""
+        return cls().with_overrides(json.loads(text) if text else {})
+
+    def with_overrides(self, values: Mapping[str, Any]) -> TeamLimits:
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown team limit(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        checked = {}
+        for name, value in values.items():
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 1:
+                raise ValueError(f"team limit {name} must be a whole number of at least 1 (got {value!r})")
+            checked[name] = int(value)
+        return replace(self, **checked)
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class QuotaExceeded(Exception):
+    """A team is at one of its limits; ``limit`` names which (the API's error field)."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+def interleave_teams(items: Sequence[_T], *, team: Callable[[_T], str], due_in: Callable[[_T], timedelta]) -> list[_T]:
+    """Order a tick's messages so that, among those due at one instant, every team's k-th message comes
+    before any team's (k+1)-th: a team with a thousand runs at midnight puts one ahead of another team's
+    first, not a thousand. (Queues deliver roughly in this order; in AWS the team is also the message
+    group, which SQS fair queues use to keep a quiet team's dwell time low behind a busy one.)"""
+    rank: dict[tuple[timedelta, str], int] = defaultdict(int)
+    keyed = []
+    for index, item in enumerate(items):
+        slot = (due_in(item), team(item))
+        keyed.append((slot[0], rank[slot], index, item))
+        rank[slot] += 1
+    return [item for *_, item in sorted(keyed, key=lambda entry: entry[:3])]
