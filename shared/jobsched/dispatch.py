@@ -123,7 +123,7 @@ class Dispatcher:
                     for message in plan.messages
                 ],
                 team=lambda keyed: keyed[1][0].team,
-                due_in=lambda keyed: keyed[1][1],
+                due_in=lambda keyed: max(timedelta(0), keyed[1][1]),  # overdue is due now
             )
             failed = self.queues.send_each(priority, [message for _, message in batch])
             unsent |= {batch[index][0] for index in failed}

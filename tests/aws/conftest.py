@@ -6,7 +6,9 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 
+from jobsched import wiring
 from jobsched.aws.clients import reset_clients
+from jobsched.names import Env
 from tests.aws.harness import REGION, Clock, FakeLambdas, Stack
 
 
@@ -42,3 +44,28 @@ def stack(clock: Clock, lambdas: FakeLambdas, request: pytest.FixtureRequest) ->
         reset_clients()
         yield Stack(clock, lambdas, in_memory_queues=in_memory)
     reset_clients()
+
+
+@pytest.fixture
+def deployed(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+    """Handler environment pointing at the moto stack, as the deployed Lambda configuration would."""
+    settings = stack.settings
+    monkeypatch.setenv(Env.JOBS_TABLE, settings.jobs_table)
+    monkeypatch.setenv(Env.RUNS_TABLE, settings.runs_table)
+    for priority, url in settings.queue_urls.items():
+        monkeypatch.setenv(Env.QUEUES_BY_PRIORITY[priority], url)
+    monkeypatch.setenv(Env.ESCALATION_QUEUE, settings.escalation_queue_url)
+    monkeypatch.setenv(Env.ESCALATION_TOPIC, stack.default_topic)
+    monkeypatch.setenv(Env.API_URL, "https://api.example.com/dev")
+    monkeypatch.setenv(Env.PAGES_QUEUE, stack.page_deliveries_url)
+    cached_services = (
+        wiring.default_worker,
+        wiring.default_dispatcher,
+        wiring.default_escalator,
+        wiring.default_page_sender,
+    )
+    for cached in cached_services:
+        cached.cache_clear()
+    yield stack
+    for cached in cached_services:
+        cached.cache_clear()

@@ -7,6 +7,7 @@ queue, and it deletes what the worker finished. No test waits for real minutes.
 
 from __future__ import annotations
 
+import copy
 import io
 import itertools
 import json
@@ -15,6 +16,7 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -44,7 +46,7 @@ from jobsched.names import (
     state_machine_prefix,
 )
 from jobsched.ownership import OwnershipGuard, ResourceKind, spec_resources
-from jobsched.pages import PageDelivery, PageNotDelivered, PageSender
+from jobsched.pages import Delivered, PageDelivery, PageNotDelivered, PageSender
 from jobsched.runs import RunMessage, parse_instant
 from jobsched.spec import JobSpec
 from jobsched.worker import Outcome, Worker
@@ -142,6 +144,8 @@ class InMemoryQueues(VirtualDelayQueues):
                 self.requested_delays.append((f"{message.run_id}#{message.attempt}", delay_seconds(delay)))
                 message_id = f"mem-{next(self._ids)}"
                 body = message.model_dump_json(exclude_none=True)
+                if self.clock is not None and delay > timedelta(0):
+                    self.not_before[body] = self.clock() + delay
                 self.hold.setdefault(priority, {})[message_id] = {"MessageId": message_id, "Body": body}
         return set()
 
@@ -255,10 +259,11 @@ class Stack:
         self.deliver_pages()
         return handled
 
-    def deliver_pages(self) -> list[str]:
+    def deliver_pages(self) -> list[Delivered]:
         """One pass of the pages handler: each queued page tried once. A failed one stays on the queue
         (visible again at once here) with its receive count, the attempt number the sender sees."""
-        outcomes, failed = [], []
+        outcomes: list[Delivered] = []
+        failed: list[str] = []
         for _ in range(100):
             batch = self.sqs.receive_message(
                 QueueUrl=self.page_deliveries_url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"]
@@ -389,6 +394,12 @@ class Stack:
                 del held[raw["MessageId"]]
         return outcomes
 
+    def in_queue_order(self, priority: str = "normal") -> list[WorkMessage | DagTaskFailure]:
+        """Every message on the queue in the order SQS hands them out (moto: the order they were sent),
+        for tests of who is served first; ``pump`` instead delivers in instant order."""
+        self._receive_into_held(priority)
+        return [parse_work_message(raw["Body"]) for raw in self._held.get(priority, {}).values()]
+
     def pending(self, priority: str = "normal") -> list[RunMessage]:
         """Messages on the queue not yet delivered (received into the pump's hold, or still in SQS)."""
         self._receive_into_held(priority)
@@ -460,3 +471,28 @@ def context_for(run: Run) -> RunContext:
 
 def at(text: str) -> datetime:
     return parse_instant(text)
+
+
+EVENTS = Path(__file__).parents[2] / "events"
+
+
+@dataclass
+class FakeContext:
+    function_name: str = "jobsched-test-worker"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-test-worker"
+    aws_request_id: str = "req-1"
+
+
+def sqs_event(stack: Stack, messages: list[dict[str, Any]], priority: str = "normal") -> dict[str, Any]:
+    """Real moto messages in the shape of the sample event."""
+    template = json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]
+    url = stack.queue_urls[priority]
+    arn = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    records = []
+    for raw in messages:
+        record = copy.deepcopy(template)
+        record |= {"messageId": raw["MessageId"], "receiptHandle": raw["ReceiptHandle"], "body": raw["Body"]}
+        record["eventSourceARN"] = arn
+        records.append(record)
+    return {"Records": records}

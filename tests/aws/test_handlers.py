@@ -4,67 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import urllib3
 
 from jobsched import wiring
-from jobsched.names import Env
 from jobsched.runs import RunStatus, instant_text
-from tests.aws.harness import Stack
-
-EVENTS = Path(__file__).parents[2] / "events"
-
-
-@dataclass
-class FakeContext:
-    function_name: str = "jobsched-test-worker"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-test-worker"
-    aws_request_id: str = "req-1"
-
-
-@pytest.fixture
-def deployed(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
-    """Handler environment pointing at the moto stack, as the deployed Lambda configuration would."""
-    settings = stack.settings
-    monkeypatch.setenv(Env.JOBS_TABLE, settings.jobs_table)
-    monkeypatch.setenv(Env.RUNS_TABLE, settings.runs_table)
-    for priority, url in settings.queue_urls.items():
-        monkeypatch.setenv(Env.QUEUES_BY_PRIORITY[priority], url)
-    monkeypatch.setenv(Env.ESCALATION_QUEUE, settings.escalation_queue_url)
-    monkeypatch.setenv(Env.ESCALATION_TOPIC, stack.default_topic)
-    monkeypatch.setenv(Env.API_URL, "https://api.example.com/dev")
-    monkeypatch.setenv(Env.PAGES_QUEUE, stack.page_deliveries_url)
-    cached_services = (
-        wiring.default_worker,
-        wiring.default_dispatcher,
-        wiring.default_escalator,
-        wiring.default_page_sender,
-    )
-    for cached in cached_services:
-        cached.cache_clear()
-    yield stack
-    for cached in cached_services:
-        cached.cache_clear()
-
-
-def sqs_event(stack: Stack, messages: list[dict[str, Any]], priority: str = "normal") -> dict[str, Any]:
-    """Real moto messages in the shape of the sample event."""
-    template = json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]
-    url = stack.queue_urls[priority]
-    arn = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    records = []
-    for raw in messages:
-        record = copy.deepcopy(template)
-        record |= {"messageId": raw["MessageId"], "receiptHandle": raw["ReceiptHandle"], "body": raw["Body"]}
-        record["eventSourceARN"] = arn
-        records.append(record)
-    return {"Records": records}
+from tests.aws.harness import EVENTS, FakeContext, Stack, sqs_event
 
 
 def test_dispatcher_handler_ticks_with_the_sample_event(deployed: Stack) -> None:
@@ -161,15 +108,16 @@ def test_pages_handler_delivers_the_sample_page_and_backs_off_a_failing_webhook(
             posts.append(url)
             raise urllib3.exceptions.ReadTimeoutError(None, url, "read timed out")  # type: ignore[arg-type]
 
-    pages.default_page_sender().notifier.http = DeadWebhook()
+    wiring.default_page_sender().notifier.http = DeadWebhook()
     visibility: list[int] = []
     real = deployed.sqs.change_message_visibility
     monkeypatch.setattr(pages.queue(), "_client", deployed.sqs)
-    monkeypatch.setattr(
-        deployed.sqs,
-        "change_message_visibility",
-        lambda **kwargs: visibility.append(kwargs["VisibilityTimeout"]) or real(**kwargs),
-    )
+
+    def spied(**kwargs: Any) -> Any:
+        visibility.append(kwargs["VisibilityTimeout"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(deployed.sqs, "change_message_visibility", spied)
     result = pages.handler(page_event(deployed, received), FakeContext(function_name="jobsched-test-pages"))
     assert result == {"batchItemFailures": [{"itemIdentifier": webhook_id}]}, "only the webhook's page comes back"
     assert posts == ["https://hooks.example.com/oncall"]

@@ -14,7 +14,7 @@ from moto import mock_aws
 from jobsched.api.tokens import CallbackTokens, InvalidToken, KeyRing, key_id, secrets_manager_versions, token_expiry
 from jobsched.aws.clients import reset_clients
 from jobsched.aws.rotation import rotate
-from tests.aws.test_handlers import FakeContext
+from tests.aws.harness import FakeContext
 from tests.helpers import utc
 
 OLD, NEW = b"old-signing-key-0123456789abcdef", b"new-signing-key-0123456789abcdef"
