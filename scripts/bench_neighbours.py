@@ -1,0 +1,285 @@
+"""A canary job's lateness with and without each noisy neighbour, side by side (#13).
+
+Each scenario runs the real dispatcher and worker against moto on a virtual clock for N minutes (default
+15). A canary team has one job firing every minute; a neighbour team does its worst:
+- backlog:    20 jobs back from 50 minutes of outage catch up 1,000 runs in one tick (2 s each);
+- hung:       60 jobs every minute whose target never answers (each run holds a worker for 5 minutes);
+- stall:      a job whose blackout makes each next-fire computation walk a month (stored past the API's
+              admission check, as a job registered before it existed would be);
+each with the platform's default team limits, and the first two also with the neighbour's max_running
+lifted (what the limit buys). Pages: the canary team's page delivered while 20 pages of a neighbour
+whose webhook accepts connections and never answers are in the same batches.
+
+Modelled, and printed as assumptions: the worker class has 50 concurrent invocations and each holds one
+run while its target runs (a hung run holds its invocation); the queue hands out visible messages in
+the order they were sent (moto's order; SQS fair queues in AWS favour the quiet team further); a tick's
+own wall time delays the runs it sends. Lateness = when the worker starts a run minus its instant.
+
+    python scripts/bench_neighbours.py [--minutes 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stack lives with the tests
+
+from moto import mock_aws
+
+from jobsched.aws.clients import reset_clients
+from jobsched.aws.notify import Notifier
+from jobsched.dag import parse_work_message
+from jobsched.egress import AddressPolicy, GuardedHttp
+from jobsched.jobs import put_job
+from jobsched.names import WORK_QUEUES
+from jobsched.pages import PageDelivery, PageNotDelivered, PageSender
+from jobsched.runs import RunMessage, parse_instant
+from jobsched.spec import JobSpec
+from tests.aws.harness import Clock, FakeLambdas, Stack
+from tests.helpers import silent_server
+
+WORKERS = WORK_QUEUES["normal"].max_concurrency
+CANARY = "canary/probe"
+START = "2027-01-04T08:59:00Z"
+
+
+def job(team: str, name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "team": team,
+        "schedule": {"expression": "* * * * *"},
+        "target": {"type": "callback", "timeout": "10m"},
+        "concurrency": {"max_running": 1000, "overlap": "allow"},
+        **extra,
+    }
+
+
+@dataclass(order=True)
+class Queued:
+    visible_at: datetime
+    seq: int
+    message: Any = field(compare=False)
+
+
+@dataclass
+class Scenario:
+    name: str
+    setup: Callable[[Stack, Clock], None]
+    hold: dict[str, timedelta]  # team -> how long its run holds a worker
+    lifted: bool = False  # the neighbour's max_running lifted
+
+
+@dataclass
+class Result:
+    canary: list[float] = field(default_factory=list)
+    neighbour_started: int = 0
+    slowest_tick_s: float = 0.0
+    quarantined: int = 0
+
+
+def simulate(scenario: Scenario, minutes: int) -> Result:
+    with mock_aws():
+        reset_clients()
+        clock = Clock(START)
+        stack = Stack(clock, FakeLambdas(), in_memory_queues=True)
+        stack.register(job("canary", "probe", concurrency={"max_running": 1, "overlap": "skip"}))
+        scenario.setup(stack, clock)
+        if scenario.lifted:
+            stack.jobs.set_team_limits("noisy", {"max_running": 100_000})
+        result = Result()
+        queue: list[Queued] = []
+        seq = 0
+        busy: list[tuple[datetime, RunMessage, int]] = []  # (free at, message, attempt)
+        held = stack._held.setdefault("normal", {})
+
+        def drain_sent() -> None:
+            nonlocal seq
+            for raw in list(held.values()):
+                message = parse_work_message(raw["Body"])
+                assert isinstance(message, RunMessage)
+                visible = stack.queues.not_before.pop(raw["Body"], None) or parse_instant(message.fire_at)
+                queue.append(Queued(visible, seq, message))
+                seq += 1
+            held.clear()
+
+        end = clock() + timedelta(minutes=minutes)
+        while clock() < end:
+            now = clock()
+            if now.second == 0:
+                began = time.perf_counter()
+                report = stack.tick()
+                spent = time.perf_counter() - began
+                result.slowest_tick_s = max(result.slowest_tick_s, spent)
+                result.quarantined += report.quarantined
+                clock.advance(timedelta(seconds=spent))  # the tick's own time delays what it sends
+                drain_sent()
+                now = clock()
+            for free_at, message, attempt in [entry for entry in busy if entry[0] <= now]:
+                busy.remove((free_at, message, attempt))
+                hung = message.team == "noisy" and scenario.hold.get("noisy", timedelta(0)) > timedelta(minutes=1)
+                stack.worker.complete_external(
+                    message.job, message.run_id, attempt, succeeded=not hung, error="ReadTimeoutError"
+                )
+            for entry in sorted(queue):
+                if len(busy) >= WORKERS or entry.visible_at > now:
+                    break
+                queue.remove(entry)
+                outcome = stack.worker.process_any(entry.message)
+                drain_sent()  # a run that must wait is sent again, to the back of the queue
+                if outcome.action != "pending" or outcome.run is None:
+                    continue
+                if entry.message.job == CANARY and outcome.lateness is not None:
+                    result.canary.append(outcome.lateness.total_seconds())
+                elif entry.message.team == "noisy":
+                    result.neighbour_started += 1
+                hold = scenario.hold.get(entry.message.team, timedelta(seconds=1))
+                busy.append((now + hold, entry.message, outcome.run.attempt))
+            clock.advance(timedelta(seconds=1))
+        reset_clients()
+        return result
+
+
+def backlog(stack: Stack, clock: Clock) -> None:
+    catch_up = {"expression": "* * * * *", "catchup": {"policy": "all", "window": "1h", "max_runs": 50}}
+    for index in range(20):
+        stack.register(job("noisy", f"bulk{index:02d}", schedule=catch_up))
+    stack.dispatcher.tick(clock())  # then 50 minutes without a tick
+    clock.advance(timedelta(minutes=50))
+    stack.jobs.get(CANARY)  # the canary was registered before the outage too
+
+
+def hung(stack: Stack, clock: Clock) -> None:
+    for index in range(60):
+        stack.register(job("noisy", f"hung{index:02d}"))
+
+
+def stall(stack: Stack, clock: Clock) -> None:
+    spec = JobSpec.model_validate(
+        job(
+            "noisy",
+            "december",
+            schedule={"expression": "* * * * *", "blackouts": [{"cron": "* * 1 12 *", "duration": "31d"}]},
+        )
+    )
+    put_job(stack.jobs, spec, now=clock(), principal="registered-before-admission")
+    clock.set("2027-11-30T23:40:00Z")  # the lookahead reaches December's window within the run
+
+
+def nothing(stack: Stack, clock: Clock) -> None:
+    pass
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+# ------------------------------------------------------------------------------------------ pages
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def page_latency(neighbour_pages: int) -> tuple[float, int]:
+    """Seconds until the canary's page is out, delivered in batches of 10 run concurrently (as the
+    pages handler does) with ``neighbour_pages`` of a dead webhook ahead of it in the queue."""
+    published: list[float] = []
+
+    class Topic:
+        def publish(self, **_: Any) -> dict[str, Any]:
+            published.append(time.perf_counter())
+            return {}
+
+    with silent_server() as dead, quiet():
+        sender = PageSender(Notifier(sns=Topic(), http=GuardedHttp(AddressPolicy(allow_loopback=True))), None)
+        common = {"title": "t", "text": "x", "document": {}, "attributes": {}}
+        pages = [
+            PageDelivery(page_id=f"noisy/{i}", destination="webhook", address=dead, team="noisy", **common)
+            for i in range(neighbour_pages)
+        ]
+        pages.append(PageDelivery(page_id="canary/0", destination="topic", address="arn:canary", **common))
+        retried = 0
+        began = time.perf_counter()
+
+        def deliver(page: PageDelivery) -> None:
+            nonlocal retried
+            try:
+                sender.deliver(page, attempt=1)
+            except PageNotDelivered:
+                retried += 1
+
+        with ThreadPoolExecutor(max_workers=10) as pool:  # one invocation's batch at a time
+            for start in range(0, len(pages), 10):
+                list(pool.map(deliver, pages[start : start + 10]))
+        return published[0] - began, retried
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--minutes", type=int, default=15)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    hold_hung = {"noisy": timedelta(minutes=5)}
+    scenarios = [
+        Scenario("alone", nothing, {}),
+        Scenario("backlog", backlog, {"noisy": timedelta(seconds=2)}),
+        Scenario("backlog, limit lifted", backlog, {"noisy": timedelta(seconds=2)}, lifted=True),
+        Scenario("hung target", hung, hold_hung),
+        Scenario("hung target, limit lifted", hung, hold_hung, lifted=True),
+        Scenario("stalling schedule", stall, {}),
+    ]
+    print(f"assumptions: {WORKERS} worker invocations in the class, one run each; queue order = send order;")
+    print(f"  {args.minutes} virtual minutes per scenario; canary = one job of another team every minute")
+    header = ("canary runs", "p50 s", "p99 s", "max s", "noisy started", "slowest tick s")
+    widths = (11, 7, 7, 7, 13, 14)
+    print(f"{'scenario':28} " + " ".join(f"{h:>{w}}" for h, w in zip(header, widths, strict=True)))
+    figures: dict[str, float] = {}
+    for scenario in scenarios:
+        began = time.perf_counter()
+        result = simulate(scenario, args.minutes)
+        p50, p99 = percentile(result.canary, 0.5), percentile(result.canary, 0.99)
+        worst = max(result.canary, default=float("nan"))
+        extra = f" (quarantined {result.quarantined})" if result.quarantined else ""
+        print(
+            f"{scenario.name:28} {len(result.canary):>11} {p50:>7.1f} {p99:>7.1f} {worst:>7.1f} "
+            f"{result.neighbour_started:>13} {result.slowest_tick_s:>14.2f}{extra}"
+            f"   [{time.perf_counter() - began:.0f} s to simulate]"
+        )
+        figures[scenario.name] = p99
+    alone_page, _ = page_latency(0)
+    busy_page, retried = page_latency(20)
+    print(
+        f"canary page out after {alone_page:.2f} s alone, {busy_page:.2f} s behind 20 dead-webhook pages "
+        f"({retried} of those retried later)"
+    )
+    print(
+        json.dumps(
+            {
+                "canary_p99_lateness_s": figures,
+                "canary_page_s": {"alone": round(alone_page, 2), "dead_webhook": round(busy_page, 2)},
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
