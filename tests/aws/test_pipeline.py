@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
+
+import pytest
 
 from jobsched.runs import RunStatus
 from tests.aws.harness import Clock, Stack
@@ -58,6 +61,32 @@ def test_a_job_whose_schedule_costs_too_much_is_quarantined_and_a_canary_keeps_f
     events = [e for e in stack.escalations() if e["kind"] == "job_quarantined"]
     assert [(e["job"], e["team"]) for e in events] == [("noisy/noisy", "noisy")]
     assert max(r.run_id for r in stack.run_list("noisy/noisy")) < "20270104T093000Z", "nothing fired in the blackout"
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        {"expression": "at(2999-01-01T00:00:00)"},  # an at() far away
+        {"expression": "0 0 29 2 *"},  # matches once in four years (the rarest a cron can fire)
+        {"expression": "0 0 * * 6,0", "calendar": {"business_days_only": True}},  # a calendar excluding all
+    ],
+)
+def test_rare_and_never_firing_schedules_cost_the_tick_little_and_the_canary_fires_on_time(
+    stack: Stack, clock: Clock, schedule: dict[str, Any]
+) -> None:
+    """No noisy neighbour (#13): whatever a schedule's next fire is (centuries away or never), finding it is
+    bounded, so a canary of another team fires every minute on time through the same ticks. (``PUT``
+    refuses the last one outright: its year costs more than the simulation's CPU budget.)"""
+    noisy = job("rare") | {"team": "noisy", "schedule": schedule}
+    stack.register(noisy)
+    stack.register(job("canary") | {"team": "canary"})
+    started = time.perf_counter()
+    stack.minutes(5)
+    assert time.perf_counter() - started < 20
+    canary = stack.run_list("canary/canary")
+    assert [r.run_id for r in canary] == [f"20270104T09{m:02d}00Z" for m in range(5)]
+    assert all(r.status is RunStatus.SUCCEEDED and r.lateness_ms == 0 for r in canary)
+    assert stack.run_list("noisy/rare") == []
 
 
 def test_an_error_in_one_job_leaves_the_others_dispatched(stack: Stack, clock: Clock) -> None:

@@ -50,6 +50,7 @@ def test_a_short_blackout_over_a_minutely_job_is_cheap() -> None:
             "calendar": {"exclude_dates": [], "business_days_only": True},
             "blackouts": [{"cron": "0 0 * * 1", "duration": "31d"}],
         },
+        {"expression": "0 0 * * 6,0", "calendar": {"business_days_only": True}},  # excludes every instant
     ],
 )
 def test_put_refuses_schedules_whose_next_fire_costs_unbounded_work(document: dict[str, Any]) -> None:
