@@ -108,7 +108,9 @@ class Dispatcher:
             if self.monotonic() - started > self.tick_budget.total_seconds():
                 report.deferred += 1  # still due: the next tick plans it
                 continue
-            plan = self._isolated(entry.job, now, report, partial(self._plan, entry, specs.get(entry.job), now))
+            plan = self._isolated(
+                entry.job, now, report, partial(self._plan, entry, specs.get(entry.job), now), budgeted=True
+            )
             if plan is not None:
                 plans.append(plan)
         # One batch across all due jobs per priority: ten messages per SQS request, not one job's each; teams
@@ -142,8 +144,14 @@ class Dispatcher:
                 report.backfills_advanced += 1
         return report
 
-    def _isolated(self, job: str, now: datetime, report: TickReport, work: Callable[[], _T]) -> _T | None:
-        """Run one job's part of the tick so that nothing it does can stop the others."""
+    def _isolated(
+        self, job: str, now: datetime, report: TickReport, work: Callable[[], _T], *, budgeted: bool = False
+    ) -> _T | None:
+        """Run one job's part of the tick so that nothing it does can stop the others.
+
+        ``budgeted``: the work is the schedule's own computation, so its wall time counts toward the job's
+        budget. Writes (a long outage's MISSED records, a backfill's step) do not: a healthy job must
+        not be quarantined for the work an outage left it; the engine's step limit bounds their compute."""
         started = self.monotonic()
         try:
             result = work()
@@ -155,7 +163,7 @@ class Dispatcher:
             report.job_errors += 1
             return None
         spent = self.monotonic() - started
-        if spent > self.job_budget.total_seconds():
+        if budgeted and spent > self.job_budget.total_seconds():
             self._quarantine(job, f"its schedule took {spent:.1f} s to evaluate in one tick", now, report)
             return None
         return result

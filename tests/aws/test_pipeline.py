@@ -89,6 +89,20 @@ def test_rare_and_never_firing_schedules_cost_the_tick_little_and_the_canary_fir
     assert stack.run_list("noisy/rare") == []
 
 
+def test_recording_a_long_outages_missed_instants_never_quarantines_a_healthy_job(
+    stack: Stack, clock: Clock
+) -> None:
+    """The job budget is for computing a schedule, not for the writes an outage leaves (hundreds of MISSED
+    records): found by scripts/bench_neighbours.py, where a canary was quarantined after a long gap."""
+    stack.register(job("steady"))
+    stack.dispatcher.job_budget = timedelta(milliseconds=50)  # far less than the writes below take
+    clock.advance(timedelta(hours=8))
+    report = stack.tick()
+    assert report.quarantined == 0 and report.missed > 400
+    stored = stack.jobs.get("payments/steady")
+    assert stored is not None and stored.state == "ACTIVE"
+
+
 def test_an_error_in_one_job_leaves_the_others_dispatched(stack: Stack, clock: Clock) -> None:
     stack.register(job("broken") | {"team": "a"})
     stack.register(job("fine") | {"team": "b"})
