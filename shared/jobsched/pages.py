@@ -10,8 +10,9 @@ deployment's own topic, saying why, so a page is never dropped while that topic 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 
 FALLBACK_AFTER = 4  # tries at the job's own channel before the deployment's topic gets the page
 FIRST_RETRY = timedelta(seconds=30)
+FAILING_FOR = timedelta(seconds=25)  # after a failed try, other pages to that address wait without trying;
+# shorter than FIRST_RETRY, so a page's own retry always tries again
 MAX_RETRY = timedelta(minutes=15)
 
 Delivered = Literal["sent", "fallback", "undeliverable"]
@@ -59,19 +62,33 @@ def retry_delay(attempt: int) -> timedelta:
 class PageSender:
     notifier: Notifier
     default_topic: str | None
+    monotonic: Callable[[], float] = time.monotonic
+    # Addresses that failed lately (per warm function): a flood of pages to one dead webhook costs one
+    # timeout, not one per page, and leaves the batch's other pages alone.
+    _failing: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     def deliver(self, delivery: PageDelivery, *, attempt: int) -> Delivered:
         """Send once. Raises PageNotDelivered while the channel may still come back."""
+        failing = self._failing.get(delivery.address)
+        if failing is not None and failing[0] > self.monotonic():
+            return self._not_delivered(delivery, attempt, f"not tried: it failed moments ago ({failing[1]})")
         try:
             self._send(delivery)
-            return "sent"
         except ChannelRefused as refused:
             return self._fallback(delivery, f"Not sent to the job's own channel: {refused}")
         except Exception as error:
             reason = f"{type(error).__name__}: {error}"
-            if attempt >= FALLBACK_AFTER and self._can_fall_back(delivery):
-                return self._fallback(delivery, f"The job's {delivery.destination} failed {attempt} times: {reason}")
-            raise PageNotDelivered(f"{delivery.page_id}: {reason}", retry_delay(attempt)) from error
+            self._failing[delivery.address] = (self.monotonic() + FAILING_FOR.total_seconds(), reason)
+            return self._not_delivered(delivery, attempt, reason, error)
+        self._failing.pop(delivery.address, None)
+        return "sent"
+
+    def _not_delivered(
+        self, delivery: PageDelivery, attempt: int, reason: str, error: Exception | None = None
+    ) -> Delivered:
+        if attempt >= FALLBACK_AFTER and self._can_fall_back(delivery):
+            return self._fallback(delivery, f"The job's {delivery.destination} failed {attempt} times: {reason}")
+        raise PageNotDelivered(f"{delivery.page_id}: {reason}", retry_delay(attempt)) from error
 
     def _send(self, delivery: PageDelivery) -> None:
         if delivery.destination == "webhook":

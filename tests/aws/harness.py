@@ -229,7 +229,9 @@ class Stack:
         self.page_deliveries_url = self.sqs.create_queue(QueueName="jobsched-test-page-deliveries")["QueueUrl"]
         self.page_queue = PageQueue(self.page_deliveries_url, self.sqs)
         self.page_sender = PageSender(
-            Notifier(sns=self.sns, http=self.webhooks, guard=self.guard), default_topic=self.default_topic
+            Notifier(sns=self.sns, http=self.webhooks, guard=self.guard),
+            default_topic=self.default_topic,
+            monotonic=lambda: clock().timestamp(),
         )
         self.page_failures: list[str] = []
         self.escalator = Escalator(

@@ -184,7 +184,8 @@ def test_webhooks_get_the_page_as_json_and_a_failed_delivery_is_sent_later(stack
     assert not incident.unsent, "the page left the outbox for the pages queue"
 
     stack.webhooks.fail = False
-    assert stack.deliver_pages() == ["sent"]  # the pages handler's next try
+    clock.advance(timedelta(seconds=30))
+    assert stack.deliver_pages() == ["sent"]  # the pages handler's next try, after its backoff
     [(url, document)] = stack.webhooks.posts
     assert url == "https://hooks.example.com/oncall"
     assert document["notice"] == "opened" and document["event"]["job"] == "ops/hooked"
@@ -202,7 +203,9 @@ def test_a_webhook_that_keeps_failing_hands_its_page_to_the_deployment_topic(sta
     stack.minutes(1)
     stack.handle_escalations()
     for _ in range(FALLBACK_AFTER - 2):
+        clock.advance(timedelta(seconds=30))
         assert stack.deliver_pages() == []
+    clock.advance(timedelta(seconds=30))
     assert stack.deliver_pages() == ["fallback"]
     [page] = stack.pages()
     assert page["topic"] == stack.default_topic and page["attributes"]["notice"] == "opened"

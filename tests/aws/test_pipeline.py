@@ -89,9 +89,7 @@ def test_rare_and_never_firing_schedules_cost_the_tick_little_and_the_canary_fir
     assert stack.run_list("noisy/rare") == []
 
 
-def test_recording_a_long_outages_missed_instants_never_quarantines_a_healthy_job(
-    stack: Stack, clock: Clock
-) -> None:
+def test_recording_a_long_outages_missed_instants_never_quarantines_a_healthy_job(stack: Stack, clock: Clock) -> None:
     """The job budget is for computing a schedule, not for the writes an outage leaves (hundreds of MISSED
     records): found by scripts/bench_neighbours.py, where a canary was quarantined after a long gap."""
     stack.register(job("steady"))
