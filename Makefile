@@ -27,6 +27,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_schedule.py
 	$(BIN)/python scripts/bench_pipeline.py
+	$(BIN)/python scripts/bench_neighbours.py
 
 # The full template, with the Lambda asset built for arm64 (pip, no Docker). Prints the template's path.
 synth: $(STAMP)
