@@ -13,6 +13,7 @@ from typing import Any
 
 from aws_cdk import (
     Acknowledgment,
+    ArnFormat,
     CfnOutput,
     Duration,
     RemovalPolicy,
@@ -56,8 +57,8 @@ from jobsched.names import (
     reserved_prefixes,
     state_machine_prefix,
 )
-from jobsched.observability import NAMESPACE
 from jobsched.quotas import TeamLimits
+from jobsched.signals import CATALOG, NAMESPACE
 
 WORKER_TIMEOUT = Duration.minutes(15)
 ESCALATION_TIMEOUT = Duration.seconds(60)
@@ -118,7 +119,13 @@ class JobschedStack(Stack):
         self.api = Api(self, "Api", config=config, functions=self.functions)
         self.functions.escalation.add_environment(Env.API_URL, self.api.rest_api.url)  # links in pages
         self.observability = Observability(
-            self, "Observability", config=config, key=self.key, queues=self.queues, functions=self.functions
+            self,
+            "Observability",
+            config=config,
+            key=self.key,
+            queues=self.queues,
+            functions=self.functions,
+            api=self.api,
         )
         if config.examples:
             Examples(self, "Examples", config=config, code=self.functions.code)
@@ -145,6 +152,21 @@ def _list_context(value: Any) -> tuple[str, ...]:
         return ()
     items = value.split(",") if isinstance(value, str) else list(value)
     return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+def signal(name: str, statistic: str, period: Duration, **dimensions: str) -> cloudwatch.Metric:
+    """A metric from the catalog (jobsched.signals), queried with exactly the dimensions it is published with."""
+    definition = CATALOG[name]
+    if set(dimensions) != set(definition.dimensions):
+        raise ValueError(f"{name} is published with dimensions {definition.dimensions}, not {tuple(dimensions)}")
+    return cloudwatch.Metric(
+        namespace=NAMESPACE, metric_name=name, dimensions_map=dimensions or None, statistic=statistic, period=period
+    )
+
+
+def search_schema(name: str) -> str:
+    """The SEARCH schema of a catalog metric, e.g. {jobsched,outcome} MetricName="Pages"."""
+    return "{" + ",".join((NAMESPACE, *CATALOG[name].dimensions)) + '} MetricName="' + name + '"'
 
 
 def _name(config: StageConfig, logical: str) -> str:
@@ -754,13 +776,43 @@ class Observability(Construct):
         construct_id: str,
         *,
         config: StageConfig,
-        key: kms.IKey,
+        key: kms.Key,
         queues: Queues,
         functions: Functions,
+        api: Api,
     ) -> None:
         super().__init__(scope, construct_id)
         self.ops_topic = sns.Topic(
             self, "OpsAlarms", topic_name=_name(config, "ops-alarms"), master_key=key, enforce_ssl=True
+        )
+        # Alarms reach nobody unless CloudWatch may use the topic's key (and publish to the topic):
+        # only for alarms of this account.
+        account = Stack.of(self).account
+        from_our_alarms = {
+            "StringEquals": {"aws:SourceAccount": account},
+            "ArnLike": {
+                "aws:SourceArn": Stack.of(self).format_arn(
+                    service="cloudwatch", resource="alarm", resource_name="*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+                )
+            },
+        }
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublishToEncryptedTopics",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions=from_our_alarms,
+            )
+        )
+        self.ops_topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.ops_topic.topic_arn],
+                conditions=from_our_alarms,
+            )
         )
         self.escalation_topic = sns.Topic(
             self, "Escalations", topic_name=_name(config, "escalations"), master_key=key, enforce_ssl=True
@@ -773,22 +825,10 @@ class Observability(Construct):
         five = Duration.minutes(5)
 
         def runs(outcome: str, period: Duration = five) -> cloudwatch.Metric:
-            return cloudwatch.Metric(
-                namespace=NAMESPACE,
-                metric_name="RunsByOutcome",
-                dimensions_map={"outcome": outcome},
-                statistic="Sum",
-                period=period,
-            )
+            return signal("RunsByOutcome", "Sum", period, outcome=outcome)
 
-        def lateness(stat: str) -> cloudwatch.Metric:
-            return cloudwatch.Metric(
-                namespace=NAMESPACE,
-                metric_name="FireLatenessSeconds",
-                dimensions_map={"priority": "normal"},
-                statistic=stat,
-                period=five,
-            )
+        def lateness(stat: str, priority: str = "normal") -> cloudwatch.Metric:
+            return signal("FireLatenessSeconds", stat, five, priority=priority)
 
         def failure_ratio(period: Duration) -> cloudwatch.MathExpression:
             return cloudwatch.MathExpression(
@@ -846,30 +886,40 @@ class Observability(Construct):
         alarm("DispatcherErrors", functions.dispatcher.metric_errors(period=five), 0)
         alarm(
             "JobsQuarantined",
-            cloudwatch.Metric(
-                namespace=NAMESPACE,
-                metric_name="QuarantinedJobs",
-                dimensions_map={"service": "dispatcher"},  # as the dispatcher's EMF publishes it
-                statistic="Sum",
-                period=five,
-            ),
+            signal("QuarantinedJobs", "Sum", five),
             0,
             description="the dispatcher quarantined a job whose schedule costs more than its budget",
         )
-        missed_ticks = cloudwatch.Alarm(
-            self,
-            "DispatcherMissedTicks",
-            alarm_name=_name(config, "DispatcherMissedTicks"),
-            metric=functions.dispatcher.metric_invocations(period=five),
-            threshold=3,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-            alarm_description="fewer than 3 dispatcher ticks in 5 minutes",
+        alarm("HeartbeatErrors", functions.heartbeat.metric_errors(period=five), 0)
+        for name, ticking in (("Dispatcher", functions.dispatcher), ("Heartbeat", functions.heartbeat)):
+            # Both run every minute: no invocations at all is the loudest failure, so missing data breaches.
+            missed_ticks = cloudwatch.Alarm(
+                self,
+                f"{name}MissedTicks",
+                alarm_name=_name(config, f"{name}MissedTicks"),
+                metric=ticking.metric_invocations(period=five),
+                threshold=3,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+                alarm_description=f"fewer than 3 {name.lower()} ticks in 5 minutes",
+            )
+            missed_ticks.add_alarm_action(action)
+            alarms.append(missed_ticks)
+        alarm(
+            "Api5xx",
+            api.rest_api.metric_server_error(period=five, statistic="Sum"),
+            5,
+            description="the API answered 5xx more than 5 times in 5 minutes (bad input gets 4xx)",
         )
-        missed_ticks.add_alarm_action(action)
-        alarms.append(missed_ticks)
-        alarm("FireLatenessP99", lateness("p99"), config.lateness_p99_threshold_seconds, periods=3)
+        for priority in PRIORITIES:
+            alarm(
+                f"FireLatenessP99{priority.title()}",
+                lateness("p99", priority),
+                config.lateness_p99_threshold_seconds,
+                periods=3,
+                description=f"p99 fire lateness of {priority} runs above the threshold for 15 minutes",
+            )
         budget = 1 - SLO_SUCCESS
         alarm(
             "SloFastBurn",
@@ -903,7 +953,9 @@ class Observability(Construct):
             cloudwatch.GraphWidget(
                 title="Failed and retried runs", left=[runs("failed"), runs("retrying"), runs("waiting")]
             ),
-            cloudwatch.GraphWidget(title="Fire lateness p50 / p99 (s)", left=[lateness("p50"), lateness("p99")]),
+            cloudwatch.GraphWidget(
+                title="Fire lateness p99 by class (s)", left=[lateness("p99", priority) for priority in PRIORITIES]
+            ),
             cloudwatch.GraphWidget(
                 title="DLQ depth",
                 left=[queues.dead[p].metric_approximate_number_of_messages_visible() for p in PRIORITIES],
@@ -917,12 +969,10 @@ class Observability(Construct):
                 left=[queues.escalations.metric_number_of_messages_sent()],
                 right=[
                     cloudwatch.MathExpression(
-                        expression="SUM(SEARCH('{jobsched,outcome} MetricName=\"Pages\"', 'Sum', 300))",
-                        label="pages",
-                        period=five,
+                        expression=f"SUM(SEARCH('{search_schema('Pages')}', 'Sum', 300))", label="pages", period=five
                     ),
-                    cloudwatch.Metric(namespace=NAMESPACE, metric_name="OverdueJobs", statistic="Maximum", period=five),
-                    cloudwatch.Metric(namespace=NAMESPACE, metric_name="DeadlineMisses", statistic="Sum", period=five),
+                    signal("OverdueJobs", "Maximum", five),
+                    signal("DeadlineMisses", "Sum", five),
                 ],
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms),

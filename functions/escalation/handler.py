@@ -14,11 +14,10 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.escalation import EscalationEvent
-from jobsched.observability import emit_escalation, make_logger, make_metrics, make_tracer
+from jobsched.observability import emit_escalation, make_logger, make_tracer
 from jobsched.wiring import default_escalator
 
 logger = make_logger("escalation")
-metrics = make_metrics("escalation")
 tracer = make_tracer("escalation")
 # One record at a time: events for one subject must not race each other's incident writes needlessly.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -28,7 +27,7 @@ def record_handler(record: SQSRecord) -> None:
     event = EscalationEvent.model_validate_json(record.body)
     logger.append_keys(subject=event.subject, kind=event.kind, job=event.job, team=event.team, run_id=event.run_id)
     handled = default_escalator().handle(event)
-    emit_escalation(metrics, team=event.team or "-", kind=event.kind, pages=len(handled.pages), paused=handled.paused)
+    emit_escalation(team=event.team or "-", kind=event.kind, pages=len(handled.pages), paused=handled.paused)
     logger.info(
         "escalation event",
         extra={"pages": [page.title for page in handled.pages], "auto_paused": handled.paused},
@@ -37,6 +36,5 @@ def record_handler(record: SQSRecord) -> None:
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -18,12 +18,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.aws.queues import PageQueue
 from jobsched.names import Settings
-from jobsched.observability import emit_page, make_logger, make_metrics, make_tracer
+from jobsched.observability import make_logger, make_tracer
 from jobsched.pages import PageDelivery, PageNotDelivered
+from jobsched.signals import emit
 from jobsched.wiring import default_page_sender, page_queue
 
 logger = make_logger("pages")
-metrics = make_metrics("pages")
 tracer = make_tracer("pages")
 processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
@@ -45,20 +45,19 @@ def deliver_record(record: SQSRecord) -> None:
     try:
         outcome = default_page_sender().deliver(delivery, attempt=attempt)
     except PageNotDelivered as failed:
-        emit_page(metrics, destination=delivery.destination, outcome="retry")
+        emit("PageDeliveries", 1, destination=delivery.destination, outcome="retry")
         logger.warning(
             "page not delivered",
             extra={"attempt": attempt, "error": str(failed), "retry_in_s": failed.retry_in.total_seconds()},
         )
         queue().retry_later(record.receipt_handle, failed.retry_in)
         raise
-    emit_page(metrics, destination=delivery.destination, outcome=outcome)
+    emit("PageDeliveries", 1, destination=delivery.destination, outcome=outcome)
     logger.info("page", extra={"outcome": outcome, "attempt": attempt})
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return async_process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

@@ -10,18 +10,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.dag import DagTaskFailure, DagTaskMessage, parse_work_message
-from jobsched.observability import emit_run_outcome, make_logger, make_metrics, make_tracer
+from jobsched.observability import emit_run_outcome, make_logger, make_tracer
+from jobsched.signals import emit
 from jobsched.wiring import default_worker
 
 logger = make_logger("worker")
-metrics = make_metrics("worker")
 tracer = make_tracer("worker")
 # Records of a batch run concurrently (each waits on its own target), so a batch of ten costs about one
 # target's duration, not ten. Failed records are reported rather than erroring the whole invocation.
@@ -44,15 +43,14 @@ def process_record(record: SQSRecord) -> None:
     outcome = default_worker().process_any(message)
     priority = outcome.priority
     lateness = outcome.lateness.total_seconds() if outcome.lateness is not None else None
-    emit_run_outcome(metrics, team=message.team, priority=priority, action=outcome.action, lateness_seconds=lateness)
+    emit_run_outcome(team=message.team, priority=priority, action=outcome.action, lateness_seconds=lateness)
     logger.info("run message", extra={"outcome": outcome.action, "detail": outcome.detail, "lateness_s": lateness})
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    metrics.add_metric(name="RecordsReceived", unit=MetricUnit.Count, value=len(event.get("Records", [])))
+    emit("RecordsReceived", len(event.get("Records", [])))
     return async_process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

@@ -264,7 +264,7 @@ def test_alarms_page_the_ops_topic_with_their_thresholds(dev: Template) -> None:
         "DispatcherErrors",
         "DispatcherMissedTicks",
         "JobsQuarantined",
-        "FireLatenessP99",
+        "FireLatenessP99Normal",
         "SloFastBurn",
         "SloSlowBurn",
         "OldestMessageNormal",
@@ -275,7 +275,7 @@ def test_alarms_page_the_ops_topic_with_their_thresholds(dev: Template) -> None:
     assert alarms["DlqNormalNotEmpty"]["Threshold"] == 0
     assert alarms["SloFastBurn"]["Threshold"] == pytest.approx(14.4 * 0.005)
     assert alarms["SloSlowBurn"]["Threshold"] == pytest.approx(6 * 0.005)
-    assert alarms["FireLatenessP99"]["Threshold"] == 5.0
+    assert alarms["FireLatenessP99High"]["Threshold"] == 5.0
     assert alarms["DispatcherMissedTicks"]["ComparisonOperator"] == "LessThanThreshold"
 
 
@@ -373,3 +373,56 @@ def test_team_limits_come_from_context_and_a_bad_one_fails_the_synth() -> None:
         StageConfig.from_context(App(context={"team_limits": '{"max_runing": 5}'}))
     with pytest.raises(ValueError, match="at least 1"):
         StageConfig.from_context(App(context={"team_limits": {"max_running": 0}}))
+
+
+def test_cloudwatch_may_publish_every_alarm_to_its_encrypted_topic(dev: Template) -> None:
+    """An alarm reaches nobody if CloudWatch cannot use the topic's KMS key: the key policy must say so,
+    for alarms of this account only."""
+    template = dev[0]
+    resources_by_id = template["Resources"]
+    topics = {
+        action["Ref"]
+        for props in resources(template, "AWS::CloudWatch::Alarm").values()
+        for action in props.get("AlarmActions", [])
+    }
+    assert topics, "alarms have actions"
+    for topic in topics:
+        key_ref = resources_by_id[topic]["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
+        statements = resources_by_id[key_ref]["Properties"]["KeyPolicy"]["Statement"]
+        [grant] = [s for s in statements if _service(s) == "cloudwatch.amazonaws.com"]
+        assert set(_actions(grant)) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+        assert grant["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+        policies = [p for p in resources(template, "AWS::SNS::TopicPolicy").values() if {"Ref": topic} in p["Topics"]]
+        published = [
+            s for p in policies for s in p["PolicyDocument"]["Statement"] if _service(s) == "cloudwatch.amazonaws.com"
+        ]
+        assert published and published[0]["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+
+
+def test_every_scheduled_or_queue_driven_component_and_every_dlq_is_alarmed(dev: Template) -> None:
+    template = dev[0]
+    names = {p["AlarmName"] for p in resources(template, "AWS::CloudWatch::Alarm").values()}
+    for component in ("Dispatcher", "Heartbeat", "Escalation", "Pages"):
+        assert f"jobsched-dev-{component}Errors" in names, component
+    for ticking in ("Dispatcher", "Heartbeat"):
+        [missed] = [
+            p
+            for p in resources(template, "AWS::CloudWatch::Alarm").values()
+            if p["AlarmName"] == f"jobsched-dev-{ticking}MissedTicks"
+        ]
+        assert missed["TreatMissingData"] == "breaching" and missed["ComparisonOperator"] == "LessThanThreshold"
+    dead_letter_queues = [
+        q["QueueName"] for q in resources(template, "AWS::SQS::Queue").values() if q["QueueName"].endswith("-dlq")
+    ]
+    assert len(dead_letter_queues) == len(PRIORITIES) + 2  # work queues, escalations, pages
+    alarmed = json.dumps(list(resources(template, "AWS::CloudWatch::Alarm").values()))
+    dlq_ids = [n for n, r in template["Resources"].items() if r["Type"] == "AWS::SQS::Queue" and "Dlq" in n]
+    for logical in dlq_ids:
+        assert logical in alarmed, f"no alarm watches {logical}"
+    assert "jobsched-dev-Api5xx" in names
+    assert {f"jobsched-dev-FireLatenessP99{p.title()}" for p in PRIORITIES} <= names
+
+
+def _service(statement: dict[str, Any]) -> str | None:
+    principal = statement.get("Principal")
+    return principal.get("Service") if isinstance(principal, dict) else None

@@ -1,0 +1,200 @@
+"""Signals that provably fire (#14): every jobsched metric an alarm or a dashboard widget queries, metric
+math and SEARCH expressions included, is one the handlers really print, with the same dimension set.
+
+The handlers run as deployed: sample events, moto, and each function's environment from the synthesized
+template (``POWERTOOLS_SERVICE_NAME`` included, which is what made Powertools add a ``service`` dimension
+the alarms did not query).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobsched import wiring
+from jobsched.runs import instant_text
+from tests.aws.harness import EVENTS, FakeContext, Stack, sqs_event
+from tests.infra.conftest import synthesize
+
+Metric = tuple[str, str, frozenset[str]]  # namespace, name, dimension names
+OURS = "jobsched"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    yield synthesize(tmp_path_factory.mktemp("signals"), stage="dev", account="123456789012", region="us-east-1")[0]
+
+
+def function_environment(template: dict[str, Any], handler: str) -> dict[str, str]:
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::Lambda::Function" and props.get("Handler") == handler:
+            variables = props.get("Environment", {}).get("Variables", {})
+            return {k: v for k, v in variables.items() if isinstance(v, str) and k.startswith("POWERTOOLS_")}
+    raise AssertionError(f"no function with handler {handler}")
+
+
+def emitted(output: str) -> set[Metric]:
+    found = set()
+    for line in output.splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        document = json.loads(line)
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                for dimensions in directive["Dimensions"]:
+                    found.add((directive["Namespace"], metric["Name"], frozenset(dimensions)))
+    return found
+
+
+SEARCH = re.compile(r"\{([^}]*)\}\s*MetricName=\\?\"(\w+)\\?\"")
+
+
+def _from_expression(expression: str) -> Iterator[Metric]:
+    for schema, name in SEARCH.findall(expression):
+        namespace, *dimensions = [part.strip() for part in schema.split(",")]
+        yield namespace, name, frozenset(dimensions)
+
+
+def _from_widget_metric(entry: list[Any]) -> Iterator[Metric]:
+    if entry and isinstance(entry[0], dict):  # [{"expression": ..., "id": ...}]
+        yield from _from_expression(entry[0].get("expression", ""))
+        return
+    names = [part for part in entry if not isinstance(part, dict)]
+    namespace, name, rest = names[0], names[1], names[2:]
+    yield namespace, name, frozenset(rest[0::2])
+
+
+def _dashboard_body(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict) and "Fn::Join" in value:
+        parts = value["Fn::Join"][1]
+        text = "".join(part if isinstance(part, str) else "TOKEN" for part in parts)
+        body: dict[str, Any] = json.loads(text)
+        return body
+    plain: dict[str, Any] = json.loads(value)
+    return plain
+
+
+def queried(template: dict[str, Any]) -> dict[Metric, list[str]]:
+    """Every metric in our namespace that an alarm or widget reads -> who reads it."""
+    found: dict[Metric, list[str]] = {}
+
+    def add(metric: Metric, reader: str) -> None:
+        if metric[0] == OURS:
+            found.setdefault(metric, []).append(reader)
+
+    for logical, resource in template["Resources"].items():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::CloudWatch::Alarm":
+            if "MetricName" in props:
+                dimensions = frozenset(d["Name"] for d in props.get("Dimensions", []))
+                add((props["Namespace"], props["MetricName"], dimensions), f"alarm {logical}")
+            for query in props.get("Metrics", []):
+                if "MetricStat" in query:
+                    metric = query["MetricStat"]["Metric"]
+                    dimensions = frozenset(d["Name"] for d in metric.get("Dimensions", []))
+                    add((metric["Namespace"], metric["MetricName"], dimensions), f"alarm {logical}")
+                for found_metric in _from_expression(query.get("Expression", "")):
+                    add(found_metric, f"alarm {logical}")
+        if resource["Type"] == "AWS::CloudWatch::Dashboard":
+            body = _dashboard_body(props["DashboardBody"])
+            for widget in body["widgets"]:
+                title = widget.get("properties", {}).get("title", "?")
+                for entry in widget.get("properties", {}).get("metrics", []):
+                    for found_metric in _from_widget_metric(entry):
+                        add(found_metric, f"dashboard {logical}: {title}")
+    return found
+
+
+def drive_every_handler(
+    deployed: Stack, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> set[Metric]:
+    """Each scheduled or queue-driven handler once, as deployed, with what it prints captured."""
+    from functions.dispatcher.handler import handler as dispatcher
+    from functions.escalation.handler import handler as escalation
+    from functions.heartbeat.handler import handler as heartbeat
+    from functions.pages.handler import handler as pages
+    from functions.worker.handler import handler as worker
+
+    def as_deployed(module: str) -> None:
+        for name, value in function_environment(template, f"functions.{module}.handler.handler").items():
+            monkeypatch.setenv(name, value)
+
+    now = wiring.utc_now()
+    deployed.clock.now = now
+    inbox = deployed.sqs.create_queue(QueueName="signals-inbox", tags={"jobsched-team": "ops"})["QueueUrl"]
+    deployed.register(
+        {"name": "live", "team": "ops", "schedule": {"expression": "* * * * *"}, "target": {"type": "callback"}}
+    )
+    deployed.register({"name": "nightly", "team": "ops", "target": {"type": "sqs", "queue_url": inbox}})
+    tick = json.loads((EVENTS / "dispatcher_tick.json").read_text())
+
+    as_deployed("dispatcher")
+    dispatcher(tick, FakeContext(function_name="jobsched-dev-Dispatcher"))
+    as_deployed("heartbeat")
+    heartbeat(tick, FakeContext(function_name="jobsched-dev-Heartbeat"))
+
+    as_deployed("worker")
+    body = json.loads(json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]["body"])
+    body |= {"scheduled_at": instant_text(now), "fire_at": instant_text(now)}
+    deployed.sqs.purge_queue(QueueUrl=deployed.queue_urls["normal"])
+    deployed.sqs.send_message(QueueUrl=deployed.queue_urls["normal"], MessageBody=json.dumps(body))
+    messages = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"])["Messages"]
+    worker(sqs_event(deployed, messages), FakeContext())
+
+    as_deployed("escalation")
+    deployed.register({"name": "nightly", "team": "ops", "target": {"type": "callback"}})
+    escalation(json.loads((EVENTS / "escalation_sqs_batch.json").read_text()), FakeContext())
+    as_deployed("pages")
+    raw = deployed.sqs.receive_message(
+        QueueUrl=deployed.page_deliveries_url, MaxNumberOfMessages=10, AttributeNames=["All"]
+    ).get("Messages", [])
+    sample = json.loads((EVENTS / "pages_sqs_batch.json").read_text())["Records"][0]
+    records = [
+        sample | {"body": m["Body"], "receiptHandle": m["ReceiptHandle"], "messageId": m["MessageId"]} for m in raw
+    ]
+    pages({"Records": records}, FakeContext())
+    return emitted(capsys.readouterr().out)
+
+
+def test_every_metric_an_alarm_or_a_widget_queries_is_published_with_that_dimension_set(
+    deployed: Stack, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    published = drive_every_handler(deployed, template, monkeypatch, capsys)
+    readers = queried(template)
+    assert readers, "the template queries our metrics"
+    missing = {metric: who for metric, who in readers.items() if metric not in published}
+    ours = sorted((name, sorted(dims)) for namespace, name, dims in published if namespace == OURS)
+    assert not missing, "\n".join(
+        [
+            f"{name}{sorted(dims)} read by {who}, never published with that dimension set"
+            for (_, name, dims), who in missing.items()
+        ]
+        + [f"published: {ours}"]
+    )
+
+
+def test_the_catalog_is_what_the_handlers_print(
+    deployed: Stack, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobsched.signals import CATALOG
+
+    published = {
+        (name, dims)
+        for namespace, name, dims in drive_every_handler(deployed, template, monkeypatch, capsys)
+        if namespace == OURS
+    }
+    declared = {(d.name, frozenset(d.dimensions)) for d in CATALOG.values()}
+    assert published <= declared, f"published but not in the catalog: {sorted(published - declared, key=str)}"
+
+
+def test_search_expressions_are_parsed() -> None:
+    assert list(_from_expression("SUM(SEARCH('{jobsched,outcome} MetricName=\"Pages\"', 'Sum', 300))")) == [
+        ("jobsched", "Pages", frozenset({"outcome"}))
+    ]
+    assert Path(EVENTS / "dispatcher_tick.json").exists()
