@@ -825,15 +825,20 @@ class Observability(Construct):
         five = Duration.minutes(5)
 
         def runs(outcome: str, period: Duration = five) -> cloudwatch.Metric:
-            return signal("RunsByOutcome", "Sum", period, outcome=outcome)
+            return signal("RunsFinished", "Sum", period, outcome=outcome)
 
         def lateness(stat: str, priority: str = "normal") -> cloudwatch.Metric:
             return signal("FireLatenessSeconds", stat, five, priority=priority)
 
         def failure_ratio(period: Duration) -> cloudwatch.MathExpression:
+            # M1 over every run that ended, wherever it ended: timed out counts as failed.
             return cloudwatch.MathExpression(
-                expression="IF(ok + bad > 0, bad / (ok + bad), 0)",
-                using_metrics={"ok": runs("succeeded", period), "bad": runs("failed", period)},
+                expression="IF(ok + bad + slow > 0, (bad + slow) / (ok + bad + slow), 0)",
+                using_metrics={
+                    "ok": runs("succeeded", period),
+                    "bad": runs("failed", period),
+                    "slow": runs("timed_out", period),
+                },
                 period=period,
             )
 
@@ -940,7 +945,7 @@ class Observability(Construct):
         executive.add_widgets(
             cloudwatch.GraphWidget(
                 title="Runs per day by outcome",
-                left=[runs(o, Duration.days(1)) for o in ("succeeded", "failed", "skipped")],
+                left=[runs(o, Duration.days(1)) for o in ("succeeded", "failed", "timed_out", "skipped", "missed")],
             ),
             cloudwatch.GraphWidget(title="Failure ratio vs SLO (1 h)", left=[failure_ratio(Duration.hours(1))]),
             cloudwatch.GraphWidget(
@@ -951,7 +956,12 @@ class Observability(Construct):
         oncall = cloudwatch.Dashboard(self, "OnCall", dashboard_name=_name(config, "oncall"))
         oncall.add_widgets(
             cloudwatch.GraphWidget(
-                title="Failed and retried runs", left=[runs("failed"), runs("retrying"), runs("waiting")]
+                title="Failed, timed out and retried runs",
+                left=[runs("failed"), runs("timed_out"), signal("RunsRetried", "Sum", five)],
+            ),
+            cloudwatch.GraphWidget(
+                title="Run duration p50 / p95 / p99 (s)",
+                left=[signal("RunDurationSeconds", stat, five) for stat in ("p50", "p95", "p99")],
             ),
             cloudwatch.GraphWidget(
                 title="Fire lateness p99 by class (s)", left=[lateness("p99", priority) for priority in PRIORITIES]

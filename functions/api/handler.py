@@ -12,10 +12,9 @@ from jobsched.api.identity import Membership, MembershipCache, iam_role_tags
 from jobsched.api.tokens import CallbackTokens
 from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import WorkQueues
-from jobsched.aws.runs_store import RunsStore
 from jobsched.names import Settings
 from jobsched.observability import make_logger, make_tracer
-from jobsched.wiring import build_dag_deployer, build_guard, default_worker, egress_policy, utc_now
+from jobsched.wiring import build_dag_deployer, build_guard, default_worker, egress_policy, metered_runs, utc_now
 
 logger = make_logger("api")
 tracer = make_tracer("api")
@@ -26,7 +25,7 @@ def services() -> ApiServices:
     settings = Settings.from_env()
     return ApiServices(
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
-        runs=RunsStore(settings.runs_table),
+        runs=metered_runs(settings),
         queues=WorkQueues(settings.queue_urls),
         worker=default_worker(),
         tokens=CallbackTokens.from_env(),

@@ -7,11 +7,24 @@ structured logs (and the runs table), never into dimensions.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aws_lambda_powertools import Logger, Tracer
 
 from jobsched.signals import NAMESPACE, emit
 
-__all__ = ["NAMESPACE", "emit_escalation", "emit_run_outcome", "make_logger", "make_tracer"]
+if TYPE_CHECKING:
+    from jobsched.aws.runs_store import Run
+
+__all__ = [
+    "NAMESPACE",
+    "emit_escalation",
+    "emit_run_outcome",
+    "make_logger",
+    "make_tracer",
+    "run_finished",
+    "run_retried",
+]
 
 
 def make_logger(service: str) -> Logger:
@@ -38,3 +51,15 @@ def emit_escalation(*, team: str, kind: str, pages: int, paused: bool) -> None:
     emit("Pages", pages, outcome=kind)
     if paused:
         emit("AutoPauses", 1, team=team)
+
+
+def run_finished(run: Run) -> None:
+    """M1 and M3: the run reached its terminal status (told once, by the runs store)."""
+    emit("RunsFinished", 1, outcome=run.status.value.lower())
+    if run.started_at is not None and run.finished_at is not None:
+        emit("RunDurationSeconds", max(0.0, (run.finished_at - run.started_at).total_seconds()))
+
+
+def run_retried(run: Run) -> None:
+    """M4: an attempt failed and another one is planned."""
+    emit("RunsRetried", 1)

@@ -46,9 +46,13 @@ W, D, H, E, P = Component.WORKER, Component.DISPATCHER, Component.HEARTBEAT, Com
 CATALOG = _catalog(
     # The worker: one data point per processed run message.
     MetricDef("RunOutcome", COUNT, ("team", "priority", "outcome"), W, "M1 success rate per team (dashboards)"),
-    MetricDef("RunsByOutcome", COUNT, ("outcome",), W, "M1 success rate: SloFastBurn, SloSlowBurn"),
+    MetricDef("RunsByOutcome", COUNT, ("outcome",), W, "run messages by what the worker did; M5 suppressed duplicates"),
     MetricDef("FireLatenessSeconds", SECONDS, ("priority",), W, "M2 fire lateness: FireLatenessP99"),
     MetricDef("RecordsReceived", COUNT, (), W, "worker batch sizes (debug)"),
+    # Once per run, wherever it ends (worker, API callback, heartbeat time-out, DAG run, MISSED).
+    MetricDef("RunsFinished", COUNT, ("outcome",), W, "M1 success rate: SloFastBurn, SloSlowBurn"),
+    MetricDef("RunDurationSeconds", SECONDS, (), W, "M3 completion time p50/p95/p99 (dashboards)"),
+    MetricDef("RunsRetried", COUNT, (), W, "M4 retry rate (on-call)"),
     # The dispatcher: one data point per tick.
     MetricDef("DueJobs", COUNT, (), D, "due jobs per tick (debug)"),
     MetricDef("MessagesDispatched", COUNT, (), D, "run messages sent per tick (debug)"),

@@ -21,6 +21,7 @@ from jobsched.escalator import Escalator
 from jobsched.heartbeat import HeartbeatChecker
 from jobsched.jobs import DagDeployer
 from jobsched.names import Env, Settings, reserved_prefixes
+from jobsched.observability import run_finished, run_retried
 from jobsched.ownership import OwnershipGuard
 from jobsched.pages import PageSender
 from jobsched.tz import UTC
@@ -35,6 +36,11 @@ def utc_now() -> datetime:
 def team_sessions(role_arn: str | None) -> TeamSessions:
     """One per process and role: sessions are cached per team inside it."""
     return TeamSessions(role_arn)
+
+
+def metered_runs(settings: Settings) -> RunsStore:
+    """The runs table, telling the SLI metrics of every run that ends or retries (whoever ends it)."""
+    return RunsStore(settings.runs_table, on_finished=run_finished, on_retrying=run_retried)
 
 
 def build_guard(settings: Settings) -> OwnershipGuard:
@@ -57,7 +63,7 @@ def build_targets(settings: Settings, *, lambda_invoker: LambdaInvoker | None = 
 def build_dispatcher(settings: Settings) -> Dispatcher:
     return Dispatcher(
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
-        runs=RunsStore(settings.runs_table),
+        runs=metered_runs(settings),
         queues=WorkQueues(settings.queue_urls),
         escalations=EscalationQueue(settings.escalation_queue_url),
     )
@@ -109,7 +115,7 @@ def build_worker(
 ) -> Worker:
     return Worker(
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
-        runs=RunsStore(settings.runs_table),
+        runs=metered_runs(settings),
         queues=WorkQueues(settings.queue_urls),
         escalations=EscalationQueue(settings.escalation_queue_url),
         targets=targets or build_targets(settings),
@@ -137,7 +143,7 @@ def default_dispatcher() -> Dispatcher:
 @cache
 def default_heartbeat() -> HeartbeatChecker:
     settings = Settings.from_env()
-    return HeartbeatChecker(RunsStore(settings.runs_table), default_worker())
+    return HeartbeatChecker(metered_runs(settings), default_worker())
 
 
 @cache

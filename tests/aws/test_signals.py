@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jobsched import wiring
+from jobsched.names import LOCAL_STAGE, Env
 from jobsched.runs import instant_text
 from tests.aws.harness import EVENTS, FakeContext, Stack, sqs_event
 from tests.infra.conftest import synthesize
@@ -125,6 +128,7 @@ def drive_every_handler(
         for name, value in function_environment(template, f"functions.{module}.handler.handler").items():
             monkeypatch.setenv(name, value)
 
+    monkeypatch.setenv(Env.STAGE, LOCAL_STAGE)  # the failing target below is a closed port on loopback
     now = wiring.utc_now()
     deployed.clock.now = now
     inbox = deployed.sqs.create_queue(QueueName="signals-inbox", tags={"jobsched-team": "ops"})["QueueUrl"]
@@ -140,11 +144,24 @@ def drive_every_handler(
     heartbeat(tick, FakeContext(function_name="jobsched-dev-Heartbeat"))
 
     as_deployed("worker")
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{closed.getsockname()[1]}/"
+    deployed.register(
+        {
+            "name": "flaky",
+            "team": "ops",
+            "target": {"type": "http", "url": refused, "timeout": "2s"},
+            "retry": {"max_attempts": 3},
+        }
+    )
     body = json.loads(json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]["body"])
     body |= {"scheduled_at": instant_text(now), "fire_at": instant_text(now)}
+    retried = body | {"job": "ops/flaky"}
     deployed.sqs.purge_queue(QueueUrl=deployed.queue_urls["normal"])
-    deployed.sqs.send_message(QueueUrl=deployed.queue_urls["normal"], MessageBody=json.dumps(body))
-    messages = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"])["Messages"]
+    for message in (body, retried):
+        deployed.sqs.send_message(QueueUrl=deployed.queue_urls["normal"], MessageBody=json.dumps(message))
+    messages = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"], MaxNumberOfMessages=10)["Messages"]
     worker(sqs_event(deployed, messages), FakeContext())
 
     as_deployed("escalation")
@@ -198,3 +215,64 @@ def test_search_expressions_are_parsed() -> None:
         ("jobsched", "Pages", frozenset({"outcome"}))
     ]
     assert Path(EVENTS / "dispatcher_tick.json").exists()
+
+
+def test_every_run_that_ends_is_counted_once_wherever_it_ends(stack: Stack, clock: Any) -> None:
+    """M1 counts every terminal outcome: the worker's, a callback result through the API, a heartbeat
+    time-out, a cancel and the dispatcher's MISSED records; a redelivered message counts nothing more."""
+    from jobsched.heartbeat import HeartbeatChecker
+    from tests.aws.api_client import ApiClient, team_role
+
+    ended: list[str] = []
+    retried: list[str] = []
+    stack.runs.on_finished = lambda run: ended.append(f"{run.job}:{run.status.value}")
+    stack.runs.on_retrying = lambda run: retried.append(run.job)
+    api = ApiClient(stack)
+    clock.set("2027-01-04T09:59:30Z")
+    hourly = {"expression": "0 * * * *"}
+    stack.register(
+        {"name": "echo", "team": "ops", "schedule": hourly, "target": {"type": "lambda", "function": "echo"}}
+    )
+    stack.register({"name": "reported", "team": "ops", "schedule": hourly, "target": {"type": "callback"}})
+    stack.register(
+        {
+            "name": "silent",
+            "team": "ops",
+            "schedule": hourly,
+            "target": {"type": "callback", "timeout": "1h"},
+            "heartbeat_timeout": "1m",
+            "retry": {"max_attempts": 2, "backoff": {"initial": "10s", "max": "10s", "jitter": "none"}},
+        }
+    )
+    stack.register({"name": "stopped", "team": "ops", "schedule": hourly, "target": {"type": "callback"}})
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    stack.pump(deliveries=2)  # every message delivered twice
+    run_id = "20270104T100000Z"
+    assert ended == ["ops/echo:SUCCEEDED"]
+
+    run = stack.runs.get("ops/reported", run_id)
+    assert run is not None
+    token = api.tokens.issue("ops/reported", run_id, run.attempt, expires_at=clock() + timedelta(hours=2))
+    assert api.callback("complete", token, {"status": "succeeded"}).status == 200
+    assert api.call("POST", f"/teams/ops/jobs/stopped/runs/{run_id}/cancel", principal=team_role("ops")).status == 200
+
+    checker = HeartbeatChecker(stack.runs, stack.worker)
+    clock.set("2027-01-04T10:02:30Z")
+    checker.check(clock())  # attempt 1 silent: retried
+    clock.advance(timedelta(seconds=15))
+    stack.pump()
+    clock.advance(timedelta(minutes=3))
+    checker.check(clock())  # attempt 2 silent too: TIMED_OUT
+    assert retried == ["ops/silent"]
+
+    clock.advance(timedelta(hours=8))  # the dispatcher was away: past the catch-up window, instants are MISSED
+    stack.tick()
+    missed = [entry for entry in ended if entry.endswith(":MISSED")]
+    assert len(missed) >= 4, "each job's instants the outage pushed past the window"
+    assert sorted(e for e in ended if not e.endswith(":MISSED")) == [
+        "ops/echo:SUCCEEDED",
+        "ops/reported:SUCCEEDED",
+        "ops/silent:TIMED_OUT",
+        "ops/stopped:CANCELLED",
+    ]

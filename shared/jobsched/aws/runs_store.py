@@ -8,7 +8,7 @@ never changed by a loser.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -147,9 +147,21 @@ def lease_shard(job: str, run_id: str) -> int:
 
 
 class RunsStore:
-    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        dynamodb: Any | None = None,
+        *,
+        on_finished: Callable[[Run], None] | None = None,
+        on_retrying: Callable[[Run], None] | None = None,
+    ) -> None:
         self.table = table_name
         self._client = dynamodb
+        # Told once per run reaching a terminal status, and once per attempt going to RETRYING: the
+        # conditional write that succeeds is the one place every path (worker, API callback, heartbeat
+        # time-out, DAG run, dispatcher's MISSED) meets, so the SLIs count each run once.
+        self.on_finished = on_finished
+        self.on_retrying = on_retrying
 
     @property
     def db(self) -> Any:
@@ -223,7 +235,10 @@ class RunsStore:
             if is_conditional_failure(error):
                 return None
             raise
-        return Run.from_values(values)
+        created = Run.from_values(values)
+        if status in TERMINAL and self.on_finished is not None:
+            self.on_finished(created)
+        return created
 
     # -------------------------------------------------------------------------- transitions
 
@@ -278,7 +293,10 @@ class RunsStore:
             update += ", wake_shard = :wake_shard, wake_at = :next"
             values[":wake_shard"] = lease_shard(job, run_id)
         update += " REMOVE lease_shard, lease_expires_at"
-        return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
+        retrying = self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
+        if self.on_retrying is not None:
+            self.on_retrying(retrying)
+        return retrying
 
     def finish(
         self,
@@ -306,7 +324,10 @@ class RunsStore:
             "SET #status = :status, finished_at = :finished, #error = :error, #output = :output"
             " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at, deadline_shard, deadline_at"
         )
-        return self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
+        finished = self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
+        if self.on_finished is not None:
+            self.on_finished(finished)
+        return finished
 
     def heartbeat(self, job: str, run_id: str, *, attempt: int, lease_until: datetime) -> Run:
         names = {"#status": "status"}
