@@ -431,6 +431,56 @@ def get_job(job: str, team: str | None, client: Any, output: str) -> None:
     _emit(client.call("GET", f"/teams/{owner}/jobs/{name}").body, output, JOB_COLUMNS)
 
 
+STRIP_MARKS = {
+    "succeeded": ".",
+    "retried": "r",
+    "failed": "F",
+    "timed_out": "T",
+    "missed": "M",
+    "skipped": "s",
+    "cancelled": "c",
+    "running": ">",
+}
+HEALTH_COLUMNS = [
+    ("JOB", "job"),
+    ("LAST RUNS (old->new)", "strip_marks"),
+    ("SUCCESS", "success"),
+    ("LATE P95", "lateness_p95_s"),
+    ("DURATION P95", "duration_p95_s"),
+    ("STREAK", "streak"),
+    ("NEXT", "next_fire"),
+    ("INCIDENTS", "incidents"),
+]
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--window", default="7d", show_default=True, help="How far back the rates and percentiles look.")
+@remote
+def status(target: str, window: str, client: Any, output: str) -> None:
+    """Health of a team's jobs, worst first (TEAM), or of one job (TEAM/JOB).
+
+    LAST RUNS: . succeeded  r succeeded after a retry  F failed  T timed out  M missed  s skipped
+    c cancelled  > running.
+    """
+    if "/" in target:
+        owner, name = target.split("/", 1)
+        rows = [client.call("GET", f"/teams/{owner}/jobs/{name}/health", query={"window": window}).body]
+    else:
+        rows = client.paged(f"/teams/{target}/health", "jobs", {"window": window})
+        # Each page comes worst first; across pages, the same order (open incidents, then success rate).
+        rows.sort(key=lambda r: (-len(r["open_incidents"]), 1.0 if r["success_rate"] is None else r["success_rate"]))
+    if output == "table":
+        for row in rows:
+            row["strip_marks"] = "".join(STRIP_MARKS.get(cell, "?") for cell in row["strip"]) or "-"
+            rate = row["success_rate"]
+            row["success"] = "-" if rate is None else f"{rate:.1%}"
+            row["incidents"] = ",".join(row["open_incidents"]) or "-"
+            if row["state"] == "PAUSED":
+                row["next_fire"] = "paused"
+    _emit(rows, output, HEALTH_COLUMNS)
+
+
 @cli.command()
 @click.argument("job")
 @click.option("--team")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -28,6 +28,7 @@ from jobsched.api.models import (
     ErrorDetail,
     IncidentView,
     JobBody,
+    JobHealthView,
     JobPage,
     JobView,
     PauseRequest,
@@ -35,6 +36,7 @@ from jobsched.api.models import (
     RunPage,
     RunView,
     TaskView,
+    TeamHealthPage,
     TriggerRequest,
     ValidationResult,
 )
@@ -44,8 +46,10 @@ from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
 from jobsched.aws.workflows import WorkflowsNotConfigured
 from jobsched.dag import graph_from_values
+from jobsched.durations import parse_duration
 from jobsched.egress import AddressPolicy
 from jobsched.errors import FieldError, SpecError, field_errors_from
+from jobsched.health import MAX_RUNS_READ, MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, worst_first
 from jobsched.jobfile import validate_document
 from jobsched.jobs import DagDeployer, pause_job, put_job, resume_job
 from jobsched.jobs import delete_job as remove_job
@@ -67,6 +71,7 @@ from jobsched.worker import Worker
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_PAGE = 100
+TEAM_RUNS_READ = 100  # per job in the team view: a page of 100 jobs reads at most 10,000 runs
 
 
 @dataclass
@@ -328,6 +333,56 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         ]
         return Response(
             200, content_types.APPLICATION_JSON, view.model_dump_json(), headers={"ETag": str(stored.version)}
+        )
+
+    @jobs_router.get("/teams/<team>/jobs/<name>/health")
+    def get_job_health(
+        team: str,
+        name: str,
+        window: Annotated[str, Query(max_length=16, description="e.g. 7d, 24h (at most 90d)")] = "7d",
+        runs: Annotated[int, Query(ge=1, le=100, description="runs in the strip")] = STRIP_LENGTH,
+    ) -> JobHealthView:
+        member(team)
+        stored = existing(team, name)
+        return _health_view(_health(stored, _window(window), runs, MAX_RUNS_READ))
+
+    @jobs_router.get("/teams/<team>/health")
+    def get_team_health(
+        team: str,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        next_token: Annotated[str | None, Query(max_length=200)] = None,
+        window: Annotated[str, Query(max_length=16, description="e.g. 7d, 24h (at most 90d)")] = "7d",
+    ) -> TeamHealthPage:
+        member(team)
+        span = _window(window)
+        keys, last = services().jobs.team_page(team, limit=limit, after_name=next_token)
+        found = services().jobs.get_many(keys)
+        healths = [_health(found[key], span, STRIP_LENGTH, TEAM_RUNS_READ) for key in keys if key in found]
+        return TeamHealthPage(jobs=[_health_view(h) for h in worst_first(healths)], next_token=last)
+
+    def _window(text: str) -> timedelta:
+        try:
+            span = parse_duration(text)
+        except (ValueError, TypeError) as error:
+            raise ApiError(422, "invalid_window", f"window: {error}", "window") from None
+        if not timedelta(hours=1) <= span <= MAX_WINDOW:
+            raise ApiError(422, "invalid_window", "window must be between 1h and 90d", "window")
+        return span
+
+    def _health(stored: StoredJob, span: timedelta, strip: int, read: int) -> JobHealth:
+        now = services().clock()
+        recent = services().runs.page(stored.key, limit=read, newest_first=True)[0]
+        upcoming = _job_view(stored, now).next_fire_times
+        return job_health(
+            stored.key,
+            recent,
+            now=now,
+            window=span,
+            state=stored.state,
+            paused_reason=stored.paused_reason,
+            next_fire=upcoming[0] if upcoming else None,
+            open_incidents=services().jobs.open_incidents(stored.key),
+            strip_length=strip,
         )
 
     @jobs_router.delete("/teams/<team>/jobs/<name>")
@@ -664,3 +719,7 @@ def _request_errors(errors: Any) -> list[FieldError]:
             location = location[1:]
         stripped.append({**detail, "loc": location})
     return field_errors_from(stripped, JobBody)
+
+
+def _health_view(health: JobHealth) -> JobHealthView:
+    return JobHealthView.model_validate(asdict(health))

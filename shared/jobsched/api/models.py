@@ -153,3 +153,30 @@ class ValidationResult(BaseModel):
     valid: bool
     errors: list[ErrorDetail] = Field(default_factory=list)
     next_fire_times: list[str] = Field(default_factory=list)
+
+
+class JobHealthView(BaseModel):
+    job: str
+    state: Literal["ACTIVE", "PAUSED"]
+    paused_reason: str | None = None
+    window_days: float
+    runs: int = Field(description="runs scheduled in the window, every status")
+    success_rate: float | None = Field(
+        description="succeeded / (succeeded + failed + timed out + missed) in the window; null if none ended"
+    )
+    strip: list[str] = Field(
+        description="the last runs, oldest first: succeeded, retried, failed, timed_out, missed, skipped, "
+        "cancelled, running"
+    )
+    lateness_p50_s: float | None = None
+    lateness_p95_s: float | None = None
+    duration_p50_s: float | None = None
+    duration_p95_s: float | None = None
+    streak: str | None = Field(default=None, description='the current run of one result, e.g. "3 failed"')
+    next_fire: str | None = None
+    open_incidents: list[str] = Field(description="incident classes open: failing, late, ...")
+
+
+class TeamHealthPage(BaseModel):
+    jobs: list[JobHealthView] = Field(description="this page of the team's jobs, worst first")
+    next_token: str | None = None
