@@ -95,6 +95,8 @@ class Channel:
     role: Role
     sns_topic: str | None = None
     webhook: str | None = None
+    webhook_format: str = "json"
+    webhook_secret: str | None = None  # a secret reference, resolved at delivery with the team's session
 
 
 @dataclass(frozen=True)
@@ -112,12 +114,11 @@ class Policy:
         if escalation is None:
             return cls(Channel("primary", sns_topic=default_topic))
         secondary = escalation.secondary
+        form, secret = escalation.webhook_format, escalation.webhook_secret  # for both contacts' webhooks
         return cls(
-            primary=Channel("primary", sns_topic=escalation.sns_topic, webhook=escalation.webhook),
+            primary=Channel("primary", escalation.sns_topic, escalation.webhook, form, secret),
             after_failures=escalation.after_failures,
-            secondary=Channel("secondary", sns_topic=secondary.sns_topic, webhook=secondary.webhook)
-            if secondary
-            else None,
+            secondary=Channel("secondary", secondary.sns_topic, secondary.webhook, form, secret) if secondary else None,
             secondary_after=secondary.after if secondary else 3,
             auto_pause_after=escalation.auto_pause_after,
         )

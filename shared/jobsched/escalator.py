@@ -150,6 +150,8 @@ class Escalator:
             webhook=channel.webhook,
             team=job.spec.team if job is not None else None,
             default_topic=self.default_topic,
+            webhook_format="slack" if channel.webhook_format == "slack" else "json",
+            webhook_secret=channel.webhook_secret,
         )
 
 

@@ -121,6 +121,8 @@ def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
         for index, task in enumerate(spec.dag.tasks):
             yield from target_resources(task.target, f"dag.tasks[{index}].target")
     if spec.escalation is not None:
+        if spec.escalation.webhook_secret:
+            yield secret_resource(spec.escalation.webhook_secret, "escalation.webhook_secret")
         if spec.escalation.sns_topic:
             yield ResourceRef(ResourceKind.TOPIC, spec.escalation.sns_topic, "escalation.sns_topic")
         secondary = spec.escalation.secondary

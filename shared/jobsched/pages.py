@@ -42,6 +42,8 @@ class PageDelivery(BaseModel):
     text: str
     document: dict[str, Any]
     attributes: dict[str, str]
+    webhook_format: Literal["json", "slack"] = "json"
+    webhook_secret: str | None = None  # a reference (never the value): resolved when sending
 
 
 class PageNotDelivered(RuntimeError):
@@ -92,7 +94,12 @@ class PageSender:
 
     def _send(self, delivery: PageDelivery) -> None:
         if delivery.destination == "webhook":
-            self.notifier.post(delivery.address, delivery.document)
+            document = (
+                {"text": f"{delivery.title}\n{delivery.text}"}
+                if delivery.webhook_format == "slack"
+                else delivery.document
+            )
+            self.notifier.post(delivery.address, document, secret=delivery.webhook_secret, team=delivery.team)
         else:
             self.notifier.publish(
                 delivery.address,
@@ -133,6 +140,8 @@ def page_deliveries(
     webhook: str | None,
     team: str | None,
     default_topic: str | None,
+    webhook_format: Literal["json", "slack"] = "json",
+    webhook_secret: str | None = None,
 ) -> Sequence[PageDelivery]:
     """One delivery per destination, so a dead webhook never holds back the same page's topic."""
     common = {"title": title, "text": text, "document": document, "attributes": attributes}
@@ -146,6 +155,14 @@ def page_deliveries(
         )
     if webhook:
         found.append(
-            PageDelivery(page_id=f"{page_id}/webhook", destination="webhook", address=webhook, team=team, **common)
+            PageDelivery(
+                page_id=f"{page_id}/webhook",
+                destination="webhook",
+                address=webhook,
+                team=team,
+                webhook_format=webhook_format,
+                webhook_secret=webhook_secret,
+                **common,
+            )
         )
     return found

@@ -548,6 +548,14 @@ def _sns_topic(value: str | None) -> str | None:
 class Escalation(StrictModel):
     sns_topic: str | None = None
     webhook: TargetUrl | None = None
+    webhook_format: Literal["json", "slack"] = Field(
+        default="json", description="json: the page document; slack: {text} for Slack-compatible incoming webhooks"
+    )
+    webhook_secret: SecretRef | None = Field(
+        default=None,
+        description="secretsmanager:NAME[#key] or ssm:/NAME of the team's: the job's webhooks are signed with it "
+        "(X-Jobsched-Signature: v1=HMAC-SHA256(secret, timestamp + '.' + body))",
+    )
     after_failures: int = Field(default=1, ge=1, le=100, description="consecutive failures before the first page")
     auto_pause_after: int | None = Field(default=None, ge=1, le=1000, description="consecutive failures")
     secondary: SecondaryContact | None = None

@@ -452,12 +452,16 @@ class RecordingHttp:
     """Webhook endpoint stand-in: records each POST; ``fail`` makes deliveries fail (HTTP 503)."""
 
     posts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    sent: list[tuple[dict[str, str], bytes]] = field(default_factory=list)  # each POST's headers and raw body
     fail: bool = False
 
-    def request(self, method: str, url: str, body: bytes | None = None, **_: Any) -> Any:
+    def request(
+        self, method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None, **_: Any
+    ) -> Any:
         if self.fail:
             return _Response(503)
         self.posts.append((url, json.loads(body or b"{}")))
+        self.sent.append((dict(headers or {}), body or b""))
         return _Response(200)
 
 

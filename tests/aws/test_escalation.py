@@ -417,3 +417,48 @@ def test_deleting_a_job_drops_its_open_incident(stack: Stack, clock: Clock) -> N
     stack.minutes(1)
     stack.handle_escalations()
     assert [page["attributes"]["notice"] for page in stack.pages()] == ["opened"]
+
+
+def test_a_signed_webhook_can_be_verified_and_a_slack_webhook_gets_text(stack: Stack, clock: Clock) -> None:
+    import time
+
+    import boto3
+
+    from jobsched.webhooks import SIGNATURE_HEADER, verify
+
+    boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+        Name="ops-hook-key", SecretString="s3cret-signing-key", Tags=[{"Key": "jobsched-team", "Value": "ops"}]
+    )
+    stack.lambdas.functions["down"] = failing
+    hook = "https://hooks.example.com/oncall"
+    every_minute(stack, "signed", "down", escalation={"webhook": hook, "webhook_secret": "secretsmanager:ops-hook-key"})
+    every_minute(stack, "chatty", "down", escalation={"webhook": hook, "webhook_format": "slack"})
+    stack.minutes(1)
+    stack.handle_escalations()
+    by_job = {}
+    for (_, document), (headers, body) in zip(stack.webhooks.posts, stack.webhooks.sent, strict=True):
+        by_job["chatty" if "text" in document else "signed"] = (document, headers, body)
+    document, headers, body = by_job["signed"]
+    assert verify("s3cret-signing-key", headers, body, now=time.time())
+    assert not verify("another-key", headers, body, now=time.time())
+    assert not verify("s3cret-signing-key", headers, body, now=time.time() + 3600), "a replay an hour later"
+    assert not verify("s3cret-signing-key", headers, body + b" ", now=time.time()), "a changed body"
+    assert document["event"]["job"] == "ops/signed"
+    slack, slack_headers, _ = by_job["chatty"]
+    assert set(slack) == {"text"} and "ops/chatty" in slack["text"] and SIGNATURE_HEADER not in slack_headers
+
+
+def test_another_teams_signing_secret_is_refused_and_the_page_still_goes_out(stack: Stack, clock: Clock) -> None:
+    import boto3
+
+    boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+        Name="billing-hook-key", SecretString="theirs", Tags=[{"Key": "jobsched-team", "Value": "billing"}]
+    )
+    stack.lambdas.functions["down"] = failing
+    escalation = {"webhook": "https://hooks.example.com/oncall", "webhook_secret": "secretsmanager:billing-hook-key"}
+    every_minute(stack, "borrowing", "down", escalation=escalation)  # stored past PUT's check
+    stack.minutes(1)
+    stack.handle_escalations()
+    assert stack.webhooks.posts == [], "nothing signed with (or sent beside) another team's secret"
+    [page] = stack.pages()
+    assert page["topic"] == stack.default_topic and "billing-hook-key" in page["message"]

@@ -276,6 +276,12 @@ def test_put_refuses_another_teams_escalation_topic_and_accepts_a_resource_not_y
     body["escalation"] = {"sns_topic": stack.default_topic}  # jobsched's own topic
     response = api.call("PUT", f"/teams/{A}/jobs/pager", body, principal=team_role(A))
     assert response.status == 422 and "is one of jobsched's own resources" in response.body["error"]["message"]
+    boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+        Name="bravo-hook-key", SecretString="x", Tags=[{"Key": OWNER_TAG, "Value": B}]
+    )
+    body["escalation"] = {"webhook": "https://hooks.example.com/a", "webhook_secret": "secretsmanager:bravo-hook-key"}
+    response = api.call("PUT", f"/teams/{A}/jobs/pager", body, principal=team_role(A))
+    assert response.status == 422 and response.body["error"]["field"] == "escalation.webhook_secret"
     body.pop("escalation")
     assert api.call("PUT", f"/teams/{A}/jobs/pager", body, principal=team_role(A)).status == 201
 

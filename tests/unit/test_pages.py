@@ -28,7 +28,7 @@ class FakeNotifier:
         self.dead: set[str] = set()
         self.refused: set[str] = set()
 
-    def post(self, url: str, document: dict[str, Any]) -> None:
+    def post(self, url: str, document: dict[str, Any], **_: Any) -> None:
         self.posts.append(url)
         if url in self.refused:
             raise ChannelRefused(f"webhook {url}: a private address")

@@ -9,14 +9,18 @@ the pages handler sends the page to the deployment's own topic instead, saying w
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 import urllib3
 
 from jobsched.aws.clients import client
 from jobsched.aws.ownership import TeamSessions
+from jobsched.aws.targets import SecretResolver, SessionSecretResolver
 from jobsched.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused
-from jobsched.ownership import NotOwned, OwnershipGuard, ResourceKind, ResourceRef
+from jobsched.ownership import NotOwned, OwnershipGuard, ResourceKind, ResourceRef, secret_resource
+from jobsched.webhooks import signed_headers
 
 WEBHOOK_TIMEOUT_SECONDS = 3.0  # short: a slow webhook holds only its own page (jobsched.pages)
 
@@ -37,11 +41,15 @@ class Notifier:
         http: Any | None = None,
         guard: OwnershipGuard | None = None,
         sessions: TeamSessions | None = None,
+        secret_resolver: SecretResolver | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._sns = sns
         self.http = http or GuardedHttp(AddressPolicy())
         self.guard = guard
         self.sessions = sessions
+        self.secret_resolver = secret_resolver
+        self.clock = clock
 
     def sns_for(self, team: str | None) -> Any:
         if team is not None and self.sessions is not None and self._sns is None:
@@ -67,13 +75,18 @@ class Notifier:
             },
         )
 
-    def post(self, url: str, document: dict[str, Any]) -> None:
+    def post(self, url: str, document: dict[str, Any], *, secret: str | None = None, team: str | None = None) -> None:
+        """POST the page; with ``secret`` (a reference to one of ``team``'s secrets) signed (jobsched.webhooks)."""
+        body = json.dumps(document).encode()
+        headers = {"Content-Type": "application/json", "User-Agent": "jobsched-escalation"}
+        if secret is not None:
+            headers |= signed_headers(self._secret(secret, team), int(self.clock()), body)
         try:
             response = self.http.request(
                 "POST",
                 url,
-                body=json.dumps(document).encode(),
-                headers={"Content-Type": "application/json", "User-Agent": "jobsched-escalation"},
+                body=body,
+                headers=headers,
                 timeout=urllib3.Timeout(total=WEBHOOK_TIMEOUT_SECONDS),
                 retries=False,
                 redirect=False,
@@ -84,3 +97,15 @@ class Notifier:
             raise DeliveryFailed(f"webhook {url}: {type(error).__name__}") from None
         if not 200 <= response.status < 300:
             raise DeliveryFailed(f"webhook {url}: HTTP {response.status}")
+
+    def _secret(self, reference: str, team: str | None) -> str:
+        """The signing secret, read as the team after its ownership is checked."""
+        if team is None:
+            raise ChannelRefused(f"webhook secret {reference}: no team to read it as")
+        if self.guard is not None:
+            try:
+                self.guard.check(secret_resource(reference, "escalation.webhook_secret"), team)
+            except NotOwned as refused:
+                raise ChannelRefused(str(refused)) from None
+        resolver = self.secret_resolver or SessionSecretResolver(self.sessions or TeamSessions(None))
+        return resolver(reference, team)
