@@ -831,9 +831,11 @@ class Observability(Construct):
             return signal("FireLatenessSeconds", stat, five, priority=priority)
 
         def failure_ratio(period: Duration) -> cloudwatch.MathExpression:
-            # M1 over every run that ended, wherever it ended: timed out counts as failed.
+            # M1 over every run that ended, wherever it ended: timed out counts as failed. FILL: a period
+            # with failures and no time-outs has no `slow` datapoint, and without it no ratio at all.
+            ok, bad = "FILL(ok, 0)", "(FILL(bad, 0) + FILL(slow, 0))"
             return cloudwatch.MathExpression(
-                expression="IF(ok + bad + slow > 0, (bad + slow) / (ok + bad + slow), 0)",
+                expression=f"IF({ok} + {bad} > 0, {bad} / ({ok} + {bad}), 0)",
                 using_metrics={
                     "ok": runs("succeeded", period),
                     "bad": runs("failed", period),
