@@ -33,7 +33,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from infra.local.alarms import LocalAlarms
 from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize
+from jobsched import signals
 
 log = logging.getLogger("jobsched.local")
 
@@ -71,6 +73,7 @@ class LocalRuntime:
         examples: bool = True,
         state_dir: Path | None = None,
         moto_port: int | None = None,
+        alarm_time_scale: float | None = None,
     ) -> None:
         self.port = port
         self.tick_override = tick_seconds
@@ -84,6 +87,10 @@ class LocalRuntime:
         self.deployment: Deployment | None = None
         self._handlers: dict[str, Callable[..., Any]] = {}
         self._invocations: dict[str, deque[dict[str, Any]]] = {}
+        # Alarm periods shrink with the tick: a 1 s tick runs the clock 60x, so a 5-minute period lasts 5 s.
+        self.alarm_time_scale = alarm_time_scale or (60.0 / tick_seconds if tick_seconds else 1.0)
+        self.alarms: LocalAlarms | None = None
+        self.paused_rules: set[str] = set()  # functions whose schedule rule is disabled (pause_rule)
 
     # ------------------------------------------------------------------------------ life
 
@@ -132,6 +139,7 @@ class LocalRuntime:
             log.info("adapted for moto: %s", note)
         log.info("stack deployed into moto in %.1f s", time.monotonic() - began)
         self._configure_handlers()
+        self._start_alarms(template)
         self._restore_state()
         self._start_gateway()
         self._start_ticks()
@@ -144,6 +152,8 @@ class LocalRuntime:
 
     def stop(self) -> None:
         self.stopping.set()
+        if self.alarms is not None:
+            signals.remove_sink(self.alarms.metric)
         for thread in self.threads:
             thread.join(timeout=5)
         if hasattr(self, "gateway"):
@@ -224,7 +234,7 @@ class LocalRuntime:
             api.handler, port=self.port, principal=self.principal, context=LocalContext(name)
         ).start()
 
-    def _loop(self, name: str, period: float, action: Callable[[], None], *, aligned: bool = False) -> None:
+    def _loop(self, name: str, period: float, action: Callable[[], object], *, aligned: bool = False) -> None:
         """Run ``action`` every ``period`` seconds; ``aligned``: on wall-clock multiples of it, as EventBridge
         fires rate(1 minute) near the top of each minute rather than at the runtime's start phase."""
 
@@ -246,7 +256,7 @@ class LocalRuntime:
             function = self.deployment.physical[logical]
             handler = self.handler(self.deployment.functions[function]["handler"])
             period = self.tick_override or seconds
-            self._loop(f"tick-{function}", period, _tick(handler, function), aligned=True)
+            self._loop(f"tick-{function}", period, self._observed(function, _tick(handler, function)), aligned=True)
             log.info("EventBridge rule: %s every %s s", function, period)
 
     def _start_pollers(self) -> None:
@@ -284,9 +294,11 @@ class LocalRuntime:
         try:
             response = handler(event, LocalContext(function, aws_request_id=uuid.uuid4().hex))
             failed = {f["itemIdentifier"] for f in (response or {}).get("batchItemFailures", [])}
+            self._invoked(function, failed=False)
         except Exception:
             log.exception("%s failed a batch", function)
             failed = {m["MessageId"] for m in messages}
+            self._invoked(function, failed=True)
         done = [m for m in messages if m["MessageId"] not in failed]
         if done:
             sqs.delete_message_batch(
@@ -298,6 +310,52 @@ class LocalRuntime:
                 sqs.change_message_visibility(
                     QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=LOCAL_FAILED_RECORD_RETRY
                 )
+
+    # -------------------------------------------------------------------------- alarms
+
+    def _start_alarms(self, template: dict[str, Any]) -> None:
+        """The template's alarms over what the handlers emit and the runtime observes (infra/local/alarms.py)."""
+        assert self.deployment is not None
+        self.alarms = LocalAlarms(
+            template,
+            self.deployment.physical,
+            endpoint=self.endpoint,
+            region=REGION,
+            state_file=self.state_dir / "alarms.json",
+            scale=self.alarm_time_scale,
+        )
+        signals.add_sink(self.alarms.metric)
+        every = min(60.0, max(1.0, 60.0 / self.alarm_time_scale))
+        self._loop("alarms", every, self.alarms.evaluate)
+        log.info(
+            "%d alarms evaluated every %.0f s (periods scaled 1/%g)",
+            len(self.alarms.board.alarms),
+            every,
+            self.alarm_time_scale,
+        )
+
+    def pause_rule(self, function: str, paused: bool = True) -> None:
+        """Disable (or enable again) the EventBridge rule of a scheduled function, e.g. the dispatcher's."""
+        (self.paused_rules.add if paused else self.paused_rules.discard)(function)
+
+    def _invoked(self, function: str, *, failed: bool) -> None:
+        if self.alarms is not None:
+            self.alarms.invoked(function, failed=failed)
+
+    def _observed(self, function: str, action: Callable[[], None]) -> Callable[[], None]:
+        """A scheduled invocation, counted as AWS/Lambda counts it (Invocations, Errors)."""
+
+        def run() -> None:
+            if function in self.paused_rules:
+                return  # the rule is disabled: no invocation at all, as when EventBridge stops firing
+            try:
+                action()
+            except Exception:
+                self._invoked(function, failed=True)
+                raise
+            self._invoked(function, failed=False)
+
+        return run
 
     def _start_escalation_watch(self) -> None:
         """The escalation handler runs on its queue like any function; what it pages goes to the SNS topic.

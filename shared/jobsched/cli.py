@@ -624,6 +624,11 @@ def local() -> None:
 @click.option("--as", "principal", help="Default caller ARN (default: a platform admin).")
 @click.option("--no-examples", is_flag=True, help="Do not register the example jobs.")
 @click.option(
+    "--alarm-time-scale",
+    type=float,
+    help="Shrink alarm periods by this factor (default: 60/tick, so a 1 s tick makes a 5-minute period 5 s).",
+)
+@click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Keep tables here across restarts (default: a fresh state each start).",
@@ -635,7 +640,13 @@ def local() -> None:
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
 def local_up(
-    port: int, tick: float | None, principal: str | None, no_examples: bool, state_dir: Path | None, log_level: str
+    port: int,
+    tick: float | None,
+    principal: str | None,
+    no_examples: bool,
+    alarm_time_scale: float | None,
+    state_dir: Path | None,
+    log_level: str,
 ) -> None:
     """Start moto, deploy the app's template into it, and drive the handlers until Ctrl-C."""
     import logging
@@ -657,6 +668,7 @@ def local_up(
         principal=principal or DEFAULT_ADMIN,
         examples=not no_examples,
         state_dir=state_dir,
+        alarm_time_scale=alarm_time_scale,
     )
     runtime.start()
     LOCAL_POINTER.parent.mkdir(parents=True, exist_ok=True)
@@ -703,3 +715,27 @@ def local_escalations(state_dir: Path | None, output: str) -> None:
     for event in events:
         click.echo(f"{event.get('subject')}  ({event.get('notice')}, {event.get('kind')})")
         click.echo("    " + "\n    ".join(str(event.get("message", "")).splitlines()[1:]).strip())
+
+
+@local.command("alarms")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The runtime's state directory (default: the one running or last run).",
+)
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def local_alarms(state_dir: Path | None, output: str) -> None:
+    """Every alarm of the stack as the local runtime evaluates it: state, since when, and why."""
+    folder = state_dir or (Path(LOCAL_POINTER.read_text()) if LOCAL_POINTER.exists() else None)
+    path = folder / "alarms.json" if folder else None
+    rows = json.loads(path.read_text()) if path and path.exists() else []
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no alarms evaluated yet (is `make run` up?)")
+        return
+    order = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}
+    for row in sorted(rows, key=lambda r: (order.get(r["state"], 3), r["alarm"])):
+        since = datetime.fromtimestamp(row["since"], UTC).strftime("%H:%M:%S") if row["since"] else "-"
+        click.echo(f"{row['state']:<17} {row['alarm']:<40} since {since}  {row['reason']}")

@@ -11,6 +11,7 @@ dimension is bounded (team, priority, outcome, destination); never a job or run 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -79,6 +80,19 @@ class UnknownMetric(ValueError):
     pass
 
 
+Sink = Callable[[str, float, dict[str, str]], None]
+_sinks: list[Sink] = []  # besides stdout (the local runtime evaluates alarms from these)
+
+
+def add_sink(sink: Sink) -> None:
+    _sinks.append(sink)
+
+
+def remove_sink(sink: Sink) -> None:
+    if sink in _sinks:
+        _sinks.remove(sink)
+
+
 def emit(name: str, value: float, **dimensions: str) -> None:
     """Print one metric as CloudWatch EMF, with exactly its catalog dimensions."""
     definition = CATALOG.get(name)
@@ -91,3 +105,5 @@ def emit(name: str, value: float, **dimensions: str) -> None:
     for dimension in definition.dimensions:
         metric.add_dimension(name=dimension, value=dimensions[dimension])
     print(json.dumps(metric.serialize_metric_set(), separators=(",", ":")))
+    for sink in list(_sinks):
+        sink(name, value, dict(dimensions))

@@ -180,3 +180,72 @@ def test_a_dag_runs_end_to_end_on_its_state_machine(runtime: LocalRuntime) -> No
     assert {name: task["status"] for name, task in tasks.items()} == dict.fromkeys("abcd", "SUCCEEDED")
     assert tasks["b"]["attempt"] == 2  # failed once, retried by the state machine
     assert tasks["d"]["started_at"] >= max(tasks["b"]["finished_at"], tasks["c"]["finished_at"])
+
+
+def alarm_states(runtime: LocalRuntime) -> dict[str, str]:
+    path = runtime.state_dir / "alarms.json"
+    rows = json.loads(path.read_text()) if path.exists() else []
+    return {row["alarm"].removeprefix("jobsched-local-"): row["state"] for row in rows}
+
+
+def test_a_stopped_dispatcher_and_a_poison_message_drive_their_alarms_and_page_the_ops_topic(
+    runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The template's alarms, evaluated by the runtime from what the handlers emit and what it observes,
+    with periods scaled to the 1 s tick (a 5-minute period lasts 5 s)."""
+    import boto3
+
+    from infra.local import runtime as runtime_module
+
+    assert runtime.deployment is not None
+    sqs = boto3.client("sqs", endpoint_url=runtime.endpoint, region_name="us-east-1")
+    sns = boto3.client("sns", endpoint_url=runtime.endpoint, region_name="us-east-1")
+    [ops_topic] = [t["TopicArn"] for t in sns.list_topics()["Topics"] if t["TopicArn"].endswith("ops-alarms")]
+    inbox = sqs.create_queue(QueueName="e2e-ops-pager")["QueueUrl"]
+    inbox_arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=ops_topic, Protocol="sqs", Endpoint=inbox_arn)
+
+    wait_for(lambda: alarm_states(runtime).get("DispatcherMissedTicks") == "OK", 20)
+    dispatcher = next(n for n, f in runtime.deployment.functions.items() if "dispatcher" in f["handler"])
+    runtime.pause_rule(dispatcher)
+    try:
+        wait_for(lambda: alarm_states(runtime).get("DispatcherMissedTicks") == "ALARM", 20)
+    finally:
+        runtime.pause_rule(dispatcher, paused=False)
+
+    def paged(name: str) -> bool:
+        for message in sqs.receive_message(QueueUrl=inbox, MaxNumberOfMessages=10).get("Messages", []):
+            if json.loads(json.loads(message["Body"])["Message"])["AlarmName"] == f"jobsched-local-{name}":
+                return True
+        return False
+
+    wait_for(lambda: paged("DispatcherMissedTicks"), 10)
+    wait_for(lambda: alarm_states(runtime).get("DispatcherMissedTicks") == "OK", 20)
+
+    monkeypatch.setattr(runtime_module, "LOCAL_FAILED_RECORD_RETRY", 1)  # a failed record comes back in 1 s
+    normal = next(url for url in sqs.list_queues()["QueueUrls"] if url.endswith("WorkNormal"))
+    sqs.send_message(QueueUrl=normal, MessageBody="this is not a run message")
+    wait_for(lambda: alarm_states(runtime).get("DlqNormalNotEmpty") == "ALARM", 40)
+    wait_for(lambda: paged("DlqNormalNotEmpty"), 10)
+
+
+def test_a_job_failing_every_run_drives_the_fast_burn_alarm_and_successes_bring_it_back(
+    runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SloFastBurn as synthesized (a 1-hour failure ratio over every run that ended). Its hour is scaled
+    to 6 s here so the test takes seconds, not hours."""
+    assert runtime.alarms is not None
+    monkeypatch.setattr(runtime.alarms.board, "scale", 600.0)
+    failing = {"target": {"type": "lambda", "function": "jobsched-example-flaky", "payload": {"fail_times": 99}}}
+    healthy = {"target": {"type": "lambda", "function": "jobsched-example-echo"}}
+    for name, body in (("burning", failing), ("steady", healthy)):
+        assert call(runtime, "PUT", f"/teams/e2e/jobs/{name}", body | {"retry": {"max_attempts": 1}})[0] in (200, 201)
+    for _ in range(3):
+        assert call(runtime, "POST", "/teams/e2e/jobs/burning/trigger", {})[0] == 202
+    wait_for(lambda: alarm_states(runtime).get("SloFastBurn") == "ALARM", 30)
+
+    def succeed_once() -> bool:
+        call(runtime, "POST", "/teams/e2e/jobs/steady/trigger", {})
+        return alarm_states(runtime).get("SloFastBurn") == "OK"
+
+    wait_for(succeed_once, 30)
