@@ -695,18 +695,30 @@ Ctrl-C stops everything."""
     runtime.stop()
 
 
+def _state_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--state-dir and -o for the commands that read what the local runtime keeps."""
+    command = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)(
+        command
+    )
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="The runtime's state directory (default: the one running or last run).",
+    )(command)
+
+
+def _state_file(state_dir: Path | None, name: str) -> Path | None:
+    folder = state_dir or (Path(LOCAL_POINTER.read_text()) if LOCAL_POINTER.exists() else None)
+    path = folder / name if folder else None
+    return path if path and path.exists() else None
+
+
 @local.command("escalations")
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="The runtime's state directory (default: the one running or last run).",
-)
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_state_options
 def local_escalations(state_dir: Path | None, output: str) -> None:
     """The pages the local runtime's escalation topic has delivered (what on-call would receive)."""
-    folder = state_dir or (Path(LOCAL_POINTER.read_text()) if LOCAL_POINTER.exists() else None)
-    path = folder / "escalations.jsonl" if folder else None
-    events = [json.loads(line) for line in path.read_text().splitlines()] if path and path.exists() else []
+    path = _state_file(state_dir, "escalations.jsonl")
+    events = [json.loads(line) for line in path.read_text().splitlines()] if path else []
     if output == "json":
         click.echo(json.dumps(events, indent=2))
         return
@@ -718,17 +730,11 @@ def local_escalations(state_dir: Path | None, output: str) -> None:
 
 
 @local.command("alarms")
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="The runtime's state directory (default: the one running or last run).",
-)
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@_state_options
 def local_alarms(state_dir: Path | None, output: str) -> None:
     """Every alarm of the stack as the local runtime evaluates it: state, since when, and why."""
-    folder = state_dir or (Path(LOCAL_POINTER.read_text()) if LOCAL_POINTER.exists() else None)
-    path = folder / "alarms.json" if folder else None
-    rows = json.loads(path.read_text()) if path and path.exists() else []
+    path = _state_file(state_dir, "alarms.json")
+    rows = json.loads(path.read_text()) if path else []
     if output == "json":
         click.echo(json.dumps(rows, indent=2))
         return

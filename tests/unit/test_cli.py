@@ -208,3 +208,22 @@ def test_console_script_is_installed() -> None:
         check=False,
     )
     assert result.returncode == 0 and result.stdout.startswith("2027-01-01T01:00:00Z")
+
+
+def test_local_alarms_lists_alarms_worst_first(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from jobsched.cli import cli
+
+    rows = [
+        {"alarm": "jobsched-local-SloFastBurn", "state": "OK", "since": 1796090000.0, "reason": "0 of 1 breaching"},
+        {"alarm": "jobsched-local-DlqNormalNotEmpty", "state": "ALARM", "since": 1796090100.0, "reason": "1 of 1"},
+    ]
+    (tmp_path / "alarms.json").write_text(json.dumps(rows))
+    result = CliRunner().invoke(cli, ["local", "alarms", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 0
+    first, second = result.output.splitlines()
+    assert first.split()[:2] == ["ALARM", "jobsched-local-DlqNormalNotEmpty"] and "since 01:55:00" in first
+    assert second.split()[:2] == ["OK", "jobsched-local-SloFastBurn"]
+    empty = CliRunner().invoke(cli, ["local", "alarms", "--state-dir", str(tmp_path / "none")])
+    assert "no alarms evaluated yet" in empty.output
