@@ -898,6 +898,23 @@ class Observability(Construct):
             description="the dispatcher quarantined a job whose schedule costs more than its budget",
         )
         alarm("HeartbeatErrors", functions.heartbeat.metric_errors(period=five), 0)
+        alarm(
+            "DuplicateExecutions",
+            signal("RunsByOutcome", "Sum", five, outcome="duplicate_execution"),
+            0,
+            description="an attempt ran twice (M5): the exactly-once claim failed somewhere; must stay 0",
+        )
+        for name, queue, limit in (
+            ("EscalationsOldest", queues.escalations, 900),
+            # Pages back off up to 15 minutes, then go to the deployment's topic: older means stuck.
+            ("PagesOldest", queues.pages, 1800),
+        ):
+            alarm(
+                name,
+                queue.metric_approximate_age_of_oldest_message(period=five),
+                limit,
+                description=f"a message waited more than {limit // 60} minutes on {name.removesuffix('Oldest')}",
+            )
         for name, ticking in (("Dispatcher", functions.dispatcher), ("Heartbeat", functions.heartbeat)):
             # Both run every minute: no invocations at all is the loudest failure, so missing data breaches.
             missed_ticks = cloudwatch.Alarm(
@@ -954,6 +971,17 @@ class Observability(Construct):
                 title="Cost drivers: worker invocations and duration",
                 left=[functions.worker.metric_invocations(), functions.worker.metric_duration()],
             ),
+            cloudwatch.GraphWidget(
+                title="Escalations per 100 runs (M8)",
+                left=[
+                    cloudwatch.MathExpression(
+                        expression=f"100 * SUM(SEARCH('{search_schema('EscalationEvents')}', 'Sum', 3600))"
+                        f" / SUM(SEARCH('{search_schema('RunsFinished')}', 'Sum', 3600))",
+                        label="escalations per 100 runs",
+                        period=Duration.hours(1),
+                    )
+                ],
+            ),
         )
         oncall = cloudwatch.Dashboard(self, "OnCall", dashboard_name=_name(config, "oncall"))
         oncall.add_widgets(
@@ -967,6 +995,27 @@ class Observability(Construct):
             ),
             cloudwatch.GraphWidget(
                 title="Fire lateness p99 by class (s)", left=[lateness("p99", priority) for priority in PRIORITIES]
+            ),
+            cloudwatch.GraphWidget(
+                title="Backlog (M6): queued run messages, and runs waiting for a slot or quota",
+                left=[queues.work[p].metric_approximate_number_of_messages_visible() for p in PRIORITIES],
+                right=[signal("RunsByOutcome", "Sum", five, outcome="waiting")],
+            ),
+            cloudwatch.GraphWidget(
+                title="Worker concurrency against its maximum (M7)",
+                left=[functions.worker.metric("ConcurrentExecutions", statistic="Maximum")],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=sum(q.max_concurrency for q in WORK_QUEUES.values()), label="maximum (all classes)"
+                    )
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Duplicates (M5): suppressed redeliveries, and attempts that ran twice (must be 0)",
+                left=[
+                    signal("RunsByOutcome", "Sum", five, outcome="duplicate"),
+                    signal("RunsByOutcome", "Sum", five, outcome="duplicate_execution"),
+                ],
             ),
             cloudwatch.GraphWidget(
                 title="DLQ depth",

@@ -47,7 +47,14 @@ W, D, H, E, P = Component.WORKER, Component.DISPATCHER, Component.HEARTBEAT, Com
 CATALOG = _catalog(
     # The worker: one data point per processed run message.
     MetricDef("RunOutcome", COUNT, ("team", "priority", "outcome"), W, "M1 success rate per team (dashboards)"),
-    MetricDef("RunsByOutcome", COUNT, ("outcome",), W, "run messages by what the worker did; M5 suppressed duplicates"),
+    MetricDef(
+        "RunsByOutcome",
+        COUNT,
+        ("outcome",),
+        W,
+        "run messages by what the worker did: M5 (duplicate: a suppressed redelivery; duplicate_execution: an "
+        "attempt that ran twice, alarmed by DuplicateExecutions), M6 (waiting)",
+    ),
     MetricDef("FireLatenessSeconds", SECONDS, ("priority",), W, "M2 fire lateness: FireLatenessP99"),
     MetricDef("RecordsReceived", COUNT, (), W, "worker batch sizes (debug)"),
     # Once per run, wherever it ends (worker, API callback, heartbeat time-out, DAG run, MISSED).

@@ -49,7 +49,16 @@ EARLY_TOLERANCE = timedelta(seconds=1)
 BREAKER_MARGIN = timedelta(seconds=1)  # a held run comes back just after the cool-down ends
 
 Action = Literal[
-    "succeeded", "failed", "retrying", "pending", "skipped", "duplicate", "superseded", "waiting", "cancelled"
+    "succeeded",
+    "failed",
+    "retrying",
+    "pending",
+    "skipped",
+    "duplicate",
+    "superseded",
+    "waiting",
+    "cancelled",
+    "duplicate_execution",  # the same attempt ran twice: must never happen (M5, alarmed)
 ]
 
 
@@ -419,11 +428,25 @@ class Worker:
             )
         except StaleAttempt as error:
             # Cancelled, or taken over after our lease expired: our result must not overwrite theirs.
-            return Outcome("superseded", str(error))
+            return self._stale_result(run, str(error))
         self.after_step("record")
         self.release_slots(message, spec)
         self.escalate(failed, "run failed")
         return Outcome("failed", result.error or "", run=failed, lateness=lateness)
+
+    def _stale_result(self, run: Run, error: str) -> Outcome:
+        """Our result was refused. If the run ended at this very attempt (not cancelled), the attempt was
+        executed twice: the claim should make that impossible, so it is counted apart, as a tripwire (M5)."""
+        stored = self.runs.get(run.job, run.run_id)
+        same_attempt_ended = (
+            stored is not None
+            and stored.attempt == run.attempt
+            and stored.status in TERMINAL
+            and stored.status is not RunStatus.CANCELLED
+        )
+        if same_attempt_ended:
+            return Outcome("duplicate_execution", f"attempt {run.attempt} of {run.run_id} ran twice: {error}")
+        return Outcome("superseded", error)
 
     def _retry(
         self,

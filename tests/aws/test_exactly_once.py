@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -158,3 +159,26 @@ def _flaky(failures: int) -> Any:
         return {"ok": run_id}
 
     return handler
+
+
+def test_an_attempt_recorded_twice_is_told_apart_from_a_superseded_one(stack: Stack, clock: Clock) -> None:
+    """M5's tripwire: the claim makes two executions of one attempt impossible, so if a second result of
+    the same attempt ever arrives after the run ended at that attempt, it is counted as
+    duplicate_execution (alarmed), not as an ordinary superseded result."""
+    from jobsched.aws.targets import TargetResult
+
+    clock.set("2027-01-04T09:59:30Z")
+    stack.register(job("once", "0 * * * *"))
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    [outcome] = stack.pump()
+    assert outcome.action == "succeeded" and outcome.run is not None
+    stored = stack.jobs.get("payments/once")
+    assert stored is not None
+    claimed = replace(outcome.run, status=RunStatus.RUNNING)
+    again = stack.worker._record(claimed.to_message(), stored, claimed, TargetResult("succeeded"), timedelta(0))
+    assert again.action == "duplicate_execution" and "ran twice" in again.detail
+    later = replace(claimed, attempt=2)  # a result of an attempt the run never ended at: superseded
+    assert stack.worker._record(later.to_message(), stored, later, TargetResult("succeeded"), timedelta(0)).action == (
+        "superseded"
+    )
