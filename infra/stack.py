@@ -67,6 +67,23 @@ LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 SLO_SUCCESS = 0.995  # error budget 0.5%: burn-rate alarms page when it is spent 14.4x (1 h) or 6x (6 h) too fast
 
 
+# Logs Insights over the worker's "run message" lines (functions/worker/handler.py logs job, team, run_id,
+# outcome and detail on each): tests check those fields are really there.
+TOP_FAILING_JOBS = (
+    "fields job, team, outcome",
+    'filter message = "run message" and outcome = "failed"',
+    "stats count(*) as failures by job, team",
+    "sort failures desc",
+    "limit 10",
+)
+LATEST_FAILURES = (
+    "fields @timestamp, job, run_id, attempt, detail",
+    'filter message = "run message" and outcome = "failed"',
+    "sort @timestamp desc",
+    "limit 20",
+)
+
+
 @dataclass(frozen=True)
 class StageConfig:
     stage: str
@@ -1037,6 +1054,22 @@ class Observability(Construct):
                 ],
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms),
+        )
+        # Per job, from the worker's structured logs (job is a log field, never a metric dimension).
+        worker_logs = [f"/aws/lambda/{_name(config, 'Worker')}"]
+        oncall.add_widgets(
+            cloudwatch.LogQueryWidget(
+                title="Top failing jobs (last period)",
+                log_group_names=worker_logs,
+                query_lines=list(TOP_FAILING_JOBS),
+                width=12,
+            ),
+            cloudwatch.LogQueryWidget(
+                title="Latest failures",
+                log_group_names=worker_logs,
+                query_lines=list(LATEST_FAILURES),
+                width=12,
+            ),
         )
         debug = cloudwatch.Dashboard(self, "Debug", dashboard_name=_name(config, "debug"))
         for name, function in (

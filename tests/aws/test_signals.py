@@ -276,3 +276,52 @@ def test_every_run_that_ends_is_counted_once_wherever_it_ends(stack: Stack, cloc
         "ops/silent:TIMED_OUT",
         "ops/stopped:CANCELLED",
     ]
+
+
+def test_the_oncall_log_queries_read_fields_the_worker_really_logs(
+    deployed: Stack, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "Top failing jobs" and "latest failures" are Logs Insights widgets over the worker's log group: the
+    fields they filter and show are in the worker's "run message" line of a failed run."""
+    from functions.worker.handler import handler as worker
+    from infra.stack import LATEST_FAILURES, TOP_FAILING_JOBS
+
+    bodies = [
+        r["Properties"]["DashboardBody"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Dashboard"
+    ]
+    oncall = next(_dashboard_body(b) for b in bodies if "Latest failures" in json.dumps(b))
+    queries = [w["properties"] for w in oncall["widgets"] if w.get("type") == "log"]
+    assert [q["title"] for q in queries] == ["Top failing jobs (last period)", "Latest failures"]
+    assert all("/aws/lambda/jobsched-dev-Worker" in q["query"] for q in queries)
+    assert "\n| ".join(TOP_FAILING_JOBS) in queries[0]["query"]
+    assert "\n| ".join(LATEST_FAILURES) in queries[1]["query"]
+
+    monkeypatch.setenv(Env.STAGE, LOCAL_STAGE)
+    for name, value in function_environment(template, "functions.worker.handler.handler").items():
+        monkeypatch.setenv(name, value)
+    now = wiring.utc_now()
+    deployed.clock.now = now
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{closed.getsockname()[1]}/"
+    deployed.register(
+        {
+            "name": "broken",
+            "team": "ops",
+            "target": {"type": "http", "url": refused, "timeout": "2s"},
+            "retry": {"max_attempts": 1},
+        }
+    )
+    body = json.loads(json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]["body"])
+    body |= {"job": "ops/broken", "scheduled_at": instant_text(now), "fire_at": instant_text(now)}
+    deployed.sqs.send_message(QueueUrl=deployed.queue_urls["normal"], MessageBody=json.dumps(body))
+    messages = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"])["Messages"]
+    capsys.readouterr()
+    worker(sqs_event(deployed, messages), FakeContext())
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"level"')]
+    [failed] = [line for line in lines if line.get("message") == "run message" and line.get("outcome") == "failed"]
+    for field in ("job", "team", "run_id", "attempt", "detail", "outcome"):
+        assert field in failed, field
+    assert failed["job"] == "ops/broken" and failed["team"] == "ops"
