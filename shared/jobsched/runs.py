@@ -88,6 +88,7 @@ class RunMessage(BaseModel):
     trigger: Trigger = "schedule"
     correlation_id: str = ""
     payload_override: JsonValue = None
+    waiting_since: str | None = None  # set once the run's waiting record exists (re-sent waits skip the write)
 
     @classmethod
     def scheduled(

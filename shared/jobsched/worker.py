@@ -72,6 +72,7 @@ class Outcome:
     run: Run | None = None
     lateness: timedelta | None = None
     priority: str = "normal"  # the job's priority class, for metrics
+    resend: RunMessage | None = None  # what goes back on the queue for ``wait`` (default: the message itself)
 
 
 @dataclass
@@ -120,7 +121,7 @@ class Worker:
         else:
             outcome = self._process(message, stored, now, fire_at)
         if outcome.wait is not None:
-            self.queues.send(stored.spec.priority, [(message, outcome.wait)])
+            self.queues.send(stored.spec.priority, [(outcome.resend or message, outcome.wait)])
         return replace(outcome, priority=stored.spec.priority)
 
     def _process(self, message: RunMessage, stored: StoredJob, now: datetime, fire_at: datetime) -> Outcome:
@@ -137,10 +138,10 @@ class Worker:
 
         breaker_key, breaker, held = self.breaker_check(spec.target, spec.team, now)
         if held is not None:
-            return held
+            return self._held_back(message, stored, now, held)
         slots = self._take_slots(message, stored, now)
         if isinstance(slots, Outcome):
-            return slots
+            return self._held_back(message, stored, now, slots)
         self.after_step("slots")
         claimed = self._claim(message, stored, now)
         if isinstance(claimed, Outcome):
@@ -324,7 +325,8 @@ class Worker:
             return Outcome("duplicate", "run vanished (retention expired)")
         try:
             if existing.status is RunStatus.SCHEDULED and message.attempt == 1:
-                return self._start(existing, RunStatus.SCHEDULED, 1, 1, now, lease, external)
+                waited = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
+                return self._start(existing, RunStatus.SCHEDULED, 1, 1, now, lease, external, lateness_ms=waited)
             if existing.status is RunStatus.RETRYING and existing.attempt == message.attempt - 1:
                 return self._start(
                     existing, RunStatus.RETRYING, existing.attempt, message.attempt, now, lease, external
@@ -343,6 +345,7 @@ class Worker:
         lease: datetime,
         external: bool,
         require_expired_lease: bool = False,
+        lateness_ms: int | None = None,
     ) -> Run:
         return self.runs.start_attempt(
             run.job,
@@ -354,6 +357,7 @@ class Worker:
             lease_until=lease,
             external=external,
             require_expired_lease=require_expired_lease,
+            lateness_ms=lateness_ms,
         )
 
     def _resume_or_drop(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
@@ -433,6 +437,22 @@ class Worker:
         self.release_slots(message, spec)
         self.escalate(failed, "run failed")
         return Outcome("failed", result.error or "", run=failed, lateness=lateness)
+
+    def _held_back(self, message: RunMessage, stored: StoredJob, now: datetime, outcome: Outcome) -> Outcome:
+        """A first attempt that must wait (max_running, the team's limit, an open circuit) gets its run record
+        now, SCHEDULED with the reason, so it is visible, counted and under its SLA deadline while it waits.
+        Written once: the re-sent message carries ``waiting_since``. The claim later starts this record."""
+        if outcome.action != "waiting" or message.attempt != 1 or message.waiting_since is not None:
+            return outcome
+        self.runs.create(
+            message,
+            status=RunStatus.SCHEDULED,
+            now=now,
+            retention=stored.spec.run_retention,
+            reason=f"waiting since {instant_text(now)}: {outcome.detail}",
+            deadline=stored.spec.deadline,
+        )
+        return replace(outcome, resend=message.model_copy(update={"waiting_since": instant_text(now)}))
 
     def _stale_result(self, run: Run, error: str) -> Outcome:
         """Our result was refused. If the run ended at this very attempt (not cancelled), the attempt was

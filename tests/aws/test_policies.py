@@ -58,18 +58,27 @@ def test_overlap_skip_records_skipped_runs_with_the_reason(stack: Stack, clock: 
 def test_overlap_queue_waits_and_runs_when_the_slot_frees(stack: Stack, clock: Clock) -> None:
     stack.register(callback_job("queued", "queue"))
     stack.minutes(2)
-    assert statuses(stack, "ops/queued") == [("0900", "RUNNING")]
+    # The waiting run is visible: a SCHEDULED record saying why and since when (#14).
+    assert statuses(stack, "ops/queued") == [("0900", "RUNNING"), ("0901", "SCHEDULED")]
+    waiting = stack.runs.get("ops/queued", "20270104T090100Z")
+    assert (
+        waiting is not None
+        and waiting.reason == "waiting since 2027-01-04T09:01:00Z: max_running 1 reached (20270104T090000Z)"
+    )
     assert {m.run_id for m in stack.pending()} >= {"20270104T090100Z"}, "the waiting run's message is kept"
+    assert all(m.waiting_since for m in stack.pending() if m.run_id == "20270104T090100Z"), "written once"
     complete(stack, clock, "ops/queued", "20270104T090000Z")
     clock.advance(timedelta(seconds=30))
     stack.pump()
     assert statuses(stack, "ops/queued") == [("0900", "SUCCEEDED"), ("0901", "RUNNING")]
+    started = stack.runs.get("ops/queued", "20270104T090100Z")
+    assert started is not None and started.reason is None and started.lateness_ms == 30_000  # it waited 30 s
 
 
 def test_max_running_two_with_allow(stack: Stack, clock: Clock) -> None:
     stack.register(callback_job("pair", "allow", max_running=2))
     stack.minutes(3)
-    assert statuses(stack, "ops/pair") == [("0900", "RUNNING"), ("0901", "RUNNING")]
+    assert statuses(stack, "ops/pair") == [("0900", "RUNNING"), ("0901", "RUNNING"), ("0902", "SCHEDULED")]
     assert len(stack.jobs.slot_holders("ops/pair", "STATE")) == 2
 
 
@@ -95,11 +104,12 @@ def test_team_quota_holds_runs_back_and_never_drops_them(stack: Stack, clock: Cl
     stack.tick()
     clock.set("2027-01-04T10:00:00Z")
     stack.pump()
-    running = [s for job in ("ops/first", "ops/second") for s in statuses(stack, job)]
-    assert running == [("1000", "RUNNING")]
+    running = sorted(s for job in ("ops/first", "ops/second") for s in statuses(stack, job))
+    assert running == [("1000", "RUNNING"), ("1000", "SCHEDULED")], "the held run is visible, waiting"
     waiting = [m.job for m in stack.pending()]
     assert len(waiting) == 1
-    complete(stack, clock, "ops/first" if statuses(stack, "ops/first") else "ops/second", "20270104T100000Z")
+    first_ran = statuses(stack, "ops/first") == [("1000", "RUNNING")]
+    complete(stack, clock, "ops/first" if first_ran else "ops/second", "20270104T100000Z")
     team_key = "TEAM#ops"
     holder = next(iter(stack.jobs.slot_holders(team_key, "QUOTA")))
     stack.jobs.release_slot(team_key, "QUOTA", holder=holder)
@@ -245,3 +255,16 @@ def test_pausing_stops_instants_already_sent(stack: Stack, clock: Clock) -> None
     runs = stack.run_list("ops/inflight")
     assert runs and all(r.status is RunStatus.SKIPPED and "paused" in (r.reason or "") for r in runs)
     assert stack.lambdas.executions("echo") == []
+
+
+def test_a_waiting_runs_deadline_applies_while_it_waits(stack: Stack, clock: Clock) -> None:
+    """A run held back by max_running has its record, so its SLA deadline is reported while it waits."""
+    from jobsched.heartbeat import HeartbeatChecker
+
+    stack.register(callback_job("slow", "queue") | {"deadline": "2m"})
+    stack.minutes(2)  # 09:00 runs and holds the slot; 09:01 waits
+    clock.advance(timedelta(minutes=2))
+    report = HeartbeatChecker(stack.runs, stack.worker).check(clock())
+    assert report.deadline_misses >= 1
+    late = [e for e in stack.escalations() if e["kind"] == "deadline_missed"]
+    assert "20270104T090100Z" in {e.get("run_id") for e in late}

@@ -8,6 +8,7 @@ the alarms did not query).
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import socket
@@ -318,9 +319,12 @@ def test_the_oncall_log_queries_read_fields_the_worker_really_logs(
     body |= {"job": "ops/broken", "scheduled_at": instant_text(now), "fire_at": instant_text(now)}
     deployed.sqs.send_message(QueueUrl=deployed.queue_urls["normal"], MessageBody=json.dumps(body))
     messages = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"])["Messages"]
-    capsys.readouterr()
+    from functions.worker import handler as worker_module
+
+    written = io.StringIO()  # the logger's own stream (it may still point at an earlier test's capture)
+    monkeypatch.setattr(worker_module.logger.registered_handler, "stream", written)
     worker(sqs_event(deployed, messages), FakeContext())
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"level"')]
+    lines = [json.loads(line) for line in written.getvalue().splitlines() if line.startswith('{"level"')]
     [failed] = [line for line in lines if line.get("message") == "run message" and line.get("outcome") == "failed"]
     for field in ("job", "team", "run_id", "attempt", "detail", "outcome"):
         assert field in failed, field

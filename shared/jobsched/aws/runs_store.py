@@ -254,8 +254,10 @@ class RunsStore:
         lease_until: datetime,
         external: bool = False,
         require_expired_lease: bool = False,
+        lateness_ms: int | None = None,
     ) -> Run:
-        """SCHEDULED/RETRYING (or RUNNING with an expired lease, after a crash) -> RUNNING ``attempt``."""
+        """SCHEDULED/RETRYING (or RUNNING with an expired lease, after a crash) -> RUNNING ``attempt``.
+        ``lateness_ms``: a first attempt's start minus its fire time (runs created SCHEDULED)."""
         names = {"#status": "status"}
         values = {
             ":expected": expected_status.value,
@@ -272,7 +274,11 @@ class RunsStore:
         if require_expired_lease:
             condition += " AND lease_until <= :now"
             values[":now"] = instant_text(now)
-        update = "SET " + ", ".join(sets) + " REMOVE next_attempt_at, wake_shard, wake_at"
+        if expected_status is RunStatus.SCHEDULED and lateness_ms is not None:
+            sets.append("lateness_ms = :lateness")
+            values[":lateness"] = lateness_ms
+        # A run that waited for a slot loses its "waiting since ..." reason when it starts.
+        update = "SET " + ", ".join(sets) + " REMOVE next_attempt_at, wake_shard, wake_at, reason"
         return self._transition(job, run_id, update, condition, names, values)
 
     def to_retrying(
