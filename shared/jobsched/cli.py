@@ -440,6 +440,7 @@ STRIP_MARKS = {
     "skipped": "s",
     "cancelled": "c",
     "running": ">",
+    "waiting": "w",
 }
 HEALTH_COLUMNS = [
     ("JOB", "job"),
@@ -461,7 +462,7 @@ def status(target: str, window: str, client: Any, output: str) -> None:
     """Health of a team's jobs, worst first (TEAM), or of one job (TEAM/JOB).
 
     LAST RUNS: . succeeded  r succeeded after a retry  F failed  T timed out  M missed  s skipped
-    c cancelled  > running.
+    c cancelled  > running  w waiting.
     """
     if "/" in target:
         owner, name = target.split("/", 1)

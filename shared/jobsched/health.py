@@ -25,10 +25,13 @@ BAD = {RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.MISSED}
 
 
 def strip_cell(run: Run) -> str:
-    """succeeded, retried (succeeded after a retry), failed, timed_out, missed, skipped, cancelled, running."""
+    """succeeded, retried (succeeded after a retry), failed, timed_out, missed, skipped, cancelled, running,
+    waiting (held back by max_running, a team limit or an open circuit, or a trigger not yet started)."""
     if run.status is RunStatus.SUCCEEDED:
         return "retried" if run.attempt > 1 else "succeeded"
-    if run.status in (RunStatus.RUNNING, RunStatus.RETRYING, RunStatus.SCHEDULED):
+    if run.status is RunStatus.SCHEDULED:
+        return "waiting"
+    if run.status in (RunStatus.RUNNING, RunStatus.RETRYING):
         return "running"
     return run.status.value.lower()
 

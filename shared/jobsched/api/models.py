@@ -166,7 +166,7 @@ class JobHealthView(BaseModel):
     )
     strip: list[str] = Field(
         description="the last runs, oldest first: succeeded, retried, failed, timed_out, missed, skipped, "
-        "cancelled, running"
+        "cancelled, running, waiting"
     )
     lateness_p50_s: float | None = None
     lateness_p95_s: float | None = None
