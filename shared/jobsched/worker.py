@@ -513,6 +513,19 @@ class Worker:
         )
         if created is None:
             existing = self.runs.get(message.job, message.run_id)
+            if existing is not None and existing.status is RunStatus.SCHEDULED and existing.attempt == 1:
+                # It was waiting for a slot when the job was paused: it ends SKIPPED, not waiting forever.
+                with contextlib.suppress(StaleAttempt):
+                    skipped = self.runs.finish(
+                        message.job,
+                        message.run_id,
+                        attempt=1,
+                        status=RunStatus.SKIPPED,
+                        now=now,
+                        reason=reason,
+                        from_status=RunStatus.SCHEDULED,
+                    )
+                    return Outcome("skipped", reason, run=skipped)
             return Outcome("duplicate", "run exists", run=existing)
         return Outcome("skipped", reason, run=created)
 

@@ -268,3 +268,15 @@ def test_a_waiting_runs_deadline_applies_while_it_waits(stack: Stack, clock: Clo
     assert report.deadline_misses >= 1
     late = [e for e in stack.escalations() if e["kind"] == "deadline_missed"]
     assert "20270104T090100Z" in {e.get("run_id") for e in late}
+
+
+def test_a_run_waiting_when_its_job_is_paused_ends_skipped_with_the_reason(stack: Stack, clock: Clock) -> None:
+    stack.register(callback_job("held", "queue"))
+    stack.minutes(2)
+    assert statuses(stack, "ops/held") == [("0900", "RUNNING"), ("0901", "SCHEDULED")]
+    pause_job(stack.jobs, "ops/held", now=clock(), principal="test", reason="maintenance")
+    clock.advance(timedelta(seconds=30))
+    stack.pump()
+    waited = stack.runs.get("ops/held", "20270104T090100Z")
+    assert waited is not None and waited.status is RunStatus.SKIPPED
+    assert waited.reason == "job paused: maintenance" and waited.finished_at is not None

@@ -315,9 +315,10 @@ class RunsStore:
         output: str | None = None,
         error: str | None = None,
         from_status: RunStatus = RunStatus.RUNNING,
+        reason: str | None = None,
     ) -> Run:
         """``from_status`` at ``attempt`` -> a terminal status. StaleAttempt if anything else is stored."""
-        names = {"#status": "status", "#error": "error", "#output": "output"}
+        names = {"#status": "status", "#error": "error", "#output": "output", "#reason": "reason"}
         values = {
             ":from": from_status.value,
             ":attempt": attempt,
@@ -326,10 +327,13 @@ class RunsStore:
             ":error": truncate(error),
             ":output": truncate(output),
         }
-        update = (
-            "SET #status = :status, finished_at = :finished, #error = :error, #output = :output"
-            " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at, deadline_shard, deadline_at"
-        )
+        sets = "SET #status = :status, finished_at = :finished, #error = :error, #output = :output"
+        if reason is not None:
+            sets += ", #reason = :reason"
+            values[":reason"] = truncate(reason)
+        else:
+            names.pop("#reason")
+        update = sets + " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at, deadline_shard, deadline_at"
         finished = self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
         if self.on_finished is not None:
             self.on_finished(finished)
