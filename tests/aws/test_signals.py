@@ -13,7 +13,7 @@ import json
 import re
 import socket
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,27 @@ def queried(template: dict[str, Any]) -> dict[Metric, list[str]]:
     return found
 
 
+def register_refused_http_job(deployed: Stack, name: str, *, max_attempts: int) -> None:
+    """A job of team ops whose http target is a closed port on loopback: every attempt fails (retryably)."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{closed.getsockname()[1]}/"
+    deployed.register(
+        {
+            "name": name,
+            "team": "ops",
+            "target": {"type": "http", "url": refused, "timeout": "2s"},
+            "retry": {"max_attempts": max_attempts},
+        }
+    )
+
+
+def sample_run_message(now: datetime) -> dict[str, Any]:
+    """The sample worker event's run message, due ``now``."""
+    body: dict[str, Any] = json.loads(json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]["body"])
+    return body | {"scheduled_at": instant_text(now), "fire_at": instant_text(now)}
+
+
 def drive_every_handler(
     deployed: Stack, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> set[Metric]:
@@ -145,19 +166,8 @@ def drive_every_handler(
     heartbeat(tick, FakeContext(function_name="jobsched-dev-Heartbeat"))
 
     as_deployed("worker")
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        refused = f"http://127.0.0.1:{closed.getsockname()[1]}/"
-    deployed.register(
-        {
-            "name": "flaky",
-            "team": "ops",
-            "target": {"type": "http", "url": refused, "timeout": "2s"},
-            "retry": {"max_attempts": 3},
-        }
-    )
-    body = json.loads(json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]["body"])
-    body |= {"scheduled_at": instant_text(now), "fire_at": instant_text(now)}
+    register_refused_http_job(deployed, "flaky", max_attempts=3)
+    body = sample_run_message(now)
     retried = body | {"job": "ops/flaky"}
     deployed.sqs.purge_queue(QueueUrl=deployed.queue_urls["normal"])
     for message in (body, retried):
@@ -304,19 +314,8 @@ def test_the_oncall_log_queries_read_fields_the_worker_really_logs(
         monkeypatch.setenv(name, value)
     now = wiring.utc_now()
     deployed.clock.now = now
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        refused = f"http://127.0.0.1:{closed.getsockname()[1]}/"
-    deployed.register(
-        {
-            "name": "broken",
-            "team": "ops",
-            "target": {"type": "http", "url": refused, "timeout": "2s"},
-            "retry": {"max_attempts": 1},
-        }
-    )
-    body = json.loads(json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]["body"])
-    body |= {"job": "ops/broken", "scheduled_at": instant_text(now), "fire_at": instant_text(now)}
+    register_refused_http_job(deployed, "broken", max_attempts=1)
+    body = sample_run_message(now) | {"job": "ops/broken"}
     deployed.sqs.send_message(QueueUrl=deployed.queue_urls["normal"], MessageBody=json.dumps(body))
     messages = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"])["Messages"]
     from functions.worker import handler as worker_module

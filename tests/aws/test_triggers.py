@@ -130,15 +130,7 @@ def test_backfills_are_capped_per_job_and_per_team(stack: Stack, clock: Clock) -
     )
 
     def backfill(job: str) -> str:
-        return start_backfill(
-            stack.jobs,
-            job,
-            start=at("2027-01-04T06:00:00Z"),
-            end=at("2027-01-04T08:00:00Z"),
-            max_in_flight=1,
-            now=clock(),
-            principal="alice",
-        ).backfill_id
+        return early_morning_backfill(stack, clock, job)
 
     first = backfill("ops/r0")
     with pytest.raises(BackfillLimit, match="ops/r0 already has a backfill running"):
@@ -164,18 +156,7 @@ def test_an_error_in_one_backfill_leaves_the_others_advancing(stack: Stack, cloc
         stack.register(
             {"name": name, "team": "ops", "schedule": {"expression": "0 * * * *"}, "target": {"type": "callback"}}
         )
-    ids = {
-        name: start_backfill(
-            stack.jobs,
-            f"ops/{name}",
-            start=at("2027-01-04T06:00:00Z"),
-            end=at("2027-01-04T08:00:00Z"),
-            max_in_flight=1,
-            now=clock(),
-            principal="alice",
-        ).backfill_id
-        for name in ("broken", "fine")
-    }
+    ids = {name: early_morning_backfill(stack, clock, f"ops/{name}") for name in ("broken", "fine")}
     original = stack.jobs.get_backfill
 
     def failing(job: str, backfill_id: str) -> Any:
@@ -188,3 +169,16 @@ def test_an_error_in_one_backfill_leaves_the_others_advancing(stack: Stack, cloc
     stack.jobs.get_backfill = original  # type: ignore[method-assign]
     assert report.job_errors == 1 and report.backfills_advanced == 1
     assert get_backfill(stack.jobs, "ops/fine", ids["fine"]).sent == 1
+
+
+def early_morning_backfill(stack: Stack, clock: Clock, job: str) -> str:
+    """A backfill of 06:00-08:00 on 2027-01-04, one run at a time; its id."""
+    return start_backfill(
+        stack.jobs,
+        job,
+        start=at("2027-01-04T06:00:00Z"),
+        end=at("2027-01-04T08:00:00Z"),
+        max_in_flight=1,
+        now=clock(),
+        principal="alice",
+    ).backfill_id

@@ -372,7 +372,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     def _health(stored: StoredJob, span: timedelta, strip: int, read: int) -> JobHealth:
         now = services().clock()
         recent = services().runs.page(stored.key, limit=read, newest_first=True)[0]
-        upcoming = _job_view(stored, now).next_fire_times
+        upcoming = _upcoming(stored, now, 1)
         return job_health(
             stored.key,
             recent,
@@ -609,11 +609,16 @@ def _next_fires(spec: JobSpec, now: datetime, count: int) -> list[str]:
     return [instant_text(o.at) for o in compiled.next_fires(now, count)]
 
 
+def _upcoming(stored: StoredJob, now: datetime, count: int) -> list[str]:
+    """A stored job's next fire times (none while paused)."""
+    if stored.state != "ACTIVE" or stored.spec.schedule is None:
+        return []
+    compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
+    return [instant_text(o.at) for o in compiled.next_fires(now, count)]
+
+
 def _job_view(stored: StoredJob, now: datetime) -> JobView:
-    upcoming: list[str] = []
-    if stored.state == "ACTIVE" and stored.spec.schedule is not None:
-        compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
-        upcoming = [instant_text(o.at) for o in compiled.next_fires(now, 5)]
+    upcoming = _upcoming(stored, now, 5)
     return JobView(
         team=stored.spec.team,
         name=stored.spec.name,

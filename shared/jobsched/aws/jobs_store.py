@@ -267,14 +267,7 @@ class JobsStore:
 
     def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]:
         """Job keys of ``team`` in name order, ``limit`` at a time; the second value continues the listing."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": JobsKeys.TEAM_INDEX,
-            "KeyConditionExpression": "#team = :team",
-            "ExpressionAttributeNames": {"#team": JobsKeys.TEAM},
-            "ExpressionAttributeValues": to_values({":team": team}),
-            "Limit": limit,
-        }
+        request = self._team_query(team) | {"Limit": limit}
         if after_name:
             job = f"{team}/{after_name}"
             request["ExclusiveStartKey"] = to_item(
@@ -706,14 +699,7 @@ class JobsStore:
         """How many jobs the team has, counting no further than ``at_least`` (the API checks a limit)."""
         counted, start = 0, None
         while counted < at_least:
-            request: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": JobsKeys.TEAM_INDEX,
-                "KeyConditionExpression": "#team = :team",
-                "ExpressionAttributeNames": {"#team": JobsKeys.TEAM},
-                "ExpressionAttributeValues": to_values({":team": team}),
-                "Select": "COUNT",
-            }
+            request = self._team_query(team) | {"Select": "COUNT"}
             if start:
                 request["ExclusiveStartKey"] = start
             response = self.db.query(**request)
@@ -724,6 +710,16 @@ class JobsStore:
         return counted
 
     # ----------------------------------------------------------------------------- helpers
+
+    def _team_query(self, team: str) -> dict[str, Any]:
+        """A Query of the team index for ``team``'s jobs."""
+        return {
+            "TableName": self.table,
+            "IndexName": JobsKeys.TEAM_INDEX,
+            "KeyConditionExpression": "#team = :team",
+            "ExpressionAttributeNames": {"#team": JobsKeys.TEAM},
+            "ExpressionAttributeValues": to_values({":team": team}),
+        }
 
     @staticmethod
     def _key(pk: str, sk: str) -> dict[str, Any]:

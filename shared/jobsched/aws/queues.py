@@ -72,8 +72,8 @@ class WorkQueues:
         return failed_indices
 
 
-class EscalationQueue:
-    """Escalation events for the escalation handler (issue #8): FAILED runs, missed instants."""
+class _OneQueue:
+    """One queue by URL; the SQS client is made on first use (never at import time)."""
 
     def __init__(self, queue_url: str, sqs: Any | None = None) -> None:
         self.url = queue_url
@@ -82,21 +82,17 @@ class EscalationQueue:
     @property
     def sqs(self) -> Any:
         return self._client or client("sqs")
+
+
+class EscalationQueue(_OneQueue):
+    """Escalation events for the escalation handler (issue #8): FAILED runs, missed instants."""
 
     def publish(self, event: dict[str, Any]) -> None:
         self.sqs.send_message(QueueUrl=self.url, MessageBody=json.dumps(event, sort_keys=True))
 
 
-class PageQueue:
+class PageQueue(_OneQueue):
     """Rendered pages waiting for the pages handler (one message per page and destination)."""
-
-    def __init__(self, queue_url: str, sqs: Any | None = None) -> None:
-        self.url = queue_url
-        self._client = sqs
-
-    @property
-    def sqs(self) -> Any:
-        return self._client or client("sqs")
 
     def send(self, bodies: Sequence[str]) -> None:
         """All or raise (the caller keeps the pages in its outbox and tries again)."""
