@@ -914,6 +914,12 @@ class Observability(Construct):
             0,
             description="the dispatcher quarantined a job whose schedule costs more than its budget",
         )
+        alarm(
+            "LostRunMessages",
+            signal("LostRunMessages", "Sum", five),
+            0,
+            description="instants the dispatcher sent had no run record 15 minutes later: run messages lost",
+        )
         alarm("HeartbeatErrors", functions.heartbeat.metric_errors(period=five), 0)
         alarm(
             "DuplicateExecutions",
@@ -1052,6 +1058,10 @@ class Observability(Construct):
                     signal("OverdueJobs", "Maximum", five),
                     signal("DeadlineMisses", "Sum", five),
                 ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Instants missed (by policy or outage) and lost (no run record 15 minutes on)",
+                left=[signal("MissedInstants", "Sum", five), signal("LostRunMessages", "Sum", five)],
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms),
         )

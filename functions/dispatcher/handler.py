@@ -23,6 +23,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     emit("DueJobs", report.due_jobs)
     emit("MessagesDispatched", report.messages_sent)
     emit("MissedInstants", report.missed)
+    emit("LostRunMessages", report.lost)
     emit("DispatchRacesLost", report.lost_races)
     emit("RetriesWoken", report.retries_woken)
     emit("QuarantinedJobs", report.quarantined)
@@ -32,6 +33,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "due_jobs": report.due_jobs,
         "messages_sent": report.messages_sent,
         "missed": report.missed,
+        "lost": report.lost,
         "advanced": report.advanced,
         "lost_races": report.lost_races,
         "retries_woken": report.retries_woken,

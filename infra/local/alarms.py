@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from infra.local.statefiles import write_atomically
 from jobsched import signals
 from jobsched.alarms import AlarmBoard, Datapoints, alarms_from_template, metric_key
 
@@ -121,7 +122,7 @@ class LocalAlarms:
                 for topic in alarm.actions:
                     message = {"AlarmName": alarm.name, "NewStateValue": state, "NewStateReason": reason}
                     sns.publish(TopicArn=topic, Subject=f"ALARM: {alarm.name}"[:100], Message=json.dumps(message))
-        self.state_file.write_text(json.dumps(list(self.board.rows()), indent=2))
+        write_atomically(self.state_file, json.dumps(list(self.board.rows()), indent=2))
         return [(alarm.name, state, reason) for alarm, state, reason in changes]
 
     def _flush_to_cloudwatch(self) -> None:

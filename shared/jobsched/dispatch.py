@@ -13,6 +13,13 @@ the job left due for the next tick, and a job whose schedule costs more than its
 step limit, or ``JOB_BUDGET`` of wall time) is quarantined: paused with the reason, its team paged, the
 ``QuarantinedJobs`` metric counted for the platform's alarm. A tick stops planning at ``TICK_BUDGET``
 and leaves the rest due, so the Lambda timeout never strikes with cursors half moved.
+
+No message is lost silently: each visit of a job audits the instants sent in earlier ticks whose fire
+time is ``LOST_AFTER`` past. The schedule is recomputed (it is deterministic) and one keys-only Query
+reads their run records; an instant without one is recorded MISSED ("lost: ...", counted, paged once per
+job) and ``audited_to`` moves in the same write as the cursor. If the message was only late, the worker
+still starts that record when it arrives. Jobs firing less often than hourly (and a schedule's last
+instants) get one extra visit for their audit, so no instant waits for the next fire to be accounted for.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from typing import TypeVar
 
 from jobsched.aws.jobs_store import DueEntry, JobsStore, StoredJob
 from jobsched.aws.queues import EscalationQueue, WorkQueues
-from jobsched.aws.runs_store import RunsStore
+from jobsched.aws.runs_store import LOST_PREFIX, RunsStore
+from jobsched.durations import format_duration
 from jobsched.escalation import EscalationEvent
 from jobsched.jobs import pause_job
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
@@ -46,6 +54,12 @@ DUE_WINDOW = timedelta(minutes=2)
 MAX_MISSED_RECORDED = 1440  # per job and tick: a day of a minutely job
 JOB_BUDGET = timedelta(seconds=3)  # wall time to plan and finish one job in one tick
 TICK_BUDGET = timedelta(seconds=40)  # the dispatcher Lambda stops at 60 s
+# A sent instant with no run record this long after its fire time is lost (or the workers are that far
+# behind: a late message still starts its record). Waiting runs and retries have records.
+LOST_AFTER = timedelta(minutes=15)
+MAX_AUDITED = 1440  # instants audited per job and tick: a day of a minutely job
+# A job's next natural visit is used for its audit unless it comes later than this after the audit is due.
+AUDIT_SLACK = timedelta(hours=1)
 QUARANTINE_PRINCIPAL = "jobsched:dispatcher"
 QUARANTINE_PREFIX = "quarantined: "
 log = logging.getLogger(__name__)
@@ -56,6 +70,7 @@ class TickReport:
     due_jobs: int = 0
     messages_sent: int = 0
     missed: int = 0
+    lost: int = 0  # instants the audit found without a run record (their message was lost)
     advanced: int = 0
     lost_races: int = 0  # another dispatcher (or a spec change) advanced first: our sends were duplicates
     retries_woken: int = 0
@@ -76,6 +91,7 @@ class _JobPlan:
     compiled: CompiledSchedule
     plan: DuePlan
     messages: list[tuple[RunMessage, timedelta]]
+    audited_to: datetime  # every instant up to here has a run record (or was not the dispatcher's)
 
 
 @dataclass
@@ -88,6 +104,7 @@ class Dispatcher:
     # Crash-injection hook for tests: called with (step, job) after "send" and after "missed" records.
     after_step: Callable[[str, str], None] | None = None
     escalations: EscalationQueue | None = None  # missed instants are escalated as "missed schedule"
+    lost_after: timedelta = LOST_AFTER
     job_budget: timedelta = JOB_BUDGET
     tick_budget: timedelta = TICK_BUDGET
     monotonic: Callable[[], float] = time.monotonic
@@ -102,6 +119,7 @@ class Dispatcher:
         entries = [entry for entry in entries if not entry.backfill_id]
         report.due_jobs = len(entries)
         specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
+        marks = self.jobs.audit_marks([entry.job for entry in entries]) if entries else {}
         started = self.monotonic()
         plans = []
         for entry in entries:
@@ -109,7 +127,11 @@ class Dispatcher:
                 report.deferred += 1  # still due: the next tick plans it
                 continue
             plan = self._isolated(
-                entry.job, now, report, partial(self._plan, entry, specs.get(entry.job), now), budgeted=True
+                entry.job,
+                now,
+                report,
+                partial(self._plan, entry, specs.get(entry.job), marks.get(entry.job), now),
+                budgeted=True,
             )
             if plan is not None:
                 plans.append(plan)
@@ -191,7 +213,9 @@ class Dispatcher:
             )
             self.escalations.publish(event.model_dump(exclude_none=True))
 
-    def _plan(self, entry: DueEntry, stored: StoredJob | None, now: datetime) -> _JobPlan | None:
+    def _plan(
+        self, entry: DueEntry, stored: StoredJob | None, audited_to: datetime | None, now: datetime
+    ) -> _JobPlan | None:
         if stored is None or stored.state != "ACTIVE" or stored.version != entry.spec_version:
             return None  # deleted, paused or being replaced: the change rewrote (or is rewriting) the due entry
         spec = stored.spec
@@ -206,7 +230,8 @@ class Dispatcher:
             )
             for o in plan.due
         ]
-        return _JobPlan(entry, stored, compiled, plan, messages)
+        # A job stored before the audit existed starts its audit at its cursor.
+        return _JobPlan(entry, stored, compiled, plan, messages, audited_to or entry.cursor)
 
     def _finish(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> None:
         """After the messages are out: record missed instants, then advance the cursor."""
@@ -236,18 +261,65 @@ class Dispatcher:
             self.escalations.publish(missed_event(spec.key, spec.team, recorded, now).model_dump(exclude_none=True))
         if self.after_step:
             self.after_step("missed", spec.key)
+        audited_to = self._audit(job_plan, now, report)
+        if plan.missed_before is not None:
+            audited_to = max(audited_to, plan.missed_before)  # recorded MISSED above, not sent: nothing to audit
         upcoming = job_plan.compiled.next_fires(plan.cursor, 1)
+        next_visit = upcoming[0].at if upcoming else None
+        unaudited = job_plan.compiled.next_fires(audited_to, 1)
+        if unaudited and unaudited[0].at <= plan.cursor:
+            # The audit of that instant is due then (plus the due window the index is read with).
+            audit_at = unaudited[0].fire_at + self.lost_after + self.due_window
+            if next_visit is None or next_visit > audit_at + AUDIT_SLACK:
+                next_visit = audit_at
         advanced = self.jobs.advance(
             spec.key,
             spec_version=stored.version,
             old_cursor=job_plan.entry.cursor,
             cursor=plan.cursor,
-            next_fire_at=upcoming[0].at if upcoming else None,
+            next_fire_at=next_visit,
+            audited_to=audited_to,
         )
         if advanced:
             report.advanced += 1
         else:
             report.lost_races += 1
+
+    def _audit(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> datetime:
+        """Record MISSED the instants sent in earlier ticks that have no run record ``lost_after`` past their
+        fire time; returns the new audit mark. Reads: one keys-only Query; writes: only for lost instants."""
+        spec, stored = job_plan.stored.spec, job_plan.stored
+        horizon = now - self.lost_after
+        checked = []
+        for occurrence in itertools.islice(
+            job_plan.compiled.fires(job_plan.audited_to, until=job_plan.entry.cursor), MAX_AUDITED
+        ):
+            if occurrence.fire_at > horizon:
+                break
+            checked.append(occurrence)
+        if not checked:
+            return job_plan.audited_to
+        found = self.runs.scheduled_ids(spec.key, scheduled_run_id(checked[0].at), scheduled_run_id(checked[-1].at))
+        reason = (
+            f"{LOST_PREFIX}no run record {format_duration(self.lost_after)} after its fire time: the run message "
+            "was lost (or the workers are that far behind; if it still arrives, the run starts)"
+        )
+        recorded = []
+        for occurrence in checked:
+            if scheduled_run_id(occurrence.at) in found:
+                continue
+            message = RunMessage.scheduled(
+                job=spec.key, team=spec.team, at=occurrence.at, fire_at=occurrence.fire_at, spec_version=stored.version
+            )
+            if self.runs.create(message, status=RunStatus.MISSED, now=now, retention=spec.run_retention, reason=reason):
+                recorded.append((occurrence.at, reason))
+        if recorded:
+            report.lost += len(recorded)
+            log.error("%s: %d instant(s) without a run record: run messages lost", spec.key, len(recorded))
+            if self.escalations is not None:
+                event = missed_event(spec.key, spec.team, recorded, now)
+                self.escalations.publish(event.model_dump(exclude_none=True))
+        return checked[-1].at
 
     def _compiled_for(self, stored: StoredJob) -> CompiledSchedule:
         key = (stored.key, stored.version)

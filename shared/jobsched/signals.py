@@ -65,6 +65,7 @@ CATALOG = _catalog(
     MetricDef("DueJobs", COUNT, (), D, "due jobs per tick (debug)"),
     MetricDef("MessagesDispatched", COUNT, (), D, "run messages sent per tick (debug)"),
     MetricDef("MissedInstants", COUNT, (), D, "instants recorded MISSED (on-call)"),
+    MetricDef("LostRunMessages", COUNT, (), D, "LostRunMessages: sent instants found without a run record"),
     MetricDef("DispatchRacesLost", COUNT, (), D, "concurrent dispatchers (debug)"),
     MetricDef("RetriesWoken", COUNT, (), D, "long retries sent from the wake index (debug)"),
     MetricDef("QuarantinedJobs", COUNT, (), D, "JobsQuarantined"),

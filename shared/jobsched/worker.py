@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from jobsched.aws.jobs_store import JobsStore, StoredJob
 from jobsched.aws.queues import EscalationQueue, WorkQueues
-from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
+from jobsched.aws.runs_store import LOST_PREFIX, Run, RunsStore, StaleAttempt
 from jobsched.aws.targets import RunContext, TargetExecutor, TargetResult
 from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
 from jobsched.breaker import COOL_DOWN, FAILURES_TO_OPEN, BreakerState, circuit_event, target_key
@@ -324,9 +324,13 @@ class Worker:
         if existing is None:
             return Outcome("duplicate", "run vanished (retention expired)")
         try:
-            if existing.status is RunStatus.SCHEDULED and message.attempt == 1:
+            if message.attempt == 1 and (
+                existing.status is RunStatus.SCHEDULED
+                or (existing.status is RunStatus.MISSED and (existing.reason or "").startswith(LOST_PREFIX))
+            ):
+                # Waiting for a slot, or recorded lost by the audit while its message was only late: start it.
                 waited = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
-                return self._start(existing, RunStatus.SCHEDULED, 1, 1, now, lease, external, lateness_ms=waited)
+                return self._start(existing, existing.status, 1, 1, now, lease, external, lateness_ms=waited)
             if existing.status is RunStatus.RETRYING and existing.attempt == message.attempt - 1:
                 return self._start(
                     existing, RunStatus.RETRYING, existing.attempt, message.attempt, now, lease, external

@@ -3,7 +3,8 @@
 Per job, one partition holds:
 - SPEC: the spec (JSON), version, lifecycle state. Every write is conditional on the version.
 - STATE: small and hot: next_fire_at + due_shard (the sparse ``due`` index), the dispatch cursor,
-  the spec version the cursor belongs to, and ``slots`` (run -> lease) for max_running.
+  the spec version the cursor belongs to, ``audited_to`` (every instant up to it has a run record: the
+  lost-message audit) and ``slots`` (run -> lease) for max_running.
 - AUDIT#...: who changed what, written in the same transaction as the change.
 
 Conditional failures become domain exceptions; nothing here decides policy.
@@ -148,6 +149,23 @@ class JobsStore:
                     found[stored.key] = stored
                 request = response.get("UnprocessedKeys") or {}
         return found
+
+    def audit_marks(self, jobs: list[str]) -> dict[str, datetime]:
+        """Each job's ``audited_to`` (absent for jobs written before the audit existed), from its STATE item."""
+        marks: dict[str, datetime] = {}
+        for start in range(0, len(jobs), 100):
+            keys = [self._key(job, JobsKeys.STATE) for job in jobs[start : start + 100]]
+            request: dict[str, Any] = {
+                self.table: {"Keys": keys, "ProjectionExpression": "pk, audited_to", "ConsistentRead": False}
+            }
+            while request:
+                response = self.db.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    values = from_item(item)
+                    if "audited_to" in values:
+                        marks[values["pk"]] = parse_instant(values["audited_to"])
+                request = response.get("UnprocessedKeys") or {}
+        return marks
 
     def create(
         self, spec: JobSpec, *, now: datetime, principal: str, next_fire_at: datetime | None, cursor: datetime
@@ -454,18 +472,30 @@ class JobsStore:
         return from_item(item) if item else None
 
     def advance(
-        self, job: str, *, spec_version: int, old_cursor: datetime, cursor: datetime, next_fire_at: datetime | None
+        self,
+        job: str,
+        *,
+        spec_version: int,
+        old_cursor: datetime,
+        cursor: datetime,
+        next_fire_at: datetime | None,
+        audited_to: datetime | None = None,
     ) -> bool:
-        """Move the cursor forward; False if another dispatcher (or a spec change) got there first."""
+        """Move the cursor (forward; back only when queued messages were lost, see ``recovery``) and the
+        audit mark; False if another dispatcher (or a spec change) got there first."""
         values: dict[str, Any] = {
             ":old": instant_text(old_cursor),
             ":v": spec_version,
             ":cursor": instant_text(cursor),
         }
+        sets = "SET #cursor = :cursor"
+        if audited_to is not None:
+            sets += ", audited_to = :audited"
+            values[":audited"] = instant_text(audited_to)
         if next_fire_at is None:
-            update = "SET #cursor = :cursor REMOVE due_shard, next_fire_at"
+            update = sets + " REMOVE due_shard, next_fire_at"
         else:
-            update = "SET #cursor = :cursor, next_fire_at = :next"
+            update = sets + ", next_fire_at = :next"
             values[":next"] = instant_text(next_fire_at)
         return update_if(
             self.db,
@@ -757,6 +787,7 @@ class JobsStore:
             JobsKeys.PK: job,
             JobsKeys.SK: JobsKeys.STATE,
             "cursor": instant_text(cursor),
+            "audited_to": instant_text(cursor),
             "spec_version": version,
             "slots": {},
         }
@@ -768,9 +799,10 @@ class JobsStore:
     def _state_update(
         self, job: str, stored: StoredJob, cursor: datetime, next_fire_at: datetime | None
     ) -> dict[str, Any]:
-        """Keep the slots (runs in flight) while the cursor, version and due entry change."""
+        """Keep the slots (runs in flight) while the cursor, version and due entry change. The audit restarts
+        at the new cursor: instants of the old version or of a pause are not the dispatcher's to account for."""
         values: dict[str, Any] = {":cursor": instant_text(cursor), ":v": stored.version, ":empty": {}}
-        update = "SET #cursor = :cursor, spec_version = :v, slots = if_not_exists(slots, :empty)"
+        update = "SET #cursor = :cursor, audited_to = :cursor, spec_version = :v, slots = if_not_exists(slots, :empty)"
         if next_fire_at is None:
             update += " REMOVE due_shard, next_fire_at"
         else:

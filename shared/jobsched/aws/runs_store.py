@@ -22,6 +22,8 @@ from jobsched.names import LEASE_SHARDS, RunsKeys
 from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, parse_instant, truncate
 
 TASK_PREFIX = "TASK#"
+# The reason of a MISSED record written by the lost-message audit: the only MISSED a late message may start.
+LOST_PREFIX = "lost: "
 
 
 class StaleAttempt(RuntimeError):
@@ -194,6 +196,23 @@ class RunsStore:
         last = response.get("LastEvaluatedKey")
         return runs, (from_item(last)[RunsKeys.SK] if last else None)
 
+    def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
+        """The run ids of ``job`` between two run ids (inclusive): keys only, for the lost-message audit."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#job = :job AND #run BETWEEN :first AND :last",
+            "ExpressionAttributeNames": {"#job": RunsKeys.PK, "#run": RunsKeys.SK},
+            "ExpressionAttributeValues": to_values({":job": job, ":first": first, ":last": last}),
+            "ProjectionExpression": "#run",
+        }
+        found: set[str] = set()
+        while True:
+            response = self.db.query(**request)
+            found |= {from_item(item)[RunsKeys.SK] for item in response.get("Items", [])}
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     # --------------------------------------------------------------------------- creation
 
     def create(
@@ -222,7 +241,7 @@ class RunsStore:
         if status is RunStatus.RUNNING:
             values |= self._running(message.job, message.run_id, now, lease_until, external)
             values["lateness_ms"] = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
-        elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED):
+        elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED, RunStatus.MISSED):
             values["finished_at"] = instant_text(now)
         try:
             self.db.put_item(
@@ -256,8 +275,9 @@ class RunsStore:
         require_expired_lease: bool = False,
         lateness_ms: int | None = None,
     ) -> Run:
-        """SCHEDULED/RETRYING (or RUNNING with an expired lease, after a crash) -> RUNNING ``attempt``.
-        ``lateness_ms``: a first attempt's start minus its fire time (runs created SCHEDULED)."""
+        """SCHEDULED/RETRYING (or RUNNING with an expired lease, after a crash) -> RUNNING ``attempt``; also
+        MISSED -> RUNNING for a run the audit recorded lost (``LOST_PREFIX``) whose message came after all.
+        ``lateness_ms``: a first attempt's start minus its fire time (runs created SCHEDULED or lost)."""
         names = {"#status": "status"}
         values = {
             ":expected": expected_status.value,
@@ -274,11 +294,15 @@ class RunsStore:
         if require_expired_lease:
             condition += " AND lease_until <= :now"
             values[":now"] = instant_text(now)
-        if expected_status is RunStatus.SCHEDULED and lateness_ms is not None:
+        if expected_status is RunStatus.MISSED:
+            condition += " AND begins_with(reason, :lost)"
+            values[":lost"] = LOST_PREFIX
+        if expected_status in (RunStatus.SCHEDULED, RunStatus.MISSED) and lateness_ms is not None:
             sets.append("lateness_ms = :lateness")
             values[":lateness"] = lateness_ms
-        # A run that waited for a slot loses its "waiting since ..." reason when it starts.
-        update = "SET " + ", ".join(sets) + " REMOVE next_attempt_at, wake_shard, wake_at, reason"
+        # A run that waited for a slot loses its "waiting since ..." reason when it starts (a lost one, its
+        # "lost: ..." reason and finish time).
+        update = "SET " + ", ".join(sets) + " REMOVE next_attempt_at, wake_shard, wake_at, reason, finished_at"
         return self._transition(job, run_id, update, condition, names, values)
 
     def to_retrying(

@@ -1,0 +1,107 @@
+"""No silent gaps (#14): an instant the dispatcher sent whose message never reached a worker is found by the
+audit (the schedule recomputed, the run records read), recorded MISSED with the reason, counted and paged
+once per job; a message that was only late still runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from jobsched.aws.runs_store import LOST_PREFIX
+from jobsched.dispatch import LOST_AFTER
+from jobsched.jobs import pause_job, resume_job
+from jobsched.runs import RunStatus
+from tests.aws.harness import Clock, Stack
+from tests.aws.test_pipeline import job
+
+MINUTE = timedelta(minutes=1)
+
+
+def take_message(stack: Stack, run_id: str) -> dict[str, Any]:
+    """Remove a sent run message from the queue (as if SQS lost it); returns it."""
+    stack.pending()
+    held = stack._held["normal"]
+    [message_id] = [key for key, raw in held.items() if json.loads(raw["Body"])["run_id"] == run_id]
+    return held.pop(message_id)
+
+
+def lost_counts(stack: Stack, minutes: int) -> int:
+    """Run ``minutes`` of normal operation; the number of instants the audit recorded lost."""
+    lost = 0
+    for _ in range(minutes):
+        lost += stack.tick().lost
+        stack.clock.advance(MINUTE)
+        stack.pump()
+    return lost
+
+
+def test_a_deleted_run_message_is_recorded_missed_counted_and_paged_once(stack: Stack, clock: Clock) -> None:
+    stack.register(job())
+    stack.tick()  # 09:00..09:13 sent ahead, delayed to their instants
+    take_message(stack, "20270104T090500Z")
+    take_message(stack, "20270104T090600Z")
+    stack.escalations()
+    assert lost_counts(stack, 45) == 2
+    runs = {run.run_id: run for run in stack.run_list("payments/hello")}
+    assert len(runs) == 45
+    lost = [run for run in runs.values() if run.status is RunStatus.MISSED]
+    assert [run.run_id for run in lost] == ["20270104T090500Z", "20270104T090600Z"]
+    assert all((run.reason or "").startswith(LOST_PREFIX) and "message was lost" in (run.reason or "") for run in lost)
+    assert all(run.status is RunStatus.SUCCEEDED for run in runs.values() if run not in lost)
+    # Found within the grace and a tick of the visit that audits it, not at some later sweep.
+    assert lost[0].finished_at is not None and lost[0].finished_at - lost[0].fire_at <= LOST_AFTER + 13 * MINUTE
+    events = [event for event in stack.escalations() if event["kind"] == "missed_schedule"]
+    assert len(events) == 1 and events[0]["count"] == 2 and events[0]["run_id"] == "20270104T090500Z"
+    assert "message was lost" in events[0]["error"]
+
+
+def test_a_message_that_is_only_late_still_runs_after_the_audit_recorded_it_lost(stack: Stack, clock: Clock) -> None:
+    stack.register(job())
+    stack.tick()
+    late = take_message(stack, "20270104T090200Z")
+    lost_counts(stack, 30)
+    [run] = [r for r in stack.run_list("payments/hello") if r.run_id == "20270104T090200Z"]
+    assert run.status is RunStatus.MISSED
+    stack._held["normal"][late["MessageId"]] = late  # the workers were only that far behind
+    stack.pump()
+    [run] = [r for r in stack.run_list("payments/hello") if r.run_id == "20270104T090200Z"]
+    assert run.status is RunStatus.SUCCEEDED and run.attempt == 1 and run.reason is None
+    assert run.lateness_ms is not None and run.lateness_ms >= 20 * 60_000
+    assert [e for e in stack.lambdas.executions("echo") if e[1] == run.run_id] == [("payments/hello", run.run_id, 1)]
+
+
+def test_a_daily_jobs_lost_message_is_found_the_same_day_with_one_extra_visit(stack: Stack, clock: Clock) -> None:
+    stack.register(job("daily", "5 9 * * *"))
+    clock.set("2027-01-04T09:04:00Z")
+    stack.tick()
+    take_message(stack, "20270104T090500Z")
+    advanced = 0
+    lost = 0
+    for _ in range(40):
+        report = stack.tick()
+        advanced, lost = advanced + report.advanced, lost + report.lost
+        clock.advance(MINUTE)
+        stack.pump()
+    [run] = stack.run_list("payments/daily")
+    assert run.status is RunStatus.MISSED and (run.reason or "").startswith(LOST_PREFIX)
+    assert lost == 1 and advanced == 1  # one visit to audit; the next natural one is tomorrow's
+
+
+def test_healthy_waiting_and_paused_instants_are_never_called_lost(stack: Stack, clock: Clock) -> None:
+    """Runs held back by max_running have waiting records; instants a pause kept from being sent are not
+    the dispatcher's to account for; nothing healthy is flagged."""
+    stack.register(job("steady"))
+    slow = job("slow") | {"concurrency": {"max_running": 1, "overlap": "queue"}}
+    slow["target"] = {"type": "callback", "timeout": "2h"}
+    stack.register(slow)
+    stack.register(job("paused"))
+    assert lost_counts(stack, 5) == 0
+    pause_job(stack.jobs, "payments/paused", now=clock(), principal="test", reason="maintenance")
+    assert lost_counts(stack, 30) == 0
+    resume_job(stack.jobs, "payments/paused", now=clock(), principal="test")
+    assert lost_counts(stack, 30) == 0
+    slow_runs = stack.run_list("payments/slow")
+    assert {run.status for run in slow_runs} == {RunStatus.RUNNING, RunStatus.SCHEDULED}
+    assert all(run.status is RunStatus.SUCCEEDED for run in stack.run_list("payments/steady"))
+    assert not [e for e in stack.escalations() if e["kind"] == "missed_schedule"]
