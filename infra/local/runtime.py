@@ -8,6 +8,11 @@
   clearly.
 - Escalations -> printed and kept (``jobsched local escalations``).
 Handler environment variables come from the deployed Lambda configurations: no second definition.
+
+State survives a crash: the tables are snapshot to ``<state-dir>/tables.json`` within a second of any
+write (atomically: a ``kill -9`` leaves the previous snapshot or the new one). Queue contents live in the
+moto process and are lost with it, so a start on a saved state rebuilds them from the tables
+(``jobsched.recovery``): nothing dispatched ahead or in flight is forgotten.
 """
 
 from __future__ import annotations
@@ -35,13 +40,17 @@ from typing import Any
 
 from infra.local.alarms import LocalAlarms
 from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize
+from infra.local.statefiles import write_atomically
 from jobsched import signals
+from jobsched.names import Env
 
 log = logging.getLogger("jobsched.local")
 
 DEFAULT_ADMIN = f"arn:aws:iam::{ACCOUNT}:role/platform-admin"
 TEAM_PATTERN = f"arn:aws:iam::{ACCOUNT}:role/team-{{team}}"
 LOCAL_FAILED_RECORD_RETRY = 5  # seconds before a failed record is offered again (AWS: the visibility timeout)
+SNAPSHOT_EVERY = 1.0  # seconds: at most this much of the tables' writes is lost to a kill -9
+TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 
 
 @dataclass
@@ -91,6 +100,7 @@ class LocalRuntime:
         self.alarm_time_scale = alarm_time_scale or (60.0 / tick_seconds if tick_seconds else 1.0)
         self.alarms: LocalAlarms | None = None
         self.paused_rules: set[str] = set()  # functions whose schedule rule is disabled (pause_rule)
+        self._tables_changed = threading.Event()
 
     # ------------------------------------------------------------------------------ life
 
@@ -141,6 +151,7 @@ class LocalRuntime:
         self._configure_handlers()
         self._start_alarms(template)
         self._restore_state()
+        self._start_snapshots()
         self._start_gateway()
         self._start_ticks()
         self._start_pollers()
@@ -473,34 +484,81 @@ class LocalRuntime:
 
     # --------------------------------------------------------------------------- state
 
+    def _start_snapshots(self) -> None:
+        """Every write of a handler marks the tables changed; a changed state is saved within a second."""
+        from jobsched.aws.clients import client
+
+        def changed(model: Any, **_: Any) -> None:
+            if model.name in TABLE_WRITES:
+                self._tables_changed.set()
+
+        client("dynamodb").meta.events.register("after-call.dynamodb", changed)
+
+        def snapshot() -> None:
+            if self._tables_changed.is_set():
+                self._tables_changed.clear()  # before the scan: a write during it marks the next round
+                self._save_state()
+
+        self._loop("snapshots", SNAPSHOT_EVERY, snapshot)
+
     def _save_state(self) -> None:
-        """Tables are kept across restarts in ``state_dir`` (queue contents are not)."""
+        """The tables, kept across restarts in ``state_dir`` (queues are rebuilt from them on start)."""
         import boto3
 
         if self.deployment is None:
             return
         dynamodb = boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=REGION)
         snapshot: dict[str, list[Any]] = {}
-        for variable in ("JOBSCHED_JOBS_TABLE", "JOBSCHED_RUNS_TABLE"):
-            table = os.environ[variable]
+        for variable in (Env.JOBS_TABLE, Env.RUNS_TABLE):
             items: list[Any] = []
-            for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+            for page in dynamodb.get_paginator("scan").paginate(TableName=os.environ[variable]):
                 items += page["Items"]
             snapshot[variable] = items
-        (self.state_dir / "tables.json").write_text(json.dumps(snapshot))
+        write_atomically(self.state_dir / "tables.json", json.dumps(snapshot))
 
     def _restore_state(self) -> None:
+        """Tables from the last snapshot, then the queues rebuilt from them (their contents died with moto)."""
         import boto3
+
+        from jobsched import wiring
+        from jobsched.aws.dynamo import from_item
+        from jobsched.aws.runs_store import TASK_PREFIX, Run
+        from jobsched.names import JobsKeys, RunsKeys
+        from jobsched.recovery import recover_lost_queues
+        from jobsched.runs import TERMINAL
 
         path = self.state_dir / "tables.json"
         if not path.exists():
             return
         dynamodb = boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=REGION)
-        for variable, items in json.loads(path.read_text()).items():
+        saved = json.loads(path.read_text())
+        for variable, items in saved.items():
             for start in range(0, len(items), 25):
                 requests = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
                 dynamodb.batch_write_item(RequestItems={os.environ[variable]: requests})
         log.info("restored tables from %s", path)
+        jobs = [from_item(item) for item in saved.get(Env.JOBS_TABLE, [])]
+        runs = [from_item(item) for item in saved.get(Env.RUNS_TABLE, [])]
+        worker = wiring.default_worker()
+        report = recover_lost_queues(
+            worker.jobs,
+            worker.runs,
+            worker.queues,
+            job_keys=[values[JobsKeys.PK] for values in jobs if values[JobsKeys.SK] == JobsKeys.STATE],
+            unfinished=[
+                Run.from_values(values)
+                for values in runs
+                if not values[RunsKeys.SK].startswith(TASK_PREFIX) and values["status"] not in {s.value for s in TERMINAL}
+            ],
+            now=wiring.utc_now(),
+        )
+        log.info(
+            "queues rebuilt: %d jobs dispatch again from their audit mark, %d unfinished runs re-sent (%d of them "
+            "lost their worker with the process)",
+            report.rewound,
+            report.resent,
+            report.leases_ended,
+        )
 
 
 def _example_lambda(name: str, payload: dict[str, Any]) -> dict[str, Any]:

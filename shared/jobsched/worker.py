@@ -129,9 +129,15 @@ class Worker:
         if message.trigger == "schedule" and stored.state == "PAUSED":
             # Instants sent before the pause are recorded, so the run history shows why they did not run.
             return self._skip(message, spec, now, f"job paused: {stored.paused_reason or 'no reason given'}")
-        if message.trigger == "schedule" and stored.version > message.spec_version:
-            # Dispatch restarted under the new version and sends this instant again if it still exists.
-            return Outcome("superseded", f"spec version {message.spec_version} replaced by {stored.version}")
+        if message.trigger == "schedule" and message.attempt == 1 and stored.version > message.spec_version:
+            if parse_instant(message.scheduled_at) > stored.updated_at:
+                # Dispatch restarted under the new version and sends this instant again if it still exists.
+                return Outcome("superseded", f"spec version {message.spec_version} replaced by {stored.version}")
+            # At or before the change: not sent again, so recorded (a waiting record ends here too).
+            # Retries (attempt > 1) of a run that started go on under the current spec.
+            return self._skip(
+                message, spec, now, f"superseded: version {message.spec_version} was replaced before it started"
+            )
         existing = self.runs.get(message.job, message.run_id) if message.attempt > 1 else None
         if existing is not None and (existing.status in TERMINAL or existing.attempt >= message.attempt):
             return self._resume_or_drop(existing, message, stored, now)
@@ -518,7 +524,7 @@ class Worker:
         if created is None:
             existing = self.runs.get(message.job, message.run_id)
             if existing is not None and existing.status is RunStatus.SCHEDULED and existing.attempt == 1:
-                # It was waiting for a slot when the job was paused: it ends SKIPPED, not waiting forever.
+                # It was waiting for a slot when the job was paused or changed: it ends SKIPPED, not waiting forever.
                 with contextlib.suppress(StaleAttempt):
                     skipped = self.runs.finish(
                         message.job,

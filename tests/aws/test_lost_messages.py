@@ -11,8 +11,10 @@ from typing import Any
 from jobsched.aws.runs_store import LOST_PREFIX
 from jobsched.dispatch import LOST_AFTER
 from jobsched.jobs import pause_job, resume_job
-from jobsched.runs import RunStatus
-from tests.aws.harness import Clock, Stack
+from jobsched.recovery import recover_lost_queues
+from jobsched.runs import TERMINAL, RunStatus
+from tests.aws.harness import Clock, Crash, Stack
+from tests.aws.test_exactly_once import _flaky
 from tests.aws.test_pipeline import job
 
 MINUTE = timedelta(minutes=1)
@@ -92,16 +94,91 @@ def test_healthy_waiting_and_paused_instants_are_never_called_lost(stack: Stack,
     """Runs held back by max_running have waiting records; instants a pause kept from being sent are not
     the dispatcher's to account for; nothing healthy is flagged."""
     stack.register(job("steady"))
-    slow = job("slow") | {"concurrency": {"max_running": 1, "overlap": "queue"}}
+    slow = job("slow", "*/10 * * * *") | {"concurrency": {"max_running": 1, "overlap": "queue"}}
     slow["target"] = {"type": "callback", "timeout": "2h"}
     stack.register(slow)
     stack.register(job("paused"))
     assert lost_counts(stack, 5) == 0
     pause_job(stack.jobs, "payments/paused", now=clock(), principal="test", reason="maintenance")
-    assert lost_counts(stack, 30) == 0
+    assert lost_counts(stack, 20) == 0
     resume_job(stack.jobs, "payments/paused", now=clock(), principal="test")
-    assert lost_counts(stack, 30) == 0
+    assert lost_counts(stack, 35) == 0
     slow_runs = stack.run_list("payments/slow")
     assert {run.status for run in slow_runs} == {RunStatus.RUNNING, RunStatus.SCHEDULED}
     assert all(run.status is RunStatus.SUCCEEDED for run in stack.run_list("payments/steady"))
     assert not [e for e in stack.escalations() if e["kind"] == "missed_schedule"]
+
+
+def test_queues_lost_with_the_tables_intact_are_rebuilt_and_every_instant_runs_once(stack: Stack, clock: Clock) -> None:
+    """What the local runtime does after kill -9 (its queues die with moto): dispatch goes back to each job's
+    audit mark, unfinished runs get their message again, a run whose worker died is retried."""
+    stack.register(job())
+    crashed: list[str] = []
+
+    def boom(event: dict[str, Any]) -> dict[str, Any]:
+        if not crashed:
+            crashed.append(event["jobsched"]["run_id"])
+            raise Crash("the process dies while the target runs")  # RUNNING, its lease in the future
+        return {}
+
+    stack.lambdas.functions["boom"] = boom
+    stack.register(job("crashy", "*/5 * * * *") | {"target": {"type": "lambda", "function": "boom"}})
+    stack.minutes(3)  # 09:00..09:02 run (crashy's 09:00 dies in flight); 09:03..09:13 sent ahead
+    assert crashed == ["20270104T090000Z"] and stack.run_list("payments/crashy")[0].status is RunStatus.RUNNING
+    stack._held.clear()  # the queues' contents are gone; the tables are not
+    stack.pending()
+    assert not stack._held["normal"]
+
+    report = recover_lost_queues(
+        stack.jobs,
+        stack.runs,
+        stack.queues,
+        job_keys=["payments/hello", "payments/crashy"],
+        unfinished=[
+            run
+            for key in ("payments/hello", "payments/crashy")
+            for run in stack.run_list(key)
+            if run.status not in TERMINAL
+        ],
+        now=clock(),
+    )
+    assert report.rewound == 2 and report.leases_ended == 1 and report.resent == 1
+    stack.minutes(20)
+    hello = stack.run_list("payments/hello")
+    assert [run.run_id for run in hello] == [f"20270104T09{m:02d}00Z" for m in range(23)]
+    assert [run.status for run in hello] == [RunStatus.SUCCEEDED] * 23
+    crashy = stack.run_list("payments/crashy")
+    assert crashy[0].status is RunStatus.SUCCEEDED and crashy[0].attempt == 2
+    # 09:05 may find 09:00's retry still holding the job's one slot: skipped by the overlap policy, as always.
+    assert all(run.status is RunStatus.SUCCEEDED or "overlap" in (run.reason or "") for run in crashy[1:])
+    assert len(crashy) == 5
+    for function in ("echo", "boom"):
+        executions = stack.lambdas.executions(function)
+        assert len(executions) == len(set(executions))  # nothing executed twice at the same attempt
+
+
+def test_a_spec_change_ends_waiting_runs_with_the_reason_and_lets_a_started_run_retry(
+    stack: Stack, clock: Clock
+) -> None:
+    """Instants at or before a spec change are not sent again under the new version: a run waiting for a
+    slot then ends SKIPPED with the reason instead of waiting forever; a run already retrying goes on."""
+    stack.lambdas.functions["flaky"] = _flaky(failures=1)
+    slow = job("slow") | {"concurrency": {"max_running": 1, "overlap": "queue"}}
+    slow["target"] = {"type": "callback", "timeout": "2h"}
+    stack.register(slow)
+    retried = job("retried", "0 * * * *") | {"target": {"type": "lambda", "function": "flaky"}}
+    retried["retry"] = {"max_attempts": 3, "backoff": {"initial": "5m", "max": "5m", "jitter": "none"}}
+    clock.set("2027-01-04T09:59:00Z")
+    stack.register(retried)
+    stack.minutes(3)  # slow: 10:00 running, 10:01 waiting; retried: 10:00 failed once, retry at 10:05
+    waiting = [run for run in stack.run_list("payments/slow") if run.status is RunStatus.SCHEDULED]
+    assert waiting and stack.run_list("payments/retried")[0].status is RunStatus.RETRYING
+    for document in (slow, retried):
+        stack.register(document | {"description": "changed"})
+    stack.minutes(10)
+    after = {run.run_id: run for run in stack.run_list("payments/slow")}
+    for run in waiting:
+        assert after[run.run_id].status is RunStatus.SKIPPED
+        assert "superseded: version 1 was replaced" in (after[run.run_id].reason or "")
+    [run] = stack.run_list("payments/retried")
+    assert run.status is RunStatus.SUCCEEDED and run.attempt == 2

@@ -363,6 +363,17 @@ class RunsStore:
             self.on_finished(finished)
         return finished
 
+    def end_lease(self, job: str, run_id: str, *, attempt: int, now: datetime) -> Run:
+        """The worker holding RUNNING ``attempt`` is known dead (its process is gone): its lease ends now."""
+        return self._transition(
+            job,
+            run_id,
+            "SET lease_until = :now",
+            "#status = :running AND attempt = :attempt",
+            {"#status": "status"},
+            {":now": instant_text(now), ":running": RunStatus.RUNNING.value, ":attempt": attempt},
+        )
+
     def heartbeat(self, job: str, run_id: str, *, attempt: int, lease_until: datetime) -> Run:
         names = {"#status": "status"}
         values = {":running": RunStatus.RUNNING.value, ":attempt": attempt, ":lease": instant_text(lease_until)}
