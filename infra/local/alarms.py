@@ -2,8 +2,12 @@
 
 - the handlers' EMF (every ``jobsched.signals.emit``), also put into moto's CloudWatch with PutMetricData;
 - AWS/Lambda ``Invocations`` and ``Errors`` per function, as the runtime invokes the handlers;
-- AWS/SQS ``ApproximateNumberOfMessagesVisible`` per queue, sampled at each evaluation.
-Not observed locally (those alarms stay OK): SQS message age, Lambda throttles, API Gateway 5xx.
+- AWS/Lambda ``Throttles``: always 0 (nothing throttles on the laptop), so those alarms show OK, not
+  insufficient data;
+- AWS/SQS ``ApproximateNumberOfMessagesVisible`` per queue, sampled at each evaluation, and
+  ``ApproximateAgeOfOldestMessage``: the age of the oldest message the runtime's pollers received in the
+  period (a message failing again and again grows older at each receive, as in SQS);
+- AWS/ApiGateway ``5XXError``, ``4XXError`` and ``Count`` from each response of the local gateway.
 
 A state change is logged; entering ALARM publishes to the alarm's SNS actions in moto, as CloudWatch
 does; ``<state-dir>/alarms.json`` holds every alarm's state for ``jobsched local alarms``.
@@ -24,7 +28,7 @@ from jobsched import signals
 from jobsched.alarms import AlarmBoard, Datapoints, alarms_from_template, metric_key
 
 log = logging.getLogger("jobsched.local.alarms")
-LAMBDA, SQS = "AWS/Lambda", "AWS/SQS"
+LAMBDA, SQS, API_GATEWAY = "AWS/Lambda", "AWS/SQS", "AWS/ApiGateway"
 
 
 class LocalAlarms:
@@ -45,12 +49,9 @@ class LocalAlarms:
         self.state_file, self.clock = state_file, clock
         self.lock = threading.Lock()
         self.pending: list[dict[str, Any]] = []  # EMF datapoints not yet put into moto's CloudWatch
-        self.queues = {
-            dict(query.key[2]).get("QueueName", "")
-            for alarm in self.board.alarms
-            for query in alarm.queries
-            if query.key is not None and query.key[0] == SQS
-        }
+        keys = [query.key for alarm in self.board.alarms for query in alarm.queries if query.key is not None]
+        self.queues = {dict(key[2]).get("QueueName", "") for key in keys if key[0] == SQS}
+        self.apis = {dict(key[2])["ApiName"] for key in keys if key[0] == API_GATEWAY and "ApiName" in dict(key[2])}
 
     # ------------------------------------------------------------------------------ inputs
 
@@ -88,6 +89,24 @@ class LocalAlarms:
         with self.lock:
             self.data.put(metric_key(LAMBDA, "Invocations", {"FunctionName": function}), 1, now)
             self.data.put(metric_key(LAMBDA, "Errors", {"FunctionName": function}), 1 if failed else 0, now)
+            self.data.put(metric_key(LAMBDA, "Throttles", {"FunctionName": function}), 0, now)
+
+    def api_response(self, status: int) -> None:
+        """One response of the local gateway, counted as API Gateway counts it."""
+        now = self.clock()
+        with self.lock:
+            for api in self.apis:
+                dimensions = {"ApiName": api}
+                self.data.put(metric_key(API_GATEWAY, "Count", dimensions), 1, now)
+                self.data.put(metric_key(API_GATEWAY, "5XXError", dimensions), 1 if status >= 500 else 0, now)
+                self.data.put(metric_key(API_GATEWAY, "4XXError", dimensions), 1 if 400 <= status < 500 else 0, now)
+
+    def received(self, queue: str, sent_at: float) -> None:
+        """A poller received a message sent at ``sent_at`` (epoch seconds) from ``queue``."""
+        now = self.clock()
+        age = max(0.0, now - sent_at)
+        with self.lock:
+            self.data.put(metric_key(SQS, "ApproximateAgeOfOldestMessage", {"QueueName": queue}), age, now)
 
     def _sample_queues(self, sqs: Any) -> None:
         now = self.clock()

@@ -242,7 +242,11 @@ class LocalRuntime:
         assert self.deployment is not None
         name = next(n for n, f in self.deployment.functions.items() if f["handler"] == "functions.api.handler.handler")
         self.gateway = LocalGateway(
-            api.handler, port=self.port, principal=self.principal, context=LocalContext(name)
+            api.handler,
+            port=self.port,
+            principal=self.principal,
+            context=LocalContext(name),
+            on_response=self.alarms.api_response if self.alarms is not None else None,
         ).start()
 
     def _loop(self, name: str, period: float, action: Callable[[], object], *, aligned: bool = False) -> None:
@@ -301,6 +305,10 @@ class LocalRuntime:
     def _deliver(
         self, sqs: Any, url: str, arn: str, handler: Callable[..., Any], function: str, messages: list[dict[str, Any]]
     ) -> None:
+        if self.alarms is not None:
+            for message in messages:
+                sent = int(message.get("Attributes", {}).get("SentTimestamp", "0")) / 1000
+                self.alarms.received(url.rsplit("/", 1)[-1], sent or time.time())
         event = {"Records": [_record(m, arn) for m in messages]}
         try:
             response = handler(event, LocalContext(function, aws_request_id=uuid.uuid4().hex))
@@ -539,6 +547,7 @@ class LocalRuntime:
         log.info("restored tables from %s", path)
         jobs = [from_item(item) for item in saved.get(Env.JOBS_TABLE, [])]
         runs = [from_item(item) for item in saved.get(Env.RUNS_TABLE, [])]
+        terminal = {status.value for status in TERMINAL}
         worker = wiring.default_worker()
         report = recover_lost_queues(
             worker.jobs,
@@ -548,7 +557,7 @@ class LocalRuntime:
             unfinished=[
                 Run.from_values(values)
                 for values in runs
-                if not values[RunsKeys.SK].startswith(TASK_PREFIX) and values["status"] not in {s.value for s in TERMINAL}
+                if not values[RunsKeys.SK].startswith(TASK_PREFIX) and values["status"] not in terminal
             ],
             now=wiring.utc_now(),
         )

@@ -56,7 +56,9 @@ class LocalGateway:
         port: int = 0,
         principal: str | None = None,
         context: Any = None,
+        on_response: Callable[[int], None] | None = None,
     ):
+        """``on_response``: told each response's status (the local runtime counts them as API Gateway does)."""
         gateway = self
         # One request at a time, like one Lambda instance: Powertools' resolver keeps the current event on
         # the app object, so concurrent calls into the same handler would see each other's requests.
@@ -75,6 +77,8 @@ class LocalGateway:
                 except Exception as error:
                     result = json_error(502, f"the API function failed: {type(error).__name__}")
                 payload = (result.get("body") or "").encode()
+                if on_response is not None:
+                    on_response(int(result["statusCode"]))
                 self.send_response(int(result["statusCode"]))
                 headers = {k: v[-1] for k, v in (result.get("multiValueHeaders") or {}).items()}
                 headers.update(result.get("headers") or {})

@@ -129,3 +129,30 @@ def test_every_alarm_of_the_template_can_be_evaluated(dev: Template) -> None:
     states = {row["alarm"]: row["state"] for row in board.rows()}
     breaching_when_silent = {"jobsched-dev-DispatcherMissedTicks", "jobsched-dev-HeartbeatMissedTicks"}
     assert {name for name, state in states.items() if state == "ALARM"} == breaching_when_silent
+
+
+def test_the_local_runtime_feeds_api_5xx_message_age_and_throttles(dev: Template, tmp_path: Any) -> None:
+    """What the runtime observes beyond EMF: each gateway response, each received message's age, each
+    invocation's (zero) throttles. Bad input (4xx) never drives the 5xx alarm; six 5xx in a period do."""
+    from infra.local.alarms import LocalAlarms
+
+    clock = [NOW - 60]
+    local = LocalAlarms(
+        dev[0], {}, endpoint="http://unused", region="us-east-1", state_file=tmp_path / "a.json", clock=lambda: clock[0]
+    )
+
+    def states() -> dict[str, str]:
+        local.board.evaluate(local.data, NOW)
+        return {row["alarm"].removeprefix("jobsched-dev-"): row["state"] for row in local.board.rows()}
+
+    for _ in range(40):
+        local.api_response(422)
+    for function in ("Dispatcher", "Worker", "Api"):
+        local.invoked(function, failed=False)
+    assert states()["Api5xx"] == "OK" and states()["WorkerThrottles"] == "OK"
+    for _ in range(6):
+        local.api_response(502)
+    [escalations] = [queue for queue in local.queues if queue.startswith("QueuesEscalations") and "Dlq" not in queue]
+    local.received(escalations, sent_at=NOW - 60 - 1000)  # redelivered for 16 minutes: pages are stuck
+    after = states()
+    assert after["Api5xx"] == "ALARM" and after["EscalationsOldest"] == "ALARM"
