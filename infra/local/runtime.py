@@ -201,10 +201,12 @@ class LocalRuntime:
             )
         os.environ[SECRET_ENV] = secrets.token_urlsafe(32)
         reset_clients()
-        wiring.default_worker.cache_clear()
-        wiring.default_dispatcher.cache_clear()
-        wiring.default_escalator.cache_clear()
-        wiring.default_page_sender.cache_clear()
+        wiring.reset()
+        from functions.api import handler as api
+        from functions.pages import handler as pages
+
+        api.services.cache_clear()  # built once per process, like a warm Lambda: build them for this stack
+        pages.queue.cache_clear()
         wiring.use_lambda_invoker(self.invoke)
 
     def handler(self, path: str) -> Callable[..., Any]:

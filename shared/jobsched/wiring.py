@@ -160,3 +160,13 @@ def default_escalator() -> Escalator:
 @cache
 def default_page_sender() -> PageSender:
     return build_page_sender(Settings.from_env())
+
+
+def reset() -> None:
+    """Forget every cached service and the Lambda invoker: the next call builds them from the environment
+    as it is now (tests and the local runtime switch tables, queues and endpoints within one process)."""
+    global _lambda_invoker
+    _lambda_invoker = None
+    for cached in (default_dispatcher, default_heartbeat, default_worker, default_escalator, default_page_sender):
+        cached.cache_clear()
+    team_sessions.cache_clear()

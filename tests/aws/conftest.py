@@ -58,14 +58,16 @@ def deployed(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     monkeypatch.setenv(Env.ESCALATION_TOPIC, stack.default_topic)
     monkeypatch.setenv(Env.API_URL, "https://api.example.com/dev")
     monkeypatch.setenv(Env.PAGES_QUEUE, stack.page_deliveries_url)
-    cached_services = (
-        wiring.default_worker,
-        wiring.default_dispatcher,
-        wiring.default_escalator,
-        wiring.default_page_sender,
-    )
-    for cached in cached_services:
-        cached.cache_clear()
+    forget_handler_services()
     yield stack
-    for cached in cached_services:
-        cached.cache_clear()
+    forget_handler_services()
+
+
+def forget_handler_services() -> None:
+    """Handlers build their services once per process (as a warm Lambda does): rebuild them for this stack."""
+    from functions.api import handler as api
+    from functions.pages import handler as pages
+
+    wiring.reset()
+    api.services.cache_clear()
+    pages.queue.cache_clear()

@@ -36,10 +36,7 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     from jobsched.aws.clients import reset_clients
 
     reset_clients()
-    wiring.default_worker.cache_clear()
-    wiring.default_dispatcher.cache_clear()
-    wiring._lambda_invoker = None
-    wiring.team_sessions.cache_clear()
+    wiring.reset()
 
 
 def call(
