@@ -322,7 +322,6 @@ class DagRuns:
             )
         except StaleAttempt:
             return  # finished by a concurrent task or a redelivery
-        self.worker.release_slots(run.to_message(), stored.spec)
         if status is RunStatus.FAILED:
             self.worker.escalate(finished, f"DAG run failed: {error}")
         else:

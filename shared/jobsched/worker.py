@@ -19,6 +19,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Literal
 
 from jobsched.aws.jobs_store import JobsStore, StoredJob
@@ -234,10 +235,8 @@ class Worker:
             error="cancelled by request",
             from_status=run.status,
         )
-        if stored is not None:
-            if stored.spec.dag is not None:
-                self.dags.stop(cancelled, stored.spec, cause="cancelled by request")
-            self.release_slots(run.to_message(), stored.spec)
+        if stored is not None and stored.spec.dag is not None:
+            self.dags.stop(cancelled, stored.spec, cause="cancelled by request")
         return cancelled
 
     def _running_attempt(self, job: str, run_id: str, attempt: int) -> tuple[StoredJob, Run]:
@@ -254,8 +253,9 @@ class Worker:
         spec = stored.spec
         lease = now + self._timeout(spec) + LEASE_MARGIN
         limit = spec.concurrency.max_running
+        ended = partial(self._ended_runs, job=message.job)
         taken = self.jobs.acquire_slot(
-            message.job, JobsKeys.STATE, holder=message.run_id, lease_until=lease, limit=limit, now=now
+            message.job, JobsKeys.STATE, holder=message.run_id, lease_until=lease, limit=limit, now=now, ended=ended
         )
         if not taken.acquired:
             # A backfill waits for a slot: skipping would silently leave holes in the range it was asked to fill.
@@ -266,7 +266,13 @@ class Worker:
             if policy == "replace":
                 self._cancel_holders(message.job, taken.holders, now)
                 taken = self.jobs.acquire_slot(
-                    message.job, JobsKeys.STATE, holder=message.run_id, lease_until=lease, limit=limit, now=now
+                    message.job,
+                    JobsKeys.STATE,
+                    holder=message.run_id,
+                    lease_until=lease,
+                    limit=limit,
+                    now=now,
+                    ended=ended,
                 )
             if not taken.acquired:
                 return Outcome("waiting", f"max_running {limit} reached ({others})", wait=WAIT_WHEN_FULL)
@@ -279,17 +285,19 @@ class Worker:
             lease_until=lease,
             limit=quota,
             now=now,
+            ended=self._ended_runs,
         )
         if not team.acquired:
             self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
             return Outcome("waiting", f"team {spec.team} max_running {quota} reached", wait=WAIT_WHEN_FULL)
         return None
 
-    def release_slots(self, message: RunMessage, spec: JobSpec) -> None:
-        self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
-        self.jobs.release_slot(
-            f"{JobsKeys.TEAM_PREFIX}{spec.team}", JobsKeys.QUOTA, holder=f"{message.job}/{message.run_id}"
-        )
+    def _ended_runs(self, holders: list[str], *, job: str | None = None) -> set[str]:
+        """Which slot holders' runs have ended (slots are released lazily, see ``JobsStore.acquire_slot``).
+        A job's slots are held by run ids; a team's by ``<team>/<name>/<run id>``."""
+        keys = {holder: (job, holder) if job else tuple(holder.rsplit("/", 1)) for holder in holders}
+        ended = self.runs.ended({(key[0], key[1]) for key in keys.values()})
+        return {holder for holder, key in keys.items() if key in ended}
 
     def _cancel_holders(self, job: str, holders: dict[str, str], now: datetime) -> None:
         """overlap: replace: the running runs are cancelled (their late results will be refused)."""
@@ -373,8 +381,6 @@ class Worker:
     def _resume_or_drop(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
         """A message for a run that already exists: a duplicate, a crash to recover, or a retry to resend."""
         if existing.status in TERMINAL or existing.attempt > message.attempt:
-            if existing.status in TERMINAL:
-                self.release_slots(message, stored.spec)  # idempotent: a crash may have left them
             return Outcome("duplicate", f"run is {existing.status.value} at attempt {existing.attempt}", run=existing)
         if existing.status is RunStatus.RETRYING and existing.attempt == message.attempt:
             # We failed this attempt before; the retry message may not have been sent (crash): send it.
@@ -412,7 +418,6 @@ class Worker:
                 return Outcome("duplicate", "another worker recovered it")
             if spec.dag is not None:
                 self.dags.stop(run, spec, cause=error)
-            self.release_slots(message, spec)
             self.escalate(run, "run timed out")
             return Outcome("failed", error, run=run)
         return self._retry(message, spec, existing, error, now)
@@ -432,7 +437,6 @@ class Worker:
                     run.job, run.run_id, attempt=run.attempt, status=RunStatus.SUCCEEDED, now=now, output=result.output
                 )
                 self.after_step("record")
-                self.release_slots(message, spec)
                 self.succeeded(run, finished, spec)
                 return Outcome("succeeded", run=finished, lateness=lateness)
             if result.retryable and attempts_left(self._retry_policy(spec), run.attempt):
@@ -444,7 +448,6 @@ class Worker:
             # Cancelled, or taken over after our lease expired: our result must not overwrite theirs.
             return self._stale_result(run, str(error))
         self.after_step("record")
-        self.release_slots(message, spec)
         self.escalate(failed, "run failed")
         return Outcome("failed", result.error or "", run=failed, lateness=lateness)
 

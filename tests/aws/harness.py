@@ -432,6 +432,14 @@ class Stack:
         fire_at = json.loads(raw["Body"]).get("fire_at")  # DAG task messages are due when sent
         return fire_at is None or parse_instant(fire_at) <= self.clock() + timedelta(seconds=1)
 
+    def live_slot_holders(self, pk: str, sk: str) -> dict[str, str]:
+        """Slot holders whose runs have not ended: slots are released lazily (the next acquire evicts the
+        ended ones), so "no slot leaked" means none of these is left."""
+        holders = self.jobs.slot_holders(pk, sk)
+        job = None if pk.startswith("TEAM#") else pk
+        ended = self.worker._ended_runs(list(holders), job=job)
+        return {holder: lease for holder, lease in holders.items() if holder not in ended}
+
     def run_list(self, job: str) -> list[Run]:
         return self.runs.history(job, limit=1000, newest_first=False)
 

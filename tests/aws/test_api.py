@@ -223,7 +223,7 @@ class TestCallbacks:
         assert done.status == 200 and done.body["status"] == "SUCCEEDED" and done.body["output"] == "42 rows"
         again = api.callback("complete", token, {"status": "failed", "error": "late"})
         assert_error(again, 409, "attempt_superseded")
-        assert stack.jobs.slot_holders("payments/cb", "STATE") == {}
+        assert stack.live_slot_holders("payments/cb", "STATE") == {}
 
     def test_a_superseded_attempts_token_changes_nothing(self, api: ApiClient, stack: Stack, clock: Clock) -> None:
         first = self.running_callback(api, stack, clock, retries=3)["callback_token"]

@@ -102,7 +102,7 @@ def test_a_worker_crash_after_any_write_is_completed_by_redelivery(stack: Stack,
     assert run.status is RunStatus.SUCCEEDED
     executions = Counter(stack.lambdas.executions("flaky"))
     assert max(executions.values()) == 1, "no attempt executed twice"
-    assert stack.jobs.slot_holders("payments/crashy", "STATE") == {}, "no slot leaked"
+    assert stack.live_slot_holders("payments/crashy", "STATE") == {}, "no slot leaked"
 
 
 @pytest.mark.parametrize("step", ["send", "missed"])

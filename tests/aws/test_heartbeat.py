@@ -66,7 +66,7 @@ def test_a_silent_callback_run_is_retried_then_timed_out_with_one_escalation(
     [escalation] = stack.escalations()
     assert escalation["kind"] == "run_timed_out" and escalation["run_id"] == RUN and escalation["attempt"] == 2
     assert checker.check(clock() + timedelta(hours=1)).expired == 0, "a finished run leaves the lease index"
-    assert stack.jobs.slot_holders("ops/external", "STATE") == {}
+    assert stack.live_slot_holders("ops/external", "STATE") == {}
 
 
 def test_heartbeats_keep_a_run_alive(stack: Stack, clock: Clock, checker: HeartbeatChecker) -> None:

@@ -37,11 +37,11 @@ def statuses(stack: Stack, job: str) -> list[tuple[str, str]]:
 
 
 def complete(stack: Stack, clock: Clock, job: str, run_id: str) -> None:
-    """What the callback API (issue #4) does: finish the run, release its slot."""
+    """What the callback API (issue #4) does: finish the run. Its slot is freed lazily: the next run's
+    acquire sees that the holder's run has ended and evicts it in the same write."""
     run = stack.runs.get(job, run_id)
     assert run is not None
     stack.runs.finish(job, run_id, attempt=run.attempt, status=RunStatus.SUCCEEDED, now=clock())
-    stack.jobs.release_slot(job, "STATE", holder=run_id)
 
 
 def test_overlap_skip_records_skipped_runs_with_the_reason(stack: Stack, clock: Clock) -> None:
@@ -280,3 +280,38 @@ def test_a_run_waiting_when_its_job_is_paused_ends_skipped_with_the_reason(stack
     waited = stack.runs.get("ops/held", "20270104T090100Z")
     assert waited is not None and waited.status is RunStatus.SKIPPED
     assert waited.reason == "job paused: maintenance" and waited.finished_at is not None
+
+
+def test_slots_are_released_lazily_one_write_per_run_and_never_while_the_holder_runs(
+    stack: Stack, clock: Clock
+) -> None:
+    """Ending a run writes nothing to the slots; the next acquire evicts ended holders in the same write that
+    takes the slot. A team full of ended holders admits the next run; a live holder is never evicted."""
+    stack.register(echo_job("steady"))
+    writes: list[str] = []
+
+    def count(model: Any, params: Any, **_: Any) -> None:
+        if model.name == "UpdateItem" and "slots." in params.get("UpdateExpression", ""):
+            writes.append(params["Key"]["pk"]["S"])
+
+    stack.dynamodb.meta.events.register("provide-client-params.dynamodb.UpdateItem", count)
+    stack.minutes(5)
+    assert statuses(stack, "ops/steady") == [(f"090{m}", "SUCCEEDED") for m in range(5)]
+    # One slot write per run for the job and one for the team: no release writes. (The team's first call is
+    # refused before its slot map exists: a validation error, which consumes no capacity.)
+    assert writes.count("ops/steady") == 5 and writes.count("TEAM#ops") == 5 + 1
+    assert stack.jobs.slot_holders("ops/steady", "STATE").keys() == {"20270104T090400Z"}  # ended, left lazily
+    assert stack.live_slot_holders("ops/steady", "STATE") == {}
+
+    stack.jobs.set_team_limits("ops", {"max_running": 2})
+    stack.jobs._limits_cache.clear()
+    stack.register(callback_job("held", "allow", max_running=5))
+    stack.minutes(3)  # two callback runs hold the team's two slots; the third waits
+    held = statuses(stack, "ops/held")
+    assert [status for _, status in held].count("RUNNING") == 2
+    for run_id in [r.run_id for r in stack.run_list("ops/held") if r.status is RunStatus.RUNNING]:
+        complete(stack, clock, "ops/held", run_id)
+    stack.minutes(2)
+    # The ended holders were evicted by the next acquires: new runs got the team's slots.
+    assert [status for _, status in statuses(stack, "ops/held")].count("RUNNING") == 2
+    assert len(stack.live_slot_holders("TEAM#ops", "QUOTA")) == 2

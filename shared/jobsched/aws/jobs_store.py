@@ -17,7 +17,7 @@ import json
 import time
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -616,24 +616,51 @@ class JobsStore:
     # ------------------------------------------------------------------------------- slots
 
     def acquire_slot(
-        self, pk: str, sk: str, *, holder: str, lease_until: datetime, limit: int, now: datetime
+        self,
+        pk: str,
+        sk: str,
+        *,
+        holder: str,
+        lease_until: datetime,
+        limit: int,
+        now: datetime,
+        ended: Callable[[list[str]], set[str]] | None = None,
     ) -> SlotResult:
         """Take one of ``limit`` slots for ``holder`` (idempotent for the same holder).
 
-        Holders whose lease has expired (their worker died) are evicted first, so a crash never
-        leaks a slot for longer than the lease.
+        Slots are released lazily: a run that ends writes nothing here. When the slots are full, the
+        holders whose runs have ended (``ended``: which of these holders' runs are terminal) and those
+        whose lease has expired (their worker died) are evicted in the same conditional write that takes
+        the slot: one write per run instead of two, plus strongly consistent reads (a fifth of the price).
         """
+        holders = self.slot_holders(pk, sk)
         for _ in range(3):
+            if holder in holders:
+                stale: list[str] = []
+            else:
+                stale = [h for h, lease in holders.items() if parse_instant(lease) <= now]
+                if len(holders) - len(stale) >= limit and ended is not None:
+                    stale += sorted(ended([h for h in holders if h not in stale]))
+                if len(holders) - len(stale) >= limit:
+                    return SlotResult(False, holders)
+            names = {"#h": holder}
+            values: dict[str, Any] = {":lease": instant_text(lease_until), ":room": limit + len(stale)}
+            update = "SET slots.#h = :lease"
+            conditions = ["(attribute_exists(slots.#h) OR attribute_not_exists(slots) OR size(slots) < :room)"]
+            if stale:
+                update += " REMOVE " + ", ".join(f"slots.#s{index}" for index in range(len(stale)))
+            for index, evicted in enumerate(stale):
+                names[f"#s{index}"] = evicted
+                values[f":s{index}"] = holders[evicted]
+                conditions.append(f"slots.#s{index} = :s{index}")  # still the holder we judged ended
             try:
                 self.db.update_item(
                     TableName=self.table,
                     Key=self._key(pk, sk),
-                    UpdateExpression="SET slots.#h = :lease",
-                    ConditionExpression=(
-                        "attribute_exists(slots.#h) OR attribute_not_exists(slots) OR size(slots) < :limit"
-                    ),
-                    ExpressionAttributeNames={"#h": holder},
-                    ExpressionAttributeValues=to_values({":lease": instant_text(lease_until), ":limit": limit}),
+                    UpdateExpression=update,
+                    ConditionExpression=" AND ".join(conditions),
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=to_values(values),
                 )
                 return SlotResult(True, {})
             except ClientError as error:
@@ -641,15 +668,11 @@ class JobsStore:
                     if error.response.get("Error", {}).get("Code") == "ValidationException":
                         # The item has no ``slots`` map yet (a quota item written without one).
                         self._ensure_slots(pk, sk)
+                        holders = self.slot_holders(pk, sk)
                         continue
                     raise
-            holders = self.slot_holders(pk, sk)
-            expired = [h for h, lease in holders.items() if parse_instant(lease) <= now]
-            if not expired:
-                return SlotResult(False, holders)
-            for stale in expired:
-                self.release_slot(pk, sk, holder=stale, only_if_lease=holders[stale])
-        return SlotResult(False, self.slot_holders(pk, sk))
+            holders = self.slot_holders(pk, sk)  # another worker changed them: judge again
+        return SlotResult(False, holders)
 
     def release_slot(self, pk: str, sk: str, *, holder: str, only_if_lease: str | None = None) -> None:
         request: dict[str, Any] = {

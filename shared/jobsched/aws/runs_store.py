@@ -196,6 +196,28 @@ class RunsStore:
         last = response.get("LastEvaluatedKey")
         return runs, (from_item(last)[RunsKeys.SK] if last else None)
 
+    def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of these (job, run id) have ended (strongly consistent: a slot is freed on this answer)."""
+        found: set[tuple[str, str]] = set()
+        keys = sorted(runs)
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] = {
+                self.table: {
+                    "Keys": [self._key(job, run_id) for job, run_id in keys[start : start + 100]],
+                    "ProjectionExpression": "#job, #run, #status",
+                    "ExpressionAttributeNames": {"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                response = self.db.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    values = from_item(item)
+                    if RunStatus(values["status"]) in TERMINAL:
+                        found.add((values[RunsKeys.PK], values[RunsKeys.SK]))
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
     def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
         """The run ids of ``job`` between two run ids (inclusive): keys only, for the lost-message audit."""
         request: dict[str, Any] = {
