@@ -426,3 +426,35 @@ def test_every_scheduled_or_queue_driven_component_and_every_dlq_is_alarmed(dev:
 def _service(statement: dict[str, Any]) -> str | None:
     principal = statement.get("Principal")
     return principal.get("Service") if isinstance(principal, dict) else None
+
+
+def test_provisioned_capacity_from_context_scales_every_table_and_index(tmp_path: Path) -> None:
+    """For big deployments: -c dynamodb_capacity='{...}' makes both tables and every index provisioned, each
+    read and write dimension auto scaled to its target utilisation; cdk-nag still passes. Malformed: refused."""
+    from aws_cdk import App
+
+    from infra.stack import StageConfig
+    from tests.infra.conftest import synthesize
+
+    context = {"stage": "prod", "dynamodb_capacity": '{"write": {"min": 50, "max": 20000}, "target_utilization": 60}'}
+    template, folder = synthesize(tmp_path, **context)
+    tables = resources(template, "AWS::DynamoDB::Table").values()
+    indexes = [index for table in tables for index in table.get("GlobalSecondaryIndexes", [])]
+    assert len(tables) == 2 and indexes
+    for provisioned in [*tables, *indexes]:
+        assert provisioned.get("BillingMode", "PROVISIONED") == "PROVISIONED"
+        assert provisioned["ProvisionedThroughput"]["WriteCapacityUnits"] == 50
+    targets = resources(template, "AWS::ApplicationAutoScaling::ScalableTarget").values()
+    assert len(targets) == 2 * (len(tables) + len(indexes))
+    assert {t["ScalableDimension"] for t in targets} == {
+        f"dynamodb:{kind}:{unit}CapacityUnits" for kind in ("table", "index") for unit in ("Read", "Write")
+    }
+    assert {t["MaxCapacity"] for t in targets if "Write" in t["ScalableDimension"]} == {20000}
+    policies = resources(template, "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    assert {p["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] for p in policies} == {60}
+    report = json.loads((folder / "validation-report.json").read_text())
+    assert [v for plugin in report.get("pluginReports", []) for v in plugin.get("violations", [])] == []
+    assert StageConfig.from_context(App()).capacity is None  # on demand unless asked
+    for bad in ('{"write": {"min": 10, "max": 5}}', '{"target_utilization": 99}', '{"writes": {}}'):
+        with pytest.raises(ValueError, match="dynamodb_capacity"):
+            StageConfig.from_context(App(context={"dynamodb_capacity": bad}))
