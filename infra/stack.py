@@ -45,6 +45,7 @@ from jobsched.api.tokens import SECRET_NAME_ENV as CALLBACK_SECRET_NAME_ENV
 from jobsched.names import (
     JOB_TAG,
     JOBS_TABLE,
+    LOCAL_STAGE,
     OWNER_TAG,
     PRIORITIES,
     PROJECT,
@@ -140,6 +141,10 @@ class StageConfig:
     waf_rate_per_5_minutes: int = 3000
     team_limits: TeamLimits = field(default_factory=TeamLimits)  # every team's defaults (jobsched.quotas)
     capacity: TableCapacity | None = None  # None: on demand; else provisioned with auto scaling
+    # What an idle non-prod stage need not pay for (scripts/idle_cost.py): on by default in prod and locally.
+    dashboards: bool = True  # three dashboards, $3 each a month
+    zero_metrics: bool = True  # publish zero counts each tick (13 custom metrics, $0.30 each a month idle)
+    tracing: bool = True  # X-Ray on every function and the API
 
     @classmethod
     def from_context(cls, scope: Construct) -> StageConfig:
@@ -158,6 +163,9 @@ class StageConfig:
             waf=prod if node.try_get_context("waf") is None else str(node.try_get_context("waf")).lower() == "true",
             team_limits=_team_limits_context(node.try_get_context("team_limits")),
             capacity=TableCapacity.from_context(node.try_get_context("dynamodb_capacity")),
+            dashboards=_flag(node, "dashboards", default=prod or stage == LOCAL_STAGE),
+            zero_metrics=_flag(node, "zero_metrics", default=prod or stage == LOCAL_STAGE),
+            tracing=_flag(node, "tracing", default=prod or stage == LOCAL_STAGE),
         )
 
 
@@ -196,6 +204,12 @@ def _membership_context(value: Any) -> dict[str, Any]:
     if value is None:
         return {"admins": [], "teams": {}, "team_patterns": []}
     return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+def _flag(node: Any, name: str, *, default: bool) -> bool:
+    """-c dashboards=true|false; absent: the stage's default."""
+    value = node.try_get_context(name)
+    return default if value is None else str(value).lower() == "true"
 
 
 def _team_limits_context(value: Any) -> TeamLimits:
@@ -362,6 +376,7 @@ class Functions(Construct):
             Env.ESCALATION_QUEUE: queues.escalations.queue_url,
             Env.STAGE: config.stage,
             Env.TEAM_LIMITS: json.dumps(config.team_limits.as_dict(), sort_keys=True),
+            Env.ZERO_METRICS: "on" if config.zero_metrics else "off",
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             **({Env.EGRESS_ALLOW: ",".join(config.egress_allow)} if config.egress_allow else {}),
             **{Env.QUEUES_BY_PRIORITY[p]: queues.work[p].queue_url for p in PRIORITIES},
@@ -488,7 +503,7 @@ class Functions(Construct):
             environment={**environment, "POWERTOOLS_SERVICE_NAME": f"jobsched-{name.lower()}"},
             timeout=timeout,
             memory_size=memory,
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=lambda_.Tracing.ACTIVE if config.tracing else lambda_.Tracing.DISABLED,
             logging_format=lambda_.LoggingFormat.JSON,
             log_group=log_group,
         )
@@ -737,7 +752,7 @@ class Api(Construct):
                     user=True,
                 ),
                 logging_level=apigw.MethodLoggingLevel.ERROR,
-                tracing_enabled=True,
+                tracing_enabled=config.tracing,
                 throttling_rate_limit=config.api_rate_limit,
                 throttling_burst_limit=config.api_burst_limit,
             ),
@@ -1045,6 +1060,9 @@ class Observability(Construct):
             alarm(f"{name}Throttles", function.metric_throttles(period=five), 0)
         self.alarms = alarms
 
+        self.dashboards: tuple[cloudwatch.Dashboard, ...] = ()
+        if not config.dashboards:
+            return  # $3 each a month: a non-prod stage asks for them with -c dashboards=true
         executive = cloudwatch.Dashboard(self, "Executive", dashboard_name=_name(config, "executive"))
         executive.add_widgets(
             cloudwatch.GraphWidget(
@@ -1178,7 +1196,7 @@ class Examples(Construct):
                 code=code,
                 timeout=Duration.minutes(5),
                 memory_size=128,
-                tracing=lambda_.Tracing.ACTIVE,
+                tracing=lambda_.Tracing.ACTIVE if config.tracing else lambda_.Tracing.DISABLED,
                 logging_format=lambda_.LoggingFormat.JSON,
                 log_group=logs.LogGroup(
                     self, f"{name.title()}Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY

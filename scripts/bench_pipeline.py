@@ -16,7 +16,10 @@ processes them concurrently; each AWS call takes 6 ms in-region.
 Then a 5-task diamond DAG runs on moto's Step Functions interpreter: state transitions per run (billed
 at $25 per million), with and without a retried task, and the DynamoDB and SQS work per DAG run.
 
-The last line is ``cost_per_million_runs_usd=<number>`` (single-task runs).
+Then ``cost_per_million_runs_usd=`` (on demand, blended over the minutely and hourly runs) and
+``cost_per_million_runs_provisioned_usd=``, and last the monthly cost of a deployment with no jobs, item
+by item, for a non-prod and a prod stage (``scripts/idle_cost.py``): ``idle_cost_per_month_usd=`` and
+``idle_cost_per_month_prod_usd=``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
 from jobsched.names import JOBS_TABLE, RUNS_TABLE, IndexDefinition, TableDefinition
+from scripts.idle_cost import report as idle_cost_report
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
 PRICE_WRITE_UNIT = 0.625e-6
@@ -250,7 +254,7 @@ def run_scenario(
     return scenario, meter
 
 
-def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float]:
+def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, float]:
     runs = scenario.runs
     per_run = {key: value / runs for key, value in meter.requests.items()}
     sqs_requests = sum(v for k, v in per_run.items() if k.startswith("sqs."))
@@ -291,7 +295,7 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float]:
         f"  (with provisioned DynamoDB at {PROVISIONED_UTILIZATION:.0%} utilization: "
         f"{total - on_demand + provisioned:.3f} $/million runs)"
     )
-    return lines, total
+    return lines, total, total - on_demand + provisioned
 
 
 PRICE_STATE_TRANSITION = 25e-6  # Step Functions Standard
@@ -376,6 +380,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Cost per million runs of the pipeline, against moto.")
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--dag-runs", type=int, default=10, help="runs of the 5-task DAG (0: skip)")
+    parser.add_argument("--skip-idle", action="store_true", help="leave out the idle deployment's monthly cost")
     args = parser.parse_args()
     for name, value in {
         "AWS_ACCESS_KEY_ID": "bench",
@@ -398,17 +403,22 @@ def main() -> None:
         )
     totals = []
     for scenario, meter in results:
-        lines, total = cost_lines(scenario, meter)
+        lines, total, provisioned = cost_lines(scenario, meter)
         print("\n".join(lines))
-        totals.append((scenario.runs, total))
+        totals.append((scenario.runs, total, provisioned))
     if args.dag_runs:
         print("\n".join(dag_scenario(args.dag_runs)))
-    blended = sum(runs * total for runs, total in totals) / sum(runs for runs, _ in totals)
+    runs_in_all = sum(runs for runs, _, _ in totals)
+    blended = sum(runs * total for runs, total, _ in totals) / runs_in_all
+    blended_provisioned = sum(runs * provisioned for runs, _, provisioned in totals) / runs_in_all
     print(
         f"assumptions: worker batches of {ESM_BATCH} processed concurrently, {WORKER_MEMORY_GB * 1000:.0f} MB arm64; "
         f"{AWS_CALL_SECONDS * 1000:.0f} ms per AWS call; fixed per-tick costs amortized over these runs"
     )
     print(f"cost_per_million_runs_usd={blended:.3f}")
+    print(f"cost_per_million_runs_provisioned_usd={blended_provisioned:.3f}")
+    if not args.skip_idle:
+        print("\n".join(idle_cost_report()))
 
 
 if __name__ == "__main__":

@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobsched.names import LOCAL_STAGE
+
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
-STAGE = "local"
+STAGE = LOCAL_STAGE
 
 # What the local runtime does instead, for each type moto cannot create.
 UNSUPPORTED = {

@@ -27,10 +27,14 @@ DUE_SHARDS = 8
 LEASE_SHARDS = 4
 
 
+LOCAL_STAGE = "local"  # the stage `make run` deploys into moto
+
+
 class Env:
     """Environment variable names the handlers read (values come from the deployed configuration)."""
 
     JOBS_TABLE = "JOBSCHED_JOBS_TABLE"
+    ZERO_METRICS = "JOBSCHED_ZERO_METRICS"  # "off": a count of 0 is not published (an idle stage pays nothing)
     RUNS_TABLE = "JOBSCHED_RUNS_TABLE"
     QUEUE_HIGH = "JOBSCHED_QUEUE_URL_HIGH"
     QUEUE_NORMAL = "JOBSCHED_QUEUE_URL_NORMAL"

@@ -11,12 +11,15 @@ dimension is bounded (team, priority, outcome, destination); never a job or run 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.base import SingleMetric
+
+from jobsched.names import Env
 
 NAMESPACE = "jobsched"
 
@@ -108,6 +111,10 @@ def emit(name: str, value: float, **dimensions: str) -> None:
         raise UnknownMetric(f"{name} is not in jobsched.signals.CATALOG")
     if set(dimensions) != set(definition.dimensions):
         raise UnknownMetric(f"{name} takes dimensions {definition.dimensions}, not {tuple(dimensions)}")
+    if value == 0 and definition.unit is COUNT and os.environ.get(Env.ZERO_METRICS) == "off":
+        # CloudWatch bills each custom metric for every hour it is published in; alarms treat the gap as
+        # not breaching, so a stage that turns zeros off pays nothing for metrics while idle.
+        return
     metric = SingleMetric(namespace=NAMESPACE, service="")  # "": no service dimension (module docstring)
     metric.add_metric(name=name, unit=definition.unit, value=value)
     for dimension in definition.dimensions:

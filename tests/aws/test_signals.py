@@ -31,7 +31,8 @@ OURS = "jobsched"
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    yield synthesize(tmp_path_factory.mktemp("signals"), stage="dev", account="123456789012", region="us-east-1")[0]
+    folder = tmp_path_factory.mktemp("signals")
+    yield synthesize(folder, stage="dev", account="123456789012", region="us-east-1", dashboards="true")[0]
 
 
 def function_environment(template: dict[str, Any], handler: str) -> dict[str, str]:

@@ -27,7 +27,15 @@ def synthesize(tmp: Path, **context: Any) -> tuple[dict[str, Any], Path]:
 @pytest.fixture(scope="session")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Any], Path]]:
     """Synthesized once per test session (a synthesis takes seconds)."""
-    yield synthesize(tmp_path_factory.mktemp("cdk-dev"), stage="dev", account="123456789012", region="us-east-1")
+    # With its dashboards (off by default in a non-prod stage) so that their widgets are checked too.
+    yield synthesize(
+        tmp_path_factory.mktemp("cdk-dev"),
+        stage="dev",
+        account="123456789012",
+        region="us-east-1",
+        dashboards="true",
+        tracing="true",
+    )
 
 
 @pytest.fixture(scope="session")

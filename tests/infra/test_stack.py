@@ -458,3 +458,31 @@ def test_provisioned_capacity_from_context_scales_every_table_and_index(tmp_path
     for bad in ('{"write": {"min": 10, "max": 5}}', '{"target_utilization": 99}', '{"writes": {}}'):
         with pytest.raises(ValueError, match="dynamodb_capacity"):
             StageConfig.from_context(App(context={"dynamodb_capacity": bad}))
+
+
+def test_an_idle_non_prod_stage_pays_for_no_dashboards_traces_or_zero_counts(tmp_path: Path) -> None:
+    """What scripts/idle_cost.py prices: a non-prod stage leaves out dashboards, X-Ray and zero-valued
+    counts unless asked (-c dashboards=true ...); prod and the local stage keep them. Alarms stay in both."""
+    from tests.infra.conftest import synthesize
+
+    template, _ = synthesize(tmp_path / "qa", stage="qa")
+    assert not resources(template, "AWS::CloudWatch::Dashboard")
+    functions = resources(template, "AWS::Lambda::Function").values()
+    assert all(f.get("TracingConfig", {}).get("Mode") != "Active" for f in functions)
+    ours = [
+        f["Environment"]["Variables"]
+        for f in functions
+        if Env.JOBS_TABLE in f.get("Environment", {}).get("Variables", {})
+    ]
+    assert ours and {variables[Env.ZERO_METRICS] for variables in ours} == {"off"}
+    assert len(resources(template, "AWS::CloudWatch::Alarm")) == 28
+    prod, _ = synthesize(tmp_path / "prod", stage="prod")
+    assert len(resources(prod, "AWS::CloudWatch::Dashboard")) == 3
+    prod_functions = resources(prod, "AWS::Lambda::Function").values()
+    assert all(f["TracingConfig"]["Mode"] == "Active" for f in prod_functions if "Environment" in f)
+    prod_ours = [
+        f["Environment"]["Variables"]
+        for f in prod_functions
+        if Env.JOBS_TABLE in f.get("Environment", {}).get("Variables", {})
+    ]
+    assert {variables[Env.ZERO_METRICS] for variables in prod_ours} == {"on"}
