@@ -58,6 +58,12 @@ def instant_text(instant: datetime) -> str:
     return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def moment_text(moment: datetime) -> str:
+    """UTC ISO-8601 with Z, to the millisecond: when something happened (a run's start and finish). Instants
+    that conditions compare or keys sort by stay in ``instant_text``'s fixed second format."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def parse_instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 

@@ -181,8 +181,8 @@ def test_a_never_answering_http_target_leaves_another_teams_run_in_the_same_batc
     assert slow.status is RunStatus.FAILED and "ReadTimeoutError" in (slow.error or "")
     assert quick.status is RunStatus.SUCCEEDED and len(answering.seen) == 1
     assert quick.finished_at and quick.started_at and slow.finished_at and slow.started_at
-    # Stored to the second: B finished before A's 3 s timeout could have run out (on a loaded 2-core CI
-    # machine, up to 2 s after A's start), A ran into its timeout.
+    # B finished before A's 3 s timeout could have run out (within about a second of A's start, more on a
+    # loaded 2-core CI machine), A ran into its timeout.
     assert quick.finished_at - slow.started_at < timedelta(seconds=3), "B never waited on A's target"
     assert slow.finished_at - slow.started_at >= timedelta(seconds=2)
     assert 3 <= elapsed < 6, "the batch costs its slowest record's timeout, not the sum"

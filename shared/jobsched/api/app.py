@@ -55,7 +55,7 @@ from jobsched.jobs import DagDeployer, pause_job, put_job, resume_job
 from jobsched.jobs import delete_job as remove_job
 from jobsched.ownership import OwnershipGuard
 from jobsched.quotas import QuotaExceeded
-from jobsched.runs import RunStatus, instant_text, job_key
+from jobsched.runs import RunStatus, instant_text, job_key, moment_text
 from jobsched.schedule.engine import ScheduleTooExpensive, compile_schedule
 from jobsched.spec import CallbackTarget, JobSpec
 from jobsched.triggers import (
@@ -645,8 +645,8 @@ def _run_view(run: Run, token: str | None) -> RunView:
         trigger=run.trigger,
         scheduled_at=instant_text(run.scheduled_at),
         fire_at=instant_text(run.fire_at),
-        started_at=instant_text(run.started_at) if run.started_at else None,
-        finished_at=instant_text(run.finished_at) if run.finished_at else None,
+        started_at=moment_text(run.started_at) if run.started_at else None,
+        finished_at=moment_text(run.finished_at) if run.finished_at else None,
         lateness_seconds=lateness,
         next_attempt_at=instant_text(run.next_attempt_at) if run.next_attempt_at else None,
         error=run.error,

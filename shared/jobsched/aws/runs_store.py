@@ -19,7 +19,7 @@ from jobsched.aws.clients import client
 from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.dag import TASK_TERMINAL, TaskStatus
 from jobsched.names import LEASE_SHARDS, RunsKeys
-from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, parse_instant, truncate
+from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, parse_instant, truncate
 
 TASK_PREFIX = "TASK#"
 # The reason of a MISSED record written by the lost-message audit: the only MISSED a late message may start.
@@ -264,7 +264,7 @@ class RunsStore:
             values |= self._running(message.job, message.run_id, now, lease_until, external)
             values["lateness_ms"] = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
         elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED, RunStatus.MISSED):
-            values["finished_at"] = instant_text(now)
+            values["finished_at"] = moment_text(now)
         try:
             self.db.put_item(
                 TableName=self.table,
@@ -369,7 +369,7 @@ class RunsStore:
             ":from": from_status.value,
             ":attempt": attempt,
             ":status": status.value,
-            ":finished": instant_text(now),
+            ":finished": moment_text(now),
             ":error": truncate(error),
             ":output": truncate(output),
         }
@@ -692,7 +692,7 @@ class RunsStore:
 
     @staticmethod
     def _running(job: str, run_id: str, now: datetime, lease_until: datetime | None, external: bool) -> dict[str, Any]:
-        values: dict[str, Any] = {"started_at": instant_text(now)}
+        values: dict[str, Any] = {"started_at": moment_text(now)}
         if lease_until is not None:
             values["lease_until"] = instant_text(lease_until)
             if external:
