@@ -57,11 +57,16 @@ def main() -> None:
         duplicates += sum(c - 1 for c in counts.values())
         missing += args.minutes - len(counts)
         lateness += [r["lateness_seconds"] for r in scheduled if r["lateness_seconds"] is not None]
+    # A DAG run's tasks share its run id and attempt (the example pipeline calls echo from four tasks): the task
+    # names the execution too.
     executions = Counter(
-        (e["jobsched"]["job"], e["jobsched"]["run_id"], e["jobsched"]["attempt"])
+        (e["jobsched"]["job"], e["jobsched"]["run_id"], e["jobsched"].get("task"), e["jobsched"]["attempt"])
         for e in runtime.invocations("jobsched-example-echo")
     )
     duplicate_executions = sum(c - 1 for c in executions.values())
+    for key, count in executions.items():
+        if count > 1:
+            print(f"executed {count} times: {key}")
     runtime.stop()
     lateness.sort()
     p99 = lateness[min(len(lateness) - 1, int(len(lateness) * 0.99))] if lateness else float("nan")
