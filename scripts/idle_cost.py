@@ -95,17 +95,10 @@ def measure_idle_ticks(template: dict[str, Any]) -> dict[str, IdleTick]:
     measured: dict[str, IdleTick] = {}
     with mock_aws():
         from jobsched import wiring
-        from jobsched.names import Env
         from tests.aws.harness import Clock, FakeContext, Stack
 
         stack = Stack(Clock("2027-01-04T09:00:00Z"))
-        settings = stack.settings
-        os.environ[Env.JOBS_TABLE], os.environ[Env.RUNS_TABLE] = settings.jobs_table, settings.runs_table
-        for priority, url in settings.queue_urls.items():
-            os.environ[Env.QUEUES_BY_PRIORITY[priority]] = url
-        os.environ[Env.ESCALATION_QUEUE] = settings.escalation_queue_url
-        os.environ[Env.ESCALATION_TOPIC] = stack.default_topic
-        os.environ[Env.PAGES_QUEUE] = stack.page_deliveries_url
+        os.environ.update(stack.handler_environment())
         wiring.reset()
         from functions.dispatcher import handler as dispatcher
         from functions.heartbeat import handler as heartbeat

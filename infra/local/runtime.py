@@ -178,6 +178,7 @@ class LocalRuntime:
 
     def _configure_handlers(self) -> None:
         """Environment from the deployed functions; AWS calls go to moto; Lambda targets run here."""
+        from functions import forget_services
         from jobsched import wiring
         from jobsched.api.identity import LOCAL_GATEWAY_ENV, MEMBERSHIP_ENV
         from jobsched.api.tokens import SECRET_ENV
@@ -201,12 +202,7 @@ class LocalRuntime:
             )
         os.environ[SECRET_ENV] = secrets.token_urlsafe(32)
         reset_clients()
-        wiring.reset()
-        from functions.api import handler as api
-        from functions.pages import handler as pages
-
-        api.services.cache_clear()  # built once per process, like a warm Lambda: build them for this stack
-        pages.queue.cache_clear()
+        forget_services()  # built once per process, like a warm Lambda: build them for this stack
         wiring.use_lambda_invoker(self.invoke)
 
     def handler(self, path: str) -> Callable[..., Any]:
@@ -550,11 +546,8 @@ class LocalRuntime:
         jobs = [from_item(item) for item in saved.get(Env.JOBS_TABLE, [])]
         runs = [from_item(item) for item in saved.get(Env.RUNS_TABLE, [])]
         terminal = {status.value for status in TERMINAL}
-        worker = wiring.default_worker()
         report = recover_lost_queues(
-            worker.jobs,
-            worker.runs,
-            worker.queues,
+            wiring.default_worker(),
             job_keys=[values[JobsKeys.PK] for values in jobs if values[JobsKeys.SK] == JobsKeys.STATE],
             unfinished=[
                 Run.from_values(values)

@@ -15,21 +15,17 @@ a restart, a crash or ``kill -9``. Everything needed to rebuild them is in the t
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobsched.aws.jobs_store import JobsStore
-from jobsched.aws.queues import WorkQueues
-from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
+from jobsched.aws.runs_store import Run, StaleAttempt
+from jobsched.jobs import first_fire_after
 from jobsched.names import JobsKeys
 from jobsched.runs import RunMessage, RunStatus, instant_text, parse_instant
-from jobsched.schedule.engine import compile_schedule
 from jobsched.spec import CallbackTarget
-
-MAX_SQS_DELAY = timedelta(minutes=15)
-log = logging.getLogger(__name__)
+from jobsched.worker import Worker
 
 
 @dataclass
@@ -40,45 +36,37 @@ class RecoveryReport:
 
 
 def recover_lost_queues(
-    jobs: JobsStore,
-    runs: RunsStore,
-    queues: WorkQueues,
-    *,
-    job_keys: Iterable[str],
-    unfinished: Iterable[Run],
-    now: datetime,
+    worker: Worker, *, job_keys: Iterable[str], unfinished: Iterable[Run], now: datetime
 ) -> RecoveryReport:
     """``job_keys``: every job; ``unfinished``: every run not yet terminal (the caller has read the tables)."""
     report = RecoveryReport()
     for key in job_keys:
-        if _rewind(jobs, key):
+        if _rewind(worker.jobs, key):
             report.rewound += 1
+    unfinished = list(unfinished)
+    specs = worker.jobs.get_many(sorted({run.job for run in unfinished}))
     for run in unfinished:
-        stored = jobs.get(run.job)
-        if stored is None or run.status not in (RunStatus.SCHEDULED, RunStatus.RUNNING, RunStatus.RETRYING):
+        stored = specs.get(run.job)
+        if stored is None:
             continue
         spec = stored.spec
         message: RunMessage | None = None
-        delay = timedelta(0)
         if run.status is RunStatus.SCHEDULED:
             message = run.to_message(attempt=1).model_copy(update={"waiting_since": instant_text(now)})
-        elif run.status is RunStatus.RETRYING and run.next_attempt_at is not None:
-            delay = max(timedelta(0), run.next_attempt_at - now)
-            if delay <= MAX_SQS_DELAY:
-                message = run.to_message(attempt=run.attempt + 1, fire_at=run.next_attempt_at)
+        elif run.status is RunStatus.RETRYING:
+            report.resent += worker.send_retry(run.to_message(), spec, run)
         elif run.status is RunStatus.RUNNING and spec.dag is not None:
             message = run.to_message()  # the worker starts its execution again (same name: harmless if alive)
         elif run.status is RunStatus.RUNNING and not isinstance(spec.target, CallbackTarget):
             try:
-                runs.end_lease(run.job, run.run_id, attempt=run.attempt, now=now)
+                worker.runs.end_lease(run.job, run.run_id, attempt=run.attempt, now=now)
             except StaleAttempt:
                 continue  # it finished meanwhile
             report.leases_ended += 1
             message = run.to_message()
         if message is not None:
-            queues.send(spec.priority, [(message, delay)])
+            worker.queues.send(spec.priority, [(message, timedelta(0))])
             report.resent += 1
-    log.info("queues rebuilt from the tables: %s", report)
     return report
 
 
@@ -93,12 +81,11 @@ def _rewind(jobs: JobsStore, key: str) -> bool:
     mark, cursor = parse_instant(state["audited_to"]), parse_instant(state["cursor"])
     if mark >= cursor:
         return False
-    upcoming = compile_schedule(stored.spec.schedule, hash_key=key, anchor=stored.created_at).next_fires(mark, 1)
     return jobs.advance(
         key,
         spec_version=int(state["spec_version"]),
         old_cursor=cursor,
         cursor=mark,
-        next_fire_at=upcoming[0].at if upcoming else None,
+        next_fire_at=first_fire_after(stored.spec, created_at=stored.created_at, after=mark),
         audited_to=mark,
     )

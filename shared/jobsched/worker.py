@@ -384,7 +384,7 @@ class Worker:
             return Outcome("duplicate", f"run is {existing.status.value} at attempt {existing.attempt}", run=existing)
         if existing.status is RunStatus.RETRYING and existing.attempt == message.attempt:
             # We failed this attempt before; the retry message may not have been sent (crash): send it.
-            self._send_retry(message, stored.spec, existing)
+            self.send_retry(message, stored.spec, existing)
             return Outcome("duplicate", "retry message re-sent", run=existing)
         if existing.status is RunStatus.RUNNING and existing.attempt == message.attempt:
             if existing.lease_until and existing.lease_until > now:
@@ -500,7 +500,7 @@ class Worker:
         except StaleAttempt as stale:
             return Outcome("superseded", str(stale))
         self.after_step("retrying")
-        self._send_retry(message, spec, retrying)
+        self.send_retry(message, spec, retrying)
         # The run stays active between attempts: keep its slot until the next attempt can finish.
         self.jobs.acquire_slot(
             message.job,
@@ -512,13 +512,16 @@ class Worker:
         )
         return Outcome("retrying", f"attempt {run.attempt + 1} in {delay}", run=retrying, lateness=lateness)
 
-    def _send_retry(self, message: RunMessage, spec: JobSpec, run: Run) -> None:
+    def send_retry(self, message: RunMessage, spec: JobSpec, run: Run) -> bool:
+        """The message of a RETRYING run's next attempt, delayed to it; False for a wait longer than SQS can
+        delay (the dispatcher wakes those from the wakeups index)."""
         if run.next_attempt_at is None or run.next_attempt_at - self.clock() > MAX_SQS_DELAY:
-            return  # the dispatcher wakes long waits from the wakeups index
+            return False
         follow_up = message.for_attempt(run.attempt + 1).model_copy(
             update={"fire_at": instant_text(run.next_attempt_at)}
         )
         self.queues.send(spec.priority, [(follow_up, run.next_attempt_at - self.clock())])
+        return True
 
     def _skip(self, message: RunMessage, spec: JobSpec, now: datetime, reason: str) -> Outcome:
         created = self.runs.create(

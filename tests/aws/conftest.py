@@ -6,9 +6,8 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 
-from jobsched import wiring
+from functions import forget_services
 from jobsched.aws.clients import reset_clients
-from jobsched.names import Env
 from tests.aws.harness import REGION, Clock, FakeLambdas, Stack
 
 
@@ -49,25 +48,8 @@ def stack(clock: Clock, lambdas: FakeLambdas, request: pytest.FixtureRequest) ->
 @pytest.fixture
 def deployed(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     """Handler environment pointing at the moto stack, as the deployed Lambda configuration would."""
-    settings = stack.settings
-    monkeypatch.setenv(Env.JOBS_TABLE, settings.jobs_table)
-    monkeypatch.setenv(Env.RUNS_TABLE, settings.runs_table)
-    for priority, url in settings.queue_urls.items():
-        monkeypatch.setenv(Env.QUEUES_BY_PRIORITY[priority], url)
-    monkeypatch.setenv(Env.ESCALATION_QUEUE, settings.escalation_queue_url)
-    monkeypatch.setenv(Env.ESCALATION_TOPIC, stack.default_topic)
-    monkeypatch.setenv(Env.API_URL, "https://api.example.com/dev")
-    monkeypatch.setenv(Env.PAGES_QUEUE, stack.page_deliveries_url)
-    forget_handler_services()
+    for name, value in stack.handler_environment().items():
+        monkeypatch.setenv(name, value)
+    forget_services()
     yield stack
-    forget_handler_services()
-
-
-def forget_handler_services() -> None:
-    """Handlers build their services once per process (as a warm Lambda does): rebuild them for this stack."""
-    from functions.api import handler as api
-    from functions.pages import handler as pages
-
-    wiring.reset()
-    api.services.cache_clear()
-    pages.queue.cache_clear()
+    forget_services()

@@ -41,6 +41,7 @@ from jobsched.names import (
     RUNS_TABLE,
     SHARED_TAG,
     WORK_QUEUES,
+    Env,
     Settings,
     reserved_prefixes,
     state_machine_prefix,
@@ -241,6 +242,18 @@ class Stack:
             default_topic=self.default_topic,
             links=Links(region=REGION, api_url="https://api.example.com/prod", log_groups=("/aws/lambda/worker",)),
         )
+
+    def handler_environment(self) -> dict[str, str]:
+        """The handlers' environment for this stack, as the deployed Lambda configuration would set it."""
+        return {
+            Env.JOBS_TABLE: self.settings.jobs_table,
+            Env.RUNS_TABLE: self.settings.runs_table,
+            **{Env.QUEUES_BY_PRIORITY[priority]: url for priority, url in self.settings.queue_urls.items()},
+            Env.ESCALATION_QUEUE: self.settings.escalation_queue_url,
+            Env.ESCALATION_TOPIC: self.default_topic,
+            Env.API_URL: "https://api.example.com/dev",
+            Env.PAGES_QUEUE: self.page_deliveries_url,
+        }
 
     def topic(self, name: str, team: str | None = None) -> str:
         """An SNS topic whose messages the tests can read with ``pages`` (``team``: tagged as that team's)."""

@@ -15,6 +15,7 @@ from jobsched.cli import cli
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Clock, Stack
 from tests.aws.test_cli_remote import InProcess
+from tests.aws.test_pipeline import job
 
 PAYMENTS = team_role("payments")
 calls = {"count": 0}
@@ -34,15 +35,7 @@ def api(stack: Stack) -> ApiClient:
 
 
 def register(stack: Stack, name: str, function: str, **extra: Any) -> None:
-    stack.register(
-        {
-            "name": name,
-            "team": "payments",
-            "schedule": {"expression": "* * * * *"},
-            "target": {"type": "lambda", "function": function},
-            **extra,
-        }
-    )
+    stack.register(job(name, target={"type": "lambda", "function": function}, **extra))
 
 
 def test_a_jobs_health_shows_its_strip_rates_percentiles_streak_and_next_fire(

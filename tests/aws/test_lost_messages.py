@@ -130,9 +130,7 @@ def test_queues_lost_with_the_tables_intact_are_rebuilt_and_every_instant_runs_o
     assert not stack._held["normal"]
 
     report = recover_lost_queues(
-        stack.jobs,
-        stack.runs,
-        stack.queues,
+        stack.worker,
         job_keys=["payments/hello", "payments/crashy"],
         unfinished=[
             run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -33,6 +34,18 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | set):
         return [_plain(v) for v in value]
     return value
+
+
+def batch_get(db: Any, table: str, keys: Sequence[dict[str, Any]], **options: Any) -> Iterator[dict[str, Any]]:
+    """The items at ``keys`` (as plain values), 100 keys per BatchGetItem, unprocessed keys asked again.
+    ``options``: ProjectionExpression, ExpressionAttributeNames, ConsistentRead."""
+    for start in range(0, len(keys), 100):
+        request: dict[str, Any] = {table: {"Keys": list(keys[start : start + 100]), **options}}
+        while request:
+            response = db.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(table, []):
+                yield from_item(item)
+            request = response.get("UnprocessedKeys") or {}
 
 
 def is_conditional_failure(error: ClientError) -> bool:

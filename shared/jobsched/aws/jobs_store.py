@@ -25,7 +25,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from jobsched.aws.clients import client
-from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values, update_if
+from jobsched.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.breaker import BreakerState
 from jobsched.escalation import TARGET_PREFIX
 from jobsched.names import DUE_SHARDS, JobsKeys
@@ -136,36 +136,17 @@ class JobsStore:
         return _stored_job(from_item(item)) if item else None
 
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]:
-        """Spec items for up to any number of jobs, 100 per BatchGetItem, unprocessed keys retried."""
-        found: dict[str, StoredJob] = {}
-        for start in range(0, len(jobs), 100):
-            keys = [self._key(job, JobsKeys.SPEC) for job in jobs[start : start + 100]]
-            # Eventually consistent: the dispatcher compares versions with the due entry and skips a mismatch.
-            request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": False}}
-            while request:
-                response = self.db.batch_get_item(RequestItems=request)
-                for item in response.get("Responses", {}).get(self.table, []):
-                    stored = _stored_job(from_item(item))
-                    found[stored.key] = stored
-                request = response.get("UnprocessedKeys") or {}
-        return found
+        """Spec items for up to any number of jobs."""
+        # Eventually consistent: the dispatcher compares versions with the due entry and skips a mismatch.
+        keys = [self._key(job, JobsKeys.SPEC) for job in jobs]
+        stored = (_stored_job(values) for values in batch_get(self.db, self.table, keys, ConsistentRead=False))
+        return {job.key: job for job in stored}
 
     def audit_marks(self, jobs: list[str]) -> dict[str, datetime]:
         """Each job's ``audited_to`` (absent for jobs written before the audit existed), from its STATE item."""
-        marks: dict[str, datetime] = {}
-        for start in range(0, len(jobs), 100):
-            keys = [self._key(job, JobsKeys.STATE) for job in jobs[start : start + 100]]
-            request: dict[str, Any] = {
-                self.table: {"Keys": keys, "ProjectionExpression": "pk, audited_to", "ConsistentRead": False}
-            }
-            while request:
-                response = self.db.batch_get_item(RequestItems=request)
-                for item in response.get("Responses", {}).get(self.table, []):
-                    values = from_item(item)
-                    if "audited_to" in values:
-                        marks[values["pk"]] = parse_instant(values["audited_to"])
-                request = response.get("UnprocessedKeys") or {}
-        return marks
+        keys = [self._key(job, JobsKeys.STATE) for job in jobs]
+        states = batch_get(self.db, self.table, keys, ProjectionExpression="pk, audited_to", ConsistentRead=False)
+        return {values["pk"]: parse_instant(values["audited_to"]) for values in states if "audited_to" in values}
 
     def create(
         self, spec: JobSpec, *, now: datetime, principal: str, next_fire_at: datetime | None, cursor: datetime
@@ -674,21 +655,13 @@ class JobsStore:
             holders = self.slot_holders(pk, sk)  # another worker changed them: judge again
         return SlotResult(False, holders)
 
-    def release_slot(self, pk: str, sk: str, *, holder: str, only_if_lease: str | None = None) -> None:
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "Key": self._key(pk, sk),
-            "UpdateExpression": "REMOVE slots.#h",
-            "ExpressionAttributeNames": {"#h": holder},
-        }
-        if only_if_lease is not None:
-            request["ConditionExpression"] = "slots.#h = :lease"
-            request["ExpressionAttributeValues"] = to_values({":lease": only_if_lease})
-        try:
-            self.db.update_item(**request)
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
+    def release_slot(self, pk: str, sk: str, *, holder: str) -> None:
+        self.db.update_item(
+            TableName=self.table,
+            Key=self._key(pk, sk),
+            UpdateExpression="REMOVE slots.#h",
+            ExpressionAttributeNames={"#h": holder},
+        )
 
     def slot_holders(self, pk: str, sk: str) -> dict[str, str]:
         response = self.db.get_item(TableName=self.table, Key=self._key(pk, sk), ConsistentRead=True)

@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.aws.clients import client
-from jobsched.aws.dynamo import from_item, is_conditional_failure, to_item, to_values, update_if
+from jobsched.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.dag import TASK_TERMINAL, TaskStatus
 from jobsched.names import LEASE_SHARDS, RunsKeys
 from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, parse_instant, truncate
@@ -198,25 +198,17 @@ class RunsStore:
 
     def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of these (job, run id) have ended (strongly consistent: a slot is freed on this answer)."""
-        found: set[tuple[str, str]] = set()
-        keys = sorted(runs)
-        for start in range(0, len(keys), 100):
-            request: dict[str, Any] = {
-                self.table: {
-                    "Keys": [self._key(job, run_id) for job, run_id in keys[start : start + 100]],
-                    "ProjectionExpression": "#job, #run, #status",
-                    "ExpressionAttributeNames": {"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
-                    "ConsistentRead": True,
-                }
-            }
-            while request:
-                response = self.db.batch_get_item(RequestItems=request)
-                for item in response.get("Responses", {}).get(self.table, []):
-                    values = from_item(item)
-                    if RunStatus(values["status"]) in TERMINAL:
-                        found.add((values[RunsKeys.PK], values[RunsKeys.SK]))
-                request = response.get("UnprocessedKeys") or {}
-        return found
+        found = batch_get(
+            self.db,
+            self.table,
+            [self._key(job, run_id) for job, run_id in sorted(runs)],
+            ProjectionExpression="#job, #run, #status",
+            ExpressionAttributeNames={"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
+            ConsistentRead=True,
+        )
+        return {
+            (values[RunsKeys.PK], values[RunsKeys.SK]) for values in found if RunStatus(values["status"]) in TERMINAL
+        }
 
     def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
         """The run ids of ``job`` between two run ids (inclusive): keys only, for the lost-message audit."""
