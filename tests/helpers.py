@@ -86,8 +86,18 @@ def recording_server() -> Iterator[RecordingServer]:
         server.shutdown()
 
 
+class SilentEndpoint(str):
+    """The URL of a silent server; `connections` counts the connections it has accepted so far."""
+
+    held: list[socket.socket]
+
+    @property
+    def connections(self) -> int:
+        return len(self.held)
+
+
 @contextmanager
-def silent_server() -> Iterator[str]:
+def silent_server() -> Iterator[SilentEndpoint]:
     """A loopback endpoint that accepts connections and never answers: the hung target or webhook."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
@@ -107,7 +117,9 @@ def silent_server() -> Iterator[str]:
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
+        endpoint = SilentEndpoint(f"http://127.0.0.1:{listener.getsockname()[1]}/hook")
+        endpoint.held = held
+        yield endpoint
     finally:
         stop.set()
         thread.join()

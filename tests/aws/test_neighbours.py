@@ -185,7 +185,7 @@ def test_a_never_answering_http_target_leaves_another_teams_run_in_the_same_batc
     # loaded 2-core CI machine), A ran into its timeout.
     assert quick.finished_at - slow.started_at < timedelta(seconds=3), "B never waited on A's target"
     assert slow.finished_at - slow.started_at >= timedelta(seconds=2)
-    assert 3 <= elapsed < 6, "the batch costs its slowest record's timeout, not the sum"
+    assert 3 <= elapsed < 8, "the batch lasts about its slowest record's timeout"
 
 
 def test_a_never_answering_webhook_leaves_another_teams_pages_on_time(
@@ -213,12 +213,11 @@ def test_a_never_answering_webhook_leaves_another_teams_pages_on_time(
             )
             deployed.sqs.send_message(QueueUrl=deployed.escalation_url, MessageBody=event.model_dump_json())
         events = deployed.sqs.receive_message(QueueUrl=deployed.escalation_url, MaxNumberOfMessages=10)["Messages"]
-        started = time.monotonic()
         batch = {"Records": [{**record_shape(raw), "eventSourceARN": "arn:aws:sqs:us-east-1:1:esc"} for raw in events]}
         assert escalation_handler(batch, FakeContext(function_name="jobsched-test-escalation")) == {
             "batchItemFailures": []
         }
-        assert time.monotonic() - started < 1.5, "incidents are stored and pages queued without touching the webhook"
+        assert hung.connections == 0, "incidents are stored and pages queued without touching the webhook"
 
         pages = deployed.sqs.receive_message(
             QueueUrl=deployed.page_deliveries_url, MaxNumberOfMessages=10, AttributeNames=["All"]
@@ -237,9 +236,12 @@ def test_a_never_answering_webhook_leaves_another_teams_pages_on_time(
             {"Records": [record_shape(raw) for raw in pages]}, FakeContext(function_name="jobsched-test-pages")
         )
         elapsed = time.monotonic() - started_pages
+        assert hung.connections == 1, "A's webhook was tried once"
     assert len(result["batchItemFailures"]) == 1, "A's page comes back for a later try"
-    assert published and published[0] < 1.5, "B's page went out without waiting on A's webhook"
-    assert 3 <= elapsed < 6
+    # Waiting on A's webhook would put B's publish at or after its 3 s timeout; the margins are wide because
+    # a loaded 2-core CI machine stretches every step.
+    assert published and published[0] < 3, "B's page went out without waiting on A's webhook"
+    assert 3 <= elapsed < 8, "the batch lasts about one webhook timeout"
     [page] = deployed.pages()
     assert page["topic"] == team_topic
 
