@@ -528,8 +528,8 @@ class LocalRuntime:
 
         from jobsched import wiring
         from jobsched.aws.dynamo import from_item
-        from jobsched.aws.runs_store import TASK_PREFIX, Run
         from jobsched.names import JobsKeys, RunsKeys
+        from jobsched.records import TASK_PREFIX, Run
         from jobsched.recovery import recover_lost_queues
         from jobsched.runs import TERMINAL
 

@@ -19,8 +19,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from jobsched.aws.runs_store import ParkedTask, Run, StaleAttempt, TaskState
-from jobsched.aws.targets import RunContext, TargetResult
 from jobsched.aws.workflows import Workflows
 from jobsched.dag import (
     TASK_FAILED,
@@ -40,11 +38,12 @@ from jobsched.dag import (
     run_result,
     task_retry,
 )
+from jobsched.records import ParkedTask, Run, RunContext, StaleAttempt, TargetResult, TaskState
 from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text
 from jobsched.spec import CallbackTarget, DagTask, JobSpec
 
 if TYPE_CHECKING:
-    from jobsched.aws.jobs_store import StoredJob
+    from jobsched.records import StoredJob
     from jobsched.worker import Outcome, Worker
 
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong

@@ -34,14 +34,15 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TypeVar
 
-from jobsched.aws.jobs_store import DueEntry, JobsStore, StoredJob
+from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import EscalationQueue, WorkQueues
-from jobsched.aws.runs_store import LOST_PREFIX, RunsStore
+from jobsched.aws.runs_store import RunsStore
 from jobsched.durations import format_duration
 from jobsched.escalation import EscalationEvent
 from jobsched.jobs import pause_job
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
 from jobsched.quotas import interleave_teams
+from jobsched.records import LOST_PREFIX, DueEntry, StoredJob
 from jobsched.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, compile_schedule, plan_due
 from jobsched.triggers import advance_backfill

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from jobsched.aws.jobs_store import JobsStore, StoredIncident, StoredJob, VersionConflict
+from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import PageQueue
 from jobsched.escalation import (
     OPENS,
@@ -34,6 +34,7 @@ from jobsched.escalation import (
 )
 from jobsched.jobs import pause_job
 from jobsched.pages import PageDelivery, page_deliveries
+from jobsched.records import StoredIncident, StoredJob, VersionConflict
 
 log = logging.getLogger(__name__)
 PRINCIPAL = "jobsched:escalation"

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobsched.aws.runs_store import Run
+from jobsched.records import Run
 from jobsched.runs import RunStatus
 
 DEFAULT_WINDOW = timedelta(days=7)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from jobsched.aws.runs_store import ParkedTask, Run, RunsStore, StaleAttempt
+from jobsched.aws.runs_store import RunsStore
 from jobsched.escalation import SYSTEM, EscalationEvent
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
+from jobsched.records import ParkedTask, Run, StaleAttempt
 from jobsched.runs import TERMINAL, instant_text
 from jobsched.worker import Worker, deadline_event
 

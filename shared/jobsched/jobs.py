@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobsched.aws.jobs_store import JobNotFound, JobsStore, StoredJob, VersionConflict
+from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
 from jobsched.dag import compile_definition, definition_text
 from jobsched.quotas import QuotaExceeded
+from jobsched.records import JobNotFound, StoredJob, VersionConflict
 from jobsched.runs import parse_instant
 from jobsched.schedule.engine import compile_schedule
 from jobsched.spec import JobSpec

@@ -14,7 +14,7 @@ from aws_lambda_powertools import Logger, Tracer
 from jobsched.signals import NAMESPACE, emit
 
 if TYPE_CHECKING:
-    from jobsched.aws.runs_store import Run
+    from jobsched.records import Run
 
 __all__ = [
     "NAMESPACE",

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobsched.aws.jobs_store import JobsStore
-from jobsched.aws.runs_store import Run, StaleAttempt
 from jobsched.jobs import first_fire_after
 from jobsched.names import JobsKeys
+from jobsched.records import Run, StaleAttempt
 from jobsched.runs import RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.spec import CallbackTarget
 from jobsched.worker import Worker

@@ -19,10 +19,11 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from jobsched.aws.jobs_store import JobNotFound, JobsStore
+from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import WorkQueues
-from jobsched.aws.runs_store import Run, RunsStore
+from jobsched.aws.runs_store import RunsStore
 from jobsched.names import JobsKeys
+from jobsched.records import JobNotFound, Run
 from jobsched.runs import (
     TERMINAL,
     RunMessage,

@@ -22,16 +22,17 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal
 
-from jobsched.aws.jobs_store import JobsStore, StoredJob
+from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import EscalationQueue, WorkQueues
-from jobsched.aws.runs_store import LOST_PREFIX, Run, RunsStore, StaleAttempt
-from jobsched.aws.targets import RunContext, TargetExecutor, TargetResult
+from jobsched.aws.runs_store import RunsStore
+from jobsched.aws.targets import TargetExecutor
 from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
 from jobsched.breaker import COOL_DOWN, FAILURES_TO_OPEN, BreakerState, circuit_event, target_key
 from jobsched.dag import DagTaskFailure, DagTaskMessage, run_budget
 from jobsched.dag_runs import DagRuns
 from jobsched.escalation import EscalationEvent
 from jobsched.names import JobsKeys
+from jobsched.records import LOST_PREFIX, Run, RunContext, StaleAttempt, StoredJob, TargetResult
 from jobsched.runs import (
     MAX_SQS_DELAY,
     TERMINAL,

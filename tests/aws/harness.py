@@ -25,8 +25,8 @@ from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.notify import Notifier
 from jobsched.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.aws.queues import EscalationQueue, PageQueue, WorkQueues, delay_seconds
-from jobsched.aws.runs_store import Run, RunsStore
-from jobsched.aws.targets import RunContext, TargetExecutor
+from jobsched.aws.runs_store import RunsStore
+from jobsched.aws.targets import TargetExecutor
 from jobsched.aws.workflows import Workflows
 from jobsched.dag import DagTaskFailure, WorkMessage, parse_work_message
 from jobsched.dispatch import Dispatcher
@@ -48,6 +48,7 @@ from jobsched.names import (
 )
 from jobsched.ownership import OwnershipGuard, ResourceKind, spec_resources
 from jobsched.pages import Delivered, PageDelivery, PageNotDelivered, PageSender
+from jobsched.records import Run, RunContext
 from jobsched.runs import RunMessage, parse_instant
 from jobsched.spec import JobSpec
 from jobsched.worker import Outcome, Worker

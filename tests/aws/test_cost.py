@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from jobsched.aws.jobs_store import StoredJob
+from jobsched.records import StoredJob
 from jobsched.spec import JobSpec
 from tests.aws.harness import Clock, Stack
 

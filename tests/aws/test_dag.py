@@ -18,10 +18,10 @@ from moto import mock_aws
 
 from infra.local.moto_patches import fresh_task_token_per_attempt
 from jobsched.aws.clients import reset_clients
-from jobsched.aws.runs_store import Run, StaleAttempt, TaskState
 from jobsched.aws.workflows import ExecutionNotOurs
 from jobsched.dag import TaskStatus, compile_definition, definition_text
 from jobsched.names import OWNER_TAG
+from jobsched.records import Run, StaleAttempt, TaskState
 from jobsched.runs import RunStatus
 from jobsched.spec import JobSpec
 from tests.aws.harness import Clock, FakeLambdas, Stack

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws.runs_store import StaleAttempt
 from jobsched.breaker import COOL_DOWN, FAILURES_TO_OPEN
 from jobsched.heartbeat import HeartbeatChecker
+from jobsched.records import StaleAttempt
 from jobsched.runs import RunStatus
 from tests.aws.harness import Clock, Stack
 

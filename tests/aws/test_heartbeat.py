@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from jobsched.aws.runs_store import StaleAttempt
 from jobsched.heartbeat import HeartbeatChecker
+from jobsched.records import StaleAttempt
 from jobsched.runs import RunStatus
 from tests.aws.harness import Clock, Stack
 

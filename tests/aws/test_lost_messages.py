@@ -8,9 +8,9 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from jobsched.aws.runs_store import LOST_PREFIX
 from jobsched.dispatch import LOST_AFTER
 from jobsched.jobs import pause_job, resume_job
+from jobsched.records import LOST_PREFIX
 from jobsched.recovery import recover_lost_queues
 from jobsched.runs import TERMINAL, RunStatus
 from tests.aws.harness import Clock, Crash, Stack

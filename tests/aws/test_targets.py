@@ -178,7 +178,7 @@ def test_executor_never_raises_for_aws_errors() -> None:
     def failing(function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
         raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "no"}}, "Invoke")
 
-    from jobsched.aws.targets import RunContext
+    from jobsched.records import RunContext
     from jobsched.spec import LambdaTarget
 
     class Owned:

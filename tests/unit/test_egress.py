@@ -14,10 +14,11 @@ import pytest
 import urllib3
 
 from jobsched.aws.notify import ChannelRefused, Notifier
-from jobsched.aws.targets import RunContext, TargetExecutor
+from jobsched.aws.targets import TargetExecutor
 from jobsched.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused, parse_url
 from jobsched.names import OWNER_TAG
 from jobsched.ownership import OwnershipGuard, ResourceRef
+from jobsched.records import RunContext
 from jobsched.spec import HttpTarget
 from tests.helpers import RecordingServer, recording_server
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobsched.aws.runs_store import Run
 from jobsched.health import job_health, percentile, worst_first
+from jobsched.records import Run
 from jobsched.runs import RunStatus
 from tests.helpers import utc
 

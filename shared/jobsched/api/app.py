@@ -41,9 +41,9 @@ from jobsched.api.models import (
     ValidationResult,
 )
 from jobsched.api.tokens import TOKEN_HEADER, CallbackClaim, CallbackTokens, InvalidToken, token_expiry
-from jobsched.aws.jobs_store import JobExists, JobNotFound, JobsStore, StoredJob, VersionConflict
+from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import WorkQueues
-from jobsched.aws.runs_store import Run, RunsStore, StaleAttempt
+from jobsched.aws.runs_store import RunsStore
 from jobsched.aws.workflows import WorkflowsNotConfigured
 from jobsched.dag import graph_from_values
 from jobsched.durations import parse_duration
@@ -55,6 +55,7 @@ from jobsched.jobs import DagDeployer, pause_job, put_job, resume_job
 from jobsched.jobs import delete_job as remove_job
 from jobsched.ownership import OwnershipGuard
 from jobsched.quotas import QuotaExceeded
+from jobsched.records import JobExists, JobNotFound, Run, StaleAttempt, StoredJob, VersionConflict
 from jobsched.runs import RunStatus, instant_text, job_key, moment_text
 from jobsched.schedule.engine import ScheduleTooExpensive, compile_schedule
 from jobsched.spec import CallbackTarget, JobSpec

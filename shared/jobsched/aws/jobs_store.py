@@ -18,7 +18,6 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -30,77 +29,12 @@ from jobsched.breaker import BreakerState
 from jobsched.escalation import TARGET_PREFIX
 from jobsched.names import DUE_SHARDS, JobsKeys
 from jobsched.quotas import TeamLimits
+from jobsched.records import DueEntry, JobExists, JobState, SlotResult, StoredIncident, StoredJob, VersionConflict
 from jobsched.runs import instant_text, parse_instant
 from jobsched.spec import JobSpec
 
-JobState = Literal["ACTIVE", "PAUSED"]
 QUOTA_CACHE_SECONDS = 60.0  # a limit change reaches every worker within a minute
 IDEMPOTENCY_KEY_SECONDS = 7 * 86400  # a trigger retried within a week gets the same run
-
-
-class JobNotFound(LookupError):
-    pass
-
-
-class VersionConflict(RuntimeError):
-    """The job changed since the caller read it (optimistic concurrency)."""
-
-
-class JobExists(RuntimeError):
-    pass
-
-
-@dataclass(frozen=True)
-class StoredJob:
-    spec: JobSpec
-    version: int
-    state: JobState
-    created_at: datetime
-    updated_at: datetime
-    updated_by: str
-    paused_reason: str | None = None
-    paused_by: str | None = None
-    paused_at: datetime | None = None
-
-    @property
-    def key(self) -> str:
-        return self.spec.key
-
-
-@dataclass(frozen=True)
-class StoredIncident:
-    """An incident as stored: its fields (JSON), a version, pages not yet sent, and whether it is resolved
-    (kept only until its resolve notices are out)."""
-
-    values: dict[str, Any]
-    version: int = 0
-    unsent: str | None = None  # JSON list of pages
-    resolved: bool = False
-
-    @classmethod
-    def from_values(cls, values: dict[str, Any]) -> StoredIncident:
-        return cls(
-            json.loads(values["incident"]), int(values["version"]), values.get("unsent"), bool(values.get("resolved"))
-        )
-
-
-@dataclass(frozen=True)
-class DueEntry:
-    job: str
-    next_fire_at: datetime
-    cursor: datetime
-    spec_version: int
-    sk: str = JobsKeys.STATE  # STATE for a job's schedule, BACKFILL#id for an active backfill
-
-    @property
-    def backfill_id(self) -> str | None:
-        return self.sk.removeprefix(JobsKeys.BACKFILL_PREFIX) if self.sk.startswith(JobsKeys.BACKFILL_PREFIX) else None
-
-
-@dataclass(frozen=True)
-class SlotResult:
-    acquired: bool
-    holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when not acquired
 
 
 def due_shard(job: str) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,124 +18,8 @@ from jobsched.aws.clients import client
 from jobsched.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.dag import TASK_TERMINAL, TaskStatus
 from jobsched.names import LEASE_SHARDS, RunsKeys
+from jobsched.records import LOST_PREFIX, TASK_PREFIX, ParkedTask, Run, StaleAttempt, TaskState
 from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, parse_instant, truncate
-
-TASK_PREFIX = "TASK#"
-# The reason of a MISSED record written by the lost-message audit: the only MISSED a late message may start.
-LOST_PREFIX = "lost: "
-
-
-class StaleAttempt(RuntimeError):
-    """The run is no longer in the state this writer expected (another attempt or outcome won)."""
-
-
-@dataclass(frozen=True)
-class Run:
-    job: str
-    run_id: str
-    team: str
-    status: RunStatus
-    attempt: int
-    scheduled_at: datetime
-    fire_at: datetime
-    trigger: str
-    spec_version: int
-    correlation_id: str
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    lease_until: datetime | None = None
-    next_attempt_at: datetime | None = None
-    error: str | None = None
-    output: str | None = None
-    reason: str | None = None
-    lateness_ms: int | None = None  # first attempt's start minus its fire time, to the millisecond
-    deadline_at: datetime | None = None  # SLA deadline, while not yet reported missed or finished
-    execution_arn: str | None = None  # DAG runs: the Step Functions execution (named by the run id)
-    graph: dict[str, Any] | None = None  # DAG runs: the task graph the run started with
-
-    @classmethod
-    def from_values(cls, values: dict[str, Any]) -> Run:
-        def instant(name: str) -> datetime | None:
-            return parse_instant(values[name]) if values.get(name) else None
-
-        return cls(
-            job=values[RunsKeys.PK],
-            run_id=values[RunsKeys.SK],
-            team=values["team"],
-            status=RunStatus(values["status"]),
-            attempt=int(values["attempt"]),
-            scheduled_at=parse_instant(values["scheduled_at"]),
-            fire_at=parse_instant(values["fire_at"]),
-            trigger=values["trigger"],
-            spec_version=int(values["spec_version"]),
-            correlation_id=values.get("correlation_id", ""),
-            started_at=instant("started_at"),
-            finished_at=instant("finished_at"),
-            lease_until=instant("lease_until"),
-            next_attempt_at=instant("next_attempt_at"),
-            error=values.get("error"),
-            output=values.get("output"),
-            reason=values.get("reason"),
-            lateness_ms=int(values["lateness_ms"]) if "lateness_ms" in values else None,
-            deadline_at=instant(RunsKeys.DEADLINE_AT),
-            execution_arn=values.get("execution_arn"),
-            graph=values.get("graph"),
-        )
-
-    def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:
-        """The run message for this run (by default its current attempt, due at its own fire time)."""
-        return RunMessage(
-            job=self.job,
-            team=self.team,
-            run_id=self.run_id,
-            scheduled_at=instant_text(self.scheduled_at),
-            fire_at=instant_text(fire_at or self.fire_at),
-            attempt=attempt or self.attempt,
-            spec_version=self.spec_version,
-            trigger=self.trigger,
-            correlation_id=self.correlation_id,
-        )
-
-
-@dataclass(frozen=True)
-class TaskState:
-    """One task of a DAG run: its own item, in the run's task partition."""
-
-    name: str
-    status: TaskStatus
-    attempt: int
-    token: str | None = None  # the Step Functions token of the current attempt
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    lease_until: datetime | None = None
-    error: str | None = None
-    output: str | None = None
-
-    @classmethod
-    def from_values(cls, values: dict[str, Any]) -> TaskState:
-        def instant(name: str) -> datetime | None:
-            return parse_instant(values[name]) if values.get(name) else None
-
-        return cls(
-            name=values[RunsKeys.SK].removeprefix(TASK_PREFIX),
-            status=TaskStatus(values["status"]),
-            attempt=int(values["attempt"]),
-            token=values.get("token"),
-            started_at=instant("started_at"),
-            finished_at=instant("finished_at"),
-            lease_until=instant("lease_until"),
-            error=values.get("error"),
-            output=values.get("output"),
-        )
-
-
-@dataclass(frozen=True)
-class ParkedTask:
-    """A DAG task waiting for its dependencies whose state expects a heartbeat."""
-
-    job: str
-    run_id: str
-    task: TaskState
 
 
 def task_partition(job: str, run_id: str) -> str:

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -18,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from jobsched.aws.ownership import TeamSessions
 from jobsched.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused, parse_url
 from jobsched.ownership import NotOwned, OwnershipGuard, target_resources
+from jobsched.records import RunContext, TargetResult
 from jobsched.spec import (
     CallbackTarget,
     EventBridgeTarget,
@@ -28,48 +28,8 @@ from jobsched.spec import (
     parse_secret_ref,
 )
 
-Outcome = Literal["succeeded", "failed", "pending"]
 HTTP_RETRIES_WITHIN_ATTEMPT = 2  # quick retries of 5xx/connection errors before the attempt fails
 MIN_REQUEST_SECONDS = 1.0  # a retry needs at least this much of the attempt's timeout left
-
-
-@dataclass(frozen=True)
-class RunContext:
-    job: str
-    team: str
-    run_id: str
-    attempt: int
-    scheduled_at: str
-    correlation_id: str
-    payload_override: Any = None
-    task: str | None = None  # DAG runs: the task this attempt is of
-
-    @property
-    def idempotency_key(self) -> str:
-        """A run's id; for a DAG task, run id + task + attempt (each attempt is its own execution)."""
-        return f"{self.run_id}-{self.task}-{self.attempt}" if self.task else self.run_id
-
-    def envelope(self) -> dict[str, Any]:
-        envelope = {
-            "job": self.job,
-            "team": self.team,
-            "run_id": self.run_id,
-            "attempt": self.attempt,
-            "scheduled_at": self.scheduled_at,
-            "correlation_id": self.correlation_id,
-            "idempotency_key": self.idempotency_key,
-        }
-        if self.task:
-            envelope["task"] = self.task
-        return envelope
-
-
-@dataclass(frozen=True)
-class TargetResult:
-    outcome: Outcome
-    output: str | None = None
-    error: str | None = None
-    retryable: bool = True
 
 
 def _not_allowed(refused: Exception) -> TargetResult:
