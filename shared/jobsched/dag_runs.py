@@ -38,6 +38,7 @@ from jobsched.dag import (
     run_result,
     task_retry,
 )
+from jobsched.ports import TaskRunsPort
 from jobsched.records import ParkedTask, Run, RunContext, StaleAttempt, TargetResult, TaskState
 from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text
 from jobsched.spec import CallbackTarget, DagTask, JobSpec
@@ -58,6 +59,7 @@ PARKED_HEARTBEAT_LEAD = timedelta(minutes=2)
 class DagRuns:
     worker: Worker
     workflows: Workflows
+    runs: TaskRunsPort  # the run store with DAG task records
 
     # ------------------------------------------------------------------------------ start
 
@@ -70,7 +72,7 @@ class DagRuns:
 
         spec = stored.spec
         assert spec.dag is not None
-        execution = self.worker.runs.set_workflow(
+        execution = self.runs.set_workflow(
             run.job,
             run.run_id,
             graph=graph_to_values(graph_of(spec.dag)),
@@ -97,7 +99,7 @@ class DagRuns:
 
         now = self.worker.clock()
         stored = self.worker.jobs.get(message.job, consistent=False)
-        run = self.worker.runs.get(message.job, message.run_id)
+        run = self.runs.get(message.job, message.run_id)
         priority = stored.spec.priority if stored else "normal"
         if run is None or run.graph is None:
             return Outcome("superseded", "no such DAG run", priority=priority)
@@ -109,7 +111,7 @@ class DagRuns:
             self.workflows.fail(message.token, TASK_UNKNOWN, f"task {message.task} is not in the job any more")
             return Outcome("failed", f"unknown task {message.task}", run=run, priority=priority)
 
-        tasks = self.worker.runs.tasks(run.job, run.run_id)
+        tasks = self.runs.tasks(run.job, run.run_id)
         mine = tasks.get(message.task)
         if mine is not None and mine.attempt > message.attempt:
             return Outcome("duplicate", f"task is at attempt {mine.attempt}", run=run, priority=priority)
@@ -120,7 +122,7 @@ class DagRuns:
         decision = decide(node, _statuses(tasks))
         if decision == "wait":
             if mine is None or mine.status is not TaskStatus.WAITING:
-                self.worker.runs.park_task(
+                self.runs.park_task(
                     run.job,
                     run.run_id,
                     message.task,
@@ -135,12 +137,12 @@ class DagRuns:
                 self.worker.after_step("park")
             # Read again after parking: a dependency finishing in between either sees our WAITING item
             # (and releases us) or finished before this read (and we go on now). Never neither.
-            tasks = self.worker.runs.tasks(run.job, run.run_id)
+            tasks = self.runs.tasks(run.job, run.run_id)
             decision = decide(node, _statuses(tasks))
             if decision == "wait":
                 return Outcome("waiting", "parked until its dependencies finish", run=run, priority=priority)
         if decision == "skip":
-            self.worker.runs.finish_task(
+            self.runs.finish_task(
                 run.job,
                 run.run_id,
                 message.task,
@@ -157,7 +159,7 @@ class DagRuns:
         if held is not None:
             return replace(held, run=run, priority=priority)
         lease = now + attempt_timeout(task) + LEASE_MARGIN
-        claimed = self.worker.runs.claim_task(
+        claimed = self.runs.claim_task(
             run.job,
             run.run_id,
             message.task,
@@ -191,12 +193,12 @@ class DagRuns:
         from jobsched.worker import Outcome
 
         stored = self.worker.jobs.get(notice.job, consistent=False)
-        run = self.worker.runs.get(notice.job, notice.run_id)
+        run = self.runs.get(notice.job, notice.run_id)
         if run is None or stored is None or run.status in TERMINAL:
             return Outcome("duplicate", "run finished")
         status = TaskStatus.TIMED_OUT if notice.error in TIMEOUT_ERRORS else TaskStatus.FAILED
         detail = f"{notice.error}: {notice.cause}" if notice.cause else (notice.error or "failed")
-        self.worker.runs.finish_task(
+        self.runs.finish_task(
             run.job,
             run.run_id,
             notice.task,
@@ -225,7 +227,7 @@ class DagRuns:
         result = TargetResult("succeeded", output=output) if succeeded else TargetResult("failed", error=error)
         assert state.token is not None
         self._record(run, stored, task, attempt, state.token, result, stored.spec.priority)
-        return self.worker.runs.get(job, run_id) or run
+        return self.runs.get(job, run_id) or run
 
     def heartbeat_external(self, job: str, run_id: str, task_name: str, attempt: int) -> Run:
         _, run, state, task = self._running_task(job, run_id, task_name, attempt)
@@ -245,7 +247,7 @@ class DagRuns:
         if not self.workflows.heartbeat(state.token):
             return False
         next_at = self.worker.clock() + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD
-        return self.worker.runs.parked_heartbeat_sent(
+        return self.runs.parked_heartbeat_sent(
             parked.job, parked.run_id, state.name, attempt=state.attempt, next_at=next_at
         )
 
@@ -257,11 +259,11 @@ class DagRuns:
             self.workflows.stop(run.execution_arn, cause=cause)
         if run.graph is None:
             return
-        tasks = self.worker.runs.tasks(run.job, run.run_id)
+        tasks = self.runs.tasks(run.job, run.run_id)
         for name in graph_from_values(run.graph):
             current = tasks.get(name)
             if current is None or current.status not in TASK_TERMINAL:
-                self.worker.runs.finish_task(
+                self.runs.finish_task(
                     run.job,
                     run.run_id,
                     name,
@@ -277,7 +279,7 @@ class DagRuns:
         """Release parked tasks that can now start; finish the run once every task has finished."""
         assert run.graph is not None
         graph = graph_from_values(run.graph)
-        tasks = self.worker.runs.tasks(run.job, run.run_id)
+        tasks = self.runs.tasks(run.job, run.run_id)
         statuses = _statuses(tasks)
         released = [
             (self._message(run, state), timedelta(0))
@@ -310,7 +312,7 @@ class DagRuns:
         if failing is not None:
             error = f"task {failing.name} {failing.status.value.lower()}: {failing.error or 'no detail'}"
         try:
-            finished = self.worker.runs.finish(
+            finished = self.runs.finish(
                 run.job,
                 run.run_id,
                 attempt=run.attempt,
@@ -339,7 +341,7 @@ class DagRuns:
         from jobsched.worker import Outcome
 
         now = self.worker.clock()
-        runs = self.worker.runs
+        runs = self.runs
         name = task.name
         superseded = Outcome("superseded", f"task {name} attempt {attempt} is no longer running", priority=priority)
 
@@ -421,8 +423,8 @@ class DagRuns:
         self, job: str, run_id: str, task_name: str, attempt: int
     ) -> tuple[StoredJob, Run, TaskState, DagTask]:
         stored = self.worker.jobs.get(job)
-        run = self.worker.runs.get(job, run_id)
-        state = self.worker.runs.tasks(job, run_id).get(task_name) if run else None
+        run = self.runs.get(job, run_id)
+        state = self.runs.tasks(job, run_id).get(task_name) if run else None
         task = _task(stored.spec if stored else None, task_name)
         if (
             stored is None

@@ -34,13 +34,11 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TypeVar
 
-from jobsched.aws.jobs_store import JobsStore
-from jobsched.aws.queues import EscalationQueue, WorkQueues
-from jobsched.aws.runs_store import RunsStore
 from jobsched.durations import format_duration
 from jobsched.escalation import EscalationEvent
 from jobsched.jobs import pause_job
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
+from jobsched.ports import EscalationsPort, JobsPort, RunsPort, WorkQueuesPort
 from jobsched.quotas import interleave_teams
 from jobsched.records import LOST_PREFIX, DueEntry, StoredJob
 from jobsched.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
@@ -97,14 +95,14 @@ class _JobPlan:
 
 @dataclass
 class Dispatcher:
-    jobs: JobsStore
-    runs: RunsStore
-    queues: WorkQueues
+    jobs: JobsPort
+    runs: RunsPort
+    queues: WorkQueuesPort
     lookahead: timedelta = LOOKAHEAD
     due_window: timedelta = DUE_WINDOW
     # Crash-injection hook for tests: called with (step, job) after "send" and after "missed" records.
     after_step: Callable[[str, str], None] | None = None
-    escalations: EscalationQueue | None = None  # missed instants are escalated as "missed schedule"
+    escalations: EscalationsPort | None = None  # missed instants are escalated as "missed schedule"
     lost_after: timedelta = LOST_AFTER
     job_budget: timedelta = JOB_BUDGET
     tick_budget: timedelta = TICK_BUDGET

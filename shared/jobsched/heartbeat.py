@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from jobsched.aws.runs_store import RunsStore
 from jobsched.escalation import SYSTEM, EscalationEvent
 from jobsched.names import DUE_SHARDS, LEASE_SHARDS
+from jobsched.ports import RunsPort
 from jobsched.records import ParkedTask, Run, StaleAttempt
 from jobsched.runs import TERMINAL, instant_text
 from jobsched.worker import Worker, deadline_event
@@ -35,7 +35,7 @@ class CheckReport:
 
 @dataclass
 class HeartbeatChecker:
-    runs: RunsStore
+    runs: RunsPort
     worker: Worker
 
     def check(self, now: datetime) -> CheckReport:

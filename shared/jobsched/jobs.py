@@ -8,6 +8,7 @@ from datetime import datetime
 from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
 from jobsched.dag import compile_definition, definition_text
+from jobsched.ports import JobsPort
 from jobsched.quotas import QuotaExceeded
 from jobsched.records import JobNotFound, StoredJob, VersionConflict
 from jobsched.runs import parse_instant
@@ -107,7 +108,7 @@ def _store_job(
     return stored, False
 
 
-def pause_job(store: JobsStore, job: str, *, now: datetime, principal: str, reason: str) -> StoredJob:
+def pause_job(store: JobsPort, job: str, *, now: datetime, principal: str, reason: str) -> StoredJob:
     current = _existing(store, job)
     if current.state == "PAUSED":
         return current
@@ -116,7 +117,7 @@ def pause_job(store: JobsStore, job: str, *, now: datetime, principal: str, reas
     )
 
 
-def resume_job(store: JobsStore, job: str, *, now: datetime, principal: str) -> StoredJob:
+def resume_job(store: JobsPort, job: str, *, now: datetime, principal: str) -> StoredJob:
     """Instants that fell while paused are not run: pausing means not running."""
     current = _existing(store, job)
     if current.state == "ACTIVE":
@@ -127,7 +128,7 @@ def resume_job(store: JobsStore, job: str, *, now: datetime, principal: str) -> 
     )
 
 
-def _existing(store: JobsStore, job: str) -> StoredJob:
+def _existing(store: JobsPort, job: str) -> StoredJob:
     current = store.get(job)
     if current is None:
         raise JobNotFound(job)

@@ -19,9 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobsched.aws.jobs_store import JobsStore
 from jobsched.jobs import first_fire_after
 from jobsched.names import JobsKeys
+from jobsched.ports import JobsPort
 from jobsched.records import Run, StaleAttempt
 from jobsched.runs import RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.spec import CallbackTarget
@@ -70,7 +70,7 @@ def recover_lost_queues(
     return report
 
 
-def _rewind(jobs: JobsStore, key: str) -> bool:
+def _rewind(jobs: JobsPort, key: str) -> bool:
     """Dispatch of an active job restarts after its audit mark."""
     stored = jobs.get(key)
     state = jobs.get_state(key)

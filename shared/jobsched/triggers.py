@@ -23,6 +23,7 @@ from jobsched.aws.jobs_store import JobsStore
 from jobsched.aws.queues import WorkQueues
 from jobsched.aws.runs_store import RunsStore
 from jobsched.names import JobsKeys
+from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort
 from jobsched.records import JobNotFound, Run
 from jobsched.runs import (
     TERMINAL,
@@ -157,7 +158,7 @@ def start_backfill(
     return get_backfill(jobs, job, backfill_id)
 
 
-def get_backfill(jobs: JobsStore, job: str, backfill_id: str) -> BackfillProgress:
+def get_backfill(jobs: JobsPort, job: str, backfill_id: str) -> BackfillProgress:
     item = jobs.get_backfill(job, backfill_id)
     if item is None:
         raise JobNotFound(f"{job} backfill {backfill_id}")
@@ -165,7 +166,7 @@ def get_backfill(jobs: JobsStore, job: str, backfill_id: str) -> BackfillProgres
 
 
 def advance_backfill(
-    jobs: JobsStore, runs: RunsStore, queues: WorkQueues, job: str, backfill_id: str, *, now: datetime
+    jobs: JobsPort, runs: RunsPort, queues: WorkQueuesPort, job: str, backfill_id: str, *, now: datetime
 ) -> BackfillProgress:
     """One step: count finished runs, send new instants up to max_in_flight, move the cursor."""
     item = jobs.get_backfill(job, backfill_id)
@@ -223,7 +224,7 @@ def advance_backfill(
     return get_backfill(jobs, job, backfill_id)
 
 
-def _take_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str, *, now: datetime) -> None:
+def _take_backfill_slots(jobs: JobsPort, job: str, team: str, backfill_id: str, *, now: datetime) -> None:
     holder = f"{job}#{backfill_id}"
     lease = now + BACKFILL_LEASE
     if not jobs.acquire_slot(job, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=1, now=now).acquired:
@@ -236,7 +237,7 @@ def _take_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str,
         raise BackfillLimit(f"team {team} already has {limit} backfills running (its max_backfills)")
 
 
-def _renew_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str, *, now: datetime) -> None:
+def _renew_backfill_slots(jobs: JobsPort, job: str, team: str, backfill_id: str, *, now: datetime) -> None:
     """Extend the running backfill's leases. Never refuses: it holds its slots already (a lease lost to
     eviction after a day without steps is simply not taken back), and a refusal here would stop the tick."""
     holder = f"{job}#{backfill_id}"
@@ -247,7 +248,7 @@ def _renew_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str
     jobs.acquire_slot(team_slots, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=limit, now=now)
 
 
-def _release_backfill_slots(jobs: JobsStore, job: str, team: str, backfill_id: str) -> None:
+def _release_backfill_slots(jobs: JobsPort, job: str, team: str, backfill_id: str) -> None:
     holder = f"{job}#{backfill_id}"
     jobs.release_slot(f"{JobsKeys.TEAM_PREFIX}{team}", BACKFILL_SLOTS, holder=holder)
     jobs.release_slot(job, BACKFILL_SLOTS, holder=holder)

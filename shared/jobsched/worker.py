@@ -22,16 +22,13 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal
 
-from jobsched.aws.jobs_store import JobsStore
-from jobsched.aws.queues import EscalationQueue, WorkQueues
-from jobsched.aws.runs_store import RunsStore
-from jobsched.aws.targets import TargetExecutor
 from jobsched.aws.workflows import Workflows, WorkflowsNotConfigured
 from jobsched.breaker import COOL_DOWN, FAILURES_TO_OPEN, BreakerState, circuit_event, target_key
 from jobsched.dag import DagTaskFailure, DagTaskMessage, run_budget
 from jobsched.dag_runs import DagRuns
 from jobsched.escalation import EscalationEvent
 from jobsched.names import JobsKeys
+from jobsched.ports import EscalationsPort, JobsPort, RunsPort, TargetsPort, TaskRunsPort, WorkQueuesPort
 from jobsched.records import LOST_PREFIX, Run, RunContext, StaleAttempt, StoredJob, TargetResult
 from jobsched.runs import (
     MAX_SQS_DELAY,
@@ -79,11 +76,11 @@ class Outcome:
 
 @dataclass
 class Worker:
-    jobs: JobsStore
-    runs: RunsStore
-    queues: WorkQueues
-    escalations: EscalationQueue
-    targets: TargetExecutor
+    jobs: JobsPort
+    runs: RunsPort
+    queues: WorkQueuesPort
+    escalations: EscalationsPort
+    targets: TargetsPort
     clock: Callable[[], datetime]
     # Hooks for crash-injection tests: called right after the named step.
     after_step: Callable[[str], None] = field(default=lambda step: None)
@@ -95,7 +92,9 @@ class Worker:
     def dags(self) -> DagRuns:
         if self.workflows is None:
             raise WorkflowsNotConfigured("this worker has no Step Functions access configured")
-        return DagRuns(self, self.workflows)
+        if not isinstance(self.runs, TaskRunsPort):
+            raise WorkflowsNotConfigured("this worker's run store keeps no DAG task records")
+        return DagRuns(self, self.workflows, self.runs)
 
     def process_any(self, message: RunMessage | DagTaskMessage | DagTaskFailure) -> Outcome:
         """One work-queue message of any kind: a run, a DAG task, or a DAG task's failure report."""
