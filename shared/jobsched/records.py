@@ -7,13 +7,15 @@ The stores (``jobsched.ports``) return these; the AWS and in-memory adapters bot
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import datetime
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from jobsched.dag import TaskStatus
-from jobsched.names import JobsKeys, RunsKeys
-from jobsched.runs import RunMessage, RunStatus, instant_text, parse_instant
+from jobsched.names import DUE_SHARDS, LEASE_SHARDS, JobsKeys, RunsKeys
+from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, parse_instant, truncate
 from jobsched.spec import JobSpec
 
 JobState = Literal["ACTIVE", "PAUSED"]
@@ -50,6 +52,56 @@ class StoredJob:
     @property
     def key(self) -> str:
         return self.spec.key
+
+    def changed_to(self, spec: JobSpec, *, now: datetime, principal: str) -> StoredJob:
+        """The next version with a new spec (its state and pause reason kept)."""
+        return replace(self, spec=spec, version=self.version + 1, updated_at=now, updated_by=principal)
+
+    def in_state(self, state: JobState, *, now: datetime, principal: str, reason: str | None) -> StoredJob:
+        """The next version, paused (with who, when and why) or active."""
+        paused = state == "PAUSED"
+        return replace(
+            self,
+            version=self.version + 1,
+            state=state,
+            updated_at=now,
+            updated_by=principal,
+            paused_reason=reason if paused else None,
+            paused_by=principal if paused else None,
+            paused_at=now if paused else None,
+        )
+
+    def to_values(self) -> dict[str, Any]:
+        """The spec item: keys, the spec as JSON, version and lifecycle state."""
+        return {
+            JobsKeys.PK: self.key,
+            JobsKeys.SK: JobsKeys.SPEC,
+            JobsKeys.TEAM: self.spec.team,
+            JobsKeys.NAME: self.spec.name,
+            "spec": self.spec.model_dump_json(exclude_none=True),
+            "version": self.version,
+            "state": self.state,
+            "created_at": instant_text(self.created_at),
+            "updated_at": instant_text(self.updated_at),
+            "updated_by": self.updated_by,
+            "paused_reason": self.paused_reason,
+            "paused_by": self.paused_by,
+            "paused_at": instant_text(self.paused_at) if self.paused_at else None,
+        }
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> StoredJob:
+        return cls(
+            spec=JobSpec.model_validate_json(values["spec"]),
+            version=int(values["version"]),
+            state=values["state"],
+            created_at=parse_instant(values["created_at"]),
+            updated_at=parse_instant(values["updated_at"]),
+            updated_by=values["updated_by"],
+            paused_reason=values.get("paused_reason"),
+            paused_by=values.get("paused_by"),
+            paused_at=parse_instant(values["paused_at"]) if values.get("paused_at") else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -238,3 +290,108 @@ class TargetResult:
     output: str | None = None
     error: str | None = None
     retryable: bool = True
+
+
+def due_shard(job: str) -> int:
+    """A stable shard for the job: crc32, so every process agrees."""
+    return zlib.crc32(job.encode()) % DUE_SHARDS
+
+
+def lease_shard(job: str, run_id: str) -> int:
+    return zlib.crc32(f"{job}/{run_id}".encode()) % LEASE_SHARDS
+
+
+def job_state_values(job: str, version: int, cursor: datetime, next_fire_at: datetime | None) -> dict[str, Any]:
+    """A job's STATE item as (re)written by a create or a spec change: the cursor, an audit mark at the cursor
+    (earlier instants are not the dispatcher's to account for), no slots taken, and the due entry."""
+    values: dict[str, Any] = {
+        JobsKeys.PK: job,
+        JobsKeys.SK: JobsKeys.STATE,
+        "cursor": instant_text(cursor),
+        "audited_to": instant_text(cursor),
+        "spec_version": version,
+        "slots": {},
+    }
+    if next_fire_at is not None:
+        values[JobsKeys.DUE_SHARD] = due_shard(job)
+        values[JobsKeys.NEXT_FIRE_AT] = instant_text(next_fire_at)
+    return values
+
+
+def run_base_values(message: RunMessage, now: datetime, retention: timedelta) -> dict[str, Any]:
+    """The fields every run record starts with (its key, instants, trigger and expiry)."""
+    return {
+        RunsKeys.PK: message.job,
+        RunsKeys.SK: message.run_id,
+        "team": message.team,
+        "scheduled_at": message.scheduled_at,
+        "fire_at": message.fire_at,
+        "trigger": message.trigger,
+        "spec_version": message.spec_version,
+        "correlation_id": message.correlation_id or message.run_id,
+        "created_at": instant_text(now),
+        RunsKeys.TTL: int((now + retention).timestamp()),
+    }
+
+
+def running_values(
+    job: str, run_id: str, now: datetime, lease_until: datetime | None, external: bool
+) -> dict[str, Any]:
+    """What an attempt's start sets: its start moment and lease."""
+    values: dict[str, Any] = {"started_at": moment_text(now)}
+    if lease_until is not None:
+        values["lease_until"] = instant_text(lease_until)
+        if external:
+            # Only runs whose result arrives from outside go on the lease index; for the others the
+            # SQS message is the lease (it comes back if the worker dies), so they cost no index write.
+            values[RunsKeys.LEASE_SHARD] = lease_shard(job, run_id)
+            values[RunsKeys.LEASE_EXPIRES_AT] = instant_text(lease_until)
+    return values
+
+
+def new_run_values(
+    message: RunMessage,
+    *,
+    status: RunStatus,
+    now: datetime,
+    retention: timedelta,
+    lease_until: datetime | None,
+    external: bool,
+    reason: str | None,
+    deadline: timedelta | None,
+) -> dict[str, Any]:
+    """A run record as first written (None values are not stored). ``deadline``: an unfinished run goes on
+    the deadlines index until it finishes or its deadline is reported."""
+    values: dict[str, Any] = {
+        **run_base_values(message, now, retention),
+        "status": status.value,
+        "attempt": message.attempt,
+        "reason": truncate(reason),
+    }
+    if deadline is not None and status not in TERMINAL:
+        values[RunsKeys.DEADLINE_SHARD] = lease_shard(message.job, message.run_id)
+        values[RunsKeys.DEADLINE_AT] = instant_text(parse_instant(message.scheduled_at) + deadline)
+    if status is RunStatus.RUNNING:
+        values |= running_values(message.job, message.run_id, now, lease_until, external)
+        values["lateness_ms"] = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
+    elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED, RunStatus.MISSED):
+        values["finished_at"] = moment_text(now)
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def slots_to_evict(
+    holders: dict[str, str],
+    holder: str,
+    *,
+    now: datetime,
+    limit: int,
+    ended: Callable[[list[str]], set[str]] | None,
+) -> list[str] | None:
+    """Which holders a slot write for ``holder`` evicts (lazy release): none when it holds one already, else
+    those whose lease expired and, only if still full, those whose runs ``ended``. None: no room."""
+    if holder in holders:
+        return []
+    stale = [h for h, lease in holders.items() if parse_instant(lease) <= now]
+    if len(holders) - len(stale) >= limit and ended is not None:
+        stale += sorted(ended([h for h in holders if h not in stale]))
+    return None if len(holders) - len(stale) >= limit else stale

@@ -16,7 +16,6 @@ import hashlib
 import json
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -27,19 +26,25 @@ from jobsched.aws.clients import client
 from jobsched.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.breaker import BreakerState
 from jobsched.escalation import TARGET_PREFIX
-from jobsched.names import DUE_SHARDS, JobsKeys
+from jobsched.names import JobsKeys
 from jobsched.quotas import TeamLimits
-from jobsched.records import DueEntry, JobExists, JobState, SlotResult, StoredIncident, StoredJob, VersionConflict
+from jobsched.records import (
+    DueEntry,
+    JobExists,
+    JobState,
+    SlotResult,
+    StoredIncident,
+    StoredJob,
+    VersionConflict,
+    due_shard,
+    job_state_values,
+    slots_to_evict,
+)
 from jobsched.runs import instant_text, parse_instant
 from jobsched.spec import JobSpec
 
 QUOTA_CACHE_SECONDS = 60.0  # a limit change reaches every worker within a minute
 IDEMPOTENCY_KEY_SECONDS = 7 * 86400  # a trigger retried within a week gets the same run
-
-
-def due_shard(job: str) -> int:
-    """A stable shard for the job: crc32, so every process agrees."""
-    return zlib.crc32(job.encode()) % DUE_SHARDS
 
 
 def spec_digest(spec: JobSpec | None) -> str:
@@ -67,13 +72,15 @@ class JobsStore:
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None:
         response = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=consistent)
         item = response.get("Item")
-        return _stored_job(from_item(item)) if item else None
+        return StoredJob.from_values(from_item(item)) if item else None
 
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]:
         """Spec items for up to any number of jobs."""
         # Eventually consistent: the dispatcher compares versions with the due entry and skips a mismatch.
         keys = [self._key(job, JobsKeys.SPEC) for job in jobs]
-        stored = (_stored_job(values) for values in batch_get(self.db, self.table, keys, ConsistentRead=False))
+        stored = (
+            StoredJob.from_values(values) for values in batch_get(self.db, self.table, keys, ConsistentRead=False)
+        )
         return {job.key: job for job in stored}
 
     def audit_marks(self, jobs: list[str]) -> dict[str, datetime]:
@@ -117,17 +124,7 @@ class JobsStore:
         cursor: datetime,
     ) -> StoredJob:
         """New spec at version + 1, conditional on ``current.version``; dispatch restarts at ``cursor``."""
-        stored = StoredJob(
-            spec,
-            current.version + 1,
-            current.state,
-            current.created_at,
-            now,
-            principal,
-            current.paused_reason,
-            current.paused_by,
-            current.paused_at,
-        )
+        stored = current.changed_to(spec, now=now, principal=principal)
         self._transact_versioned(
             current,
             [
@@ -151,17 +148,7 @@ class JobsStore:
     ) -> StoredJob:
         """Pause (leaves the due index) or resume (re-enters it at ``cursor``)."""
         paused = state == "PAUSED"
-        stored = StoredJob(
-            current.spec,
-            current.version + 1,
-            state,
-            current.created_at,
-            now,
-            principal,
-            reason if paused else None,
-            principal if paused else None,
-            now if paused else None,
-        )
+        stored = current.in_state(state, now=now, principal=principal, reason=reason)
         self._transact_versioned(
             current,
             [
@@ -550,14 +537,9 @@ class JobsStore:
         """
         holders = self.slot_holders(pk, sk)
         for _ in range(3):
-            if holder in holders:
-                stale: list[str] = []
-            else:
-                stale = [h for h, lease in holders.items() if parse_instant(lease) <= now]
-                if len(holders) - len(stale) >= limit and ended is not None:
-                    stale += sorted(ended([h for h in holders if h not in stale]))
-                if len(holders) - len(stale) >= limit:
-                    return SlotResult(False, holders)
+            stale = slots_to_evict(holders, holder, now=now, limit=limit, ended=ended)
+            if stale is None:
+                return SlotResult(False, holders)
             names = {"#h": holder}
             values: dict[str, Any] = {":lease": instant_text(lease_until), ":room": limit + len(stale)}
             update = "SET slots.#h = :lease"
@@ -686,23 +668,7 @@ class JobsStore:
         return to_item({JobsKeys.PK: pk, JobsKeys.SK: sk})
 
     def _spec_item(self, stored: StoredJob) -> dict[str, Any]:
-        return to_item(
-            {
-                JobsKeys.PK: stored.key,
-                JobsKeys.SK: JobsKeys.SPEC,
-                JobsKeys.TEAM: stored.spec.team,
-                JobsKeys.NAME: stored.spec.name,
-                "spec": stored.spec.model_dump_json(exclude_none=True),
-                "version": stored.version,
-                "state": stored.state,
-                "created_at": instant_text(stored.created_at),
-                "updated_at": instant_text(stored.updated_at),
-                "updated_by": stored.updated_by,
-                "paused_reason": stored.paused_reason,
-                "paused_by": stored.paused_by,
-                "paused_at": instant_text(stored.paused_at) if stored.paused_at else None,
-            }
-        )
+        return to_item(stored.to_values())
 
     def _versioned_put(self, stored: StoredJob, expected_version: int) -> dict[str, Any]:
         return {
@@ -712,19 +678,9 @@ class JobsStore:
             "ExpressionAttributeValues": to_values({":v": expected_version}),
         }
 
-    def _state_item(self, job: str, version: int, cursor: datetime, next_fire_at: datetime | None) -> dict[str, Any]:
-        values: dict[str, Any] = {
-            JobsKeys.PK: job,
-            JobsKeys.SK: JobsKeys.STATE,
-            "cursor": instant_text(cursor),
-            "audited_to": instant_text(cursor),
-            "spec_version": version,
-            "slots": {},
-        }
-        if next_fire_at is not None:
-            values[JobsKeys.DUE_SHARD] = due_shard(job)
-            values[JobsKeys.NEXT_FIRE_AT] = instant_text(next_fire_at)
-        return to_item(values)
+    @staticmethod
+    def _state_item(job: str, version: int, cursor: datetime, next_fire_at: datetime | None) -> dict[str, Any]:
+        return to_item(job_state_values(job, version, cursor, next_fire_at))
 
     def _state_update(
         self, job: str, stored: StoredJob, cursor: datetime, next_fire_at: datetime | None
@@ -785,17 +741,3 @@ class JobsStore:
             if is_conditional_failure(error):
                 raise VersionConflict(f"{current.key} is no longer at version {current.version}") from None
             raise
-
-
-def _stored_job(values: dict[str, Any]) -> StoredJob:
-    return StoredJob(
-        spec=JobSpec.model_validate_json(values["spec"]),
-        version=int(values["version"]),
-        state=values["state"],
-        created_at=parse_instant(values["created_at"]),
-        updated_at=parse_instant(values["updated_at"]),
-        updated_by=values["updated_by"],
-        paused_reason=values.get("paused_reason"),
-        paused_by=values.get("paused_by"),
-        paused_at=parse_instant(values["paused_at"]) if values.get("paused_at") else None,
-    )

@@ -7,7 +7,6 @@ never changed by a loser.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,18 +16,24 @@ from botocore.exceptions import ClientError
 from jobsched.aws.clients import client
 from jobsched.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.dag import TASK_TERMINAL, TaskStatus
-from jobsched.names import LEASE_SHARDS, RunsKeys
-from jobsched.records import LOST_PREFIX, TASK_PREFIX, ParkedTask, Run, StaleAttempt, TaskState
-from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, parse_instant, truncate
+from jobsched.names import RunsKeys
+from jobsched.records import (
+    LOST_PREFIX,
+    TASK_PREFIX,
+    ParkedTask,
+    Run,
+    StaleAttempt,
+    TaskState,
+    lease_shard,
+    new_run_values,
+    running_values,
+)
+from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, truncate
 
 
 def task_partition(job: str, run_id: str) -> str:
     """Tasks live under their own partition key, so listing a job's runs never reads them."""
     return f"{job}#{run_id}"
-
-
-def lease_shard(job: str, run_id: str) -> int:
-    return zlib.crc32(f"{job}/{run_id}".encode()) % LEASE_SHARDS
 
 
 class RunsStore:
@@ -126,20 +131,16 @@ class RunsStore:
     ) -> Run | None:
         """Create the run; None if it exists already (the caller reads what is there). ``deadline``: an
         unfinished run goes on the deadlines index until it finishes or its deadline is reported."""
-        values: dict[str, Any] = {
-            **self._base(message, now, retention),
-            "status": status.value,
-            "attempt": message.attempt,
-            "reason": truncate(reason),
-        }
-        if deadline is not None and status not in TERMINAL:
-            values[RunsKeys.DEADLINE_SHARD] = lease_shard(message.job, message.run_id)
-            values[RunsKeys.DEADLINE_AT] = instant_text(parse_instant(message.scheduled_at) + deadline)
-        if status is RunStatus.RUNNING:
-            values |= self._running(message.job, message.run_id, now, lease_until, external)
-            values["lateness_ms"] = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
-        elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED, RunStatus.MISSED):
-            values["finished_at"] = moment_text(now)
+        values = new_run_values(
+            message,
+            status=status,
+            now=now,
+            retention=retention,
+            lease_until=lease_until,
+            external=external,
+            reason=reason,
+            deadline=deadline,
+        )
         try:
             self.db.put_item(
                 TableName=self.table,
@@ -182,7 +183,7 @@ class RunsStore:
             ":running": RunStatus.RUNNING.value,
             ":attempt": attempt,
         }
-        running = self._running(job, run_id, now, lease_until, external)
+        running = running_values(job, run_id, now, lease_until, external)
         sets = ["#status = :running", "attempt = :attempt"]
         for index, (name, value) in enumerate(running.items()):
             sets.append(f"{name} = :r{index}")
@@ -550,32 +551,6 @@ class RunsStore:
                 raise StaleAttempt(f"{job} {run_id}: {condition} no longer holds") from None
             raise
         return Run.from_values(from_item(response["Attributes"]))
-
-    def _base(self, message: RunMessage, now: datetime, retention: timedelta) -> dict[str, Any]:
-        return {
-            RunsKeys.PK: message.job,
-            RunsKeys.SK: message.run_id,
-            "team": message.team,
-            "scheduled_at": message.scheduled_at,
-            "fire_at": message.fire_at,
-            "trigger": message.trigger,
-            "spec_version": message.spec_version,
-            "correlation_id": message.correlation_id or message.run_id,
-            "created_at": instant_text(now),
-            RunsKeys.TTL: int((now + retention).timestamp()),
-        }
-
-    @staticmethod
-    def _running(job: str, run_id: str, now: datetime, lease_until: datetime | None, external: bool) -> dict[str, Any]:
-        values: dict[str, Any] = {"started_at": moment_text(now)}
-        if lease_until is not None:
-            values["lease_until"] = instant_text(lease_until)
-            if external:
-                # Only runs whose result arrives from outside go on the lease index; for the others the
-                # SQS message is the lease (it comes back if the worker dies), so they cost no index write.
-                values[RunsKeys.LEASE_SHARD] = lease_shard(job, run_id)
-                values[RunsKeys.LEASE_EXPIRES_AT] = instant_text(lease_until)
-        return values
 
     @staticmethod
     def _key(job: str, run_id: str) -> dict[str, Any]:

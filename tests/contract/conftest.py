@@ -1,0 +1,47 @@
+"""Every contract case runs twice: against the AWS adapters on moto and against the memory adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from jobsched.aws.jobs_store import JobsStore
+from jobsched.aws.runs_store import RunsStore
+from jobsched.memory import MemoryJobs, MemoryRuns
+from jobsched.names import JOBS_TABLE, RUNS_TABLE
+from jobsched.ports import JobsPort, RunsPort
+from jobsched.records import Run
+
+
+@dataclass
+class Stores:
+    jobs: JobsPort
+    runs: RunsPort
+    finished: list[Run] = field(default_factory=list)
+
+
+@pytest.fixture(params=["moto", "memory"])
+def stores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stores]:
+    if request.param == "memory":
+        finished: list[Run] = []
+        yield Stores(MemoryJobs(), MemoryRuns(on_finished=finished.append), finished)
+        return
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("JOBSCHED_AWS_ENDPOINT", raising=False)
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(**JOBS_TABLE.create_table_kwargs("contract-jobs"))
+        dynamodb.create_table(**RUNS_TABLE.create_table_kwargs("contract-runs"))
+        finished = []
+        runs = RunsStore("contract-runs", dynamodb, on_finished=finished.append)
+        yield Stores(JobsStore("contract-jobs", dynamodb), runs, finished)

@@ -1,0 +1,208 @@
+"""The JobsPort contract: what the dispatcher and the worker rely on, for every adapter."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from jobsched.records import JobExists, StoredJob, VersionConflict, due_shard
+from jobsched.runs import parse_instant
+from jobsched.spec import JobSpec
+from tests.contract.conftest import Stores
+
+T0 = parse_instant("2027-01-04T09:00:00Z")
+JOB = "payments/job"
+
+
+def spec(name: str = "job", team: str = "payments", expression: str = "* * * * *") -> JobSpec:
+    return JobSpec.model_validate(
+        {"name": name, "team": team, "schedule": {"expression": expression}, "target": {"type": "callback"}}
+    )
+
+
+def create(stores: Stores, name: str = "job", *, next_fire_at: str | None = "2027-01-04T09:01:00Z") -> StoredJob:
+    return stores.jobs.create(
+        spec(name),
+        now=T0,
+        principal="alice",
+        next_fire_at=parse_instant(next_fire_at) if next_fire_at else None,
+        cursor=T0,
+    )
+
+
+def test_a_job_is_created_once_and_read_back(stores: Stores) -> None:
+    stored = create(stores)
+    assert stores.jobs.get("payments/job") == stored
+    assert stores.jobs.get("payments/job", consistent=False) == stored
+    assert stores.jobs.get("payments/other") is None
+    with pytest.raises(JobExists):
+        create(stores)
+    assert stores.jobs.get_many(["payments/job", "payments/other"]) == {"payments/job": stored}
+
+
+def test_a_change_is_conditional_on_the_version_read_and_keeps_the_slots(stores: Stores) -> None:
+    stored = create(stores)
+    taken = stores.jobs.acquire_slot(
+        "payments/job", "STATE", holder="r1", lease_until=T0 + timedelta(hours=1), limit=1, now=T0
+    )
+    assert taken.acquired
+    later = T0 + timedelta(minutes=5)
+    changed = stores.jobs.replace(
+        stored, spec(expression="0 * * * *"), now=later, principal="bob", next_fire_at=later, cursor=later
+    )
+    assert changed.version == 2 and stores.jobs.get("payments/job") == changed
+    with pytest.raises(VersionConflict):
+        stores.jobs.replace(stored, spec(), now=later, principal="eve", next_fire_at=later, cursor=later)
+    state = stores.jobs.get_state("payments/job")
+    assert state is not None and state["spec_version"] == 2 and state["cursor"] == "2027-01-04T09:05:00Z"
+    assert stores.jobs.slot_holders("payments/job", "STATE") == {"r1": "2027-01-04T10:00:00Z"}
+
+
+def test_the_due_index_lists_only_due_active_jobs_of_the_shard_in_time_order(stores: Stores) -> None:
+    names = [f"job{index}" for index in range(40)]
+    for index, name in enumerate(names):
+        create(stores, name, next_fire_at=f"2027-01-04T09:{index % 20:02d}:00Z")
+    paused = stores.jobs.get("payments/job0")
+    assert paused is not None
+    stores.jobs.set_state(
+        paused, "PAUSED", now=T0, principal="alice", reason="maintenance", next_fire_at=None, cursor=T0
+    )
+    until = parse_instant("2027-01-04T09:09:00Z")
+    for shard in {due_shard(f"payments/{name}") for name in names}:
+        entries = list(stores.jobs.due(shard, until))
+        expected = sorted(
+            (f"2027-01-04T09:{index % 20:02d}:00Z", f"payments/{name}")
+            for index, name in enumerate(names)
+            if due_shard(f"payments/{name}") == shard and index % 20 <= 9 and name != "job0"
+        )
+        assert [(e.next_fire_at.strftime("%Y-%m-%dT%H:%M:%SZ"), e.job) for e in entries] == expected
+        assert all(e.sk == "STATE" and e.cursor == T0 and e.spec_version == 1 for e in entries)
+    resumed = stores.jobs.get("payments/job0")
+    assert resumed is not None and resumed.state == "PAUSED" and resumed.paused_reason == "maintenance"
+    stores.jobs.set_state(resumed, "ACTIVE", now=T0, principal="alice", reason=None, next_fire_at=T0, cursor=T0)
+    assert "payments/job0" in {e.job for e in stores.jobs.due(due_shard("payments/job0"), until)}
+
+
+def test_advancing_the_cursor_is_conditional_on_cursor_version_and_due_entry(stores: Stores) -> None:
+    create(stores)
+    one, two = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
+    assert not stores.jobs.advance("payments/job", spec_version=2, old_cursor=T0, cursor=one, next_fire_at=two)
+    assert stores.jobs.advance(
+        "payments/job", spec_version=1, old_cursor=T0, cursor=one, next_fire_at=two, audited_to=one
+    )
+    assert not stores.jobs.advance("payments/job", spec_version=1, old_cursor=T0, cursor=one, next_fire_at=two)
+    assert stores.jobs.audit_marks(["payments/job", "payments/none"]) == {"payments/job": one}
+    [entry] = stores.jobs.due(due_shard("payments/job"), two)
+    assert entry.cursor == one and entry.next_fire_at == two
+    assert stores.jobs.advance("payments/job", spec_version=1, old_cursor=one, cursor=two, next_fire_at=None)
+    assert list(stores.jobs.due(due_shard("payments/job"), two + timedelta(days=1))) == []
+    assert not stores.jobs.advance("payments/job", spec_version=1, old_cursor=two, cursor=two, next_fire_at=two)
+
+
+def test_slots_are_limited_idempotent_and_evict_expired_or_ended_holders(stores: Stores) -> None:
+    create(stores)
+    lease = T0 + timedelta(minutes=10)
+
+    def take(holder: str, *, now: object = T0, ended: set[str] | None = None) -> bool:
+        answer = stores.jobs.acquire_slot(
+            "payments/job",
+            "STATE",
+            holder=holder,
+            lease_until=lease,
+            limit=2,
+            now=now,  # type: ignore[arg-type]
+            ended=(lambda holders: {h for h in holders if h in ended}) if ended is not None else None,
+        )
+        return answer.acquired
+
+    assert take("r1") and take("r2") and take("r1"), "the same holder again is idempotent"
+    assert not take("r3"), "two of two taken"
+    refused = stores.jobs.acquire_slot("payments/job", "STATE", holder="r3", lease_until=lease, limit=2, now=T0)
+    assert set(refused.holders) == {"r1", "r2"}
+    assert take("r3", ended={"r2"}), "an ended run's slot is taken over in the same write"
+    assert set(stores.jobs.slot_holders("payments/job", "STATE")) == {"r1", "r3"}
+    assert take("r4", now=lease + timedelta(seconds=1)), "expired leases are evicted"
+    stores.jobs.release_slot("payments/job", "STATE", holder="r4")
+    assert stores.jobs.slot_holders("payments/job", "STATE") == {}
+    team = "TEAM#payments"
+    assert stores.jobs.acquire_slot(team, "SLOTS#normal", holder="x", lease_until=lease, limit=1, now=T0).acquired
+
+
+def test_a_breaker_opens_at_the_threshold_once_and_reopens_after_its_cool_down(stores: Stores) -> None:
+    cool = timedelta(minutes=5)
+    results = [stores.jobs.breaker_failed("http://t", now=T0, threshold=3, cool_down=cool) for _ in range(4)]
+    assert results == [None, None, "opened", None]
+    state = stores.jobs.breaker("http://t")
+    assert state.failures == 4 and state.open_until == T0 + cool
+    after = T0 + cool + timedelta(seconds=1)
+    assert stores.jobs.breaker_failed("http://t", now=after, threshold=3, cool_down=cool) == "reopened"
+    assert stores.jobs.breaker_succeeded("http://t") is True
+    assert stores.jobs.breaker_succeeded("http://t") is False
+    assert stores.jobs.breaker("http://t").failures == 0
+
+
+def test_incident_marks_live_on_the_job_and_never_create_one(stores: Stores) -> None:
+    create(stores)
+    stores.jobs.mark_incident("payments/job", "failing", is_open=True)
+    stores.jobs.mark_incident("payments/job", "late", is_open=True)
+    stores.jobs.mark_incident("payments/job", "late", is_open=False)
+    assert stores.jobs.open_incidents("payments/job") == {"failing"}
+    stores.jobs.mark_incident("payments/gone", "failing", is_open=True)
+    assert stores.jobs.get_state("payments/gone") is None
+    assert stores.jobs.get_incident("payments/job", "failing") is None
+
+
+def test_team_limits_are_the_defaults_with_the_teams_overrides(stores: Stores) -> None:
+    defaults = stores.jobs.team_limits("payments")
+    changed = stores.jobs.set_team_limits("payments", {"max_running": 3, "max_jobs": 10})
+    assert (changed.max_running, changed.max_jobs) == (3, 10)
+    dropped = stores.jobs.set_team_limits("payments", {"max_running": None})
+    assert (dropped.max_running, dropped.max_jobs) == (defaults.max_running, 10)
+    with pytest.raises(ValueError):
+        stores.jobs.set_team_limits("payments", {"max_running": -1})
+
+
+def test_a_backfill_advances_only_from_the_progress_it_was_read_at(stores: Stores) -> None:
+    create(stores)
+    stores.jobs.put_backfill(
+        "payments/job", "b1", {"state": "RUNNING", "sent": 0, "spec_version": 1}, cursor=T0, due_at=T0
+    )
+    current = stores.jobs.get_backfill("payments/job", "b1")
+    assert current is not None and current["sent"] == 0
+    one = T0 + timedelta(minutes=1)
+    assert stores.jobs.update_backfill("payments/job", "b1", current, {"sent": 5}, cursor=one, due_at=one)
+    assert not stores.jobs.update_backfill("payments/job", "b1", current, {"sent": 9}, cursor=one, due_at=one)
+    [entry] = [e for e in stores.jobs.due(due_shard("payments/job/b1"), one) if e.backfill_id == "b1"]
+    assert entry.cursor == one
+    now = stores.jobs.get_backfill("payments/job", "b1")
+    assert now is not None and now["sent"] == 5
+    assert stores.jobs.update_backfill("payments/job", "b1", now, {"state": "DONE"}, cursor=None, due_at=None)
+    assert not [e for e in stores.jobs.due(due_shard("payments/job/b1"), one) if e.backfill_id == "b1"]
+    assert stores.jobs.get_backfill("payments/job", "none") is None
+
+
+def test_two_workers_evicting_the_same_ended_run_get_one_slot_between_them(stores: Stores) -> None:
+    """Worker A judges r2 ended; before A writes, worker B takes r2's slot. A's write must fail (r2 is no
+    longer the holder A judged) and A, judging again, finds no room."""
+    create(stores)
+    lease = T0 + timedelta(minutes=10)
+    for holder in ("r1", "r2"):
+        assert stores.jobs.acquire_slot(JOB, "STATE", holder=holder, lease_until=lease, limit=2, now=T0).acquired
+    interfered: list[bool] = []
+
+    def ended_while_b_takes_the_slot(holders: list[str]) -> set[str]:
+        if not interfered:
+            interfered.append(
+                stores.jobs.acquire_slot(
+                    JOB, "STATE", holder="b", lease_until=lease, limit=2, now=T0, ended=lambda hs: {"r2"} & set(hs)
+                ).acquired
+            )
+        return {"r2"} & set(holders)
+
+    answer = stores.jobs.acquire_slot(
+        JOB, "STATE", holder="a", lease_until=lease, limit=2, now=T0, ended=ended_while_b_takes_the_slot
+    )
+    assert interfered == [True]
+    assert not answer.acquired
+    assert set(stores.jobs.slot_holders(JOB, "STATE")) == {"r1", "b"}

@@ -1,0 +1,189 @@
+"""The RunsPort contract: a run is created once and every transition is fenced by status and attempt."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from jobsched.records import LOST_PREFIX, Run, StaleAttempt, lease_shard
+from jobsched.runs import RunMessage, RunStatus, parse_instant
+from tests.contract.conftest import Stores
+
+T0 = parse_instant("2027-01-04T09:00:00Z")
+DAY = timedelta(days=1)
+JOB = "payments/job"
+
+
+def message(minute: int = 0, *, attempt: int = 1) -> RunMessage:
+    at = T0 + timedelta(minutes=minute)
+    return RunMessage.scheduled(job=JOB, team="payments", at=at, fire_at=at, spec_version=1).for_attempt(attempt)
+
+
+def running(stores: Stores, minute: int = 0, *, external: bool = False, deadline: timedelta | None = None) -> str:
+    first = message(minute)
+    started = T0 + timedelta(minutes=minute, seconds=2)
+    lease = started + timedelta(minutes=15)
+    run = stores.runs.create(
+        first,
+        status=RunStatus.RUNNING,
+        now=started,
+        retention=DAY,
+        lease_until=lease,
+        external=external,
+        deadline=deadline,
+    )
+    assert run is not None
+    return first.run_id
+
+
+def test_a_run_is_created_once_and_a_terminal_creation_is_reported(stores: Stores) -> None:
+    run_id = running(stores)
+    run = stores.runs.get(JOB, run_id)
+    assert run is not None and run.status is RunStatus.RUNNING and run.attempt == 1 and run.lateness_ms == 2000
+    assert stores.runs.create(message(), status=RunStatus.RUNNING, now=T0, retention=DAY) is None
+    missed = stores.runs.create(message(1), status=RunStatus.MISSED, now=T0, retention=DAY, reason="outage")
+    assert missed is not None and missed.finished_at == T0 and missed.reason == "outage"
+    assert [r.run_id for r in stores.finished] == [missed.run_id]
+    assert stores.runs.get(JOB, "20990101T000000Z") is None
+
+
+def test_only_the_attempt_that_runs_may_finish_and_only_once(stores: Stores) -> None:
+    run_id = running(stores)
+    with pytest.raises(StaleAttempt):
+        stores.runs.finish(JOB, run_id, attempt=2, status=RunStatus.SUCCEEDED, now=T0)
+    done = stores.runs.finish(
+        JOB, run_id, attempt=1, status=RunStatus.SUCCEEDED, now=T0 + timedelta(seconds=3), output="ok"
+    )
+    assert done.status is RunStatus.SUCCEEDED and done.output == "ok" and done.error is None
+    with pytest.raises(StaleAttempt):
+        stores.runs.finish(JOB, run_id, attempt=1, status=RunStatus.FAILED, now=T0, error="late")
+    assert stores.runs.get(JOB, run_id) == done
+    assert [r.status for r in stores.finished] == [RunStatus.SUCCEEDED]
+    assert stores.runs.ended({(JOB, run_id), (JOB, "20990101T000000Z")}) == {(JOB, run_id)}
+
+
+def test_a_retry_waits_on_the_wakeups_index_until_its_next_attempt_starts(stores: Stores) -> None:
+    run_id = running(stores)
+    wake_at = T0 + timedelta(hours=1)
+    retrying = stores.runs.to_retrying(JOB, run_id, attempt=1, now=T0, next_attempt_at=wake_at, error="boom", wake=True)
+    assert retrying.status is RunStatus.RETRYING and retrying.next_attempt_at == wake_at and retrying.error == "boom"
+    shard = lease_shard(JOB, run_id)
+    assert [r.run_id for r in stores.runs.wakeups(shard, wake_at - timedelta(seconds=1))] == []
+    assert [r.run_id for r in stores.runs.wakeups(shard, wake_at)] == [run_id]
+    assert stores.runs.clear_wake(JOB, run_id, attempt=1) is True
+    assert stores.runs.clear_wake(JOB, run_id, attempt=1) is False
+    assert list(stores.runs.wakeups(shard, wake_at)) == []
+    with pytest.raises(StaleAttempt):
+        stores.runs.start_attempt(
+            JOB,
+            run_id,
+            expected_status=RunStatus.RETRYING,
+            expected_attempt=2,
+            attempt=3,
+            now=wake_at,
+            lease_until=wake_at,
+        )
+    second = stores.runs.start_attempt(
+        JOB,
+        run_id,
+        expected_status=RunStatus.RETRYING,
+        expected_attempt=1,
+        attempt=2,
+        now=wake_at,
+        lease_until=wake_at + DAY,
+    )
+    assert second.status is RunStatus.RUNNING and second.attempt == 2 and second.next_attempt_at is None
+    with pytest.raises(StaleAttempt):
+        stores.runs.to_retrying(JOB, run_id, attempt=1, now=wake_at, next_attempt_at=wake_at, error="x", wake=False)
+
+
+def test_a_crashed_attempt_is_taken_over_only_after_its_lease_ran_out(stores: Stores) -> None:
+    run_id = running(stores)
+    run = stores.runs.get(JOB, run_id)
+    assert run is not None and run.lease_until is not None
+    lease = run.lease_until
+
+    def take_over(now: datetime) -> Run:
+        return stores.runs.start_attempt(
+            JOB,
+            run_id,
+            expected_status=RunStatus.RUNNING,
+            expected_attempt=1,
+            attempt=2,
+            now=now,
+            lease_until=lease + DAY,
+            require_expired_lease=True,
+        )
+
+    with pytest.raises(StaleAttempt):
+        take_over(lease - timedelta(seconds=1))
+    extended = stores.runs.heartbeat(JOB, run_id, attempt=1, lease_until=lease + timedelta(minutes=5))
+    assert extended.lease_until == lease + timedelta(minutes=5)
+    ended = stores.runs.end_lease(JOB, run_id, attempt=1, now=T0 + timedelta(minutes=1))
+    assert ended.lease_until == T0 + timedelta(minutes=1)
+    taken = take_over(T0 + timedelta(minutes=1))
+    assert taken.attempt == 2
+    with pytest.raises(StaleAttempt):
+        stores.runs.heartbeat(JOB, run_id, attempt=1, lease_until=T0 + DAY)
+
+
+def test_a_missed_record_starts_only_when_the_audit_wrote_it_as_lost(stores: Stores) -> None:
+    lost = stores.runs.create(
+        message(0), status=RunStatus.MISSED, now=T0, retention=DAY, reason=LOST_PREFIX + "no record"
+    )
+    outage = stores.runs.create(message(1), status=RunStatus.MISSED, now=T0, retention=DAY, reason="outage")
+    assert lost is not None and outage is not None
+    later = T0 + timedelta(minutes=20)
+    with pytest.raises(StaleAttempt):
+        stores.runs.start_attempt(
+            JOB,
+            outage.run_id,
+            expected_status=RunStatus.MISSED,
+            expected_attempt=1,
+            attempt=1,
+            now=later,
+            lease_until=later,
+        )
+    started = stores.runs.start_attempt(
+        JOB,
+        lost.run_id,
+        expected_status=RunStatus.MISSED,
+        expected_attempt=1,
+        attempt=1,
+        now=later,
+        lease_until=later + DAY,
+        lateness_ms=1_200_000,
+    )
+    assert started.status is RunStatus.RUNNING and started.reason is None and started.finished_at is None
+    assert started.lateness_ms == 1_200_000
+
+
+def test_runs_awaiting_an_outside_result_and_runs_past_their_deadline_are_listed_until_handled(stores: Stores) -> None:
+    run_id = running(stores, external=True, deadline=timedelta(minutes=30))
+    run = stores.runs.get(JOB, run_id)
+    assert run is not None and run.lease_until is not None and run.deadline_at == T0 + timedelta(minutes=30)
+    shard = lease_shard(JOB, run_id)
+    assert list(stores.runs.expired_leases(shard, run.lease_until - timedelta(seconds=1))) == []
+    assert [r.run_id for r in stores.runs.expired_leases(shard, run.lease_until)] == [run_id]
+    assert [r.run_id for r in stores.runs.past_deadline(shard, T0 + timedelta(minutes=30))] == [run_id]
+    assert stores.runs.deadline_reported(JOB, run_id) is True
+    assert stores.runs.deadline_reported(JOB, run_id) is False
+    assert list(stores.runs.past_deadline(shard, T0 + DAY)) == []
+    stores.runs.finish(JOB, run_id, attempt=1, status=RunStatus.SUCCEEDED, now=T0 + timedelta(minutes=40))
+    assert list(stores.runs.expired_leases(shard, T0 + DAY)) == []
+
+
+def test_run_ids_between_two_instants_and_history_newest_first(stores: Stores) -> None:
+    for minute in range(5):
+        running(stores, minute)
+    assert stores.runs.scheduled_ids(JOB, "20270104T090100Z", "20270104T090300Z") == {
+        "20270104T090100Z",
+        "20270104T090200Z",
+        "20270104T090300Z",
+    }
+    assert [r.run_id for r in stores.runs.history(JOB, limit=2)] == ["20270104T090400Z", "20270104T090300Z"]
+    assert [r.run_id for r in stores.runs.history(JOB, limit=2, newest_first=False)] == [
+        "20270104T090000Z",
+        "20270104T090100Z",
+    ]
