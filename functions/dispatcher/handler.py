@@ -1,4 +1,5 @@
-"""Dispatcher: fired by an EventBridge rule every minute. Parse, call the domain, report."""
+"""Dispatcher: fired by EventBridge every minute, once per part of the tick (CDK context ``dispatchers``:
+each rule target carries ``{"part": i, "parts": n}``). Parse, call the domain, report."""
 
 from __future__ import annotations
 
@@ -6,12 +7,29 @@ import statistics
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from jobsched.names import MAX_DISPATCHERS
 from jobsched.observability import make_logger, make_tracer
 from jobsched.signals import emit
 from jobsched.wiring import default_dispatcher, utc_now
 
 logger = make_logger("dispatcher")
+
+
+class TickEvent(BaseModel):
+    """The rule target's constant input (absent: the whole tick in one invocation)."""
+
+    model_config = ConfigDict(extra="ignore")  # a plain scheduled event carries EventBridge's own fields
+    part: int = Field(default=0, ge=0)
+    parts: int = Field(default=1, ge=1, le=MAX_DISPATCHERS)
+
+    @model_validator(mode="after")
+    def _part_in_range(self) -> TickEvent:
+        if self.part >= self.parts:
+            raise ValueError(f"part {self.part} of {self.parts}: need part < parts")
+        return self
+
 tracer = make_tracer("dispatcher")
 
 
@@ -19,7 +37,8 @@ tracer = make_tracer("dispatcher")
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     now = utc_now()
-    report = default_dispatcher().tick(now)
+    tick = TickEvent.model_validate(event)
+    report = default_dispatcher().tick(now, part=tick.part, parts=tick.parts)
     emit("DueJobs", report.due_jobs)
     emit("MessagesDispatched", report.messages_sent)
     emit("MissedInstants", report.missed)
@@ -30,6 +49,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     emit("DispatchJobErrors", report.job_errors)
     summary = {
         "tick": now.isoformat(),
+        "part": f"{tick.part + 1}/{tick.parts}",
         "due_jobs": report.due_jobs,
         "messages_sent": report.messages_sent,
         "missed": report.missed,

@@ -37,7 +37,7 @@ from typing import TypeVar
 from jobsched.durations import format_duration
 from jobsched.escalation import EscalationEvent
 from jobsched.jobs import pause_job
-from jobsched.names import DUE_SHARDS, LEASE_SHARDS
+from jobsched.names import LEASE_SHARDS, due_shard_count
 from jobsched.ports import EscalationsPort, JobsPort, RunsPort, WorkQueuesPort
 from jobsched.quotas import interleave_teams
 from jobsched.records import LOST_PREFIX, DueEntry, StoredJob
@@ -50,6 +50,12 @@ from jobsched.triggers import advance_backfill
 LOOKAHEAD = timedelta(minutes=14)
 # A job is due when its next instant falls within this of now (one tick and a margin for a late tick).
 DUE_WINDOW = timedelta(minutes=2)
+# Jobs whose instants are further apart than the lookahead can use are visited this early instead: their
+# visit sends one instant whenever it comes, so coming early costs nothing and spreads a burst (everyone's
+# nightly job at 00:00) over the ten ticks before it, the messages waiting in SQS for their instant.
+DISPATCH_AHEAD = timedelta(minutes=10)
+# Cursor writes, audits and SendMessageBatch calls of one tick run this many at a time (I/O bound).
+IO_CONCURRENCY = 16
 MAX_MISSED_RECORDED = 1440  # per job and tick: a day of a minutely job
 JOB_BUDGET = timedelta(seconds=3)  # wall time to plan and finish one job in one tick
 TICK_BUDGET = timedelta(seconds=40)  # the dispatcher Lambda stops at 60 s
@@ -79,6 +85,11 @@ class TickReport:
     deferred: int = 0  # due jobs left for the next tick because this one ran out of time
     lateness_seconds: list[float] = field(default_factory=list)  # how late each sent instant already was
 
+    def merge(self, other: TickReport) -> None:
+        """Add the counts of one job's part of the tick (jobs are finished concurrently, each on its own)."""
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
 
 _T = TypeVar("_T")
 
@@ -107,12 +118,17 @@ class Dispatcher:
     job_budget: timedelta = JOB_BUDGET
     tick_budget: timedelta = TICK_BUDGET
     monotonic: Callable[[], float] = time.monotonic
+    dispatch_ahead: timedelta = DISPATCH_AHEAD
+    io_concurrency: int = IO_CONCURRENCY
     _compiled: dict[tuple[str, int], CompiledSchedule] = field(default_factory=dict)
 
-    def tick(self, now: datetime) -> TickReport:
+    def tick(self, now: datetime, *, part: int = 0, parts: int = 1) -> TickReport:
+        """One tick over the due shards of this ``part`` of ``parts`` parallel dispatchers (shard % parts ==
+        part): a deployment with many jobs fans each tick out to several invocations (CDK ``dispatchers``)."""
         report = TickReport()
-        with ThreadPoolExecutor(max_workers=DUE_SHARDS) as pool:
-            shards = pool.map(lambda shard: list(self.jobs.due(shard, now + self.due_window)), range(DUE_SHARDS))
+        mine = [shard for shard in range(due_shard_count()) if shard % parts == part]
+        with ThreadPoolExecutor(max_workers=min(len(mine), self.io_concurrency) or 1) as pool:
+            shards = pool.map(lambda shard: list(self.jobs.due(shard, now + self.due_window)), mine)
             entries = [entry for shard in shards for entry in shard]
         backfills = [entry for entry in entries if entry.backfill_id]
         entries = [entry for entry in entries if not entry.backfill_id]
@@ -151,13 +167,19 @@ class Dispatcher:
             failed = self.queues.send_each(priority, [message for _, message in batch])
             unsent |= {batch[index][0] for index in failed}
             report.messages_sent += len(batch) - len(failed)
-        for plan in plans:
+
+        def finish(plan: _JobPlan) -> TickReport:
+            own = TickReport()
             if self.after_step:
                 self.after_step("send", plan.stored.key)
-            if plan.stored.key in unsent:
-                continue  # not advanced: the next tick sends these instants again
-            self._isolated(plan.stored.key, now, report, partial(self._finish, plan, now, report))
-        self._wake_retries(now, report)
+            if plan.stored.key not in unsent:  # else not advanced: the next tick sends these instants again
+                self._isolated(plan.stored.key, now, own, partial(self._finish, plan, now, own))
+            return own
+
+        with ThreadPoolExecutor(max_workers=self.io_concurrency) as pool:
+            for own in pool.map(finish, plans):
+                report.merge(own)
+        self._wake_retries(now, report, [shard for shard in range(LEASE_SHARDS) if shard % parts == part])
         for entry in backfills:
             assert entry.backfill_id is not None
             step = partial(advance_backfill, self.jobs, self.runs, self.queues, entry.job, entry.backfill_id, now=now)
@@ -263,8 +285,12 @@ class Dispatcher:
         audited_to = self._audit(job_plan, now, report)
         if plan.missed_before is not None:
             audited_to = max(audited_to, plan.missed_before)  # recorded MISSED above, not sent: nothing to audit
-        upcoming = job_plan.compiled.next_fires(plan.cursor, 1)
+        upcoming = job_plan.compiled.next_fires(plan.cursor, 2)
         next_visit = upcoming[0].at if upcoming else None
+        if next_visit is not None and (
+            len(upcoming) == 1 or upcoming[1].at - upcoming[0].at > self.lookahead - self.due_window
+        ):
+            next_visit -= self.dispatch_ahead - self.due_window  # a sparse job: visited early (DISPATCH_AHEAD)
         unaudited = job_plan.compiled.next_fires(audited_to, 1)
         if unaudited and unaudited[0].at <= plan.cursor:
             # The audit of that instant is due then (plus the due window the index is read with).
@@ -331,10 +357,10 @@ class Dispatcher:
             self._compiled[key] = compiled
         return compiled
 
-    def _wake_retries(self, now: datetime, report: TickReport) -> None:
+    def _wake_retries(self, now: datetime, report: TickReport, shards: list[int]) -> None:
         """Retries whose backoff was longer than SQS can delay come back through here."""
         until = now + self.lookahead
-        for shard in range(LEASE_SHARDS):
+        for shard in shards:
             for run in self.runs.wakeups(shard, until):
                 if run.status is not RunStatus.RETRYING or run.next_attempt_at is None:
                     continue

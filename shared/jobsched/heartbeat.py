@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from jobsched.escalation import SYSTEM, EscalationEvent
-from jobsched.names import DUE_SHARDS, LEASE_SHARDS
+from jobsched.names import LEASE_SHARDS, due_shard_count
 from jobsched.ports import RunsPort
 from jobsched.records import ParkedTask, Run, StaleAttempt
 from jobsched.runs import TERMINAL, instant_text
@@ -77,7 +77,7 @@ class HeartbeatChecker:
         back, which of the instants still run and which are recorded MISSED (and escalated per job)."""
         overdue = [
             entry
-            for shard in range(DUE_SHARDS)
+            for shard in range(due_shard_count())
             for entry in self.worker.jobs.due(shard, now - STALL_AFTER)
             if entry.backfill_id is None
         ]

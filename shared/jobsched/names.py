@@ -20,14 +20,22 @@ PRIORITIES: tuple[Literal["high", "normal", "low"], ...] = ("high", "normal", "l
 OWNER_TAG = "jobsched-team"
 SHARED_TAG = "jobsched-shared"
 JOB_TAG = "jobsched-job"
-LOCAL_STAGE = "local"  # the laptop stage: its outbound HTTP may reach loopback
+LOCAL_STAGE = "local"  # the stage `make run` deploys into moto; its outbound HTTP may reach loopback
 
-# Sparse indexes are sharded so that no single partition takes every due job or lease.
+# Sparse indexes are sharded so that no single partition takes every due job or lease. The due shards are
+# set per deployment (CDK context ``due_shards``, every function gets JOBSCHED_DUE_SHARDS) and may only
+# grow: a job stays on the shard it was written to until its next write, and dispatchers read every shard
+# below the current count, so growing moves nothing and loses nothing; shrinking would strand jobs.
 DUE_SHARDS = 8
+MAX_DUE_SHARDS = 1024
+MAX_DISPATCHERS = 64  # parallel dispatcher invocations per tick (CDK context ``dispatchers``)
 LEASE_SHARDS = 4
 
 
-LOCAL_STAGE = "local"  # the stage `make run` deploys into moto
+def due_shard_count(environ: dict[str, str] | None = None) -> int:
+    """The deployment's number of due shards (``DUE_SHARDS`` unless configured)."""
+    value = (os.environ if environ is None else environ).get(Env.DUE_SHARDS)
+    return int(value) if value else DUE_SHARDS
 
 
 class Env:
@@ -52,6 +60,7 @@ class Env:
     )
     TEAM_LIMITS = "JOBSCHED_TEAM_LIMITS"  # JSON: the platform's default limits for every team (jobsched.quotas)
     PAGES_QUEUE = "JOBSCHED_PAGES_QUEUE_URL"  # escalation pages waiting for delivery
+    DUE_SHARDS = "JOBSCHED_DUE_SHARDS"  # how many shards the due index is spread over (names.due_shard_count)
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
 
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from jobsched.dag import TaskStatus
-from jobsched.names import DUE_SHARDS, LEASE_SHARDS, JobsKeys, RunsKeys
+from jobsched.names import LEASE_SHARDS, JobsKeys, RunsKeys, due_shard_count
 from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, parse_instant, truncate
 from jobsched.spec import JobSpec
 
@@ -294,7 +294,7 @@ class TargetResult:
 
 def due_shard(job: str) -> int:
     """A stable shard for the job: crc32, so every process agrees."""
-    return zlib.crc32(job.encode()) % DUE_SHARDS
+    return zlib.crc32(job.encode()) % due_shard_count()
 
 
 def lease_shard(job: str, run_id: str) -> int:

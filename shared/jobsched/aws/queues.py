@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +16,9 @@ from jobsched.runs import MAX_SQS_DELAY
 
 class QueueSendError(RuntimeError):
     """Some messages could not be sent after retries; the caller must not advance past them."""
+
+
+SEND_CONCURRENCY = 8  # SendMessageBatch calls in flight at once from one sender
 
 
 def delay_seconds(delay: timedelta) -> int:
@@ -39,37 +43,44 @@ class WorkQueues:
             raise QueueSendError(f"{len(failed)} messages not accepted by {self.urls[priority]}")
 
     def send_each(self, priority: str, messages: Sequence[tuple[WorkMessage, timedelta]]) -> set[int]:
-        """Send with per-message delays, 10 per SendMessageBatch (failed entries retried twice).
+        """Send with per-message delays, 10 per SendMessageBatch (failed entries retried twice), up to
+        ``SEND_CONCURRENCY`` batches at a time: a burst tick sends tens of thousands of messages.
 
         Returns the indices of messages still not accepted, so a caller batching many jobs together
         can hold back exactly the jobs whose messages did not go out.
         """
-        url = self.urls[priority]
-        failed_indices: set[int] = set()
-        for start in range(0, len(messages), 10):
-            pending = {
-                str(index): {
-                    "Id": str(index),
-                    "MessageBody": message.model_dump_json(exclude_none=True),
-                    "DelaySeconds": delay_seconds(delay),
-                    # On a standard queue the group makes it an SQS fair queue: a team with a backlog
-                    # cannot raise another team's dwell time.
-                    "MessageGroupId": message.team,
-                    "MessageAttributes": {
-                        "run_id": {"DataType": "String", "StringValue": message.run_id},
-                        "job": {"DataType": "String", "StringValue": message.job},
-                    },
-                }
-                for index, (message, delay) in enumerate(messages[start : start + 10], start=start)
+        starts = range(0, len(messages), 10)
+        if not starts:
+            return set()
+        if len(starts) == 1:
+            return self._send_batch(priority, messages, 0)
+        with ThreadPoolExecutor(max_workers=min(SEND_CONCURRENCY, len(starts))) as pool:
+            failed = pool.map(lambda start: self._send_batch(priority, messages[start : start + 10], start), starts)
+            return set().union(*failed)
+
+    def _send_batch(self, priority: str, batch: Sequence[tuple[WorkMessage, timedelta]], offset: int) -> set[int]:
+        pending = {
+            str(index): {
+                "Id": str(index),
+                "MessageBody": message.model_dump_json(exclude_none=True),
+                "DelaySeconds": delay_seconds(delay),
+                # On a standard queue the group makes it an SQS fair queue: a team with a backlog
+                # cannot raise another team's dwell time.
+                "MessageGroupId": message.team,
+                "MessageAttributes": {
+                    "run_id": {"DataType": "String", "StringValue": message.run_id},
+                    "job": {"DataType": "String", "StringValue": message.job},
+                },
             }
-            for _ in range(3):
-                response = self.sqs.send_message_batch(QueueUrl=url, Entries=list(pending.values()))
-                failed = {entry["Id"] for entry in response.get("Failed", [])}
-                pending = {key: entry for key, entry in pending.items() if key in failed}
-                if not pending:
-                    break
-            failed_indices |= {int(key) for key in pending}
-        return failed_indices
+            for index, (message, delay) in enumerate(batch, start=offset)
+        }
+        for _ in range(3):
+            response = self.sqs.send_message_batch(QueueUrl=self.urls[priority], Entries=list(pending.values()))
+            failed = {entry["Id"] for entry in response.get("Failed", [])}
+            pending = {key: entry for key, entry in pending.items() if key in failed}
+            if not pending:
+                break
+        return {int(key) for key in pending}
 
 
 class _OneQueue:

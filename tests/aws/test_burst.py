@@ -1,0 +1,93 @@
+"""The burst design: sparse jobs are dispatched early (messages wait in SQS for their instant), and the
+tick fans out over parallel dispatchers by due shard."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from functions.dispatcher.handler import TickEvent
+from jobsched.dispatch import DISPATCH_AHEAD, DUE_WINDOW, Dispatcher
+from jobsched.names import Env, due_shard_count
+from jobsched.records import due_shard
+from jobsched.runs import RunStatus, parse_instant
+from tests.aws.harness import Clock, Stack
+from tests.aws.test_pipeline import job
+
+MINUTE = timedelta(minutes=1)
+
+
+def test_a_nightly_job_is_sent_ten_minutes_ahead_and_runs_at_its_instant(stack: Stack, clock: Clock) -> None:
+    clock.set("2027-01-04T23:40:00Z")
+    stack.register(job("nightly", "0 0 * * *"))
+    stack.tick()
+    state = stack.jobs.get_state("payments/nightly")
+    assert state is not None and state["next_fire_at"] == "2027-01-05T00:00:00Z", "first visit: the due window"
+    clock.set("2027-01-04T23:58:00Z")
+    report = stack.tick()
+    assert report.messages_sent == 1
+    state = stack.jobs.get_state("payments/nightly")
+    next_visit = parse_instant("2027-01-06T00:00:00Z") - (DISPATCH_AHEAD - DUE_WINDOW)
+    assert state is not None and state["cursor"] == "2027-01-05T00:12:00Z"
+    # The same-day audit visit comes first (00:17), then the next night's early visit (23:52 on the 5th).
+    assert state["next_fire_at"] == "2027-01-05T00:17:00Z"
+    clock.set("2027-01-05T00:00:00Z")
+    stack.pump()
+    [run] = stack.run_list("payments/nightly")
+    assert run.status is RunStatus.SUCCEEDED and run.run_id == "20270105T000000Z"
+    clock.set("2027-01-05T00:17:00Z")
+    stack.tick()
+    state = stack.jobs.get_state("payments/nightly")
+    assert state is not None and state["next_fire_at"] == "2027-01-05T23:52:00Z" == next_visit.strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    clock.set("2027-01-05T23:50:00Z")
+    assert stack.tick().messages_sent == 1, "visited ten minutes before its instant"
+    assert stack.queues.requested_delays[-1] == ("20270106T000000Z#1", 600)
+    clock.set("2027-01-06T00:00:00Z")
+    stack.pump()
+    assert [r.run_id for r in stack.run_list("payments/nightly")] == ["20270105T000000Z", "20270106T000000Z"]
+
+
+def test_a_frequent_job_keeps_its_late_visits_and_few_cursor_writes(stack: Stack, clock: Clock) -> None:
+    stack.register(job("often", "*/5 * * * *"))
+    stack.tick()
+    state = stack.jobs.get_state("payments/often")
+    assert state is not None
+    # 14 minutes claimed per visit: three instants; the next visit waits for the next unclaimed one.
+    assert state["next_fire_at"] == "2027-01-04T09:15:00Z"
+
+
+def test_parallel_dispatchers_split_the_due_shards_and_together_dispatch_every_job(stack: Stack, clock: Clock) -> None:
+    names = [f"job{index}" for index in range(24)]
+    for name in names:
+        stack.register(job(name, "*/5 * * * *"))
+    parts = 3
+    reports = [stack.dispatcher.tick(clock(), part=part, parts=parts) for part in range(parts)]
+    by_part = [{name for name in names if due_shard(f"payments/{name}") % parts == part} for part in range(parts)]
+    assert [report.due_jobs for report in reports] == [len(part) for part in by_part]
+    assert sum(report.advanced for report in reports) == len(names)
+    assert stack.tick().due_jobs == 0, "nothing left due"
+
+
+def test_more_due_shards_are_read_by_every_dispatcher(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(Env.DUE_SHARDS, "32")
+    assert due_shard_count() == 32
+    for index in range(40):
+        stack.register(job(f"job{index}", "*/5 * * * *"))
+    assert len({due_shard(f"payments/job{index}") for index in range(40)}) > 8, "jobs spread past the default 8"
+    dispatchers = [Dispatcher(stack.jobs, stack.runs, stack.queues) for _ in range(4)]
+    reports = [dispatcher.tick(clock(), part=part, parts=4) for part, dispatcher in enumerate(dispatchers)]
+    assert sum(report.advanced for report in reports) == 40
+
+
+def test_the_tick_event_names_a_part_below_the_count() -> None:
+    assert TickEvent.model_validate({"source": "aws.events", "detail-type": "Scheduled Event"}).parts == 1
+    assert TickEvent.model_validate({"part": 2, "parts": 3}).part == 2
+    for bad in ({"part": 3, "parts": 3}, {"part": -1}, {"parts": 0}, {"parts": 1000}):
+        with pytest.raises(ValidationError):
+            TickEvent.model_validate(bad)
