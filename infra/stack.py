@@ -43,9 +43,12 @@ from constructs import Construct
 from jobsched.api.identity import MEMBERSHIP_PARAMETER_ENV
 from jobsched.api.tokens import SECRET_NAME_ENV as CALLBACK_SECRET_NAME_ENV
 from jobsched.names import (
+    DUE_SHARDS,
     JOB_TAG,
     JOBS_TABLE,
     LOCAL_STAGE,
+    MAX_DISPATCHERS,
+    MAX_DUE_SHARDS,
     OWNER_TAG,
     PRIORITIES,
     PROJECT,
@@ -126,6 +129,53 @@ class TableCapacity:
 
 
 @dataclass(frozen=True)
+class BurstConfig:
+    """What a deployment sized for bursts sets (README "Sizing for a burst"; ``jobsched capacity`` suggests
+    the values for a directory of job files):
+
+    - ``dispatchers``: parallel dispatcher invocations per tick, each reading ``due_shards / dispatchers``
+      shards of the due index;
+    - ``due_shards``: the due index's shard count; may only grow (see ``names.due_shard_count``);
+    - ``warm_throughput``: DynamoDB warm throughput for both tables (reads and writes per second the tables
+      serve at once, instead of on demand's doubling from the previous peak);
+    - ``worker_concurrency``: the event sources' maximum concurrency per priority class (2-1000 each).
+    """
+
+    dispatchers: int = 1
+    due_shards: int = DUE_SHARDS
+    warm_reads: int | None = None
+    warm_writes: int | None = None
+    worker_concurrency: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def from_context(cls, node: Any) -> BurstConfig:
+        """-c dispatchers=8 -c due_shards=64 -c warm_throughput='{"reads": 12000, "writes": 40000}'
+        -c worker_concurrency='{"normal": 500}'; refused at synth when out of range."""
+        dispatchers = int(node.try_get_context("dispatchers") or 1)
+        due_shards = int(node.try_get_context("due_shards") or DUE_SHARDS)
+        if not 1 <= dispatchers <= MAX_DISPATCHERS:
+            raise ValueError(f"dispatchers: 1 to {MAX_DISPATCHERS}")
+        if not DUE_SHARDS <= due_shards <= MAX_DUE_SHARDS or due_shards < dispatchers:
+            raise ValueError(f"due_shards: {DUE_SHARDS} to {MAX_DUE_SHARDS}, and at least dispatchers")
+        warm = _json_context(node.try_get_context("warm_throughput"))
+        if set(warm) - {"reads", "writes"}:
+            raise ValueError("warm_throughput: keys reads and writes (units per second)")
+        concurrency = {str(k): int(v) for k, v in _json_context(node.try_get_context("worker_concurrency")).items()}
+        if set(concurrency) - set(PRIORITIES) or any(not 2 <= v <= 1000 for v in concurrency.values()):
+            raise ValueError(f"worker_concurrency: per class of {list(PRIORITIES)}, 2 to 1000 each")
+        return cls(
+            dispatchers=dispatchers,
+            due_shards=due_shards,
+            warm_reads=int(warm["reads"]) if "reads" in warm else None,
+            warm_writes=int(warm["writes"]) if "writes" in warm else None,
+            worker_concurrency=tuple(sorted(concurrency.items())),
+        )
+
+    def max_concurrency(self, priority: str) -> int:
+        return dict(self.worker_concurrency).get(priority, WORK_QUEUES[priority].max_concurrency)
+
+
+@dataclass(frozen=True)
 class StageConfig:
     stage: str
     prod: bool
@@ -145,6 +195,7 @@ class StageConfig:
     dashboards: bool = True  # three dashboards, $3 each a month
     zero_metrics: bool = True  # publish zero counts each tick (13 custom metrics, $0.30 each a month idle)
     tracing: bool = True  # X-Ray on every function and the API
+    burst: BurstConfig = field(default_factory=BurstConfig)
 
     @classmethod
     def from_context(cls, scope: Construct) -> StageConfig:
@@ -166,6 +217,7 @@ class StageConfig:
             dashboards=_flag(node, "dashboards", default=prod or stage == LOCAL_STAGE),
             zero_metrics=_flag(node, "zero_metrics", default=prod or stage == LOCAL_STAGE),
             tracing=_flag(node, "tracing", default=prod or stage == LOCAL_STAGE),
+            burst=BurstConfig.from_context(node),
         )
 
 
@@ -217,6 +269,13 @@ def _team_limits_context(value: Any) -> TeamLimits:
     if value is None:
         return TeamLimits()
     return TeamLimits().with_overrides(json.loads(value) if isinstance(value, str) else dict(value))
+
+
+def _json_context(value: Any) -> dict[str, Any]:
+    """A JSON object given on the command line (a string) or in cdk.json (an object); absent: empty."""
+    if value is None:
+        return {}
+    return dict(json.loads(value) if isinstance(value, str) else value)
 
 
 def _list_context(value: Any) -> tuple[str, ...]:
@@ -290,6 +349,13 @@ class Storage(Construct):
                 non_key_attributes=list(index.non_key_attributes) or None,
                 read_capacity=capacity.read_min if capacity else None,
                 write_capacity=capacity.write_min if capacity else None,
+            )
+        burst = config.burst
+        if burst.warm_reads or burst.warm_writes:
+            cfn_table = table.node.default_child
+            assert isinstance(cfn_table, dynamodb.CfnTable)
+            cfn_table.warm_throughput = dynamodb.CfnTable.WarmThroughputProperty(
+                read_units_per_second=burst.warm_reads, write_units_per_second=burst.warm_writes
             )
         if capacity:
             target = capacity.target_utilization
@@ -377,6 +443,7 @@ class Functions(Construct):
             Env.STAGE: config.stage,
             Env.TEAM_LIMITS: json.dumps(config.team_limits.as_dict(), sort_keys=True),
             Env.ZERO_METRICS: "on" if config.zero_metrics else "off",
+            Env.DUE_SHARDS: str(config.burst.due_shards),
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             **({Env.EGRESS_ALLOW: ",".join(config.egress_allow)} if config.egress_allow else {}),
             **{Env.QUEUES_BY_PRIORITY[p]: queues.work[p].queue_url for p in PRIORITIES},
@@ -384,8 +451,9 @@ class Functions(Construct):
         self.dispatcher = self._function(
             "Dispatcher", "functions.dispatcher.handler.handler", config, environment, Duration.seconds(60), 512
         )
-        # One dispatcher at a time is enough and keeps a storm of ticks from multiplying reads.
-        self.dispatcher_reserved = 2
+        # One invocation per part of the tick (two, so a slow tick never blocks the next), and a storm of
+        # ticks cannot multiply reads.
+        self.dispatcher_reserved = 2 * config.burst.dispatchers
         cfn_dispatcher = self.dispatcher.node.default_child
         assert isinstance(cfn_dispatcher, lambda_.CfnFunction)
         cfn_dispatcher.reserved_concurrent_executions = self.dispatcher_reserved
@@ -442,7 +510,7 @@ class Functions(Construct):
                     queue,
                     batch_size=10,
                     report_batch_item_failures=True,
-                    max_concurrency=WORK_QUEUES[priority].max_concurrency,
+                    max_concurrency=config.burst.max_concurrency(priority),
                 )
             )
         # Team resources (targets, secrets, escalation topics) only through the team's session of this role.
@@ -707,13 +775,26 @@ class Dispatch(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig, functions: Functions) -> None:
         super().__init__(scope, construct_id)
-        self.tick = events.Rule(
-            self,
-            "DispatcherTick",
-            rule_name=_name(config, "DispatcherTick"),
-            schedule=events.Schedule.rate(Duration.minutes(1)),
-        )
-        self.tick.add_target(event_targets.LambdaFunction(functions.dispatcher, retry_attempts=2))
+        # One target per part of the tick, five targets a rule (EventBridge's limit): DispatcherTick, then
+        # DispatcherTick2, ... for more than five parallel dispatchers.
+        parts = config.burst.dispatchers
+        self.ticks: list[events.Rule] = []
+        for part in range(parts):
+            if part % 5 == 0:
+                suffix = "" if part == 0 else str(part // 5 + 1)
+                self.ticks.append(
+                    events.Rule(
+                        self,
+                        f"DispatcherTick{suffix}",
+                        rule_name=_name(config, f"DispatcherTick{suffix}"),
+                        schedule=events.Schedule.rate(Duration.minutes(1)),
+                    )
+                )
+            tick_event = events.RuleTargetInput.from_object({"part": part, "parts": parts})
+            self.ticks[-1].add_target(
+                event_targets.LambdaFunction(functions.dispatcher, retry_attempts=2, event=tick_event)
+            )
+        self.tick = self.ticks[0]
         self.heartbeat_tick = events.Rule(
             self,
             "HeartbeatTick",

@@ -30,6 +30,7 @@ class TickEvent(BaseModel):
             raise ValueError(f"part {self.part} of {self.parts}: need part < parts")
         return self
 
+
 tracer = make_tracer("dispatcher")
 
 

@@ -486,3 +486,61 @@ def test_an_idle_non_prod_stage_pays_for_no_dashboards_traces_or_zero_counts(tmp
         if Env.JOBS_TABLE in f.get("Environment", {}).get("Variables", {})
     ]
     assert {variables[Env.ZERO_METRICS] for variables in prod_ours} == {"on"}
+
+
+def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tmp_path: Path) -> None:
+    """-c dispatchers=7 -c due_shards=64 -c warm_throughput=... -c worker_concurrency=...: seven rule targets
+    (five per rule) each naming its part, every function told the shard count, the dispatcher's reserved
+    concurrency two per part, both tables warmed, the normal class's event source allowed 500; cdk-nag
+    passes. Out-of-range values are refused at synth."""
+    from aws_cdk import App
+
+    from infra.stack import StageConfig
+    from jobsched.names import Env
+    from tests.infra.conftest import synthesize
+
+    context = {
+        "stage": "prod",
+        "dispatchers": "7",
+        "due_shards": "64",
+        "warm_throughput": '{"reads": 12000, "writes": 40000}',
+        "worker_concurrency": '{"normal": 500}',
+    }
+    template, folder = synthesize(tmp_path, **context)
+    rules = {
+        name: rule
+        for name, rule in resources(template, "AWS::Events::Rule").items()
+        if "DispatcherTick" in json.dumps(rule.get("Name", ""))
+    }
+    targets = [target for rule in rules.values() for target in rule["Targets"]]
+    assert len(rules) == 2 and sorted(len(rule["Targets"]) for rule in rules.values()) == [2, 5]
+    assert sorted(json.loads(target["Input"])["part"] for target in targets) == list(range(7))
+    assert {json.loads(target["Input"])["parts"] for target in targets} == {7}
+    functions = resources(template, "AWS::Lambda::Function")
+    dispatcher = next(f for name, f in functions.items() if name.startswith("FunctionsDispatcher"))
+    assert dispatcher["ReservedConcurrentExecutions"] == 14
+    for function in functions.values():
+        variables = function.get("Environment", {}).get("Variables", {})
+        if Env.JOBS_TABLE in variables:
+            assert variables[Env.DUE_SHARDS] == "64"
+    for table in resources(template, "AWS::DynamoDB::Table").values():
+        assert table["WarmThroughput"] == {"ReadUnitsPerSecond": 12000, "WriteUnitsPerSecond": 40000}
+    concurrency = sorted(
+        mapping["ScalingConfig"]["MaximumConcurrency"]
+        for mapping in resources(template, "AWS::Lambda::EventSourceMapping").values()
+        if "ScalingConfig" in mapping
+    )
+    assert 500 in concurrency
+    report = json.loads((folder / "validation-report.json").read_text())
+    assert [v for plugin in report.get("pluginReports", []) for v in plugin.get("violations", [])] == []
+    assert StageConfig.from_context(App()).burst.dispatchers == 1
+    for key, bad in (
+        ("dispatchers", "0"),
+        ("dispatchers", "65"),
+        ("due_shards", "4"),
+        ("warm_throughput", '{"write": 5}'),
+        ("worker_concurrency", '{"normal": 5000}'),
+        ("worker_concurrency", '{"urgent": 50}'),
+    ):
+        with pytest.raises(ValueError, match=key):
+            StageConfig.from_context(App(context={key: bad}))
