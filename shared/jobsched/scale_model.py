@@ -1,0 +1,257 @@
+"""A model of the deployed pipeline at scale: how late runs start when many are due at once.
+
+Nothing here calls AWS. The pipeline's own costs come from a ``Calibration`` — CPU time and store calls
+per dispatched job and per run, measured by ``scripts/bench_scale.py`` running the real dispatcher and
+worker on the in-memory adapters — and AWS's behaviour from ``AwsLimits``: published quotas, scaling rates
+and latencies, each with its source in docs/scale-model.md. A ``Deployment`` is what the CDK context sets.
+
+Time advances in steps of ``STEP`` seconds. The dispatch side is computed per dispatcher part and tick;
+the work side is a queue of visible messages drained by worker invocations whose number the event source
+scaling, the event source's maximum concurrency, the account's concurrency and DynamoDB's write
+throughput bound. Each step records which of those held messages back, so a result names the quota that
+binds first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+STEP = 0.05  # seconds
+FULL_VCPU_MB = 1769  # Lambda gives one full vCPU at 1,769 MB, proportionally less below
+BATCH = 10  # SQS messages per worker invocation
+
+
+@dataclass(frozen=True)
+class AwsLimits:
+    """AWS numbers the model leans on (sources: docs/scale-model.md)."""
+
+    esm_initial_concurrency: int = 5  # batches an SQS event source starts with when messages appear
+    esm_scale_per_minute: int = 300  # more concurrent batches per minute while messages remain
+    esm_max_batches: int = 1000  # per event source (also the MaximumConcurrency ceiling)
+    function_scale_per_10s: int = 1000  # execution environments a function may add every 10 seconds
+    account_concurrency: int = 1000  # default Lambda concurrency per account and Region
+    ddb_call_ms: float = 5.0  # one single-item DynamoDB call, typical in-Region latency
+    sqs_call_ms: float = 12.0  # one SendMessageBatch
+    lambda_invoke_ms: float = 20.0  # a synchronous Lambda target's invoke overhead (its own work apart)
+    sandbox_start_s: float = 0.25  # a new execution environment before the init code runs
+    ddb_on_demand_instant_wcu: int = 4000  # what a new on-demand table (no warm throughput) writes at once
+    ddb_table_quota_wcu: int = 40000  # per-table on-demand maximum (default quota)
+    ddb_partition_wcu: int = 1000  # one partition (one item's key) per second
+    sqs_delay_granularity_s: float = 1.0
+    tick_budget_s: float = 40.0  # the dispatcher stops planning at TICK_BUDGET (its timeout is 60 s)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The pipeline's own cost, measured on this machine (scripts/bench_scale.py prints a fresh one)."""
+
+    dispatch_cpu_per_job_s: float = 0.0011  # plan + audit + bookkeeping of one due job (memory adapters)
+    dispatch_calls_per_job: float = 2.1  # DynamoDB calls (cursor write, reads amortised over batches)
+    dispatch_sqs_per_job: float = 0.1  # SendMessageBatch calls per job (ten messages each)
+    dispatch_wcu_per_job: float = 2.0
+    worker_cpu_per_run_s: float = 0.004  # the worker's own code for one run (memory adapters)
+    worker_calls_per_run: float = 7.0  # DynamoDB calls per run
+    worker_wcu_per_run: float = 3.0
+    sdk_cpu_per_call_s: float = 0.0025  # boto3 signing, HTTP and parsing per call, this machine
+    init_cpu_s: float = 1.07  # importing the worker handler (a cold start's init), this machine
+
+    def dispatch_cpu(self) -> float:
+        return self.dispatch_cpu_per_job_s + (self.dispatch_calls_per_job + self.dispatch_sqs_per_job) * (
+            self.sdk_cpu_per_call_s
+        )
+
+    def worker_cpu(self) -> float:
+        # + the target's Invoke call
+        return self.worker_cpu_per_run_s + (self.worker_calls_per_run + 1) * self.sdk_cpu_per_call_s
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The settings a platform team chooses (CDK context; README "Sizing for a burst")."""
+
+    dispatchers: int = 1
+    due_shards: int = 8
+    dispatcher_memory_mb: int = 512
+    worker_memory_mb: int = 256
+    worker_max_concurrency: int = 50  # per priority class (all the burst's runs are one class here)
+    warm_wcu: int | None = None  # DynamoDB warm throughput; None: on demand from cold
+    account_concurrency: int | None = None  # None: AWS's default
+    target_ms: float = 100.0  # what each run's target takes
+    dispatch_ahead_s: float = 600.0  # sparse jobs are dispatched this early (DISPATCH_AHEAD)
+    io_concurrency: int = 16  # the dispatcher's concurrent writes and sends (IO_CONCURRENCY)
+    # Work queues per priority class, each with its own event source: they scale side by side. Only 1 is
+    # deployable today; more is the designed remedy for the event-source scaling rate (docs/scale-model.md).
+    queues_per_class: int = 1
+
+    @staticmethod
+    def vcpu(memory_mb: int) -> float:
+        return min(1.0, memory_mb / FULL_VCPU_MB)  # Python runs one thread at a time: more vCPUs do not help
+
+
+@dataclass
+class BurstResult:
+    runs: int
+    lateness: list[float]  # seconds, one per run
+    dispatcher_seconds_per_tick: float
+    dispatch_ticks: int
+    late_sends: int  # messages the dispatchers sent after their instant
+    peak_concurrency: int
+    peak_wcu_per_second: float
+    held_back: dict[str, float] = field(default_factory=dict)  # limit -> message-seconds it held back
+
+    def percentile(self, fraction: float) -> float:
+        ordered = sorted(self.lateness)
+        if not ordered:
+            return 0.0
+        return ordered[min(len(ordered) - 1, math.ceil(fraction * len(ordered)) - 1)]
+
+    @property
+    def binding(self) -> str:
+        return max(self.held_back, key=lambda limit: self.held_back[limit]) if self.held_back else "none"
+
+
+def dispatch_times(
+    due_at: list[float], deployment: Deployment, calibration: Calibration, limits: AwsLimits
+) -> tuple[list[float], float, int, float]:
+    """When each job's message is sent (seconds; ``due_at`` sorted), the busiest part's seconds per tick,
+    the number of ticks used and the dispatchers' peak write units per second. Sparse jobs are due
+    ``dispatch_ahead_s`` before their instant; each part of the tick plans its shards' due jobs for at
+    most the tick budget, the rest waits for the next tick."""
+    vcpu = Deployment.vcpu(deployment.dispatcher_memory_mb)
+    per_job = max(
+        calibration.dispatch_cpu() / vcpu,
+        (
+            calibration.dispatch_calls_per_job * limits.ddb_call_ms
+            + calibration.dispatch_sqs_per_job * limits.sqs_call_ms
+        )
+        / 1000
+        / deployment.io_concurrency,
+    )
+    per_tick = max(1, int(limits.tick_budget_s / per_job))
+    parts = deployment.dispatchers
+    sent: list[float] = [0.0] * len(due_at)
+    # Jobs spread over parts by shard (crc32 of the key: uniform); each part takes its jobs in due order.
+    queues: list[list[int]] = [[] for _ in range(parts)]
+    for index in range(len(due_at)):
+        queues[(index * 2654435761) % deployment.due_shards % parts].append(index)
+    busiest, ticks = 0.0, 0
+    for queue in queues:
+        position = 0
+        tick = math.floor((due_at[queue[0]] - deployment.dispatch_ahead_s) / 60) * 60.0 if queue else 0.0
+        while position < len(queue):
+            ready = [
+                i for i in queue[position : position + per_tick] if due_at[i] - deployment.dispatch_ahead_s <= tick
+            ]
+            if not ready:
+                tick += 60
+                continue
+            for offset, index in enumerate(ready):
+                sent[index] = tick + 1.0 + (offset + 1) * per_job  # a warm dispatcher starts within a second
+            busiest = max(busiest, len(ready) * per_job)
+            ticks += 1
+            position += len(ready)
+            tick += 60
+    peak_wcu = min(parts, len(due_at)) * calibration.dispatch_wcu_per_job / per_job if due_at else 0.0
+    return sent, busiest, ticks, peak_wcu
+
+
+def simulate(
+    fire_at: list[float],
+    deployment: Deployment,
+    calibration: Calibration,
+    limits: AwsLimits = AwsLimits(),
+    *,
+    warm_concurrency: int = 0,
+    dispatched: bool = True,
+) -> BurstResult:
+    """Runs due at ``fire_at`` (seconds, any order): dispatched (sparse jobs, early) then worked off.
+    ``warm_concurrency``: event-source batches and environments already running (a steady load's level).
+    ``dispatched=False``: messages are already on the queue (minutely jobs, claimed by earlier ticks)."""
+    fire_at = sorted(fire_at)
+    if dispatched:
+        sent, busiest, ticks, dispatch_wcu = dispatch_times(fire_at, deployment, calibration, limits)
+    else:
+        sent, busiest, ticks, dispatch_wcu = [f - deployment.dispatch_ahead_s for f in fire_at], 0.0, 0, 0.0
+    granularity = limits.sqs_delay_granularity_s
+    visible = sorted(max(f, math.ceil(s / granularity) * granularity) for f, s in zip(fire_at, sent, strict=True))
+    # Lateness is counted per message in visibility order; the k-th message out belongs to the k-th run due.
+    late_sends = sum(1 for f, s in zip(fire_at, sent, strict=True) if s > f)
+    worker_vcpu = Deployment.vcpu(deployment.worker_memory_mb)
+    run_cpu = calibration.worker_cpu() / worker_vcpu
+    claim_io = 3 * limits.ddb_call_ms / 1000  # job read, slot, run record: then the run has started
+    run_io = calibration.worker_calls_per_run * limits.ddb_call_ms / 1000 + limits.lambda_invoke_ms / 1000
+    init = limits.sandbox_start_s + calibration.init_cpu_s / worker_vcpu
+    account = deployment.account_concurrency or limits.account_concurrency
+    queues = deployment.queues_per_class
+    esm_cap = queues * min(deployment.worker_max_concurrency, limits.esm_max_batches)
+    wcu_capacity = min(deployment.warm_wcu or limits.ddb_on_demand_instant_wcu, limits.ddb_table_quota_wcu)
+    wcu_per_batch = BATCH * calibration.worker_wcu_per_run
+
+    lateness: list[float] = []
+    held: defaultdict[str, float] = defaultdict(float)
+    busy: list[float] = []  # finish times of running invocations
+    environments = warm_concurrency  # warm execution environments
+    esm = float(max(queues * limits.esm_initial_concurrency, warm_concurrency))
+    function_cap = float(max(limits.function_scale_per_10s, warm_concurrency))
+    wcu_used: defaultdict[int, float] = defaultdict(float)
+    peak = 0
+    taken = 0
+    now = visible[0] if visible else 0.0
+    scaling_since: float | None = None
+    while taken < len(visible):
+        while busy and busy[0] <= now:
+            heapq.heappop(busy)
+        waiting = bisect.bisect_right(visible, now) - taken
+        if waiting > 0:
+            if scaling_since is None:
+                scaling_since = now
+            esm = min(esm_cap, esm + queues * limits.esm_scale_per_minute / 60 * STEP)
+            function_cap = min(float(account), function_cap + limits.function_scale_per_10s / 10 * STEP)
+        allowed = min(int(esm), int(function_cap), account)
+        while waiting > 0 and len(busy) < allowed:
+            second = int(now)
+            if wcu_used[second] + wcu_per_batch > wcu_capacity:
+                held["DynamoDB write throughput"] += min(waiting, BATCH) * STEP
+                break
+            wcu_used[second] += wcu_per_batch
+            batch = min(BATCH, waiting)
+            cold = init if len(busy) >= environments else 0.0
+            environments = max(environments, len(busy) + 1)
+            for k in range(batch):
+                start = now + cold + (k + 1) * run_cpu / 2 + claim_io
+                lateness.append(max(0.0, start - fire_at[taken + k]))
+            duration = cold + batch * run_cpu + run_io + deployment.target_ms / 1000
+            heapq.heappush(busy, now + duration)
+            taken += batch
+            waiting -= batch
+        peak = max(peak, len(busy))
+        if waiting > 0:
+            if len(busy) >= allowed:
+                limit = min(
+                    (esm_cap, f"event-source maximum concurrency ({esm_cap})"),
+                    (account, f"account concurrency ({account})"),
+                    (int(esm), f"event-source scaling (+{limits.esm_scale_per_minute} a minute per queue)"),
+                    (int(function_cap), f"function scaling (+{limits.function_scale_per_10s} per 10 s)"),
+                )[1]
+                held[limit] += waiting * STEP
+            now += STEP
+        else:
+            following = visible[taken] if taken < len(visible) else now + STEP
+            now = max(now + STEP, min(following, busy[0] if busy else following))
+    peak_wcu = max(wcu_used.values(), default=0)
+    if late_sends:
+        held["dispatcher tick budget"] += late_sends
+    return BurstResult(
+        runs=len(fire_at),
+        lateness=lateness,
+        dispatcher_seconds_per_tick=busiest,
+        dispatch_ticks=ticks,
+        late_sends=late_sends,
+        peak_concurrency=peak,
+        peak_wcu_per_second=max(float(peak_wcu), dispatch_wcu),
+        held_back=dict(held),
+    )
