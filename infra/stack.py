@@ -138,7 +138,9 @@ class BurstConfig:
     - ``due_shards``: the due index's shard count; may only grow (see ``names.due_shard_count``);
     - ``warm_throughput``: DynamoDB warm throughput for both tables (reads and writes per second the tables
       serve at once, instead of on demand's doubling from the previous peak);
-    - ``worker_concurrency``: the event sources' maximum concurrency per priority class (2-1000 each).
+    - ``worker_concurrency``: the event sources' maximum concurrency per priority class (2-1000 each);
+    - ``dispatcher_memory`` / ``worker_memory``: MB (128-10240). Lambda gives CPU in proportion, one full
+      vCPU at 1,769 MB; the defaults (512 / 256) suit a small deployment, a burst wants the full vCPU.
     """
 
     dispatchers: int = 1
@@ -146,6 +148,8 @@ class BurstConfig:
     warm_reads: int | None = None
     warm_writes: int | None = None
     worker_concurrency: tuple[tuple[str, int], ...] = ()
+    dispatcher_memory: int = 512
+    worker_memory: int = 256
 
     @classmethod
     def from_context(cls, node: Any) -> BurstConfig:
@@ -163,7 +167,15 @@ class BurstConfig:
         concurrency = {str(k): int(v) for k, v in _json_context(node.try_get_context("worker_concurrency")).items()}
         if set(concurrency) - set(PRIORITIES) or any(not 2 <= v <= 1000 for v in concurrency.values()):
             raise ValueError(f"worker_concurrency: per class of {list(PRIORITIES)}, 2 to 1000 each")
+        memory = {
+            name: int(node.try_get_context(name) or default)
+            for name, default in (("dispatcher_memory", cls.dispatcher_memory), ("worker_memory", cls.worker_memory))
+        }
+        for name, value in memory.items():
+            if not 128 <= value <= 10240:
+                raise ValueError(f"{name}: 128 to 10240 MB")
         return cls(
+            **memory,
             dispatchers=dispatchers,
             due_shards=due_shards,
             warm_reads=int(warm["reads"]) if "reads" in warm else None,
@@ -449,7 +461,12 @@ class Functions(Construct):
             **{Env.QUEUES_BY_PRIORITY[p]: queues.work[p].queue_url for p in PRIORITIES},
         }
         self.dispatcher = self._function(
-            "Dispatcher", "functions.dispatcher.handler.handler", config, environment, Duration.seconds(60), 512
+            "Dispatcher",
+            "functions.dispatcher.handler.handler",
+            config,
+            environment,
+            Duration.seconds(60),
+            config.burst.dispatcher_memory,
         )
         # One invocation per part of the tick (two, so a slow tick never blocks the next), and a storm of
         # ticks cannot multiply reads.
@@ -458,7 +475,12 @@ class Functions(Construct):
         assert isinstance(cfn_dispatcher, lambda_.CfnFunction)
         cfn_dispatcher.reserved_concurrent_executions = self.dispatcher_reserved
         self.worker = self._function(
-            "Worker", "functions.worker.handler.handler", config, environment, WORKER_TIMEOUT, 256
+            "Worker",
+            "functions.worker.handler.handler",
+            config,
+            environment,
+            WORKER_TIMEOUT,
+            config.burst.worker_memory,
         )
         self.heartbeat = self._function(
             "Heartbeat", "functions.heartbeat.handler.handler", config, environment, Duration.seconds(60), 256

@@ -211,6 +211,52 @@ def _fire_json(fire: Occurrence, skipped: list[Occurrence], compiled: CompiledSc
     return entry
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--days", default=7, show_default=True, type=click.IntRange(1, 366), help="How far ahead to look.")
+@click.option("--after", "after_text", help="ISO-8601 instant to start from (default: now).")
+@click.option("--p99", "target_p99", default=60.0, show_default=True, help="Target p99 start lateness (s).")
+def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_p99: float) -> None:
+    """Size a deployment for job files: the peak minute of the next DAYS, the CDK settings and AWS quotas
+    that peak needs (from the scale model, scripts/bench_scale.py), and the monthly cost."""
+    from jobsched.capacity import load_profile, size_for
+
+    results = validate_files(paths)
+    bad = [result for result in results if result.errors]
+    for result in bad:
+        for error in result.errors:
+            click.echo(f"{result.path}: {error}", err=True)
+    if bad or not results:
+        click.echo("fix the job files first" if bad else "no job files (.yaml, .yml, .json) found", err=True)
+        sys.exit(1)
+    start = _parse_after(after_text, "UTC") if after_text else clock()
+    profile = load_profile((r.job for r in results if r.job is not None), start=start, days=days)
+    minute, peak = profile.peak()
+    sizing = size_for(profile, target_p99_s=target_p99)
+    d = sizing.deployment
+    click.echo(f"{profile.jobs} jobs ({profile.scheduled} scheduled), {_utc(start)} + {days} days:")
+    click.echo(f"  runs: {profile.total:,} ({profile.runs_per_month():,.0f} a month)")
+    click.echo(f"  peak minute: {_utc(minute)} with {peak:,} runs due")
+    for other, runs in sorted(profile.per_minute.items(), key=lambda item: -item[1])[1:4]:
+        click.echo(f"    then {_utc(other)}: {runs:,}")
+    if profile.truncated:
+        click.echo(
+            f"  note: {profile.truncated} schedule(s) fire more than the tool follows; their tail is not counted"
+        )
+    met = "meets" if sizing.p99_lateness_s <= target_p99 else "MISSES"
+    click.echo(
+        f"settings (modelled p99 start lateness at the peak {sizing.p99_lateness_s:.1f} s, {met} {target_p99:g} s;"
+        f" held back most by: {sizing.binding}):"
+    )
+    click.echo(f"  cdk deploy {sizing.context()}")
+    click.echo(f"  memory: dispatcher {d.dispatcher_memory_mb} MB, worker {d.worker_memory_mb} MB")
+    click.echo("AWS quotas that peak needs (Service Quotas; defaults in README 'Sizing for a burst'):")
+    click.echo(f"  Lambda concurrent executions: >= {sizing.account_concurrency:,} (default 1,000)")
+    click.echo(f"  DynamoDB table write throughput: >= {max(sizing.peak_wcu, 1):,.0f} units/s (default 40,000)")
+    click.echo(f"  peak worker invocations at once: {sizing.peak_concurrency:,}")
+    click.echo(f"monthly cost: ${sizing.monthly_cost_usd:,.2f} (prod idle + runs at the measured price per run)")
+
+
 def main() -> None:
     cli()
 

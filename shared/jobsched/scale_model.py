@@ -8,8 +8,8 @@ and latencies, each with its source in docs/scale-model.md. A ``Deployment`` is 
 Time advances in steps of ``STEP`` seconds. The dispatch side is computed per dispatcher part and tick;
 the work side is a queue of visible messages drained by worker invocations whose number the event source
 scaling, the event source's maximum concurrency, the account's concurrency and DynamoDB's write
-throughput bound. Each step records which of those held messages back, so a result names the quota that
-binds first.
+throughput bound. Each step records which of those held messages back, so a result names the limit that
+held runs back for the longest time.
 """
 
 from __future__ import annotations
@@ -49,15 +49,16 @@ class AwsLimits:
 class Calibration:
     """The pipeline's own cost, measured on this machine (scripts/bench_scale.py prints a fresh one)."""
 
-    dispatch_cpu_per_job_s: float = 0.0011  # plan + audit + bookkeeping of one due job (memory adapters)
-    dispatch_calls_per_job: float = 2.1  # DynamoDB calls (cursor write, reads amortised over batches)
+    # Defaults: the figures bench_scale printed on 2026-12-01 (2,000 jobs, this 2-core machine).
+    dispatch_cpu_per_job_s: float = 0.0015  # plan + audit + bookkeeping of one due job (memory adapters)
+    dispatch_calls_per_job: float = 3.0  # DynamoDB calls (cursor write; reads amortised over batches)
     dispatch_sqs_per_job: float = 0.1  # SendMessageBatch calls per job (ten messages each)
-    dispatch_wcu_per_job: float = 2.0
-    worker_cpu_per_run_s: float = 0.004  # the worker's own code for one run (memory adapters)
-    worker_calls_per_run: float = 7.0  # DynamoDB calls per run
-    worker_wcu_per_run: float = 3.0
-    sdk_cpu_per_call_s: float = 0.0025  # boto3 signing, HTTP and parsing per call, this machine
-    init_cpu_s: float = 1.07  # importing the worker handler (a cold start's init), this machine
+    dispatch_wcu_per_job: float = 3.0  # the cursor write with its due-index move
+    worker_cpu_per_run_s: float = 0.00064  # the worker's own code for one run (memory adapters)
+    worker_calls_per_run: float = 10.0  # DynamoDB calls per run (reads and writes)
+    worker_wcu_per_run: float = 4.0
+    sdk_cpu_per_call_s: float = 0.0027  # boto3 signing, HTTP and parsing per call, this machine
+    init_cpu_s: float = 1.08  # importing the worker handler (a cold start's init), this machine
 
     def dispatch_cpu(self) -> float:
         return self.dispatch_cpu_per_job_s + (self.dispatch_calls_per_job + self.dispatch_sqs_per_job) * (
@@ -67,6 +68,10 @@ class Calibration:
     def worker_cpu(self) -> float:
         # + the target's Invoke call
         return self.worker_cpu_per_run_s + (self.worker_calls_per_run + 1) * self.sdk_cpu_per_call_s
+
+
+AWS_LIMITS = AwsLimits()
+RECORDED_CALIBRATION = Calibration()
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ class BurstResult:
     late_sends: int  # messages the dispatchers sent after their instant
     peak_concurrency: int
     peak_wcu_per_second: float
-    held_back: dict[str, float] = field(default_factory=dict)  # limit -> message-seconds it held back
+    held_back: dict[str, float] = field(default_factory=dict)  # limit -> seconds it held messages back
 
     def percentile(self, fraction: float) -> float:
         ordered = sorted(self.lateness)
@@ -163,7 +168,7 @@ def simulate(
     fire_at: list[float],
     deployment: Deployment,
     calibration: Calibration,
-    limits: AwsLimits = AwsLimits(),
+    limits: AwsLimits = AWS_LIMITS,
     *,
     warm_concurrency: int = 0,
     dispatched: bool = True,
@@ -215,7 +220,7 @@ def simulate(
         while waiting > 0 and len(busy) < allowed:
             second = int(now)
             if wcu_used[second] + wcu_per_batch > wcu_capacity:
-                held["DynamoDB write throughput"] += min(waiting, BATCH) * STEP
+                held["DynamoDB write throughput"] += STEP
                 break
             wcu_used[second] += wcu_per_batch
             batch = min(BATCH, waiting)
@@ -237,14 +242,14 @@ def simulate(
                     (int(esm), f"event-source scaling (+{limits.esm_scale_per_minute} a minute per queue)"),
                     (int(function_cap), f"function scaling (+{limits.function_scale_per_10s} per 10 s)"),
                 )[1]
-                held[limit] += waiting * STEP
+                held[limit] += STEP
             now += STEP
         else:
             following = visible[taken] if taken < len(visible) else now + STEP
             now = max(now + STEP, min(following, busy[0] if busy else following))
     peak_wcu = max(wcu_used.values(), default=0)
     if late_sends:
-        held["dispatcher tick budget"] += late_sends
+        held["dispatcher tick budget"] += max(s - f for f, s in zip(fire_at, sent, strict=True))
     return BurstResult(
         runs=len(fire_at),
         lateness=lateness,

@@ -505,6 +505,8 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
         "due_shards": "64",
         "warm_throughput": '{"reads": 12000, "writes": 40000}',
         "worker_concurrency": '{"normal": 500}',
+        "worker_memory": "1769",
+        "dispatcher_memory": "1769",
     }
     template, folder = synthesize(tmp_path, **context)
     rules = {
@@ -518,7 +520,9 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
     assert {json.loads(target["Input"])["parts"] for target in targets} == {7}
     functions = resources(template, "AWS::Lambda::Function")
     dispatcher = next(f for name, f in functions.items() if name.startswith("FunctionsDispatcher"))
-    assert dispatcher["ReservedConcurrentExecutions"] == 14
+    assert dispatcher["ReservedConcurrentExecutions"] == 14 and dispatcher["MemorySize"] == 1769
+    worker = next(f for name, f in functions.items() if name.startswith("FunctionsWorker"))
+    assert worker["MemorySize"] == 1769
     for function in functions.values():
         variables = function.get("Environment", {}).get("Variables", {})
         if Env.JOBS_TABLE in variables:
@@ -541,6 +545,7 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
         ("warm_throughput", '{"write": 5}'),
         ("worker_concurrency", '{"normal": 5000}'),
         ("worker_concurrency", '{"urgent": 50}'),
+        ("worker_memory", "64"),
     ):
         with pytest.raises(ValueError, match=key):
             StageConfig.from_context(App(context={key: bad}))
