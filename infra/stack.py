@@ -49,6 +49,7 @@ from jobsched.names import (
     LOCAL_STAGE,
     MAX_DISPATCHERS,
     MAX_DUE_SHARDS,
+    MAX_WORK_QUEUES,
     OWNER_TAG,
     PRIORITIES,
     PROJECT,
@@ -139,6 +140,8 @@ class BurstConfig:
     - ``warm_throughput``: DynamoDB warm throughput for both tables (reads and writes per second the tables
       serve at once, instead of on demand's doubling from the previous peak);
     - ``worker_concurrency``: the event sources' maximum concurrency per priority class (2-1000 each);
+    - ``work_queues``: work queues per priority class (1-16), each with its own event source: a burst scales
+      that many event sources side by side (``worker_concurrency`` then applies to each);
     - ``dispatcher_memory`` / ``worker_memory``: MB (128-10240). Lambda gives CPU in proportion, one full
       vCPU at 1,769 MB; the defaults (512 / 256) suit a small deployment, a burst wants the full vCPU.
     """
@@ -150,6 +153,7 @@ class BurstConfig:
     worker_concurrency: tuple[tuple[str, int], ...] = ()
     dispatcher_memory: int = 512
     worker_memory: int = 256
+    work_queues: int = 1
 
     @classmethod
     def from_context(cls, node: Any) -> BurstConfig:
@@ -174,8 +178,12 @@ class BurstConfig:
         for name, value in memory.items():
             if not 128 <= value <= 10240:
                 raise ValueError(f"{name}: 128 to 10240 MB")
+        work_queues = int(node.try_get_context("work_queues") or 1)
+        if not 1 <= work_queues <= MAX_WORK_QUEUES:
+            raise ValueError(f"work_queues: 1 to {MAX_WORK_QUEUES} per priority class")
         return cls(
             **memory,
+            work_queues=work_queues,
             dispatchers=dispatchers,
             due_shards=due_shards,
             warm_reads=int(warm["reads"]) if "reads" in warm else None,
@@ -392,18 +400,24 @@ class Queues(Construct):
         super().__init__(scope, construct_id)
         self.config, self.key = config, key
         self.work: dict[str, sqs.Queue] = {}
+        self.shards: dict[str, list[sqs.Queue]] = {}  # every work queue of a class, the first being ``work``
         self.dead: dict[str, sqs.Queue] = {}
         for priority in PRIORITIES:
             definition = WORK_QUEUES[priority]
             dead = self._queue(f"{definition.logical_name}Dlq", f"{definition.logical_name}-dlq")
             self.dead[priority] = dead
-            self.work[priority] = self._queue(
-                definition.logical_name,
-                definition.logical_name,
-                # Longer than six worker timeouts, as Lambda's event source mapping asks.
-                visibility_timeout=Duration.seconds(WORKER_TIMEOUT.to_seconds() * 6),
-                dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=definition.max_receive_count, queue=dead),
-            )
+            # The first keeps the name it always had; more (``work_queues``) share the class's dead-letter queue.
+            self.shards[priority] = [
+                self._queue(
+                    f"{definition.logical_name}{suffix}",
+                    f"{definition.logical_name}{suffix}",
+                    # Longer than six worker timeouts, as Lambda's event source mapping asks.
+                    visibility_timeout=Duration.seconds(WORKER_TIMEOUT.to_seconds() * 6),
+                    dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=definition.max_receive_count, queue=dead),
+                )
+                for suffix in ["", *(str(number) for number in range(2, config.burst.work_queues + 1))]
+            ]
+            self.work[priority] = self.shards[priority][0]
         self.escalation_dead = self._queue("EscalationsDlq", "Escalations-dlq")
         self.escalations = self._queue(
             "Escalations",
@@ -456,6 +470,11 @@ class Functions(Construct):
             Env.TEAM_LIMITS: json.dumps(config.team_limits.as_dict(), sort_keys=True),
             Env.ZERO_METRICS: "on" if config.zero_metrics else "off",
             Env.DUE_SHARDS: str(config.burst.due_shards),
+            **(
+                {Env.WORK_QUEUE_SHARDS: json.dumps({p: [q.queue_url for q in queues.shards[p]] for p in PRIORITIES})}
+                if config.burst.work_queues > 1
+                else {}
+            ),
             "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
             **({Env.EGRESS_ALLOW: ",".join(config.egress_allow)} if config.egress_allow else {}),
             **{Env.QUEUES_BY_PRIORITY[p]: queues.work[p].queue_url for p in PRIORITIES},
@@ -524,17 +543,17 @@ class Functions(Construct):
             queues.escalations.grant_send_messages(function)
         self.escalation.add_environment(Env.LOG_GROUPS, log_groups)
         for priority in PRIORITIES:
-            queue = queues.work[priority]
-            for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
-                queue.grant_send_messages(function)
-            self.worker.add_event_source(
-                sources.SqsEventSource(
-                    queue,
-                    batch_size=10,
-                    report_batch_item_failures=True,
-                    max_concurrency=config.burst.max_concurrency(priority),
+            for queue in queues.shards[priority]:
+                for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
+                    queue.grant_send_messages(function)
+                self.worker.add_event_source(
+                    sources.SqsEventSource(
+                        queue,
+                        batch_size=10,
+                        report_batch_item_failures=True,
+                        max_concurrency=config.burst.max_concurrency(priority),
+                    )
                 )
-            )
         # Team resources (targets, secrets, escalation topics) only through the team's session of this role.
         self.target_role = TargetRole(
             self, "Targets", config=config, callers=(self.worker, self.api, self.pages, self.heartbeat)
@@ -1067,12 +1086,13 @@ class Observability(Construct):
                 0,
                 description=f"messages reached the {priority} dead-letter queue",
             )
-            alarm(
-                f"OldestMessage{priority.title()}",
-                queues.work[priority].metric_approximate_age_of_oldest_message(period=five),
-                900 + 300,
-                description="a run message waited longer than the longest delay plus 5 minutes",
-            )
+            for number, queue in enumerate(queues.shards[priority], start=1):
+                alarm(
+                    f"OldestMessage{priority.title()}{number if number > 1 else ''}",
+                    queue.metric_approximate_age_of_oldest_message(period=five),
+                    900 + 300,
+                    description="a run message waited longer than the longest delay plus 5 minutes",
+                )
         alarm(
             "EscalationDlqNotEmpty",
             queues.escalation_dead.metric_approximate_number_of_messages_visible(period=five),
@@ -1204,7 +1224,7 @@ class Observability(Construct):
             ),
             cloudwatch.GraphWidget(
                 title="Backlog (M6): queued run messages, and runs waiting for a slot or quota",
-                left=[queues.work[p].metric_approximate_number_of_messages_visible() for p in PRIORITIES],
+                left=[q.metric_approximate_number_of_messages_visible() for p in PRIORITIES for q in queues.shards[p]],
                 right=[signal("RunsByOutcome", "Sum", five, outcome="waiting")],
             ),
             cloudwatch.GraphWidget(
@@ -1229,7 +1249,7 @@ class Observability(Construct):
             ),
             cloudwatch.GraphWidget(
                 title="Oldest message age (s)",
-                left=[queues.work[p].metric_approximate_age_of_oldest_message() for p in PRIORITIES],
+                left=[q.metric_approximate_age_of_oldest_message() for p in PRIORITIES for q in queues.shards[p]],
             ),
             cloudwatch.GraphWidget(
                 title="Escalation events and pages (one page per incident)",

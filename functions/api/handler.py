@@ -26,7 +26,7 @@ def services() -> ApiServices:
     return ApiServices(
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=metered_runs(settings),
-        queues=WorkQueues(settings.queue_urls),
+        queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         worker=default_worker(),
         tokens=CallbackTokens.from_env(),
         membership=MembershipCache(Membership.from_env, role_tags=iam_role_tags),

@@ -36,9 +36,19 @@ from jobsched.spec import JobSpec
 COST_PER_MILLION_RUNS_USD = 4.99
 IDLE_PROD_PER_MONTH_USD = 26.41
 MAX_FIRES_PER_SCHEDULE = 200_000  # a minutely schedule over 138 days: beyond, a schedule is cut short
-# (worker concurrency, full vCPU) from the cheapest: the defaults first, then one vCPU per function and more
-# concurrent invocations.
-LADDER = ((50, False), (50, True), (100, True), (200, True), (300, True), (500, True), (750, True), (1000, True))
+# (worker concurrency per queue, full vCPU, queues per class) from the cheapest: the defaults first, then one
+# vCPU per function, more concurrent invocations, then more queues (event sources scaling side by side).
+LADDER = (
+    (50, False, 1),
+    (50, True, 1),
+    (100, True, 1),
+    (200, True, 1),
+    (500, True, 1),
+    (1000, True, 1),
+    (1000, True, 4),
+    (1000, True, 8),
+    (1000, True, 16),
+)
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,8 @@ class Sizing:
         ]
         if d.warm_wcu:
             parts.append(f"-c warm_throughput='{{\"writes\": {d.warm_wcu}}}'")
+        if d.queues_per_class > 1:
+            parts.append(f"-c work_queues={d.queues_per_class}")
         if d.worker_memory_mb != Deployment().worker_memory_mb:
             parts.append(f"-c dispatcher_memory={d.dispatcher_memory_mb} -c worker_memory={d.worker_memory_mb}")
         return " ".join(parts)
@@ -143,7 +155,7 @@ def size_for(
     fire_at = [0.0] * peak
     chosen: tuple[Deployment, BurstResult | None] | None = None
     defaults = Deployment()
-    for concurrency, full_vcpu in LADDER:
+    for concurrency, full_vcpu, queues in LADDER:
         deployment = Deployment(
             dispatchers=dispatchers,
             due_shards=shards,
@@ -151,7 +163,8 @@ def size_for(
             worker_memory_mb=FULL_VCPU_MB if full_vcpu else defaults.worker_memory_mb,
             worker_max_concurrency=concurrency,
             warm_wcu=limits.ddb_table_quota_wcu,
-            account_concurrency=max(limits.account_concurrency, concurrency + 100),
+            queues_per_class=queues,
+            account_concurrency=max(limits.account_concurrency, queues * concurrency + 100),
         )
         result = simulate(fire_at, deployment, calibration, limits) if peak else None
         chosen = (deployment, result)
@@ -171,6 +184,11 @@ def size_for(
         peak_concurrency=outcome.peak_concurrency if outcome is not None else 0,
         peak_wcu=peak_wcu,
         binding=outcome.binding if outcome is not None else "none",
-        account_concurrency=deployment.worker_max_concurrency + 2 * dispatchers + 100,
+        account_concurrency=min(
+            deployment.queues_per_class * deployment.worker_max_concurrency,
+            max(1, outcome.peak_concurrency if outcome else 1),
+        )
+        + 2 * dispatchers
+        + 100,
         monthly_cost_usd=monthly,
     )

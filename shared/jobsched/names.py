@@ -6,6 +6,7 @@ Table definitions are kept in a neutral shape that both boto3's ``create_table``
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -29,6 +30,7 @@ LOCAL_STAGE = "local"  # the stage `make run` deploys into moto; its outbound HT
 DUE_SHARDS = 8
 MAX_DUE_SHARDS = 1024
 MAX_DISPATCHERS = 64  # parallel dispatcher invocations per tick (CDK context ``dispatchers``)
+MAX_WORK_QUEUES = 16  # work queues per priority class, each with its own event source (CDK ``work_queues``)
 LEASE_SHARDS = 4
 
 
@@ -61,6 +63,9 @@ class Env:
     TEAM_LIMITS = "JOBSCHED_TEAM_LIMITS"  # JSON: the platform's default limits for every team (jobsched.quotas)
     PAGES_QUEUE = "JOBSCHED_PAGES_QUEUE_URL"  # escalation pages waiting for delivery
     DUE_SHARDS = "JOBSCHED_DUE_SHARDS"  # how many shards the due index is spread over (names.due_shard_count)
+    # JSON {"normal": [url, ...], ...}: every work queue of each class, when a deployment has more than one
+    # per class (CDK ``work_queues``); the QUEUE_* variables name the first.
+    WORK_QUEUE_SHARDS = "JOBSCHED_WORK_QUEUE_SHARDS"
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
 
 
@@ -239,6 +244,7 @@ class Settings:
     egress_allow: tuple[str, ...] = ()
     team_limits: TeamLimits = field(default_factory=TeamLimits)
     pages_queue_url: str | None = None  # None: pages are delivered by the escalation handler itself
+    queue_shards: dict[str, tuple[str, ...]] = field(default_factory=dict)  # more than one queue per class
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -265,4 +271,8 @@ class Settings:
             egress_allow=tuple(item.strip() for item in source.get(Env.EGRESS_ALLOW, "").split(",") if item.strip()),
             team_limits=TeamLimits.parse(source.get(Env.TEAM_LIMITS)),
             pages_queue_url=source.get(Env.PAGES_QUEUE) or None,
+            queue_shards={
+                priority: tuple(urls)
+                for priority, urls in json.loads(source.get(Env.WORK_QUEUE_SHARDS) or "{}").items()
+            },
         )

@@ -8,6 +8,7 @@ Every limit is on unless the platform turns it off: a team nobody has thought ab
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -47,6 +48,29 @@ class TeamLimits:
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class CachedLimits:
+    """Each team's limits (the platform's defaults with its overrides), read at most once a minute per team:
+    every run needs them, admins change them rarely, and a change reaches every function within a minute."""
+
+    def __init__(self, defaults: TeamLimits, overrides: Callable[[str], dict[str, int]], *, seconds: float = 60.0):
+        self.defaults = defaults
+        self._overrides = overrides
+        self._seconds = seconds
+        self._cache: dict[str, tuple[float, TeamLimits]] = {}
+
+    def get(self, team: str, *, now: float | None = None) -> TeamLimits:
+        moment = time.monotonic() if now is None else now
+        cached = self._cache.get(team)
+        if cached is not None and moment - cached[0] < self._seconds:
+            return cached[1]
+        limits = self.defaults.with_overrides(self._overrides(team))
+        self._cache[team] = (moment, limits)
+        return limits
+
+    def forget(self, team: str) -> None:
+        self._cache.pop(team, None)
 
 
 class QuotaExceeded(Exception):

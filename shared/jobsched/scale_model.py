@@ -88,8 +88,8 @@ class Deployment:
     target_ms: float = 100.0  # what each run's target takes
     dispatch_ahead_s: float = 600.0  # sparse jobs are dispatched this early (DISPATCH_AHEAD)
     io_concurrency: int = 16  # the dispatcher's concurrent writes and sends (IO_CONCURRENCY)
-    # Work queues per priority class, each with its own event source: they scale side by side. Only 1 is
-    # deployable today; more is the designed remedy for the event-source scaling rate (docs/scale-model.md).
+    # Work queues per priority class (CDK ``work_queues``), each with its own event source: they scale side by
+    # side, and ``worker_max_concurrency`` applies to each.
     queues_per_class: int = 1
 
     @staticmethod

@@ -64,7 +64,7 @@ def build_dispatcher(settings: Settings) -> Dispatcher:
     return Dispatcher(
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=metered_runs(settings),
-        queues=WorkQueues(settings.queue_urls),
+        queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         escalations=EscalationQueue(settings.escalation_queue_url),
     )
 
@@ -116,7 +116,7 @@ def build_worker(
     return Worker(
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=metered_runs(settings),
-        queues=WorkQueues(settings.queue_urls),
+        queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         escalations=EscalationQueue(settings.escalation_queue_url),
         targets=targets or build_targets(settings),
         clock=clock,

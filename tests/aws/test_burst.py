@@ -3,6 +3,7 @@ tick fans out over parallel dispatchers by due shard."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,7 @@ from functions.dispatcher.handler import TickEvent
 from jobsched.dispatch import DISPATCH_AHEAD, DUE_WINDOW, Dispatcher
 from jobsched.names import Env, due_shard_count
 from jobsched.records import due_shard
-from jobsched.runs import RunStatus, parse_instant
+from jobsched.runs import RunMessage, RunStatus, parse_instant
 from tests.aws.harness import Clock, Stack
 from tests.aws.test_pipeline import job
 
@@ -91,3 +92,41 @@ def test_the_tick_event_names_a_part_below_the_count() -> None:
     for bad in ({"part": 3, "parts": 3}, {"part": -1}, {"parts": 0}, {"parts": 1000}):
         with pytest.raises(ValidationError):
             TickEvent.model_validate(bad)
+
+
+def test_a_class_with_several_queues_spreads_runs_and_keeps_each_runs_messages_on_one(stack: Stack) -> None:
+    """-c work_queues: each run's messages (first attempt, waits, retries) go to one queue of its class, and
+    a burst spreads over all of them, so their event sources scale side by side."""
+    from jobsched.aws.queues import WorkQueues
+    from jobsched.names import Settings
+
+    urls = [stack.sqs.create_queue(QueueName=f"jobsched-test-normal-{index}")["QueueUrl"] for index in range(3)]
+    environ = {
+        "JOBSCHED_JOBS_TABLE": "jobs",
+        "JOBSCHED_RUNS_TABLE": "runs",
+        "JOBSCHED_ESCALATION_QUEUE_URL": "esc",
+        **{Env.QUEUES_BY_PRIORITY[p]: stack.queue_urls[p] for p in ("high", "low")},
+        Env.QUEUES_BY_PRIORITY["normal"]: urls[0],
+        Env.WORK_QUEUE_SHARDS: json.dumps({"normal": urls}),
+    }
+    settings = Settings.from_env(environ)
+    assert settings.queue_shards == {"normal": tuple(urls)}
+    queues = WorkQueues(settings.queue_urls, stack.sqs, shards=settings.queue_shards)
+    at = parse_instant("2027-01-04T09:00:00Z")
+    messages = [
+        RunMessage.scheduled(job=f"payments/job{index}", team="payments", at=at, fire_at=at, spec_version=1)
+        for index in range(60)
+    ]
+    assert queues.send_each("normal", [(message, timedelta(0)) for message in messages]) == set()
+    counts = [
+        int(
+            stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"][
+                "ApproximateNumberOfMessages"
+            ]
+        )
+        for url in urls
+    ]
+    assert sum(counts) == 60 and min(counts) >= 10, counts
+    retry = messages[7].for_attempt(2)
+    assert queues.queue_for("normal", retry) == queues.queue_for("normal", messages[7])
+    assert queues.queue_for("high", retry) == stack.queue_urls["high"], "a class with one queue keeps it"

@@ -304,7 +304,6 @@ def test_slots_are_released_lazily_one_write_per_run_and_never_while_the_holder_
     assert stack.live_slot_holders("ops/steady", "STATE") == {}
 
     stack.jobs.set_team_limits("ops", {"max_running": 2})
-    stack.jobs._limits_cache.clear()
     stack.register(callback_job("held", "allow", max_running=5))
     stack.minutes(3)  # two callback runs hold the team's two slots; the third waits
     held = statuses(stack, "ops/held")

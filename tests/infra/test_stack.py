@@ -489,10 +489,11 @@ def test_an_idle_non_prod_stage_pays_for_no_dashboards_traces_or_zero_counts(tmp
 
 
 def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tmp_path: Path) -> None:
-    """-c dispatchers=7 -c due_shards=64 -c warm_throughput=... -c worker_concurrency=...: seven rule targets
-    (five per rule) each naming its part, every function told the shard count, the dispatcher's reserved
-    concurrency two per part, both tables warmed, the normal class's event source allowed 500; cdk-nag
-    passes. Out-of-range values are refused at synth."""
+    """-c dispatchers=7 -c due_shards=64 -c warm_throughput -c worker_concurrency -c work_queues=3 and memory:
+    seven rule targets (five per rule) each naming its part, every function told the shard count, the
+    dispatcher's reserved concurrency two per part, both tables warmed, three normal queues each with an
+    event source allowed 500, sharing one DLQ, each alarmed; cdk-nag passes. Out-of-range values are
+    refused at synth."""
     from aws_cdk import App
 
     from infra.stack import StageConfig
@@ -507,6 +508,7 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
         "worker_concurrency": '{"normal": 500}',
         "worker_memory": "1769",
         "dispatcher_memory": "1769",
+        "work_queues": "3",
     }
     template, folder = synthesize(tmp_path, **context)
     rules = {
@@ -534,7 +536,14 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
         for mapping in resources(template, "AWS::Lambda::EventSourceMapping").values()
         if "ScalingConfig" in mapping
     )
-    assert 500 in concurrency
+    assert concurrency.count(500) == 3, "three normal queues, each its own event source"
+    queue_names = [json.dumps(q.get("QueueName")) for q in resources(template, "AWS::SQS::Queue").values()]
+    assert sum("WorkNormal" in name and "dlq" not in name for name in queue_names) == 3
+    assert sum("WorkNormal-dlq" in name for name in queue_names) == 1, "the shards share the class's DLQ"
+    worker_variables = worker["Environment"]["Variables"]
+    assert Env.WORK_QUEUE_SHARDS in worker_variables
+    alarms = json.dumps([a.get("AlarmName") for a in resources(template, "AWS::CloudWatch::Alarm").values()])
+    assert "OldestMessageNormal3" in alarms
     report = json.loads((folder / "validation-report.json").read_text())
     assert [v for plugin in report.get("pluginReports", []) for v in plugin.get("violations", [])] == []
     assert StageConfig.from_context(App()).burst.dispatchers == 1
@@ -546,6 +555,7 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
         ("worker_concurrency", '{"normal": 5000}'),
         ("worker_concurrency", '{"urgent": 50}'),
         ("worker_memory", "64"),
+        ("work_queues", "17"),
     ):
         with pytest.raises(ValueError, match=key):
             StageConfig.from_context(App(context={key: bad}))

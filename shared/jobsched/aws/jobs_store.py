@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -27,7 +26,7 @@ from jobsched.aws.dynamo import batch_get, from_item, is_conditional_failure, to
 from jobsched.breaker import BreakerState
 from jobsched.escalation import TARGET_PREFIX
 from jobsched.names import JobsKeys
-from jobsched.quotas import TeamLimits
+from jobsched.quotas import CachedLimits, TeamLimits
 from jobsched.records import (
     DueEntry,
     JobExists,
@@ -43,7 +42,6 @@ from jobsched.records import (
 from jobsched.runs import instant_text, parse_instant
 from jobsched.spec import JobSpec
 
-QUOTA_CACHE_SECONDS = 60.0  # a limit change reaches every worker within a minute
 IDEMPOTENCY_KEY_SECONDS = 7 * 86400  # a trigger retried within a week gets the same run
 
 
@@ -61,7 +59,7 @@ class JobsStore:
         self.table = table_name
         self._client = dynamodb
         self.team_defaults = team_defaults or TeamLimits()
-        self._limits_cache: dict[str, tuple[float, TeamLimits]] = {}
+        self._limits = CachedLimits(self.team_defaults, self.team_overrides)
 
     @property
     def db(self) -> Any:
@@ -534,6 +532,8 @@ class JobsStore:
         holders whose runs have ended (``ended``: which of these holders' runs are terminal) and those
         whose lease has expired (their worker died) are evicted in the same conditional write that takes
         the slot: one write per run instead of two, plus strongly consistent reads (a fifth of the price).
+        (Writing blind first and reading only on refusal would cost more: with lazy release the slots are
+        usually full of ended holders, and a refused conditional write is billed like a write.)
         """
         holders = self.slot_holders(pk, sk)
         for _ in range(3):
@@ -601,15 +601,8 @@ class JobsStore:
     # ------------------------------------------------------------------------- team limits
 
     def team_limits(self, team: str, *, now: float | None = None) -> TeamLimits:
-        """The platform's defaults with the team's overrides, cached for a minute: read on every run,
-        changed by admins rarely."""
-        moment = time.monotonic() if now is None else now
-        cached = self._limits_cache.get(team)
-        if cached is not None and moment - cached[0] < QUOTA_CACHE_SECONDS:
-            return cached[1]
-        limits = self.team_defaults.with_overrides(self.team_overrides(team))
-        self._limits_cache[team] = (moment, limits)
-        return limits
+        """The platform's defaults with the team's overrides, cached for a minute (``CachedLimits``)."""
+        return self._limits.get(team, now=now)
 
     def team_overrides(self, team: str) -> dict[str, int]:
         key = self._key(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA)
@@ -619,7 +612,7 @@ class JobsStore:
     def set_team_limits(self, team: str, overrides: dict[str, int | None]) -> TeamLimits:
         """Set (an int) or drop (None: back to the platform default) some of a team's limits."""
         self.team_defaults.with_overrides(overrides)  # refuses unknown names and bad values before writing
-        self._limits_cache.pop(team, None)
+        self._limits.forget(team)
         names = {f"#{name}": name for name in overrides}
         kept = {f":{name}": value for name, value in overrides.items() if value is not None}
         parts = [f"#{name} = :{name}" for name, value in overrides.items() if value is not None]

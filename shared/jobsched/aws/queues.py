@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -28,8 +29,15 @@ def delay_seconds(delay: timedelta) -> int:
 
 
 class WorkQueues:
-    def __init__(self, queue_urls: dict[str, str], sqs: Any | None = None) -> None:
+    """The work queues by priority class. A class may have several queues (``shards``), each with its own
+    event source, so that a burst scales that many event sources side by side; a run's messages always
+    go to the same one of them (by job and run id)."""
+
+    def __init__(
+        self, queue_urls: dict[str, str], sqs: Any | None = None, *, shards: dict[str, tuple[str, ...]] | None = None
+    ) -> None:
         self.urls = queue_urls
+        self.shards = {priority: (shards or {}).get(priority) or (url,) for priority, url in queue_urls.items()}
         self._client = sqs
 
     @property
@@ -49,16 +57,29 @@ class WorkQueues:
         Returns the indices of messages still not accepted, so a caller batching many jobs together
         can hold back exactly the jobs whose messages did not go out.
         """
-        starts = range(0, len(messages), 10)
-        if not starts:
-            return set()
-        if len(starts) == 1:
-            return self._send_batch(priority, messages, 0)
-        with ThreadPoolExecutor(max_workers=min(SEND_CONCURRENCY, len(starts))) as pool:
-            failed = pool.map(lambda start: self._send_batch(priority, messages[start : start + 10], start), starts)
+        by_queue: dict[str, list[int]] = {}
+        for index, (message, _) in enumerate(messages):
+            by_queue.setdefault(self.queue_for(priority, message), []).append(index)
+        batches = [
+            (url, indices[start : start + 10])
+            for url, indices in by_queue.items()
+            for start in range(0, len(indices), 10)
+        ]
+        if len(batches) <= 1:
+            return set().union(*(self._send_batch(url, messages, indices) for url, indices in batches))
+        with ThreadPoolExecutor(max_workers=min(SEND_CONCURRENCY, len(batches))) as pool:
+            failed = pool.map(lambda batch: self._send_batch(batch[0], messages, batch[1]), batches)
             return set().union(*failed)
 
-    def _send_batch(self, priority: str, batch: Sequence[tuple[WorkMessage, timedelta]], offset: int) -> set[int]:
+    def queue_for(self, priority: str, message: WorkMessage) -> str:
+        shards = self.shards[priority]
+        if len(shards) == 1:
+            return shards[0]
+        return shards[zlib.crc32(f"{message.job}/{message.run_id}".encode()) % len(shards)]
+
+    def _send_batch(
+        self, url: str, messages: Sequence[tuple[WorkMessage, timedelta]], indices: Sequence[int]
+    ) -> set[int]:
         pending = {
             str(index): {
                 "Id": str(index),
@@ -72,10 +93,11 @@ class WorkQueues:
                     "job": {"DataType": "String", "StringValue": message.job},
                 },
             }
-            for index, (message, delay) in enumerate(batch, start=offset)
+            for index in indices
+            for message, delay in (messages[index],)
         }
         for _ in range(3):
-            response = self.sqs.send_message_batch(QueueUrl=self.urls[priority], Entries=list(pending.values()))
+            response = self.sqs.send_message_batch(QueueUrl=url, Entries=list(pending.values()))
             failed = {entry["Id"] for entry in response.get("Failed", [])}
             pending = {key: entry for key, entry in pending.items() if key in failed}
             if not pending:

@@ -11,7 +11,7 @@ from jobsched.breaker import BreakerState
 from jobsched.escalation import TARGET_PREFIX
 from jobsched.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.names import JOBS_TABLE, JobsKeys
-from jobsched.quotas import TeamLimits
+from jobsched.quotas import CachedLimits, TeamLimits
 from jobsched.records import (
     DueEntry,
     JobExists,
@@ -32,6 +32,7 @@ class MemoryJobs:
     def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
         self.table = MemoryTable(JOBS_TABLE)
         self.team_defaults = team_defaults or TeamLimits()
+        self._limits = CachedLimits(self.team_defaults, self._overrides)
 
     # ------------------------------------------------------------------------------ specs
 
@@ -40,8 +41,8 @@ class MemoryJobs:
         return StoredJob.from_values(item) if item else None
 
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]:
-        found = (self.table.get(job, JobsKeys.SPEC, consistent=False) for job in jobs)
-        return {stored.key: stored for stored in (StoredJob.from_values(item) for item in found if item)}
+        found = self.table.get_batch([(job, JobsKeys.SPEC) for job in jobs], consistent=False)
+        return {stored.key: stored for stored in (StoredJob.from_values(item) for item in found)}
 
     def create(
         self, spec: JobSpec, *, now: datetime, principal: str, next_fire_at: datetime | None, cursor: datetime
@@ -120,11 +121,9 @@ class MemoryJobs:
         return self.table.get(job, JobsKeys.STATE)
 
     def audit_marks(self, jobs: list[str]) -> dict[str, datetime]:
-        states = (self.table.get(job, JobsKeys.STATE, consistent=False) for job in jobs)
+        states = self.table.get_batch([(job, JobsKeys.STATE) for job in jobs], consistent=False)
         return {
-            values[JobsKeys.PK]: parse_instant(values["audited_to"])
-            for values in states
-            if values and values.get("audited_to")
+            values[JobsKeys.PK]: parse_instant(values["audited_to"]) for values in states if values.get("audited_to")
         }
 
     def advance(
@@ -295,10 +294,11 @@ class MemoryJobs:
     # ---------------------------------------------------------------------------- team limits
 
     def team_limits(self, team: str, *, now: float | None = None) -> TeamLimits:
-        return self.team_defaults.with_overrides(self._overrides(team))
+        return self._limits.get(team, now=now)
 
     def set_team_limits(self, team: str, overrides: dict[str, int | None]) -> TeamLimits:
         self.team_defaults.with_overrides(overrides)  # refuses unknown names and bad values before writing
+        self._limits.forget(team)
 
         def apply(item: Item | None) -> Item:
             item = item or {}

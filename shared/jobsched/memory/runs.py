@@ -45,7 +45,8 @@ class MemoryRuns:
         return [Run.from_values(item) for _, item in zip(range(limit), ordered, strict=False)]
 
     def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]:
-        return {(job, run_id) for job, run_id in runs if (run := self.get(job, run_id)) and run.status in TERMINAL}
+        found = self.table.get_batch(sorted(runs), consistent=True)
+        return {(item[RunsKeys.PK], item[RunsKeys.SK]) for item in found if RunStatus(item["status"]) in TERMINAL}
 
     def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
         return {item[RunsKeys.SK] for item in self.table.partition(job, first=first, last=last)}

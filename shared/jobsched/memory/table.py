@@ -63,6 +63,15 @@ class MemoryTable:
             self._count_read(item, consistent)
             return copy.deepcopy(item) if item is not None else None
 
+    def get_batch(self, keys: list[Key], *, consistent: bool = True) -> list[Item]:
+        """The items that exist among ``keys``, counted as BatchGetItem requests of up to 100 keys."""
+        with self._lock:
+            found = [copy.deepcopy(self.items[key]) for key in keys if key in self.items]
+            self.capacity.reads += math.ceil(len(keys) / 100)
+            units = sum(max(1, math.ceil(item_size(item) / 4096)) for item in found)
+            self.capacity.read_units += units if consistent else units / 2
+            return found
+
     def partition(self, pk: str, *, first: str | None = None, last: str | None = None) -> list[Item]:
         """A partition's items in sort-key order, optionally between two sort keys (inclusive)."""
         with self._lock:
