@@ -24,6 +24,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--minutes", type=int, default=3)
+    parser.add_argument(
+        "--per-team",
+        type=int,
+        default=10,
+        help="jobs per team (teams are held to max_running 20 each: more jobs per team measure that limit)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     runtime = LocalRuntime(port=free_port(), examples=True).start()  # the rule's own 60 s tick
@@ -34,7 +40,7 @@ def main() -> None:
     for index in range(args.jobs):
         client.call(
             "PUT",
-            f"/teams/bench/jobs/job-{index:04d}",
+            f"/teams/{_team(index, args.per_team)}/jobs/job-{index:04d}",
             {
                 "schedule": {"expression": "* * * * *"},
                 "target": {"type": "lambda", "function": "jobsched-example-echo"},
@@ -48,15 +54,23 @@ def main() -> None:
     while datetime.now(UTC) < last + timedelta(seconds=45):
         time.sleep(5)
     lateness: list[float] = []
+    by_minute: dict[datetime, list[float]] = {}
     duplicates = 0
     missing = 0
     for index in range(args.jobs):
-        runs = client.paged(f"/teams/bench/jobs/job-{index:04d}/runs", "runs")
+        runs = client.paged(f"/teams/{_team(index, args.per_team)}/jobs/job-{index:04d}/runs", "runs")
         scheduled = [r for r in runs if r["trigger"] == "schedule" and first <= _instant(r["scheduled_at"]) <= last]
         counts = Counter(r["scheduled_at"] for r in scheduled)
         duplicates += sum(c - 1 for c in counts.values())
         missing += args.minutes - len(counts)
+        for minute in range(args.minutes):
+            instant = first + timedelta(minutes=minute)
+            if not any(_instant(at) == instant for at in counts):
+                print(f"missing: job-{index:04d} {instant:%H:%M}")
         lateness += [r["lateness_seconds"] for r in scheduled if r["lateness_seconds"] is not None]
+        for r in scheduled:
+            if r["lateness_seconds"] is not None:
+                by_minute.setdefault(_instant(r["scheduled_at"]), []).append(r["lateness_seconds"])
     # A DAG run's tasks share its run id and attempt (the example pipeline calls echo from four tasks): the task
     # names the execution too.
     executions = Counter(
@@ -67,14 +81,29 @@ def main() -> None:
     for key, count in executions.items():
         if count > 1:
             print(f"executed {count} times: {key}")
+    if missing:
+        import boto3
+
+        sqs = boto3.client("sqs", endpoint_url=runtime.endpoint, region_name="us-east-1")
+        for url in sqs.list_queues()["QueueUrls"]:
+            attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            print(url.rsplit("/", 1)[-1], {k: v for k, v in attributes.items() if k.startswith("Approximate")})
     runtime.stop()
     lateness.sort()
     p99 = lateness[min(len(lateness) - 1, int(len(lateness) * 0.99))] if lateness else float("nan")
-    print(f"jobs={args.jobs} minutes={args.minutes} runs_measured={len(lateness)} missing={missing}")
+    teams = (args.jobs + args.per_team - 1) // args.per_team
+    print(f"jobs={args.jobs} teams={teams} minutes={args.minutes} runs_measured={len(lateness)} missing={missing}")
     print(
         f"lateness_p50_s={statistics.median(lateness):.3f} lateness_p99_s={p99:.3f} lateness_max_s={max(lateness):.3f}"
     )
     print(f"duplicate_runs={duplicates} duplicate_executions={duplicate_executions}")
+    for minute, values in sorted(by_minute.items()):
+        values.sort()
+        print(f"  {minute:%H:%M}: {len(values)} runs, p50 {statistics.median(values):.2f} s, max {values[-1]:.2f} s")
+
+
+def _team(index: int, per_team: int) -> str:
+    return f"bench{index // per_team}"
 
 
 def _instant(text: str) -> datetime:

@@ -17,6 +17,7 @@ from botocore.config import Config
 ENDPOINT_ENV = "JOBSCHED_AWS_ENDPOINT"
 _lock = threading.Lock()
 _CONFIG = Config(retries={"max_attempts": 5, "mode": "standard"}, max_pool_connections=32)
+LOCAL_POOL_CONNECTIONS = 256
 
 
 def client_config(read_timeout: int | None = None) -> Config:
@@ -29,7 +30,12 @@ def client(service: str, read_timeout: int | None = None) -> Any:
     """The process-wide client for ``service`` (boto3 clients are thread-safe; creation is not)."""
     with _lock:
         endpoint = os.environ.get(ENDPOINT_ENV) or None
-        return boto3.session.Session().client(service, endpoint_url=endpoint, config=client_config(read_timeout))
+        config = client_config(read_timeout)
+        if endpoint:
+            # Locally one process plays every invocation of every function: more connections, or urllib3
+            # discards and reopens them under load.
+            config = config.merge(Config(max_pool_connections=LOCAL_POOL_CONNECTIONS))
+        return boto3.session.Session().client(service, endpoint_url=endpoint, config=config)
 
 
 def reset_clients() -> None:
