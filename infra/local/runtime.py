@@ -177,7 +177,11 @@ class LocalRuntime:
         self._save_state()
         if hasattr(self, "server"):
             self.server.terminate()
-            self.server.wait(timeout=10)
+            try:
+                self.server.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # busy threads can outlive SIGTERM
+                self.server.kill()
+                self.server.wait(timeout=10)
 
     # -------------------------------------------------------------------------- handlers
 
@@ -281,7 +285,16 @@ class LocalRuntime:
         import boto3
 
         assert self.deployment is not None
-        sqs = boto3.client("sqs", endpoint_url=self.endpoint, region_name=REGION)
+        from botocore.config import Config
+
+        from jobsched.aws.clients import LOCAL_POOL_CONNECTIONS
+
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            config=Config(max_pool_connections=LOCAL_POOL_CONNECTIONS),
+        )
         for source in self.deployment.event_sources:
             url = self.deployment.queue_url(source.queue)
             function = self.deployment.physical[source.function]
