@@ -63,8 +63,8 @@ def main() -> None:
         counts = Counter(r["scheduled_at"] for r in scheduled)
         duplicates += sum(c - 1 for c in counts.values())
         missing += args.minutes - len(counts)
-        for minute in range(args.minutes):
-            instant = first + timedelta(minutes=minute)
+        for offset in range(args.minutes):
+            instant = first + timedelta(minutes=offset)
             if not any(_instant(at) == instant for at in counts):
                 print(f"missing: job-{index:04d} {instant:%H:%M}")
         lateness += [r["lateness_seconds"] for r in scheduled if r["lateness_seconds"] is not None]
