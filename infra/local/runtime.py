@@ -189,7 +189,7 @@ class LocalRuntime:
         """Environment from the deployed functions; AWS calls go to moto; Lambda targets run here."""
         from functions import forget_services
         from jobsched import wiring
-        from jobsched.api.identity import LOCAL_GATEWAY_ENV, MEMBERSHIP_ENV
+        from jobsched.api.identity import MEMBERSHIP_ENV
         from jobsched.api.tokens import SECRET_ENV
         from jobsched.aws.clients import ENDPOINT_ENV, reset_clients
         from jobsched.names import Env
@@ -200,7 +200,6 @@ class LocalRuntime:
                 os.environ.update(function["environment"])
         os.environ[ENDPOINT_ENV] = self.endpoint
         os.environ[Env.API_URL] = self.api_url  # links in pages point at the local API
-        os.environ[LOCAL_GATEWAY_ENV] = "1"
         os.environ[MEMBERSHIP_ENV] = json.dumps({"admins": [DEFAULT_ADMIN], "team_patterns": [TEAM_PATTERN]})
         os.environ.pop("JOBSCHED_MEMBERSHIP_PARAMETER", None)
         import boto3

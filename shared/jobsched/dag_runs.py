@@ -38,18 +38,18 @@ from jobsched.dag import (
     run_result,
     task_retry,
 )
+from jobsched.outcome import Outcome
 from jobsched.ports import TaskRunsPort
 from jobsched.records import ParkedTask, Run, RunContext, StaleAttempt, TargetResult, TaskState
-from jobsched.runs import TERMINAL, RunMessage, RunStatus, instant_text
+from jobsched.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, instant_text
 from jobsched.spec import CallbackTarget, DagTask, JobSpec
 
 if TYPE_CHECKING:
     from jobsched.records import StoredJob
-    from jobsched.worker import Outcome, Worker
+    from jobsched.worker import Worker
 
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
 TASK_UNKNOWN = "jobsched.UnknownTask"
-LEASE_MARGIN = timedelta(seconds=60)
 # A parked task is heartbeated this long before its HeartbeatSeconds would run out (the checker ticks each
 # minute; the spec requires heartbeat_timeout >= 3 minutes for tasks with dependencies).
 PARKED_HEARTBEAT_LEAD = timedelta(minutes=2)
@@ -68,8 +68,6 @@ class DagRuns:
 
         The name is the run id and a random part, recorded before the start: nobody can start an execution
         of that name ahead of the run, and a redelivery starts (or finds) the same one."""
-        from jobsched.worker import Outcome
-
         spec = stored.spec
         assert spec.dag is not None
         execution = self.runs.set_workflow(
@@ -95,8 +93,6 @@ class DagRuns:
     # ------------------------------------------------------------------------------ tasks
 
     def process_task(self, message: DagTaskMessage) -> Outcome:
-        from jobsched.worker import Outcome
-
         now = self.worker.clock()
         stored = self.worker.jobs.get(message.job, consistent=False)
         run = self.runs.get(message.job, message.run_id)
@@ -190,8 +186,6 @@ class DagRuns:
 
     def task_failed(self, notice: DagTaskFailure) -> Outcome:
         """The state machine gave up on a task (its last attempt failed or timed out): record it, go on."""
-        from jobsched.worker import Outcome
-
         stored = self.worker.jobs.get(notice.job, consistent=False)
         run = self.runs.get(notice.job, notice.run_id)
         if run is None or stored is None or run.status in TERMINAL:
@@ -338,8 +332,6 @@ class DagRuns:
         result: TargetResult,
         priority: str,
     ) -> Outcome:
-        from jobsched.worker import Outcome
-
         now = self.worker.clock()
         runs = self.runs
         name = task.name
@@ -385,8 +377,6 @@ class DagRuns:
         self, message: DagTaskMessage, stored: StoredJob, run: Run, graph: Graph, mine: TaskState, now: datetime
     ) -> Outcome:
         """A message for an attempt already past WAITING: redelivery, or recovery after a crash."""
-        from jobsched.worker import Outcome
-
         priority = stored.spec.priority
         if mine.status in TASK_TERMINAL:
             # The outcome is recorded; the report or the advance may not have happened (crash): repeat both.

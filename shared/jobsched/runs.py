@@ -20,6 +20,8 @@ from jobsched.spec import Backoff, RetryPolicy
 from jobsched.tz import UTC
 
 MAX_SQS_DELAY = timedelta(seconds=900)
+# An attempt's lease outlasts its timeout by this much: time to record the result before anyone may take over.
+LEASE_MARGIN = timedelta(seconds=60)
 MAX_TEXT = 500  # run items stay under 1 KB in the common case: outputs and errors are truncated
 
 

@@ -28,9 +28,11 @@ from jobsched.dag import DagTaskFailure, DagTaskMessage, run_budget
 from jobsched.dag_runs import DagRuns
 from jobsched.escalation import EscalationEvent
 from jobsched.names import JobsKeys
+from jobsched.outcome import Outcome
 from jobsched.ports import EscalationsPort, JobsPort, RunsPort, TargetsPort, TaskRunsPort, WorkQueuesPort
 from jobsched.records import LOST_PREFIX, Run, RunContext, StaleAttempt, StoredJob, TargetResult
 from jobsched.runs import (
+    LEASE_MARGIN,
     MAX_SQS_DELAY,
     TERMINAL,
     RunMessage,
@@ -42,36 +44,9 @@ from jobsched.runs import (
 )
 from jobsched.spec import CallbackTarget, JobSpec
 
-LEASE_MARGIN = timedelta(seconds=60)
 WAIT_WHEN_FULL = timedelta(seconds=30)  # a message for a job at max_running comes back after this
 EARLY_TOLERANCE = timedelta(seconds=1)
 BREAKER_MARGIN = timedelta(seconds=1)  # a held run comes back just after the cool-down ends
-
-Action = Literal[
-    "succeeded",
-    "failed",
-    "retrying",
-    "pending",
-    "skipped",
-    "duplicate",
-    "superseded",
-    "waiting",
-    "cancelled",
-    "duplicate_execution",  # the same attempt ran twice: must never happen (M5, alarmed)
-]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What happened to one message. ``wait`` set: the message was sent again to come back after that long."""
-
-    action: Action
-    detail: str = ""
-    wait: timedelta | None = None
-    run: Run | None = None
-    lateness: timedelta | None = None
-    priority: str = "normal"  # the job's priority class, for metrics
-    resend: RunMessage | None = None  # what goes back on the queue for ``wait`` (default: the message itself)
 
 
 @dataclass
@@ -199,7 +174,8 @@ class Worker:
     def heartbeat_external(self, job: str, run_id: str, attempt: int) -> Run:
         """Extend a callback run's lease by its heartbeat timeout (or target timeout)."""
         stored, _ = self._running_attempt(job, run_id, attempt)
-        lease = self.clock() + self._timeout(stored.spec) + LEASE_MARGIN
+        now = self.clock()  # once: the lease and the slot's expiry judgement use the same instant
+        lease = now + self._timeout(stored.spec) + LEASE_MARGIN
         updated = self.runs.heartbeat(job, run_id, attempt=attempt, lease_until=lease)
         self.jobs.acquire_slot(
             job,
@@ -207,7 +183,7 @@ class Worker:
             holder=run_id,
             lease_until=lease,
             limit=stored.spec.concurrency.max_running,
-            now=self.clock(),
+            now=now,
         )
         return updated
 

@@ -46,12 +46,13 @@ from jobsched.names import (
     reserved_prefixes,
     state_machine_prefix,
 )
+from jobsched.outcome import Outcome
 from jobsched.ownership import OwnershipGuard, ResourceKind, spec_resources
 from jobsched.pages import Delivered, PageDelivery, PageNotDelivered, PageSender
 from jobsched.records import Run, RunContext
 from jobsched.runs import RunMessage, parse_instant
 from jobsched.spec import JobSpec
-from jobsched.worker import Outcome, Worker
+from jobsched.worker import Worker
 from tests.helpers import utc
 
 REGION = "us-east-1"

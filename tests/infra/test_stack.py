@@ -232,13 +232,15 @@ def test_the_target_role_is_assumed_only_by_jobscheds_functions_with_a_team_tag(
         ), function
 
 
-def test_the_stack_never_enables_the_local_identity_override(dev: Template, prod: Template) -> None:
-    from jobsched.api.identity import LOCAL_GATEWAY_ENV, MEMBERSHIP_ENV
+def test_the_stack_never_sets_the_local_runtimes_membership(dev: Template, prod: Template) -> None:
+    """Membership comes from the SSM parameter in AWS, never from an inline variable (the local runtime's);
+    the old local-gateway switch is gone from the code (tests/unit/test_membership.py) and the stack."""
+    from jobsched.api.identity import MEMBERSHIP_ENV
 
     for template, _ in (dev, prod):
         for props in resources(template, "AWS::Lambda::Function").values():
             variables = props.get("Environment", {}).get("Variables", {})
-            assert LOCAL_GATEWAY_ENV not in variables and MEMBERSHIP_ENV not in variables
+            assert "JOBSCHED_LOCAL_GATEWAY" not in variables and MEMBERSHIP_ENV not in variables
 
 
 def test_every_api_method_is_iam_authorized(dev: Template) -> None:

@@ -9,10 +9,9 @@ import pytest
 from moto import mock_aws
 
 from jobsched.api.identity import (
-    LOCAL_GATEWAY_ENV,
-    PRINCIPAL_HEADER,
     Membership,
     MembershipCache,
+    Unauthenticated,
     caller_arn,
     iam_role_tags,
 )
@@ -81,11 +80,27 @@ def test_role_tags_are_read_from_iam_and_cached() -> None:
     reset_clients()
 
 
-def test_the_header_override_is_refused_inside_lambda(monkeypatch: pytest.MonkeyPatch) -> None:
-    event = {"requestContext": {"identity": {"userArn": ASSUMED}}}
-    headers = {PRINCIPAL_HEADER: "arn:aws:iam::123456789012:role/platform-admin"}
-    monkeypatch.setenv(LOCAL_GATEWAY_ENV, "1")
+def test_no_header_or_environment_names_the_caller_in_the_deployed_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the signed identity API Gateway puts in the request context counts: a header naming an admin,
+    with the environment variable the local runtime used to set, changes nothing."""
+    from pathlib import Path
+
+    import jobsched
+    from jobsched.local_gateway import PRINCIPAL_HEADER, proxy_event
+
+    admin = "arn:aws:iam::123456789012:role/platform-admin"
+    event = {"requestContext": {"identity": {"userArn": ASSUMED}}, "headers": {PRINCIPAL_HEADER: admin}}
+    monkeypatch.setenv("JOBSCHED_LOCAL_GATEWAY", "1")
     monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
-    assert caller_arn(event, headers) == headers[PRINCIPAL_HEADER]  # the local runtime
-    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "jobsched-prod-Api")
-    assert caller_arn(event, headers) == ASSUMED
+    assert caller_arn(event) == ASSUMED
+    with pytest.raises(Unauthenticated):
+        caller_arn({"headers": {PRINCIPAL_HEADER: admin}})
+    # The header is the local gateway's alone: it builds the request context, as API Gateway does.
+    local = proxy_event("GET", "/teams/payments/jobs", {"X-Jobsched-Principal": admin}, None, principal=ASSUMED)
+    assert caller_arn(local) == admin
+    assert caller_arn(proxy_event("GET", "/teams/payments/jobs", {}, None, principal=ASSUMED)) == ASSUMED
+    # What the API Lambda runs (the api package, its handler, the stores) never mentions the header.
+    package = Path(jobsched.__file__).parent
+    deployed = [*(package / "api").rglob("*.py"), *(package / "aws").rglob("*.py"), package.parents[1] / "functions"]
+    files = [path for place in deployed for path in ([place] if place.is_file() else place.rglob("*.py"))]
+    assert files and not [path for path in files if PRINCIPAL_HEADER in path.read_text().lower()]

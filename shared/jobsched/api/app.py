@@ -128,7 +128,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         team too), so /validate and the like cannot be used to burn the API's capacity."""
         event = app.current_event
         s = services()
-        caller = s.membership.principal(caller_arn(event.raw_event, dict(event.headers or {})))
+        caller = s.membership.principal(caller_arn(event.raw_event))
         now = s.clock()
         limit = s.jobs.team_defaults.requests_per_minute  # a principal may act for several teams
         if not s.jobs.count_principal_request(caller.arn, now=now, limit=limit):

@@ -23,8 +23,9 @@ The mapping comes from the environment variable JOBSCHED_MEMBERSHIP (JSON) or, i
 parameter named by JOBSCHED_MEMBERSHIP_PARAMETER. ``MembershipCache`` reloads it at most once a minute,
 so a change (removing someone) takes effect within a minute, without a deploy.
 
-The local runtime may name the caller in a header (X-Jobsched-Principal). That override is ignored
-inside Lambda (where AWS_LAMBDA_FUNCTION_NAME is set), whatever the environment says.
+The caller is the signed identity API Gateway puts in the request context, and nothing else: no header or
+environment variable can name another one. (The local gateway builds that context itself, which is where
+`make run` lets a request act as someone else.)
 """
 
 from __future__ import annotations
@@ -42,8 +43,6 @@ from typing import Any
 
 MEMBERSHIP_ENV = "JOBSCHED_MEMBERSHIP"
 MEMBERSHIP_PARAMETER_ENV = "JOBSCHED_MEMBERSHIP_PARAMETER"
-LOCAL_GATEWAY_ENV = "JOBSCHED_LOCAL_GATEWAY"
-PRINCIPAL_HEADER = "x-jobsched-principal"
 MEMBERSHIP_TTL_SECONDS = 60.0
 DEFAULT_PRIORITIES = ("normal", "low")
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/(.+)$")
@@ -202,14 +201,8 @@ def iam_role_tags(role: str) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in found}
 
 
-def caller_arn(event: dict[str, Any], headers: dict[str, str]) -> str:
-    """The IAM caller; the local gateway may name another one with X-Jobsched-Principal (never in Lambda)."""
-    if os.environ.get(LOCAL_GATEWAY_ENV) == "1" and os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
-        log.error("%s is set inside Lambda: the identity override is refused", LOCAL_GATEWAY_ENV)
-    elif os.environ.get(LOCAL_GATEWAY_ENV) == "1":
-        named = {k.lower(): v for k, v in headers.items()}.get(PRINCIPAL_HEADER)
-        if named:
-            return named
+def caller_arn(event: dict[str, Any]) -> str:
+    """The IAM caller API Gateway authenticated (SigV4), from the request context."""
     identity = (event.get("requestContext") or {}).get("identity") or {}
     arn = identity.get("userArn") or identity.get("caller")
     if not arn:
