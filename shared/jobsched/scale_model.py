@@ -206,14 +206,11 @@ def simulate(
     peak = 0
     taken = 0
     now = visible[0] if visible else 0.0
-    scaling_since: float | None = None
     while taken < len(visible):
         while busy and busy[0] <= now:
             heapq.heappop(busy)
         waiting = bisect.bisect_right(visible, now) - taken
         if waiting > 0:
-            if scaling_since is None:
-                scaling_since = now
             esm = min(esm_cap, esm + queues * limits.esm_scale_per_minute / 60 * STEP)
             function_cap = min(float(account), function_cap + limits.function_scale_per_10s / 10 * STEP)
         allowed = min(int(esm), int(function_cap), account)
