@@ -1,6 +1,6 @@
 """The jobsched stack: one per account and region, a construct per concern.
 
-Names, keys, indexes, queues and environment variables come from ``jobsched.names``: the handlers,
+Names, keys, indexes, queues and environment variables come from ``jobsched.core.names``: the handlers,
 the tests and the local runtime read the same module, so nothing here can drift from them.
 """
 
@@ -42,7 +42,7 @@ from constructs import Construct
 
 from jobsched.api.identity import MEMBERSHIP_PARAMETER_ENV
 from jobsched.api.tokens import SECRET_NAME_ENV as CALLBACK_SECRET_NAME_ENV
-from jobsched.names import (
+from jobsched.core.names import (
     DUE_SHARDS,
     JOB_TAG,
     JOBS_TABLE,
@@ -62,8 +62,8 @@ from jobsched.names import (
     reserved_prefixes,
     state_machine_prefix,
 )
-from jobsched.quotas import TeamLimits
-from jobsched.signals import CATALOG, NAMESPACE
+from jobsched.tenancy.quotas import TeamLimits
+from jobsched.watch.signals import CATALOG, NAMESPACE
 
 WORKER_TIMEOUT = Duration.minutes(15)
 ESCALATION_TIMEOUT = Duration.seconds(60)
@@ -209,7 +209,7 @@ class StageConfig:
     api_reserved_concurrency: int = 20  # a burst of API calls cannot take the concurrency runs need
     waf: bool = False  # a web ACL on the API (rate per source IP, body size); on by default in prod
     waf_rate_per_5_minutes: int = 3000
-    team_limits: TeamLimits = field(default_factory=TeamLimits)  # every team's defaults (jobsched.quotas)
+    team_limits: TeamLimits = field(default_factory=TeamLimits)  # every team's defaults (jobsched.tenancy.quotas)
     capacity: TableCapacity | None = None  # None: on demand; else provisioned with auto scaling
     # What an idle non-prod stage need not pay for (scripts/idle_cost.py): on by default in prod and locally.
     dashboards: bool = True  # three dashboards, $3 each a month
@@ -307,7 +307,7 @@ def _list_context(value: Any) -> tuple[str, ...]:
 
 
 def signal(name: str, statistic: str, period: Duration, **dimensions: str) -> cloudwatch.Metric:
-    """A metric from the catalog (jobsched.signals), queried with exactly the dimensions it is published with."""
+    """A metric from the catalog (jobsched.watch.signals), queried with exactly the dimensions it is published with."""
     definition = CATALOG[name]
     if set(dimensions) != set(definition.dimensions):
         raise ValueError(f"{name} is published with dimensions {definition.dimensions}, not {tuple(dimensions)}")

@@ -37,15 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stac
 
 from moto import mock_aws
 
-from jobsched.aws.clients import reset_clients
-from jobsched.aws.notify import Notifier
-from jobsched.dag import parse_work_message
-from jobsched.egress import AddressPolicy, GuardedHttp
-from jobsched.jobs import put_job
-from jobsched.names import WORK_QUEUES
-from jobsched.pages import PageDelivery, PageNotDelivered, PageSender
-from jobsched.runs import RunMessage, parse_instant
-from jobsched.spec import JobSpec
+from jobsched.adapters.aws.clients import reset_clients
+from jobsched.adapters.aws.notify import Notifier
+from jobsched.core.names import WORK_QUEUES
+from jobsched.core.spec import JobSpec
+from jobsched.dag.definition import parse_work_message
+from jobsched.pipeline.runs import RunMessage, parse_instant
+from jobsched.registry.jobs import put_job
+from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
+from jobsched.watch.pages import PageDelivery, PageNotDelivered, PageSender
 from tests.aws.harness import Clock, FakeLambdas, Stack
 from tests.helpers import silent_server
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stac
 from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
-from jobsched.names import JOBS_TABLE, RUNS_TABLE, IndexDefinition, TableDefinition
+from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, IndexDefinition, TableDefinition
 from scripts.idle_cost import report as idle_cost_report
 from tests.aws.harness import Clock, FakeLambdas, Stack
 

@@ -2,10 +2,10 @@
 minute, as they would go in AWS.
 
 1. Calibration, measured here: the real ``Dispatcher`` and ``Worker`` run on the in-memory adapters
-   (``jobsched.memory``) with a virtual clock. CPU time per dispatched job and per run, and the store calls
+   (``jobsched.adapters.memory``) with a virtual clock. CPU time per dispatched job and per run, and the store calls
    and write units each makes, come from that run; the CPU boto3 spends per call (signing, HTTP, parsing)
    from calls to a local HTTP endpoint; a cold start's init from importing the worker handler.
-2. The model (``jobsched.scale_model``): those costs, with AWS's published scaling rates, quotas and
+2. The model (``jobsched.planning.scale_model``): those costs, with AWS's published scaling rates, quotas and
    latencies (docs/scale-model.md names the source of each), for two deployments: the defaults, and one
    sized for bursts with the CDK context README "Sizing for a burst" gives.
 
@@ -32,15 +32,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobsched.dispatch import Dispatcher
-from jobsched.jobs import first_fire_after
-from jobsched.memory import MemoryEscalations, MemoryJobs, MemoryRuns, MemoryWorkQueues
-from jobsched.quotas import TeamLimits
-from jobsched.records import RunContext, TargetResult
-from jobsched.runs import RunMessage, parse_instant
-from jobsched.scale_model import AwsLimits, Calibration, Deployment, simulate
-from jobsched.spec import JobSpec
-from jobsched.worker import Worker
+from jobsched.adapters.memory import MemoryEscalations, MemoryJobs, MemoryRuns, MemoryWorkQueues
+from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.spec import JobSpec
+from jobsched.pipeline.dispatch import Dispatcher
+from jobsched.pipeline.runs import RunMessage, parse_instant
+from jobsched.pipeline.worker import Worker
+from jobsched.planning.scale_model import AwsLimits, Calibration, Deployment, simulate
+from jobsched.registry.jobs import first_fire_after
+from jobsched.tenancy.quotas import TeamLimits
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAMS = 200

@@ -12,9 +12,9 @@ import statistics
 import time
 from datetime import datetime, timedelta
 
+from jobsched.core.spec import Schedule
+from jobsched.core.tz import UTC
 from jobsched.schedule.engine import CompiledSchedule, compile_schedule
-from jobsched.spec import Schedule
-from jobsched.tz import UTC
 
 ZONES = [
     "UTC",

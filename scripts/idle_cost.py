@@ -74,7 +74,7 @@ def alarm_metrics(alarm: dict[str, Any]) -> int:
 def measure_idle_ticks(template: dict[str, Any]) -> dict[str, IdleTick]:
     """Run the dispatcher and heartbeat handlers once each against an empty moto stack, with the stage's own
     setting for zero counts (read from the template's function environment)."""
-    from jobsched.names import Env
+    from jobsched.core.names import Env
 
     zero_metrics = {
         variables.get(Env.ZERO_METRICS)
@@ -102,7 +102,7 @@ def measure_idle_ticks(template: dict[str, Any]) -> dict[str, IdleTick]:
         wiring.reset()
         from functions.dispatcher import handler as dispatcher
         from functions.heartbeat import handler as heartbeat
-        from jobsched.aws.clients import client
+        from jobsched.adapters.aws.clients import client
 
         reads = {"units": 0.0}
 

@@ -12,9 +12,9 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from jobsched.core.spec import Schedule
+from jobsched.core.tz import UTC, get_zone
 from jobsched.schedule.engine import CompiledSchedule, compile_schedule
-from jobsched.spec import Schedule
-from jobsched.tz import UTC, get_zone
 
 
 def utc(text: str) -> datetime:

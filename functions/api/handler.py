@@ -7,13 +7,13 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.queues import WorkQueues
 from jobsched.api.app import ApiServices, build_handler
 from jobsched.api.identity import Membership, MembershipCache, iam_role_tags
 from jobsched.api.tokens import CallbackTokens
-from jobsched.aws.jobs_store import JobsStore
-from jobsched.aws.queues import WorkQueues
-from jobsched.names import Settings
-from jobsched.observability import make_logger, make_tracer
+from jobsched.core.names import Settings
+from jobsched.watch.observability import make_logger, make_tracer
 from jobsched.wiring import build_dag_deployer, build_guard, default_worker, egress_policy, metered_runs, utc_now
 
 logger = make_logger("api")

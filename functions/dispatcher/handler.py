@@ -9,9 +9,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from jobsched.names import MAX_DISPATCHERS
-from jobsched.observability import make_logger, make_tracer
-from jobsched.signals import emit
+from jobsched.core.names import MAX_DISPATCHERS
+from jobsched.watch.observability import make_logger, make_tracer
+from jobsched.watch.signals import emit
 from jobsched.wiring import default_dispatcher, utc_now
 
 logger = make_logger("dispatcher")

@@ -13,8 +13,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.escalation import EscalationEvent
-from jobsched.observability import emit_escalation, make_logger, make_tracer
+from jobsched.watch.escalation import EscalationEvent
+from jobsched.watch.observability import emit_escalation, make_logger, make_tracer
 from jobsched.wiring import default_escalator
 
 logger = make_logger("escalation")

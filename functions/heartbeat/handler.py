@@ -6,8 +6,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.observability import make_logger, make_tracer
-from jobsched.signals import emit
+from jobsched.watch.observability import make_logger, make_tracer
+from jobsched.watch.signals import emit
 from jobsched.wiring import default_heartbeat, utc_now
 
 logger = make_logger("heartbeat")

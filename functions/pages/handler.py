@@ -16,11 +16,11 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.aws.queues import PageQueue
-from jobsched.names import Settings
-from jobsched.observability import make_logger, make_tracer
-from jobsched.pages import PageDelivery, PageNotDelivered
-from jobsched.signals import emit
+from jobsched.adapters.aws.queues import PageQueue
+from jobsched.core.names import Settings
+from jobsched.watch.observability import make_logger, make_tracer
+from jobsched.watch.pages import PageDelivery, PageNotDelivered
+from jobsched.watch.signals import emit
 from jobsched.wiring import default_page_sender, page_queue
 
 logger = make_logger("pages")

@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.aws.clients import client
-from jobsched.aws.rotation import rotate
-from jobsched.observability import make_logger
+from jobsched.adapters.aws.clients import client
+from jobsched.adapters.aws.rotation import rotate
+from jobsched.watch.observability import make_logger
 
 logger = make_logger("rotation")
 

@@ -15,9 +15,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.dag import DagTaskFailure, DagTaskMessage, parse_work_message
-from jobsched.observability import emit_run_outcome, make_logger, make_tracer
-from jobsched.signals import emit
+from jobsched.dag.definition import DagTaskFailure, DagTaskMessage, parse_work_message
+from jobsched.watch.observability import emit_run_outcome, make_logger, make_tracer
+from jobsched.watch.signals import emit
 from jobsched.wiring import default_worker
 
 logger = make_logger("worker")

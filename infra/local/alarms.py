@@ -1,6 +1,6 @@
-"""The template's alarms, evaluated on the laptop (jobsched.alarms) from what the local runtime observes:
+"""The template's alarms, evaluated on the laptop (jobsched.watch.alarms) from what the local runtime observes:
 
-- the handlers' EMF (every ``jobsched.signals.emit``), also put into moto's CloudWatch with PutMetricData;
+- the handlers' EMF (every ``jobsched.watch.signals.emit``), also put into moto's CloudWatch with PutMetricData;
 - AWS/Lambda ``Invocations`` and ``Errors`` per function, as the runtime invokes the handlers;
 - AWS/Lambda ``Throttles``: always 0 (nothing throttles on the laptop), so those alarms show OK, not
   insufficient data;
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.local.statefiles import write_atomically
-from jobsched import signals
-from jobsched.alarms import AlarmBoard, Datapoints, alarms_from_template, metric_key
+from jobsched.watch import signals
+from jobsched.watch.alarms import AlarmBoard, Datapoints, alarms_from_template, metric_key
 
 log = logging.getLogger("jobsched.local.alarms")
 LAMBDA, SQS, API_GATEWAY = "AWS/Lambda", "AWS/SQS", "AWS/ApiGateway"
@@ -71,7 +71,7 @@ class LocalAlarms:
         return json.dumps(value)
 
     def metric(self, name: str, value: float, dimensions: dict[str, str]) -> None:
-        """The sink for ``jobsched.signals.emit``."""
+        """The sink for ``jobsched.watch.signals.emit``."""
         now = self.clock()
         with self.lock:
             self.data.put(metric_key(signals.NAMESPACE, name, dimensions), value, now)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobsched.names import LOCAL_STAGE
+from jobsched.core.names import LOCAL_STAGE
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

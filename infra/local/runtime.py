@@ -12,7 +12,7 @@ Handler environment variables come from the deployed Lambda configurations: no s
 State survives a crash: the tables are snapshot to ``<state-dir>/tables.json`` within a second of any
 write (atomically: a ``kill -9`` leaves the previous snapshot or the new one). Queue contents live in the
 moto process and are lost with it, so a start on a saved state rebuilds them from the tables
-(``jobsched.recovery``): nothing dispatched ahead or in flight is forgotten.
+(``jobsched.pipeline.recovery``): nothing dispatched ahead or in flight is forgotten.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from typing import Any
 from infra.local.alarms import LocalAlarms
 from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize
 from infra.local.statefiles import write_atomically
-from jobsched import signals
-from jobsched.names import Env
+from jobsched.core.names import Env
+from jobsched.watch import signals
 
 log = logging.getLogger("jobsched.local")
 
@@ -189,10 +189,10 @@ class LocalRuntime:
         """Environment from the deployed functions; AWS calls go to moto; Lambda targets run here."""
         from functions import forget_services
         from jobsched import wiring
+        from jobsched.adapters.aws.clients import ENDPOINT_ENV, reset_clients
         from jobsched.api.identity import MEMBERSHIP_ENV
         from jobsched.api.tokens import SECRET_ENV
-        from jobsched.aws.clients import ENDPOINT_ENV, reset_clients
-        from jobsched.names import Env
+        from jobsched.core.names import Env
 
         assert self.deployment is not None
         for function in self.deployment.functions.values():
@@ -243,7 +243,7 @@ class LocalRuntime:
 
     def _start_gateway(self) -> None:
         from functions.api import handler as api
-        from jobsched.local_gateway import LocalGateway
+        from infra.local.gateway import LocalGateway
 
         assert self.deployment is not None
         name = next(n for n, f in self.deployment.functions.items() if f["handler"] == "functions.api.handler.handler")
@@ -286,7 +286,7 @@ class LocalRuntime:
         assert self.deployment is not None
         from botocore.config import Config
 
-        from jobsched.aws.clients import LOCAL_POOL_CONNECTIONS
+        from jobsched.adapters.aws.clients import LOCAL_POOL_CONNECTIONS
 
         sqs = boto3.client(
             "sqs",
@@ -400,7 +400,7 @@ class LocalRuntime:
         appended to ``<state-dir>/escalations.jsonl`` (``jobsched local escalations``)."""
         import boto3
 
-        from jobsched.names import Env
+        from jobsched.core.names import Env
 
         topic = os.environ[Env.ESCALATION_TOPIC]
         sqs = boto3.client("sqs", endpoint_url=self.endpoint, region_name=REGION)
@@ -513,8 +513,8 @@ class LocalRuntime:
     def _start_snapshots(self) -> None:
         """Every write of a handler marks its item changed; the changed items are read back and the state is
         saved within a second. (A full scan every second was a fifth of moto's time under load.)"""
-        from jobsched.aws.clients import client
-        from jobsched.names import JOBS_TABLE, RUNS_TABLE
+        from jobsched.adapters.aws.clients import client
+        from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
 
         self._key_attributes = {
             os.environ[variable]: (definition.partition_key[0], definition.sort_key[0])
@@ -601,11 +601,11 @@ class LocalRuntime:
         import boto3
 
         from jobsched import wiring
-        from jobsched.aws.dynamo import from_item
-        from jobsched.names import JobsKeys, RunsKeys
-        from jobsched.records import TASK_PREFIX, Run
-        from jobsched.recovery import recover_lost_queues
-        from jobsched.runs import TERMINAL
+        from jobsched.adapters.aws.dynamo import from_item
+        from jobsched.core.names import JobsKeys, RunsKeys
+        from jobsched.core.records import TASK_PREFIX, Run
+        from jobsched.pipeline.recovery import recover_lost_queues
+        from jobsched.pipeline.runs import TERMINAL
 
         path = self.state_dir / "tables.json"
         if not path.exists():

@@ -14,11 +14,11 @@ from typing import Any
 
 import click
 
-from jobsched.errors import FieldError, SpecError
-from jobsched.jobfile import load_job_file, validate_files
+from jobsched.core.errors import FieldError, SpecError
+from jobsched.core.spec import Schedule
+from jobsched.core.tz import UTC, get_zone
+from jobsched.registry.jobfile import load_job_file, validate_files
 from jobsched.schedule.engine import DEFAULT_HORIZON, CompiledSchedule, Occurrence, compile_schedule
-from jobsched.spec import Schedule
-from jobsched.tz import UTC, get_zone
 
 # The edge of the system reads the clock; everything below it takes ``now`` as an argument.
 clock: Callable[[], datetime] = lambda: datetime.now(UTC)  # noqa: E731
@@ -126,7 +126,7 @@ def preview(
 def _schedule_from_options(expression: str, timezone: str) -> Schedule:
     from pydantic import ValidationError
 
-    from jobsched.errors import field_errors
+    from jobsched.core.errors import field_errors
 
     try:
         return Schedule.model_validate({"expression": expression, "timezone": timezone})
@@ -219,7 +219,7 @@ def _fire_json(fire: Occurrence, skipped: list[Occurrence], compiled: CompiledSc
 def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_p99: float) -> None:
     """Size a deployment for job files: the peak minute of the next DAYS, the CDK settings and AWS quotas
     that peak needs (from the scale model, scripts/bench_scale.py), and the monthly cost."""
-    from jobsched.capacity import load_profile, size_for
+    from jobsched.planning.capacity import load_profile, size_for
 
     results = validate_files(paths)
     bad = [result for result in results if result.errors]
@@ -417,7 +417,7 @@ def apply(
 
 
 def _normalized(spec: dict[str, Any]) -> dict[str, Any]:
-    from jobsched.spec import JobSpec
+    from jobsched.core.spec import JobSpec
 
     return JobSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
 
@@ -428,7 +428,7 @@ def _print_change(key: str, old: dict[str, Any] | None, new: dict[str, Any], now
 
     import yaml
 
-    from jobsched.spec import JobSpec
+    from jobsched.core.spec import JobSpec
 
     before = yaml.safe_dump(old, sort_keys=True).splitlines() if old else []
     after = yaml.safe_dump(new, sort_keys=True).splitlines()

@@ -1,9 +1,10 @@
 """What the pipeline needs from the outside world, as typing.Protocol ports.
 
-The dispatcher, the worker and the heartbeat checker are written against these; two adapters implement
-each: ``jobsched.aws`` (DynamoDB, SQS, the real targets) and ``jobsched.memory`` (dicts with DynamoDB's
-conditional-write semantics, a virtual-time queue). One contract suite (``tests/contract``) runs the same
-cases against both, so the memory adapters the scale model runs on are proven, not assumed.
+The dispatcher, the worker and the heartbeat checker are written against these; two adapters
+implement each: ``jobsched.adapters.aws`` (DynamoDB, SQS, the real targets) and
+``jobsched.adapters.memory`` (dicts with DynamoDB's conditional-write semantics, a virtual-time queue).
+One contract suite (``tests/contract``) runs the same cases against both, so the memory adapters
+the scale model runs on are proven, not assumed.
 
 Every store method is one conditional write or one read in DynamoDB terms: a method that cannot do its
 write because the stored item changed answers False/None or raises the domain conflict (``StaleAttempt``,
@@ -16,10 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from jobsched.breaker import BreakerState
-from jobsched.dag import TaskStatus, WorkMessage
-from jobsched.quotas import TeamLimits
-from jobsched.records import (
+from jobsched.core.records import (
     DueEntry,
     JobState,
     ParkedTask,
@@ -31,8 +29,11 @@ from jobsched.records import (
     TargetResult,
     TaskState,
 )
-from jobsched.runs import RunMessage, RunStatus
-from jobsched.spec import JobSpec
+from jobsched.core.spec import JobSpec
+from jobsched.dag.definition import TaskStatus, WorkMessage
+from jobsched.pipeline.runs import RunMessage, RunStatus
+from jobsched.tenancy.quotas import TeamLimits
+from jobsched.watch.breaker import BreakerState
 
 
 class JobsPort(Protocol):

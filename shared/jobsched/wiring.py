@@ -7,25 +7,25 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 
-from jobsched.aws.jobs_store import JobsStore
-from jobsched.aws.notify import Notifier
-from jobsched.aws.ownership import AwsTagReader, TeamSessions
-from jobsched.aws.queues import EscalationQueue, PageQueue, WorkQueues
-from jobsched.aws.runs_store import RunsStore
-from jobsched.aws.targets import LambdaInvoker, TargetExecutor
-from jobsched.aws.workflows import Workflows
-from jobsched.dispatch import Dispatcher
-from jobsched.egress import AddressPolicy, GuardedHttp
-from jobsched.escalation import Links
-from jobsched.escalator import Escalator
-from jobsched.heartbeat import HeartbeatChecker
-from jobsched.jobs import DagDeployer
-from jobsched.names import Env, Settings, reserved_prefixes
-from jobsched.observability import run_finished, run_retried
-from jobsched.ownership import OwnershipGuard
-from jobsched.pages import PageSender
-from jobsched.tz import UTC
-from jobsched.worker import Worker
+from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.notify import Notifier
+from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
+from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues
+from jobsched.adapters.aws.runs_store import RunsStore
+from jobsched.adapters.aws.targets import LambdaInvoker, TargetExecutor
+from jobsched.adapters.aws.workflows import Workflows
+from jobsched.core.names import Env, Settings, reserved_prefixes
+from jobsched.core.tz import UTC
+from jobsched.pipeline.dispatch import Dispatcher
+from jobsched.pipeline.worker import Worker
+from jobsched.registry.jobs import DagDeployer
+from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
+from jobsched.tenancy.ownership import OwnershipGuard
+from jobsched.watch.escalation import Links
+from jobsched.watch.escalator import Escalator
+from jobsched.watch.heartbeat import HeartbeatChecker
+from jobsched.watch.observability import run_finished, run_retried
+from jobsched.watch.pages import PageSender
 
 
 def utc_now() -> datetime:

@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 from jobsched.api.app import ApiServices, build_handler
 from jobsched.api.identity import Membership
 from jobsched.api.tokens import CallbackTokens
-from jobsched.egress import AddressPolicy
+from jobsched.tenancy.egress import AddressPolicy
 from tests.aws.harness import Stack
 
 ACCOUNT = "123456789012"

@@ -7,7 +7,7 @@ import pytest
 from moto import mock_aws
 
 from functions import forget_services
-from jobsched.aws.clients import reset_clients
+from jobsched.adapters.aws.clients import reset_clients
 from tests.aws.harness import REGION, Clock, FakeLambdas, Stack
 
 

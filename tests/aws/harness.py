@@ -21,20 +21,14 @@ from typing import Any
 
 import boto3
 
-from jobsched.aws.jobs_store import JobsStore
-from jobsched.aws.notify import Notifier
-from jobsched.aws.ownership import AwsTagReader, TeamSessions
-from jobsched.aws.queues import EscalationQueue, PageQueue, WorkQueues, delay_seconds
-from jobsched.aws.runs_store import RunsStore
-from jobsched.aws.targets import TargetExecutor
-from jobsched.aws.workflows import Workflows
-from jobsched.dag import DagTaskFailure, WorkMessage, parse_work_message
-from jobsched.dispatch import Dispatcher
-from jobsched.egress import AddressPolicy, GuardedHttp
-from jobsched.escalation import EscalationEvent, Links
-from jobsched.escalator import Escalator
-from jobsched.jobs import DagDeployer, put_job
-from jobsched.names import (
+from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.notify import Notifier
+from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
+from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues, delay_seconds
+from jobsched.adapters.aws.runs_store import RunsStore
+from jobsched.adapters.aws.targets import TargetExecutor
+from jobsched.adapters.aws.workflows import Workflows
+from jobsched.core.names import (
     JOBS_TABLE,
     OWNER_TAG,
     PRIORITIES,
@@ -46,13 +40,19 @@ from jobsched.names import (
     reserved_prefixes,
     state_machine_prefix,
 )
-from jobsched.outcome import Outcome
-from jobsched.ownership import OwnershipGuard, ResourceKind, spec_resources
-from jobsched.pages import Delivered, PageDelivery, PageNotDelivered, PageSender
-from jobsched.records import Run, RunContext
-from jobsched.runs import RunMessage, parse_instant
-from jobsched.spec import JobSpec
-from jobsched.worker import Worker
+from jobsched.core.records import Run, RunContext
+from jobsched.core.spec import JobSpec
+from jobsched.dag.definition import DagTaskFailure, WorkMessage, parse_work_message
+from jobsched.pipeline.dispatch import Dispatcher
+from jobsched.pipeline.outcome import Outcome
+from jobsched.pipeline.runs import RunMessage, parse_instant
+from jobsched.pipeline.worker import Worker
+from jobsched.registry.jobs import DagDeployer, put_job
+from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
+from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, spec_resources
+from jobsched.watch.escalation import EscalationEvent, Links
+from jobsched.watch.escalator import Escalator
+from jobsched.watch.pages import Delivered, PageDelivery, PageNotDelivered, PageSender
 from tests.helpers import utc
 
 REGION = "us-east-1"

@@ -12,7 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from jobsched.local_gateway import LocalGateway
+from infra.local.gateway import LocalGateway
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Stack
 

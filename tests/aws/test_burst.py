@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from functions.dispatcher.handler import TickEvent
-from jobsched.dispatch import DISPATCH_AHEAD, DUE_WINDOW, Dispatcher
-from jobsched.names import Env, due_shard_count
-from jobsched.records import due_shard
-from jobsched.runs import RunMessage, RunStatus, parse_instant
+from jobsched.core.names import Env, due_shard_count
+from jobsched.core.records import due_shard
+from jobsched.pipeline.dispatch import DISPATCH_AHEAD, DUE_WINDOW, Dispatcher
+from jobsched.pipeline.runs import RunMessage, RunStatus, parse_instant
 from tests.aws.harness import Clock, Stack
 from tests.aws.test_pipeline import job
 
@@ -97,8 +97,8 @@ def test_the_tick_event_names_a_part_below_the_count() -> None:
 def test_a_class_with_several_queues_spreads_runs_and_keeps_each_runs_messages_on_one(stack: Stack) -> None:
     """-c work_queues: each run's messages (first attempt, waits, retries) go to one queue of its class, and
     a burst spreads over all of them, so their event sources scale side by side."""
-    from jobsched.aws.queues import WorkQueues
-    from jobsched.names import Settings
+    from jobsched.adapters.aws.queues import WorkQueues
+    from jobsched.core.names import Settings
 
     urls = [stack.sqs.create_queue(QueueName=f"jobsched-test-normal-{index}")["QueueUrl"] for index in range(3)]
     environ = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from jobsched.records import StoredJob
-from jobsched.spec import JobSpec
+from jobsched.core.records import StoredJob
+from jobsched.core.spec import JobSpec
 from tests.aws.harness import Clock, Stack
 
 

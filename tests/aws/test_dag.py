@@ -17,13 +17,13 @@ import pytest
 from moto import mock_aws
 
 from infra.local.moto_patches import fresh_task_token_per_attempt
-from jobsched.aws.clients import reset_clients
-from jobsched.aws.workflows import ExecutionNotOurs
-from jobsched.dag import TaskStatus, compile_definition, definition_text
-from jobsched.names import OWNER_TAG
-from jobsched.records import Run, StaleAttempt, TaskState
-from jobsched.runs import RunStatus
-from jobsched.spec import JobSpec
+from jobsched.adapters.aws.clients import reset_clients
+from jobsched.adapters.aws.workflows import ExecutionNotOurs
+from jobsched.core.names import OWNER_TAG
+from jobsched.core.records import Run, StaleAttempt, TaskState
+from jobsched.core.spec import JobSpec
+from jobsched.dag.definition import TaskStatus, compile_definition, definition_text
+from jobsched.pipeline.runs import RunStatus
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
 JOB = "data/etl"
@@ -359,7 +359,7 @@ def test_the_definition_follows_the_spec_and_an_unchanged_apply_changes_nothing(
 
     stored = dag_stack.jobs.get(JOB)
     assert stored is not None
-    from jobsched.jobs import delete_job
+    from jobsched.registry.jobs import delete_job
 
     delete_job(dag_stack.jobs, stored, now=dag_stack.clock(), principal="test", dags=dag_stack.dags)
     assert dag_stack.workflows.definition(JOB) is None
@@ -391,7 +391,7 @@ def test_the_api_shows_task_states_and_takes_a_callback_task_result(dag_stack: S
 
 
 def test_a_parked_task_with_heartbeat_seconds_is_kept_alive_while_it_waits(dag_stack: Stack, clock: Clock) -> None:
-    from jobsched.heartbeat import HeartbeatChecker
+    from jobsched.watch.heartbeat import HeartbeatChecker
 
     start_run(dag_stack, clock, dag_job(callback_task("a"), callback_task("b", "a", heartbeat_timeout="3m")))
     drive(dag_stack, lambda: status(dag_stack) == {"a": "RUNNING", "b": "WAITING"})

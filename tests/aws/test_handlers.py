@@ -10,7 +10,7 @@ import pytest
 import urllib3
 
 from jobsched import wiring
-from jobsched.runs import RunStatus, instant_text
+from jobsched.pipeline.runs import RunStatus, instant_text
 from tests.aws.harness import EVENTS, FakeContext, Stack, sqs_event
 
 
@@ -91,7 +91,7 @@ def test_pages_handler_delivers_the_sample_page_and_backs_off_a_failing_webhook(
     deployed: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from functions.pages import handler as pages
-    from jobsched.pages import FIRST_RETRY
+    from jobsched.watch.pages import FIRST_RETRY
 
     sample = json.loads(json.loads((EVENTS / "pages_sqs_batch.json").read_text())["Records"][0]["body"])
     topic_page = sample | {"page_id": "ops/nightly/failing/v1/0/topic", "destination": "topic", "team": None}

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from jobsched.heartbeat import HeartbeatChecker
-from jobsched.records import StaleAttempt
-from jobsched.runs import RunStatus
+from jobsched.core.records import StaleAttempt
+from jobsched.pipeline.runs import RunStatus
+from jobsched.watch.heartbeat import HeartbeatChecker
 from tests.aws.harness import Clock, Stack
 
 RUN = "20270104T100000Z"

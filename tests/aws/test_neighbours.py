@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from jobsched import wiring
-from jobsched.names import LOCAL_STAGE, Env
-from jobsched.quotas import TeamLimits
-from jobsched.runs import RunMessage, RunStatus, instant_text, parse_instant
+from jobsched.core.names import LOCAL_STAGE, Env
+from jobsched.pipeline.runs import RunMessage, RunStatus, instant_text, parse_instant
+from jobsched.tenancy.quotas import TeamLimits
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Clock, FakeContext, Stack, sqs_event
 from tests.helpers import recording_server, silent_server
@@ -195,7 +195,7 @@ def test_a_never_answering_webhook_leaves_another_teams_pages_on_time(
     webhook times out (3 s), and A's page comes back later with backoff."""
     from functions.escalation.handler import handler as escalation_handler
     from functions.pages.handler import handler as pages_handler
-    from jobsched.escalation import EscalationEvent
+    from jobsched.watch.escalation import EscalationEvent
 
     monkeypatch.setenv(Env.STAGE, LOCAL_STAGE)
     team_topic = deployed.topic("fine-oncall", team="fine")

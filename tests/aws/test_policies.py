@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from jobsched.jobs import pause_job, resume_job
-from jobsched.runs import RunStatus
+from jobsched.pipeline.runs import RunStatus
+from jobsched.registry.jobs import pause_job, resume_job
 from tests.aws.harness import Clock, Stack
 
 MINUTE = timedelta(minutes=1)
@@ -86,7 +86,7 @@ def test_overlap_replace_cancels_the_running_run_and_refuses_its_late_result(sta
     stack.register(callback_job("fresh", "replace"))
     stack.minutes(2)
     assert statuses(stack, "ops/fresh") == [("0900", "CANCELLED"), ("0901", "RUNNING")]
-    from jobsched.records import StaleAttempt
+    from jobsched.core.records import StaleAttempt
 
     try:
         stack.runs.finish("ops/fresh", "20270104T090000Z", attempt=1, status=RunStatus.SUCCEEDED, now=clock())
@@ -259,7 +259,7 @@ def test_pausing_stops_instants_already_sent(stack: Stack, clock: Clock) -> None
 
 def test_a_waiting_runs_deadline_applies_while_it_waits(stack: Stack, clock: Clock) -> None:
     """A run held back by max_running has its record, so its SLA deadline is reported while it waits."""
-    from jobsched.heartbeat import HeartbeatChecker
+    from jobsched.watch.heartbeat import HeartbeatChecker
 
     stack.register(callback_job("slow", "queue") | {"deadline": "2m"})
     stack.minutes(2)  # 09:00 runs and holds the slot; 09:01 waits

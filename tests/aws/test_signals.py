@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from jobsched import wiring
-from jobsched.names import LOCAL_STAGE, Env
-from jobsched.runs import instant_text
+from jobsched.core.names import LOCAL_STAGE, Env
+from jobsched.pipeline.runs import instant_text
 from tests.aws.harness import EVENTS, FakeContext, Stack, sqs_event
 from tests.infra.conftest import synthesize
 
@@ -211,7 +211,7 @@ def test_every_metric_an_alarm_or_a_widget_queries_is_published_with_that_dimens
 def test_the_catalog_is_what_the_handlers_print(
     deployed: Stack, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from jobsched.signals import CATALOG
+    from jobsched.watch.signals import CATALOG
 
     published = {
         (name, dims)
@@ -232,7 +232,7 @@ def test_search_expressions_are_parsed() -> None:
 def test_every_run_that_ends_is_counted_once_wherever_it_ends(stack: Stack, clock: Any) -> None:
     """M1 counts every terminal outcome: the worker's, a callback result through the API, a heartbeat
     time-out, a cancel and the dispatcher's MISSED records; a redelivered message counts nothing more."""
-    from jobsched.heartbeat import HeartbeatChecker
+    from jobsched.watch.heartbeat import HeartbeatChecker
     from tests.aws.api_client import ApiClient, team_role
 
     ended: list[str] = []

@@ -10,10 +10,10 @@ from typing import Any
 import boto3
 import pytest
 
-from jobsched.aws.targets import TargetExecutor
-from jobsched.names import OWNER_TAG
-from jobsched.ownership import OwnershipGuard, ResourceRef
-from jobsched.runs import RunStatus
+from jobsched.adapters.aws.targets import TargetExecutor
+from jobsched.core.names import OWNER_TAG
+from jobsched.pipeline.runs import RunStatus
+from jobsched.tenancy.ownership import OwnershipGuard, ResourceRef
 from tests.aws.harness import REGION, Clock, Stack
 from tests.helpers import RecordingServer, recording_server
 
@@ -178,8 +178,8 @@ def test_executor_never_raises_for_aws_errors() -> None:
     def failing(function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
         raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "no"}}, "Invoke")
 
-    from jobsched.records import RunContext
-    from jobsched.spec import LambdaTarget
+    from jobsched.core.records import RunContext
+    from jobsched.core.spec import LambdaTarget
 
     class Owned:
         def tags(self, team: str, resource: ResourceRef) -> dict[str, str]:

@@ -14,10 +14,10 @@ from typing import Any
 import boto3
 import pytest
 
-from jobsched.aws.ownership import AwsTagReader, TeamSessions
-from jobsched.names import OWNER_TAG, SHARED_TAG
-from jobsched.ownership import OwnershipGuard, ResourceKind, ResourceRef
-from jobsched.runs import RunStatus
+from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
+from jobsched.core.names import OWNER_TAG, SHARED_TAG
+from jobsched.pipeline.runs import RunStatus
+from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, ResourceRef
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import ACCOUNT, REGION, Clock, Stack
 from tests.helpers import RecordingServer, recording_server

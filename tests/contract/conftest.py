@@ -9,12 +9,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from jobsched.aws.jobs_store import JobsStore
-from jobsched.aws.runs_store import RunsStore
-from jobsched.memory import MemoryJobs, MemoryRuns
-from jobsched.names import JOBS_TABLE, RUNS_TABLE
+from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.runs_store import RunsStore
+from jobsched.adapters.memory import MemoryJobs, MemoryRuns
+from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
+from jobsched.core.records import Run
 from jobsched.ports import JobsPort, RunsPort
-from jobsched.records import Run
 
 
 @dataclass

@@ -33,7 +33,7 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     os.environ.clear()
     os.environ.update(saved)
     from jobsched import wiring
-    from jobsched.aws.clients import reset_clients
+    from jobsched.adapters.aws.clients import reset_clients
 
     reset_clients()
     wiring.reset()

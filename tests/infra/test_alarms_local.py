@@ -1,4 +1,4 @@
-"""The template's own alarms evaluated locally (jobsched.alarms): statistics, M of N, missing data, metric
+"""The template's own alarms evaluated locally (jobsched.watch.alarms): statistics, M of N, missing data, metric
 math, and the alarms that matter driven to ALARM and back from datapoints alone."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.alarms import (
+from jobsched.watch.alarms import (
     AlarmBoard,
     AlarmSpec,
     Datapoints,
@@ -18,7 +18,7 @@ from jobsched.alarms import (
     metric_key,
     statistic,
 )
-from jobsched.signals import NAMESPACE
+from jobsched.watch.signals import NAMESPACE
 
 Template = tuple[dict[str, Any], Any]
 NOW = 1_800_000_000.0  # a period boundary for every period used here

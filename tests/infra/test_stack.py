@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Env
-from jobsched.quotas import TeamLimits
+from jobsched.core.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Env
+from jobsched.tenancy.quotas import TeamLimits
 
 Template = tuple[dict[str, Any], Path]
 
@@ -499,7 +499,7 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
     from aws_cdk import App
 
     from infra.stack import StageConfig
-    from jobsched.names import Env
+    from jobsched.core.names import Env
     from tests.infra.conftest import synthesize
 
     context = {

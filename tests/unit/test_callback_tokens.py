@@ -11,9 +11,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from jobsched.adapters.aws.clients import reset_clients
+from jobsched.adapters.aws.rotation import rotate
 from jobsched.api.tokens import CallbackTokens, InvalidToken, KeyRing, key_id, secrets_manager_versions, token_expiry
-from jobsched.aws.clients import reset_clients
-from jobsched.aws.rotation import rotate
 from tests.aws.harness import FakeContext
 from tests.helpers import utc
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jobsched.dag import (
+from jobsched.core.spec import JobSpec
+from jobsched.dag.definition import (
     DagTaskFailure,
     DagTaskMessage,
     TaskNode,
@@ -20,8 +21,7 @@ from jobsched.dag import (
     run_budget,
     run_result,
 )
-from jobsched.runs import RunMessage
-from jobsched.spec import JobSpec
+from jobsched.pipeline.runs import RunMessage
 
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/jobsched-test-WorkNormal"
 

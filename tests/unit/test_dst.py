@@ -230,8 +230,8 @@ def test_a_date_the_zone_skipped_entirely_has_no_run_and_the_next_date_runs_once
     from collections import Counter
     from zoneinfo import ZoneInfo
 
+    from jobsched.core.spec import Schedule
     from jobsched.schedule.engine import compile_schedule
-    from jobsched.spec import Schedule
 
     apia = ZoneInfo("Pacific/Apia")
     schedule = Schedule.model_validate({"expression": "0 1 * * *", "timezone": "Pacific/Apia"})

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import urllib3
 
-from jobsched.aws.notify import ChannelRefused, Notifier
-from jobsched.aws.targets import TargetExecutor
-from jobsched.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused, parse_url
-from jobsched.names import OWNER_TAG
-from jobsched.ownership import OwnershipGuard, ResourceRef
-from jobsched.records import RunContext
-from jobsched.spec import HttpTarget
+from jobsched.adapters.aws.notify import ChannelRefused, Notifier
+from jobsched.adapters.aws.targets import TargetExecutor
+from jobsched.core.names import OWNER_TAG
+from jobsched.core.records import RunContext
+from jobsched.core.spec import HttpTarget
+from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused, parse_url
+from jobsched.tenancy.ownership import OwnershipGuard, ResourceRef
 from tests.helpers import RecordingServer, recording_server
 
 DEPLOYED = AddressPolicy()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from jobsched.escalation import Channel, EscalationEvent, Incident, Policy, decide_open, decide_resolve
+from jobsched.watch.escalation import Channel, EscalationEvent, Incident, Policy, decide_open, decide_resolve
 
 NOW = datetime(2027, 1, 4, 9, tzinfo=UTC)
 POLICY = Policy(

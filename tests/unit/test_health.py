@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobsched.health import job_health, percentile, worst_first
-from jobsched.records import Run
-from jobsched.runs import RunStatus
+from jobsched.core.records import Run
+from jobsched.pipeline.runs import RunStatus
+from jobsched.watch.health import job_health, percentile, worst_first
 from tests.helpers import utc
 
 NOW = utc("2027-01-10T00:00Z")

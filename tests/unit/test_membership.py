@@ -8,6 +8,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from jobsched.adapters.aws.clients import reset_clients
 from jobsched.api.identity import (
     Membership,
     MembershipCache,
@@ -15,7 +16,6 @@ from jobsched.api.identity import (
     caller_arn,
     iam_role_tags,
 )
-from jobsched.aws.clients import reset_clients
 
 ACCOUNT = "123456789012"
 ASSUMED = f"arn:aws:sts::{ACCOUNT}:assumed-role/team-payments/ci-session-42"
@@ -86,7 +86,7 @@ def test_no_header_or_environment_names_the_caller_in_the_deployed_api(monkeypat
     from pathlib import Path
 
     import jobsched
-    from jobsched.local_gateway import PRINCIPAL_HEADER, proxy_event
+    from infra.local.gateway import PRINCIPAL_HEADER, proxy_event
 
     admin = "arn:aws:iam::123456789012:role/platform-admin"
     event = {"requestContext": {"identity": {"userArn": ASSUMED}}, "headers": {PRINCIPAL_HEADER: admin}}

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws.notify import ChannelRefused
-from jobsched.pages import (
+from jobsched.adapters.aws.notify import ChannelRefused
+from jobsched.watch.pages import (
     FALLBACK_AFTER,
     FIRST_RETRY,
     MAX_RETRY,

@@ -11,9 +11,9 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from jobsched.core.tz import UTC, available_zones, get_zone
 from jobsched.schedule.dst import WallKind, local_wall, resolve_wall
 from jobsched.schedule.engine import CompiledSchedule, Occurrence
-from jobsched.tz import UTC, available_zones, get_zone
 from tests.helpers import compiled
 
 DST_ZONES = [

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws.queues import WorkQueues
-from jobsched.quotas import TeamLimits, interleave_teams
-from jobsched.runs import RunMessage
+from jobsched.adapters.aws.queues import WorkQueues
+from jobsched.pipeline.runs import RunMessage
+from jobsched.tenancy.quotas import TeamLimits, interleave_teams
 from tests.helpers import utc
 
 NOW = timedelta(0)

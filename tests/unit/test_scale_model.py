@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from jobsched import cli as cli_module
-from jobsched.capacity import load_profile, size_for
 from jobsched.cli import cli
-from jobsched.scale_model import AwsLimits, Calibration, Deployment, simulate
-from jobsched.spec import JobSpec
+from jobsched.core.spec import JobSpec
+from jobsched.planning.capacity import load_profile, size_for
+from jobsched.planning.scale_model import AwsLimits, Calibration, Deployment, simulate
 from tests.helpers import utc
 
 SIZED = Deployment(

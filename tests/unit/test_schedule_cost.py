@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from jobsched.core.spec import Schedule
 from jobsched.schedule.engine import (
     MAX_STEPS_BETWEEN_FIRES,
     ScheduleTooExpensive,
     compile_schedule,
     schedule_cost_problem,
 )
-from jobsched.spec import Schedule
 from tests.helpers import utc
 
 NOW = utc("2026-11-30T12:00:00Z")

@@ -1,11 +1,11 @@
-"""jobsched.signals.emit with zero counts turned off (an idle non-prod stage pays for no custom metric)."""
+"""jobsched.watch.signals.emit with zero counts turned off (an idle non-prod stage pays for no custom metric)."""
 
 from __future__ import annotations
 
 import pytest
 
-from jobsched import signals
-from jobsched.names import Env
+from jobsched.core.names import Env
+from jobsched.watch import signals
 
 
 def test_zero_counts_are_not_published_when_turned_off(

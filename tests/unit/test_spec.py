@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from jobsched.durations import format_duration, parse_duration
-from jobsched.errors import FieldError, SpecError
-from jobsched.jobfile import load_job_file, parse_document, validate_document
-from jobsched.spec import JobSpec
+from jobsched.core.durations import format_duration, parse_duration
+from jobsched.core.errors import FieldError, SpecError
+from jobsched.core.spec import JobSpec
+from jobsched.registry.jobfile import load_job_file, parse_document, validate_document
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "jobs" / "nightly-invoices.yaml"
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from jobsched.aws.ownership import RENEW_BEFORE_SECONDS, TeamSessions
-from jobsched.aws.workflows import machine_suffix
+from jobsched.adapters.aws.ownership import RENEW_BEFORE_SECONDS, TeamSessions
+from jobsched.adapters.aws.workflows import machine_suffix
 
 ROLE = "arn:aws:iam::123456789012:role/jobsched-prod-targets"
 
@@ -56,7 +56,7 @@ def test_each_team_gets_its_own_tagged_session_cached_until_shortly_before_expir
 
 
 def test_without_a_target_role_the_functions_own_clients_are_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobsched.aws.clients import client, reset_clients
+    from jobsched.adapters.aws.clients import client, reset_clients
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     reset_clients()

@@ -19,7 +19,10 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from jobsched.admission import admission_errors, priority_errors, schedule_cost_errors
+from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.queues import WorkQueues
+from jobsched.adapters.aws.runs_store import RunsStore
+from jobsched.adapters.aws.workflows import WorkflowsNotConfigured
 from jobsched.api.identity import Forbidden, Membership, MembershipCache, Principal, Unauthenticated, caller_arn
 from jobsched.api.models import (
     BackfillRequest,
@@ -41,25 +44,13 @@ from jobsched.api.models import (
     ValidationResult,
 )
 from jobsched.api.tokens import TOKEN_HEADER, CallbackClaim, CallbackTokens, InvalidToken, token_expiry
-from jobsched.aws.jobs_store import JobsStore
-from jobsched.aws.queues import WorkQueues
-from jobsched.aws.runs_store import RunsStore
-from jobsched.aws.workflows import WorkflowsNotConfigured
-from jobsched.dag import graph_from_values
-from jobsched.durations import parse_duration
-from jobsched.egress import AddressPolicy
-from jobsched.errors import FieldError, SpecError, field_errors_from
-from jobsched.health import MAX_RUNS_READ, MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, worst_first
-from jobsched.jobfile import validate_document
-from jobsched.jobs import DagDeployer, pause_job, put_job, resume_job
-from jobsched.jobs import delete_job as remove_job
-from jobsched.ownership import OwnershipGuard
-from jobsched.quotas import QuotaExceeded
-from jobsched.records import JobExists, JobNotFound, Run, StaleAttempt, StoredJob, VersionConflict
-from jobsched.runs import RunStatus, instant_text, job_key, moment_text
-from jobsched.schedule.engine import ScheduleTooExpensive, compile_schedule
-from jobsched.spec import CallbackTarget, JobSpec
-from jobsched.triggers import (
+from jobsched.core.durations import parse_duration
+from jobsched.core.errors import FieldError, SpecError, field_errors_from
+from jobsched.core.records import JobExists, JobNotFound, Run, StaleAttempt, StoredJob, VersionConflict
+from jobsched.core.spec import CallbackTarget, JobSpec
+from jobsched.dag.definition import graph_from_values
+from jobsched.pipeline.runs import RunStatus, instant_text, job_key, moment_text
+from jobsched.pipeline.triggers import (
     BackfillLimit,
     BackfillProgress,
     BackfillTooLarge,
@@ -68,7 +59,16 @@ from jobsched.triggers import (
     start_backfill,
     trigger_run,
 )
-from jobsched.worker import Worker
+from jobsched.pipeline.worker import Worker
+from jobsched.registry.jobfile import validate_document
+from jobsched.registry.jobs import DagDeployer, pause_job, put_job, resume_job
+from jobsched.registry.jobs import delete_job as remove_job
+from jobsched.schedule.engine import ScheduleTooExpensive, compile_schedule
+from jobsched.tenancy.admission import admission_errors, priority_errors, schedule_cost_errors
+from jobsched.tenancy.egress import AddressPolicy
+from jobsched.tenancy.ownership import OwnershipGuard
+from jobsched.tenancy.quotas import QuotaExceeded
+from jobsched.watch.health import MAX_RUNS_READ, MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, worst_first
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_PAGE = 100

@@ -104,7 +104,7 @@ class Membership:
         if parameter:
             from aws_lambda_powertools.utilities.parameters import SSMProvider
 
-            from jobsched.aws.clients import client
+            from jobsched.adapters.aws.clients import client
 
             value = SSMProvider(boto3_client=client("ssm")).get(parameter, max_age=60)
             return cls.from_config(json.loads(str(value)))
@@ -190,7 +190,7 @@ def iam_role_tags(role: str) -> dict[str, str]:
     """A role's tags (iam:ListRoleTags); an unknown role has none."""
     from botocore.exceptions import ClientError
 
-    from jobsched.aws.clients import client
+    from jobsched.adapters.aws.clients import client
 
     try:
         found = client("iam").list_role_tags(RoleName=role, MaxItems=50)["Tags"]

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
-from jobsched.spec import JobSpec, Name
+from jobsched.core.spec import JobSpec, Name
 
 
 class JobBody(JobSpec):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobsched.tz import UTC
+from jobsched.core.tz import UTC
 
 SECRET_ENV = "JOBSCHED_CALLBACK_SECRET"  # the secret itself (local runtime, tests)
 SECRET_NAME_ENV = "JOBSCHED_CALLBACK_SECRET_NAME"  # or its Secrets Manager name (AWS)
@@ -130,7 +130,7 @@ def secrets_manager_versions(name: str) -> list[bytes]:
     """AWSCURRENT then AWSPREVIOUS (absent before the first rotation)."""
     from botocore.exceptions import ClientError
 
-    from jobsched.aws.clients import client
+    from jobsched.adapters.aws.clients import client
 
     secrets = client("secretsmanager")
     found = [secrets.get_secret_value(SecretId=name, VersionStage="AWSCURRENT")["SecretString"].encode()]

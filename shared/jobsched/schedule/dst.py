@@ -13,7 +13,7 @@ from enum import Enum
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from jobsched.tz import UTC
+from jobsched.core.tz import UTC
 
 
 class WallKind(Enum):

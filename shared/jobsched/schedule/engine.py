@@ -33,7 +33,9 @@ import holidays
 from croniter import croniter
 from croniter.croniter import CroniterBadDateError
 
-from jobsched.durations import format_duration
+from jobsched.core.durations import format_duration
+from jobsched.core.spec import Blackout, CalendarPolicy, HolidayCalendar, Schedule
+from jobsched.core.tz import UTC, get_zone
 from jobsched.schedule.dst import WallKind, local_wall, resolve_wall, zone_changes_near
 from jobsched.schedule.expressions import (
     AtExpression,
@@ -42,8 +44,6 @@ from jobsched.schedule.expressions import (
     hash_value,
     parse_expression,
 )
-from jobsched.spec import Blackout, CalendarPolicy, HolidayCalendar, Schedule
-from jobsched.tz import UTC, get_zone
 
 DEFAULT_HORIZON = timedelta(days=366 * 10)  # leap-day jobs fire twice in it
 # A schedule that a calendar or blackout excludes for a long time must not spin: previews and next-fire

@@ -1,0 +1,153 @@
+"""Team sessions and tag reads: how runs reach team resources with their team's permissions only.
+
+In AWS the functions hold no permission on team resources. They assume the target role with the session
+tag ``jobsched-team=<team of the run>``; its policies allow each action only where the resource's
+``jobsched-team`` tag equals that session tag (or, for targets, the resource is shared). Sessions are
+cached per team and renewed five minutes before they expire. Without a target role (the local runtime,
+moto) the function's own credentials are used, and ``OwnershipGuard`` alone enforces the rule.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from jobsched.adapters.aws.clients import ENDPOINT_ENV, client, client_config
+from jobsched.core.names import OWNER_TAG
+from jobsched.tenancy.ownership import ResourceKind, ResourceRef
+
+SESSION_SECONDS = 3600
+RENEW_BEFORE_SECONDS = 300
+MISSING = frozenset(
+    {
+        "ResourceNotFoundException",
+        "ResourceNotFound",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "QueueDoesNotExist",
+        "StateMachineDoesNotExist",
+        "InvalidArn",
+        "NotFound",
+        "NotFoundException",
+        "InvalidResourceId",
+        "ParameterNotFound",
+        "AccessDenied",
+        "AccessDeniedException",
+        "AuthorizationError",
+        "AuthorizationErrorException",
+        "InvalidParameter",
+        "InvalidParameterException",
+        "ValidationException",
+    }
+)
+
+
+@dataclass
+class _Session:
+    session: boto3.session.Session
+    expires_at: float
+    clients: dict[tuple[str, int | None], Any] = field(default_factory=dict)
+
+
+class TeamSessions:
+    """boto3 clients that act as one team: the target role, assumed with the team's session tag."""
+
+    def __init__(
+        self,
+        role_arn: str | None,
+        *,
+        sts: Any | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        duration_seconds: int = SESSION_SECONDS,
+    ) -> None:
+        self.role_arn = role_arn
+        self._sts = sts
+        self.wall_clock = wall_clock
+        self.duration_seconds = duration_seconds
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+
+    def client(self, team: str, service: str, read_timeout: int | None = None) -> Any:
+        if self.role_arn is None:
+            return client(service, read_timeout)
+        with self._lock:
+            current = self._sessions.get(team)
+            if current is None or current.expires_at - RENEW_BEFORE_SECONDS <= self.wall_clock():
+                current = self._assume(team)
+                self._sessions[team] = current
+            key = (service, read_timeout)
+            if key not in current.clients:
+                current.clients[key] = current.session.client(
+                    service, endpoint_url=os.environ.get(ENDPOINT_ENV) or None, config=client_config(read_timeout)
+                )
+            return current.clients[key]
+
+    def _assume(self, team: str) -> _Session:
+        sts = self._sts or client("sts")
+        response = sts.assume_role(
+            RoleArn=self.role_arn,
+            RoleSessionName=f"jobsched-{team}"[:64],
+            DurationSeconds=self.duration_seconds,
+            Tags=[{"Key": OWNER_TAG, "Value": team}],
+        )
+        credentials = response["Credentials"]
+        session = boto3.session.Session(
+            aws_access_key_id=credentials["AccessKeyId"],
+            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_session_token=credentials["SessionToken"],
+            region_name=sts.meta.region_name,
+        )
+        return _Session(session, credentials["Expiration"].timestamp())
+
+
+class AwsTagReader:
+    """Reads a resource's tags as the team (the target role may read tags of any resource)."""
+
+    def __init__(self, sessions: TeamSessions) -> None:
+        self.sessions = sessions
+        self._accounts: dict[str, str] = {}
+
+    def tags(self, team: str, resource: ResourceRef) -> dict[str, str] | None:
+        try:
+            return self._read(team, resource)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code", "") in MISSING:
+                return None
+            raise
+
+    def _read(self, team: str, resource: ResourceRef) -> dict[str, str]:
+        kind, name = resource.kind, resource.name
+        if kind is ResourceKind.FUNCTION:
+            lambdas = self.sessions.client(team, "lambda")
+            arn = name if name.startswith("arn:") else self._arn(team, lambdas, "lambda", f"function:{name}")
+            return dict(lambdas.list_tags(Resource=":".join(arn.split(":")[:7]))["Tags"])  # tags live on the function
+        if kind is ResourceKind.QUEUE:
+            return dict(self.sessions.client(team, "sqs").list_queue_tags(QueueUrl=name).get("Tags", {}))
+        if kind is ResourceKind.STATE_MACHINE:
+            found = self.sessions.client(team, "stepfunctions").list_tags_for_resource(resourceArn=name)["tags"]
+            return {tag["key"]: tag["value"] for tag in found}
+        if kind is ResourceKind.EVENT_BUS:
+            events = self.sessions.client(team, "events")
+            arn = name if name.startswith("arn:") else self._arn(team, events, "events", f"event-bus/{name}")
+            return {tag["Key"]: tag["Value"] for tag in events.list_tags_for_resource(ResourceARN=arn)["Tags"]}
+        if kind is ResourceKind.TOPIC:
+            found = self.sessions.client(team, "sns").list_tags_for_resource(ResourceArn=name)["Tags"]
+            return {tag["Key"]: tag["Value"] for tag in found}
+        if kind is ResourceKind.SECRET:
+            found = self.sessions.client(team, "secretsmanager").describe_secret(SecretId=name).get("Tags", [])
+            return {tag["Key"]: tag["Value"] for tag in found}
+        found = self.sessions.client(team, "ssm").list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
+        return {tag["Key"]: tag["Value"] for tag in found["TagList"]}
+
+    def _arn(self, team: str, service_client: Any, service: str, resource: str) -> str:
+        region = service_client.meta.region_name
+        if team not in self._accounts:
+            self._accounts[team] = self.sessions.client(team, "sts").get_caller_identity()["Account"]
+        partition = service_client.meta.partition
+        return f"arn:{partition}:{service}:{region}:{self._accounts[team]}:{resource}"

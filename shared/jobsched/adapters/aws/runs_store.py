@@ -1,0 +1,561 @@
+"""The Runs table: one item per run, every transition conditional on status and attempt.
+
+The attempt number is the fencing token. A result from attempt 2 cannot overwrite attempt 3, and a
+second create of the same run id is refused. ``StaleAttempt`` names the conflict; the stored run is
+never changed by a loser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from jobsched.adapters.aws.clients import client
+from jobsched.adapters.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values, update_if
+from jobsched.core.names import RunsKeys
+from jobsched.core.records import (
+    LOST_PREFIX,
+    TASK_PREFIX,
+    ParkedTask,
+    Run,
+    StaleAttempt,
+    TaskState,
+    lease_shard,
+    new_run_values,
+    running_values,
+)
+from jobsched.dag.definition import TASK_TERMINAL, TaskStatus
+from jobsched.pipeline.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, truncate
+
+
+def task_partition(job: str, run_id: str) -> str:
+    """Tasks live under their own partition key, so listing a job's runs never reads them."""
+    return f"{job}#{run_id}"
+
+
+class RunsStore:
+    def __init__(
+        self,
+        table_name: str,
+        dynamodb: Any | None = None,
+        *,
+        on_finished: Callable[[Run], None] | None = None,
+        on_retrying: Callable[[Run], None] | None = None,
+    ) -> None:
+        self.table = table_name
+        self._client = dynamodb
+        # Told once per run reaching a terminal status, and once per attempt going to RETRYING: the
+        # conditional write that succeeds is the one place every path (worker, API callback, heartbeat
+        # time-out, DAG run, dispatcher's MISSED) meets, so the SLIs count each run once.
+        self.on_finished = on_finished
+        self.on_retrying = on_retrying
+
+    @property
+    def db(self) -> Any:
+        return self._client or client("dynamodb")
+
+    def get(self, job: str, run_id: str) -> Run | None:
+        response = self.db.get_item(TableName=self.table, Key=self._key(job, run_id), ConsistentRead=True)
+        item = response.get("Item")
+        return Run.from_values(from_item(item)) if item else None
+
+    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
+        return self.page(job, limit=limit, newest_first=newest_first)[0]
+
+    def page(
+        self, job: str, *, limit: int = 50, newest_first: bool = True, after_run_id: str | None = None
+    ) -> tuple[list[Run], str | None]:
+        """Runs of ``job`` by run id (time order), ``limit`` at a time; the second value continues."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#job = :job",
+            "ExpressionAttributeNames": {"#job": RunsKeys.PK},
+            "ExpressionAttributeValues": to_values({":job": job}),
+            "ScanIndexForward": not newest_first,
+            "Limit": limit,
+        }
+        if after_run_id:
+            request["ExclusiveStartKey"] = self._key(job, after_run_id)
+        response = self.db.query(**request)
+        runs = [Run.from_values(from_item(item)) for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return runs, (from_item(last)[RunsKeys.SK] if last else None)
+
+    def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of these (job, run id) have ended (strongly consistent: a slot is freed on this answer)."""
+        found = batch_get(
+            self.db,
+            self.table,
+            [self._key(job, run_id) for job, run_id in sorted(runs)],
+            ProjectionExpression="#job, #run, #status",
+            ExpressionAttributeNames={"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
+            ConsistentRead=True,
+        )
+        return {
+            (values[RunsKeys.PK], values[RunsKeys.SK]) for values in found if RunStatus(values["status"]) in TERMINAL
+        }
+
+    def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
+        """The run ids of ``job`` between two run ids (inclusive): keys only, for the lost-message audit."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#job = :job AND #run BETWEEN :first AND :last",
+            "ExpressionAttributeNames": {"#job": RunsKeys.PK, "#run": RunsKeys.SK},
+            "ExpressionAttributeValues": to_values({":job": job, ":first": first, ":last": last}),
+            "ProjectionExpression": "#run",
+        }
+        found: set[str] = set()
+        while True:
+            response = self.db.query(**request)
+            found |= {from_item(item)[RunsKeys.SK] for item in response.get("Items", [])}
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    # --------------------------------------------------------------------------- creation
+
+    def create(
+        self,
+        message: RunMessage,
+        *,
+        status: RunStatus,
+        now: datetime,
+        retention: timedelta,
+        lease_until: datetime | None = None,
+        external: bool = False,
+        reason: str | None = None,
+        deadline: timedelta | None = None,
+    ) -> Run | None:
+        """Create the run; None if it exists already (the caller reads what is there). ``deadline``: an
+        unfinished run goes on the deadlines index until it finishes or its deadline is reported."""
+        values = new_run_values(
+            message,
+            status=status,
+            now=now,
+            retention=retention,
+            lease_until=lease_until,
+            external=external,
+            reason=reason,
+            deadline=deadline,
+        )
+        try:
+            self.db.put_item(
+                TableName=self.table,
+                Item=to_item(values),
+                ConditionExpression="attribute_not_exists(#run)",
+                ExpressionAttributeNames={"#run": RunsKeys.SK},
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return None
+            raise
+        created = Run.from_values(values)
+        if status in TERMINAL and self.on_finished is not None:
+            self.on_finished(created)
+        return created
+
+    # -------------------------------------------------------------------------- transitions
+
+    def start_attempt(
+        self,
+        job: str,
+        run_id: str,
+        *,
+        expected_status: RunStatus,
+        expected_attempt: int,
+        attempt: int,
+        now: datetime,
+        lease_until: datetime,
+        external: bool = False,
+        require_expired_lease: bool = False,
+        lateness_ms: int | None = None,
+    ) -> Run:
+        """SCHEDULED/RETRYING (or RUNNING with an expired lease, after a crash) -> RUNNING ``attempt``; also
+        MISSED -> RUNNING for a run the audit recorded lost (``LOST_PREFIX``) whose message came after all.
+        ``lateness_ms``: a first attempt's start minus its fire time (runs created SCHEDULED or lost)."""
+        names = {"#status": "status"}
+        values = {
+            ":expected": expected_status.value,
+            ":expected_attempt": expected_attempt,
+            ":running": RunStatus.RUNNING.value,
+            ":attempt": attempt,
+        }
+        running = running_values(job, run_id, now, lease_until, external)
+        sets = ["#status = :running", "attempt = :attempt"]
+        for index, (name, value) in enumerate(running.items()):
+            sets.append(f"{name} = :r{index}")
+            values[f":r{index}"] = value
+        condition = "#status = :expected AND attempt = :expected_attempt"
+        if require_expired_lease:
+            condition += " AND lease_until <= :now"
+            values[":now"] = instant_text(now)
+        if expected_status is RunStatus.MISSED:
+            condition += " AND begins_with(reason, :lost)"
+            values[":lost"] = LOST_PREFIX
+        if expected_status in (RunStatus.SCHEDULED, RunStatus.MISSED) and lateness_ms is not None:
+            sets.append("lateness_ms = :lateness")
+            values[":lateness"] = lateness_ms
+        # A run that waited for a slot loses its "waiting since ..." reason when it starts (a lost one, its
+        # "lost: ..." reason and finish time).
+        update = "SET " + ", ".join(sets) + " REMOVE next_attempt_at, wake_shard, wake_at, reason, finished_at"
+        return self._transition(job, run_id, update, condition, names, values)
+
+    def to_retrying(
+        self, job: str, run_id: str, *, attempt: int, now: datetime, next_attempt_at: datetime, error: str, wake: bool
+    ) -> Run:
+        """RUNNING ``attempt`` -> RETRYING; ``wake`` puts it on the wakeups index (delay > 15 minutes)."""
+        names = {"#status": "status"}
+        values: dict[str, Any] = {
+            ":running": RunStatus.RUNNING.value,
+            ":attempt": attempt,
+            ":retrying": RunStatus.RETRYING.value,
+            ":next": instant_text(next_attempt_at),
+            ":error": truncate(error),
+        }
+        update = "SET #status = :retrying, next_attempt_at = :next, #error = :error"
+        names["#error"] = "error"
+        if wake:
+            update += ", wake_shard = :wake_shard, wake_at = :next"
+            values[":wake_shard"] = lease_shard(job, run_id)
+        update += " REMOVE lease_shard, lease_expires_at"
+        retrying = self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
+        if self.on_retrying is not None:
+            self.on_retrying(retrying)
+        return retrying
+
+    def finish(
+        self,
+        job: str,
+        run_id: str,
+        *,
+        attempt: int,
+        status: RunStatus,
+        now: datetime,
+        output: str | None = None,
+        error: str | None = None,
+        from_status: RunStatus = RunStatus.RUNNING,
+        reason: str | None = None,
+    ) -> Run:
+        """``from_status`` at ``attempt`` -> a terminal status. StaleAttempt if anything else is stored."""
+        names = {"#status": "status", "#error": "error", "#output": "output", "#reason": "reason"}
+        values = {
+            ":from": from_status.value,
+            ":attempt": attempt,
+            ":status": status.value,
+            ":finished": moment_text(now),
+            ":error": truncate(error),
+            ":output": truncate(output),
+        }
+        sets = "SET #status = :status, finished_at = :finished, #error = :error, #output = :output"
+        if reason is not None:
+            sets += ", #reason = :reason"
+            values[":reason"] = truncate(reason)
+        else:
+            names.pop("#reason")
+        update = sets + " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at, deadline_shard, deadline_at"
+        finished = self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
+        if self.on_finished is not None:
+            self.on_finished(finished)
+        return finished
+
+    def end_lease(self, job: str, run_id: str, *, attempt: int, now: datetime) -> Run:
+        """The worker holding RUNNING ``attempt`` is known dead (its process is gone): its lease ends now."""
+        return self._transition(
+            job,
+            run_id,
+            "SET lease_until = :now",
+            "#status = :running AND attempt = :attempt",
+            {"#status": "status"},
+            {":now": instant_text(now), ":running": RunStatus.RUNNING.value, ":attempt": attempt},
+        )
+
+    def heartbeat(self, job: str, run_id: str, *, attempt: int, lease_until: datetime) -> Run:
+        names = {"#status": "status"}
+        values = {":running": RunStatus.RUNNING.value, ":attempt": attempt, ":lease": instant_text(lease_until)}
+        update = "SET lease_until = :lease, lease_expires_at = :lease"
+        return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
+
+    def expired_leases(self, shard: int, now: datetime) -> Iterator[Run | ParkedTask]:
+        """Runs waiting for an outside result whose lease has run out, and parked DAG tasks due a heartbeat
+        (the sparse leases index only)."""
+        return self._due_on_index(RunsKeys.LEASE_INDEX, RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT, shard, now)
+
+    def past_deadline(self, shard: int, now: datetime) -> Iterator[Run]:
+        """Unfinished runs whose SLA deadline has passed and was not reported yet (the deadlines index)."""
+        for run in self._due_on_index(
+            RunsKeys.DEADLINE_INDEX, RunsKeys.DEADLINE_SHARD, RunsKeys.DEADLINE_AT, shard, now
+        ):
+            if isinstance(run, Run):
+                yield run
+
+    def deadline_reported(self, job: str, run_id: str) -> bool:
+        """Take a run off the deadlines index once its miss is reported; False if already taken."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(job, run_id),
+            UpdateExpression="REMOVE deadline_shard, deadline_at",
+            ConditionExpression="attribute_exists(deadline_shard)",
+        )
+
+    def wakeups(self, shard: int, until: datetime) -> Iterator[Run]:
+        """Retries waiting longer than SQS can delay whose time comes by ``until`` (the wakeups index only)."""
+        for run in self._due_on_index(RunsKeys.WAKE_INDEX, RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, shard, until):
+            if isinstance(run, Run):
+                yield run
+
+    def _due_on_index(
+        self, index: str, shard_key: str, time_key: str, shard: int, until: datetime
+    ) -> Iterator[Run | ParkedTask]:
+        """Items on a sparse (shard, instant) index with an instant at or before ``until``, read in full."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index,
+            "KeyConditionExpression": "#shard = :shard AND #at <= :until",
+            "ExpressionAttributeNames": {"#shard": shard_key, "#at": time_key},
+            "ExpressionAttributeValues": to_values({":shard": shard, ":until": instant_text(until)}),
+        }
+        while True:
+            response = self.db.query(**request)
+            for item in response.get("Items", []):
+                values = from_item(item)
+                if values[RunsKeys.SK].startswith(TASK_PREFIX):
+                    job, _, run_id = values[RunsKeys.PK].rpartition("#")
+                    key = {RunsKeys.PK: values[RunsKeys.PK], RunsKeys.SK: values[RunsKeys.SK]}
+                    found = self.db.get_item(TableName=self.table, Key=to_item(key), ConsistentRead=True)
+                    if "Item" in found:
+                        yield ParkedTask(job, run_id, TaskState.from_values(from_item(found["Item"])))
+                    continue
+                run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
+                if run is not None:
+                    yield run
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def clear_wake(self, job: str, run_id: str, *, attempt: int) -> bool:
+        """Take a retry off the wakeups index once its message is on a queue; False if already taken."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(job, run_id),
+            UpdateExpression="REMOVE wake_shard, wake_at",
+            ConditionExpression="attribute_exists(wake_shard) AND attempt = :attempt",
+            ExpressionAttributeValues=to_values({":attempt": attempt}),
+        )
+
+    def set_workflow(self, job: str, run_id: str, *, graph: dict[str, Any], execution_arn: str) -> str:
+        """Record a DAG run's graph and execution; returns the execution recorded first (a redelivery
+        keeps the name chosen by the first delivery, so it starts or finds the same execution)."""
+        response = self.db.update_item(
+            TableName=self.table,
+            Key=self._key(job, run_id),
+            UpdateExpression=(
+                "SET graph = if_not_exists(graph, :graph), execution_arn = if_not_exists(execution_arn, :arn)"
+            ),
+            ConditionExpression="attribute_exists(#run)",
+            ExpressionAttributeNames={"#run": RunsKeys.SK},
+            ExpressionAttributeValues=to_values({":graph": graph, ":arn": execution_arn}),
+            ReturnValues="ALL_NEW",
+        )
+        return str(response["Attributes"]["execution_arn"]["S"])
+
+    # ------------------------------------------------------------------------------ DAG tasks
+
+    def tasks(self, job: str, run_id: str) -> dict[str, TaskState]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": RunsKeys.PK},
+            "ExpressionAttributeValues": to_values({":pk": task_partition(job, run_id)}),
+            "ConsistentRead": True,
+        }
+        found: dict[str, TaskState] = {}
+        while True:
+            response = self.db.query(**request)
+            for item in response.get("Items", []):
+                task = TaskState.from_values(from_item(item))
+                found[task.name] = task
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def park_task(
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        *,
+        attempt: int,
+        token: str,
+        now: datetime,
+        expires_at: int,
+        heartbeat_at: datetime | None = None,
+    ) -> bool:
+        """WAITING with the attempt's token, unless the task already is at this attempt or beyond.
+
+        ``heartbeat_at``: the state has HeartbeatSeconds, so the task goes on the leases index and the
+        heartbeat checker heartbeats it from then on while it waits for its dependencies."""
+        update = "SET #status = :waiting, attempt = :attempt, #token = :token, parked_at = :now, #ttl = :ttl"
+        values: dict[str, Any] = {
+            ":waiting": TaskStatus.WAITING.value,
+            ":attempt": attempt,
+            ":token": token,
+            ":now": instant_text(now),
+            ":ttl": expires_at,
+        }
+        if heartbeat_at is not None:
+            update += ", lease_shard = :shard, lease_expires_at = :beat"
+            values |= {":shard": lease_shard(job, f"{run_id}/{task}"), ":beat": instant_text(heartbeat_at)}
+        return self._task_update(job, run_id, task, update, "attribute_not_exists(#sk) OR attempt < :attempt", values)
+
+    def parked_heartbeat_sent(self, job: str, run_id: str, task: str, *, attempt: int, next_at: datetime) -> bool:
+        """Move a parked task's next heartbeat; False if it stopped waiting meanwhile."""
+        return self._task_update(
+            job,
+            run_id,
+            task,
+            "SET lease_expires_at = :next",
+            "attempt = :attempt AND #status = :waiting AND attribute_exists(lease_shard)",
+            {":next": instant_text(next_at), ":attempt": attempt, ":waiting": TaskStatus.WAITING.value},
+        )
+
+    def claim_task(
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        *,
+        attempt: int,
+        token: str,
+        now: datetime,
+        lease_until: datetime,
+        expires_at: int,
+    ) -> bool:
+        """-> RUNNING ``attempt``: from nothing, from this attempt parked, or from an earlier unfinished attempt
+        (the state machine started a new one, so the old one is over). Only one claimer wins."""
+        return self._task_update(
+            job,
+            run_id,
+            task,
+            "SET #status = :running, attempt = :attempt, #token = :token, started_at = :now, lease_until = :lease,"
+            " #ttl = :ttl REMOVE #error, lease_shard, lease_expires_at",
+            "attribute_not_exists(#sk) OR (attempt < :attempt AND NOT #status IN (:t0, :t1, :t2, :t3, :t4))"
+            " OR (attempt = :attempt AND #status = :waiting)",
+            {
+                ":running": TaskStatus.RUNNING.value,
+                ":waiting": TaskStatus.WAITING.value,
+                ":attempt": attempt,
+                ":token": token,
+                ":now": instant_text(now),
+                ":lease": instant_text(lease_until),
+                ":ttl": expires_at,
+                **_terminal_values(),
+            },
+        )
+
+    def finish_task(
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        *,
+        status: TaskStatus,
+        now: datetime,
+        expires_at: int,
+        attempt: int | None = None,
+        output: str | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Record a task's outcome. With ``attempt``: only while that attempt runs (fencing: a late result
+        of an attempt the state machine gave up on changes nothing). Without: any unfinished task (skips,
+        cancels, the state machine's own timeouts). False if the task had already moved on."""
+        values: dict[str, Any] = {
+            ":status": status.value,
+            ":now": instant_text(now),
+            ":ttl": expires_at,
+            ":error": truncate(error),
+            ":output": truncate(output),
+        }
+        update = "SET #status = :status, finished_at = :now, #error = :error, #output = :output, #ttl = :ttl"
+        if attempt is not None:
+            values |= {":attempt": attempt, ":running": TaskStatus.RUNNING.value}
+            condition = "attempt = :attempt AND #status = :running"
+        else:
+            values |= {":zero": 0, **_terminal_values()}
+            update += ", attempt = if_not_exists(attempt, :zero)"
+            condition = "attribute_not_exists(#sk) OR NOT #status IN (:t0, :t1, :t2, :t3, :t4)"
+        return self._task_update(
+            job, run_id, task, update + " REMOVE lease_until, lease_shard, lease_expires_at", condition, values
+        )
+
+    def retry_task(self, job: str, run_id: str, task: str, *, attempt: int, now: datetime, error: str) -> bool:
+        """RUNNING ``attempt`` -> RETRYING: the state machine retries after its backoff."""
+        return self._task_update(
+            job,
+            run_id,
+            task,
+            "SET #status = :retrying, finished_at = :now, #error = :error REMOVE lease_until",
+            "attempt = :attempt AND #status = :running",
+            {
+                ":retrying": TaskStatus.RETRYING.value,
+                ":running": TaskStatus.RUNNING.value,
+                ":attempt": attempt,
+                ":now": instant_text(now),
+                ":error": truncate(error),
+            },
+        )
+
+    def _task_update(
+        self, job: str, run_id: str, task: str, update: str, condition: str, values: dict[str, Any]
+    ) -> bool:
+        names = {
+            "#sk": RunsKeys.SK,
+            "#status": "status",
+            "#token": "token",
+            "#error": "error",
+            "#output": "output",
+            "#ttl": RunsKeys.TTL,
+        }
+        used = {key: value for key, value in names.items() if key in update or key in condition}
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=to_item({RunsKeys.PK: task_partition(job, run_id), RunsKeys.SK: TASK_PREFIX + task}),
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=used,
+            ExpressionAttributeValues=to_values(values),
+        )
+
+    # ----------------------------------------------------------------------------- helpers
+
+    def _transition(
+        self, job: str, run_id: str, update: str, condition: str, names: dict[str, str], values: dict[str, Any]
+    ) -> Run:
+        try:
+            response = self.db.update_item(
+                TableName=self.table,
+                Key=self._key(job, run_id),
+                UpdateExpression=update,
+                ConditionExpression=f"attribute_exists(#run) AND {condition}",
+                ExpressionAttributeNames={**names, "#run": RunsKeys.SK},
+                ExpressionAttributeValues=to_values(values),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                raise StaleAttempt(f"{job} {run_id}: {condition} no longer holds") from None
+            raise
+        return Run.from_values(from_item(response["Attributes"]))
+
+    @staticmethod
+    def _key(job: str, run_id: str) -> dict[str, Any]:
+        return to_item({RunsKeys.PK: job, RunsKeys.SK: run_id})
+
+
+def _terminal_values() -> dict[str, str]:
+    return {f":t{index}": status.value for index, status in enumerate(sorted(TASK_TERMINAL))}

@@ -1,0 +1,263 @@
+"""One adapter per target type. Every target receives the run id (idempotency key), attempt (fencing
+token), scheduled instant and correlation id: as payload fields for Lambda, SQS, EventBridge and Step
+Functions, and as headers for HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Protocol
+
+import urllib3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from jobsched.adapters.aws.ownership import TeamSessions
+from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.spec import (
+    CallbackTarget,
+    EventBridgeTarget,
+    HttpTarget,
+    LambdaTarget,
+    SqsTarget,
+    StepFunctionsTarget,
+    parse_secret_ref,
+)
+from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused, parse_url
+from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, target_resources
+
+HTTP_RETRIES_WITHIN_ATTEMPT = 2  # quick retries of 5xx/connection errors before the attempt fails
+MIN_REQUEST_SECONDS = 1.0  # a retry needs at least this much of the attempt's timeout left
+
+
+def _not_allowed(refused: Exception) -> TargetResult:
+    """The team may not use this resource or address: nothing was called, and retrying cannot help."""
+    return TargetResult("failed", error=f"not allowed: {refused}", retryable=False)
+
+
+def _client_error(error: ClientError) -> str:
+    detail = error.response.get("Error", {})
+    return f"{detail.get('Code', 'ClientError')}: {detail.get('Message', '')}"
+
+
+def _payload(target_payload: Any, context: RunContext) -> Any:
+    return context.payload_override if context.payload_override is not None else target_payload
+
+
+class LambdaInvoker(Protocol):
+    def __call__(self, function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
+        """Invoke synchronously; returns (response payload, function error or None)."""
+
+
+class SecretResolver(Protocol):
+    def __call__(self, reference: str, team: str) -> str:
+        """The secret's value, read as ``team``."""
+
+
+class SessionSecretResolver:
+    """secretsmanager:NAME[#key] or ssm:/name, read with the team's session (Powertools, cached 5 minutes)."""
+
+    def __init__(self, sessions: TeamSessions) -> None:
+        self.sessions = sessions
+
+    def __call__(self, reference: str, team: str) -> str:
+        from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider
+
+        source, name, json_key = parse_secret_ref(reference)
+        if source == "ssm":
+            return str(SSMProvider(boto3_client=self.sessions.client(team, "ssm")).get(name, decrypt=True, max_age=300))
+        value = str(SecretsProvider(boto3_client=self.sessions.client(team, "secretsmanager")).get(name, max_age=300))
+        return str(json.loads(value)[json_key]) if json_key else value
+
+
+class TargetExecutor:
+    """Executes a job's target for one attempt. Never raises for target failures: returns a result.
+
+    Every AWS resource is checked against the run's team before use (``guard``) and reached with the
+    team's session (``sessions``); a resource the team may not use fails the run, not retried, with
+    nothing called and no secret resolved.
+    """
+
+    def __init__(
+        self,
+        *,
+        guard: OwnershipGuard,
+        sessions: TeamSessions | None = None,
+        lambda_invoker: LambdaInvoker | None = None,
+        secret_resolver: SecretResolver | None = None,
+        http: Any | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.guard = guard
+        self.monotonic = monotonic
+        self.sessions = sessions or TeamSessions(None)
+        self.lambda_invoker = lambda_invoker
+        self.secret_resolver = secret_resolver or SessionSecretResolver(self.sessions)
+        self.http = http or GuardedHttp(AddressPolicy())
+        self.sleep = sleep
+
+    def execute(self, target: Any, context: RunContext) -> TargetResult:
+        try:
+            for resource in target_resources(target):
+                self.guard.check(resource, context.team)
+        except NotOwned as refused:
+            return _not_allowed(refused)
+        except ClientError as error:
+            return TargetResult("failed", error=f"cannot read the target's tags: {_client_error(error)}")
+        try:
+            if isinstance(target, LambdaTarget):
+                return self._lambda(target, context)
+            if isinstance(target, SqsTarget):
+                return self._sqs(target, context)
+            if isinstance(target, StepFunctionsTarget):
+                return self._stepfunctions(target, context)
+            if isinstance(target, EventBridgeTarget):
+                return self._eventbridge(target, context)
+            if isinstance(target, HttpTarget):
+                return self._http(target, context)
+            if isinstance(target, CallbackTarget):
+                return TargetResult("pending", output="waiting for the callback")
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "ClientError")
+            retryable = code not in {"ResourceNotFoundException", "AccessDeniedException", "ValidationException"}
+            return TargetResult("failed", error=_client_error(error), retryable=retryable)
+        except BotoCoreError as error:
+            return TargetResult("failed", error=f"{type(error).__name__}: {error}")
+        raise TypeError(f"unknown target {type(target).__name__}")
+
+    def _lambda(self, target: LambdaTarget, context: RunContext) -> TargetResult:
+        event = {"jobsched": context.envelope(), "payload": _payload(target.payload, context)}
+        payload = json.dumps(event).encode()
+        if self.lambda_invoker is not None:
+            body, function_error = self.lambda_invoker(target.function, payload, target.timeout)
+        else:
+            response = self.sessions.client(
+                context.team, "lambda", read_timeout=int(target.timeout.total_seconds()) + 5
+            ).invoke(FunctionName=target.function, InvocationType="RequestResponse", Payload=payload)
+            body, function_error = response["Payload"].read(), response.get("FunctionError")
+        text = body.decode(errors="replace")
+        if function_error:
+            return TargetResult("failed", error=f"{function_error}: {text}")
+        return TargetResult("succeeded", output=text)
+
+    def _sqs(self, target: SqsTarget, context: RunContext) -> TargetResult:
+        request: dict[str, Any] = {
+            "QueueUrl": target.queue_url,
+            "MessageBody": json.dumps({"jobsched": context.envelope(), "payload": _payload(target.payload, context)}),
+            "MessageAttributes": {
+                "run_id": {"DataType": "String", "StringValue": context.run_id},
+                "correlation_id": {"DataType": "String", "StringValue": context.correlation_id},
+            },
+        }
+        if target.queue_url.endswith(".fifo"):
+            request["MessageGroupId"] = target.message_group_id or context.job
+            request["MessageDeduplicationId"] = context.idempotency_key  # a repeated send is dropped
+        response = self.sessions.client(context.team, "sqs").send_message(**request)
+        return TargetResult("succeeded", output=f"message {response['MessageId']}")
+
+    def _stepfunctions(self, target: StepFunctionsTarget, context: RunContext) -> TargetResult:
+        states = self.sessions.client(context.team, "stepfunctions")
+        name = context.idempotency_key[:80]  # a second start of the same run is refused by Step Functions
+        try:
+            response = states.start_execution(
+                stateMachineArn=target.state_machine_arn,
+                name=name,
+                input=json.dumps({"jobsched": context.envelope(), "payload": _payload(target.payload, context)}),
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+                raise
+            # Adopted only if it is this run's own start (a redelivery), never someone else's execution.
+            arn = target.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+            started = json.loads(states.describe_execution(executionArn=arn).get("input") or "{}")
+            if (
+                isinstance(started, dict)
+                and started.get("jobsched", {}).get("correlation_id") == context.correlation_id
+            ):
+                return TargetResult("succeeded", output=f"execution {arn} (already started for this run)")
+            return TargetResult(
+                "failed", error=f"an execution named {name} exists and is not this run's", retryable=False
+            )
+        return TargetResult("succeeded", output=f"execution {response['executionArn']}")
+
+    def _eventbridge(self, target: EventBridgeTarget, context: RunContext) -> TargetResult:
+        response = self.sessions.client(context.team, "events").put_events(
+            Entries=[
+                {
+                    "Source": target.source,
+                    "DetailType": target.detail_type,
+                    "Detail": json.dumps(
+                        {"jobsched": context.envelope(), "payload": _payload(target.payload, context)}
+                    ),
+                    "EventBusName": target.bus,
+                }
+            ]
+        )
+        if response.get("FailedEntryCount"):
+            entry = response["Entries"][0]
+            return TargetResult("failed", error=f"{entry.get('ErrorCode')}: {entry.get('ErrorMessage')}")
+        return TargetResult("succeeded", output=f"event {response['Entries'][0].get('EventId')}")
+
+    def http_policy_check(self, url: str) -> None:
+        """Before any secret is resolved: the URL parses and its host may be reached (checked again when
+        the connection is made, on the address actually used)."""
+        if isinstance(self.http, GuardedHttp):
+            self.http.resolve(parse_url(url))
+
+    def _http(self, target: HttpTarget, context: RunContext) -> TargetResult:
+        headers = {
+            "Content-Type": "application/json",
+            **target.headers,
+            "Idempotency-Key": context.idempotency_key,
+            "X-Jobsched-Run-Id": context.run_id,
+            "X-Jobsched-Attempt": str(context.attempt),
+            "X-Jobsched-Scheduled-At": context.scheduled_at,
+            "X-Correlation-Id": context.correlation_id,
+        }
+        try:
+            self.http_policy_check(target.url)
+        except (UrlRefused, EgressRefused) as refused:
+            return _not_allowed(refused)
+        except urllib3.exceptions.HTTPError as error:
+            return TargetResult("failed", error=f"connection error: {error}")
+        try:
+            headers |= {name: self.secret_resolver(ref, context.team) for name, ref in target.secret_headers.items()}
+        except Exception as error:
+            return TargetResult("failed", error=f"cannot resolve a secret header: {type(error).__name__}")
+        payload = _payload(target.payload, context)
+        body = None if target.method == "GET" else json.dumps(payload).encode()
+        # The timeout bounds the whole attempt, quick retries included: the worker (15 minutes) must outlive it.
+        deadline = self.monotonic() + target.timeout.total_seconds()
+        last_error = ""
+        for attempt in range(HTTP_RETRIES_WITHIN_ATTEMPT + 1):
+            if attempt:
+                pause = min(2.0**attempt, 5.0)
+                if deadline - self.monotonic() <= pause + MIN_REQUEST_SECONDS:
+                    break  # no time left for another try within this attempt
+                self.sleep(pause)
+            seconds = deadline - self.monotonic()
+            try:
+                response = self.http.request(
+                    target.method,
+                    target.url,
+                    body=body,
+                    headers=headers,
+                    timeout=urllib3.Timeout(total=seconds),
+                    retries=False,
+                    redirect=False,
+                )
+            except (UrlRefused, EgressRefused) as refused:
+                return _not_allowed(refused)
+            except urllib3.exceptions.HTTPError as error:
+                last_error = f"connection error: {type(error).__name__}"
+                continue
+            text = response.data.decode(errors="replace")
+            if 200 <= response.status < 300:
+                return TargetResult("succeeded", output=f"HTTP {response.status}: {text}")
+            last_error = f"HTTP {response.status}: {text}"
+            if response.status < 500 and response.status != 429:
+                return TargetResult("failed", error=last_error, retryable=False)  # the request itself is wrong
+        return TargetResult("failed", error=last_error)

@@ -1,0 +1,340 @@
+"""The Jobs table in memory (``JobsPort``): the same items, keys and conditions as ``aws.jobs_store``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any, Literal
+
+from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
+from jobsched.core.names import JOBS_TABLE, JobsKeys
+from jobsched.core.records import (
+    DueEntry,
+    JobExists,
+    JobState,
+    SlotResult,
+    StoredIncident,
+    StoredJob,
+    VersionConflict,
+    due_shard,
+    job_state_values,
+    slots_to_evict,
+)
+from jobsched.core.spec import JobSpec
+from jobsched.pipeline.runs import instant_text, parse_instant
+from jobsched.tenancy.quotas import CachedLimits, TeamLimits
+from jobsched.watch.breaker import BreakerState
+from jobsched.watch.escalation import TARGET_PREFIX
+
+
+class MemoryJobs:
+    def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
+        self.table = MemoryTable(JOBS_TABLE)
+        self.team_defaults = team_defaults or TeamLimits()
+        self._limits = CachedLimits(self.team_defaults, self._overrides)
+
+    # ------------------------------------------------------------------------------ specs
+
+    def get(self, job: str, *, consistent: bool = True) -> StoredJob | None:
+        item = self.table.get(job, JobsKeys.SPEC, consistent=consistent)
+        return StoredJob.from_values(item) if item else None
+
+    def get_many(self, jobs: list[str]) -> dict[str, StoredJob]:
+        found = self.table.get_batch([(job, JobsKeys.SPEC) for job in jobs], consistent=False)
+        return {stored.key: stored for stored in (StoredJob.from_values(item) for item in found)}
+
+    def create(
+        self, spec: JobSpec, *, now: datetime, principal: str, next_fire_at: datetime | None, cursor: datetime
+    ) -> StoredJob:
+        stored = StoredJob(spec, 1, "ACTIVE", now, now, principal)
+        if not self.table.put(stored.to_values(), if_absent=True):
+            raise JobExists(spec.key)
+        self.table.put(job_state_values(spec.key, 1, cursor, next_fire_at))
+        return stored
+
+    def replace(
+        self,
+        current: StoredJob,
+        spec: JobSpec,
+        *,
+        now: datetime,
+        principal: str,
+        next_fire_at: datetime | None,
+        cursor: datetime,
+    ) -> StoredJob:
+        stored = current.changed_to(spec, now=now, principal=principal)
+        self._write_versioned(current, stored, cursor, next_fire_at)
+        return stored
+
+    def set_state(
+        self,
+        current: StoredJob,
+        state: JobState,
+        *,
+        now: datetime,
+        principal: str,
+        reason: str | None,
+        next_fire_at: datetime | None,
+        cursor: datetime,
+    ) -> StoredJob:
+        paused = state == "PAUSED"
+        stored = current.in_state(state, now=now, principal=principal, reason=reason)
+        self._write_versioned(current, stored, cursor, None if paused else next_fire_at)
+        return stored
+
+    def _write_versioned(
+        self, current: StoredJob, stored: StoredJob, cursor: datetime, next_fire_at: datetime | None
+    ) -> None:
+        def put_spec(item: Item | None) -> Item:
+            if item is None or int(item["version"]) != current.version:
+                raise ConditionFailed
+            return stored.to_values()
+
+        try:
+            self.table.update(current.key, JobsKeys.SPEC, put_spec)
+        except ConditionFailed:
+            raise VersionConflict(f"{current.key} is no longer at version {current.version}") from None
+
+        def restart(item: Item | None) -> Item:
+            # Keep the slots (runs in flight); the audit restarts at the new cursor.
+            state = job_state_values(current.key, stored.version, cursor, next_fire_at)
+            state["slots"] = (item or {}).get("slots") or {}
+            state[JobsKeys.INCIDENTS] = (item or {}).get(JobsKeys.INCIDENTS)
+            return state
+
+        self.table.update(current.key, JobsKeys.STATE, restart)
+
+    # ---------------------------------------------------------------------- dispatch state
+
+    def due(self, shard: int, until: datetime) -> Iterator[DueEntry]:
+        for values in self.table.query_index(JobsKeys.DUE_INDEX, shard, instant_text(until)):
+            yield DueEntry(
+                job=values[JobsKeys.PK],
+                next_fire_at=parse_instant(values[JobsKeys.NEXT_FIRE_AT]),
+                cursor=parse_instant(values["cursor"]),
+                spec_version=int(values["spec_version"]),
+                sk=values[JobsKeys.SK],
+            )
+
+    def get_state(self, job: str) -> dict[str, Any] | None:
+        return self.table.get(job, JobsKeys.STATE)
+
+    def audit_marks(self, jobs: list[str]) -> dict[str, datetime]:
+        states = self.table.get_batch([(job, JobsKeys.STATE) for job in jobs], consistent=False)
+        return {
+            values[JobsKeys.PK]: parse_instant(values["audited_to"]) for values in states if values.get("audited_to")
+        }
+
+    def advance(
+        self,
+        job: str,
+        *,
+        spec_version: int,
+        old_cursor: datetime,
+        cursor: datetime,
+        next_fire_at: datetime | None,
+        audited_to: datetime | None = None,
+    ) -> bool:
+        def move(item: Item | None) -> Item:
+            if (
+                item is None
+                or item.get("cursor") != instant_text(old_cursor)
+                or int(item.get("spec_version", -1)) != spec_version
+                or item.get(JobsKeys.DUE_SHARD) is None
+            ):
+                raise ConditionFailed
+            item["cursor"] = instant_text(cursor)
+            if audited_to is not None:
+                item["audited_to"] = instant_text(audited_to)
+            if next_fire_at is None:
+                item.pop(JobsKeys.DUE_SHARD, None)
+                item.pop(JobsKeys.NEXT_FIRE_AT, None)
+            else:
+                item[JobsKeys.NEXT_FIRE_AT] = instant_text(next_fire_at)
+            return item
+
+        return self._applied(job, JobsKeys.STATE, move)
+
+    # ---------------------------------------------------------------------------- backfills
+
+    def put_backfill(
+        self, job: str, backfill_id: str, values: dict[str, Any], *, cursor: datetime, due_at: datetime
+    ) -> None:
+        item = {
+            JobsKeys.PK: job,
+            JobsKeys.SK: f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}",
+            **values,
+            "cursor": instant_text(cursor),
+            JobsKeys.DUE_SHARD: due_shard(f"{job}/{backfill_id}"),
+            JobsKeys.NEXT_FIRE_AT: instant_text(due_at),
+        }
+        if not self.table.put(item, if_absent=True):
+            raise ConditionFailed(f"backfill {backfill_id} of {job} exists")
+
+    def get_backfill(self, job: str, backfill_id: str) -> dict[str, Any] | None:
+        return self.table.get(job, f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}")
+
+    def update_backfill(
+        self,
+        job: str,
+        backfill_id: str,
+        current: dict[str, Any],
+        changes: dict[str, Any],
+        *,
+        cursor: datetime | None,
+        due_at: datetime | None,
+    ) -> bool:
+        def apply(item: Item | None) -> Item:
+            if item is None or item.get("sent") != current["sent"]:
+                raise ConditionFailed
+            item |= changes
+            if cursor is not None:
+                item["cursor"] = instant_text(cursor)
+            if due_at is None:
+                item.pop(JobsKeys.DUE_SHARD, None)
+                item.pop(JobsKeys.NEXT_FIRE_AT, None)
+            else:
+                item[JobsKeys.NEXT_FIRE_AT] = instant_text(due_at)
+            return item
+
+        return self._applied(job, f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}", apply)
+
+    # -------------------------------------------------------------------------------- slots
+
+    def acquire_slot(
+        self,
+        pk: str,
+        sk: str,
+        *,
+        holder: str,
+        lease_until: datetime,
+        limit: int,
+        now: datetime,
+        ended: Callable[[list[str]], set[str]] | None = None,
+    ) -> SlotResult:
+        holders = self.slot_holders(pk, sk)
+        for _ in range(3):
+            stale = slots_to_evict(holders, holder, now=now, limit=limit, ended=ended)
+            if stale is None:
+                return SlotResult(False, holders)
+            judged = {h: holders[h] for h in stale}
+            take = partial(_take_slot, holder=holder, lease=instant_text(lease_until), limit=limit, judged=judged)
+            if self._applied(pk, sk, take):
+                return SlotResult(True, {})
+            holders = self.slot_holders(pk, sk)
+        return SlotResult(False, holders)
+
+    def release_slot(self, pk: str, sk: str, *, holder: str) -> None:
+        def release(item: Item | None) -> Item:
+            item = item or {}
+            (item.setdefault("slots", {})).pop(holder, None)
+            return item
+
+        self.table.update(pk, sk, release)
+
+    def slot_holders(self, pk: str, sk: str) -> dict[str, str]:
+        item = self.table.get(pk, sk) or {}
+        return {str(k): str(v) for k, v in (item.get("slots") or {}).items()}
+
+    # ---------------------------------------------------------------- breakers and incidents
+
+    def breaker(self, key: str) -> BreakerState:
+        values = self.table.get(TARGET_PREFIX + key, JobsKeys.BREAKER, consistent=False) or {}
+        until = values.get("open_until")
+        return BreakerState(int(values.get("failures", 0)), parse_instant(until) if until else None)
+
+    def breaker_failed(
+        self, key: str, *, now: datetime, threshold: int, cool_down: timedelta
+    ) -> Literal["opened", "reopened"] | None:
+        def count(item: Item | None) -> Item:
+            item = item or {}
+            item["failures"] = int(item.get("failures", 0)) + 1
+            return item
+
+        values = self.table.update(TARGET_PREFIX + key, JobsKeys.BREAKER, count) or {}
+        if int(values["failures"]) < threshold:
+            return None
+        was_open = "open_until" in values
+
+        def open_breaker(item: Item | None) -> Item:
+            item = item or {}
+            if item.get("open_until") and item["open_until"] > instant_text(now):
+                raise ConditionFailed
+            item["open_until"] = instant_text(now + cool_down)
+            return item
+
+        if not self._applied(TARGET_PREFIX + key, JobsKeys.BREAKER, open_breaker):
+            return None
+        return "reopened" if was_open else "opened"
+
+    def breaker_succeeded(self, key: str) -> bool:
+        before = self.table.delete(TARGET_PREFIX + key, JobsKeys.BREAKER)
+        return bool(before and "open_until" in before)
+
+    def open_incidents(self, job: str) -> set[str]:
+        item = self.table.get(job, JobsKeys.STATE, consistent=False) or {}
+        return set(item.get(JobsKeys.INCIDENTS) or ())
+
+    def mark_incident(self, job: str, incident_class: str, *, is_open: bool) -> None:
+        def mark(item: Item | None) -> Item | None:
+            if item is None:
+                return None  # the job is gone: nothing to mark (DynamoDB's update would create a stub)
+            classes = set(item.get(JobsKeys.INCIDENTS) or ())
+            classes = classes | {incident_class} if is_open else classes - {incident_class}
+            item[JobsKeys.INCIDENTS] = classes or None
+            return item
+
+        self.table.update(job, JobsKeys.STATE, mark)
+
+    def get_incident(self, subject: str, incident_class: str) -> StoredIncident | None:
+        item = self.table.get(subject, f"{JobsKeys.INCIDENT_PREFIX}{incident_class}")
+        return StoredIncident.from_values(item) if item else None
+
+    # ---------------------------------------------------------------------------- team limits
+
+    def team_limits(self, team: str, *, now: float | None = None) -> TeamLimits:
+        return self._limits.get(team, now=now)
+
+    def set_team_limits(self, team: str, overrides: dict[str, int | None]) -> TeamLimits:
+        self.team_defaults.with_overrides(overrides)  # refuses unknown names and bad values before writing
+        self._limits.forget(team)
+
+        def apply(item: Item | None) -> Item:
+            item = item or {}
+            for name, value in overrides.items():
+                if value is None:
+                    item.pop(name, None)
+                else:
+                    item[name] = value
+            return item
+
+        self.table.update(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA, apply)
+        return self.team_limits(team)
+
+    def _overrides(self, team: str) -> dict[str, int]:
+        item = self.table.get(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA) or {}
+        return {name: int(item[name]) for name in TeamLimits().as_dict() if name in item}
+
+    def _applied(self, pk: str, sk: str, change: Callable[[Item | None], Item | None]) -> bool:
+        try:
+            self.table.update(pk, sk, change)
+        except ConditionFailed:
+            return False
+        return True
+
+
+def _take_slot(item: Item | None, *, holder: str, lease: str, limit: int, judged: dict[str, str]) -> Item:
+    """The slot write's condition and change: room for ``holder`` once the holders judged ended are evicted,
+    and those holders still hold exactly the lease they were judged by."""
+    item = item or {}
+    slots = dict(item.get("slots") or {})
+    if holder not in slots and len(slots) >= limit + len(judged):
+        raise ConditionFailed
+    if any(slots.get(h) != held for h, held in judged.items()):
+        raise ConditionFailed
+    for evicted in judged:
+        slots.pop(evicted)
+    slots[holder] = lease
+    item["slots"] = slots
+    return item

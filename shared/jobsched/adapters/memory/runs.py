@@ -1,0 +1,238 @@
+"""The Runs table in memory (``RunsPort``): one item per run, every transition conditional on status and
+attempt exactly as in ``aws.runs_store``. DAG task records are not kept here (``TaskRunsPort`` is AWS only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+
+from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
+from jobsched.core.names import RUNS_TABLE, RunsKeys
+from jobsched.core.records import (
+    LOST_PREFIX,
+    ParkedTask,
+    Run,
+    StaleAttempt,
+    lease_shard,
+    new_run_values,
+    running_values,
+)
+from jobsched.pipeline.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, truncate
+
+Check = Callable[[Item], bool]
+
+
+class MemoryRuns:
+    def __init__(
+        self,
+        *,
+        on_finished: Callable[[Run], None] | None = None,
+        on_retrying: Callable[[Run], None] | None = None,
+    ) -> None:
+        self.table = MemoryTable(RUNS_TABLE)
+        self.on_finished = on_finished
+        self.on_retrying = on_retrying
+
+    # ------------------------------------------------------------------------------ reads
+
+    def get(self, job: str, run_id: str) -> Run | None:
+        item = self.table.get(job, run_id)
+        return Run.from_values(item) if item else None
+
+    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
+        items = self.table.partition(job)
+        ordered = reversed(items) if newest_first else iter(items)
+        return [Run.from_values(item) for _, item in zip(range(limit), ordered, strict=False)]
+
+    def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        found = self.table.get_batch(sorted(runs), consistent=True)
+        return {(item[RunsKeys.PK], item[RunsKeys.SK]) for item in found if RunStatus(item["status"]) in TERMINAL}
+
+    def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
+        return {item[RunsKeys.SK] for item in self.table.partition(job, first=first, last=last)}
+
+    def expired_leases(self, shard: int, now: datetime) -> Iterator[Run | ParkedTask]:
+        yield from self._on_index(RunsKeys.LEASE_INDEX, shard, now)
+
+    def past_deadline(self, shard: int, now: datetime) -> Iterator[Run]:
+        yield from self._on_index(RunsKeys.DEADLINE_INDEX, shard, now)
+
+    def wakeups(self, shard: int, until: datetime) -> Iterator[Run]:
+        yield from self._on_index(RunsKeys.WAKE_INDEX, shard, until)
+
+    def _on_index(self, index: str, shard: int, until: datetime) -> Iterator[Run]:
+        for item in self.table.query_index(index, shard, instant_text(until)):
+            yield Run.from_values(item)
+
+    # --------------------------------------------------------------------------- creation
+
+    def create(
+        self,
+        message: RunMessage,
+        *,
+        status: RunStatus,
+        now: datetime,
+        retention: timedelta,
+        lease_until: datetime | None = None,
+        external: bool = False,
+        reason: str | None = None,
+        deadline: timedelta | None = None,
+    ) -> Run | None:
+        values = new_run_values(
+            message,
+            status=status,
+            now=now,
+            retention=retention,
+            lease_until=lease_until,
+            external=external,
+            reason=reason,
+            deadline=deadline,
+        )
+        if not self.table.put(values, if_absent=True):
+            return None
+        created = Run.from_values(values)
+        if status in TERMINAL and self.on_finished is not None:
+            self.on_finished(created)
+        return created
+
+    # -------------------------------------------------------------------------- transitions
+
+    def start_attempt(
+        self,
+        job: str,
+        run_id: str,
+        *,
+        expected_status: RunStatus,
+        expected_attempt: int,
+        attempt: int,
+        now: datetime,
+        lease_until: datetime,
+        external: bool = False,
+        require_expired_lease: bool = False,
+        lateness_ms: int | None = None,
+    ) -> Run:
+        def allowed(item: Item) -> bool:
+            if not _at(item, expected_status, expected_attempt):
+                return False
+            if require_expired_lease and not (item.get("lease_until") and item["lease_until"] <= instant_text(now)):
+                return False
+            return expected_status is not RunStatus.MISSED or str(item.get("reason") or "").startswith(LOST_PREFIX)
+
+        sets: Item = {"status": RunStatus.RUNNING.value, "attempt": attempt}
+        sets |= running_values(job, run_id, now, lease_until, external)
+        if expected_status in (RunStatus.SCHEDULED, RunStatus.MISSED) and lateness_ms is not None:
+            sets["lateness_ms"] = lateness_ms
+        removes = ("next_attempt_at", RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, "reason", "finished_at")
+        return self._transition(job, run_id, allowed, sets, removes)
+
+    def to_retrying(
+        self, job: str, run_id: str, *, attempt: int, now: datetime, next_attempt_at: datetime, error: str, wake: bool
+    ) -> Run:
+        sets: Item = {
+            "status": RunStatus.RETRYING.value,
+            "next_attempt_at": instant_text(next_attempt_at),
+            "error": truncate(error),
+        }
+        if wake:
+            sets |= {RunsKeys.WAKE_SHARD: lease_shard(job, run_id), RunsKeys.WAKE_AT: instant_text(next_attempt_at)}
+        removes = (RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT)
+        retrying = self._transition(job, run_id, _running_at(attempt), sets, removes)
+        if self.on_retrying is not None:
+            self.on_retrying(retrying)
+        return retrying
+
+    def finish(
+        self,
+        job: str,
+        run_id: str,
+        *,
+        attempt: int,
+        status: RunStatus,
+        now: datetime,
+        output: str | None = None,
+        error: str | None = None,
+        from_status: RunStatus = RunStatus.RUNNING,
+        reason: str | None = None,
+    ) -> Run:
+        sets: Item = {
+            "status": status.value,
+            "finished_at": moment_text(now),
+            "error": truncate(error),
+            "output": truncate(output),
+        }
+        if reason is not None:
+            sets["reason"] = truncate(reason)
+        removes = (
+            RunsKeys.LEASE_SHARD,
+            RunsKeys.LEASE_EXPIRES_AT,
+            RunsKeys.WAKE_SHARD,
+            RunsKeys.WAKE_AT,
+            RunsKeys.DEADLINE_SHARD,
+            RunsKeys.DEADLINE_AT,
+        )
+        finished = self._transition(job, run_id, lambda item: _at(item, from_status, attempt), sets, removes)
+        if self.on_finished is not None:
+            self.on_finished(finished)
+        return finished
+
+    def end_lease(self, job: str, run_id: str, *, attempt: int, now: datetime) -> Run:
+        return self._transition(job, run_id, _running_at(attempt), {"lease_until": instant_text(now)}, ())
+
+    def heartbeat(self, job: str, run_id: str, *, attempt: int, lease_until: datetime) -> Run:
+        lease = instant_text(lease_until)
+        return self._transition(
+            job, run_id, _running_at(attempt), {"lease_until": lease, RunsKeys.LEASE_EXPIRES_AT: lease}, ()
+        )
+
+    def deadline_reported(self, job: str, run_id: str) -> bool:
+        return self._removed_if(job, run_id, lambda item: RunsKeys.DEADLINE_SHARD in item, RunsKeys.DEADLINE_SHARD)
+
+    def clear_wake(self, job: str, run_id: str, *, attempt: int) -> bool:
+        def waiting(item: Item) -> bool:
+            return RunsKeys.WAKE_SHARD in item and int(item["attempt"]) == attempt
+
+        return self._removed_if(job, run_id, waiting, RunsKeys.WAKE_SHARD)
+
+    # ---------------------------------------------------------------------------- internals
+
+    def _transition(self, job: str, run_id: str, allowed: Check, sets: Item, removes: tuple[str, ...]) -> Run:
+        def change(item: Item | None) -> Item:
+            if item is None or not allowed(item):
+                raise ConditionFailed
+            item |= sets
+            for name in removes:
+                item.pop(name, None)
+            return item
+
+        try:
+            updated = self.table.update(job, run_id, change)
+        except ConditionFailed:
+            raise StaleAttempt(f"{job} {run_id}: the stored run is not in the expected state") from None
+        assert updated is not None
+        return Run.from_values(updated)
+
+    def _removed_if(self, job: str, run_id: str, allowed: Check, *names: str) -> bool:
+        """Take a run off a sparse index (both of its attributes) if ``allowed``; False if not."""
+        pairs = {RunsKeys.DEADLINE_SHARD: RunsKeys.DEADLINE_AT, RunsKeys.WAKE_SHARD: RunsKeys.WAKE_AT}
+
+        def change(item: Item | None) -> Item:
+            if item is None or not allowed(item):
+                raise ConditionFailed
+            for name in names:
+                item.pop(name, None)
+                item.pop(pairs[name], None)
+            return item
+
+        try:
+            self.table.update(job, run_id, change)
+        except ConditionFailed:
+            return False
+        return True
+
+
+def _at(item: Item, status: RunStatus, attempt: int) -> bool:
+    return bool(item.get("status") == status.value and int(item.get("attempt", -1)) == attempt)
+
+
+def _running_at(attempt: int) -> Check:
+    return lambda item: _at(item, RunStatus.RUNNING, attempt)

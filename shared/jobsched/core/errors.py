@@ -1,0 +1,183 @@
+"""Validation errors people can act on: a stable code, the field path, what is wrong and what is allowed.
+
+The same ``FieldError`` list feeds ``jobsched validate`` (``file: path: message``) and the API's 4xx bodies.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str  # dotted, with [i] for list items: "dag.tasks[2].depends_on[0]"; "" for the whole document
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SpecError(ValueError):
+    """A document that is not a valid job; carries every error found, not the first only."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__("; ".join(str(error) for error in errors))
+        self.errors = errors
+
+
+def field_errors(error: ValidationError, model: type[BaseModel]) -> list[FieldError]:
+    """Turn pydantic's errors into FieldErrors with friendly messages, in document order."""
+    return field_errors_from(error.errors(include_url=False), model)
+
+
+def field_errors_from(details: Any, model: type[BaseModel]) -> list[FieldError]:
+    """The same for error dicts from elsewhere (the API's request validation)."""
+    result = []
+    for detail in details:
+        tagged = tuple(detail["loc"])
+        result.append(
+            FieldError(
+                path=format_path(_drop_union_tags(tagged)),
+                code=str(detail["type"]),
+                message=_message(detail, tagged, model),
+            )
+        )
+    return _unique(result)
+
+
+def format_path(location: tuple[Any, ...]) -> str:
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _message(detail: Any, location: tuple[Any, ...], model: type[BaseModel]) -> str:
+    kind = detail["type"]
+    context = detail.get("ctx") or {}
+    given = detail.get("input")
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "extra_forbidden":
+        allowed = _allowed_fields(location[:-1], model)
+        field = str(location[-1]) if location else ""
+        close = difflib.get_close_matches(field, allowed, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return f"unknown field '{field}'{hint}; allowed here: {', '.join(allowed)}"
+    if kind in ("literal_error", "enum"):
+        expected = str(context.get("expected", "")).replace("'", "")
+        return f"{given!r} is not allowed; allowed: {expected}"
+    if kind == "union_tag_invalid":
+        tags = str(context.get("expected_tags", "")).replace("'", "")
+        tag = context.get("tag")
+        close = difflib.get_close_matches(str(tag), [t.strip() for t in tags.split(",")], n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return f"unknown type {tag!r}{hint}; allowed: {tags}"
+    if kind == "union_tag_not_found":
+        return "'type' is required; allowed: " + ", ".join(_target_tags())
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"expected a mapping of fields, got {_describe(given)}"
+    if kind == "list_type":
+        return f"expected a list, got {_describe(given)}"
+    if kind.startswith(("string_type", "int_", "float_", "bool_")):
+        return f"{detail['msg'].replace('Input should', 'should')}, got {_describe(given)}"
+    if kind == "timezone_aware":
+        return "must include a UTC offset or Z, e.g. 2027-01-01T00:00:00Z"
+    if kind.startswith("datetime_"):
+        return f"expected an ISO-8601 date and time with offset (2027-01-01T00:00:00Z), got {given!r}"
+    message = str(detail["msg"])
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return message
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) < 60 else text[:57] + '...'}"
+
+
+def _drop_union_tags(location: tuple[Any, ...]) -> tuple[Any, ...]:
+    """pydantic puts the discriminator value into the path (target.lambda.function); users never wrote it."""
+    tags = set(_target_tags())
+    kept: list[Any] = []
+    for index, part in enumerate(location):
+        previous = location[index - 1] if index else None
+        if isinstance(part, str) and part in tags and previous == "target":
+            continue
+        kept.append(part)
+    return tuple(kept)
+
+
+def _target_tags() -> tuple[str, ...]:
+    from jobsched.core.spec import TARGET_TYPES
+
+    return TARGET_TYPES
+
+
+def _allowed_fields(location: tuple[Any, ...], model: type[BaseModel]) -> list[str]:
+    """The field names valid at ``location``, found by walking the model's annotations."""
+    current: Any = model
+    for part in location:
+        current = _step(current, part)
+        if current is None:
+            return []
+    models = _models_in(current)
+    names: list[str] = []
+    for candidate in models:
+        names.extend(name for name in candidate.model_fields if name not in names)
+    return names
+
+
+def _step(annotation: Any, part: Any) -> Any:
+    models = _models_in(annotation)
+    for model in models:
+        if isinstance(part, str) and part in model.model_fields:
+            return model.model_fields[part].annotation
+    for model in models:
+        # A discriminated union member, named in the path by its tag (target.lambda.function).
+        tag = model.model_fields.get("type")
+        if tag is not None and part in get_args(tag.annotation):
+            return model
+    for inner in _unwrap(annotation):
+        origin = get_origin(inner)
+        if isinstance(part, int) and origin is list:
+            return get_args(inner)[0]
+        if isinstance(part, str) and origin is dict:
+            return get_args(inner)[1]
+    return None
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """Flatten Annotated, Optional and unions into the member types."""
+    origin = get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [member for arg in get_args(annotation) for member in _unwrap(arg)]
+    return [annotation]
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    return [member for member in _unwrap(annotation) if isinstance(member, type) and issubclass(member, BaseModel)]
+
+
+def _unique(errors: list[FieldError]) -> list[FieldError]:
+    seen: set[tuple[str, str]] = set()
+    result = []
+    for error in errors:
+        if (error.path, error.message) not in seen:
+            seen.add((error.path, error.message))
+            result.append(error)
+    return result

@@ -1,0 +1,278 @@
+"""One definition of every name: tables, keys, indexes, queues, environment variables.
+
+CDK (infra/), the tests and the local runtime all read this module; nothing else spells these names.
+Table definitions are kept in a neutral shape that both boto3's ``create_table`` and CDK consume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from jobsched.tenancy.quotas import TeamLimits
+
+PROJECT = "jobsched"
+PRIORITIES: tuple[Literal["high", "normal", "low"], ...] = ("high", "normal", "low")
+
+# Ownership tags (ABAC). A team's resources carry OWNER_TAG=<team>; targets the platform offers to every
+# team (never secrets, parameters or topics) carry SHARED_TAG=true. DAG state machines carry JOB_TAG.
+OWNER_TAG = "jobsched-team"
+SHARED_TAG = "jobsched-shared"
+JOB_TAG = "jobsched-job"
+LOCAL_STAGE = "local"  # the stage `make run` deploys into moto; its outbound HTTP may reach loopback
+
+# Sparse indexes are sharded so that no single partition takes every due job or lease. The due shards are
+# set per deployment (CDK context ``due_shards``, every function gets JOBSCHED_DUE_SHARDS) and may only
+# grow: a job stays on the shard it was written to until its next write, and dispatchers read every shard
+# below the current count, so growing moves nothing and loses nothing; shrinking would strand jobs.
+DUE_SHARDS = 8
+MAX_DUE_SHARDS = 1024
+MAX_DISPATCHERS = 64  # parallel dispatcher invocations per tick (CDK context ``dispatchers``)
+MAX_WORK_QUEUES = 16  # work queues per priority class, each with its own event source (CDK ``work_queues``)
+LEASE_SHARDS = 4
+
+
+def due_shard_count(environ: dict[str, str] | None = None) -> int:
+    """The deployment's number of due shards (``DUE_SHARDS`` unless configured)."""
+    value = (os.environ if environ is None else environ).get(Env.DUE_SHARDS)
+    return int(value) if value else DUE_SHARDS
+
+
+class Env:
+    """Environment variable names the handlers read (values come from the deployed configuration)."""
+
+    JOBS_TABLE = "JOBSCHED_JOBS_TABLE"
+    ZERO_METRICS = "JOBSCHED_ZERO_METRICS"  # "off": a count of 0 is not published (an idle stage pays nothing)
+    RUNS_TABLE = "JOBSCHED_RUNS_TABLE"
+    QUEUE_HIGH = "JOBSCHED_QUEUE_URL_HIGH"
+    QUEUE_NORMAL = "JOBSCHED_QUEUE_URL_NORMAL"
+    QUEUE_LOW = "JOBSCHED_QUEUE_URL_LOW"
+    ESCALATION_QUEUE = "JOBSCHED_ESCALATION_QUEUE_URL"
+    STAGE = "JOBSCHED_STAGE"
+    ESCALATION_TOPIC = "JOBSCHED_ESCALATION_TOPIC_ARN"  # pages of jobs without their own escalation channel
+    API_URL = "JOBSCHED_API_URL"  # links in pages
+    LOG_GROUPS = "JOBSCHED_LOG_GROUPS"  # comma-separated: the Logs Insights link in pages searches these
+    WORKFLOW_ROLE = "JOBSCHED_WORKFLOW_ROLE_ARN"  # the role DAG state machines run with
+    STATE_MACHINE_PREFIX = "JOBSCHED_STATE_MACHINE_PREFIX"  # arn:aws:states:REGION:ACCOUNT:stateMachine:jobsched-STAGE-
+    TARGET_ROLE = "JOBSCHED_TARGET_ROLE_ARN"  # assumed per team (session tag OWNER_TAG) to reach team resources
+    EGRESS_ALLOW = (
+        "JOBSCHED_EGRESS_ALLOW"  # comma-separated hosts or CIDRs outbound HTTP may reach despite the deny-list
+    )
+    TEAM_LIMITS = "JOBSCHED_TEAM_LIMITS"  # JSON: the platform's default limits for every team (jobsched.tenancy.quotas)
+    PAGES_QUEUE = "JOBSCHED_PAGES_QUEUE_URL"  # escalation pages waiting for delivery
+    DUE_SHARDS = "JOBSCHED_DUE_SHARDS"  # how many shards the due index is spread over (names.due_shard_count)
+    # JSON {"normal": [url, ...], ...}: every work queue of each class, when a deployment has more than one
+    # per class (CDK ``work_queues``); the QUEUE_* variables name the first.
+    WORK_QUEUE_SHARDS = "JOBSCHED_WORK_QUEUE_SHARDS"
+    QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
+
+
+class JobsKeys:
+    """Jobs table: one partition per job holding a spec item, a small hot state item and audit items."""
+
+    PK = "pk"  # "{team}/{name}"
+    SK = "sk"
+    SPEC = "SPEC"  # the job spec, version, lifecycle state (changes rarely)
+    STATE = "STATE"  # next_fire_at, cursor, running slots (changes every dispatch and run)
+    AUDIT_PREFIX = "AUDIT#"
+    IDEMPOTENCY_PREFIX = "IDEMPOTENCY#"
+    BACKFILL_PREFIX = "BACKFILL#"
+    TEAM_PREFIX = "TEAM#"  # per-team quota items: pk "TEAM#{team}", sk "QUOTA"
+    QUOTA = "QUOTA"
+    RATE_PREFIX = "RATE#"  # per-team API request windows: pk "TEAM#{team}", sk "RATE#{minute}"
+    PRINCIPAL_PREFIX = "PRINCIPAL#"  # per-caller API request windows: pk "PRINCIPAL#{arn digest}", sk "RATE#{minute}"
+    INCIDENT_PREFIX = "INCIDENT#"  # open incidents: pk subject (job, TARGET#..., SYSTEM), sk "INCIDENT#{class}"
+    BREAKER = "BREAKER"  # per-target circuit breakers: pk "TARGET#{target}", sk "BREAKER"
+    INCIDENTS = "incidents"  # on a job's STATE item: the classes of its open incidents
+    TTL = "expires_at"  # request windows and idempotency keys expire
+    DUE_INDEX = "due"
+    DUE_SHARD = "due_shard"  # present only while the job is ACTIVE and has a next instant
+    NEXT_FIRE_AT = "next_fire_at"
+    TEAM_INDEX = "by_team"
+    TEAM = "team"
+    NAME = "name"
+
+
+class RunsKeys:
+    """Runs table: one partition per job, one item per run, sorted by run id (which sorts by time)."""
+
+    PK = "job"  # "{team}/{name}"
+    SK = "run_id"
+    TTL = "expires_at"
+    LEASE_INDEX = "leases"
+    LEASE_SHARD = "lease_shard"  # present only while a run awaits an external result
+    LEASE_EXPIRES_AT = "lease_expires_at"
+    WAKE_INDEX = "wakeups"
+    WAKE_SHARD = "wake_shard"  # present only while a retry waits longer than SQS can delay
+    WAKE_AT = "wake_at"
+    DEADLINE_INDEX = "deadlines"
+    DEADLINE_SHARD = "deadline_shard"  # present only while a run with an SLA deadline has not finished
+    DEADLINE_AT = "deadline_at"
+
+
+@dataclass(frozen=True)
+class IndexDefinition:
+    name: str
+    partition_key: tuple[str, Literal["S", "N"]]
+    sort_key: tuple[str, Literal["S", "N"]]
+    projection: Literal["KEYS_ONLY", "INCLUDE", "ALL"] = "KEYS_ONLY"
+    non_key_attributes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TableDefinition:
+    logical_name: str
+    partition_key: tuple[str, Literal["S", "N"]]
+    sort_key: tuple[str, Literal["S", "N"]]
+    indexes: tuple[IndexDefinition, ...] = field(default_factory=tuple)
+    ttl_attribute: str | None = None
+
+    def create_table_kwargs(self, table_name: str) -> dict[str, Any]:
+        """Arguments for boto3 ``create_table`` (on-demand), as tests and the local runtime use."""
+        attributes = {self.partition_key, self.sort_key}
+        for index in self.indexes:
+            attributes |= {index.partition_key, index.sort_key}
+        return {
+            "TableName": table_name,
+            "BillingMode": "PAY_PER_REQUEST",
+            "KeySchema": [
+                {"AttributeName": self.partition_key[0], "KeyType": "HASH"},
+                {"AttributeName": self.sort_key[0], "KeyType": "RANGE"},
+            ],
+            "AttributeDefinitions": [{"AttributeName": n, "AttributeType": t} for n, t in sorted(attributes)],
+            "GlobalSecondaryIndexes": [
+                {
+                    "IndexName": index.name,
+                    "KeySchema": [
+                        {"AttributeName": index.partition_key[0], "KeyType": "HASH"},
+                        {"AttributeName": index.sort_key[0], "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": index.projection}
+                    | ({"NonKeyAttributes": list(index.non_key_attributes)} if index.non_key_attributes else {}),
+                }
+                for index in self.indexes
+            ],
+        }
+
+
+JOBS_TABLE = TableDefinition(
+    logical_name="Jobs",
+    partition_key=(JobsKeys.PK, "S"),
+    sort_key=(JobsKeys.SK, "S"),
+    indexes=(
+        # The dispatcher reads only due jobs: sparse (ACTIVE jobs with a next instant), sharded.
+        IndexDefinition(
+            JobsKeys.DUE_INDEX,
+            (JobsKeys.DUE_SHARD, "N"),
+            (JobsKeys.NEXT_FIRE_AT, "S"),
+            projection="INCLUDE",
+            non_key_attributes=("cursor", "spec_version"),
+        ),
+        # Listing a team's jobs (the spec items carry team and name).
+        IndexDefinition(JobsKeys.TEAM_INDEX, (JobsKeys.TEAM, "S"), (JobsKeys.NAME, "S")),
+    ),
+    ttl_attribute=JobsKeys.TTL,
+)
+
+RUNS_TABLE = TableDefinition(
+    logical_name="Runs",
+    partition_key=(RunsKeys.PK, "S"),
+    sort_key=(RunsKeys.SK, "S"),
+    indexes=(
+        # Runs waiting for an external result (callbacks): the heartbeat checker reads only these.
+        IndexDefinition(RunsKeys.LEASE_INDEX, (RunsKeys.LEASE_SHARD, "N"), (RunsKeys.LEASE_EXPIRES_AT, "S")),
+        # Retries due later than SQS can delay a message (15 minutes): the dispatcher wakes them.
+        IndexDefinition(RunsKeys.WAKE_INDEX, (RunsKeys.WAKE_SHARD, "N"), (RunsKeys.WAKE_AT, "S")),
+        # Unfinished runs of jobs with an SLA deadline: the heartbeat checker pages when one passes.
+        IndexDefinition(RunsKeys.DEADLINE_INDEX, (RunsKeys.DEADLINE_SHARD, "N"), (RunsKeys.DEADLINE_AT, "S")),
+    ),
+    ttl_attribute=RunsKeys.TTL,
+)
+
+
+@dataclass(frozen=True)
+class QueueDefinition:
+    logical_name: str
+    priority: Literal["high", "normal", "low"]
+    max_receive_count: int = 5  # then the dead-letter queue: nothing disappears silently
+    max_concurrency: int = 10  # Lambda event source MaximumConcurrency: the throttle per priority class
+
+
+# A worker invocation runs its batch of ten concurrently but lasts as long as its slowest run, so a hung
+# target holds one invocation. A team's max_running (default 20, jobsched.tenancy.quotas) then holds at most 40%
+# of the normal and high classes' invocations however many of its runs hang; other teams keep the rest.
+WORK_QUEUES = {
+    "high": QueueDefinition("WorkHigh", "high", max_concurrency=50),
+    "normal": QueueDefinition("WorkNormal", "normal", max_concurrency=50),
+    "low": QueueDefinition("WorkLow", "low", max_concurrency=20),
+}
+
+
+def physical_name(stage: str, logical_name: str) -> str:
+    """The deployed name of a resource: jobsched-{stage}-{logical}."""
+    return f"{PROJECT}-{stage}-{logical_name}"
+
+
+def reserved_prefixes(stage: str) -> tuple[str, ...]:
+    """Name prefixes of jobsched's own resources (queues, tables, functions, topics, state machines, its
+    secret and parameters): never a team's target, whatever their tags say."""
+    return (f"{PROJECT}-{stage}-", f"{PROJECT}/{stage}/", f"/{PROJECT}/{stage}/")
+
+
+def state_machine_prefix(stage: str) -> str:
+    """DAG jobs' state machines are named under this prefix (IAM grants are scoped to it)."""
+    return physical_name(stage, "dag-")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a handler needs from its environment; fails fast naming the missing variable."""
+
+    jobs_table: str
+    runs_table: str
+    queue_urls: dict[str, str]
+    escalation_queue_url: str
+    workflow_role_arn: str | None = None  # DAG jobs need both; single-task jobs neither
+    state_machine_prefix: str | None = None
+    escalation_topic_arn: str | None = None  # where jobs without their own escalation channel page
+    api_url: str | None = None
+    log_groups: tuple[str, ...] = ()
+    stage: str = "dev"
+    target_role_arn: str | None = None  # None: team resources are reached with the function's own credentials
+    egress_allow: tuple[str, ...] = ()
+    team_limits: TeamLimits = field(default_factory=TeamLimits)
+    pages_queue_url: str | None = None  # None: pages are delivered by the escalation handler itself
+    queue_shards: dict[str, tuple[str, ...]] = field(default_factory=dict)  # more than one queue per class
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        source = os.environ if environ is None else environ
+
+        def need(name: str) -> str:
+            value = source.get(name)
+            if not value:
+                raise RuntimeError(f"environment variable {name} is not set")
+            return value
+
+        return cls(
+            jobs_table=need(Env.JOBS_TABLE),
+            runs_table=need(Env.RUNS_TABLE),
+            queue_urls={priority: need(Env.QUEUES_BY_PRIORITY[priority]) for priority in PRIORITIES},
+            escalation_queue_url=need(Env.ESCALATION_QUEUE),
+            workflow_role_arn=source.get(Env.WORKFLOW_ROLE) or None,
+            state_machine_prefix=source.get(Env.STATE_MACHINE_PREFIX) or None,
+            escalation_topic_arn=source.get(Env.ESCALATION_TOPIC) or None,
+            api_url=source.get(Env.API_URL) or None,
+            log_groups=tuple(group for group in source.get(Env.LOG_GROUPS, "").split(",") if group),
+            stage=source.get(Env.STAGE) or "dev",
+            target_role_arn=source.get(Env.TARGET_ROLE) or None,
+            egress_allow=tuple(item.strip() for item in source.get(Env.EGRESS_ALLOW, "").split(",") if item.strip()),
+            team_limits=TeamLimits.parse(source.get(Env.TEAM_LIMITS)),
+            pages_queue_url=source.get(Env.PAGES_QUEUE) or None,
+            queue_shards={
+                priority: tuple(urls)
+                for priority, urls in json.loads(source.get(Env.WORK_QUEUE_SHARDS) or "{}").items()
+            },
+        )

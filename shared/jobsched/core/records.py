@@ -1,0 +1,397 @@
+"""The records the scheduler's domain reads and writes, whatever stores them: jobs as stored, due entries,
+runs and DAG tasks, slot answers, target calls and results, and the conflicts a store reports.
+
+The stores (``jobsched.ports``) return these; the AWS and in-memory adapters both build them.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from jobsched.core.names import LEASE_SHARDS, JobsKeys, RunsKeys, due_shard_count
+from jobsched.core.spec import JobSpec
+from jobsched.dag.definition import TaskStatus
+from jobsched.pipeline.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, parse_instant, truncate
+
+JobState = Literal["ACTIVE", "PAUSED"]
+TargetOutcome = Literal["succeeded", "failed", "pending"]
+TASK_PREFIX = "TASK#"
+# The reason of a MISSED record written by the lost-message audit: the only MISSED a late message may start.
+LOST_PREFIX = "lost: "
+
+
+class JobNotFound(LookupError):
+    pass
+
+
+class VersionConflict(RuntimeError):
+    """The job changed since the caller read it (optimistic concurrency)."""
+
+
+class JobExists(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    spec: JobSpec
+    version: int
+    state: JobState
+    created_at: datetime
+    updated_at: datetime
+    updated_by: str
+    paused_reason: str | None = None
+    paused_by: str | None = None
+    paused_at: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    def changed_to(self, spec: JobSpec, *, now: datetime, principal: str) -> StoredJob:
+        """The next version with a new spec (its state and pause reason kept)."""
+        return replace(self, spec=spec, version=self.version + 1, updated_at=now, updated_by=principal)
+
+    def in_state(self, state: JobState, *, now: datetime, principal: str, reason: str | None) -> StoredJob:
+        """The next version, paused (with who, when and why) or active."""
+        paused = state == "PAUSED"
+        return replace(
+            self,
+            version=self.version + 1,
+            state=state,
+            updated_at=now,
+            updated_by=principal,
+            paused_reason=reason if paused else None,
+            paused_by=principal if paused else None,
+            paused_at=now if paused else None,
+        )
+
+    def to_values(self) -> dict[str, Any]:
+        """The spec item: keys, the spec as JSON, version and lifecycle state."""
+        return {
+            JobsKeys.PK: self.key,
+            JobsKeys.SK: JobsKeys.SPEC,
+            JobsKeys.TEAM: self.spec.team,
+            JobsKeys.NAME: self.spec.name,
+            "spec": self.spec.model_dump_json(exclude_none=True),
+            "version": self.version,
+            "state": self.state,
+            "created_at": instant_text(self.created_at),
+            "updated_at": instant_text(self.updated_at),
+            "updated_by": self.updated_by,
+            "paused_reason": self.paused_reason,
+            "paused_by": self.paused_by,
+            "paused_at": instant_text(self.paused_at) if self.paused_at else None,
+        }
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> StoredJob:
+        return cls(
+            spec=JobSpec.model_validate_json(values["spec"]),
+            version=int(values["version"]),
+            state=values["state"],
+            created_at=parse_instant(values["created_at"]),
+            updated_at=parse_instant(values["updated_at"]),
+            updated_by=values["updated_by"],
+            paused_reason=values.get("paused_reason"),
+            paused_by=values.get("paused_by"),
+            paused_at=parse_instant(values["paused_at"]) if values.get("paused_at") else None,
+        )
+
+
+@dataclass(frozen=True)
+class StoredIncident:
+    """An incident as stored: its fields (JSON), a version, pages not yet sent, and whether it is resolved
+    (kept only until its resolve notices are out)."""
+
+    values: dict[str, Any]
+    version: int = 0
+    unsent: str | None = None  # JSON list of pages
+    resolved: bool = False
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> StoredIncident:
+        return cls(
+            json.loads(values["incident"]), int(values["version"]), values.get("unsent"), bool(values.get("resolved"))
+        )
+
+
+@dataclass(frozen=True)
+class DueEntry:
+    job: str
+    next_fire_at: datetime
+    cursor: datetime
+    spec_version: int
+    sk: str = JobsKeys.STATE  # STATE for a job's schedule, BACKFILL#id for an active backfill
+
+    @property
+    def backfill_id(self) -> str | None:
+        return self.sk.removeprefix(JobsKeys.BACKFILL_PREFIX) if self.sk.startswith(JobsKeys.BACKFILL_PREFIX) else None
+
+
+@dataclass(frozen=True)
+class SlotResult:
+    acquired: bool
+    holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when not acquired
+
+
+class StaleAttempt(RuntimeError):
+    """The run is no longer in the state this writer expected (another attempt or outcome won)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    job: str
+    run_id: str
+    team: str
+    status: RunStatus
+    attempt: int
+    scheduled_at: datetime
+    fire_at: datetime
+    trigger: str
+    spec_version: int
+    correlation_id: str
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    lease_until: datetime | None = None
+    next_attempt_at: datetime | None = None
+    error: str | None = None
+    output: str | None = None
+    reason: str | None = None
+    lateness_ms: int | None = None  # first attempt's start minus its fire time, to the millisecond
+    deadline_at: datetime | None = None  # SLA deadline, while not yet reported missed or finished
+    execution_arn: str | None = None  # DAG runs: the Step Functions execution (named by the run id)
+    graph: dict[str, Any] | None = None  # DAG runs: the task graph the run started with
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> Run:
+        def instant(name: str) -> datetime | None:
+            return parse_instant(values[name]) if values.get(name) else None
+
+        return cls(
+            job=values[RunsKeys.PK],
+            run_id=values[RunsKeys.SK],
+            team=values["team"],
+            status=RunStatus(values["status"]),
+            attempt=int(values["attempt"]),
+            scheduled_at=parse_instant(values["scheduled_at"]),
+            fire_at=parse_instant(values["fire_at"]),
+            trigger=values["trigger"],
+            spec_version=int(values["spec_version"]),
+            correlation_id=values.get("correlation_id", ""),
+            started_at=instant("started_at"),
+            finished_at=instant("finished_at"),
+            lease_until=instant("lease_until"),
+            next_attempt_at=instant("next_attempt_at"),
+            error=values.get("error"),
+            output=values.get("output"),
+            reason=values.get("reason"),
+            lateness_ms=int(values["lateness_ms"]) if "lateness_ms" in values else None,
+            deadline_at=instant(RunsKeys.DEADLINE_AT),
+            execution_arn=values.get("execution_arn"),
+            graph=values.get("graph"),
+        )
+
+    def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:
+        """The run message for this run (by default its current attempt, due at its own fire time)."""
+        return RunMessage(
+            job=self.job,
+            team=self.team,
+            run_id=self.run_id,
+            scheduled_at=instant_text(self.scheduled_at),
+            fire_at=instant_text(fire_at or self.fire_at),
+            attempt=attempt or self.attempt,
+            spec_version=self.spec_version,
+            trigger=self.trigger,
+            correlation_id=self.correlation_id,
+        )
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """One task of a DAG run: its own item, in the run's task partition."""
+
+    name: str
+    status: TaskStatus
+    attempt: int
+    token: str | None = None  # the Step Functions token of the current attempt
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    lease_until: datetime | None = None
+    error: str | None = None
+    output: str | None = None
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> TaskState:
+        def instant(name: str) -> datetime | None:
+            return parse_instant(values[name]) if values.get(name) else None
+
+        return cls(
+            name=values[RunsKeys.SK].removeprefix(TASK_PREFIX),
+            status=TaskStatus(values["status"]),
+            attempt=int(values["attempt"]),
+            token=values.get("token"),
+            started_at=instant("started_at"),
+            finished_at=instant("finished_at"),
+            lease_until=instant("lease_until"),
+            error=values.get("error"),
+            output=values.get("output"),
+        )
+
+
+@dataclass(frozen=True)
+class ParkedTask:
+    """A DAG task waiting for its dependencies whose state expects a heartbeat."""
+
+    job: str
+    run_id: str
+    task: TaskState
+
+
+@dataclass(frozen=True)
+class RunContext:
+    job: str
+    team: str
+    run_id: str
+    attempt: int
+    scheduled_at: str
+    correlation_id: str
+    payload_override: Any = None
+    task: str | None = None  # DAG runs: the task this attempt is of
+
+    @property
+    def idempotency_key(self) -> str:
+        """A run's id; for a DAG task, run id + task + attempt (each attempt is its own execution)."""
+        return f"{self.run_id}-{self.task}-{self.attempt}" if self.task else self.run_id
+
+    def envelope(self) -> dict[str, Any]:
+        envelope = {
+            "job": self.job,
+            "team": self.team,
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "scheduled_at": self.scheduled_at,
+            "correlation_id": self.correlation_id,
+            "idempotency_key": self.idempotency_key,
+        }
+        if self.task:
+            envelope["task"] = self.task
+        return envelope
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    outcome: TargetOutcome
+    output: str | None = None
+    error: str | None = None
+    retryable: bool = True
+
+
+def due_shard(job: str) -> int:
+    """A stable shard for the job: crc32, so every process agrees."""
+    return zlib.crc32(job.encode()) % due_shard_count()
+
+
+def lease_shard(job: str, run_id: str) -> int:
+    return zlib.crc32(f"{job}/{run_id}".encode()) % LEASE_SHARDS
+
+
+def job_state_values(job: str, version: int, cursor: datetime, next_fire_at: datetime | None) -> dict[str, Any]:
+    """A job's STATE item as (re)written by a create or a spec change: the cursor, an audit mark at the cursor
+    (earlier instants are not the dispatcher's to account for), no slots taken, and the due entry."""
+    values: dict[str, Any] = {
+        JobsKeys.PK: job,
+        JobsKeys.SK: JobsKeys.STATE,
+        "cursor": instant_text(cursor),
+        "audited_to": instant_text(cursor),
+        "spec_version": version,
+        "slots": {},
+    }
+    if next_fire_at is not None:
+        values[JobsKeys.DUE_SHARD] = due_shard(job)
+        values[JobsKeys.NEXT_FIRE_AT] = instant_text(next_fire_at)
+    return values
+
+
+def run_base_values(message: RunMessage, now: datetime, retention: timedelta) -> dict[str, Any]:
+    """The fields every run record starts with (its key, instants, trigger and expiry)."""
+    return {
+        RunsKeys.PK: message.job,
+        RunsKeys.SK: message.run_id,
+        "team": message.team,
+        "scheduled_at": message.scheduled_at,
+        "fire_at": message.fire_at,
+        "trigger": message.trigger,
+        "spec_version": message.spec_version,
+        "correlation_id": message.correlation_id or message.run_id,
+        "created_at": instant_text(now),
+        RunsKeys.TTL: int((now + retention).timestamp()),
+    }
+
+
+def running_values(
+    job: str, run_id: str, now: datetime, lease_until: datetime | None, external: bool
+) -> dict[str, Any]:
+    """What an attempt's start sets: its start moment and lease."""
+    values: dict[str, Any] = {"started_at": moment_text(now)}
+    if lease_until is not None:
+        values["lease_until"] = instant_text(lease_until)
+        if external:
+            # Only runs whose result arrives from outside go on the lease index; for the others the
+            # SQS message is the lease (it comes back if the worker dies), so they cost no index write.
+            values[RunsKeys.LEASE_SHARD] = lease_shard(job, run_id)
+            values[RunsKeys.LEASE_EXPIRES_AT] = instant_text(lease_until)
+    return values
+
+
+def new_run_values(
+    message: RunMessage,
+    *,
+    status: RunStatus,
+    now: datetime,
+    retention: timedelta,
+    lease_until: datetime | None,
+    external: bool,
+    reason: str | None,
+    deadline: timedelta | None,
+) -> dict[str, Any]:
+    """A run record as first written (None values are not stored). ``deadline``: an unfinished run goes on
+    the deadlines index until it finishes or its deadline is reported."""
+    values: dict[str, Any] = {
+        **run_base_values(message, now, retention),
+        "status": status.value,
+        "attempt": message.attempt,
+        "reason": truncate(reason),
+    }
+    if deadline is not None and status not in TERMINAL:
+        values[RunsKeys.DEADLINE_SHARD] = lease_shard(message.job, message.run_id)
+        values[RunsKeys.DEADLINE_AT] = instant_text(parse_instant(message.scheduled_at) + deadline)
+    if status is RunStatus.RUNNING:
+        values |= running_values(message.job, message.run_id, now, lease_until, external)
+        values["lateness_ms"] = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
+    elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED, RunStatus.MISSED):
+        values["finished_at"] = moment_text(now)
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def slots_to_evict(
+    holders: dict[str, str],
+    holder: str,
+    *,
+    now: datetime,
+    limit: int,
+    ended: Callable[[list[str]], set[str]] | None,
+) -> list[str] | None:
+    """Which holders a slot write for ``holder`` evicts (lazy release): none when it holds one already, else
+    those whose lease expired and, only if still full, those whose runs ``ended``. None: no room."""
+    if holder in holders:
+        return []
+    stale = [h for h, lease in holders.items() if parse_instant(lease) <= now]
+    if len(holders) - len(stale) >= limit and ended is not None:
+        stale += sorted(ended([h for h in holders if h not in stale]))
+    return None if len(holders) - len(stale) >= limit else stale

@@ -1,0 +1,750 @@
+"""The job specification: one pydantic schema for job files, API bodies, storage and OpenAPI.
+
+Every message names what is allowed. Cross-field checks that can find several problems at once
+(the DAG) carry them all in the error context; ``jobsched.core.errors`` expands them into one error each.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date, timedelta
+from functools import cache
+from graphlib import CycleError, TopologicalSorter
+from typing import Annotated, Any, Literal, TypeVar
+
+import holidays
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from jobsched.core.durations import Duration, format_duration
+from jobsched.core.tz import UTC, available_zones, suggest_zone
+from jobsched.schedule.expressions import CronExpression, ExpressionError, parse_expression
+from jobsched.tenancy.egress import ParsedUrl, UrlRefused, never_reachable, parse_url
+
+MAX_DAG_TASKS = 100
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_SYNC_TARGET_TIMEOUT = timedelta(minutes=14)  # the worker Lambda itself stops at 15 minutes
+MAX_ASYNC_TIMEOUT = timedelta(days=7)
+MAX_JITTER = timedelta(hours=1)
+MIN_PARKED_HEARTBEAT = timedelta(minutes=3)  # the heartbeat checker ticks each minute
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+MAX_EMAIL = 254
+_LAMBDA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9_$-]{1,128})?$")
+_LAMBDA_ARN = re.compile(
+    r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9_$-]{1,128})?$"
+)
+_SNS_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(?:\.fifo)?$")
+_STATES_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine:[A-Za-z0-9_-]{1,80}$")
+_EVENT_BUS = re.compile(
+    r"^(?:[A-Za-z0-9._/-]{1,256}|arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus/[A-Za-z0-9._/-]+)$"
+)
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+# Credentials belong in secret_headers (resolved at run time), never in the stored job.
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "cookie"})
+_SECRET_REF = re.compile(r"^(secretsmanager|ssm):([A-Za-z0-9/_+=.@:-]{1,2048}?)(?:#([A-Za-z0-9_.-]{1,128}))?$")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+def _fail(code: str, template: str, **context: Any) -> PydanticCustomError:
+    return PydanticCustomError(code, template, context or None)
+
+
+def _check_name(value: str) -> str:
+    if not _NAME.match(value):
+        raise _fail(
+            "invalid_name",
+            "'{value}' is not allowed: use 1-63 characters a-z, 0-9 and '-', "
+            "starting and ending with a letter or digit",
+            value=value,
+        )
+    return value
+
+
+Name = Annotated[str, AfterValidator(_check_name)]
+
+
+def _check_email(value: str) -> str:
+    """Linear time (the regex it replaces backtracked quadratically on 'a@' + dots + '@')."""
+    local, at, domain = value.partition("@")
+    labels = domain.split(".")
+    valid = (
+        len(value) <= MAX_EMAIL
+        and at == "@"
+        and local
+        and "@" not in domain
+        and len(labels) >= 2
+        and all(labels)
+        and not any(character.isspace() for character in value)
+    )
+    if not valid:
+        shown = value if len(value) <= 80 else value[:77] + "..."
+        raise _fail(
+            "invalid_email",
+            "'{value}' is not an email address (at most {limit} characters)",
+            value=shown,
+            limit=MAX_EMAIL,
+        )
+    return value
+
+
+def _parsed_url(value: str) -> ParsedUrl:
+    try:
+        return parse_url(value)
+    except UrlRefused as error:
+        raise _fail(error.code, "{error}", error=str(error)) from None
+
+
+def _check_http_url(value: str) -> str:
+    _parsed_url(value)
+    return value
+
+
+def _check_target_url(value: str) -> str:
+    """A URL jobsched will call: parsed by the same parser that sends (no backslashes, no userinfo);
+    metadata and link-local addresses are refused in every stage (the stage's own deny-list is applied
+    when the job is stored and again on the resolved address at every call)."""
+    parsed = _parsed_url(value)
+    if parsed.scheme == "http" and parsed.host not in ("localhost", "127.0.0.1", "::1"):
+        raise _fail(
+            "insecure_url",
+            "'{value}': use https (plain http is allowed for localhost only)",
+            value=value,
+        )
+    address = parsed.literal_address
+    if address is not None and never_reachable(address):
+        raise _fail(
+            "address_not_allowed",
+            "'{value}': {address} is a link-local or metadata address; jobsched never calls those",
+            value=value,
+            address=str(address),
+        )
+    return value
+
+
+def _check_json_payload(value: JsonValue) -> JsonValue:
+    size = len(json.dumps(value, separators=(",", ":")).encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise _fail(
+            "payload_too_large",
+            "payload is {size} bytes; at most {limit} bytes are allowed (pass a reference instead)",
+            size=size,
+            limit=MAX_PAYLOAD_BYTES,
+        )
+    return value
+
+
+def _check_secret_ref(value: str) -> str:
+    if not _SECRET_REF.match(value):
+        raise _fail(
+            "invalid_secret_reference",
+            "'{value}' is not a secret reference; write secretsmanager:NAME[#json-key] or ssm:/parameter/name",
+            value=value,
+        )
+    return value
+
+
+def parse_secret_ref(reference: str) -> tuple[str, str, str | None]:
+    """(source, name, json_key) of a validated secret reference."""
+    match = _SECRET_REF.match(reference)
+    if not match:
+        raise ValueError(f"not a secret reference: {reference!r}")
+    return match.group(1), match.group(2), match.group(3)
+
+
+EmailAddress = Annotated[str, AfterValidator(_check_email)]
+HttpUrl = Annotated[str, AfterValidator(_check_http_url)]
+TargetUrl = Annotated[str, AfterValidator(_check_target_url)]
+Payload = Annotated[JsonValue, AfterValidator(_check_json_payload)]
+SecretRef = Annotated[str, AfterValidator(_check_secret_ref)]
+
+
+def _bounded(minimum: timedelta, maximum: timedelta) -> AfterValidator:
+    def check(value: timedelta) -> timedelta:
+        if not minimum <= value <= maximum:
+            raise _fail(
+                "duration_out_of_range",
+                "{value} is out of range; allowed: {minimum} to {maximum}",
+                value=format_duration(value),
+                minimum=format_duration(minimum),
+                maximum=format_duration(maximum),
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+# ---------------------------------------------------------------------------------------- schedule
+
+
+class DstPolicy(StrictModel):
+    """What a schedule does at DST transitions. Unset fields follow ISC cron: fixed-time entries
+    shift out of a gap and fire once in an overlap (gap: shift, fold: first); entries whose minute or
+    hour field starts with '*' fire at every wall time that exists (gap: skip, fold: both)."""
+
+    gap: Literal["shift", "skip"] | None = None
+    fold: Literal["first", "last", "both"] | None = None
+
+
+class CatchupPolicy(StrictModel):
+    """What happens to instants missed while the scheduler could not fire them."""
+
+    policy: Literal["none", "latest", "all"] = "latest"
+    window: Annotated[Duration, _bounded(timedelta(minutes=1), timedelta(days=31))] = timedelta(hours=6)
+    max_runs: int = Field(default=10, ge=1, le=1000)
+
+
+@cache
+def _holiday_codes() -> tuple[dict[str, list[str]], frozenset[str]]:
+    return holidays.list_supported_countries(), frozenset(holidays.list_supported_financial())
+
+
+def _parse_holiday_calendar(value: Any) -> Any:
+    """'US', 'US-NY', a market like 'NYSE', or {country, subdivision}."""
+    if isinstance(value, str):
+        country, _, subdivision = value.strip().partition("-")
+        return {"country": country, "subdivision": subdivision or None}
+    return value
+
+
+class HolidayCalendar(StrictModel):
+    country: str
+    subdivision: str | None = None
+
+    @model_validator(mode="after")
+    def _known(self) -> HolidayCalendar:
+        countries, markets = _holiday_codes()
+        code = self.country.upper()
+        if code in markets and self.subdivision is None:
+            self.country = code
+            return self
+        if code not in countries:
+            raise _fail(
+                "unknown_holiday_calendar",
+                "unknown holiday calendar '{value}'; use an ISO 3166 country code such as US, GB, DE "
+                "(optionally with a subdivision, US-NY) or a market: {markets}",
+                value=self.country,
+                markets=", ".join(sorted(markets)),
+            )
+        self.country = code
+        if self.subdivision is not None:
+            allowed = countries[code]
+            match = {s.upper(): s for s in allowed}.get(self.subdivision.upper())
+            if match is None:
+                raise _fail(
+                    "unknown_subdivision",
+                    "'{value}' is not a subdivision of {country}; allowed: {allowed}",
+                    value=self.subdivision,
+                    country=code,
+                    allowed=", ".join(allowed) or "none",
+                )
+            self.subdivision = match
+        return self
+
+    def label(self) -> str:
+        return f"{self.country}-{self.subdivision}" if self.subdivision else self.country
+
+
+class CalendarPolicy(StrictModel):
+    skip_holidays: Annotated[HolidayCalendar | None, BeforeValidator(_parse_holiday_calendar)] = None
+    business_days_only: bool = False
+    exclude_dates: list[Annotated[str, BeforeValidator(lambda v: str(v))]] = Field(
+        default_factory=list, max_length=1000
+    )
+
+    @field_validator("exclude_dates")
+    @classmethod
+    def _iso_dates(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                date.fromisoformat(value)
+            except ValueError:
+                raise _fail("invalid_date", "'{value}' is not a date; write YYYY-MM-DD", value=value) from None
+        return sorted(set(values))
+
+
+class Blackout(StrictModel):
+    """A window in which the job must not fire: recurring (cron start + duration) or absolute."""
+
+    cron: str | None = None
+    duration: Annotated[Duration, _bounded(timedelta(minutes=1), timedelta(days=31))] | None = None
+    start: AwareDatetime | None = None
+    end: AwareDatetime | None = None
+    action: Literal["skip", "defer"] = "skip"
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parsed = parse_expression(value)
+            except ExpressionError as error:
+                raise _fail("invalid_cron", "{error}", error=str(error)) from None
+            if not isinstance(parsed, CronExpression):
+                raise _fail("invalid_cron", "a blackout starts on a cron entry, not {value}", value=value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Blackout:
+        recurring = self.cron is not None or self.duration is not None
+        absolute = self.start is not None or self.end is not None
+        if recurring == absolute or (recurring and (self.cron is None or self.duration is None)):
+            raise _fail(
+                "invalid_blackout",
+                "give either cron + duration (a recurring window) or start + end (one window)",
+            )
+        if absolute:
+            if self.start is None or self.end is None or self.end <= self.start:
+                raise _fail("invalid_blackout", "an absolute blackout needs start before end")
+            self.start, self.end = self.start.astimezone(UTC), self.end.astimezone(UTC)
+        return self
+
+
+class Schedule(StrictModel):
+    expression: str
+    timezone: str = "UTC"
+    dst: DstPolicy = Field(default_factory=DstPolicy)
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    jitter: Annotated[Duration, _bounded(timedelta(0), MAX_JITTER)] = timedelta(0)
+    catchup: CatchupPolicy = Field(default_factory=CatchupPolicy)
+    calendar: CalendarPolicy | None = None
+    blackouts: list[Blackout] = Field(default_factory=list, max_length=20)
+
+    @field_validator("expression")
+    @classmethod
+    def _expression(cls, value: str) -> str:
+        try:
+            parse_expression(value)
+        except ExpressionError as error:
+            raise _fail("invalid_schedule_expression", "{error}", error=str(error)) from None
+        return " ".join(value.split())
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        if value in available_zones():
+            return value
+        suggestion = suggest_zone(value)
+        hint = f" (did you mean '{suggestion}'?)" if suggestion else ""
+        raise _fail(
+            "unknown_timezone",
+            "unknown time zone '{value}'; use an IANA name such as America/New_York, Europe/Berlin or UTC{hint}",
+            value=value,
+            hint=hint,
+        )
+
+    @field_validator("start_at", "end_at")
+    @classmethod
+    def _utc(cls, value: Any) -> Any:
+        return value.astimezone(UTC) if value is not None else None
+
+    @model_validator(mode="after")
+    def _window(self) -> Schedule:
+        if self.start_at and self.end_at and self.end_at <= self.start_at:
+            raise _fail(
+                "invalid_schedule_window",
+                "end_at ({end}) must be after start_at ({start})",
+                end=self.end_at.isoformat(),
+                start=self.start_at.isoformat(),
+            )
+        return self
+
+
+# ----------------------------------------------------------------------------------------- targets
+
+
+class _TargetBase(StrictModel):
+    timeout: Duration = timedelta(minutes=5)
+
+
+class _PayloadTarget(_TargetBase):
+    payload: Payload = None
+
+
+class LambdaTarget(_PayloadTarget):
+    type: Literal["lambda"]
+    function: str = Field(description="function name, name:alias, or ARN")
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_SYNC_TARGET_TIMEOUT)] = timedelta(minutes=5)
+
+    @field_validator("function")
+    @classmethod
+    def _function(cls, value: str) -> str:
+        if not (_LAMBDA_NAME.match(value) or _LAMBDA_ARN.match(value)):
+            raise _fail(
+                "invalid_function",
+                "'{value}' is not a Lambda function name or ARN (arn:aws:lambda:REGION:ACCOUNT:function:NAME)",
+                value=value,
+            )
+        return value
+
+
+class SqsTarget(_PayloadTarget):
+    type: Literal["sqs"]
+    queue_url: HttpUrl
+    message_group_id: str | None = Field(default=None, max_length=128, description="FIFO queues only")
+
+
+class StepFunctionsTarget(_PayloadTarget):
+    type: Literal["stepfunctions"]
+    state_machine_arn: str
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_ASYNC_TIMEOUT)] = timedelta(hours=1)
+
+    @field_validator("state_machine_arn")
+    @classmethod
+    def _arn(cls, value: str) -> str:
+        if not _STATES_ARN.match(value):
+            raise _fail(
+                "invalid_state_machine_arn",
+                "'{value}' is not a state machine ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)",
+                value=value,
+            )
+        return value
+
+
+class EventBridgeTarget(_PayloadTarget):
+    type: Literal["eventbridge"]
+    bus: str = "default"
+    detail_type: str = Field(default="Scheduled Job Run", min_length=1, max_length=128)
+    source: str = Field(default="jobsched", min_length=1, max_length=256)
+
+    @field_validator("bus")
+    @classmethod
+    def _bus(cls, value: str) -> str:
+        if not _EVENT_BUS.match(value):
+            raise _fail("invalid_event_bus", "'{value}' is not an event bus name or ARN", value=value)
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        if value.startswith("aws."):
+            raise _fail("reserved_source", "sources starting with 'aws.' are reserved for AWS services")
+        return value
+
+
+class HttpTarget(_PayloadTarget):
+    type: Literal["http"]
+    url: TargetUrl
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict, max_length=50)
+    secret_headers: dict[str, SecretRef] = Field(default_factory=dict, max_length=20)
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_SYNC_TARGET_TIMEOUT)] = timedelta(seconds=30)
+
+    @field_validator("headers", "secret_headers")
+    @classmethod
+    def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _HEADER_NAME.match(name):
+                raise _fail("invalid_header", "'{name}' is not a valid HTTP header name", name=name)
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _no_credentials(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name.lower() in _CREDENTIAL_HEADERS:
+                raise _fail(
+                    "secret_in_headers",
+                    "header '{name}' carries credentials: move it to secret_headers as "
+                    "secretsmanager:NAME or ssm:/NAME (values are resolved at run time, never stored)",
+                    name=name,
+                )
+        return value
+
+
+class CallbackTarget(_TargetBase):
+    """The run stays RUNNING until external work reports completion with the run's token."""
+
+    type: Literal["callback"]
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_ASYNC_TIMEOUT)] = timedelta(hours=1)
+
+
+Target = Annotated[
+    LambdaTarget | SqsTarget | StepFunctionsTarget | EventBridgeTarget | HttpTarget | CallbackTarget,
+    Field(discriminator="type"),
+]
+TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callback")
+
+
+# --------------------------------------------------------------------------- retries, limits, alerts
+
+
+class Backoff(StrictModel):
+    initial: Annotated[Duration, _bounded(timedelta(seconds=1), timedelta(hours=12))] = timedelta(seconds=30)
+    multiplier: float = Field(default=2.0, ge=1.0, le=10.0)
+    max: Annotated[Duration, _bounded(timedelta(seconds=1), timedelta(days=1))] = timedelta(minutes=10)
+    jitter: Literal["full", "equal", "none"] = "full"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Backoff:
+        if self.max < self.initial:
+            raise _fail(
+                "invalid_backoff",
+                "max ({max}) must be at least initial ({initial})",
+                max=format_duration(self.max),
+                initial=format_duration(self.initial),
+            )
+        return self
+
+
+class RetryPolicy(StrictModel):
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    backoff: Backoff = Field(default_factory=Backoff)
+
+
+class Concurrency(StrictModel):
+    max_running: int = Field(default=1, ge=1, le=1000)
+    overlap: Literal["skip", "allow", "replace", "queue"] = "skip"
+
+
+class SecondaryContact(StrictModel):
+    """Who is paged when an incident goes on: ``after`` more failures after the first page."""
+
+    sns_topic: str | None = None
+    webhook: TargetUrl | None = None
+    after: int = Field(default=3, ge=1, le=1000, description="further consecutive failures before paging")
+
+    @field_validator("sns_topic")
+    @classmethod
+    def _topic(cls, value: str | None) -> str | None:
+        return _sns_topic(value)
+
+    @model_validator(mode="after")
+    def _somewhere(self) -> SecondaryContact:
+        if self.sns_topic is None and self.webhook is None:
+            raise _fail("no_escalation_channel", "give sns_topic, webhook or both")
+        return self
+
+
+def _sns_topic(value: str | None) -> str | None:
+    if value is not None and not _SNS_ARN.match(value):
+        raise _fail(
+            "invalid_topic_arn",
+            "'{value}' is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)",
+            value=value,
+        )
+    return value
+
+
+class Escalation(StrictModel):
+    sns_topic: str | None = None
+    webhook: TargetUrl | None = None
+    webhook_format: Literal["json", "slack"] = Field(
+        default="json", description="json: the page document; slack: {text} for Slack-compatible incoming webhooks"
+    )
+    webhook_secret: SecretRef | None = Field(
+        default=None,
+        description="secretsmanager:NAME[#key] or ssm:/NAME of the team's: the job's webhooks are signed with it "
+        "(X-Jobsched-Signature: v1=HMAC-SHA256(secret, timestamp + '.' + body))",
+    )
+    after_failures: int = Field(default=1, ge=1, le=100, description="consecutive failures before the first page")
+    auto_pause_after: int | None = Field(default=None, ge=1, le=1000, description="consecutive failures")
+    secondary: SecondaryContact | None = None
+
+    @field_validator("sns_topic")
+    @classmethod
+    def _topic(cls, value: str | None) -> str | None:
+        return _sns_topic(value)
+
+    @model_validator(mode="after")
+    def _somewhere(self) -> Escalation:
+        if self.sns_topic is None and self.webhook is None:
+            raise _fail("no_escalation_channel", "give sns_topic, webhook or both")
+        return self
+
+
+# --------------------------------------------------------------------------------------------- DAG
+
+
+class DagTask(StrictModel):
+    name: Name
+    target: Target
+    depends_on: list[str] = Field(default_factory=list, max_length=MAX_DAG_TASKS)
+    retry: RetryPolicy | None = None
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_ASYNC_TIMEOUT)] | None = Field(
+        default=None, description="per attempt; default: the target's timeout"
+    )
+    heartbeat_timeout: Annotated[Duration, _bounded(timedelta(seconds=1), timedelta(days=1))] | None = Field(
+        default=None, description="callback tasks: fail the attempt when no heartbeat arrives for this long"
+    )
+    trigger_rule: Literal["all_success", "all_done"] = "all_success"
+
+    @model_validator(mode="after")
+    def _heartbeats(self) -> DagTask:
+        if self.heartbeat_timeout is None:
+            return self
+        if self.target.type != "callback":
+            raise _fail(
+                "heartbeat_needs_callback",
+                "heartbeat_timeout applies to callback tasks (the worker itself runs {type} targets within timeout)",
+                type=self.target.type,
+            )
+        if self.depends_on and self.heartbeat_timeout < MIN_PARKED_HEARTBEAT:
+            # While it waits for its dependencies the scheduler heartbeats the task once a minute.
+            raise _fail(
+                "heartbeat_too_short",
+                "a task with depends_on needs heartbeat_timeout of at least {minimum} (got {value})",
+                minimum=format_duration(MIN_PARKED_HEARTBEAT),
+                value=format_duration(self.heartbeat_timeout),
+            )
+        return self
+
+
+class Dag(StrictModel):
+    tasks: list[DagTask] = Field(min_length=1)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _graph(cls, data: Any, handler: ModelWrapValidatorHandler[Dag]) -> Dag:
+        # Checked on the raw tasks so a cycle is reported together with any bad field of a task.
+        tasks = data.get("tasks") if isinstance(data, dict) else None
+        shape = [
+            (task.get("name"), task.get("depends_on") or [])
+            for task in (tasks if isinstance(tasks, list) else [])
+            if isinstance(task, dict)
+        ]
+        problems = [
+            InitErrorDetails(type=_fail("invalid_dag", "{message}", message=message), loc=loc, input=data)
+            for loc, message in dag_problems(shape)
+        ]
+        return _validate_with(cls, data, handler, problems)
+
+    def order(self) -> list[str]:
+        """Task names in a dependency order (stable for the same spec)."""
+        sorter: TopologicalSorter[str] = TopologicalSorter()
+        for task in self.tasks:
+            sorter.add(task.name, *task.depends_on)
+        return list(sorter.static_order())
+
+
+def dag_problems(shape: list[tuple[Any, Any]]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every structural problem of (name, depends_on) pairs as (location, message): all, not the first."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    if len(shape) > MAX_DAG_TASKS:
+        problems.append((("tasks",), f"{len(shape)} tasks; at most {MAX_DAG_TASKS} are allowed"))
+    seen: dict[str, int] = {}
+    for index, (name, _) in enumerate(shape):
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            problems.append((("tasks", index, "name"), f"duplicate task '{name}' (also tasks[{seen[name]}])"))
+        else:
+            seen[name] = index
+    sorter: TopologicalSorter[str] = TopologicalSorter()
+    for index, (name, depends_on) in enumerate(shape):
+        if not isinstance(name, str) or not isinstance(depends_on, list):
+            continue
+        sorter.add(name)
+        for position, dependency in enumerate(depends_on):
+            location: tuple[str | int, ...] = ("tasks", index, "depends_on", position)
+            if dependency == name:
+                problems.append((location, f"task '{name}' depends on itself"))
+            elif dependency not in seen:
+                known = ", ".join(sorted(seen)) or "none"
+                problems.append((location, f"unknown task '{dependency}'; tasks in this DAG: {known}"))
+            else:
+                sorter.add(name, dependency)
+    try:
+        sorter.prepare()
+    except CycleError as error:
+        problems.append((("tasks",), "cycle: " + " -> ".join(error.args[1])))
+    return problems
+
+
+def _validate_with(
+    cls: type[ModelT],
+    data: Any,
+    handler: ModelWrapValidatorHandler[ModelT],
+    problems: list[InitErrorDetails],
+) -> ModelT:
+    """Run field validation and report ``problems`` together with its errors, not instead of them."""
+    try:
+        model = handler(data)
+    except ValidationError as error:
+        carried = [
+            InitErrorDetails(
+                type=PydanticCustomError(detail["type"], detail["msg"], detail.get("ctx")),
+                loc=detail["loc"],
+                input=detail["input"],
+            )
+            for detail in error.errors(include_url=False)
+        ]
+        raise ValidationError.from_exception_data(error.title, [*carried, *problems]) from None
+    if problems:
+        raise ValidationError.from_exception_data(cls.__name__, problems)
+    return model
+
+
+# --------------------------------------------------------------------------------------------- job
+
+
+class JobSpec(StrictModel):
+    """A job as teams write it. ``team`` + ``name`` identify it."""
+
+    name: Name
+    team: Name
+    description: str = Field(default="", max_length=1024)
+    owner: EmailAddress | None = None
+    runbook_url: HttpUrl | None = None
+    tags: dict[str, Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v)]] = Field(
+        default_factory=dict, max_length=50
+    )
+    schedule: Schedule | None = Field(default=None, description="absent: the job runs only when triggered")
+    target: Target | None = None
+    dag: Dag | None = None
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    concurrency: Concurrency = Field(default_factory=Concurrency)
+    priority: Literal["high", "normal", "low"] = "normal"
+    heartbeat_timeout: Annotated[Duration, _bounded(timedelta(seconds=10), timedelta(days=1))] | None = None
+    deadline: Annotated[Duration, _bounded(timedelta(minutes=1), timedelta(days=31))] | None = None
+    escalation: Escalation | None = None
+    run_retention: Annotated[Duration, _bounded(timedelta(days=1), timedelta(days=400))] = timedelta(days=30)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, tag in value.items():
+            if not 1 <= len(key) <= 128 or len(tag) > 256:
+                raise _fail("invalid_tag", "tag '{key}': keys 1-128 characters, values at most 256", key=key)
+        return value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_kind_of_work(cls, data: Any, handler: ModelWrapValidatorHandler[JobSpec]) -> JobSpec:
+        problems = []
+        if isinstance(data, dict) and (data.get("target") is None) == (data.get("dag") is None):
+            problems.append(
+                InitErrorDetails(
+                    type=_fail(
+                        "target_or_dag",
+                        "give exactly one of target (a single task) or dag (tasks with dependencies)",
+                    ),
+                    loc=("target",),
+                    input=data,
+                )
+            )
+        return _validate_with(cls, data, handler, problems)
+
+    @property
+    def key(self) -> str:
+        """team/name: the job's identity and the seed of its H values and jitter."""
+        return f"{self.team}/{self.name}"

@@ -1,0 +1,301 @@
+"""DAG jobs: the spec compiled to a Step Functions definition, and the rules that decide each task. Pure.
+
+Compilation keeps the DAG's real parallelism with one state per task. The state machine is a single
+Parallel state with one branch per task; each branch is that task's one ``sqs:sendMessage.waitForTaskToken``
+state (with its Retry, TimeoutSeconds, HeartbeatSeconds and a Catch that reports the failure to us).
+Every branch starts at once, and the worker holds a task's token ("parks" it) until all its dependencies
+have finished, then runs or skips it. So a task starts the moment its own dependencies finish: no level
+barrier, and a slow branch never holds up an unrelated one. Transitions per run: 1 (Parallel) + one per
+task, +1 per retry, +1 per task that finally fails (its failure report).
+
+Because a parked task's state is already running, its TimeoutSeconds must cover the wait for its
+dependencies too: it is the longest path of its ancestors' worst-case time plus its own attempt timeout.
+That is a backstop; each attempt's own timeout is enforced by the target (synchronous targets) or by the
+callback's heartbeats (HeartbeatSeconds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsched.core.spec import CallbackTarget, Dag, DagTask, JobSpec, RetryPolicy
+from jobsched.pipeline.runs import RunMessage
+
+STATE_MARGIN = timedelta(minutes=1)
+MAX_STATE_TIMEOUT = timedelta(days=365)  # Standard executions last at most a year
+TASKS_STATE = "tasks"
+
+# Errors the worker reports with SendTaskFailure; the state machine retries these and its own timeouts.
+TASK_FAILED = "jobsched.TaskFailed"
+TASK_LOST = "jobsched.TaskLost"  # the worker running the attempt died before reporting
+RETRIED_ERRORS = (TASK_FAILED, TASK_LOST, "States.Timeout", "States.HeartbeatTimeout")
+TIMEOUT_ERRORS = frozenset({"States.Timeout", "States.HeartbeatTimeout"})
+
+
+class TaskStatus(StrEnum):
+    PENDING = "PENDING"  # nothing heard from the state machine yet
+    WAITING = "WAITING"  # its state started; the token is parked until its dependencies finish
+    RUNNING = "RUNNING"
+    RETRYING = "RETRYING"  # an attempt failed; the state machine retries after its backoff
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+
+
+TASK_TERMINAL = frozenset(
+    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.SKIPPED, TaskStatus.CANCELLED}
+)
+
+
+class DagTaskMessage(BaseModel):
+    """What a task state puts on the work queue (``token`` is its Step Functions task token)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: Literal["dag_task"] = "dag_task"
+    job: str
+    team: str
+    run_id: str
+    scheduled_at: str
+    correlation_id: str = ""
+    task: str
+    retry_count: int = Field(ge=0, default=0)
+    token: str
+
+    @property
+    def attempt(self) -> int:
+        return self.retry_count + 1
+
+
+class DagTaskFailure(BaseModel):
+    """What a task's Catch sends when the state machine gave up on it (failures, timeouts)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: Literal["dag_task_failed"] = "dag_task_failed"
+    job: str
+    team: str
+    run_id: str
+    task: str
+    error: str | None = None
+    cause: str | None = None
+
+
+WorkMessage = RunMessage | DagTaskMessage  # what the scheduler itself puts on a work queue
+
+
+def parse_work_message(body: str) -> RunMessage | DagTaskMessage | DagTaskFailure:
+    """A work-queue message: a run, or one of the two kinds a DAG state machine sends."""
+    kind = json.loads(body).get("kind") if body.lstrip().startswith("{") else None
+    if kind == "dag_task":
+        return DagTaskMessage.model_validate_json(body)
+    if kind == "dag_task_failed":
+        return DagTaskFailure.model_validate_json(body)
+    return RunMessage.model_validate_json(body)
+
+
+# ------------------------------------------------------------------------------- the graph
+
+
+@dataclass(frozen=True)
+class TaskNode:
+    depends_on: tuple[str, ...]
+    trigger_rule: Literal["all_success", "all_done"]
+
+
+Graph = dict[str, TaskNode]
+
+
+def graph_of(dag: Dag) -> Graph:
+    return {task.name: TaskNode(tuple(task.depends_on), task.trigger_rule) for task in dag.tasks}
+
+
+def graph_to_values(graph: Graph) -> dict[str, Any]:
+    """The graph as stored on the run (the run keeps the shape it started with across spec changes)."""
+    return {
+        name: {"depends_on": list(node.depends_on), "trigger_rule": node.trigger_rule} for name, node in graph.items()
+    }
+
+
+def graph_from_values(values: Mapping[str, Any]) -> Graph:
+    return {
+        name: TaskNode(tuple(node.get("depends_on") or ()), node.get("trigger_rule", "all_success"))
+        for name, node in values.items()
+    }
+
+
+Decision = Literal["wait", "run", "skip"]
+
+
+def decide(node: TaskNode, statuses: Mapping[str, TaskStatus]) -> Decision:
+    """Whether a task can start: wait for unfinished dependencies, then run or skip by its trigger rule."""
+    upstream = [statuses.get(name, TaskStatus.PENDING) for name in node.depends_on]
+    if any(status not in TASK_TERMINAL for status in upstream):
+        return "wait"
+    if node.trigger_rule == "all_success" and any(status is not TaskStatus.SUCCEEDED for status in upstream):
+        return "skip"
+    return "run"
+
+
+def run_result(graph: Graph, statuses: Mapping[str, TaskStatus]) -> TaskStatus | None:
+    """The run's end once every task has finished: SUCCEEDED only if every task did; None while unfinished."""
+    current = [statuses.get(name, TaskStatus.PENDING) for name in graph]
+    if any(status not in TASK_TERMINAL for status in current):
+        return None
+    return TaskStatus.SUCCEEDED if all(status is TaskStatus.SUCCEEDED for status in current) else TaskStatus.FAILED
+
+
+# ----------------------------------------------------------------------------- time budgets
+
+
+def task_retry(spec: JobSpec, task: DagTask) -> RetryPolicy:
+    return task.retry or spec.retry
+
+
+def attempt_timeout(task: DagTask) -> timedelta:
+    timeout: timedelta = task.timeout or task.target.timeout
+    return timeout
+
+
+def task_budget(spec: JobSpec, task: DagTask) -> timedelta:
+    """The longest a task can take: every attempt at its timeout, with the longest backoff between them."""
+    policy = task_retry(spec, task)
+    waits = sum(
+        (
+            min(policy.backoff.max, policy.backoff.initial * policy.backoff.multiplier ** (attempt - 1))
+            for attempt in range(1, policy.max_attempts)
+        ),
+        timedelta(0),
+    )
+    return attempt_timeout(task) * policy.max_attempts + waits
+
+
+def ancestors_budget(spec: JobSpec) -> dict[str, timedelta]:
+    """For each task, the longest its dependencies can keep it waiting (the longest path above it)."""
+    assert spec.dag is not None
+    tasks = {task.name: task for task in spec.dag.tasks}
+
+    @cache
+    def finish(name: str) -> timedelta:
+        return wait(name) + task_budget(spec, tasks[name])
+
+    @cache
+    def wait(name: str) -> timedelta:
+        return max((finish(dependency) for dependency in tasks[name].depends_on), default=timedelta(0))
+
+    return {name: wait(name) for name in spec.dag.order()}
+
+
+def run_budget(spec: JobSpec) -> timedelta:
+    """The longest a whole DAG run can take (its lease, and the execution's TimeoutSeconds)."""
+    assert spec.dag is not None
+    waits = ancestors_budget(spec)
+    return max(waits[task.name] + task_budget(spec, task) for task in spec.dag.tasks) + STATE_MARGIN
+
+
+# ------------------------------------------------------------------------------- compilation
+
+
+def compile_definition(spec: JobSpec, *, queue_url: str) -> dict[str, Any]:
+    """The Amazon States Language definition for a DAG job. Same spec, same definition."""
+    if spec.dag is None:
+        raise ValueError(f"{spec.key} is not a DAG job")
+    waits = ancestors_budget(spec)
+    branches = [_branch(spec, task, queue_url, waits[task.name]) for task in spec.dag.tasks]
+    return {
+        "Comment": f"jobsched {spec.key}: compiled from the job spec; changes are overwritten on apply",
+        "StartAt": TASKS_STATE,
+        "TimeoutSeconds": _seconds(run_budget(spec)),
+        "States": {TASKS_STATE: {"Type": "Parallel", "Branches": branches, "ResultPath": None, "End": True}},
+    }
+
+
+def definition_text(definition: dict[str, Any]) -> str:
+    """Canonical JSON, so an unchanged spec compares equal to what is deployed."""
+    return json.dumps(definition, sort_keys=True, separators=(",", ":"))
+
+
+def _branch(spec: JobSpec, task: DagTask, queue_url: str, waiting: timedelta) -> dict[str, Any]:
+    failed = f"{task.name} failed"
+    state: dict[str, Any] = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+        "Parameters": {
+            "QueueUrl": queue_url,
+            "MessageGroupId": spec.team,  # the team's fair-queue group, like its runs
+            "MessageBody": {
+                "kind": "dag_task",
+                "job.$": "$.job",
+                "team.$": "$.team",
+                "run_id.$": "$.run_id",
+                "scheduled_at.$": "$.scheduled_at",
+                "correlation_id.$": "$.correlation_id",
+                "task": task.name,
+                "retry_count.$": "$$.State.RetryCount",
+                "token.$": "$$.Task.Token",
+            },
+        },
+        "TimeoutSeconds": _seconds(waiting + attempt_timeout(task) + STATE_MARGIN),
+        "ResultPath": None,
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": failed}],
+        "End": True,
+    }
+    if task.heartbeat_timeout is not None:
+        state["HeartbeatSeconds"] = _seconds(task.heartbeat_timeout)
+    policy = task_retry(spec, task)
+    if policy.max_attempts > 1:
+        backoff = policy.backoff
+        state["Retry"] = [
+            {
+                "ErrorEquals": list(RETRIED_ERRORS),
+                "IntervalSeconds": _seconds(backoff.initial),
+                "BackoffRate": backoff.multiplier,
+                "MaxAttempts": policy.max_attempts - 1,
+                "MaxDelaySeconds": _seconds(backoff.max),
+                # Step Functions has FULL and NONE; "equal" jitter is the closest to FULL it offers.
+                "JitterStrategy": "NONE" if backoff.jitter == "none" else "FULL",
+            }
+        ]
+    report = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::sqs:sendMessage",
+        "Parameters": {
+            "QueueUrl": queue_url,
+            "MessageGroupId": spec.team,
+            "MessageBody": {
+                "kind": "dag_task_failed",
+                "job.$": "$.job",
+                "team.$": "$.team",
+                "run_id.$": "$.run_id",
+                "task": task.name,
+                "error.$": "$.error.Error",
+                "cause.$": "$.error.Cause",
+            },
+        },
+        "ResultPath": None,
+        "End": True,
+    }
+    return {"StartAt": task.name, "States": {task.name: state, failed: report}}
+
+
+def _seconds(duration: timedelta) -> int:
+    return max(1, min(math.ceil(duration.total_seconds()), int(MAX_STATE_TIMEOUT.total_seconds())))
+
+
+def is_callback(task: DagTask) -> bool:
+    return isinstance(task.target, CallbackTarget)
+
+
+def execution_input(*, job: str, team: str, run_id: str, scheduled_at: str, correlation_id: str) -> dict[str, str]:
+    return {"job": job, "team": team, "run_id": run_id, "scheduled_at": scheduled_at, "correlation_id": correlation_id}

@@ -1,0 +1,457 @@
+"""DAG runs: start one execution per run, execute each task through the worker, report to Step Functions.
+
+Order of writes per task message, and what a crash between them leaves (the message comes back):
+1. park (WAITING + token) when dependencies are unfinished; then dependencies are read again, so a
+   dependency that finished meanwhile is never missed (it reads our WAITING after its own write);
+2. claim (conditional -> RUNNING attempt): one claimer per attempt;
+3. execute the target (idempotency key: run id + task + attempt);
+4. record the outcome, conditional on (RUNNING, attempt): a late result of an old attempt is refused;
+5. report the outcome to the task token; a redelivered message finds the outcome recorded and reports it
+   again (Step Functions ignores a second report of a finished token);
+6. advance: release parked tasks whose dependencies have all finished; finish the run when every task has.
+Step Functions owns retries, backoff and timeouts of each task; the run record owns what happened.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from jobsched.adapters.aws.workflows import Workflows
+from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, TargetResult, TaskState
+from jobsched.core.spec import CallbackTarget, DagTask, JobSpec
+from jobsched.dag.definition import (
+    TASK_FAILED,
+    TASK_LOST,
+    TASK_TERMINAL,
+    TIMEOUT_ERRORS,
+    DagTaskFailure,
+    DagTaskMessage,
+    Graph,
+    TaskStatus,
+    attempt_timeout,
+    decide,
+    execution_input,
+    graph_from_values,
+    graph_of,
+    graph_to_values,
+    run_result,
+    task_retry,
+)
+from jobsched.pipeline.outcome import Outcome
+from jobsched.pipeline.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, instant_text
+from jobsched.ports import TaskRunsPort
+
+if TYPE_CHECKING:
+    from jobsched.core.records import StoredJob
+    from jobsched.pipeline.worker import Worker
+
+TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
+TASK_UNKNOWN = "jobsched.UnknownTask"
+# A parked task is heartbeated this long before its HeartbeatSeconds would run out (the checker ticks each
+# minute; the spec requires heartbeat_timeout >= 3 minutes for tasks with dependencies).
+PARKED_HEARTBEAT_LEAD = timedelta(minutes=2)
+
+
+@dataclass
+class DagRuns:
+    worker: Worker
+    workflows: Workflows
+    runs: TaskRunsPort  # the run store with DAG task records
+
+    # ------------------------------------------------------------------------------ start
+
+    def start(self, message: RunMessage, stored: StoredJob, run: Run) -> Outcome:
+        """The run is claimed: record its graph and execution name, then start the execution.
+
+        The name is the run id and a random part, recorded before the start: nobody can start an execution
+        of that name ahead of the run, and a redelivery starts (or finds) the same one."""
+        spec = stored.spec
+        assert spec.dag is not None
+        execution = self.runs.set_workflow(
+            run.job,
+            run.run_id,
+            graph=graph_to_values(graph_of(spec.dag)),
+            execution_arn=self.workflows.execution_arn(run.job, f"{run.run_id}-{secrets.token_hex(8)}"),
+        )
+        self.worker.after_step("workflow")
+        self.workflows.start(
+            execution,
+            execution_input(
+                job=run.job,
+                team=run.team,
+                run_id=run.run_id,
+                scheduled_at=message.scheduled_at,
+                correlation_id=run.correlation_id,
+            ),
+        )
+        self.worker.after_step("execution")
+        return Outcome("pending", f"execution {run.run_id} started", run=run)
+
+    # ------------------------------------------------------------------------------ tasks
+
+    def process_task(self, message: DagTaskMessage) -> Outcome:
+        now = self.worker.clock()
+        stored = self.worker.jobs.get(message.job, consistent=False)
+        run = self.runs.get(message.job, message.run_id)
+        priority = stored.spec.priority if stored else "normal"
+        if run is None or run.graph is None:
+            return Outcome("superseded", "no such DAG run", priority=priority)
+        if run.status in TERMINAL:
+            return Outcome("duplicate", f"run is {run.status.value}", run=run, priority=priority)
+        graph = graph_from_values(run.graph)
+        task = _task(stored.spec if stored else None, message.task)
+        if stored is None or task is None or message.task not in graph:
+            self.workflows.fail(message.token, TASK_UNKNOWN, f"task {message.task} is not in the job any more")
+            return Outcome("failed", f"unknown task {message.task}", run=run, priority=priority)
+
+        tasks = self.runs.tasks(run.job, run.run_id)
+        mine = tasks.get(message.task)
+        if mine is not None and mine.attempt > message.attempt:
+            return Outcome("duplicate", f"task is at attempt {mine.attempt}", run=run, priority=priority)
+        if mine is not None and mine.attempt == message.attempt and mine.status is not TaskStatus.WAITING:
+            return self._again(message, stored, run, graph, mine, now)
+
+        node = graph[message.task]
+        decision = decide(node, _statuses(tasks))
+        if decision == "wait":
+            if mine is None or mine.status is not TaskStatus.WAITING:
+                self.runs.park_task(
+                    run.job,
+                    run.run_id,
+                    message.task,
+                    attempt=message.attempt,
+                    token=message.token,
+                    now=now,
+                    expires_at=_expiry(run, stored.spec),
+                    heartbeat_at=now + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD
+                    if task.heartbeat_timeout
+                    else None,
+                )
+                self.worker.after_step("park")
+            # Read again after parking: a dependency finishing in between either sees our WAITING item
+            # (and releases us) or finished before this read (and we go on now). Never neither.
+            tasks = self.runs.tasks(run.job, run.run_id)
+            decision = decide(node, _statuses(tasks))
+            if decision == "wait":
+                return Outcome("waiting", "parked until its dependencies finish", run=run, priority=priority)
+        if decision == "skip":
+            self.runs.finish_task(
+                run.job,
+                run.run_id,
+                message.task,
+                status=TaskStatus.SKIPPED,
+                now=now,
+                expires_at=_expiry(run, stored.spec),
+                error="an upstream task did not succeed (trigger_rule all_success)",
+            )
+            self.workflows.succeed(message.token, {"task": message.task, "status": TaskStatus.SKIPPED.value})
+            self.advance(run, stored)
+            return Outcome("skipped", f"task {message.task} skipped", run=run, priority=priority)
+
+        breaker_key, breaker, held = self.worker.breaker_check(task.target, stored.spec.team, now)
+        if held is not None:
+            return replace(held, run=run, priority=priority)
+        lease = now + attempt_timeout(task) + LEASE_MARGIN
+        claimed = self.runs.claim_task(
+            run.job,
+            run.run_id,
+            message.task,
+            attempt=message.attempt,
+            token=message.token,
+            now=now,
+            lease_until=lease,
+            expires_at=_expiry(run, stored.spec),
+        )
+        if not claimed:
+            return Outcome("duplicate", "another worker claimed this attempt", run=run, priority=priority)
+        self.worker.after_step("claim_task")
+        context = RunContext(
+            job=run.job,
+            team=run.team,
+            run_id=run.run_id,
+            attempt=message.attempt,
+            scheduled_at=message.scheduled_at,
+            correlation_id=run.correlation_id,
+            task=message.task,
+        )
+        result = self.worker.targets.execute(task.target, context)
+        self.worker.after_step("execute_task")
+        self.worker.breaker_result(breaker_key, breaker, result)
+        if result.outcome == "pending":
+            return Outcome("pending", f"task {message.task} waits for its callback", run=run, priority=priority)
+        return self._record(run, stored, task, message.attempt, message.token, result, priority)
+
+    def task_failed(self, notice: DagTaskFailure) -> Outcome:
+        """The state machine gave up on a task (its last attempt failed or timed out): record it, go on."""
+        stored = self.worker.jobs.get(notice.job, consistent=False)
+        run = self.runs.get(notice.job, notice.run_id)
+        if run is None or stored is None or run.status in TERMINAL:
+            return Outcome("duplicate", "run finished")
+        status = TaskStatus.TIMED_OUT if notice.error in TIMEOUT_ERRORS else TaskStatus.FAILED
+        detail = f"{notice.error}: {notice.cause}" if notice.cause else (notice.error or "failed")
+        self.runs.finish_task(
+            run.job,
+            run.run_id,
+            notice.task,
+            status=status,
+            now=self.worker.clock(),
+            expires_at=_expiry(run, stored.spec),
+            error=detail,
+        )
+        self.advance(run, stored)
+        return Outcome("failed", f"task {notice.task} {status.value.lower()}", run=run, priority=stored.spec.priority)
+
+    # ----------------------------------------------------------------- results from outside
+
+    def complete_external(
+        self,
+        job: str,
+        run_id: str,
+        task_name: str,
+        attempt: int,
+        *,
+        succeeded: bool,
+        output: str | None,
+        error: str | None,
+    ) -> Run:
+        stored, run, state, task = self._running_task(job, run_id, task_name, attempt)
+        result = TargetResult("succeeded", output=output) if succeeded else TargetResult("failed", error=error)
+        assert state.token is not None
+        self._record(run, stored, task, attempt, state.token, result, stored.spec.priority)
+        return self.runs.get(job, run_id) or run
+
+    def heartbeat_external(self, job: str, run_id: str, task_name: str, attempt: int) -> Run:
+        _, run, state, task = self._running_task(job, run_id, task_name, attempt)
+        if task.heartbeat_timeout is None:
+            return run  # the state has no HeartbeatSeconds: nothing to extend, the attempt is still current
+        if state.token is None or not self.workflows.heartbeat(state.token):
+            raise StaleAttempt(f"{job} {run_id} task {task_name} attempt {attempt} is no longer waited for")
+        return run
+
+    def heartbeat_parked(self, parked: ParkedTask) -> bool:
+        """Keep a parked task's state alive while it waits for its dependencies; False if it stopped waiting."""
+        stored = self.worker.jobs.get(parked.job, consistent=False)
+        task = _task(stored.spec if stored else None, parked.task.name)
+        state = parked.task
+        if task is None or task.heartbeat_timeout is None or state.status is not TaskStatus.WAITING or not state.token:
+            return False
+        if not self.workflows.heartbeat(state.token):
+            return False
+        next_at = self.worker.clock() + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD
+        return self.runs.parked_heartbeat_sent(
+            parked.job, parked.run_id, state.name, attempt=state.attempt, next_at=next_at
+        )
+
+    # ---------------------------------------------------------------- cancel and time out
+
+    def stop(self, run: Run, spec: JobSpec, *, cause: str) -> None:
+        """After the run was marked CANCELLED or TIMED_OUT: stop its execution, cancel unfinished tasks."""
+        if run.execution_arn:
+            self.workflows.stop(run.execution_arn, cause=cause)
+        if run.graph is None:
+            return
+        tasks = self.runs.tasks(run.job, run.run_id)
+        for name in graph_from_values(run.graph):
+            current = tasks.get(name)
+            if current is None or current.status not in TASK_TERMINAL:
+                self.runs.finish_task(
+                    run.job,
+                    run.run_id,
+                    name,
+                    status=TaskStatus.CANCELLED,
+                    now=self.worker.clock(),
+                    expires_at=_expiry(run, spec),
+                    error=cause,
+                )
+
+    # ------------------------------------------------------------------------- internals
+
+    def advance(self, run: Run, stored: StoredJob) -> None:
+        """Release parked tasks that can now start; finish the run once every task has finished."""
+        assert run.graph is not None
+        graph = graph_from_values(run.graph)
+        tasks = self.runs.tasks(run.job, run.run_id)
+        statuses = _statuses(tasks)
+        released = [
+            (self._message(run, state), timedelta(0))
+            for name, state in tasks.items()
+            if state.status is TaskStatus.WAITING and name in graph and decide(graph[name], statuses) != "wait"
+        ]
+        if released:
+            self.worker.queues.send(stored.spec.priority, released)
+        result = run_result(graph, statuses)
+        if result is not None:
+            self._finish_run(run, stored, graph, tasks, result)
+
+    def _finish_run(
+        self, run: Run, stored: StoredJob, graph: Graph, tasks: dict[str, TaskState], result: TaskStatus
+    ) -> None:
+        counts: dict[str, int] = {}
+        for state in tasks.values():
+            counts[state.status.value.lower()] = counts.get(state.status.value.lower(), 0) + 1
+        summary = f"{len(graph)} tasks: " + ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+        failing = next(
+            (
+                tasks[name]
+                for name in graph
+                if tasks[name].status in (TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.CANCELLED)
+            ),
+            None,
+        )
+        status = RunStatus.SUCCEEDED if result is TaskStatus.SUCCEEDED else RunStatus.FAILED
+        error = None
+        if failing is not None:
+            error = f"task {failing.name} {failing.status.value.lower()}: {failing.error or 'no detail'}"
+        try:
+            finished = self.runs.finish(
+                run.job,
+                run.run_id,
+                attempt=run.attempt,
+                status=status,
+                now=self.worker.clock(),
+                output=summary,
+                error=error,
+            )
+        except StaleAttempt:
+            return  # finished by a concurrent task or a redelivery
+        if status is RunStatus.FAILED:
+            self.worker.escalate(finished, f"DAG run failed: {error}")
+        else:
+            self.worker.succeeded(run, finished, stored.spec)
+
+    def _record(
+        self,
+        run: Run,
+        stored: StoredJob,
+        task: DagTask,
+        attempt: int,
+        token: str,
+        result: TargetResult,
+        priority: str,
+    ) -> Outcome:
+        now = self.worker.clock()
+        runs = self.runs
+        name = task.name
+        superseded = Outcome("superseded", f"task {name} attempt {attempt} is no longer running", priority=priority)
+
+        def finish(status: TaskStatus, *, output: str | None = None, error: str | None = None) -> bool:
+            expires_at = _expiry(run, stored.spec)
+            return runs.finish_task(
+                run.job,
+                run.run_id,
+                name,
+                status=status,
+                now=now,
+                expires_at=expires_at,
+                attempt=attempt,
+                output=output,
+                error=error,
+            )
+
+        if result.outcome == "succeeded":
+            if not finish(TaskStatus.SUCCEEDED, output=result.output):
+                return superseded
+            self.worker.after_step("record_task")
+            self.workflows.succeed(token, {"task": name, "status": TaskStatus.SUCCEEDED.value, "attempt": attempt})
+            self.advance(run, stored)
+            return Outcome("succeeded", f"task {name}", run=run, priority=priority)
+        error = result.error or "failed"
+        retry = result.retryable and attempt < task_retry(stored.spec, task).max_attempts
+        if retry:
+            recorded = runs.retry_task(run.job, run.run_id, name, attempt=attempt, now=now, error=error)
+        else:
+            recorded = finish(TaskStatus.FAILED, error=error)
+        if not recorded:
+            return superseded
+        self.worker.after_step("record_task")
+        self.workflows.fail(token, TASK_FAILED if result.retryable else TASK_FAILED_PERMANENTLY, error)
+        if retry:
+            return Outcome("retrying", f"task {name} attempt {attempt} failed: {error}", run=run, priority=priority)
+        self.advance(run, stored)
+        return Outcome("failed", f"task {name}: {error}", run=run, priority=priority)
+
+    def _again(
+        self, message: DagTaskMessage, stored: StoredJob, run: Run, graph: Graph, mine: TaskState, now: datetime
+    ) -> Outcome:
+        """A message for an attempt already past WAITING: redelivery, or recovery after a crash."""
+        priority = stored.spec.priority
+        if mine.status in TASK_TERMINAL:
+            # The outcome is recorded; the report or the advance may not have happened (crash): repeat both.
+            if mine.status in (TaskStatus.SUCCEEDED, TaskStatus.SKIPPED):
+                self.workflows.succeed(message.token, {"task": mine.name, "status": mine.status.value})
+            elif mine.status is TaskStatus.FAILED:
+                self.workflows.fail(message.token, TASK_FAILED, mine.error or "failed")
+            self.advance(run, stored)
+            return Outcome("duplicate", f"task {mine.name} is {mine.status.value}", run=run, priority=priority)
+        if mine.status is TaskStatus.RETRYING:
+            self.workflows.fail(message.token, TASK_FAILED, mine.error or "failed")
+            return Outcome("duplicate", f"task {mine.name} retry reported again", run=run, priority=priority)
+        task = _task(stored.spec, mine.name)
+        if task is not None and isinstance(task.target, CallbackTarget):
+            return Outcome("duplicate", f"task {mine.name} waits for its callback", run=run, priority=priority)
+        if mine.lease_until is not None and mine.lease_until > now:
+            return Outcome(
+                "waiting", "attempt in flight elsewhere", wait=mine.lease_until - now, run=run, priority=priority
+            )
+        # The worker running this attempt died. Step Functions retries it (or gives up) by its policy.
+        if task is not None:
+            return self._record(
+                run,
+                stored,
+                task,
+                mine.attempt,
+                message.token,
+                TargetResult("failed", error=f"{TASK_LOST}: attempt {mine.attempt} lost (its worker stopped)"),
+                priority,
+            )
+        return Outcome("duplicate", "task no longer in the job", run=run, priority=priority)
+
+    def _running_task(
+        self, job: str, run_id: str, task_name: str, attempt: int
+    ) -> tuple[StoredJob, Run, TaskState, DagTask]:
+        stored = self.worker.jobs.get(job)
+        run = self.runs.get(job, run_id)
+        state = self.runs.tasks(job, run_id).get(task_name) if run else None
+        task = _task(stored.spec if stored else None, task_name)
+        if (
+            stored is None
+            or run is None
+            or task is None
+            or state is None
+            or state.status is not TaskStatus.RUNNING
+            or state.attempt != attempt
+        ):
+            now = f"{state.status.value} at attempt {state.attempt}" if state else "unknown"
+            raise StaleAttempt(f"{job} {run_id} task {task_name} attempt {attempt} is not running (task is {now})")
+        return stored, run, state, task
+
+    @staticmethod
+    def _message(run: Run, state: TaskState) -> DagTaskMessage:
+        assert state.token is not None
+        return DagTaskMessage(
+            job=run.job,
+            team=run.team,
+            run_id=run.run_id,
+            scheduled_at=instant_text(run.scheduled_at),
+            correlation_id=run.correlation_id,
+            task=state.name,
+            retry_count=state.attempt - 1,
+            token=state.token,
+        )
+
+
+def _task(spec: JobSpec | None, name: str) -> DagTask | None:
+    if spec is None or spec.dag is None:
+        return None
+    return next((task for task in spec.dag.tasks if task.name == name), None)
+
+
+def _statuses(tasks: dict[str, TaskState]) -> dict[str, TaskStatus]:
+    return {name: state.status for name, state in tasks.items()}
+
+
+def _expiry(run: Run, spec: JobSpec) -> int:
+    return int((run.scheduled_at + spec.run_retention + timedelta(days=1)).timestamp())

@@ -1,0 +1,389 @@
+"""The dispatcher tick: due jobs -> run messages (delayed to their instant) -> cursor advanced.
+
+Safe with any number of concurrent dispatchers and with a crash between any two steps:
+1. read due entries from the sparse index (only due jobs; paused jobs are not in it);
+2. decide instants in (cursor, now + lookahead] with the schedule engine (catch-up policy applied);
+3. send one message per instant, run id = the instant;
+4. advance the cursor, conditional on the cursor and spec version read in step 1.
+A crash after 3 and before 4 makes the next tick send the same run ids again; the worker's conditional
+create lets only one run exist per instant. Advancing before sending could lose instants, so it never does.
+
+One job never holds up the others: each job is planned and finished on its own, an error is caught and
+the job left due for the next tick, and a job whose schedule costs more than its budget (the engine's
+step limit, or ``JOB_BUDGET`` of wall time) is quarantined: paused with the reason, its team paged, the
+``QuarantinedJobs`` metric counted for the platform's alarm. A tick stops planning at ``TICK_BUDGET``
+and leaves the rest due, so the Lambda timeout never strikes with cursors half moved.
+
+No message is lost silently: each visit of a job audits the instants sent in earlier ticks whose fire
+time is ``LOST_AFTER`` past. The schedule is recomputed (it is deterministic) and one keys-only Query
+reads their run records; an instant without one is recorded MISSED ("lost: ...", counted, paged once per
+job) and ``audited_to`` moves in the same write as the cursor. If the message was only late, the worker
+still starts that record when it arrives. Jobs firing less often than hourly (and a schedule's last
+instants) get one extra visit for their audit, so no instant waits for the next fire to be accounted for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TypeVar
+
+from jobsched.core.durations import format_duration
+from jobsched.core.names import LEASE_SHARDS, due_shard_count
+from jobsched.core.records import LOST_PREFIX, DueEntry, StoredJob
+from jobsched.pipeline.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
+from jobsched.pipeline.triggers import advance_backfill
+from jobsched.ports import EscalationsPort, JobsPort, RunsPort, WorkQueuesPort
+from jobsched.registry.jobs import pause_job
+from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, compile_schedule, plan_due
+from jobsched.tenancy.quotas import interleave_teams
+from jobsched.watch.escalation import EscalationEvent
+
+# Instants up to this far ahead are claimed per cursor update: fewer writes per run, still within the
+# 15 minutes SQS can delay a message. Spec changes and pauses are honoured by the worker's checks.
+LOOKAHEAD = timedelta(minutes=14)
+# A job is due when its next instant falls within this of now (one tick and a margin for a late tick).
+DUE_WINDOW = timedelta(minutes=2)
+# Jobs whose instants are further apart than the lookahead can use are visited this early instead: their
+# visit sends one instant whenever it comes, so coming early costs nothing and spreads a burst (everyone's
+# nightly job at 00:00) over the ten ticks before it, the messages waiting in SQS for their instant.
+DISPATCH_AHEAD = timedelta(minutes=10)
+# Cursor writes, audits and SendMessageBatch calls of one tick run this many at a time (I/O bound).
+IO_CONCURRENCY = 16
+MAX_MISSED_RECORDED = 1440  # per job and tick: a day of a minutely job
+JOB_BUDGET = timedelta(seconds=3)  # wall time to plan and finish one job in one tick
+TICK_BUDGET = timedelta(seconds=40)  # the dispatcher Lambda stops at 60 s
+# A sent instant with no run record this long after its fire time is lost (or the workers are that far
+# behind: a late message still starts its record). Waiting runs and retries have records.
+LOST_AFTER = timedelta(minutes=15)
+MAX_AUDITED = 1440  # instants audited per job and tick: a day of a minutely job
+# A job's next natural visit is used for its audit unless it comes later than this after the audit is due.
+AUDIT_SLACK = timedelta(hours=1)
+QUARANTINE_PRINCIPAL = "jobsched:dispatcher"
+QUARANTINE_PREFIX = "quarantined: "
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TickReport:
+    due_jobs: int = 0
+    messages_sent: int = 0
+    missed: int = 0
+    lost: int = 0  # instants the audit found without a run record (their message was lost)
+    advanced: int = 0
+    lost_races: int = 0  # another dispatcher (or a spec change) advanced first: our sends were duplicates
+    retries_woken: int = 0
+    backfills_advanced: int = 0
+    job_errors: int = 0  # jobs left due after an error (tried again next tick)
+    quarantined: int = 0  # jobs paused because their schedule costs more than its budget
+    deferred: int = 0  # due jobs left for the next tick because this one ran out of time
+    lateness_seconds: list[float] = field(default_factory=list)  # how late each sent instant already was
+
+    def merge(self, other: TickReport) -> None:
+        """Add the counts of one job's part of the tick (jobs are finished concurrently, each on its own)."""
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class _JobPlan:
+    entry: DueEntry
+    stored: StoredJob
+    compiled: CompiledSchedule
+    plan: DuePlan
+    messages: list[tuple[RunMessage, timedelta]]
+    audited_to: datetime  # every instant up to here has a run record (or was not the dispatcher's)
+
+
+@dataclass
+class Dispatcher:
+    jobs: JobsPort
+    runs: RunsPort
+    queues: WorkQueuesPort
+    lookahead: timedelta = LOOKAHEAD
+    due_window: timedelta = DUE_WINDOW
+    # Crash-injection hook for tests: called with (step, job) after "send" and after "missed" records.
+    after_step: Callable[[str, str], None] | None = None
+    escalations: EscalationsPort | None = None  # missed instants are escalated as "missed schedule"
+    lost_after: timedelta = LOST_AFTER
+    job_budget: timedelta = JOB_BUDGET
+    tick_budget: timedelta = TICK_BUDGET
+    monotonic: Callable[[], float] = time.monotonic
+    dispatch_ahead: timedelta = DISPATCH_AHEAD
+    io_concurrency: int = IO_CONCURRENCY
+    _compiled: dict[tuple[str, int], CompiledSchedule] = field(default_factory=dict)
+
+    def tick(self, now: datetime, *, part: int = 0, parts: int = 1) -> TickReport:
+        """One tick over the due shards of this ``part`` of ``parts`` parallel dispatchers (shard % parts ==
+        part): a deployment with many jobs fans each tick out to several invocations (CDK ``dispatchers``)."""
+        report = TickReport()
+        mine = [shard for shard in range(due_shard_count()) if shard % parts == part]
+        with ThreadPoolExecutor(max_workers=min(len(mine), self.io_concurrency) or 1) as pool:
+            shards = pool.map(lambda shard: list(self.jobs.due(shard, now + self.due_window)), mine)
+            entries = [entry for shard in shards for entry in shard]
+        backfills = [entry for entry in entries if entry.backfill_id]
+        entries = [entry for entry in entries if not entry.backfill_id]
+        report.due_jobs = len(entries)
+        specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
+        marks = self.jobs.audit_marks([entry.job for entry in entries]) if entries else {}
+        started = self.monotonic()
+        plans = []
+        for entry in entries:
+            if self.monotonic() - started > self.tick_budget.total_seconds():
+                report.deferred += 1  # still due: the next tick plans it
+                continue
+            plan = self._isolated(
+                entry.job,
+                now,
+                report,
+                partial(self._plan, entry, specs.get(entry.job), marks.get(entry.job), now),
+                budgeted=True,
+            )
+            if plan is not None:
+                plans.append(plan)
+        # One batch across all due jobs per priority: ten messages per SQS request, not one job's each; teams
+        # interleaved so that no team's volume queues ahead of another team's first run.
+        unsent: set[str] = set()
+        for priority in {plan.stored.spec.priority for plan in plans}:
+            batch = interleave_teams(
+                [
+                    (plan.stored.key, message)
+                    for plan in plans
+                    if plan.stored.spec.priority == priority
+                    for message in plan.messages
+                ],
+                team=lambda keyed: keyed[1][0].team,
+                due_in=lambda keyed: max(timedelta(0), keyed[1][1]),  # overdue is due now
+            )
+            failed = self.queues.send_each(priority, [message for _, message in batch])
+            unsent |= {batch[index][0] for index in failed}
+            report.messages_sent += len(batch) - len(failed)
+
+        def finish(plan: _JobPlan) -> TickReport:
+            own = TickReport()
+            if self.after_step:
+                self.after_step("send", plan.stored.key)
+            if plan.stored.key not in unsent:  # else not advanced: the next tick sends these instants again
+                self._isolated(plan.stored.key, now, own, partial(self._finish, plan, now, own))
+            return own
+
+        with ThreadPoolExecutor(max_workers=self.io_concurrency) as pool:
+            for own in pool.map(finish, plans):
+                report.merge(own)
+        self._wake_retries(now, report, [shard for shard in range(LEASE_SHARDS) if shard % parts == part])
+        for entry in backfills:
+            assert entry.backfill_id is not None
+            step = partial(advance_backfill, self.jobs, self.runs, self.queues, entry.job, entry.backfill_id, now=now)
+            if self._isolated(entry.job, now, report, step) is not None:  # one backfill's error stops no other
+                report.backfills_advanced += 1
+        return report
+
+    def _isolated(
+        self, job: str, now: datetime, report: TickReport, work: Callable[[], _T], *, budgeted: bool = False
+    ) -> _T | None:
+        """Run one job's part of the tick so that nothing it does can stop the others.
+
+        ``budgeted``: the work is the schedule's own computation, so its wall time counts toward the job's
+        budget. Writes (a long outage's MISSED records, a backfill's step) do not: a healthy job must
+        not be quarantined for the work an outage left it; the engine's step limit bounds their compute."""
+        started = self.monotonic()
+        try:
+            result = work()
+        except ScheduleTooExpensive as error:
+            self._quarantine(job, str(error), now, report)
+            return None
+        except Exception:
+            log.exception("dispatching %s failed; it stays due for the next tick", job)
+            report.job_errors += 1
+            return None
+        spent = self.monotonic() - started
+        if budgeted and spent > self.job_budget.total_seconds():
+            self._quarantine(job, f"its schedule took {spent:.1f} s to evaluate in one tick", now, report)
+            return None
+        return result
+
+    def _quarantine(self, job: str, reason: str, now: datetime, report: TickReport) -> None:
+        """Pause the job with the reason (visible on the job; resume or PUT a fixed spec to lift it)."""
+        try:
+            stored = pause_job(
+                self.jobs, job, now=now, principal=QUARANTINE_PRINCIPAL, reason=QUARANTINE_PREFIX + reason
+            )
+        except Exception:
+            log.exception("could not quarantine %s", job)
+            report.job_errors += 1
+            return
+        report.quarantined += 1
+        log.error("quarantined %s: %s", job, reason)
+        if self.escalations is not None:
+            event = EscalationEvent(
+                kind="job_quarantined",
+                subject=job,
+                occurred_at=instant_text(now),
+                team=stored.spec.team,
+                job=job,
+                error=QUARANTINE_PREFIX + reason,
+            )
+            self.escalations.publish(event.model_dump(exclude_none=True))
+
+    def _plan(
+        self, entry: DueEntry, stored: StoredJob | None, audited_to: datetime | None, now: datetime
+    ) -> _JobPlan | None:
+        if stored is None or stored.state != "ACTIVE" or stored.version != entry.spec_version:
+            return None  # deleted, paused or being replaced: the change rewrote (or is rewriting) the due entry
+        spec = stored.spec
+        compiled = self._compiled_for(stored)
+        plan = plan_due(compiled, last=entry.cursor, now=now, lookahead=self.lookahead)
+        messages = [
+            (
+                RunMessage.scheduled(
+                    job=spec.key, team=spec.team, at=o.at, fire_at=o.fire_at, spec_version=stored.version
+                ),
+                o.fire_at - now,
+            )
+            for o in plan.due
+        ]
+        # A job stored before the audit existed starts its audit at its cursor.
+        return _JobPlan(entry, stored, compiled, plan, messages, audited_to or entry.cursor)
+
+    def _finish(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> None:
+        """After the messages are out: record missed instants, then advance the cursor."""
+        spec, stored, plan = job_plan.stored.spec, job_plan.stored, job_plan.plan
+        report.lateness_seconds += [max(0.0, -delay.total_seconds()) for _, delay in job_plan.messages]
+        recorded = []
+        outside = []
+        if plan.missed_before is not None:
+            # Instants the outage pushed out of the catch-up window: recorded MISSED too (the expected-runs
+            # ledger), up to a bound so a long outage of a frequent job costs bounded writes; the event
+            # reports the full count.
+            spans = job_plan.compiled.fires(job_plan.entry.cursor, until=plan.missed_before)
+            window = spec.schedule.catchup.window if spec.schedule else None
+            reason = f"missed: more than the catch-up window ({window}) overdue when dispatch resumed"
+            outside = [(occurrence, reason) for occurrence in itertools.islice(spans, MAX_MISSED_RECORDED)]
+        for occurrence, reason in [*outside, *plan.missed]:
+            message = RunMessage.scheduled(
+                job=spec.key, team=spec.team, at=occurrence.at, fire_at=occurrence.fire_at, spec_version=stored.version
+            )
+            if self.runs.create(message, status=RunStatus.MISSED, now=now, retention=spec.run_retention, reason=reason):
+                report.missed += 1
+                recorded.append((occurrence.at, reason))
+        if recorded and self.escalations is not None:
+            # One event per job and tick, however many instants: the escalation handler pages once per incident.
+            # (A crash before it leaves the instants recorded MISSED without this event: they are in the run
+            # history and the MissedInstants metric, and the dispatcher-stall page has already fired.)
+            self.escalations.publish(missed_event(spec.key, spec.team, recorded, now).model_dump(exclude_none=True))
+        if self.after_step:
+            self.after_step("missed", spec.key)
+        audited_to = self._audit(job_plan, now, report)
+        if plan.missed_before is not None:
+            audited_to = max(audited_to, plan.missed_before)  # recorded MISSED above, not sent: nothing to audit
+        upcoming = job_plan.compiled.next_fires(plan.cursor, 2)
+        next_visit = upcoming[0].at if upcoming else None
+        if next_visit is not None and (
+            len(upcoming) == 1 or upcoming[1].at - upcoming[0].at > self.lookahead - self.due_window
+        ):
+            next_visit -= self.dispatch_ahead - self.due_window  # a sparse job: visited early (DISPATCH_AHEAD)
+        unaudited = job_plan.compiled.next_fires(audited_to, 1)
+        if unaudited and unaudited[0].at <= plan.cursor:
+            # The audit of that instant is due then (plus the due window the index is read with).
+            audit_at = unaudited[0].fire_at + self.lost_after + self.due_window
+            if next_visit is None or next_visit > audit_at + AUDIT_SLACK:
+                next_visit = audit_at
+        advanced = self.jobs.advance(
+            spec.key,
+            spec_version=stored.version,
+            old_cursor=job_plan.entry.cursor,
+            cursor=plan.cursor,
+            next_fire_at=next_visit,
+            audited_to=audited_to,
+        )
+        if advanced:
+            report.advanced += 1
+        else:
+            report.lost_races += 1
+
+    def _audit(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> datetime:
+        """Record MISSED the instants sent in earlier ticks that have no run record ``lost_after`` past their
+        fire time; returns the new audit mark. Reads: one keys-only Query; writes: only for lost instants."""
+        spec, stored = job_plan.stored.spec, job_plan.stored
+        horizon = now - self.lost_after
+        checked = []
+        for occurrence in itertools.islice(
+            job_plan.compiled.fires(job_plan.audited_to, until=job_plan.entry.cursor), MAX_AUDITED
+        ):
+            if occurrence.fire_at > horizon:
+                break
+            checked.append(occurrence)
+        if not checked:
+            return job_plan.audited_to
+        found = self.runs.scheduled_ids(spec.key, scheduled_run_id(checked[0].at), scheduled_run_id(checked[-1].at))
+        reason = (
+            f"{LOST_PREFIX}no run record {format_duration(self.lost_after)} after its fire time: the run message "
+            "was lost (or the workers are that far behind; if it still arrives, the run starts)"
+        )
+        recorded = []
+        for occurrence in checked:
+            if scheduled_run_id(occurrence.at) in found:
+                continue
+            message = RunMessage.scheduled(
+                job=spec.key, team=spec.team, at=occurrence.at, fire_at=occurrence.fire_at, spec_version=stored.version
+            )
+            if self.runs.create(message, status=RunStatus.MISSED, now=now, retention=spec.run_retention, reason=reason):
+                recorded.append((occurrence.at, reason))
+        if recorded:
+            report.lost += len(recorded)
+            log.error("%s: %d instant(s) without a run record: run messages lost", spec.key, len(recorded))
+            if self.escalations is not None:
+                event = missed_event(spec.key, spec.team, recorded, now)
+                self.escalations.publish(event.model_dump(exclude_none=True))
+        return checked[-1].at
+
+    def _compiled_for(self, stored: StoredJob) -> CompiledSchedule:
+        key = (stored.key, stored.version)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            assert stored.spec.schedule is not None
+            compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
+            if len(self._compiled) > 10_000:
+                self._compiled.clear()
+            self._compiled[key] = compiled
+        return compiled
+
+    def _wake_retries(self, now: datetime, report: TickReport, shards: list[int]) -> None:
+        """Retries whose backoff was longer than SQS can delay come back through here."""
+        until = now + self.lookahead
+        for shard in shards:
+            for run in self.runs.wakeups(shard, until):
+                if run.status is not RunStatus.RETRYING or run.next_attempt_at is None:
+                    continue
+                stored = self.jobs.get(run.job)
+                if stored is None:
+                    continue
+                message = run.to_message(attempt=run.attempt + 1, fire_at=run.next_attempt_at)
+                self.queues.send(stored.spec.priority, [(message, run.next_attempt_at - now)])
+                if self.runs.clear_wake(run.job, run.run_id, attempt=run.attempt):
+                    report.retries_woken += 1
+
+
+def missed_event(job: str, team: str, missed: list[tuple[datetime, str]], now: datetime) -> EscalationEvent:
+    first, last = missed[0][0], missed[-1][0]
+    return EscalationEvent(
+        kind="missed_schedule",
+        subject=job,
+        occurred_at=instant_text(now),
+        team=team,
+        job=job,
+        run_id=scheduled_run_id(first),
+        scheduled_at=instant_text(first),
+        count=len(missed),
+        lateness_seconds=round((now - first).total_seconds(), 3),
+        error=f"{len(missed)} instant(s) {instant_text(first)}..{instant_text(last)} did not run: {missed[0][1]}",
+    )

@@ -1,0 +1,272 @@
+"""Manual triggers and backfills (the API exposes them in issue #4).
+
+Trigger: an idempotency key maps to one run id (a conditional put of the mapping), so retried requests
+never make a second run. Order: mapping, run (SCHEDULED, with its payload), message; a crash after any
+step is completed by the client's retry with the same key, which finds the mapping and re-sends.
+
+Backfill: the instants of a time range, run at most ``max_in_flight`` at a time. A backfill item sits on
+the sparse ``due`` index while active, so the dispatcher advances it each tick without scanning. Its
+instants use the scheduled run ids, so an instant that already ran is not run again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import JsonValue
+
+from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.queues import WorkQueues
+from jobsched.adapters.aws.runs_store import RunsStore
+from jobsched.core.names import JobsKeys
+from jobsched.core.records import JobNotFound, Run
+from jobsched.pipeline.runs import (
+    TERMINAL,
+    RunMessage,
+    RunStatus,
+    instant_text,
+    manual_run_id,
+    parse_instant,
+)
+from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort
+from jobsched.schedule.engine import compile_schedule
+
+MAX_BACKFILL_INSTANTS = 10_000
+MAX_IN_FLIGHT = 100
+
+
+class BackfillTooLarge(ValueError):
+    pass
+
+
+class BackfillLimit(Exception):
+    """Too many backfills running: one per job, the team's ``max_backfills`` (#13: no team floods the queues)."""
+
+
+BACKFILL_SLOTS = "BACKFILLS"  # slot item (sk) on the job's and on the team's partition
+BACKFILL_LEASE = timedelta(days=1)  # renewed at every step; an abandoned backfill frees its slots after this
+
+
+class NoSchedule(ValueError):
+    pass
+
+
+def trigger_run(
+    jobs: JobsStore,
+    runs: RunsStore,
+    queues: WorkQueues,
+    job: str,
+    *,
+    now: datetime,
+    principal: str,
+    payload: JsonValue = None,
+    idempotency_key: str | None = None,
+) -> Run:
+    stored = jobs.get(job)
+    if stored is None:
+        raise JobNotFound(job)
+    run_id = manual_run_id(now, idempotency_key)
+    if idempotency_key is not None:
+        run_id = jobs.claim_idempotency_key(job, idempotency_key, run_id=run_id, now=now, principal=principal)
+    message = RunMessage(
+        job=job,
+        team=stored.spec.team,
+        run_id=run_id,
+        scheduled_at=instant_text(now),
+        fire_at=instant_text(now),
+        spec_version=stored.version,
+        trigger="manual",
+        correlation_id=f"{job}/{run_id}",
+        payload_override=payload,
+    )
+    created = runs.create(
+        message, status=RunStatus.SCHEDULED, now=now, retention=stored.spec.run_retention, deadline=stored.spec.deadline
+    )
+    run = created or runs.get(job, run_id)
+    assert run is not None
+    if run.status is RunStatus.SCHEDULED:
+        # New, or a retried request whose first attempt died before sending: (re)send. A duplicate message
+        # is harmless, the worker's claim admits one.
+        queues.send(stored.spec.priority, [(message, timedelta(0))])
+    return run
+
+
+@dataclass(frozen=True)
+class BackfillProgress:
+    backfill_id: str
+    job: str
+    start: datetime
+    end: datetime
+    total: int
+    sent: int
+    finished: dict[str, int]  # run status -> count
+    in_flight: list[str]
+    state: str  # RUNNING | DONE
+
+
+def start_backfill(
+    jobs: JobsStore,
+    job: str,
+    *,
+    start: datetime,
+    end: datetime,
+    max_in_flight: int,
+    now: datetime,
+    principal: str,
+) -> BackfillProgress:
+    stored = jobs.get(job)
+    if stored is None:
+        raise JobNotFound(job)
+    if stored.spec.schedule is None:
+        raise NoSchedule(f"{job} has no schedule to backfill")
+    if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+        raise ValueError(f"max_in_flight must be 1-{MAX_IN_FLIGHT}")
+    if end <= start:
+        raise ValueError("the range must end after it starts")
+    if end > now:
+        raise ValueError("a backfill re-runs the past: the range must end no later than now")
+    compiled = compile_schedule(stored.spec.schedule, hash_key=job, anchor=stored.created_at)
+    instants = list(
+        itertools.islice(compiled.fires(start - timedelta(seconds=1), until=end), MAX_BACKFILL_INSTANTS + 1)
+    )
+    if len(instants) > MAX_BACKFILL_INSTANTS:
+        raise BackfillTooLarge(f"the range holds more than {MAX_BACKFILL_INSTANTS} instants; split it")
+    backfill_id = f"{instant_text(now)}-{uuid.uuid4().hex[:8]}"
+    _take_backfill_slots(jobs, job, stored.spec.team, backfill_id, now=now)
+    jobs.put_backfill(
+        job,
+        backfill_id,
+        {
+            "start": instant_text(start),
+            "end": instant_text(end),
+            "max_in_flight": max_in_flight,
+            "total": len(instants),
+            "sent": 0,
+            "finished": {},
+            "in_flight": [],
+            "state": "RUNNING",
+            "created_by": principal,
+            "spec_version": stored.version,
+        },
+        cursor=start - timedelta(seconds=1),
+        due_at=now,
+    )
+    return get_backfill(jobs, job, backfill_id)
+
+
+def get_backfill(jobs: JobsPort, job: str, backfill_id: str) -> BackfillProgress:
+    item = jobs.get_backfill(job, backfill_id)
+    if item is None:
+        raise JobNotFound(f"{job} backfill {backfill_id}")
+    return _progress(job, backfill_id, item)
+
+
+def advance_backfill(
+    jobs: JobsPort, runs: RunsPort, queues: WorkQueuesPort, job: str, backfill_id: str, *, now: datetime
+) -> BackfillProgress:
+    """One step: count finished runs, send new instants up to max_in_flight, move the cursor."""
+    item = jobs.get_backfill(job, backfill_id)
+    stored = jobs.get(job)
+    if item is None or item["state"] != "RUNNING":
+        return get_backfill(jobs, job, backfill_id)
+    if stored is None or stored.spec.schedule is None:
+        jobs.update_backfill(job, backfill_id, item, {"state": "DONE"}, cursor=None, due_at=None)
+        _release_backfill_slots(jobs, job, job.split("/", 1)[0], backfill_id)
+        return get_backfill(jobs, job, backfill_id)
+    finished: dict[str, int] = dict(item.get("finished") or {})
+    still: list[str] = []
+    for run_id in item.get("in_flight") or []:
+        run = runs.get(job, run_id)
+        if run is not None and run.status in TERMINAL:
+            finished[run.status.value] = finished.get(run.status.value, 0) + 1
+        else:
+            still.append(run_id)
+    room = int(item["max_in_flight"]) - len(still)
+    compiled = compile_schedule(stored.spec.schedule, hash_key=job, anchor=stored.created_at)
+    end = _instant(item["end"])
+    upcoming = list(itertools.islice(compiled.fires(_instant(item["cursor"]), until=end), max(room, 0)))
+    messages = [
+        (
+            RunMessage.scheduled(
+                job=job,
+                team=stored.spec.team,
+                at=occurrence.at,
+                fire_at=now,
+                spec_version=stored.version,
+                trigger="backfill",
+                correlation_id=f"{job}/backfill/{backfill_id}",
+            ),
+            timedelta(0),
+        )
+        for occurrence in upcoming
+    ]
+    if messages:
+        queues.send(stored.spec.priority, messages)
+    cursor = upcoming[-1].at if upcoming else _instant(item["cursor"])
+    sent = int(item["sent"]) + len(messages)
+    still += [message.run_id for message, _ in messages]
+    done = sent >= int(item["total"]) and not still
+    changes: dict[str, Any] = {
+        "finished": finished,
+        "in_flight": still,
+        "sent": sent,
+        "state": "DONE" if done else "RUNNING",
+    }
+    jobs.update_backfill(job, backfill_id, item, changes, cursor=cursor, due_at=None if done else now)
+    if done:
+        _release_backfill_slots(jobs, job, stored.spec.team, backfill_id)
+    else:
+        _renew_backfill_slots(jobs, job, stored.spec.team, backfill_id, now=now)
+    return get_backfill(jobs, job, backfill_id)
+
+
+def _take_backfill_slots(jobs: JobsPort, job: str, team: str, backfill_id: str, *, now: datetime) -> None:
+    holder = f"{job}#{backfill_id}"
+    lease = now + BACKFILL_LEASE
+    if not jobs.acquire_slot(job, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=1, now=now).acquired:
+        raise BackfillLimit(f"{job} already has a backfill running; wait for it or let it finish")
+    team_slots = f"{JobsKeys.TEAM_PREFIX}{team}"
+    limit = jobs.team_limits(team).max_backfills
+    acquired = jobs.acquire_slot(team_slots, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=limit, now=now)
+    if not acquired.acquired:
+        jobs.release_slot(job, BACKFILL_SLOTS, holder=holder)
+        raise BackfillLimit(f"team {team} already has {limit} backfills running (its max_backfills)")
+
+
+def _renew_backfill_slots(jobs: JobsPort, job: str, team: str, backfill_id: str, *, now: datetime) -> None:
+    """Extend the running backfill's leases. Never refuses: it holds its slots already (a lease lost to
+    eviction after a day without steps is simply not taken back), and a refusal here would stop the tick."""
+    holder = f"{job}#{backfill_id}"
+    lease = now + BACKFILL_LEASE
+    jobs.acquire_slot(job, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=1, now=now)
+    team_slots = f"{JobsKeys.TEAM_PREFIX}{team}"
+    limit = jobs.team_limits(team).max_backfills
+    jobs.acquire_slot(team_slots, BACKFILL_SLOTS, holder=holder, lease_until=lease, limit=limit, now=now)
+
+
+def _release_backfill_slots(jobs: JobsPort, job: str, team: str, backfill_id: str) -> None:
+    holder = f"{job}#{backfill_id}"
+    jobs.release_slot(f"{JobsKeys.TEAM_PREFIX}{team}", BACKFILL_SLOTS, holder=holder)
+    jobs.release_slot(job, BACKFILL_SLOTS, holder=holder)
+
+
+def _progress(job: str, backfill_id: str, item: dict[str, Any]) -> BackfillProgress:
+    return BackfillProgress(
+        backfill_id=backfill_id,
+        job=job,
+        start=_instant(item["start"]),
+        end=_instant(item["end"]),
+        total=int(item["total"]),
+        sent=int(item["sent"]),
+        finished={str(k): int(v) for k, v in (item.get("finished") or {}).items()},
+        in_flight=list(item.get("in_flight") or []),
+        state=str(item["state"]),
+    )
+
+
+def _instant(text: str) -> datetime:
+    return parse_instant(text)

@@ -1,0 +1,135 @@
+"""Registering and changing jobs: computes dispatch state from the spec and stores it with the change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.workflows import Workflows, WorkflowsNotConfigured
+from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
+from jobsched.core.spec import JobSpec
+from jobsched.dag.definition import compile_definition, definition_text
+from jobsched.pipeline.runs import parse_instant
+from jobsched.ports import JobsPort
+from jobsched.schedule.engine import compile_schedule
+from jobsched.tenancy.quotas import QuotaExceeded
+
+
+def first_fire_after(spec: JobSpec, *, created_at: datetime, after: datetime) -> datetime | None:
+    if spec.schedule is None:
+        return None
+    upcoming = compile_schedule(spec.schedule, hash_key=spec.key, anchor=created_at).next_fires(after, 1)
+    return upcoming[0].at if upcoming else None
+
+
+@dataclass(frozen=True)
+class DagDeployer:
+    """Compiles DAG jobs to state machines sending to the work queue of the job's priority class."""
+
+    workflows: Workflows
+    queue_urls: dict[str, str]
+
+    def deploy(self, spec: JobSpec) -> bool:
+        """Create or update the job's state machine; True if anything changed."""
+        definition = compile_definition(spec, queue_url=self.queue_urls[spec.priority])
+        return self.workflows.ensure(spec.key, spec.team, definition_text(definition))[1]
+
+    def remove(self, job: str) -> None:
+        self.workflows.delete(job)
+
+
+def put_job(
+    store: JobsStore,
+    spec: JobSpec,
+    *,
+    now: datetime,
+    principal: str,
+    expected_version: int | None = None,
+    dags: DagDeployer | None = None,
+) -> tuple[StoredJob, bool]:
+    """Create or replace; returns (stored job, created). ``expected_version`` guards a replace.
+
+    A DAG job's state machine is deployed first, so no stored DAG job lacks one. If the store write then
+    loses a race, the winner's definition is deployed again.
+    """
+    current = store.get(spec.key)
+    if current is None and expected_version is not None:
+        raise VersionConflict(f"{spec.key} does not exist (expected version {expected_version})")
+    if current is not None and expected_version is not None and current.version != expected_version:
+        raise VersionConflict(f"{spec.key} is at version {current.version}, not {expected_version}")
+    if current is None:
+        # Counted, not reserved: concurrent creates may pass the limit by as many as race (the API's
+        # rate and concurrency bound that), and a deleted job frees its place at once.
+        limit = store.team_limits(spec.team).max_jobs
+        if store.count_team_jobs(spec.team, at_least=limit) >= limit:
+            raise QuotaExceeded("max_jobs", f"team {spec.team} has {limit} jobs, its max_jobs; delete one first")
+    if spec.dag is not None:
+        if dags is None:
+            raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")
+        dags.deploy(spec)
+    try:
+        return _store_job(store, spec, current, now=now, principal=principal)
+    except Exception:
+        winner = store.get(spec.key)
+        if dags is not None and winner is not None and winner.spec.dag is not None:
+            dags.deploy(winner.spec)
+        raise
+
+
+def delete_job(store: JobsStore, stored: StoredJob, *, now: datetime, principal: str, dags: DagDeployer | None) -> None:
+    store.delete(stored, now=now, principal=principal)
+    store.drop_incidents(stored.key)
+    if stored.spec.dag is not None and dags is not None:
+        dags.remove(stored.key)
+
+
+def _store_job(
+    store: JobsStore, spec: JobSpec, current: StoredJob | None, *, now: datetime, principal: str
+) -> tuple[StoredJob, bool]:
+    if current is None:
+        stored = store.create(
+            spec,
+            now=now,
+            principal=principal,
+            cursor=now,
+            next_fire_at=first_fire_after(spec, created_at=now, after=now),
+        )
+        return stored, True
+    # Dispatch restarts now under the new version: instants already sent under the old one are dropped by
+    # the worker (version check) and sent again if the new schedule still has them (same run ids).
+    state = store.get_state(spec.key) or {}
+    old_cursor = parse_instant(state["cursor"]) if state.get("cursor") else now
+    cursor = min(old_cursor, now)
+    next_fire = (
+        first_fire_after(spec, created_at=current.created_at, after=cursor) if current.state == "ACTIVE" else None
+    )
+    stored = store.replace(current, spec, now=now, principal=principal, cursor=cursor, next_fire_at=next_fire)
+    return stored, False
+
+
+def pause_job(store: JobsPort, job: str, *, now: datetime, principal: str, reason: str) -> StoredJob:
+    current = _existing(store, job)
+    if current.state == "PAUSED":
+        return current
+    return store.set_state(
+        current, "PAUSED", now=now, principal=principal, reason=reason, cursor=now, next_fire_at=None
+    )
+
+
+def resume_job(store: JobsPort, job: str, *, now: datetime, principal: str) -> StoredJob:
+    """Instants that fell while paused are not run: pausing means not running."""
+    current = _existing(store, job)
+    if current.state == "ACTIVE":
+        return current
+    next_fire = first_fire_after(current.spec, created_at=current.created_at, after=now)
+    return store.set_state(
+        current, "ACTIVE", now=now, principal=principal, reason=None, cursor=now, next_fire_at=next_fire
+    )
+
+
+def _existing(store: JobsPort, job: str) -> StoredJob:
+    current = store.get(job)
+    if current is None:
+        raise JobNotFound(job)
+    return current

@@ -1,0 +1,71 @@
+"""What a job may name, checked when it is stored: 422 with the field, before anything is written.
+
+Resources that are visibly another team's or jobsched's own are refused here, and URLs whose literal
+address this stage may never reach. Both are checked again at every use (a resource can change hands,
+a name can resolve elsewhere later): this is the early, clear answer, not the wall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+from jobsched.core.errors import FieldError
+from jobsched.core.spec import HttpTarget, JobSpec
+from jobsched.schedule.engine import schedule_cost_problem
+from jobsched.tenancy.egress import AddressPolicy, UrlRefused, parse_url
+from jobsched.tenancy.ownership import OwnershipGuard, spec_resources
+
+
+def admission_errors(spec: JobSpec, guard: OwnershipGuard | None, egress: AddressPolicy | None) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if guard is not None:
+        for resource in spec_resources(spec):
+            refused = guard.visibly_foreign(resource, spec.team)
+            if refused is not None:
+                errors.append(FieldError(resource.field, "resource_not_owned", str(refused)))
+    if egress is not None:
+        for field, url in _urls(spec):
+            try:
+                parsed = parse_url(url)
+            except UrlRefused as error:
+                errors.append(FieldError(field, error.code, str(error)))
+                continue
+            address = parsed.literal_address
+            reason = egress.refusal(parsed.host, address) if address is not None else None
+            if reason is not None:
+                errors.append(FieldError(field, "address_not_allowed", f"'{url}': {reason}; use a public address"))
+    return errors
+
+
+def priority_errors(spec: JobSpec, granted: tuple[str, ...]) -> list[FieldError]:
+    """Priority classes are the platform's to grant: a team picking "high" for itself would starve the others."""
+    if spec.priority in granted:
+        return []
+    message = (
+        f"team {spec.team} may use priority {', '.join(granted)}; "
+        f"'{spec.priority}' is granted by a platform admin (membership \"priorities\")"
+    )
+    return [FieldError("priority", "priority_not_granted", message)]
+
+
+def schedule_cost_errors(spec: JobSpec, now: datetime) -> list[FieldError]:
+    """A schedule whose next fire costs unbounded work would stall the dispatcher for every team."""
+    if spec.schedule is None:
+        return []
+    problem = schedule_cost_problem(spec.schedule, hash_key=spec.key, now=now)
+    return [FieldError("schedule", "schedule_too_expensive", problem)] if problem else []
+
+
+def _urls(spec: JobSpec) -> Iterator[tuple[str, str]]:
+    if isinstance(spec.target, HttpTarget):
+        yield "target.url", spec.target.url
+    if spec.dag is not None:
+        for index, task in enumerate(spec.dag.tasks):
+            if isinstance(task.target, HttpTarget):
+                yield f"dag.tasks[{index}].target.url", task.target.url
+    if spec.escalation is not None:
+        if spec.escalation.webhook:
+            yield "escalation.webhook", spec.escalation.webhook
+        if spec.escalation.secondary is not None and spec.escalation.secondary.webhook:
+            yield "escalation.secondary.webhook", spec.escalation.secondary.webhook

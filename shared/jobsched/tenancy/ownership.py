@@ -1,0 +1,191 @@
+"""Which team owns a resource a run touches, decided from its tags (ABAC), the same way everywhere.
+
+A team's resources carry ``jobsched-team=<team>``. Targets the platform offers to every team carry
+``jobsched-shared=true``; secrets, parameters and escalation topics are never shared that way. jobsched's
+own resources (its queues, tables, functions, topics, DAG state machines, secret and parameters) are
+never a team's, whatever their tags say.
+
+IAM enforces the same rule in AWS (the target role's conditions); this check also holds where IAM is
+not enforced (moto, the local runtime) and answers with a clear error before anything is called.
+Tags are read through a port and cached briefly: a run pays at most one tag read per resource a minute.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from jobsched.core.names import OWNER_TAG, SHARED_TAG
+from jobsched.core.spec import (
+    EventBridgeTarget,
+    HttpTarget,
+    JobSpec,
+    LambdaTarget,
+    SqsTarget,
+    StepFunctionsTarget,
+    parse_secret_ref,
+)
+
+TAG_CACHE_SECONDS = 60.0
+
+
+class ResourceKind(Enum):
+    FUNCTION = "Lambda function"
+    QUEUE = "SQS queue"
+    STATE_MACHINE = "state machine"
+    EVENT_BUS = "event bus"
+    TOPIC = "SNS topic"
+    SECRET = "secret"
+    PARAMETER = "SSM parameter"
+
+    @property
+    def shareable(self) -> bool:
+        """Only targets may be offered to every team; credentials and page channels stay one team's."""
+        return self in (ResourceKind.FUNCTION, ResourceKind.QUEUE, ResourceKind.STATE_MACHINE, ResourceKind.EVENT_BUS)
+
+
+@dataclass(frozen=True)
+class ResourceRef:
+    kind: ResourceKind
+    name: str  # as the job names it: a function name or ARN, a queue URL, a secret name...
+    field: str = ""  # where the job names it: target.function, target.secret_headers.X-Token, ...
+
+    @property
+    def short_name(self) -> str:
+        """The resource's own name, without ARN or URL around it (what reserved prefixes apply to)."""
+        name = self.name
+        if self.kind is ResourceKind.FUNCTION:
+            if name.startswith("arn:"):
+                return name.split(":")[6]
+            return name.split(":", 1)[0]
+        if self.kind is ResourceKind.QUEUE:
+            return urlsplit(name).path.rstrip("/").rsplit("/", 1)[-1]
+        if self.kind is ResourceKind.EVENT_BUS:
+            return name.rsplit("event-bus/", 1)[-1] if name.startswith("arn:") else name
+        if self.kind is ResourceKind.SECRET and name.startswith("arn:"):
+            return name.split(":secret:", 1)[-1]
+        if self.kind in (ResourceKind.STATE_MACHINE, ResourceKind.TOPIC):
+            return name.rsplit(":", 1)[-1]
+        return name
+
+    def is_reserved(self, prefixes: tuple[str, ...]) -> bool:
+        """One of jobsched's own resources, by name (whatever its tags say)."""
+        return self.short_name.startswith(prefixes) or self.name.startswith(prefixes)
+
+
+class NotOwned(Exception):
+    """A run (or a job being stored) names a resource its team may not use. Never retried."""
+
+    def __init__(self, resource: ResourceRef, team: str, reason: str) -> None:
+        super().__init__(f"{resource.kind.value} '{resource.name}' {reason}; team '{team}' may not use it")
+        self.resource, self.team, self.reason = resource, team, reason
+
+
+class TagReader(Protocol):
+    def tags(self, team: str, resource: ResourceRef) -> dict[str, str] | None:
+        """The resource's tags, read as ``team``; None when it does not exist or the team cannot see it."""
+
+
+def target_resources(target: Any, prefix: str = "target") -> list[ResourceRef]:
+    """Every AWS resource one target reaches, with the field that names it."""
+    if isinstance(target, LambdaTarget):
+        return [ResourceRef(ResourceKind.FUNCTION, target.function, f"{prefix}.function")]
+    if isinstance(target, SqsTarget):
+        return [ResourceRef(ResourceKind.QUEUE, target.queue_url, f"{prefix}.queue_url")]
+    if isinstance(target, StepFunctionsTarget):
+        return [ResourceRef(ResourceKind.STATE_MACHINE, target.state_machine_arn, f"{prefix}.state_machine_arn")]
+    if isinstance(target, EventBridgeTarget):
+        return [ResourceRef(ResourceKind.EVENT_BUS, target.bus, f"{prefix}.bus")]
+    if isinstance(target, HttpTarget):
+        return [
+            secret_resource(ref, f"{prefix}.secret_headers.{header}") for header, ref in target.secret_headers.items()
+        ]
+    return []
+
+
+def secret_resource(reference: str, field: str = "") -> ResourceRef:
+    source, name, _ = parse_secret_ref(reference)
+    return ResourceRef(ResourceKind.PARAMETER if source == "ssm" else ResourceKind.SECRET, name, field)
+
+
+def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
+    """Every resource a job names: its target or each DAG task's, and its escalation topics."""
+    if spec.target is not None:
+        yield from target_resources(spec.target)
+    if spec.dag is not None:
+        for index, task in enumerate(spec.dag.tasks):
+            yield from target_resources(task.target, f"dag.tasks[{index}].target")
+    if spec.escalation is not None:
+        if spec.escalation.webhook_secret:
+            yield secret_resource(spec.escalation.webhook_secret, "escalation.webhook_secret")
+        if spec.escalation.sns_topic:
+            yield ResourceRef(ResourceKind.TOPIC, spec.escalation.sns_topic, "escalation.sns_topic")
+        secondary = spec.escalation.secondary
+        if secondary is not None and secondary.sns_topic:
+            yield ResourceRef(ResourceKind.TOPIC, secondary.sns_topic, "escalation.secondary.sns_topic")
+
+
+def refusal(resource: ResourceRef, team: str, tags: dict[str, str] | None, reserved: tuple[str, ...]) -> str | None:
+    """Why ``team`` may not use ``resource`` (None: it may). Pure: the rule, stated once."""
+    if resource.is_reserved(reserved):
+        return "is one of jobsched's own resources"
+    if tags is None:
+        return "does not exist or is not visible"
+    if tags.get(OWNER_TAG) == team:
+        return None
+    if resource.kind.shareable and tags.get(SHARED_TAG) == "true":
+        return None
+    if OWNER_TAG in tags:
+        return "belongs to another team"
+    shared = f" or {SHARED_TAG}=true" if resource.kind.shareable else ""
+    return f"is not tagged {OWNER_TAG}={team}{shared}"
+
+
+class OwnershipGuard:
+    """Checks a resource against a team before use; tag reads are cached for ``ttl`` seconds."""
+
+    def __init__(
+        self,
+        reader: TagReader,
+        reserved: tuple[str, ...],
+        *,
+        ttl: float = TAG_CACHE_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.reader, self.reserved, self.ttl, self.monotonic = reader, reserved, ttl, monotonic
+        self._cache: dict[tuple[str, ResourceKind, str], tuple[float, dict[str, str] | None]] = {}
+        self._lock = threading.Lock()
+
+    def check(self, resource: ResourceRef, team: str) -> None:
+        """Raises NotOwned unless ``team`` may use ``resource``."""
+        reason = refusal(resource, team, self._tags(team, resource), self.reserved)
+        if reason is not None:
+            raise NotOwned(resource, team, reason)
+
+    def visibly_foreign(self, resource: ResourceRef, team: str) -> NotOwned | None:
+        """At registration: refuse what is visibly ours or another team's; a resource that does not exist
+        yet is accepted (the run checks again before every use)."""
+        tags = self._tags(team, resource)
+        if tags is None and not resource.is_reserved(self.reserved):
+            return None
+        reason = refusal(resource, team, tags, self.reserved)
+        return NotOwned(resource, team, reason) if reason is not None else None
+
+    def _tags(self, team: str, resource: ResourceRef) -> dict[str, str] | None:
+        if resource.is_reserved(self.reserved):
+            return None  # never read: the name alone decides
+        key = (team, resource.kind, resource.name)
+        now = self.monotonic()
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        tags = self.reader.tags(team, resource)
+        with self._lock:
+            self._cache[key] = (now, tags)
+        return tags

@@ -1,0 +1,315 @@
+"""Escalation: events in, one page per incident out. Pure.
+
+Producers (worker, dispatcher, heartbeat checker) publish events; the escalation handler keeps one open
+incident per subject and incident class. A subject is a job ("team/name"), a target ("TARGET#...") or
+the scheduler itself ("SYSTEM").
+
+- ``failing`` opens on run_failed, run_timed_out, missed_schedule; a run_succeeded resolves it.
+  It counts consecutive failures: the primary contact is paged at ``after_failures``, the secondary
+  ``secondary.after`` failures later, and the job is paused at ``auto_pause_after``. 100 failures in a
+  row make one page (plus the secondary and the pause notice if configured), not 100.
+- ``late`` opens on deadline_missed (once per run); a run that succeeds within its deadline resolves it.
+- ``circuit`` opens on circuit_open; circuit_closed resolves it.
+- ``dispatcher`` opens on dispatcher_stalled; dispatcher_recovered resolves it.
+Resolving sends one notice to every contact that was paged. Every event carries an id; an event seen
+before (SQS redelivery) changes nothing.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from jobsched.core.spec import Escalation
+from jobsched.pipeline.runs import instant_text
+
+IncidentClass = Literal["failing", "late", "circuit", "dispatcher"]
+EventKind = Literal[
+    "run_failed",
+    "run_timed_out",
+    "missed_schedule",
+    "deadline_missed",
+    "circuit_open",
+    "dispatcher_stalled",
+    "job_quarantined",
+    "run_succeeded",
+    "circuit_closed",
+    "dispatcher_recovered",
+]
+Role = Literal["primary", "secondary"]
+
+OPENS: dict[str, IncidentClass] = {
+    "run_failed": "failing",
+    "run_timed_out": "failing",
+    "missed_schedule": "failing",
+    "deadline_missed": "late",
+    "circuit_open": "circuit",
+    "dispatcher_stalled": "dispatcher",
+    "job_quarantined": "failing",  # the job stopped firing: its team must act (the platform is alarmed too)
+}
+SYSTEM = "SYSTEM"
+TARGET_PREFIX = "TARGET#"
+MAX_SEEN = 200  # event ids kept per incident for deduplication (a redelivery comes within minutes)
+
+
+class EscalationEvent(BaseModel):
+    """What producers put on the escalation queue."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: EventKind
+    subject: str  # "team/name", "TARGET#<target>" or "SYSTEM"
+    occurred_at: str
+    team: str | None = None
+    job: str | None = None
+    run_id: str | None = None
+    scheduled_at: str | None = None
+    attempt: int | None = None
+    error: str | None = None
+    lateness_seconds: float | None = None
+    on_time: bool | None = None  # run_succeeded: within its deadline (resolves a ``late`` incident)
+    target: str | None = None
+    count: int = 1  # missed_schedule: instants missed; dispatcher_stalled: overdue jobs
+    detail: str | None = None
+
+    @property
+    def event_id(self) -> str:
+        return ":".join(str(part) for part in (self.kind, self.subject, self.run_id, self.attempt, self.scheduled_at))
+
+    def resolves(self) -> tuple[IncidentClass, ...]:
+        if self.kind == "run_succeeded":
+            return ("failing", "late") if self.on_time is not False else ("failing",)
+        if self.kind == "circuit_closed":
+            return ("circuit",)
+        if self.kind == "dispatcher_recovered":
+            return ("dispatcher",)
+        return ()
+
+
+@dataclass(frozen=True)
+class Channel:
+    role: Role
+    sns_topic: str | None = None
+    webhook: str | None = None
+    webhook_format: str = "json"
+    webhook_secret: str | None = None  # a secret reference, resolved at delivery with the team's session
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Who is paged when, for one subject."""
+
+    primary: Channel
+    after_failures: int = 1
+    secondary: Channel | None = None
+    secondary_after: int = 3
+    auto_pause_after: int | None = None
+
+    @classmethod
+    def for_job(cls, escalation: Escalation | None, default_topic: str | None) -> Policy:
+        if escalation is None:
+            return cls(Channel("primary", sns_topic=default_topic))
+        secondary = escalation.secondary
+        form, secret = escalation.webhook_format, escalation.webhook_secret  # for both contacts' webhooks
+        return cls(
+            primary=Channel("primary", escalation.sns_topic, escalation.webhook, form, secret),
+            after_failures=escalation.after_failures,
+            secondary=Channel("secondary", secondary.sns_topic, secondary.webhook, form, secret) if secondary else None,
+            secondary_after=secondary.after if secondary else 3,
+            auto_pause_after=escalation.auto_pause_after,
+        )
+
+
+@dataclass(frozen=True)
+class Incident:
+    subject: str
+    incident_class: IncidentClass
+    opened_at: str
+    first_kind: str
+    failures: int = 0
+    paged: tuple[Role, ...] = ()
+    auto_paused: bool = False
+    last: dict[str, Any] = field(default_factory=dict)  # the latest event, for the resolve notice
+    seen: tuple[str, ...] = ()
+    version: int = 0  # optimistic concurrency in the store
+
+
+@dataclass(frozen=True)
+class Page:
+    role: Role
+    notice: Notice
+    subject: str
+    title: str
+    event: dict[str, Any]
+    incident: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Decision:
+    incident: Incident | None  # to store (None with ``resolved``: delete)
+    resolved: bool = False
+    pages: tuple[Page, ...] = ()
+    pause_reason: str | None = None  # pause the job with this reason
+
+
+def decide_open(incident: Incident | None, event: EscalationEvent, policy: Policy, now: datetime) -> Decision:
+    """An event that opens or continues an incident."""
+    incident_class = OPENS[event.kind]
+    if incident is not None and event.event_id in incident.seen:
+        return Decision(incident)  # a redelivery: already counted
+    current = incident or Incident(event.subject, incident_class, instant_text(now), event.kind)
+    failures = current.failures + (event.count if event.kind != "dispatcher_stalled" else 1)
+    current = replace(
+        current,
+        failures=failures,
+        last=event.model_dump(exclude_none=True),
+        seen=(*current.seen, event.event_id)[-MAX_SEEN:],
+    )
+    pages: list[Page] = []
+    threshold = policy.after_failures if incident_class == "failing" else 1
+    if "primary" not in current.paged and failures >= threshold:
+        current = replace(current, paged=(*current.paged, "primary"))
+        pages.append(_page("primary", "opened", current, event))
+    secondary_at = threshold + policy.secondary_after
+    if (
+        policy.secondary
+        and incident_class == "failing"
+        and "primary" in current.paged
+        and "secondary" not in current.paged
+        and failures >= secondary_at
+    ):
+        current = replace(current, paged=(*current.paged, "secondary"))
+        pages.append(_page("secondary", "escalated", current, event))
+    pause_reason = None
+    if (
+        incident_class == "failing"
+        and policy.auto_pause_after is not None
+        and not current.auto_paused
+        and failures >= policy.auto_pause_after
+    ):
+        current = replace(current, auto_paused=True)
+        pause_reason = (
+            f"auto-paused after {failures} consecutive failures (last: {event.kind}"
+            + (f", run {event.run_id}" if event.run_id else "")
+            + (f": {event.error}" if event.error else "")
+            + ")"
+        )[:500]
+        pages.append(_page("primary", "paused", current, event))
+    return Decision(current, pages=tuple(pages), pause_reason=pause_reason)
+
+
+def decide_resolve(incident: Incident | None, event: EscalationEvent) -> Decision:
+    """An event that ends an incident: one notice to each contact that was paged."""
+    if incident is None:
+        return Decision(None)
+    pages = tuple(_page(role, "resolved", incident, event) for role in incident.paged)
+    return Decision(None, resolved=True, pages=pages)
+
+
+Notice = Literal["opened", "escalated", "paused", "resolved"]
+
+
+def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent) -> Page:
+    what = {
+        "run_failed": "run failed",
+        "run_timed_out": "run timed out",
+        "missed_schedule": "missed schedule",
+        "job_quarantined": "quarantined by the dispatcher",
+        "deadline_missed": "deadline missed",
+        "circuit_open": "target circuit open",
+        "dispatcher_stalled": "dispatcher stalled",
+    }.get(incident.first_kind, incident.first_kind)
+    prefix = {
+        "opened": "[jobsched] ",
+        "escalated": "[jobsched, escalated] ",
+        "paused": "[jobsched, job paused] ",
+        "resolved": "[jobsched, resolved] ",
+    }[notice]
+    title = f"{prefix}{incident.subject}: {what}"
+    if notice != "resolved" and incident.failures > 1:
+        title += f" ({incident.failures} in a row)"
+    incident_view = {
+        "subject": incident.subject,
+        "class": incident.incident_class,
+        "opened_at": incident.opened_at,
+        "failures": incident.failures,
+        "paged": list(incident.paged),
+        "auto_paused": incident.auto_paused,
+    }
+    return Page(role, notice, incident.subject, title[:100], event.model_dump(exclude_none=True), incident_view)
+
+
+# ------------------------------------------------------------------------------- rendering
+
+
+@dataclass(frozen=True)
+class Links:
+    region: str
+    api_url: str | None = None
+    log_groups: tuple[str, ...] = ()
+
+    def for_event(self, event: dict[str, Any], runbook_url: str | None) -> dict[str, str]:
+        links: dict[str, str] = {}
+        if runbook_url:
+            links["runbook"] = runbook_url
+        run_id, job = event.get("run_id"), event.get("job")
+        if run_id:
+            query = (
+                f"fields @timestamp, level, message, outcome, attempt | filter run_id = '{run_id}' | sort @timestamp"
+            )
+            links["logs_insights_query"] = query
+            links["logs_insights"] = (
+                f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}"
+                "#logsV2:logs-insights$3FqueryDetail$3D~(editorString~"
+                + _console_escape(query)
+                + "~source~("
+                + "~".join(_console_escape(group) for group in self.log_groups)
+                + "))"
+            )
+        if run_id and job and self.api_url:
+            team, _, name = job.partition("/")
+            links["run"] = f"{self.api_url.rstrip('/')}/teams/{team}/jobs/{name}/runs/{urllib.parse.quote(run_id)}"
+        return links
+
+
+def _console_escape(text: str) -> str:
+    """CloudWatch console deep links escape with '*' instead of '%' inside the fragment."""
+    return "'" + urllib.parse.quote(text, safe="").replace("%", "*")
+
+
+def render(page: Page, links: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """The page as text (SNS: email and chat) and as JSON (webhooks, SNS subscribers that parse it)."""
+    event = page.event
+    lines = [page.title, ""]
+    for label, key in (
+        ("team", "team"),
+        ("job", "job"),
+        ("run", "run_id"),
+        ("scheduled for", "scheduled_at"),
+        ("attempt", "attempt"),
+        ("lateness (s)", "lateness_seconds"),
+        ("target", "target"),
+        ("instants missed", "count"),
+        ("error", "error"),
+        ("detail", "detail"),
+    ):
+        if event.get(key) is not None and not (key == "count" and event.get("kind") != "missed_schedule"):
+            lines.append(f"{label}: {event[key]}")
+    incident = page.incident
+    lines.append(f"incident: open since {incident['opened_at']}, {incident['failures']} event(s)")
+    if page.notice == "paused":
+        lines.append("the job was paused: resume it with `jobsched resume` once fixed")
+    lines += ["", *[f"{name}: {url}" for name, url in links.items()]]
+    document = {
+        "notice": page.notice,
+        "role": page.role,
+        "title": page.title,
+        "event": event,
+        "incident": incident,
+        "links": links,
+    }
+    return "\n".join(lines), document

@@ -1,0 +1,172 @@
+"""The escalation handler's work: one event in, the incident updated, pages queued (outbox first).
+
+Order: the incident is written with its pages as ``unsent`` (conditional on its version, so concurrent
+events for one subject serialize), then the pages are put on the pages queue, then ``unsent`` is cleared.
+A crash or a failed send leaves them unsent; the next event for the subject, or this event's redelivery,
+queues them. So a page can be sent twice after a crash, never lost, and never once per failure. Delivery
+to topics and webhooks is the pages handler's (``jobsched.watch.pages``): a dead webhook never slows this one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.queues import PageQueue
+from jobsched.core.records import StoredIncident, StoredJob, VersionConflict
+from jobsched.registry.jobs import pause_job
+from jobsched.watch.escalation import (
+    OPENS,
+    Channel,
+    Decision,
+    EscalationEvent,
+    Incident,
+    IncidentClass,
+    Links,
+    Page,
+    Policy,
+    decide_open,
+    decide_resolve,
+    render,
+)
+from jobsched.watch.pages import PageDelivery, page_deliveries
+
+log = logging.getLogger(__name__)
+PRINCIPAL = "jobsched:escalation"
+ATTEMPTS = 10  # optimistic-concurrency retries per event
+
+
+@dataclass(frozen=True)
+class Handled:
+    pages: tuple[Page, ...] = ()
+    paused: bool = False
+
+
+@dataclass
+class Escalator:
+    jobs: JobsStore
+    pages: PageQueue
+    clock: Callable[[], datetime]
+    default_topic: str | None
+    links: Links
+
+    def handle(self, event: EscalationEvent) -> Handled:
+        is_job = event.job is not None and event.subject == event.job
+        stored_job = self.jobs.get(event.subject) if is_job else None  # read once, for every class it touches
+        policy = Policy.for_job(stored_job.spec.escalation if stored_job else None, self.default_topic)
+        pages: list[Page] = []
+        paused = False
+        for incident_class in event.resolves() or (OPENS[event.kind],):
+            handled = self._apply(event, incident_class, is_job, stored_job, policy)
+            pages += handled.pages
+            paused = paused or handled.paused
+        return Handled(tuple(pages), paused)
+
+    def _apply(
+        self,
+        event: EscalationEvent,
+        incident_class: IncidentClass,
+        is_job: bool,
+        stored_job: StoredJob | None,
+        policy: Policy,
+    ) -> Handled:
+        for _ in range(ATTEMPTS):
+            stored = self.jobs.get_incident(event.subject, incident_class)
+            if stored is not None and stored.unsent:
+                self._send(stored, policy, stored_job)  # what an earlier try could not deliver
+                stored = self.jobs.get_incident(event.subject, incident_class)
+            incident = _incident(stored) if stored is not None and not stored.resolved else None
+            if event.resolves():
+                decision = decide_resolve(incident, event)
+            else:
+                decision = decide_open(incident, event, policy, self.clock())
+            if decision.incident == incident and not decision.resolved:
+                return Handled()  # nothing changes (a redelivery, or nothing to resolve)
+            try:
+                written = self._write(stored, decision)
+            except VersionConflict:
+                continue
+            if is_job:
+                self.jobs.mark_incident(event.subject, incident_class, is_open=not decision.resolved)
+            paused = False
+            if decision.pause_reason and stored_job is not None:
+                pause_job(
+                    self.jobs, stored_job.key, now=self.clock(), principal=PRINCIPAL, reason=decision.pause_reason
+                )
+                paused = True
+            self._send(written, policy, stored_job)
+            return Handled(decision.pages, paused)
+        raise VersionConflict(f"incident {event.subject}/{incident_class}: too many concurrent changes")
+
+    def _write(self, stored: StoredIncident | None, decision: Decision) -> StoredIncident:
+        unsent = json.dumps([asdict(page) for page in decision.pages]) if decision.pages else None
+        version = stored.version if stored is not None else 0
+        if decision.resolved:
+            assert stored is not None
+            return self.jobs.put_incident(
+                StoredIncident(stored.values, version, unsent, resolved=True), expected_version=version
+            )
+        assert decision.incident is not None
+        values = {key: value for key, value in asdict(decision.incident).items() if key != "version"}
+        return self.jobs.put_incident(StoredIncident(values, version, unsent), expected_version=version)
+
+    def _send(self, stored: StoredIncident, policy: Policy, job: StoredJob | None) -> None:
+        """Queue the incident's unsent pages for the pages handler, then clear its outbox."""
+        deliveries: list[PageDelivery] = []
+        for index, raw in enumerate(json.loads(stored.unsent or "[]")):
+            page = Page(**raw)
+            channel = policy.primary if page.role == "primary" else policy.secondary
+            page_id = f"{stored.values.get('subject')}/{stored.values.get('incident_class')}/v{stored.version}/{index}"
+            deliveries += self._deliveries(page_id, page, channel, job)
+        if deliveries:
+            self.pages.send([delivery.model_dump_json() for delivery in deliveries])
+        self.jobs.clear_incident_outbox(stored)
+
+    def _deliveries(
+        self, page_id: str, page: Page, channel: Channel | None, job: StoredJob | None
+    ) -> Sequence[PageDelivery]:
+        if channel is None or (channel.sns_topic is None and channel.webhook is None):
+            log.warning("no escalation channel for %s: %s", page.subject, page.title)
+            return ()
+        runbook = str(job.spec.runbook_url) if job and job.spec.runbook_url else None
+        text, document = render(page, self.links.for_event(page.event, runbook))
+        attributes = {
+            "notice": page.notice,
+            "kind": str(page.event.get("kind", "")),
+            "team": str(page.event.get("team") or ""),
+            "role": page.role,
+        }
+        return page_deliveries(
+            page_id,
+            title=page.title,
+            text=text,
+            document=document,
+            attributes=attributes,
+            sns_topic=channel.sns_topic,
+            webhook=channel.webhook,
+            team=job.spec.team if job is not None else None,
+            default_topic=self.default_topic,
+            webhook_format="slack" if channel.webhook_format == "slack" else "json",
+            webhook_secret=channel.webhook_secret,
+        )
+
+
+def _incident(stored: StoredIncident) -> Incident:
+    values: dict[str, Any] = dict(stored.values)
+    return Incident(
+        subject=values["subject"],
+        incident_class=values["incident_class"],
+        opened_at=values["opened_at"],
+        first_kind=values["first_kind"],
+        failures=int(values.get("failures", 0)),
+        paged=tuple(values.get("paged", ())),
+        auto_paused=bool(values.get("auto_paused")),
+        last=values.get("last", {}),
+        seen=tuple(values.get("seen", ())),
+        version=stored.version,
+    )

@@ -1,0 +1,102 @@
+"""The heartbeat checker: runs waiting for an outside result whose lease expired are timed out, and DAG
+tasks waiting for their dependencies are heartbeated so their state's HeartbeatSeconds does not run out.
+
+Reads only the sparse ``leases`` index (runs that wait on a callback), so its cost follows the number
+of waiting runs, not of registered jobs or past runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from jobsched.core.names import LEASE_SHARDS, due_shard_count
+from jobsched.core.records import ParkedTask, Run, StaleAttempt
+from jobsched.pipeline.runs import TERMINAL, instant_text
+from jobsched.pipeline.worker import Worker, deadline_event
+from jobsched.ports import RunsPort
+from jobsched.watch.escalation import SYSTEM, EscalationEvent
+
+# The dispatcher sends each instant up to 14 minutes ahead and then moves the job's next instant on; one
+# still waiting this long after it passed was not dispatched.
+STALL_AFTER = timedelta(minutes=3)
+
+
+@dataclass
+class CheckReport:
+    expired: int = 0
+    retried: int = 0
+    timed_out: int = 0
+    parked_heartbeats: int = 0  # DAG tasks kept alive while they wait for their dependencies
+    deadline_misses: int = 0
+    overdue_jobs: int = 0  # due instants the dispatcher has not handled (it is stalled or failing)
+    outcomes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HeartbeatChecker:
+    runs: RunsPort
+    worker: Worker
+
+    def check(self, now: datetime) -> CheckReport:
+        report = CheckReport()
+        for shard in range(LEASE_SHARDS):
+            for run in self.runs.expired_leases(shard, now):
+                if isinstance(run, ParkedTask):
+                    report.parked_heartbeats += int(self.worker.dags.heartbeat_parked(run))
+                    continue
+                report.expired += 1
+                try:
+                    outcome = self.worker.time_out(run)
+                except StaleAttempt:
+                    continue  # a result or heartbeat arrived meanwhile: the fencing decided
+                report.outcomes.append(outcome.action)
+                if outcome.action == "retrying":
+                    report.retried += 1
+                elif outcome.action == "failed":
+                    report.timed_out += 1
+            for run in self.runs.past_deadline(shard, now):
+                report.deadline_misses += self._deadline_missed(run, now)
+        report.overdue_jobs = self._watch_dispatcher(now)
+        return report
+
+    def _deadline_missed(self, run: Run, now: datetime) -> int:
+        stored = self.worker.jobs.get(run.job, consistent=False)
+        if stored is None or stored.spec.deadline is None or run.status in TERMINAL:
+            self.runs.deadline_reported(run.job, run.run_id)  # nothing to report: just off the index
+            return 0
+        if not self.runs.deadline_reported(run.job, run.run_id):
+            return 0  # another checker (or the worker, finishing late) reported it
+        self.worker.publish(deadline_event(run, stored.spec, now))
+        return 1
+
+    def _watch_dispatcher(self, now: datetime) -> int:
+        """The scheduler as its own dead-man's switch: a due instant the dispatcher has not moved past
+        within STALL_AFTER means no tick is running (or every tick fails). Pages once per outage; when the
+        index is clean again, the incident resolves. The dispatcher's catch-up policy decides, when it is
+        back, which of the instants still run and which are recorded MISSED (and escalated per job)."""
+        overdue = [
+            entry
+            for shard in range(due_shard_count())
+            for entry in self.worker.jobs.due(shard, now - STALL_AFTER)
+            if entry.backfill_id is None
+        ]
+        if overdue:
+            oldest = min(entry.next_fire_at for entry in overdue)
+            self.worker.publish(
+                EscalationEvent(
+                    kind="dispatcher_stalled",
+                    subject=SYSTEM,
+                    occurred_at=instant_text(now),
+                    scheduled_at=instant_text(now.replace(second=0, microsecond=0)),
+                    count=len(overdue),
+                    lateness_seconds=round((now - oldest).total_seconds(), 3),
+                    error=f"{len(overdue)} job(s) overdue; the oldest instant, {instant_text(oldest)}, was not sent",
+                    detail="check the dispatcher function's errors and its EventBridge rule",
+                )
+            )
+        elif self.worker.jobs.get_incident(SYSTEM, "dispatcher") is not None:
+            self.worker.publish(
+                EscalationEvent(kind="dispatcher_recovered", subject=SYSTEM, occurred_at=instant_text(now))
+            )
+        return len(overdue)

@@ -1,0 +1,65 @@
+"""Logger and tracer for every handler, made in one place, and the metrics a run or an escalation emits.
+
+Metrics are defined in ``jobsched.watch.signals`` (names, units, exact dimension sets) and printed as EMF by
+its ``emit``. Dimensions are bounded: team, priority, outcome, destination. Job and run ids go into
+structured logs (and the runs table), never into dimensions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools import Logger, Tracer
+
+from jobsched.watch.signals import NAMESPACE, emit
+
+if TYPE_CHECKING:
+    from jobsched.core.records import Run
+
+__all__ = [
+    "NAMESPACE",
+    "emit_escalation",
+    "emit_run_outcome",
+    "make_logger",
+    "make_tracer",
+    "run_finished",
+    "run_retried",
+]
+
+
+def make_logger(service: str) -> Logger:
+    return Logger(service=f"jobsched-{service}")
+
+
+def make_tracer(service: str) -> Tracer:
+    return Tracer(service=f"jobsched-{service}")
+
+
+def emit_run_outcome(*, team: str, priority: str, action: str, lateness_seconds: float | None) -> None:
+    """One data point per processed run message: the SLIs success rate, lateness, duplicates, retries."""
+    emit("RunOutcome", 1, team=team, priority=priority, outcome=action)
+    # The same count by outcome alone: alarms cannot sum across teams, the SLO alarms read this one.
+    emit("RunsByOutcome", 1, outcome=action)
+    if lateness_seconds is not None:
+        emit("FireLatenessSeconds", lateness_seconds, priority=priority)
+
+
+def emit_escalation(*, team: str, kind: str, pages: int, paused: bool) -> None:
+    """Escalation SLIs: events by kind (timeouts, missed instants, deadline misses, circuits) and the pages
+    they caused, so "100 failures, 1 page" is visible on the dashboard."""
+    emit("EscalationEvents", 1, team=team, outcome=kind)
+    emit("Pages", pages, outcome=kind)
+    if paused:
+        emit("AutoPauses", 1, team=team)
+
+
+def run_finished(run: Run) -> None:
+    """M1 and M3: the run reached its terminal status (told once, by the runs store)."""
+    emit("RunsFinished", 1, outcome=run.status.value.lower())
+    if run.started_at is not None and run.finished_at is not None:
+        emit("RunDurationSeconds", max(0.0, (run.finished_at - run.started_at).total_seconds()))
+
+
+def run_retried(run: Run) -> None:
+    """M4: an attempt failed and another one is planned."""
+    emit("RunsRetried", 1)
