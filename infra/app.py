@@ -15,7 +15,8 @@ from cdk_nag import AwsSolutionsChecks
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `infra` as a package when run as a script
 
-from infra.stack import JobschedStack, StageConfig
+from infra.config import StageConfig
+from infra.stack import JobschedStack
 
 
 def build(app: cdk.App) -> JobschedStack:

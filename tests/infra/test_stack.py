@@ -366,7 +366,7 @@ def test_prod_puts_a_web_acl_in_front_of_the_api(dev: Template, prod: Template) 
 def test_team_limits_come_from_context_and_a_bad_one_fails_the_synth() -> None:
     from aws_cdk import App
 
-    from infra.stack import StageConfig
+    from infra.config import StageConfig
 
     app = App(context={"team_limits": '{"max_running": 50, "max_jobs": 200}'})
     limits = StageConfig.from_context(app).team_limits
@@ -435,7 +435,7 @@ def test_provisioned_capacity_from_context_scales_every_table_and_index(tmp_path
     read and write dimension auto scaled to its target utilisation; cdk-nag still passes. Malformed: refused."""
     from aws_cdk import App
 
-    from infra.stack import StageConfig
+    from infra.config import StageConfig
     from tests.infra.conftest import synthesize
 
     context = {"stage": "prod", "dynamodb_capacity": '{"write": {"min": 50, "max": 20000}, "target_utilization": 60}'}
@@ -498,7 +498,7 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
     refused at synth."""
     from aws_cdk import App
 
-    from infra.stack import StageConfig
+    from infra.config import StageConfig
     from jobsched.core.names import Env
     from tests.infra.conftest import synthesize
 

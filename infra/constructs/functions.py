@@ -1,0 +1,202 @@
+"""The Lambda functions (dispatcher, a worker per class, heartbeat, escalation, pages, API, rotation) and
+what each may touch."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.constructs.common import (
+    ESCALATION_TIMEOUT,
+    LOG_RETENTION,
+    PAGES_TIMEOUT,
+    WORKER_TIMEOUT,
+    lambda_code,
+    resource_name,
+)
+from infra.constructs.queues import Queues
+from infra.constructs.storage import Storage
+from infra.constructs.target_role import TargetRole
+from jobsched.api.identity import MEMBERSHIP_PARAMETER_ENV
+from jobsched.api.tokens import SECRET_NAME_ENV as CALLBACK_SECRET_NAME_ENV
+from jobsched.core.names import PRIORITIES, PROJECT, Env
+from jobsched.watch.signals import NAMESPACE
+
+
+class Functions(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        storage: Storage,
+        queues: Queues,
+        key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.code = lambda_code(config)
+        environment = {
+            Env.JOBS_TABLE: storage.jobs.table_name,
+            Env.RUNS_TABLE: storage.runs.table_name,
+            Env.ESCALATION_QUEUE: queues.escalations.queue_url,
+            Env.STAGE: config.stage,
+            Env.TEAM_LIMITS: json.dumps(config.team_limits.as_dict(), sort_keys=True),
+            Env.ZERO_METRICS: "on" if config.zero_metrics else "off",
+            Env.DUE_SHARDS: str(config.burst.due_shards),
+            **(
+                {Env.WORK_QUEUE_SHARDS: json.dumps({p: [q.queue_url for q in queues.shards[p]] for p in PRIORITIES})}
+                if config.burst.work_queues > 1
+                else {}
+            ),
+            "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+            **({Env.EGRESS_ALLOW: ",".join(config.egress_allow)} if config.egress_allow else {}),
+            **{Env.QUEUES_BY_PRIORITY[p]: queues.work[p].queue_url for p in PRIORITIES},
+        }
+        self.dispatcher = self._function(
+            "Dispatcher",
+            "functions.dispatcher.handler.handler",
+            config,
+            environment,
+            Duration.seconds(60),
+            config.burst.dispatcher_memory,
+        )
+        # One invocation per part of the tick (two, so a slow tick never blocks the next), and a storm of
+        # ticks cannot multiply reads.
+        self.dispatcher_reserved = 2 * config.burst.dispatchers
+        cfn_dispatcher = self.dispatcher.node.default_child
+        assert isinstance(cfn_dispatcher, lambda_.CfnFunction)
+        cfn_dispatcher.reserved_concurrent_executions = self.dispatcher_reserved
+        self.worker = self._function(
+            "Worker",
+            "functions.worker.handler.handler",
+            config,
+            environment,
+            WORKER_TIMEOUT,
+            config.burst.worker_memory,
+        )
+        self.heartbeat = self._function(
+            "Heartbeat", "functions.heartbeat.handler.handler", config, environment, Duration.seconds(60), 256
+        )
+        self.api = self._function(
+            "Api",
+            "functions.api.handler.handler",
+            config,
+            environment | {MEMBERSHIP_PARAMETER_ENV: f"/{PROJECT}/{config.stage}/membership"},
+            Duration.seconds(29),
+            512,
+        )
+        cfn_api = self.api.node.default_child
+        assert isinstance(cfn_api, lambda_.CfnFunction)
+        cfn_api.reserved_concurrent_executions = config.api_reserved_concurrency
+        # Pages: incidents on the jobs table, SNS topics and webhooks out. One batch at a time per shard of
+        # events is plenty; incident writes for one job serialize on their version anyway.
+        self.escalation = self._function(
+            "Escalation", "functions.escalation.handler.handler", config, environment, ESCALATION_TIMEOUT, 256
+        )
+        self.escalation.add_event_source(
+            sources.SqsEventSource(
+                queues.escalations, batch_size=10, report_batch_item_failures=True, max_concurrency=2
+            )
+        )
+        storage.jobs.grant_read_write_data(self.escalation)
+        self.escalation.add_environment(Env.PAGES_QUEUE, queues.pages.queue_url)
+        queues.pages.grant_send_messages(self.escalation)
+        # Delivery on its own queue and function: a dead webhook never slows incident handling.
+        self.pages = self._function("Pages", "functions.pages.handler.handler", config, environment, PAGES_TIMEOUT, 256)
+        self.pages.add_environment(Env.PAGES_QUEUE, queues.pages.queue_url)
+        self.pages.add_event_source(
+            sources.SqsEventSource(queues.pages, batch_size=10, report_batch_item_failures=True, max_concurrency=2)
+        )
+        log_groups = ",".join(
+            f"/aws/lambda/{resource_name(config, name)}" for name in ("Worker", "Dispatcher", "Heartbeat", "Api")
+        )
+        for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
+            storage.jobs.grant_read_write_data(function)
+            storage.runs.grant_read_write_data(function)
+            queues.escalations.grant_send_messages(function)
+        self.escalation.add_environment(Env.LOG_GROUPS, log_groups)
+        for priority in PRIORITIES:
+            for queue in queues.shards[priority]:
+                for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
+                    queue.grant_send_messages(function)
+                self.worker.add_event_source(
+                    sources.SqsEventSource(
+                        queue,
+                        batch_size=10,
+                        report_batch_item_failures=True,
+                        max_concurrency=config.burst.max_concurrency(priority),
+                    )
+                )
+        # Team resources (targets, secrets, escalation topics) only through the team's session of this role.
+        self.target_role = TargetRole(
+            self, "Targets", config=config, callers=(self.worker, self.api, self.pages, self.heartbeat)
+        )
+        # Who may act for which team: admins edit this parameter (README, "Granting teams access").
+        self.membership = ssm.StringParameter(
+            self,
+            "Membership",
+            parameter_name=f"/{PROJECT}/{config.stage}/membership",
+            string_value=json.dumps(config.membership),
+            description="jobsched: principal ARN patterns -> teams, and platform admins",
+        )
+        self.membership.grant_read(self.api)
+        # Teams from role tags (membership "team_tag"): reading a caller's role tags, nothing more.
+        self.api.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["iam:ListRoleTags"],
+                resources=[Stack.of(self).format_arn(service="iam", region="", resource="role", resource_name="*")],
+            )
+        )
+        self.callback_secret = secretsmanager.Secret(
+            self,
+            "CallbackSecret",
+            secret_name=f"{PROJECT}/{config.stage}/callback-signing",
+            generate_secret_string=secretsmanager.SecretStringGenerator(exclude_punctuation=True, password_length=48),
+            encryption_key=key,
+        )
+        self.callback_secret.grant_read(self.api)
+        # Rotated monthly; the previous version keeps verifying tokens issued before (jobsched.api.tokens).
+        self.rotation = self._function(
+            "Rotation", "functions.rotation.handler.handler", config, {}, Duration.seconds(30), 128
+        )
+        self.callback_secret.add_rotation_schedule(
+            "Rotation", rotation_lambda=self.rotation, automatically_after=Duration.days(30)
+        )
+        self.api.add_environment(CALLBACK_SECRET_NAME_ENV, self.callback_secret.secret_name)
+
+    def _function(
+        self, name: str, handler: str, config: StageConfig, environment: dict[str, str], timeout: Duration, memory: int
+    ) -> lambda_.Function:
+        log_group = logs.LogGroup(
+            self,
+            f"{name}Logs",
+            log_group_name=f"/aws/lambda/{resource_name(config, name)}",
+            retention=LOG_RETENTION,
+            removal_policy=RemovalPolicy.RETAIN if config.prod else RemovalPolicy.DESTROY,
+        )
+        return lambda_.Function(
+            self,
+            name,
+            function_name=resource_name(config, name),
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=handler,
+            code=self.code,
+            environment={**environment, "POWERTOOLS_SERVICE_NAME": f"jobsched-{name.lower()}"},
+            timeout=timeout,
+            memory_size=memory,
+            tracing=lambda_.Tracing.ACTIVE if config.tracing else lambda_.Tracing.DISABLED,
+            logging_format=lambda_.LoggingFormat.JSON,
+            log_group=log_group,
+        )

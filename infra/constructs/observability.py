@@ -1,0 +1,357 @@
+"""Alarms, SLO burn rates and dashboards, each over a metric the handlers publish (``jobsched.watch.signals``)."""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.constructs.api import Api
+from infra.constructs.common import resource_name, search_schema, signal
+from infra.constructs.functions import Functions
+from infra.constructs.queues import Queues
+from jobsched.core.names import PRIORITIES, WORK_QUEUES, Env
+
+SLO_SUCCESS = 0.995  # error budget 0.5%: burn-rate alarms page when it is spent 14.4x (1 h) or 6x (6 h) too fast
+
+
+# Logs Insights over the worker's "run message" lines (functions/worker/handler.py logs job, team, run_id,
+# outcome and detail on each): tests check those fields are really there.
+TOP_FAILING_JOBS = (
+    "fields job, team, outcome",
+    'filter message = "run message" and outcome = "failed"',
+    "stats count(*) as failures by job, team",
+    "sort failures desc",
+    "limit 10",
+)
+
+
+LATEST_FAILURES = (
+    "fields @timestamp, job, run_id, attempt, detail",
+    'filter message = "run message" and outcome = "failed"',
+    "sort @timestamp desc",
+    "limit 20",
+)
+
+
+class Observability(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        key: kms.Key,
+        queues: Queues,
+        functions: Functions,
+        api: Api,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.ops_topic = sns.Topic(
+            self, "OpsAlarms", topic_name=resource_name(config, "ops-alarms"), master_key=key, enforce_ssl=True
+        )
+        # Alarms reach nobody unless CloudWatch may use the topic's key (and publish to the topic):
+        # only for alarms of this account.
+        account = Stack.of(self).account
+        from_our_alarms = {
+            "StringEquals": {"aws:SourceAccount": account},
+            "ArnLike": {
+                "aws:SourceArn": Stack.of(self).format_arn(
+                    service="cloudwatch", resource="alarm", resource_name="*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+                )
+            },
+        }
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublishToEncryptedTopics",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions=from_our_alarms,
+            )
+        )
+        self.ops_topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.ops_topic.topic_arn],
+                conditions=from_our_alarms,
+            )
+        )
+        self.escalation_topic = sns.Topic(
+            self, "Escalations", topic_name=resource_name(config, "escalations"), master_key=key, enforce_ssl=True
+        )
+        # Jobs without their own escalation channel page here.
+        self.escalation_topic.grant_publish(functions.pages)
+        for function in (functions.escalation, functions.pages):
+            function.add_environment(Env.ESCALATION_TOPIC, self.escalation_topic.topic_arn)
+        action = cw_actions.SnsAction(self.ops_topic)
+        five = Duration.minutes(5)
+
+        def runs(outcome: str, period: Duration = five) -> cloudwatch.Metric:
+            return signal("RunsFinished", "Sum", period, outcome=outcome)
+
+        def lateness(stat: str, priority: str = "normal") -> cloudwatch.Metric:
+            return signal("FireLatenessSeconds", stat, five, priority=priority)
+
+        def failure_ratio(period: Duration) -> cloudwatch.MathExpression:
+            # M1 over every run that ended, wherever it ended: timed out counts as failed. FILL: a period
+            # with failures and no time-outs has no `slow` datapoint, and without it no ratio at all.
+            ok, bad = "FILL(ok, 0)", "(FILL(bad, 0) + FILL(slow, 0))"
+            return cloudwatch.MathExpression(
+                expression=f"IF({ok} + {bad} > 0, {bad} / ({ok} + {bad}), 0)",
+                using_metrics={
+                    "ok": runs("succeeded", period),
+                    "bad": runs("failed", period),
+                    "slow": runs("timed_out", period),
+                },
+                period=period,
+            )
+
+        alarms: list[cloudwatch.Alarm] = []
+
+        def alarm(
+            name: str, metric: cloudwatch.IMetric, threshold: float, periods: int = 1, description: str = ""
+        ) -> None:
+            created = cloudwatch.Alarm(
+                self,
+                name,
+                alarm_name=resource_name(config, name),
+                metric=metric,
+                threshold=threshold,
+                evaluation_periods=periods,
+                alarm_description=description or name,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            created.add_alarm_action(action)
+            alarms.append(created)
+
+        for priority in PRIORITIES:
+            alarm(
+                f"Dlq{priority.title()}NotEmpty",
+                queues.dead[priority].metric_approximate_number_of_messages_visible(period=five),
+                0,
+                description=f"messages reached the {priority} dead-letter queue",
+            )
+            for number, queue in enumerate(queues.shards[priority], start=1):
+                alarm(
+                    f"OldestMessage{priority.title()}{number if number > 1 else ''}",
+                    queue.metric_approximate_age_of_oldest_message(period=five),
+                    900 + 300,
+                    description="a run message waited longer than the longest delay plus 5 minutes",
+                )
+        alarm(
+            "EscalationDlqNotEmpty",
+            queues.escalation_dead.metric_approximate_number_of_messages_visible(period=five),
+            0,
+            description="escalation events could not be handled: pages may not have gone out",
+        )
+        alarm("EscalationErrors", functions.escalation.metric_errors(period=five), 0)
+        alarm(
+            "PagesDlqNotEmpty",
+            queues.pages_dead.metric_approximate_number_of_messages_visible(period=five),
+            0,
+            description="pages could not be delivered, not even to the deployment's escalation topic",
+        )
+        alarm("PagesErrors", functions.pages.metric_errors(period=five), 0)
+        alarm("DispatcherErrors", functions.dispatcher.metric_errors(period=five), 0)
+        alarm(
+            "JobsQuarantined",
+            signal("QuarantinedJobs", "Sum", five),
+            0,
+            description="the dispatcher quarantined a job whose schedule costs more than its budget",
+        )
+        alarm(
+            "LostRunMessages",
+            signal("LostRunMessages", "Sum", five),
+            0,
+            description="instants the dispatcher sent had no run record 15 minutes later: run messages lost",
+        )
+        alarm("HeartbeatErrors", functions.heartbeat.metric_errors(period=five), 0)
+        alarm(
+            "DuplicateExecutions",
+            signal("RunsByOutcome", "Sum", five, outcome="duplicate_execution"),
+            0,
+            description="an attempt ran twice (M5): the exactly-once claim failed somewhere; must stay 0",
+        )
+        for name, queue, limit in (
+            ("EscalationsOldest", queues.escalations, 900),
+            # Pages back off up to 15 minutes, then go to the deployment's topic: older means stuck.
+            ("PagesOldest", queues.pages, 1800),
+        ):
+            alarm(
+                name,
+                queue.metric_approximate_age_of_oldest_message(period=five),
+                limit,
+                description=f"a message waited more than {limit // 60} minutes on {name.removesuffix('Oldest')}",
+            )
+        for name, ticking in (("Dispatcher", functions.dispatcher), ("Heartbeat", functions.heartbeat)):
+            # Both run every minute: no invocations at all is the loudest failure, so missing data breaches.
+            missed_ticks = cloudwatch.Alarm(
+                self,
+                f"{name}MissedTicks",
+                alarm_name=resource_name(config, f"{name}MissedTicks"),
+                metric=ticking.metric_invocations(period=five),
+                threshold=3,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+                alarm_description=f"fewer than 3 {name.lower()} ticks in 5 minutes",
+            )
+            missed_ticks.add_alarm_action(action)
+            alarms.append(missed_ticks)
+        alarm(
+            "Api5xx",
+            api.rest_api.metric_server_error(period=five, statistic="Sum"),
+            5,
+            description="the API answered 5xx more than 5 times in 5 minutes (bad input gets 4xx)",
+        )
+        for priority in PRIORITIES:
+            alarm(
+                f"FireLatenessP99{priority.title()}",
+                lateness("p99", priority),
+                config.lateness_p99_threshold_seconds,
+                periods=3,
+                description=f"p99 fire lateness of {priority} runs above the threshold for 15 minutes",
+            )
+        budget = 1 - SLO_SUCCESS
+        alarm(
+            "SloFastBurn",
+            failure_ratio(Duration.hours(1)),
+            14.4 * budget,
+            description="error budget burning 14.4x (1 h)",
+        )
+        alarm("SloSlowBurn", failure_ratio(Duration.hours(6)), 6 * budget, description="error budget burning 6x (6 h)")
+        for name, function in (
+            ("Dispatcher", functions.dispatcher),
+            ("Worker", functions.worker),
+            ("Api", functions.api),
+        ):
+            alarm(f"{name}Throttles", function.metric_throttles(period=five), 0)
+        self.alarms = alarms
+
+        self.dashboards: tuple[cloudwatch.Dashboard, ...] = ()
+        if not config.dashboards:
+            return  # $3 each a month: a non-prod stage asks for them with -c dashboards=true
+        executive = cloudwatch.Dashboard(self, "Executive", dashboard_name=resource_name(config, "executive"))
+        executive.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Runs per day by outcome",
+                left=[runs(o, Duration.days(1)) for o in ("succeeded", "failed", "timed_out", "skipped", "missed")],
+            ),
+            cloudwatch.GraphWidget(title="Failure ratio vs SLO (1 h)", left=[failure_ratio(Duration.hours(1))]),
+            cloudwatch.GraphWidget(
+                title="Cost drivers: worker invocations and duration",
+                left=[functions.worker.metric_invocations(), functions.worker.metric_duration()],
+            ),
+            cloudwatch.GraphWidget(
+                title="Escalations per 100 runs (M8)",
+                left=[
+                    cloudwatch.MathExpression(
+                        expression=f"100 * SUM(SEARCH('{search_schema('EscalationEvents')}', 'Sum', 3600))"
+                        f" / SUM(SEARCH('{search_schema('RunsFinished')}', 'Sum', 3600))",
+                        label="escalations per 100 runs",
+                        period=Duration.hours(1),
+                    )
+                ],
+            ),
+        )
+        oncall = cloudwatch.Dashboard(self, "OnCall", dashboard_name=resource_name(config, "oncall"))
+        oncall.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Failed, timed out and retried runs",
+                left=[runs("failed"), runs("timed_out"), signal("RunsRetried", "Sum", five)],
+            ),
+            cloudwatch.GraphWidget(
+                title="Run duration p50 / p95 / p99 (s)",
+                left=[signal("RunDurationSeconds", stat, five) for stat in ("p50", "p95", "p99")],
+            ),
+            cloudwatch.GraphWidget(
+                title="Fire lateness p99 by class (s)", left=[lateness("p99", priority) for priority in PRIORITIES]
+            ),
+            cloudwatch.GraphWidget(
+                title="Backlog (M6): queued run messages, and runs waiting for a slot or quota",
+                left=[q.metric_approximate_number_of_messages_visible() for p in PRIORITIES for q in queues.shards[p]],
+                right=[signal("RunsByOutcome", "Sum", five, outcome="waiting")],
+            ),
+            cloudwatch.GraphWidget(
+                title="Worker concurrency against its maximum (M7)",
+                left=[functions.worker.metric("ConcurrentExecutions", statistic="Maximum")],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=sum(q.max_concurrency for q in WORK_QUEUES.values()), label="maximum (all classes)"
+                    )
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Duplicates (M5): suppressed redeliveries, and attempts that ran twice (must be 0)",
+                left=[
+                    signal("RunsByOutcome", "Sum", five, outcome="duplicate"),
+                    signal("RunsByOutcome", "Sum", five, outcome="duplicate_execution"),
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="DLQ depth",
+                left=[queues.dead[p].metric_approximate_number_of_messages_visible() for p in PRIORITIES],
+            ),
+            cloudwatch.GraphWidget(
+                title="Oldest message age (s)",
+                left=[q.metric_approximate_age_of_oldest_message() for p in PRIORITIES for q in queues.shards[p]],
+            ),
+            cloudwatch.GraphWidget(
+                title="Escalation events and pages (one page per incident)",
+                left=[queues.escalations.metric_number_of_messages_sent()],
+                right=[
+                    cloudwatch.MathExpression(
+                        expression=f"SUM(SEARCH('{search_schema('Pages')}', 'Sum', 300))", label="pages", period=five
+                    ),
+                    signal("OverdueJobs", "Maximum", five),
+                    signal("DeadlineMisses", "Sum", five),
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Instants missed (by policy or outage) and lost (no run record 15 minutes on)",
+                left=[signal("MissedInstants", "Sum", five), signal("LostRunMessages", "Sum", five)],
+            ),
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms),
+        )
+        # Per job, from the worker's structured logs (job is a log field, never a metric dimension).
+        worker_logs = [f"/aws/lambda/{resource_name(config, 'Worker')}"]
+        oncall.add_widgets(
+            cloudwatch.LogQueryWidget(
+                title="Top failing jobs (last period)",
+                log_group_names=worker_logs,
+                query_lines=list(TOP_FAILING_JOBS),
+                width=12,
+            ),
+            cloudwatch.LogQueryWidget(
+                title="Latest failures",
+                log_group_names=worker_logs,
+                query_lines=list(LATEST_FAILURES),
+                width=12,
+            ),
+        )
+        debug = cloudwatch.Dashboard(self, "Debug", dashboard_name=resource_name(config, "debug"))
+        for name, function in (
+            ("Dispatcher", functions.dispatcher),
+            ("Worker", functions.worker),
+            ("Api", functions.api),
+        ):
+            debug.add_widgets(
+                cloudwatch.GraphWidget(
+                    title=f"{name}: errors, throttles", left=[function.metric_errors(), function.metric_throttles()]
+                ),
+                cloudwatch.GraphWidget(
+                    title=f"{name}: duration p99, concurrency",
+                    left=[function.metric_duration(statistic="p99")],
+                    right=[function.metric("ConcurrentExecutions", statistic="Maximum")],
+                ),
+            )
+        self.dashboards = (executive, oncall, debug)

@@ -1,0 +1,110 @@
+"""The role runs reach teams' resources through: only resources tagged with the run's team (ABAC)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.constructs.common import colon_arn_format, resource_name
+from jobsched.core.names import OWNER_TAG, SHARED_TAG, Env, reserved_prefixes
+
+
+class TargetRole(Construct):
+    """The only way to a team's resources: assumed per run with the session tag jobsched-team=<team>.
+
+    Each action is allowed only where the resource's jobsched-team tag equals the session's (or, for
+    targets, the resource is tagged jobsched-shared=true); secrets, parameters and topics are never shared.
+    jobsched's own resources are denied outright. Only jobsched's functions may assume it, and only with
+    a team session tag.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StageConfig, callers: tuple[lambda_.Function, ...]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        caller_roles = [function.role for function in callers if function.role is not None]
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=resource_name(config, "targets"),
+            assumed_by=iam.CompositePrincipal(*(iam.ArnPrincipal(role.role_arn) for role in caller_roles)),
+            description="jobsched runs: a team's targets, secrets and topics, as that team (session tag)",
+            max_session_duration=Duration.hours(1),
+        )
+        trust = self.role.assume_role_policy
+        assert trust is not None
+        trust.add_statements(
+            iam.PolicyStatement(
+                actions=["sts:TagSession"],
+                principals=[iam.ArnPrincipal(role.role_arn) for role in caller_roles],
+                conditions={"StringLike": {f"aws:RequestTag/{OWNER_TAG}": "?*"}},
+            )
+        )
+        for function in callers:
+            function.add_to_role_policy(
+                iam.PolicyStatement(actions=["sts:AssumeRole", "sts:TagSession"], resources=[self.role.role_arn])
+            )
+            function.add_environment(Env.TARGET_ROLE, self.role.role_arn)
+
+        def arn(service: str, resource: str, name: str | None = None, colon: bool = False) -> str:
+            return stack.format_arn(
+                service=service, resource=resource, resource_name=name, arn_format=colon_arn_format() if colon else None
+            )
+
+        own_team = {"StringEquals": {f"aws:ResourceTag/{OWNER_TAG}": f"${{aws:PrincipalTag/{OWNER_TAG}}}"}}
+        shared = {"StringEquals": {f"aws:ResourceTag/{SHARED_TAG}": "true"}}
+        targets = [
+            (["lambda:InvokeFunction"], arn("lambda", "function", "*", colon=True)),
+            (["sqs:SendMessage"], arn("sqs", "*")),
+            (["states:StartExecution"], arn("states", "stateMachine", "*", colon=True)),
+            (["events:PutEvents"], arn("events", "event-bus", "*")),
+        ]
+        for actions, resource in targets:
+            for condition in (own_team, shared):
+                self.role.add_to_policy(
+                    iam.PolicyStatement(actions=actions, resources=[resource], conditions=condition)
+                )
+        for actions, resource in (
+            (["secretsmanager:GetSecretValue"], arn("secretsmanager", "secret", "*", colon=True)),
+            (["ssm:GetParameter"], arn("ssm", "parameter", "*")),
+            (["sns:Publish"], arn("sns", "*")),
+        ):
+            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[resource], conditions=own_team))
+        # Reading tags is how ownership is decided before anything is called; a run's own execution is read
+        # back to tell a redelivered start from someone else's.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "lambda:ListTags",
+                    "sqs:ListQueueTags",
+                    "states:ListTagsForResource",
+                    "events:ListTagsForResource",
+                    "sns:ListTagsForResource",
+                    "secretsmanager:DescribeSecret",
+                    "ssm:ListTagsForResource",
+                    "states:DescribeExecution",
+                ],
+                resources=["*"],
+            )
+        )
+        own = reserved_prefixes(config.stage)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["*"],
+                resources=[
+                    arn("lambda", "function", f"{own[0]}*", colon=True),
+                    arn("sqs", f"{own[0]}*"),
+                    arn("states", "stateMachine", f"{own[0]}*", colon=True),
+                    arn("states", "execution", f"{own[0]}*", colon=True),
+                    arn("events", "event-bus", f"{own[0]}*"),
+                    arn("sns", f"{own[0]}*"),
+                    arn("secretsmanager", "secret", f"{own[1]}*", colon=True),
+                    arn("ssm", "parameter", f"{own[2].lstrip('/')}*"),
+                ],
+            )
+        )
