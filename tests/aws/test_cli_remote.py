@@ -11,8 +11,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jobsched import cli as cli_module
+from jobsched.cli import app as cli_app
 from jobsched.cli import cli
+from jobsched.cli import remote as cli_module
 from jobsched.client import HttpResult, ServiceError
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Clock, Stack
@@ -35,7 +36,7 @@ class InProcess:
 def run_cli(stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     api = ApiClient(stack)
     monkeypatch.setattr(cli_module, "make_transport", lambda url: InProcess(api, team_role("payments")))
-    monkeypatch.setattr(cli_module, "clock", clock)
+    monkeypatch.setattr(cli_app, "clock", clock)
     monkeypatch.setattr(cli_module, "backfill_poll_seconds", 0.0)
 
     def invoke(*args: str, input: str | None = None) -> tuple[int, str]:

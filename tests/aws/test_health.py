@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from jobsched import cli as cli_module
 from jobsched.cli import cli
+from jobsched.cli import remote as cli_module
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Clock, Stack
 from tests.aws.test_cli_remote import InProcess

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jobsched import cli as cli_module
+from jobsched.cli import app as cli_module
 from jobsched.cli import cli
 from tests.helpers import utc
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from jobsched import cli as cli_module
+from jobsched.cli import app as cli_module
 from jobsched.cli import cli
 from jobsched.core.spec import JobSpec
 from jobsched.planning.capacity import load_profile, size_for

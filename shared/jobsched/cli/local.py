@@ -1,0 +1,149 @@
+"""``jobsched local``: the whole scheduler on this machine (moto, no AWS account), its pages and alarms."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from jobsched.cli.app import cli
+from jobsched.core.tz import UTC
+
+LOCAL_POINTER = Path.home() / ".jobsched-local" / "current"
+
+
+@cli.group()
+def local() -> None:
+    """The whole scheduler on this machine: moto for AWS, the real handlers, the API on 127.0.0.1."""
+
+
+@local.command("up")
+@click.option("--port", default=8080, show_default=True, help="Port of the local API.")
+@click.option("--tick", type=float, help="Seconds between dispatcher ticks (default: the rule's 60).")
+@click.option("--as", "principal", help="Default caller ARN (default: a platform admin).")
+@click.option("--no-examples", is_flag=True, help="Do not register the example jobs.")
+@click.option(
+    "--alarm-time-scale",
+    type=float,
+    help="Shrink alarm periods by this factor (default: 60/tick, so a 1 s tick makes a 5-minute period 5 s).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep tables here across restarts (default: a fresh state each start).",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def local_up(
+    port: int,
+    tick: float | None,
+    principal: str | None,
+    no_examples: bool,
+    alarm_time_scale: float | None,
+    state_dir: Path | None,
+    log_level: str,
+) -> None:
+    """Start moto, deploy the app's template into it, and drive the handlers until Ctrl-C."""
+    import logging
+    import os
+    import signal
+    import threading
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("werkzeug", "botocore", "urllib3", "jsii"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ["POWERTOOLS_LOG_LEVEL"] = log_level.upper()
+    from infra.local.runtime import DEFAULT_ADMIN, TEAM_PATTERN, LocalRuntime
+
+    if state_dir:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    runtime = LocalRuntime(
+        port=port,
+        tick_seconds=tick,
+        principal=principal or DEFAULT_ADMIN,
+        examples=not no_examples,
+        state_dir=state_dir,
+        alarm_time_scale=alarm_time_scale,
+    )
+    runtime.start()
+    LOCAL_POINTER.parent.mkdir(parents=True, exist_ok=True)
+    LOCAL_POINTER.write_text(str(runtime.state_dir))
+    example = TEAM_PATTERN.format(team="payments")
+    jobs = "team 'examples': hello (every minute), flaky (fails twice, then succeeds), callback"
+    click.echo(
+        f"""
+jobsched is running locally.
+  API          {runtime.api_url}   (AWS, in moto: {runtime.endpoint})
+  CLI          export JOBSCHED_API={runtime.api_url}
+  identity     requests act as {runtime.principal}
+               X-Jobsched-Principal: {example}  acts as team payments
+  examples     {jobs if not no_examples else "none (--no-examples)"}
+  watch        jobsched runs examples/hello      jobsched local escalations
+  state        {runtime.state_dir}
+Ctrl-C stops everything."""
+    )
+    stopped = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped.wait()
+    click.echo("stopping...")
+    runtime.stop()
+
+
+def _state_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--state-dir and -o for the commands that read what the local runtime keeps."""
+    command = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)(
+        command
+    )
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="The runtime's state directory (default: the one running or last run).",
+    )(command)
+
+
+def _state_file(state_dir: Path | None, name: str) -> Path | None:
+    folder = state_dir or (Path(LOCAL_POINTER.read_text()) if LOCAL_POINTER.exists() else None)
+    path = folder / name if folder else None
+    return path if path and path.exists() else None
+
+
+@local.command("escalations")
+@_state_options
+def local_escalations(state_dir: Path | None, output: str) -> None:
+    """The pages the local runtime's escalation topic has delivered (what on-call would receive)."""
+    path = _state_file(state_dir, "escalations.jsonl")
+    events = [json.loads(line) for line in path.read_text().splitlines()] if path else []
+    if output == "json":
+        click.echo(json.dumps(events, indent=2))
+        return
+    if not events:
+        click.echo("no escalations")
+    for event in events:
+        click.echo(f"{event.get('subject')}  ({event.get('notice')}, {event.get('kind')})")
+        click.echo("    " + "\n    ".join(str(event.get("message", "")).splitlines()[1:]).strip())
+
+
+@local.command("alarms")
+@_state_options
+def local_alarms(state_dir: Path | None, output: str) -> None:
+    """Every alarm of the stack as the local runtime evaluates it: state, since when, and why."""
+    path = _state_file(state_dir, "alarms.json")
+    rows = json.loads(path.read_text()) if path else []
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no alarms evaluated yet (is `make run` up?)")
+        return
+    order = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}
+    for row in sorted(rows, key=lambda r: (order.get(r["state"], 3), r["alarm"])):
+        since = datetime.fromtimestamp(row["since"], UTC).strftime("%H:%M:%S") if row["since"] else "-"
+        click.echo(f"{row['state']:<17} {row['alarm']:<40} since {since}  {row['reason']}")

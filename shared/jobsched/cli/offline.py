@@ -1,0 +1,246 @@
+"""Commands that need no API: validate, preview and capacity read job files and the schedule engine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from jobsched.cli import app
+from jobsched.cli.app import cli
+from jobsched.core.errors import FieldError, SpecError
+from jobsched.core.spec import Schedule
+from jobsched.core.tz import UTC, get_zone
+from jobsched.registry.jobfile import load_job_file, validate_files
+from jobsched.schedule.engine import DEFAULT_HORIZON, CompiledSchedule, Occurrence, compile_schedule
+
+
+def _next_fire_note(schedule: Schedule | None, hash_key: str, now: datetime) -> str:
+    if schedule is None:
+        return " (no schedule: runs when triggered)"
+    upcoming = compile_schedule(schedule, hash_key=hash_key, anchor=now).next_fires(now, 1)
+    if not upcoming:
+        return " (warning: no fire instant in the next 10 years)"
+    return f" (next: {utc_text(upcoming[0].at)})"
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+def validate(paths: tuple[Path, ...]) -> None:
+    """Check job files (YAML or JSON; directories are searched) without deploying anything."""
+    now = app.clock()
+    failed = False
+    results = validate_files(paths)
+    if not results:
+        click.echo("no job files (.yaml, .yml, .json) found", err=True)
+        sys.exit(1)
+    for result in results:
+        if result.errors:
+            failed = True
+            for error in result.errors:
+                click.echo(f"{result.path}: {error}")
+            continue
+        assert result.job is not None
+        click.echo(f"{result.path}: OK {result.job.key}{_next_fire_note(result.job.schedule, result.job.key, now)}")
+    sys.exit(1 if failed else 0)
+
+
+@cli.command()
+@click.argument("expression", required=False)
+@click.option(
+    "--file",
+    "job_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Preview the schedule of this job file instead of an expression.",
+)
+@click.option("--tz", "timezone", default="UTC", show_default=True, help="IANA time zone of the expression.")
+@click.option(
+    "--after",
+    "after_text",
+    help="ISO-8601 instant; fire times strictly after it (default: now). "
+    "Without an offset it is read in the schedule's zone.",
+)
+@click.option("--count", default=10, show_default=True, type=click.IntRange(1, 10000))
+@click.option("--job", "job_key", default="", help="team/name that fixes H values and jitter.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def preview(
+    expression: str | None,
+    job_file: Path | None,
+    timezone: str,
+    after_text: str | None,
+    count: int,
+    job_key: str,
+    as_json: bool,
+) -> None:
+    """Show the next fire instants of EXPRESSION (or --file JOB) and why others are skipped or moved."""
+    if (expression is None) == (job_file is None):
+        raise click.UsageError("give an EXPRESSION or --file JOB.yaml (one of them)")
+    try:
+        if job_file is not None:
+            job = load_job_file(job_file)
+            if job.schedule is None:
+                _fail_with(
+                    [
+                        FieldError(
+                            "schedule",
+                            "no_schedule",
+                            "the job has no schedule; it runs only when triggered",
+                        )
+                    ],
+                    job_file,
+                )
+            assert job.schedule is not None
+            schedule, hash_key = job.schedule, job.key
+        else:
+            schedule = _schedule_from_options(expression or "", timezone)
+            hash_key = job_key
+    except SpecError as error:
+        _fail_with(error.errors, job_file)
+    after = _parse_after(after_text, schedule.timezone) if after_text else app.clock()
+    compiled = compile_schedule(schedule, hash_key=hash_key, anchor=after)
+    entries = compiled.preview(after, count)
+    if as_json:
+        click.echo(json.dumps([_fire_json(fire, skipped, compiled) for fire, skipped in entries], indent=2))
+    else:
+        _print_preview(compiled, after, entries)
+    if len(entries) < count:
+        years = DEFAULT_HORIZON.days // 366
+        click.echo(f"only {len(entries)} fire instant(s) in the next {years} years", err=True)
+
+
+def _schedule_from_options(expression: str, timezone: str) -> Schedule:
+    from pydantic import ValidationError
+
+    from jobsched.core.errors import field_errors
+
+    try:
+        return Schedule.model_validate({"expression": expression, "timezone": timezone})
+    except ValidationError as error:
+        problems = field_errors(error, Schedule)
+        renamed = {"expression": "EXPRESSION", "timezone": "--tz"}
+        raise SpecError([FieldError(renamed.get(p.path, p.path), p.code, p.message) for p in problems]) from None
+
+
+def _parse_after(text: str, timezone: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(f"'{text}' is not an ISO-8601 date and time", param_hint="--after") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=get_zone(timezone))
+    return value.astimezone(UTC)
+
+
+def _fail_with(errors: list[FieldError], path: Path | None) -> None:
+    for error in errors:
+        click.echo(f"{path}: {error}" if path else str(error), err=True)
+    sys.exit(1)
+
+
+def utc_text(instant: datetime) -> str:
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _local(occurrence: Occurrence, compiled: CompiledSchedule) -> datetime | None:
+    return occurrence.at.astimezone(compiled.zone) if occurrence.exists else None
+
+
+def _local_text(occurrence: Occurrence, compiled: CompiledSchedule) -> str:
+    local = _local(occurrence, compiled)
+    if local is None:
+        return f"{occurrence.wall:%a %Y-%m-%d %H:%M} (does not exist)"
+    return f"{local:%a %Y-%m-%d %H:%M:%S %Z}"
+
+
+def _print_preview(
+    compiled: CompiledSchedule, after: datetime, entries: list[tuple[Occurrence, list[Occurrence]]]
+) -> None:
+    schedule = compiled.schedule
+    click.echo(f"# {schedule.expression} in {schedule.timezone}, after {utc_text(after)}", err=True)
+    for fire, skipped in entries:
+        for skip in skipped:
+            utc = utc_text(skip.at) if skip.exists else "-" * 20
+            click.echo(f"  skipped {utc}  {_local_text(skip, compiled)}  {skip.reason}")
+        line = f"{utc_text(fire.at)}  {_local_text(fire, compiled)}"
+        if fire.fire_at != fire.at:
+            line += f"  fires at {utc_text(fire.fire_at)} (jitter +{int((fire.fire_at - fire.at).total_seconds())}s)"
+        if fire.reason:
+            line += f"  ({fire.reason})"
+        click.echo(line)
+
+
+def _fire_json(fire: Occurrence, skipped: list[Occurrence], compiled: CompiledSchedule) -> dict[str, Any]:
+    local = _local(fire, compiled)
+    assert local is not None
+    entry: dict[str, Any] = {
+        "utc": utc_text(fire.at),
+        "local": local.isoformat(),
+        "zone": compiled.schedule.timezone,
+        "abbreviation": local.tzname(),
+    }
+    if fire.fire_at != fire.at:
+        entry["fire_at"] = utc_text(fire.fire_at)
+    if fire.reason:
+        entry["reason"] = fire.reason
+    if fire.moved_from:
+        entry["moved_from"] = [wall.isoformat() for wall in fire.moved_from]
+    if skipped:
+        entry["skipped"] = [
+            {
+                "utc": utc_text(skip.at) if skip.exists else None,
+                "local": (local_skip.isoformat() if (local_skip := _local(skip, compiled)) else skip.wall.isoformat()),
+                "reason": skip.reason,
+            }
+            for skip in skipped
+        ]
+    return entry
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--days", default=7, show_default=True, type=click.IntRange(1, 366), help="How far ahead to look.")
+@click.option("--after", "after_text", help="ISO-8601 instant to start from (default: now).")
+@click.option("--p99", "target_p99", default=60.0, show_default=True, help="Target p99 start lateness (s).")
+def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_p99: float) -> None:
+    """Size a deployment for job files: the peak minute of the next DAYS, the CDK settings and AWS quotas
+    that peak needs (from the scale model, scripts/bench_scale.py), and the monthly cost."""
+    from jobsched.planning.capacity import load_profile, size_for
+
+    results = validate_files(paths)
+    bad = [result for result in results if result.errors]
+    for result in bad:
+        for error in result.errors:
+            click.echo(f"{result.path}: {error}", err=True)
+    if bad or not results:
+        click.echo("fix the job files first" if bad else "no job files (.yaml, .yml, .json) found", err=True)
+        sys.exit(1)
+    start = _parse_after(after_text, "UTC") if after_text else app.clock()
+    profile = load_profile((r.job for r in results if r.job is not None), start=start, days=days)
+    minute, peak = profile.peak()
+    sizing = size_for(profile, target_p99_s=target_p99)
+    d = sizing.deployment
+    click.echo(f"{profile.jobs} jobs ({profile.scheduled} scheduled), {utc_text(start)} + {days} days:")
+    click.echo(f"  runs: {profile.total:,} ({profile.runs_per_month():,.0f} a month)")
+    click.echo(f"  peak minute: {utc_text(minute)} with {peak:,} runs due")
+    for other, runs in sorted(profile.per_minute.items(), key=lambda item: -item[1])[1:4]:
+        click.echo(f"    then {utc_text(other)}: {runs:,}")
+    if profile.truncated:
+        click.echo(
+            f"  note: {profile.truncated} schedule(s) fire more than the tool follows; their tail is not counted"
+        )
+    met = "meets" if sizing.p99_lateness_s <= target_p99 else "MISSES"
+    click.echo(
+        f"settings (modelled p99 start lateness at the peak {sizing.p99_lateness_s:.1f} s, {met} {target_p99:g} s;"
+        f" held back most by: {sizing.binding}):"
+    )
+    click.echo(f"  cdk deploy {sizing.context()}")
+    click.echo(f"  memory: dispatcher {d.dispatcher_memory_mb} MB, worker {d.worker_memory_mb} MB")
+    click.echo("AWS quotas that peak needs (Service Quotas; defaults in README 'Sizing for a burst'):")
+    click.echo(f"  Lambda concurrent executions: >= {sizing.account_concurrency:,} (default 1,000)")
+    click.echo(f"  DynamoDB table write throughput: >= {max(sizing.peak_wcu, 1):,.0f} units/s (default 40,000)")
+    click.echo(f"  peak worker invocations at once: {sizing.peak_concurrency:,}")
+    click.echo(f"monthly cost: ${sizing.monthly_cost_usd:,.2f} (prod idle + runs at the measured price per run)")

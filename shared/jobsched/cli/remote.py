@@ -1,0 +1,414 @@
+"""Commands that talk to a deployed API (or the local runtime's): apply, get, status, pause, trigger, runs..."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from jobsched.cli import app
+from jobsched.cli.app import cli
+from jobsched.cli.offline import utc_text
+from jobsched.registry.jobfile import validate_files
+from jobsched.schedule.engine import compile_schedule
+
+
+def make_transport(api_url: str) -> Any:
+    """The HTTP transport for ``api_url`` (tests substitute an in-process one)."""
+    from jobsched.client import HttpTransport
+
+    return HttpTransport(api_url)
+
+
+def remote(function: Callable[..., None]) -> Callable[..., None]:
+    """Adds --api and -o, builds the client, and maps failures to exit codes 1 (input) and 2 (service)."""
+    import functools
+
+    from jobsched.client import API_ENV, LOCAL_API, ApiClient, ClientError, ServiceError
+
+    @click.option("--api", "api_url", envvar=API_ENV, default=LOCAL_API, show_default=True, help="API base URL.")
+    @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
+    @functools.wraps(function)
+    def wrapper(*args: Any, api_url: str, output: str, **kwargs: Any) -> None:
+        client = ApiClient(make_transport(api_url))
+        try:
+            function(*args, client=client, output=output, **kwargs)
+        except ClientError as error:
+            where = f" ({error.field})" if error.field else ""
+            click.echo(f"error: {error}{where}", err=True)
+            for detail in error.errors[1:]:
+                click.echo(f"  {detail.get('field')}: {detail.get('message')}", err=True)
+            sys.exit(1)
+        except ServiceError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+def _job_ref(reference: str, team: str | None) -> tuple[str, str]:
+    if "/" in reference:
+        owner, _, name = reference.partition("/")
+        return owner, name
+    if not team:
+        raise click.UsageError(f"name the team: TEAM/{reference} or --team TEAM")
+    return team, reference
+
+
+def _emit(data: Any, output: str, columns: list[tuple[str, str]] | None = None) -> None:
+    import yaml
+
+    if output == "json":
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    elif output == "yaml" or columns is None:
+        click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
+    else:
+        rows = data if isinstance(data, list) else [data]
+        table = [[header for header, _ in columns]] + [[_cell(row, key) for _, key in columns] for row in rows]
+        widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+        for line in table:
+            click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+def _cell(row: dict[str, Any], key: str) -> str:
+    value = row.get(key)
+    if key == "depends_on" and isinstance(value, list):
+        return ",".join(value) or "-"
+    if isinstance(value, list):
+        return str(value[0]) if value else "-"
+    return "-" if value is None else str(value)
+
+
+JOB_COLUMNS = [
+    ("TEAM", "team"),
+    ("NAME", "name"),
+    ("STATE", "state"),
+    ("VERSION", "version"),
+    ("NEXT", "next_fire_times"),
+]
+
+
+RUN_COLUMNS = [
+    ("RUN", "run_id"),
+    ("STATUS", "status"),
+    ("ATTEMPT", "attempt"),
+    ("TRIGGER", "trigger"),
+    ("STARTED", "started_at"),
+    ("ERROR", "error"),
+]
+
+
+TASK_COLUMNS = [
+    ("TASK", "name"),
+    ("STATUS", "status"),
+    ("ATTEMPT", "attempt"),
+    ("AFTER", "depends_on"),
+    ("STARTED", "started_at"),
+    ("FINISHED", "finished_at"),
+    ("ERROR", "error"),
+]
+
+
+@cli.command()
+@click.option(
+    "-f",
+    "--file",
+    "paths",
+    multiple=True,
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Job file or directory (repeatable).",
+)
+@click.option("--team", help="Only the jobs of this team.")
+@click.option("--prune", is_flag=True, help="Delete the team's jobs that no file defines any more.")
+@click.option("--dry-run", is_flag=True, help="Show what would change, with fire times over the next 7 days.")
+@click.option("--yes", is_flag=True, help="Do not ask before pruning.")
+@remote
+def apply(
+    paths: tuple[Path, ...], team: str | None, prune: bool, dry_run: bool, yes: bool, client: Any, output: str
+) -> None:
+    """Create or update jobs from files: created / changed / unchanged per job."""
+    results = validate_files(paths)
+    failed = [(r.path, e) for r in results for e in r.errors]
+    for path, error in failed:
+        click.echo(f"{path}: {error}", err=True)
+    if failed:
+        sys.exit(1)
+    specs = [r.job for r in results if r.job is not None and (team is None or r.job.team == team)]
+    now = app.clock()
+    report: list[dict[str, Any]] = []
+    for spec in specs:
+        current = client.call("GET", f"/teams/{spec.team}/jobs/{spec.name}", allow=(404,))
+        new = spec.model_dump(mode="json", exclude_none=True)
+        old = _normalized(current.body["spec"]) if current.status == 200 else None
+        action = "created" if old is None else ("unchanged" if old == new else "changed")
+        if dry_run and action != "unchanged":
+            _print_change(spec.key, old, new, now)
+        if not dry_run and action != "unchanged":
+            headers = {"If-Match": str(current.body["version"])} if current.status == 200 else {}
+            client.call("PUT", f"/teams/{spec.team}/jobs/{spec.name}", new, headers=headers)
+        report.append({"job": spec.key, "action": action})
+    if prune:
+        keep = {spec.key for spec in specs}
+        for owner in sorted({spec.team for spec in specs} | ({team} if team else set())):
+            for job in client.paged(f"/teams/{owner}/jobs", "jobs"):
+                key = f"{job['team']}/{job['name']}"
+                if key in keep:
+                    continue
+                if not dry_run and not yes and not click.confirm(f"delete {key}?", default=False):
+                    continue
+                if not dry_run:
+                    client.call("DELETE", f"/teams/{owner}/jobs/{job['name']}")
+                report.append({"job": key, "action": "deleted"})
+    suffix = " (dry run)" if dry_run else ""
+    if output == "table":
+        for entry in report:
+            click.echo(f"{entry['job']}: {entry['action']}{suffix}")
+    else:
+        _emit(report, output)
+
+
+def _normalized(spec: dict[str, Any]) -> dict[str, Any]:
+    from jobsched.core.spec import JobSpec
+
+    return JobSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
+
+
+def _print_change(key: str, old: dict[str, Any] | None, new: dict[str, Any], now: datetime) -> None:
+    import difflib
+    from datetime import timedelta
+
+    import yaml
+
+    from jobsched.core.spec import JobSpec
+
+    before = yaml.safe_dump(old, sort_keys=True).splitlines() if old else []
+    after = yaml.safe_dump(new, sort_keys=True).splitlines()
+    for line in difflib.unified_diff(before, after, f"{key} (deployed)", f"{key} (file)", lineterm=""):
+        click.echo(line)
+
+    def fires(spec: dict[str, Any] | None) -> set[str]:
+        if spec is None:
+            return set()
+        job = JobSpec.model_validate(spec)
+        if job.schedule is None:
+            return set()
+        compiled = compile_schedule(job.schedule, hash_key=job.key, anchor=now)
+        return {utc_text(o.at) for o in compiled.fires(now, until=now + timedelta(days=7))}
+
+    old_fires, new_fires = fires(old), fires(new)
+    added, removed = sorted(new_fires - old_fires), sorted(old_fires - new_fires)
+    click.echo(f"fire times over the next 7 days: +{len(added)} -{len(removed)}")
+    for instant in added[:10]:
+        click.echo(f"  + {instant}")
+    for instant in removed[:10]:
+        click.echo(f"  - {instant}")
+
+
+@cli.group()
+def get() -> None:
+    """Show jobs."""
+
+
+@get.command("jobs")
+@click.option("--team", required=True)
+@click.option("--state", type=click.Choice(["ACTIVE", "PAUSED"]))
+@remote
+def get_jobs(team: str, state: str | None, client: Any, output: str) -> None:
+    """List a team's jobs."""
+    _emit(client.paged(f"/teams/{team}/jobs", "jobs", {"state": state}), output, JOB_COLUMNS)
+
+
+@get.command("job")
+@click.argument("job")
+@click.option("--team")
+@remote
+def get_job(job: str, team: str | None, client: Any, output: str) -> None:
+    """Show one job (TEAM/NAME)."""
+    owner, name = _job_ref(job, team)
+    _emit(client.call("GET", f"/teams/{owner}/jobs/{name}").body, output, JOB_COLUMNS)
+
+
+STRIP_MARKS = {
+    "succeeded": ".",
+    "retried": "r",
+    "failed": "F",
+    "timed_out": "T",
+    "missed": "M",
+    "skipped": "s",
+    "cancelled": "c",
+    "running": ">",
+    "waiting": "w",
+}
+
+
+HEALTH_COLUMNS = [
+    ("JOB", "job"),
+    ("LAST RUNS (old->new)", "strip_marks"),
+    ("SUCCESS", "success"),
+    ("LATE P95", "lateness_p95_s"),
+    ("DURATION P95", "duration_p95_s"),
+    ("STREAK", "streak"),
+    ("NEXT", "next_fire"),
+    ("INCIDENTS", "incidents"),
+]
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--window", default="7d", show_default=True, help="How far back the rates and percentiles look.")
+@remote
+def status(target: str, window: str, client: Any, output: str) -> None:
+    """Health of a team's jobs, worst first (TEAM), or of one job (TEAM/JOB).
+
+    LAST RUNS: . succeeded  r succeeded after a retry  F failed  T timed out  M missed  s skipped
+    c cancelled  > running  w waiting.
+    """
+    if "/" in target:
+        owner, name = target.split("/", 1)
+        rows = [client.call("GET", f"/teams/{owner}/jobs/{name}/health", query={"window": window}).body]
+    else:
+        rows = client.paged(f"/teams/{target}/health", "jobs", {"window": window})
+        # Each page comes worst first; across pages, the same order (open incidents, then success rate).
+        rows.sort(key=lambda r: (-len(r["open_incidents"]), 1.0 if r["success_rate"] is None else r["success_rate"]))
+    if output == "table":
+        for row in rows:
+            row["strip_marks"] = "".join(STRIP_MARKS.get(cell, "?") for cell in row["strip"]) or "-"
+            rate = row["success_rate"]
+            row["success"] = "-" if rate is None else f"{rate:.1%}"
+            row["incidents"] = ",".join(row["open_incidents"]) or "-"
+            if row["state"] == "PAUSED":
+                row["next_fire"] = "paused"
+    _emit(rows, output, HEALTH_COLUMNS)
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@click.option("--yes", is_flag=True)
+@remote
+def delete(job: str, team: str | None, yes: bool, client: Any, output: str) -> None:
+    """Delete a job (its runs are kept for their retention)."""
+    owner, name = _job_ref(job, team)
+    if not yes and not click.confirm(f"delete {owner}/{name}?", default=False):
+        sys.exit(1)
+    client.call("DELETE", f"/teams/{owner}/jobs/{name}")
+    click.echo(f"{owner}/{name}: deleted")
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@click.option("--reason", required=True)
+@remote
+def pause(job: str, team: str | None, reason: str, client: Any, output: str) -> None:
+    """Pause a job: no new runs until resumed."""
+    owner, name = _job_ref(job, team)
+    _emit(client.call("POST", f"/teams/{owner}/jobs/{name}/pause", {"reason": reason}).body, output, JOB_COLUMNS)
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@remote
+def resume(job: str, team: str | None, client: Any, output: str) -> None:
+    """Resume a paused job (what fell in the pause does not run)."""
+    owner, name = _job_ref(job, team)
+    _emit(client.call("POST", f"/teams/{owner}/jobs/{name}/resume").body, output, JOB_COLUMNS)
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@click.option("--payload", help="JSON to send instead of the job's payload.")
+@click.option("--idempotency-key", help="The same key always gives the same run.")
+@remote
+def trigger(
+    job: str, team: str | None, payload: str | None, idempotency_key: str | None, client: Any, output: str
+) -> None:
+    """Run a job now."""
+    owner, name = _job_ref(job, team)
+    try:
+        body = {"payload": json.loads(payload)} if payload else None
+    except json.JSONDecodeError as error:
+        raise click.BadParameter(f"not JSON: {error}", param_hint="--payload") from None
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    run = client.call("POST", f"/teams/{owner}/jobs/{name}/trigger", body, headers=headers).body
+    _emit(run, output, RUN_COLUMNS)
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@click.option("--from", "start", required=True, help="ISO-8601 instant with offset.")
+@click.option("--to", "end", required=True, help="ISO-8601 instant with offset.")
+@click.option("--max-in-flight", default=5, show_default=True, type=click.IntRange(1, 100))
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Show progress until done.")
+@remote
+def backfill(
+    job: str, team: str | None, start: str, end: str, max_in_flight: int, wait: bool, client: Any, output: str
+) -> None:
+    """Run a job's instants of a past range, at most --max-in-flight at a time."""
+    import time
+
+    owner, name = _job_ref(job, team)
+    body = {"from": start, "to": end, "max_in_flight": max_in_flight}
+    progress = client.call("POST", f"/teams/{owner}/jobs/{name}/backfill", body).body
+    path = f"/teams/{owner}/jobs/{name}/backfills/{progress['backfill_id']}"
+    if wait and output == "table":
+        with click.progressbar(length=progress["total"], label=f"backfill {progress['backfill_id']}") as bar:
+            done = 0
+            while progress["state"] != "DONE":
+                time.sleep(backfill_poll_seconds)
+                progress = client.call("GET", path).body
+                finished = sum(progress["finished"].values())
+                bar.update(finished - done)
+                done = finished
+    _emit(progress, output, [("BACKFILL", "backfill_id"), ("STATE", "state"), ("TOTAL", "total"), ("SENT", "sent")])
+
+
+backfill_poll_seconds = 2.0
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@click.option("--status")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100))
+@remote
+def runs(job: str, team: str | None, status: str | None, limit: int, client: Any, output: str) -> None:
+    """A job's runs, newest first."""
+    owner, name = _job_ref(job, team)
+    page = client.call("GET", f"/teams/{owner}/jobs/{name}/runs", query={"limit": limit, "status": status}).body
+    _emit(page["runs"], output, RUN_COLUMNS)
+
+
+@cli.command()
+@click.argument("job")
+@click.argument("run_id")
+@click.option("--team")
+@remote
+def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> None:
+    """One run: attempts, timings, lateness, error."""
+    owner, name = _job_ref(job, team)
+    body = client.call("GET", f"/teams/{owner}/jobs/{name}/runs/{run_id}").body
+    _emit(body, output, RUN_COLUMNS)
+    if output == "table" and body.get("tasks"):
+        click.echo()
+        _emit(body["tasks"], output, TASK_COLUMNS)
+
+
+@cli.command()
+@click.argument("job")
+@click.argument("run_id")
+@click.option("--team")
+@remote
+def cancel(job: str, run_id: str, team: str | None, client: Any, output: str) -> None:
+    """Cancel a run that has not finished."""
+    owner, name = _job_ref(job, team)
+    _emit(client.call("POST", f"/teams/{owner}/jobs/{name}/runs/{run_id}/cancel").body, output, RUN_COLUMNS)
