@@ -8,6 +8,7 @@ from typing import Any
 
 from constructs import Construct
 
+from jobsched.core.limits import TeamLimits
 from jobsched.core.names import (
     DUE_SHARDS,
     LOCAL_STAGE,
@@ -17,7 +18,6 @@ from jobsched.core.names import (
     PRIORITIES,
     WORK_QUEUES,
 )
-from jobsched.tenancy.quotas import TeamLimits
 
 
 @dataclass(frozen=True)

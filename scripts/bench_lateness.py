@@ -15,7 +15,9 @@ import logging
 import statistics
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from infra.local.runtime import LocalRuntime, free_port
 
@@ -53,24 +55,13 @@ def main() -> None:
     last = first + timedelta(minutes=args.minutes - 1)
     while datetime.now(UTC) < last + timedelta(seconds=45):
         time.sleep(5)
-    lateness: list[float] = []
-    by_minute: dict[datetime, list[float]] = {}
-    duplicates = 0
-    missing = 0
-    for index in range(args.jobs):
-        runs = client.paged(f"/teams/{_team(index, args.per_team)}/jobs/job-{index:04d}/runs", "runs")
-        scheduled = [r for r in runs if r["trigger"] == "schedule" and first <= _instant(r["scheduled_at"]) <= last]
-        counts = Counter(r["scheduled_at"] for r in scheduled)
-        duplicates += sum(c - 1 for c in counts.values())
-        missing += args.minutes - len(counts)
-        for offset in range(args.minutes):
-            instant = first + timedelta(minutes=offset)
-            if not any(_instant(at) == instant for at in counts):
-                print(f"missing: job-{index:04d} {instant:%H:%M}")
-        lateness += [r["lateness_seconds"] for r in scheduled if r["lateness_seconds"] is not None]
-        for r in scheduled:
-            if r["lateness_seconds"] is not None:
-                by_minute.setdefault(_instant(r["scheduled_at"]), []).append(r["lateness_seconds"])
+    measured = _measure(client, args.jobs, args.per_team, first, last, args.minutes)
+    lateness, by_minute, duplicates, missing = (
+        measured.lateness,
+        measured.by_minute,
+        measured.duplicates,
+        measured.missing,
+    )
     # A DAG run's tasks share its run id and attempt (the example pipeline calls echo from four tasks): the task
     # names the execution too.
     executions = Counter(
@@ -100,6 +91,34 @@ def main() -> None:
     for minute, values in sorted(by_minute.items()):
         values.sort()
         print(f"  {minute:%H:%M}: {len(values)} runs, p50 {statistics.median(values):.2f} s, max {values[-1]:.2f} s")
+
+
+@dataclass
+class Measured:
+    lateness: list[float] = field(default_factory=list)
+    by_minute: dict[datetime, list[float]] = field(default_factory=dict)
+    duplicates: int = 0
+    missing: int = 0
+
+
+def _measure(client: Any, jobs: int, per_team: int, first: datetime, last: datetime, minutes: int) -> Measured:
+    """Every job's scheduled runs in [first, last]: lateness, duplicates, and instants with no run."""
+    measured = Measured()
+    for index in range(jobs):
+        runs = client.paged(f"/teams/{_team(index, per_team)}/jobs/job-{index:04d}/runs", "runs")
+        scheduled = [r for r in runs if r["trigger"] == "schedule" and first <= _instant(r["scheduled_at"]) <= last]
+        counts = Counter(r["scheduled_at"] for r in scheduled)
+        measured.duplicates += sum(c - 1 for c in counts.values())
+        measured.missing += minutes - len(counts)
+        for offset in range(minutes):
+            instant = first + timedelta(minutes=offset)
+            if not any(_instant(at) == instant for at in counts):
+                print(f"missing: job-{index:04d} {instant:%H:%M}")
+        for r in scheduled:
+            if r["lateness_seconds"] is not None:
+                measured.lateness.append(r["lateness_seconds"])
+                measured.by_minute.setdefault(_instant(r["scheduled_at"]), []).append(r["lateness_seconds"])
+    return measured
 
 
 def _team(index: int, per_team: int) -> str:

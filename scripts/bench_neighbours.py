@@ -39,10 +39,10 @@ from moto import mock_aws
 
 from jobsched.adapters.aws.clients import reset_clients
 from jobsched.adapters.aws.notify import Notifier
+from jobsched.core.messages import parse_work_message
 from jobsched.core.names import WORK_QUEUES
+from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.spec import JobSpec
-from jobsched.dag.definition import parse_work_message
-from jobsched.pipeline.runs import RunMessage, parse_instant
 from jobsched.registry.jobs import put_job
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.watch.pages import PageDelivery, PageNotDelivered, PageSender
@@ -101,63 +101,80 @@ def simulate(scenario: Scenario, minutes: int) -> Result:
         started = clock()
         if scenario.lifted:
             stack.jobs.set_team_limits("noisy", {"max_running": 100_000})
-        result = Result()
-        queue: list[Queued] = []
-        seq = 0
-        busy: list[tuple[datetime, RunMessage, int]] = []  # (free at, message, attempt)
-        held = stack._held.setdefault("normal", {})
-
-        def drain_sent() -> None:
-            nonlocal seq
-            for raw in list(held.values()):
-                message = parse_work_message(raw["Body"])
-                assert isinstance(message, RunMessage)
-                visible = stack.queues.not_before.pop(raw["Body"], None) or parse_instant(message.fire_at)
-                queue.append(Queued(visible, seq, message))
-                seq += 1
-            held.clear()
-
+        world = _Workers(stack, clock, scenario)
         end = clock() + timedelta(minutes=minutes)
         while clock() < end:
-            now = clock()
-            if now.second == 0:
-                began = time.perf_counter()
-                report = stack.tick()
-                spent = time.perf_counter() - began
-                result.slowest_tick_s = max(result.slowest_tick_s, spent)
-                result.quarantined += report.quarantined
-                clock.advance(timedelta(seconds=spent))  # the tick's own time delays what it sends
-                drain_sent()
-                now = clock()
-            for free_at, message, attempt in [entry for entry in busy if entry[0] <= now]:
-                busy.remove((free_at, message, attempt))
-                hung = message.team == "noisy" and scenario.hold.get("noisy", timedelta(0)) > timedelta(minutes=1)
-                stack.worker.complete_external(
-                    message.job, message.run_id, attempt, succeeded=not hung, error="ReadTimeoutError"
-                )
-            for entry in sorted(queue):
-                if len(busy) >= WORKERS or entry.visible_at > now:
-                    break
-                queue.remove(entry)
-                outcome = stack.worker.process_any(entry.message)
-                drain_sent()  # a run that must wait is sent again, to the back of the queue
-                if outcome.action != "pending" or outcome.run is None:
-                    continue
-                if entry.message.job == CANARY and outcome.lateness is not None:
-                    result.canary.append(outcome.lateness.total_seconds())
-                elif entry.message.team == "noisy":
-                    result.neighbour_started += 1
-                hold = scenario.hold.get(entry.message.team, timedelta(seconds=1))
-                busy.append((now + hold, entry.message, outcome.run.attempt))
+            if clock().second == 0:
+                world.tick()
+            world.finish_due()
+            world.start_ready()
             clock.advance(timedelta(seconds=1))
         ran = {r.scheduled_at for r in stack.run_list(CANARY) if r.started_at is not None}
         due = [started.replace(second=0) + timedelta(minutes=m) for m in range(1, minutes)]
         for instant in due:
             if instant not in ran:
-                result.canary_not_started += 1
-                result.canary.append((end - instant).total_seconds())
+                world.result.canary_not_started += 1
+                world.result.canary.append((end - instant).total_seconds())
         reset_clients()
-        return result
+        return world.result
+
+
+@dataclass
+class _Workers:
+    """WORKERS invocations taking messages in visibility order, each busy for its team's hold time."""
+
+    stack: Stack
+    clock: Clock
+    scenario: Scenario
+    result: Result = field(default_factory=Result)
+    queue: list[Queued] = field(default_factory=list)
+    busy: list[tuple[datetime, RunMessage, int]] = field(default_factory=list)  # (free at, message, attempt)
+    seq: int = 0
+
+    def drain_sent(self) -> None:
+        held = self.stack._held.setdefault("normal", {})
+        for raw in list(held.values()):
+            message = parse_work_message(raw["Body"])
+            assert isinstance(message, RunMessage)
+            visible = self.stack.queues.not_before.pop(raw["Body"], None) or parse_instant(message.fire_at)
+            self.queue.append(Queued(visible, self.seq, message))
+            self.seq += 1
+        held.clear()
+
+    def tick(self) -> None:
+        began = time.perf_counter()
+        report = self.stack.tick()
+        spent = time.perf_counter() - began
+        self.result.slowest_tick_s = max(self.result.slowest_tick_s, spent)
+        self.result.quarantined += report.quarantined
+        self.clock.advance(timedelta(seconds=spent))  # the tick's own time delays what it sends
+        self.drain_sent()
+
+    def finish_due(self) -> None:
+        now = self.clock()
+        for free_at, message, attempt in [entry for entry in self.busy if entry[0] <= now]:
+            self.busy.remove((free_at, message, attempt))
+            hung = message.team == "noisy" and self.scenario.hold.get("noisy", timedelta(0)) > timedelta(minutes=1)
+            self.stack.worker.complete_external(
+                message.job, message.run_id, attempt, succeeded=not hung, error="ReadTimeoutError"
+            )
+
+    def start_ready(self) -> None:
+        now = self.clock()
+        for entry in sorted(self.queue):
+            if len(self.busy) >= WORKERS or entry.visible_at > now:
+                break
+            self.queue.remove(entry)
+            outcome = self.stack.worker.process_any(entry.message)
+            self.drain_sent()  # a run that must wait is sent again, to the back of the queue
+            if outcome.action != "pending" or outcome.run is None:
+                continue
+            if entry.message.job == CANARY and outcome.lateness is not None:
+                self.result.canary.append(outcome.lateness.total_seconds())
+            elif entry.message.team == "noisy":
+                self.result.neighbour_started += 1
+            hold = self.scenario.hold.get(entry.message.team, timedelta(seconds=1))
+            self.busy.append((now + hold, entry.message, outcome.run.attempt))
 
 
 def backlog(stack: Stack, clock: Clock) -> None:

@@ -33,14 +33,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobsched.adapters.memory import MemoryEscalations, MemoryJobs, MemoryRuns, MemoryWorkQueues
+from jobsched.core.limits import TeamLimits
 from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher
-from jobsched.pipeline.runs import RunMessage, parse_instant
 from jobsched.pipeline.worker import Worker
 from jobsched.planning.scale_model import AwsLimits, Calibration, Deployment, simulate
 from jobsched.registry.jobs import first_fire_after
-from jobsched.tenancy.quotas import TeamLimits
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAMS = 200

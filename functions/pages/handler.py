@@ -16,8 +16,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.adapters.aws.queues import PageQueue
 from jobsched.core.names import Settings
+from jobsched.ports import PageQueuePort
 from jobsched.watch.observability import make_logger, make_tracer
 from jobsched.watch.pages import PageDelivery, PageNotDelivered
 from jobsched.watch.signals import emit
@@ -29,7 +29,7 @@ processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_
 
 
 @cache
-def queue() -> PageQueue:
+def queue() -> PageQueuePort:
     return page_queue(Settings.from_env())
 
 

@@ -6,9 +6,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.adapters.aws.clients import client
-from jobsched.adapters.aws.rotation import rotate
 from jobsched.watch.observability import make_logger
+from jobsched.wiring import rotate_callback_secret
 
 logger = make_logger("rotation")
 
@@ -16,4 +15,4 @@ logger = make_logger("rotation")
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> None:
     logger.info("rotation step", extra={"step": event["Step"], "secret": event["SecretId"]})
-    rotate(client("secretsmanager"), event["SecretId"], event["ClientRequestToken"], event["Step"])
+    rotate_callback_secret(event["SecretId"], event["ClientRequestToken"], event["Step"])

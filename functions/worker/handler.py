@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.dag.definition import DagTaskFailure, DagTaskMessage, parse_work_message
+from jobsched.core.messages import DagTaskFailure, DagTaskMessage, parse_work_message
 from jobsched.watch.observability import emit_run_outcome, make_logger, make_tracer
 from jobsched.watch.signals import emit
 from jobsched.wiring import default_worker

@@ -39,7 +39,35 @@ LATEST_FAILURES = (
 )
 
 
+FIVE_MINUTES = Duration.minutes(5)
+
+
+def runs(outcome: str, period: Duration = FIVE_MINUTES) -> cloudwatch.Metric:
+    return signal("RunsFinished", "Sum", period, outcome=outcome)
+
+
+def lateness(stat: str, priority: str = "normal") -> cloudwatch.Metric:
+    return signal("FireLatenessSeconds", stat, FIVE_MINUTES, priority=priority)
+
+
+def failure_ratio(period: Duration) -> cloudwatch.MathExpression:
+    # M1 over every run that ended, wherever it ended: timed out counts as failed. FILL: a period
+    # with failures and no time-outs has no `slow` datapoint, and without it no ratio at all.
+    ok, bad = "FILL(ok, 0)", "(FILL(bad, 0) + FILL(slow, 0))"
+    return cloudwatch.MathExpression(
+        expression=f"IF({ok} + {bad} > 0, {bad} / ({ok} + {bad}), 0)",
+        using_metrics={
+            "ok": runs("succeeded", period),
+            "bad": runs("failed", period),
+            "slow": runs("timed_out", period),
+        },
+        period=period,
+    )
+
+
 class Observability(Construct):
+    """The ops and escalation topics, every alarm (each over a metric the handlers publish), dashboards."""
+
     def __init__(
         self,
         scope: Construct,
@@ -52,6 +80,7 @@ class Observability(Construct):
         api: Api,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.config = config
         self.ops_topic = sns.Topic(
             self, "OpsAlarms", topic_name=resource_name(config, "ops-alarms"), master_key=key, enforce_ssl=True
         )
@@ -91,93 +120,86 @@ class Observability(Construct):
         self.escalation_topic.grant_publish(functions.pages)
         for function in (functions.escalation, functions.pages):
             function.add_environment(Env.ESCALATION_TOPIC, self.escalation_topic.topic_arn)
-        action = cw_actions.SnsAction(self.ops_topic)
-        five = Duration.minutes(5)
-
-        def runs(outcome: str, period: Duration = five) -> cloudwatch.Metric:
-            return signal("RunsFinished", "Sum", period, outcome=outcome)
-
-        def lateness(stat: str, priority: str = "normal") -> cloudwatch.Metric:
-            return signal("FireLatenessSeconds", stat, five, priority=priority)
-
-        def failure_ratio(period: Duration) -> cloudwatch.MathExpression:
-            # M1 over every run that ended, wherever it ended: timed out counts as failed. FILL: a period
-            # with failures and no time-outs has no `slow` datapoint, and without it no ratio at all.
-            ok, bad = "FILL(ok, 0)", "(FILL(bad, 0) + FILL(slow, 0))"
-            return cloudwatch.MathExpression(
-                expression=f"IF({ok} + {bad} > 0, {bad} / ({ok} + {bad}), 0)",
-                using_metrics={
-                    "ok": runs("succeeded", period),
-                    "bad": runs("failed", period),
-                    "slow": runs("timed_out", period),
-                },
-                period=period,
+        self.action = cw_actions.SnsAction(self.ops_topic)
+        self.alarms: list[cloudwatch.Alarm] = []
+        self._queue_alarms(queues)
+        self._function_alarms(queues, functions, api)
+        self._slo_alarms(functions)
+        self.dashboards: tuple[cloudwatch.Dashboard, ...] = ()
+        if config.dashboards:  # $3 each a month: a non-prod stage asks for them with -c dashboards=true
+            self.dashboards = (
+                self._executive_dashboard(functions),
+                self._oncall_dashboard(queues, functions),
+                self._debug_dashboard(functions),
             )
 
-        alarms: list[cloudwatch.Alarm] = []
+    def _alarm(
+        self, name: str, metric: cloudwatch.IMetric, threshold: float, periods: int = 1, description: str = ""
+    ) -> None:
+        created = cloudwatch.Alarm(
+            self,
+            name,
+            alarm_name=resource_name(self.config, name),
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            alarm_description=description or name,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        created.add_alarm_action(self.action)
+        self.alarms.append(created)
 
-        def alarm(
-            name: str, metric: cloudwatch.IMetric, threshold: float, periods: int = 1, description: str = ""
-        ) -> None:
-            created = cloudwatch.Alarm(
-                self,
-                name,
-                alarm_name=resource_name(config, name),
-                metric=metric,
-                threshold=threshold,
-                evaluation_periods=periods,
-                alarm_description=description or name,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            )
-            created.add_alarm_action(action)
-            alarms.append(created)
-
+    def _queue_alarms(self, queues: Queues) -> None:
+        """Dead letters and old messages on every queue, and what the dispatcher found lost or quarantined."""
         for priority in PRIORITIES:
-            alarm(
+            self._alarm(
                 f"Dlq{priority.title()}NotEmpty",
-                queues.dead[priority].metric_approximate_number_of_messages_visible(period=five),
+                queues.dead[priority].metric_approximate_number_of_messages_visible(period=FIVE_MINUTES),
                 0,
                 description=f"messages reached the {priority} dead-letter queue",
             )
             for number, queue in enumerate(queues.shards[priority], start=1):
-                alarm(
+                self._alarm(
                     f"OldestMessage{priority.title()}{number if number > 1 else ''}",
-                    queue.metric_approximate_age_of_oldest_message(period=five),
+                    queue.metric_approximate_age_of_oldest_message(period=FIVE_MINUTES),
                     900 + 300,
                     description="a run message waited longer than the longest delay plus 5 minutes",
                 )
-        alarm(
+        self._alarm(
             "EscalationDlqNotEmpty",
-            queues.escalation_dead.metric_approximate_number_of_messages_visible(period=five),
+            queues.escalation_dead.metric_approximate_number_of_messages_visible(period=FIVE_MINUTES),
             0,
             description="escalation events could not be handled: pages may not have gone out",
         )
-        alarm("EscalationErrors", functions.escalation.metric_errors(period=five), 0)
-        alarm(
+
+    def _function_alarms(self, queues: Queues, functions: Functions, api: Api) -> None:
+        """Errors, missed ticks and throttles of the functions and their queues; the API's 5xx; lateness."""
+        self._alarm("EscalationErrors", functions.escalation.metric_errors(period=FIVE_MINUTES), 0)
+        self._alarm(
             "PagesDlqNotEmpty",
-            queues.pages_dead.metric_approximate_number_of_messages_visible(period=five),
+            queues.pages_dead.metric_approximate_number_of_messages_visible(period=FIVE_MINUTES),
             0,
             description="pages could not be delivered, not even to the deployment's escalation topic",
         )
-        alarm("PagesErrors", functions.pages.metric_errors(period=five), 0)
-        alarm("DispatcherErrors", functions.dispatcher.metric_errors(period=five), 0)
-        alarm(
+        self._alarm("PagesErrors", functions.pages.metric_errors(period=FIVE_MINUTES), 0)
+        self._alarm("DispatcherErrors", functions.dispatcher.metric_errors(period=FIVE_MINUTES), 0)
+        self._alarm(
             "JobsQuarantined",
-            signal("QuarantinedJobs", "Sum", five),
+            signal("QuarantinedJobs", "Sum", FIVE_MINUTES),
             0,
             description="the dispatcher quarantined a job whose schedule costs more than its budget",
         )
-        alarm(
+        self._alarm(
             "LostRunMessages",
-            signal("LostRunMessages", "Sum", five),
+            signal("LostRunMessages", "Sum", FIVE_MINUTES),
             0,
             description="instants the dispatcher sent had no run record 15 minutes later: run messages lost",
         )
-        alarm("HeartbeatErrors", functions.heartbeat.metric_errors(period=five), 0)
-        alarm(
+        self._alarm("HeartbeatErrors", functions.heartbeat.metric_errors(period=FIVE_MINUTES), 0)
+        self._alarm(
             "DuplicateExecutions",
-            signal("RunsByOutcome", "Sum", five, outcome="duplicate_execution"),
+            signal("RunsByOutcome", "Sum", FIVE_MINUTES, outcome="duplicate_execution"),
             0,
             description="an attempt ran twice (M5): the exactly-once claim failed somewhere; must stay 0",
         )
@@ -186,9 +208,9 @@ class Observability(Construct):
             # Pages back off up to 15 minutes, then go to the deployment's topic: older means stuck.
             ("PagesOldest", queues.pages, 1800),
         ):
-            alarm(
+            self._alarm(
                 name,
-                queue.metric_approximate_age_of_oldest_message(period=five),
+                queue.metric_approximate_age_of_oldest_message(period=FIVE_MINUTES),
                 limit,
                 description=f"a message waited more than {limit // 60} minutes on {name.removesuffix('Oldest')}",
             )
@@ -197,50 +219,52 @@ class Observability(Construct):
             missed_ticks = cloudwatch.Alarm(
                 self,
                 f"{name}MissedTicks",
-                alarm_name=resource_name(config, f"{name}MissedTicks"),
-                metric=ticking.metric_invocations(period=five),
+                alarm_name=resource_name(self.config, f"{name}MissedTicks"),
+                metric=ticking.metric_invocations(period=FIVE_MINUTES),
                 threshold=3,
                 evaluation_periods=1,
                 comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
                 alarm_description=f"fewer than 3 {name.lower()} ticks in 5 minutes",
             )
-            missed_ticks.add_alarm_action(action)
-            alarms.append(missed_ticks)
-        alarm(
+            missed_ticks.add_alarm_action(self.action)
+            self.alarms.append(missed_ticks)
+        self._alarm(
             "Api5xx",
-            api.rest_api.metric_server_error(period=five, statistic="Sum"),
+            api.rest_api.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
             5,
             description="the API answered 5xx more than 5 times in 5 minutes (bad input gets 4xx)",
         )
         for priority in PRIORITIES:
-            alarm(
+            self._alarm(
                 f"FireLatenessP99{priority.title()}",
                 lateness("p99", priority),
-                config.lateness_p99_threshold_seconds,
+                self.config.lateness_p99_threshold_seconds,
                 periods=3,
                 description=f"p99 fire lateness of {priority} runs above the threshold for 15 minutes",
             )
+
+    def _slo_alarms(self, functions: Functions) -> None:
+        """Burn rates of the run-success SLO (M1): fast (1 h) and slow (6 h); throttled functions."""
         budget = 1 - SLO_SUCCESS
-        alarm(
+        self._alarm(
             "SloFastBurn",
             failure_ratio(Duration.hours(1)),
             14.4 * budget,
             description="error budget burning 14.4x (1 h)",
         )
-        alarm("SloSlowBurn", failure_ratio(Duration.hours(6)), 6 * budget, description="error budget burning 6x (6 h)")
+        self._alarm(
+            "SloSlowBurn", failure_ratio(Duration.hours(6)), 6 * budget, description="error budget burning 6x (6 h)"
+        )
         for name, function in (
             ("Dispatcher", functions.dispatcher),
             ("Worker", functions.worker),
             ("Api", functions.api),
         ):
-            alarm(f"{name}Throttles", function.metric_throttles(period=five), 0)
-        self.alarms = alarms
+            self._alarm(f"{name}Throttles", function.metric_throttles(period=FIVE_MINUTES), 0)
 
-        self.dashboards: tuple[cloudwatch.Dashboard, ...] = ()
-        if not config.dashboards:
-            return  # $3 each a month: a non-prod stage asks for them with -c dashboards=true
-        executive = cloudwatch.Dashboard(self, "Executive", dashboard_name=resource_name(config, "executive"))
+    def _executive_dashboard(self, functions: Functions) -> cloudwatch.Dashboard:
+        executive = cloudwatch.Dashboard(self, "Executive", dashboard_name=resource_name(self.config, "executive"))
         executive.add_widgets(
             cloudwatch.GraphWidget(
                 title="Runs per day by outcome",
@@ -263,15 +287,18 @@ class Observability(Construct):
                 ],
             ),
         )
-        oncall = cloudwatch.Dashboard(self, "OnCall", dashboard_name=resource_name(config, "oncall"))
+        return executive
+
+    def _oncall_dashboard(self, queues: Queues, functions: Functions) -> cloudwatch.Dashboard:
+        oncall = cloudwatch.Dashboard(self, "OnCall", dashboard_name=resource_name(self.config, "oncall"))
         oncall.add_widgets(
             cloudwatch.GraphWidget(
                 title="Failed, timed out and retried runs",
-                left=[runs("failed"), runs("timed_out"), signal("RunsRetried", "Sum", five)],
+                left=[runs("failed"), runs("timed_out"), signal("RunsRetried", "Sum", FIVE_MINUTES)],
             ),
             cloudwatch.GraphWidget(
                 title="Run duration p50 / p95 / p99 (s)",
-                left=[signal("RunDurationSeconds", stat, five) for stat in ("p50", "p95", "p99")],
+                left=[signal("RunDurationSeconds", stat, FIVE_MINUTES) for stat in ("p50", "p95", "p99")],
             ),
             cloudwatch.GraphWidget(
                 title="Fire lateness p99 by class (s)", left=[lateness("p99", priority) for priority in PRIORITIES]
@@ -279,7 +306,7 @@ class Observability(Construct):
             cloudwatch.GraphWidget(
                 title="Backlog (M6): queued run messages, and runs waiting for a slot or quota",
                 left=[q.metric_approximate_number_of_messages_visible() for p in PRIORITIES for q in queues.shards[p]],
-                right=[signal("RunsByOutcome", "Sum", five, outcome="waiting")],
+                right=[signal("RunsByOutcome", "Sum", FIVE_MINUTES, outcome="waiting")],
             ),
             cloudwatch.GraphWidget(
                 title="Worker concurrency against its maximum (M7)",
@@ -293,8 +320,8 @@ class Observability(Construct):
             cloudwatch.GraphWidget(
                 title="Duplicates (M5): suppressed redeliveries, and attempts that ran twice (must be 0)",
                 left=[
-                    signal("RunsByOutcome", "Sum", five, outcome="duplicate"),
-                    signal("RunsByOutcome", "Sum", five, outcome="duplicate_execution"),
+                    signal("RunsByOutcome", "Sum", FIVE_MINUTES, outcome="duplicate"),
+                    signal("RunsByOutcome", "Sum", FIVE_MINUTES, outcome="duplicate_execution"),
                 ],
             ),
             cloudwatch.GraphWidget(
@@ -310,20 +337,22 @@ class Observability(Construct):
                 left=[queues.escalations.metric_number_of_messages_sent()],
                 right=[
                     cloudwatch.MathExpression(
-                        expression=f"SUM(SEARCH('{search_schema('Pages')}', 'Sum', 300))", label="pages", period=five
+                        expression=f"SUM(SEARCH('{search_schema('Pages')}', 'Sum', 300))",
+                        label="pages",
+                        period=FIVE_MINUTES,
                     ),
-                    signal("OverdueJobs", "Maximum", five),
-                    signal("DeadlineMisses", "Sum", five),
+                    signal("OverdueJobs", "Maximum", FIVE_MINUTES),
+                    signal("DeadlineMisses", "Sum", FIVE_MINUTES),
                 ],
             ),
             cloudwatch.GraphWidget(
                 title="Instants missed (by policy or outage) and lost (no run record 15 minutes on)",
-                left=[signal("MissedInstants", "Sum", five), signal("LostRunMessages", "Sum", five)],
+                left=[signal("MissedInstants", "Sum", FIVE_MINUTES), signal("LostRunMessages", "Sum", FIVE_MINUTES)],
             ),
-            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=alarms),
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms),
         )
         # Per job, from the worker's structured logs (job is a log field, never a metric dimension).
-        worker_logs = [f"/aws/lambda/{resource_name(config, 'Worker')}"]
+        worker_logs = [f"/aws/lambda/{resource_name(self.config, 'Worker')}"]
         oncall.add_widgets(
             cloudwatch.LogQueryWidget(
                 title="Top failing jobs (last period)",
@@ -338,7 +367,10 @@ class Observability(Construct):
                 width=12,
             ),
         )
-        debug = cloudwatch.Dashboard(self, "Debug", dashboard_name=resource_name(config, "debug"))
+        return oncall
+
+    def _debug_dashboard(self, functions: Functions) -> cloudwatch.Dashboard:
+        debug = cloudwatch.Dashboard(self, "Debug", dashboard_name=resource_name(self.config, "debug"))
         for name, function in (
             ("Dispatcher", functions.dispatcher),
             ("Worker", functions.worker),
@@ -354,4 +386,4 @@ class Observability(Construct):
                     right=[function.metric("ConcurrentExecutions", statistic="Maximum")],
                 ),
             )
-        self.dashboards = (executive, oncall, debug)
+        return debug

@@ -80,9 +80,10 @@ def synthesize(outdir: Path, *, examples: bool) -> dict[str, Any]:
 def adapt(
     template: dict[str, Any],
 ) -> tuple[dict[str, Any], list[EventSource], dict[str, int], list[str], dict[str, str]]:
+    """The template as moto can create it: what moto cannot is taken out (and stood in for), event source
+    mappings are left to the local runtime; the tick rules' rates are read for it too."""
     template = json.loads(json.dumps(template))
     resources: dict[str, Any] = template["Resources"]
-    adaptations: list[str] = []
     event_sources: list[EventSource] = []
     secrets: dict[str, str] = {}
     removed: dict[str, str] = {}  # logical id -> ARN stand-in
@@ -90,32 +91,15 @@ def adapt(
     for logical, resource in list(resources.items()):
         kind, props = resource["Type"], resource.get("Properties", {})
         if kind == "AWS::Lambda::EventSourceMapping":
-            event_sources.append(
-                EventSource(
-                    function=props["FunctionName"]["Ref"],
-                    queue=props["EventSourceArn"]["Fn::GetAtt"][0],
-                    batch_size=int(props.get("BatchSize", 10)),
-                    max_concurrency=int(props.get("ScalingConfig", {}).get("MaximumConcurrency", 2)),
-                    report_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
-                )
-            )
+            event_sources.append(_event_source(props))
             del resources[logical]
         elif kind in UNSUPPORTED:
-            if kind == "AWS::SecretsManager::Secret":
-                secrets[logical] = props["Name"]
-                # ARNs keep their real shape: templates take them apart with Fn::Split / Fn::Select.
-                removed[logical] = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{props['Name']}-local"
-            else:
-                service = kind.split("::")[1].lower()
-                removed[logical] = f"arn:aws:{service}:{REGION}:{ACCOUNT}:{kind.split('::')[2].lower()}/{logical}"
+            removed[logical] = _stand_in(kind, logical, props, secrets)
             removed_kinds.add(kind)
             del resources[logical]
-        elif kind == "AWS::KMS::Key" and props.get("Tags"):
-            props["Tags"] = [{"TagKey": t["Key"], "TagValue": t["Value"]} for t in props["Tags"]]
-        elif kind == "AWS::SSM::Parameter" and isinstance(props.get("Tags"), dict):
-            props["Tags"] = [{"Key": k, "Value": v} for k, v in props["Tags"].items()]
-    for kind in sorted(removed_kinds):
-        adaptations.append(f"moto cannot create {kind}: {UNSUPPORTED[kind]}")
+        else:
+            _fix_tags(kind, props)
+    adaptations = [f"moto cannot create {kind}: {UNSUPPORTED[kind]}" for kind in sorted(removed_kinds)]
     if event_sources:
         adaptations.append(
             f"{len(event_sources)} SQS event source mappings run in the local runtime (moto would need Docker)"
@@ -125,14 +109,46 @@ def adapt(
         template["Outputs"] = _replace_references(template["Outputs"], removed)
     template.pop("Rules", None)
     template.get("Parameters", {}).pop("BootstrapVersion", None)
+    return template, event_sources, _ticks(template["Resources"]), adaptations, secrets
+
+
+def _event_source(props: dict[str, Any]) -> EventSource:
+    return EventSource(
+        function=props["FunctionName"]["Ref"],
+        queue=props["EventSourceArn"]["Fn::GetAtt"][0],
+        batch_size=int(props.get("BatchSize", 10)),
+        max_concurrency=int(props.get("ScalingConfig", {}).get("MaximumConcurrency", 2)),
+        report_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
+    )
+
+
+def _stand_in(kind: str, logical: str, props: dict[str, Any], secrets: dict[str, str]) -> str:
+    """The ARN a resource moto cannot create is referred to by (a secret is kept, by name, in ``secrets``)."""
+    if kind == "AWS::SecretsManager::Secret":
+        secrets[logical] = props["Name"]
+        # ARNs keep their real shape: templates take them apart with Fn::Split / Fn::Select.
+        return f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{props['Name']}-local"
+    service = kind.split("::")[1].lower()
+    return f"arn:aws:{service}:{REGION}:{ACCOUNT}:{kind.split('::')[2].lower()}/{logical}"
+
+
+def _fix_tags(kind: str, props: dict[str, Any]) -> None:
+    """Tags in the shape moto's parser expects for these two resource types."""
+    if kind == "AWS::KMS::Key" and props.get("Tags"):
+        props["Tags"] = [{"TagKey": t["Key"], "TagValue": t["Value"]} for t in props["Tags"]]
+    elif kind == "AWS::SSM::Parameter" and isinstance(props.get("Tags"), dict):
+        props["Tags"] = [{"Key": k, "Value": v} for k, v in props["Tags"].items()]
+
+
+def _ticks(resources: dict[str, Any]) -> dict[str, int]:
+    """Seconds between ticks of each function an EventBridge rule invokes."""
     ticks: dict[str, int] = {}
-    for resource in template["Resources"].values():
+    for resource in resources.values():
         if resource["Type"] == "AWS::Events::Rule":
             expression = resource["Properties"]["ScheduleExpression"]
             for target in resource["Properties"].get("Targets", []):
-                function = target["Arn"]["Fn::GetAtt"][0]
-                ticks[function] = _rate_seconds(expression)
-    return template, event_sources, ticks, adaptations, secrets
+                ticks[target["Arn"]["Fn::GetAtt"][0]] = _rate_seconds(expression)
+    return ticks
 
 
 def _replace_references(value: Any, removed: dict[str, str]) -> Any:

@@ -534,19 +534,7 @@ class LocalRuntime:
         reading it back costs only a read)."""
         if model.name not in TABLE_WRITES:
             return
-        touched: list[tuple[str, dict[str, Any]]] = []
-        if model.name in ("PutItem", "UpdateItem", "DeleteItem"):
-            touched.append((params["TableName"], params.get("Key") or params["Item"]))
-        elif model.name == "BatchWriteItem":
-            for table, requests in params["RequestItems"].items():
-                for request in requests:
-                    change = request.get("PutRequest") or request.get("DeleteRequest") or {}
-                    touched.append((table, change.get("Key") or change.get("Item") or {}))
-        else:
-            for item in params["TransactItems"]:
-                for kind in ("Put", "Update", "Delete"):
-                    if kind in item:
-                        touched.append((item[kind]["TableName"], item[kind].get("Key") or item[kind]["Item"]))
+        touched = _written_keys(model.name, params)
         with self._dirty_lock:
             for table, values in touched:
                 key = self._key_attributes.get(table)
@@ -578,21 +566,7 @@ class LocalRuntime:
                         items[json.dumps([item[key[0]], item[key[1]]])] = item
                 self._saved_items[variable] = items
                 continue
-            changed = list(dirty.get(table, {}).items())
-            for start in range(0, len(changed), 100):
-                chunk = dict(changed[start : start + 100])
-                found: dict[str, Any] = {}
-                request: dict[str, Any] = {table: {"Keys": list(chunk.values()), "ConsistentRead": True}}
-                while request:
-                    response = dynamodb.batch_get_item(RequestItems=request)
-                    for item in response["Responses"].get(table, []):
-                        found[json.dumps([item[key[0]], item[key[1]]])] = item
-                    request = response.get("UnprocessedKeys") or {}
-                for name in chunk:
-                    if name in found:
-                        items[name] = found[name]
-                    else:
-                        items.pop(name, None)  # deleted
+            _refresh(dynamodb, table, key, items, dirty.get(table, {}))
         snapshot = {variable: list(self._saved_items[variable].values()) for variable in tables.values()}
         write_atomically(self.state_dir / "tables.json", json.dumps(snapshot))
 
@@ -604,8 +578,8 @@ class LocalRuntime:
         from jobsched.adapters.aws.dynamo import from_item
         from jobsched.core.names import JobsKeys, RunsKeys
         from jobsched.core.records import TASK_PREFIX, Run
+        from jobsched.core.runs import TERMINAL
         from jobsched.pipeline.recovery import recover_lost_queues
-        from jobsched.pipeline.runs import TERMINAL
 
         path = self.state_dir / "tables.json"
         if not path.exists():
@@ -683,3 +657,42 @@ def _record(message: dict[str, Any], arn: str) -> dict[str, Any]:
         "eventSourceARN": arn,
         "awsRegion": REGION,
     }
+
+
+def _written_keys(operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(table, key or item) of every item a DynamoDB write request names."""
+    if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+        return [(params["TableName"], params.get("Key") or params["Item"])]
+    touched: list[tuple[str, dict[str, Any]]] = []
+    if operation == "BatchWriteItem":
+        for table, requests in params["RequestItems"].items():
+            for request in requests:
+                change = request.get("PutRequest") or request.get("DeleteRequest") or {}
+                touched.append((table, change.get("Key") or change.get("Item") or {}))
+        return touched
+    for item in params["TransactItems"]:
+        for kind in ("Put", "Update", "Delete"):
+            if kind in item:
+                touched.append((item[kind]["TableName"], item[kind].get("Key") or item[kind]["Item"]))
+    return touched
+
+
+def _refresh(
+    dynamodb: Any, table: str, key: tuple[str, str], items: dict[str, Any], dirty: dict[str, dict[str, Any]]
+) -> None:
+    """Read the written items back (100 a batch) into ``items``; one that is gone was deleted."""
+    changed = list(dirty.items())
+    for start in range(0, len(changed), 100):
+        chunk = dict(changed[start : start + 100])
+        found: dict[str, Any] = {}
+        request: dict[str, Any] = {table: {"Keys": list(chunk.values()), "ConsistentRead": True}}
+        while request:
+            response = dynamodb.batch_get_item(RequestItems=request)
+            for item in response["Responses"].get(table, []):
+                found[json.dumps([item[key[0]], item[key[1]]])] = item
+            request = response.get("UnprocessedKeys") or {}
+        for name in chunk:
+            if name in found:
+                items[name] = found[name]
+            else:
+                items.pop(name, None)  # deleted

@@ -13,11 +13,15 @@ write because the stored item changed answers False/None or raises the domain co
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from jobsched.core.limits import TeamLimits
+from jobsched.core.messages import WorkMessage
 from jobsched.core.records import (
+    BreakerState,
     DueEntry,
     JobState,
     ParkedTask,
@@ -29,11 +33,8 @@ from jobsched.core.records import (
     TargetResult,
     TaskState,
 )
+from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, TaskStatus
 from jobsched.core.spec import JobSpec
-from jobsched.dag.definition import TaskStatus, WorkMessage
-from jobsched.pipeline.runs import RunMessage, RunStatus
-from jobsched.tenancy.quotas import TeamLimits
-from jobsched.watch.breaker import BreakerState
 
 
 class JobsPort(Protocol):
@@ -123,6 +124,34 @@ class JobsPort(Protocol):
     def get_incident(self, subject: str, incident_class: str) -> StoredIncident | None: ...
     def team_limits(self, team: str, *, now: float | None = None) -> TeamLimits: ...
     def set_team_limits(self, team: str, overrides: dict[str, int | None]) -> TeamLimits: ...
+
+
+class IncidentsPort(Protocol):
+    """Incidents with their outbox of unsent pages (the escalation handler's aggregate)."""
+
+    def get_incident(self, subject: str, incident_class: str) -> StoredIncident | None: ...
+    def put_incident(self, incident: StoredIncident, *, expected_version: int) -> StoredIncident: ...
+    def clear_incident_outbox(self, incident: StoredIncident) -> None: ...
+    def incidents(self, subject: str) -> list[StoredIncident]: ...
+    def mark_incident(self, job: str, incident_class: str, *, is_open: bool) -> None: ...
+
+
+class EscalationStorePort(JobsPort, IncidentsPort, Protocol):
+    """What the escalation handler reads and writes: jobs (to pause one) and incidents."""
+
+
+class RegistryPort(JobsPort, Protocol):
+    """What registering and deleting jobs needs beyond the pipeline's view: the team count, deletion."""
+
+    def count_team_jobs(self, team: str, *, at_least: int) -> int: ...
+    def delete(self, current: StoredJob, *, now: datetime, principal: str) -> None: ...
+    def drop_incidents(self, subject: str) -> None: ...
+
+
+class TriggerStorePort(JobsPort, Protocol):
+    """Manual triggers: the idempotency keys that make a retried request start one run."""
+
+    def claim_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str: ...
 
 
 class RunsPort(Protocol):
@@ -243,3 +272,47 @@ class EscalationsPort(Protocol):
 
 class TargetsPort(Protocol):
     def execute(self, target: Any, context: RunContext) -> TargetResult: ...
+
+
+def delay_seconds(delay: timedelta) -> int:
+    """SQS DelaySeconds for a wait: 0..900, rounded up so a message never arrives before its instant;
+    longer waits are re-delayed by the worker on arrival. Both queue adapters deliver on this grid."""
+    return max(0, min(math.ceil(delay.total_seconds()), int(MAX_SQS_DELAY.total_seconds())))
+
+
+class PageQueuePort(Protocol):
+    """Pages on their own queue, so the escalation handler never waits on a topic or a webhook."""
+
+    def send(self, bodies: Sequence[str]) -> None: ...
+    def retry_later(self, receipt_handle: str, delay: timedelta) -> None: ...
+
+
+class NotifierPort(Protocol):
+    """Delivers one page: to an SNS topic or a webhook. ChannelRefused if the team may not use it."""
+
+    def publish(
+        self, topic_arn: str, *, subject: str, text: str, attributes: dict[str, str], team: str | None = None
+    ) -> None: ...
+    def post(
+        self, url: str, document: dict[str, Any], *, secret: str | None = None, team: str | None = None
+    ) -> None: ...
+
+
+class WorkflowsPort(Protocol):
+    """Step Functions for DAG jobs: one state machine per job, one execution per run, task tokens."""
+
+    def ensure(self, job: str, team: str, definition: str) -> tuple[str, bool]: ...
+    def delete(self, job: str) -> None: ...
+    def execution_arn(self, job: str, name: str) -> str: ...
+    def start(self, execution_arn: str, payload: dict[str, Any]) -> str: ...
+    def stop(self, execution_arn: str, *, cause: str) -> None: ...
+    def succeed(self, token: str, output: dict[str, Any]) -> bool: ...
+    def fail(self, token: str, error: str, cause: str) -> bool: ...
+    def heartbeat(self, token: str) -> bool: ...
+
+
+class DagDeploymentPort(Protocol):
+    """A DAG job's state machine, deployed before the job is stored and removed after it is deleted."""
+
+    def deploy(self, spec: JobSpec) -> bool: ...
+    def remove(self, job: str) -> None: ...

@@ -7,18 +7,23 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 
+from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues
+from jobsched.adapters.aws.rotation import Step, rotate
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.aws.targets import LambdaInvoker, TargetExecutor
 from jobsched.adapters.aws.workflows import Workflows
+from jobsched.api.access import ApiServices
+from jobsched.api.identity import Membership, MembershipCache, iam_role_tags
+from jobsched.api.tokens import CallbackTokens
 from jobsched.core.names import Env, Settings, reserved_prefixes
 from jobsched.core.tz import UTC
+from jobsched.dag.deployer import DagDeployer
 from jobsched.pipeline.dispatch import Dispatcher
-from jobsched.pipeline.worker import Worker
-from jobsched.registry.jobs import DagDeployer
+from jobsched.pipeline.worker import Worker, heartbeat_checker
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.watch.escalation import Links
@@ -143,7 +148,7 @@ def default_dispatcher() -> Dispatcher:
 @cache
 def default_heartbeat() -> HeartbeatChecker:
     settings = Settings.from_env()
-    return HeartbeatChecker(metered_runs(settings), default_worker())
+    return heartbeat_checker(metered_runs(settings), default_worker())
 
 
 @cache
@@ -170,3 +175,24 @@ def reset() -> None:
     for cached in (default_dispatcher, default_heartbeat, default_worker, default_escalator, default_page_sender):
         cached.cache_clear()
     team_sessions.cache_clear()
+
+
+def build_api_services(settings: Settings) -> ApiServices:
+    """Everything the team API runs against, built once per process (the API handler caches it)."""
+    return ApiServices(
+        jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
+        runs=metered_runs(settings),
+        queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
+        worker=default_worker(),
+        tokens=CallbackTokens.from_env(),
+        membership=MembershipCache(Membership.from_env, role_tags=iam_role_tags),
+        clock=utc_now,
+        dags=build_dag_deployer(settings),
+        guard=build_guard(settings),
+        egress=egress_policy(settings),
+    )
+
+
+def rotate_callback_secret(secret_id: str, request_token: str, step: Step) -> None:
+    """One step of rotating the callback-signing secret (Secrets Manager calls the rotation function)."""
+    rotate(client("secretsmanager"), secret_id, request_token, step)

@@ -24,10 +24,11 @@ import boto3
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
-from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues, delay_seconds
+from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.aws.targets import TargetExecutor
 from jobsched.adapters.aws.workflows import Workflows
+from jobsched.core.messages import DagTaskFailure, WorkMessage, parse_work_message
 from jobsched.core.names import (
     JOBS_TABLE,
     OWNER_TAG,
@@ -40,14 +41,15 @@ from jobsched.core.names import (
     reserved_prefixes,
     state_machine_prefix,
 )
+from jobsched.core.outcome import Outcome
 from jobsched.core.records import Run, RunContext
+from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.spec import JobSpec
-from jobsched.dag.definition import DagTaskFailure, WorkMessage, parse_work_message
+from jobsched.dag.deployer import DagDeployer
 from jobsched.pipeline.dispatch import Dispatcher
-from jobsched.pipeline.outcome import Outcome
-from jobsched.pipeline.runs import RunMessage, parse_instant
 from jobsched.pipeline.worker import Worker
-from jobsched.registry.jobs import DagDeployer, put_job
+from jobsched.ports import delay_seconds
+from jobsched.registry.jobs import put_job
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, spec_resources
 from jobsched.watch.escalation import EscalationEvent, Links

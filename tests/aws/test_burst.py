@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from functions.dispatcher.handler import TickEvent
 from jobsched.core.names import Env, due_shard_count
 from jobsched.core.records import due_shard
+from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.pipeline.dispatch import DISPATCH_AHEAD, DUE_WINDOW, Dispatcher
-from jobsched.pipeline.runs import RunMessage, RunStatus, parse_instant
 from tests.aws.harness import Clock, Stack
 from tests.aws.test_pipeline import job
 

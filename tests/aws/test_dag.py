@@ -21,9 +21,10 @@ from jobsched.adapters.aws.clients import reset_clients
 from jobsched.adapters.aws.workflows import ExecutionNotOurs
 from jobsched.core.names import OWNER_TAG
 from jobsched.core.records import Run, StaleAttempt, TaskState
+from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.core.spec import JobSpec
-from jobsched.dag.definition import TaskStatus, compile_definition, definition_text
-from jobsched.pipeline.runs import RunStatus
+from jobsched.dag.definition import compile_definition, definition_text
+from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
 JOB = "data/etl"
@@ -391,7 +392,6 @@ def test_the_api_shows_task_states_and_takes_a_callback_task_result(dag_stack: S
 
 
 def test_a_parked_task_with_heartbeat_seconds_is_kept_alive_while_it_waits(dag_stack: Stack, clock: Clock) -> None:
-    from jobsched.watch.heartbeat import HeartbeatChecker
 
     start_run(dag_stack, clock, dag_job(callback_task("a"), callback_task("b", "a", heartbeat_timeout="3m")))
     drive(dag_stack, lambda: status(dag_stack) == {"a": "RUNNING", "b": "WAITING"})
@@ -403,7 +403,7 @@ def test_a_parked_task_with_heartbeat_seconds_is_kept_alive_while_it_waits(dag_s
         return beat(**request)
 
     dag_stack.stepfunctions.send_task_heartbeat = spy
-    checker = HeartbeatChecker(dag_stack.runs, dag_stack.worker)
+    checker = heartbeat_checker(dag_stack.runs, dag_stack.worker)
     assert checker.check(clock()).parked_heartbeats == 0  # not due yet
     for _ in range(3):  # the state's HeartbeatSeconds is 180: a heartbeat each minute before it runs out
         clock.advance(timedelta(seconds=61))

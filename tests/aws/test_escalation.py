@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from jobsched.core.records import StaleAttempt
-from jobsched.pipeline.runs import RunStatus
+from jobsched.core.runs import RunStatus
+from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN
 from jobsched.watch.heartbeat import HeartbeatChecker
 from tests.aws.harness import Clock, Stack
@@ -19,7 +20,7 @@ MINUTE = timedelta(minutes=1)
 
 @pytest.fixture
 def checker(stack: Stack) -> HeartbeatChecker:
-    return HeartbeatChecker(stack.runs, stack.worker)
+    return heartbeat_checker(stack.runs, stack.worker)
 
 
 def failing(event: dict[str, Any]) -> Any:

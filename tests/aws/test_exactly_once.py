@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from jobsched.core.records import StaleAttempt
+from jobsched.core.runs import RunStatus
 from jobsched.pipeline.dispatch import Dispatcher
-from jobsched.pipeline.runs import RunStatus
 from tests.aws.harness import Clock, Crash, Stack
 from tests.aws.test_pipeline import job
 

@@ -10,7 +10,8 @@ import pytest
 import urllib3
 
 from jobsched import wiring
-from jobsched.pipeline.runs import RunStatus, instant_text
+from jobsched.adapters.aws.notify import Notifier
+from jobsched.core.runs import RunStatus, instant_text
 from tests.aws.harness import EVENTS, FakeContext, Stack, sqs_event
 
 
@@ -108,7 +109,9 @@ def test_pages_handler_delivers_the_sample_page_and_backs_off_a_failing_webhook(
             posts.append(url)
             raise urllib3.exceptions.ReadTimeoutError(None, url, "read timed out")  # type: ignore[arg-type]
 
-    wiring.default_page_sender().notifier.http = DeadWebhook()
+    notifier = wiring.default_page_sender().notifier
+    assert isinstance(notifier, Notifier)
+    notifier.http = DeadWebhook()
     visibility: list[int] = []
     real = deployed.sqs.change_message_visibility
     monkeypatch.setattr(pages.queue(), "_client", deployed.sqs)

@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 
 from jobsched.core.records import StaleAttempt
-from jobsched.pipeline.runs import RunStatus
+from jobsched.core.runs import RunStatus
+from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.watch.heartbeat import HeartbeatChecker
 from tests.aws.harness import Clock, Stack
 
@@ -16,7 +17,7 @@ RUN = "20270104T100000Z"
 
 @pytest.fixture
 def checker(stack: Stack) -> HeartbeatChecker:
-    return HeartbeatChecker(stack.runs, stack.worker)
+    return heartbeat_checker(stack.runs, stack.worker)
 
 
 def start_callback(stack: Stack, clock: Clock, attempts: int = 2) -> None:

@@ -9,9 +9,9 @@ from datetime import timedelta
 from typing import Any
 
 from jobsched.core.records import LOST_PREFIX
+from jobsched.core.runs import TERMINAL, RunStatus
 from jobsched.pipeline.dispatch import LOST_AFTER
 from jobsched.pipeline.recovery import recover_lost_queues
-from jobsched.pipeline.runs import TERMINAL, RunStatus
 from jobsched.registry.jobs import pause_job, resume_job
 from tests.aws.harness import Clock, Crash, Stack
 from tests.aws.test_exactly_once import _flaky

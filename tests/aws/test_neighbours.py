@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from jobsched import wiring
+from jobsched.core.limits import TeamLimits
 from jobsched.core.names import LOCAL_STAGE, Env
-from jobsched.pipeline.runs import RunMessage, RunStatus, instant_text, parse_instant
-from jobsched.tenancy.quotas import TeamLimits
+from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Clock, FakeContext, Stack, sqs_event
 from tests.helpers import recording_server, silent_server

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.pipeline.runs import RunStatus
+from jobsched.core.runs import RunStatus
 from tests.aws.harness import Clock, Stack
 
 MINUTE = timedelta(minutes=1)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from jobsched.pipeline.runs import RunStatus
+from jobsched.core.runs import RunStatus
+from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.registry.jobs import pause_job, resume_job
 from tests.aws.harness import Clock, Stack
 
@@ -259,12 +260,11 @@ def test_pausing_stops_instants_already_sent(stack: Stack, clock: Clock) -> None
 
 def test_a_waiting_runs_deadline_applies_while_it_waits(stack: Stack, clock: Clock) -> None:
     """A run held back by max_running has its record, so its SLA deadline is reported while it waits."""
-    from jobsched.watch.heartbeat import HeartbeatChecker
 
     stack.register(callback_job("slow", "queue") | {"deadline": "2m"})
     stack.minutes(2)  # 09:00 runs and holds the slot; 09:01 waits
     clock.advance(timedelta(minutes=2))
-    report = HeartbeatChecker(stack.runs, stack.worker).check(clock())
+    report = heartbeat_checker(stack.runs, stack.worker).check(clock())
     assert report.deadline_misses >= 1
     late = [e for e in stack.escalations() if e["kind"] == "deadline_missed"]
     assert "20270104T090100Z" in {e.get("run_id") for e in late}

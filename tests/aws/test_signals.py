@@ -21,7 +21,8 @@ import pytest
 
 from jobsched import wiring
 from jobsched.core.names import LOCAL_STAGE, Env
-from jobsched.pipeline.runs import instant_text
+from jobsched.core.runs import instant_text
+from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.harness import EVENTS, FakeContext, Stack, sqs_event
 from tests.infra.conftest import synthesize
 
@@ -88,31 +89,39 @@ def _dashboard_body(value: Any) -> dict[str, Any]:
 def queried(template: dict[str, Any]) -> dict[Metric, list[str]]:
     """Every metric in our namespace that an alarm or widget reads -> who reads it."""
     found: dict[Metric, list[str]] = {}
-
-    def add(metric: Metric, reader: str) -> None:
-        if metric[0] == OURS:
-            found.setdefault(metric, []).append(reader)
-
     for logical, resource in template["Resources"].items():
         props = resource.get("Properties", {})
+        readers: list[tuple[Metric, str]] = []
         if resource["Type"] == "AWS::CloudWatch::Alarm":
-            if "MetricName" in props:
-                dimensions = frozenset(d["Name"] for d in props.get("Dimensions", []))
-                add((props["Namespace"], props["MetricName"], dimensions), f"alarm {logical}")
-            for query in props.get("Metrics", []):
-                if "MetricStat" in query:
-                    metric = query["MetricStat"]["Metric"]
-                    dimensions = frozenset(d["Name"] for d in metric.get("Dimensions", []))
-                    add((metric["Namespace"], metric["MetricName"], dimensions), f"alarm {logical}")
-                for found_metric in _from_expression(query.get("Expression", "")):
-                    add(found_metric, f"alarm {logical}")
+            readers = [(metric, f"alarm {logical}") for metric in _alarm_metrics(props)]
         if resource["Type"] == "AWS::CloudWatch::Dashboard":
-            body = _dashboard_body(props["DashboardBody"])
-            for widget in body["widgets"]:
-                title = widget.get("properties", {}).get("title", "?")
-                for entry in widget.get("properties", {}).get("metrics", []):
-                    for found_metric in _from_widget_metric(entry):
-                        add(found_metric, f"dashboard {logical}: {title}")
+            readers = _dashboard_metrics(logical, props)
+        for metric, reader in readers:
+            if metric[0] == OURS:
+                found.setdefault(metric, []).append(reader)
+    return found
+
+
+def _alarm_metrics(props: dict[str, Any]) -> list[Metric]:
+    metrics: list[Metric] = []
+    if "MetricName" in props:
+        dimensions = frozenset(d["Name"] for d in props.get("Dimensions", []))
+        metrics.append((props["Namespace"], props["MetricName"], dimensions))
+    for query in props.get("Metrics", []):
+        if "MetricStat" in query:
+            metric = query["MetricStat"]["Metric"]
+            dimensions = frozenset(d["Name"] for d in metric.get("Dimensions", []))
+            metrics.append((metric["Namespace"], metric["MetricName"], dimensions))
+        metrics += _from_expression(query.get("Expression", ""))
+    return metrics
+
+
+def _dashboard_metrics(logical: str, props: dict[str, Any]) -> list[tuple[Metric, str]]:
+    found = []
+    for widget in _dashboard_body(props["DashboardBody"])["widgets"]:
+        title = widget.get("properties", {}).get("title", "?")
+        for entry in widget.get("properties", {}).get("metrics", []):
+            found += [(metric, f"dashboard {logical}: {title}") for metric in _from_widget_metric(entry)]
     return found
 
 
@@ -232,7 +241,7 @@ def test_search_expressions_are_parsed() -> None:
 def test_every_run_that_ends_is_counted_once_wherever_it_ends(stack: Stack, clock: Any) -> None:
     """M1 counts every terminal outcome: the worker's, a callback result through the API, a heartbeat
     time-out, a cancel and the dispatcher's MISSED records; a redelivered message counts nothing more."""
-    from jobsched.watch.heartbeat import HeartbeatChecker
+
     from tests.aws.api_client import ApiClient, team_role
 
     ended: list[str] = []
@@ -269,7 +278,7 @@ def test_every_run_that_ends_is_counted_once_wherever_it_ends(stack: Stack, cloc
     assert api.callback("complete", token, {"status": "succeeded"}).status == 200
     assert api.call("POST", f"/teams/ops/jobs/stopped/runs/{run_id}/cancel", principal=team_role("ops")).status == 200
 
-    checker = HeartbeatChecker(stack.runs, stack.worker)
+    checker = heartbeat_checker(stack.runs, stack.worker)
     clock.set("2027-01-04T10:02:30Z")
     checker.check(clock())  # attempt 1 silent: retried
     clock.advance(timedelta(seconds=15))

@@ -12,7 +12,7 @@ import pytest
 
 from jobsched.adapters.aws.targets import TargetExecutor
 from jobsched.core.names import OWNER_TAG
-from jobsched.pipeline.runs import RunStatus
+from jobsched.core.runs import RunStatus
 from jobsched.tenancy.ownership import OwnershipGuard, ResourceRef
 from tests.aws.harness import REGION, Clock, Stack
 from tests.helpers import RecordingServer, recording_server

@@ -16,7 +16,7 @@ import pytest
 
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.core.names import OWNER_TAG, SHARED_TAG
-from jobsched.pipeline.runs import RunStatus
+from jobsched.core.runs import RunStatus
 from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, ResourceRef
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import ACCOUNT, REGION, Clock, Stack

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.pipeline.runs import RunStatus
+from jobsched.core.runs import RunStatus
 from jobsched.pipeline.triggers import BackfillLimit, BackfillTooLarge, get_backfill, start_backfill, trigger_run
 from tests.aws.harness import Clock, Stack, at
 

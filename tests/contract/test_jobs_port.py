@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from jobsched.core.records import JobExists, StoredJob, VersionConflict, due_shard
+from jobsched.core.runs import parse_instant
 from jobsched.core.spec import JobSpec
-from jobsched.pipeline.runs import parse_instant
 from tests.contract.conftest import Stores
 
 T0 = parse_instant("2027-01-04T09:00:00Z")

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from jobsched.core.records import LOST_PREFIX, Run, StaleAttempt, lease_shard
-from jobsched.pipeline.runs import RunMessage, RunStatus, parse_instant
+from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from tests.contract.conftest import Stores
 
 T0 = parse_instant("2027-01-04T09:00:00Z")

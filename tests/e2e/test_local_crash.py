@@ -27,7 +27,7 @@ import pytest
 import urllib3
 
 from infra.local.runtime import TEAM_PATTERN, free_port
-from jobsched.pipeline.runs import scheduled_run_id
+from jobsched.core.runs import scheduled_run_id
 
 HTTP = urllib3.PoolManager()
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Env
-from jobsched.tenancy.quotas import TeamLimits
 
 Template = tuple[dict[str, Any], Path]
 

@@ -97,10 +97,9 @@ def test_the_rotation_handler_runs_the_sample_event(monkeypatch: pytest.MonkeyPa
     event: dict[str, Any] = json.loads((Path(__file__).parents[2] / "events" / "rotation_step.json").read_text())
     calls: list[tuple[str, str, str]] = []
     import functions.rotation.handler as rotation_handler
+    from jobsched import wiring
 
-    monkeypatch.setattr(
-        rotation_handler, "rotate", lambda client, secret, token, step: calls.append((secret, token, step))
-    )
-    monkeypatch.setattr(rotation_handler, "client", lambda service: service)
+    monkeypatch.setattr(wiring, "rotate", lambda client, secret, token, step: calls.append((secret, token, step)))
+    monkeypatch.setattr(wiring, "client", lambda service: service)
     rotation_handler.handler(event, FakeContext())  # type: ignore[arg-type]
     assert calls == [(event["SecretId"], event["ClientRequestToken"], "createSecret")]

@@ -142,7 +142,7 @@ def test_jitter_does_not_depend_on_how_far_ahead_one_looks() -> None:
 
 
 def test_sqs_delays_round_up_so_nothing_fires_early() -> None:
-    from jobsched.adapters.aws.queues import delay_seconds
+    from jobsched.ports import delay_seconds
 
     assert [delay_seconds(timedelta(seconds=s)) for s in (-5, 0, 0.2, 3.999, 4, 899.5, 5000)] == [
         0,

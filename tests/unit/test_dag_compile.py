@@ -8,20 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from jobsched.core.messages import DagTaskFailure, DagTaskMessage, parse_work_message
+from jobsched.core.runs import RunMessage, TaskStatus
 from jobsched.core.spec import JobSpec
-from jobsched.dag.definition import (
-    DagTaskFailure,
-    DagTaskMessage,
-    TaskNode,
-    TaskStatus,
-    compile_definition,
-    decide,
-    definition_text,
-    parse_work_message,
-    run_budget,
-    run_result,
-)
-from jobsched.pipeline.runs import RunMessage
+from jobsched.dag.definition import TaskNode, compile_definition, decide, definition_text, run_budget, run_result
 
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/jobsched-test-WorkNormal"
 

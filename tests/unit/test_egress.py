@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 import urllib3
 
-from jobsched.adapters.aws.notify import ChannelRefused, Notifier
+from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.targets import TargetExecutor
+from jobsched.core.errors import ChannelRefused
 from jobsched.core.names import OWNER_TAG
 from jobsched.core.records import RunContext
 from jobsched.core.spec import HttpTarget
-from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused, parse_url
+from jobsched.core.urls import UrlRefused, parse_url
+from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard, ResourceRef
 from tests.helpers import RecordingServer, recording_server
 

@@ -6,7 +6,7 @@ from datetime import date, datetime
 
 import pytest
 
-from jobsched.schedule.expressions import (
+from jobsched.core.expressions import (
     CronExpression,
     ExpressionError,
     RateExpression,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.aws.notify import ChannelRefused
+from jobsched.core.errors import ChannelRefused
 from jobsched.watch.pages import (
     FALLBACK_AFTER,
     FIRST_RETRY,
@@ -62,7 +62,7 @@ def test_retries_back_off_from_30_seconds_to_15_minutes() -> None:
 def test_a_dead_webhook_costs_one_try_for_a_flood_of_pages_and_then_falls_back() -> None:
     notifier, now = FakeNotifier(), [0.0]
     notifier.dead.add("https://dead.example.com/hook")
-    sender = PageSender(notifier, DEFAULT, monotonic=lambda: now[0])  # type: ignore[arg-type]
+    sender = PageSender(notifier, DEFAULT, monotonic=lambda: now[0])
     for index in range(20):
         with pytest.raises(PageNotDelivered) as failed:
             sender.deliver(page("https://dead.example.com/hook", index), attempt=1)
@@ -81,9 +81,9 @@ def test_a_dead_webhook_costs_one_try_for_a_flood_of_pages_and_then_falls_back()
 def test_a_refused_channel_falls_back_at_once_and_without_a_default_topic_is_undeliverable() -> None:
     notifier = FakeNotifier()
     notifier.refused.add("http://10.0.0.5/hook")
-    assert PageSender(notifier, DEFAULT).deliver(page("http://10.0.0.5/hook"), attempt=1) == "fallback"  # type: ignore[arg-type]
+    assert PageSender(notifier, DEFAULT).deliver(page("http://10.0.0.5/hook"), attempt=1) == "fallback"
     assert "Not sent to the job's own channel" in notifier.published[0][1]
-    assert PageSender(notifier, None).deliver(page("http://10.0.0.5/hook"), attempt=1) == "undeliverable"  # type: ignore[arg-type]
+    assert PageSender(notifier, None).deliver(page("http://10.0.0.5/hook"), attempt=1) == "undeliverable"
 
 
 def test_the_deployment_topic_failing_never_falls_back_to_itself() -> None:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.aws.queues import WorkQueues
-from jobsched.pipeline.runs import RunMessage
-from jobsched.tenancy.quotas import TeamLimits, interleave_teams
+from jobsched.core.limits import TeamLimits
+from jobsched.core.runs import RunMessage
+from jobsched.tenancy.quotas import interleave_teams
 from tests.helpers import utc
 
 NOW = timedelta(0)

@@ -14,6 +14,7 @@ import click
 from jobsched.cli import app
 from jobsched.cli.app import cli
 from jobsched.cli.offline import utc_text
+from jobsched.core.spec import JobSpec
 from jobsched.registry.jobfile import validate_files
 from jobsched.schedule.engine import compile_schedule
 
@@ -140,31 +141,9 @@ def apply(
     if failed:
         sys.exit(1)
     specs = [r.job for r in results if r.job is not None and (team is None or r.job.team == team)]
-    now = app.clock()
-    report: list[dict[str, Any]] = []
-    for spec in specs:
-        current = client.call("GET", f"/teams/{spec.team}/jobs/{spec.name}", allow=(404,))
-        new = spec.model_dump(mode="json", exclude_none=True)
-        old = _normalized(current.body["spec"]) if current.status == 200 else None
-        action = "created" if old is None else ("unchanged" if old == new else "changed")
-        if dry_run and action != "unchanged":
-            _print_change(spec.key, old, new, now)
-        if not dry_run and action != "unchanged":
-            headers = {"If-Match": str(current.body["version"])} if current.status == 200 else {}
-            client.call("PUT", f"/teams/{spec.team}/jobs/{spec.name}", new, headers=headers)
-        report.append({"job": spec.key, "action": action})
+    report = [_apply_one(client, spec, dry_run, app.clock()) for spec in specs]
     if prune:
-        keep = {spec.key for spec in specs}
-        for owner in sorted({spec.team for spec in specs} | ({team} if team else set())):
-            for job in client.paged(f"/teams/{owner}/jobs", "jobs"):
-                key = f"{job['team']}/{job['name']}"
-                if key in keep:
-                    continue
-                if not dry_run and not yes and not click.confirm(f"delete {key}?", default=False):
-                    continue
-                if not dry_run:
-                    client.call("DELETE", f"/teams/{owner}/jobs/{job['name']}")
-                report.append({"job": key, "action": "deleted"})
+        report += _prune(client, {spec.key for spec in specs}, {spec.team for spec in specs}, team, dry_run, yes)
     suffix = " (dry run)" if dry_run else ""
     if output == "table":
         for entry in report:
@@ -173,8 +152,39 @@ def apply(
         _emit(report, output)
 
 
+def _apply_one(client: Any, spec: JobSpec, dry_run: bool, now: datetime) -> dict[str, Any]:
+    """PUT one job if it differs from what is deployed (If-Match: the version read); print the diff on a dry run."""
+    current = client.call("GET", f"/teams/{spec.team}/jobs/{spec.name}", allow=(404,))
+    new = spec.model_dump(mode="json", exclude_none=True)
+    old = _normalized(current.body["spec"]) if current.status == 200 else None
+    action = "created" if old is None else ("unchanged" if old == new else "changed")
+    if dry_run and action != "unchanged":
+        _print_change(spec.key, old, new, now)
+    if not dry_run and action != "unchanged":
+        headers = {"If-Match": str(current.body["version"])} if current.status == 200 else {}
+        client.call("PUT", f"/teams/{spec.team}/jobs/{spec.name}", new, headers=headers)
+    return {"job": spec.key, "action": action}
+
+
+def _prune(
+    client: Any, keep: set[str], teams: set[str], team: str | None, dry_run: bool, yes: bool
+) -> list[dict[str, Any]]:
+    """Delete the teams' deployed jobs that no file defines (asking first unless --yes)."""
+    deleted = []
+    for owner in sorted(teams | ({team} if team else set())):
+        for job in client.paged(f"/teams/{owner}/jobs", "jobs"):
+            key = f"{job['team']}/{job['name']}"
+            if key in keep:
+                continue
+            if not dry_run and not yes and not click.confirm(f"delete {key}?", default=False):
+                continue
+            if not dry_run:
+                client.call("DELETE", f"/teams/{owner}/jobs/{job['name']}")
+            deleted.append({"job": key, "action": "deleted"})
+    return deleted
+
+
 def _normalized(spec: dict[str, Any]) -> dict[str, Any]:
-    from jobsched.core.spec import JobSpec
 
     return JobSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
 
@@ -184,8 +194,6 @@ def _print_change(key: str, old: dict[str, Any] | None, new: dict[str, Any], now
     from datetime import timedelta
 
     import yaml
-
-    from jobsched.core.spec import JobSpec
 
     before = yaml.safe_dump(old, sort_keys=True).splitlines() if old else []
     after = yaml.safe_dump(new, sort_keys=True).splitlines()

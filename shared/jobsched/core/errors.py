@@ -63,42 +63,53 @@ def format_path(location: tuple[Any, ...]) -> str:
 
 
 def _message(detail: Any, location: tuple[Any, ...], model: type[BaseModel]) -> str:
+    """pydantic's error in words a job author acts on: what was given, what is allowed."""
     kind = detail["type"]
     context = detail.get("ctx") or {}
     given = detail.get("input")
-    if kind == "missing":
-        return "required field is missing"
     if kind == "extra_forbidden":
-        allowed = _allowed_fields(location[:-1], model)
-        field = str(location[-1]) if location else ""
-        close = difflib.get_close_matches(field, allowed, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        return f"unknown field '{field}'{hint}; allowed here: {', '.join(allowed)}"
+        return _unknown_field(location, model)
+    if kind == "union_tag_invalid":
+        return _unknown_type(context)
+    if kind == "union_tag_not_found":
+        return "'type' is required; allowed: " + ", ".join(_target_tags())
+    fixed = _FIXED_MESSAGES.get(kind)
+    if fixed is not None:
+        return fixed
     if kind in ("literal_error", "enum"):
         expected = str(context.get("expected", "")).replace("'", "")
         return f"{given!r} is not allowed; allowed: {expected}"
-    if kind == "union_tag_invalid":
-        tags = str(context.get("expected_tags", "")).replace("'", "")
-        tag = context.get("tag")
-        close = difflib.get_close_matches(str(tag), [t.strip() for t in tags.split(",")], n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        return f"unknown type {tag!r}{hint}; allowed: {tags}"
-    if kind == "union_tag_not_found":
-        return "'type' is required; allowed: " + ", ".join(_target_tags())
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"expected a mapping of fields, got {_describe(given)}"
     if kind == "list_type":
         return f"expected a list, got {_describe(given)}"
     if kind.startswith(("string_type", "int_", "float_", "bool_")):
         return f"{detail['msg'].replace('Input should', 'should')}, got {_describe(given)}"
-    if kind == "timezone_aware":
-        return "must include a UTC offset or Z, e.g. 2027-01-01T00:00:00Z"
     if kind.startswith("datetime_"):
         return f"expected an ISO-8601 date and time with offset (2027-01-01T00:00:00Z), got {given!r}"
-    message = str(detail["msg"])
-    if message.startswith("Value error, "):
-        message = message[len("Value error, ") :]
-    return message
+    return str(detail["msg"]).removeprefix("Value error, ")
+
+
+_FIXED_MESSAGES = {
+    "missing": "required field is missing",
+    "timezone_aware": "must include a UTC offset or Z, e.g. 2027-01-01T00:00:00Z",
+}
+
+
+def _unknown_field(location: tuple[Any, ...], model: type[BaseModel]) -> str:
+    allowed = _allowed_fields(location[:-1], model)
+    field = str(location[-1]) if location else ""
+    close = difflib.get_close_matches(field, allowed, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unknown field '{field}'{hint}; allowed here: {', '.join(allowed)}"
+
+
+def _unknown_type(context: dict[str, Any]) -> str:
+    tags = str(context.get("expected_tags", "")).replace("'", "")
+    tag = context.get("tag")
+    close = difflib.get_close_matches(str(tag), [t.strip() for t in tags.split(",")], n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unknown type {tag!r}{hint}; allowed: {tags}"
 
 
 def _describe(value: Any) -> str:
@@ -181,3 +192,15 @@ def _unique(errors: list[FieldError]) -> list[FieldError]:
             seen.add((error.path, error.message))
             result.append(error)
     return result
+
+
+class WorkflowsNotConfigured(RuntimeError):
+    """This deployment has no state machine role or prefix, so DAG jobs cannot run here."""
+
+
+class ChannelRefused(RuntimeError):
+    """The job names a topic or webhook its team may not use; nothing was sent there."""
+
+
+class QueueSendError(RuntimeError):
+    """Some messages could not be sent after retries; the caller must not advance past them."""

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from jobsched.tenancy.quotas import TeamLimits
+from jobsched.core.limits import TeamLimits
 
 PROJECT = "jobsched"
 PRIORITIES: tuple[Literal["high", "normal", "low"], ...] = ("high", "normal", "low")
@@ -67,6 +67,9 @@ class Env:
     # per class (CDK ``work_queues``); the QUEUE_* variables name the first.
     WORK_QUEUE_SHARDS = "JOBSCHED_WORK_QUEUE_SHARDS"
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
+
+
+TARGET_PREFIX = "TARGET#"
 
 
 class JobsKeys:

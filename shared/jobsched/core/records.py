@@ -9,14 +9,22 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from jobsched.core.names import LEASE_SHARDS, JobsKeys, RunsKeys, due_shard_count
+from jobsched.core.runs import (
+    TERMINAL,
+    RunMessage,
+    RunStatus,
+    TaskStatus,
+    instant_text,
+    moment_text,
+    parse_instant,
+    truncate,
+)
 from jobsched.core.spec import JobSpec
-from jobsched.dag.definition import TaskStatus
-from jobsched.pipeline.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, parse_instant, truncate
 
 JobState = Literal["ACTIVE", "PAUSED"]
 TargetOutcome = Literal["succeeded", "failed", "pending"]
@@ -104,6 +112,24 @@ class StoredJob:
         )
 
 
+IncidentClass = Literal["failing", "late", "circuit", "dispatcher"]
+Role = Literal["primary", "secondary"]
+
+
+@dataclass(frozen=True)
+class Incident:
+    subject: str
+    incident_class: IncidentClass
+    opened_at: str
+    first_kind: str
+    failures: int = 0
+    paged: tuple[Role, ...] = ()
+    auto_paused: bool = False
+    last: dict[str, Any] = field(default_factory=dict)  # the latest event, for the resolve notice
+    seen: tuple[str, ...] = ()
+    version: int = 0  # optimistic concurrency in the store
+
+
 @dataclass(frozen=True)
 class StoredIncident:
     """An incident as stored: its fields (JSON), a version, pages not yet sent, and whether it is resolved
@@ -113,6 +139,23 @@ class StoredIncident:
     version: int = 0
     unsent: str | None = None  # JSON list of pages
     resolved: bool = False
+
+    @property
+    def incident(self) -> Incident:
+        """The typed incident (the stored fields are its JSON)."""
+        values = self.values
+        return Incident(
+            subject=values["subject"],
+            incident_class=values["incident_class"],
+            opened_at=values["opened_at"],
+            first_kind=values["first_kind"],
+            failures=int(values.get("failures", 0)),
+            paged=tuple(values.get("paged", ())),
+            auto_paused=bool(values.get("auto_paused")),
+            last=values.get("last", {}),
+            seen=tuple(values.get("seen", ())),
+            version=self.version,
+        )
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> StoredIncident:
@@ -395,3 +438,12 @@ def slots_to_evict(
     if len(holders) - len(stale) >= limit and ended is not None:
         stale += sorted(ended([h for h in holders if h not in stale]))
     return None if len(holders) - len(stale) >= limit else stale
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    failures: int = 0
+    open_until: datetime | None = None
+
+    def holds(self, now: datetime) -> bool:
+        return self.open_until is not None and self.open_until > now

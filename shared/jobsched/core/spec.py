@@ -30,9 +30,9 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from jobsched.core.durations import Duration, format_duration
+from jobsched.core.expressions import CronExpression, ExpressionError, parse_expression
 from jobsched.core.tz import UTC, available_zones, suggest_zone
-from jobsched.schedule.expressions import CronExpression, ExpressionError, parse_expression
-from jobsched.tenancy.egress import ParsedUrl, UrlRefused, never_reachable, parse_url
+from jobsched.core.urls import ParsedUrl, UrlRefused, never_reachable, parse_url
 
 MAX_DAG_TASKS = 100
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -641,14 +641,7 @@ def dag_problems(shape: list[tuple[Any, Any]]) -> list[tuple[tuple[str | int, ..
     problems: list[tuple[tuple[str | int, ...], str]] = []
     if len(shape) > MAX_DAG_TASKS:
         problems.append((("tasks",), f"{len(shape)} tasks; at most {MAX_DAG_TASKS} are allowed"))
-    seen: dict[str, int] = {}
-    for index, (name, _) in enumerate(shape):
-        if not isinstance(name, str):
-            continue
-        if name in seen:
-            problems.append((("tasks", index, "name"), f"duplicate task '{name}' (also tasks[{seen[name]}])"))
-        else:
-            seen[name] = index
+    seen = _first_index_of_each_name(shape, problems)
     sorter: TopologicalSorter[str] = TopologicalSorter()
     for index, (name, depends_on) in enumerate(shape):
         if not isinstance(name, str) or not isinstance(depends_on, list):
@@ -668,6 +661,21 @@ def dag_problems(shape: list[tuple[Any, Any]]) -> list[tuple[tuple[str | int, ..
     except CycleError as error:
         problems.append((("tasks",), "cycle: " + " -> ".join(error.args[1])))
     return problems
+
+
+def _first_index_of_each_name(
+    shape: list[tuple[Any, Any]], problems: list[tuple[tuple[str | int, ...], str]]
+) -> dict[str, int]:
+    """Each task name's first position; a repeated name is a problem at its later positions."""
+    seen: dict[str, int] = {}
+    for index, (name, _) in enumerate(shape):
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            problems.append((("tasks", index, "name"), f"duplicate task '{name}' (also tasks[{seen[name]}])"))
+        else:
+            seen[name] = index
+    return seen
 
 
 def _validate_with(

@@ -21,14 +21,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from jobsched.core.spec import CallbackTarget, Dag, DagTask, JobSpec, RetryPolicy
-from jobsched.pipeline.runs import RunMessage
+from jobsched.core.messages import TASK_TERMINAL
+from jobsched.core.runs import TaskStatus
+from jobsched.core.spec import Dag, DagTask, JobSpec, RetryPolicy
 
 STATE_MARGIN = timedelta(minutes=1)
 MAX_STATE_TIMEOUT = timedelta(days=365)  # Standard executions last at most a year
@@ -39,70 +37,6 @@ TASK_FAILED = "jobsched.TaskFailed"
 TASK_LOST = "jobsched.TaskLost"  # the worker running the attempt died before reporting
 RETRIED_ERRORS = (TASK_FAILED, TASK_LOST, "States.Timeout", "States.HeartbeatTimeout")
 TIMEOUT_ERRORS = frozenset({"States.Timeout", "States.HeartbeatTimeout"})
-
-
-class TaskStatus(StrEnum):
-    PENDING = "PENDING"  # nothing heard from the state machine yet
-    WAITING = "WAITING"  # its state started; the token is parked until its dependencies finish
-    RUNNING = "RUNNING"
-    RETRYING = "RETRYING"  # an attempt failed; the state machine retries after its backoff
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    TIMED_OUT = "TIMED_OUT"
-    SKIPPED = "SKIPPED"
-    CANCELLED = "CANCELLED"
-
-
-TASK_TERMINAL = frozenset(
-    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.SKIPPED, TaskStatus.CANCELLED}
-)
-
-
-class DagTaskMessage(BaseModel):
-    """What a task state puts on the work queue (``token`` is its Step Functions task token)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    kind: Literal["dag_task"] = "dag_task"
-    job: str
-    team: str
-    run_id: str
-    scheduled_at: str
-    correlation_id: str = ""
-    task: str
-    retry_count: int = Field(ge=0, default=0)
-    token: str
-
-    @property
-    def attempt(self) -> int:
-        return self.retry_count + 1
-
-
-class DagTaskFailure(BaseModel):
-    """What a task's Catch sends when the state machine gave up on it (failures, timeouts)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    kind: Literal["dag_task_failed"] = "dag_task_failed"
-    job: str
-    team: str
-    run_id: str
-    task: str
-    error: str | None = None
-    cause: str | None = None
-
-
-WorkMessage = RunMessage | DagTaskMessage  # what the scheduler itself puts on a work queue
-
-
-def parse_work_message(body: str) -> RunMessage | DagTaskMessage | DagTaskFailure:
-    """A work-queue message: a run, or one of the two kinds a DAG state machine sends."""
-    kind = json.loads(body).get("kind") if body.lstrip().startswith("{") else None
-    if kind == "dag_task":
-        return DagTaskMessage.model_validate_json(body)
-    if kind == "dag_task_failed":
-        return DagTaskFailure.model_validate_json(body)
-    return RunMessage.model_validate_json(body)
 
 
 # ------------------------------------------------------------------------------- the graph
@@ -291,10 +225,6 @@ def _branch(spec: JobSpec, task: DagTask, queue_url: str, waiting: timedelta) ->
 
 def _seconds(duration: timedelta) -> int:
     return max(1, min(math.ceil(duration.total_seconds()), int(MAX_STATE_TIMEOUT.total_seconds())))
-
-
-def is_callback(task: DagTask) -> bool:
-    return isinstance(task.target, CallbackTarget)
 
 
 def execution_input(*, job: str, team: str, run_id: str, scheduled_at: str, correlation_id: str) -> dict[str, str]:

@@ -15,22 +15,22 @@ Step Functions owns retries, backoff and timeouts of each task; the run record o
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
-from jobsched.adapters.aws.workflows import Workflows
-from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, TargetResult, TaskState
+from jobsched.core.messages import TASK_TERMINAL, DagTaskFailure, DagTaskMessage
+from jobsched.core.outcome import Outcome
+from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, StoredJob, TargetResult, TaskState
+from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, TaskStatus, instant_text
 from jobsched.core.spec import CallbackTarget, DagTask, JobSpec
 from jobsched.dag.definition import (
     TASK_FAILED,
     TASK_LOST,
-    TASK_TERMINAL,
     TIMEOUT_ERRORS,
-    DagTaskFailure,
-    DagTaskMessage,
+    Decision,
     Graph,
-    TaskStatus,
+    TaskNode,
     attempt_timeout,
     decide,
     execution_input,
@@ -40,13 +40,9 @@ from jobsched.dag.definition import (
     run_result,
     task_retry,
 )
-from jobsched.pipeline.outcome import Outcome
-from jobsched.pipeline.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, instant_text
-from jobsched.ports import TaskRunsPort
-
-if TYPE_CHECKING:
-    from jobsched.core.records import StoredJob
-    from jobsched.pipeline.worker import Worker
+from jobsched.ports import JobsPort, TargetsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
+from jobsched.watch.alerts import Alerts
+from jobsched.watch.breaker import Breakers
 
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
 TASK_UNKNOWN = "jobsched.UnknownTask"
@@ -57,9 +53,15 @@ PARKED_HEARTBEAT_LEAD = timedelta(minutes=2)
 
 @dataclass
 class DagRuns:
-    worker: Worker
-    workflows: Workflows
+    jobs: JobsPort
     runs: TaskRunsPort  # the run store with DAG task records
+    queues: WorkQueuesPort
+    targets: TargetsPort
+    workflows: WorkflowsPort
+    breakers: Breakers
+    alerts: Alerts
+    clock: Callable[[], datetime]
+    after_step: Callable[[str], None] = field(default=lambda step: None)  # crash-injection hook (tests)
 
     # ------------------------------------------------------------------------------ start
 
@@ -76,7 +78,7 @@ class DagRuns:
             graph=graph_to_values(graph_of(spec.dag)),
             execution_arn=self.workflows.execution_arn(run.job, f"{run.run_id}-{secrets.token_hex(8)}"),
         )
-        self.worker.after_step("workflow")
+        self.after_step("workflow")
         self.workflows.start(
             execution,
             execution_input(
@@ -87,14 +89,14 @@ class DagRuns:
                 correlation_id=run.correlation_id,
             ),
         )
-        self.worker.after_step("execution")
+        self.after_step("execution")
         return Outcome("pending", f"execution {run.run_id} started", run=run)
 
     # ------------------------------------------------------------------------------ tasks
 
     def process_task(self, message: DagTaskMessage) -> Outcome:
-        now = self.worker.clock()
-        stored = self.worker.jobs.get(message.job, consistent=False)
+        now = self.clock()
+        stored = self.jobs.get(message.job, consistent=False)
         run = self.runs.get(message.job, message.run_id)
         priority = stored.spec.priority if stored else "normal"
         if run is None or run.graph is None:
@@ -114,44 +116,20 @@ class DagRuns:
         if mine is not None and mine.attempt == message.attempt and mine.status is not TaskStatus.WAITING:
             return self._again(message, stored, run, graph, mine, now)
 
-        node = graph[message.task]
-        decision = decide(node, _statuses(tasks))
+        decision = self._decide(message, stored, run, graph[message.task], task, mine, tasks, now)
         if decision == "wait":
-            if mine is None or mine.status is not TaskStatus.WAITING:
-                self.runs.park_task(
-                    run.job,
-                    run.run_id,
-                    message.task,
-                    attempt=message.attempt,
-                    token=message.token,
-                    now=now,
-                    expires_at=_expiry(run, stored.spec),
-                    heartbeat_at=now + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD
-                    if task.heartbeat_timeout
-                    else None,
-                )
-                self.worker.after_step("park")
-            # Read again after parking: a dependency finishing in between either sees our WAITING item
-            # (and releases us) or finished before this read (and we go on now). Never neither.
-            tasks = self.runs.tasks(run.job, run.run_id)
-            decision = decide(node, _statuses(tasks))
-            if decision == "wait":
-                return Outcome("waiting", "parked until its dependencies finish", run=run, priority=priority)
+            return Outcome("waiting", "parked until its dependencies finish", run=run, priority=priority)
         if decision == "skip":
-            self.runs.finish_task(
-                run.job,
-                run.run_id,
-                message.task,
-                status=TaskStatus.SKIPPED,
-                now=now,
-                expires_at=_expiry(run, stored.spec),
-                error="an upstream task did not succeed (trigger_rule all_success)",
-            )
-            self.workflows.succeed(message.token, {"task": message.task, "status": TaskStatus.SKIPPED.value})
-            self.advance(run, stored)
+            self._skip_task(message, stored, run, now)
             return Outcome("skipped", f"task {message.task} skipped", run=run, priority=priority)
 
-        breaker_key, breaker, held = self.worker.breaker_check(task.target, stored.spec.team, now)
+        return self._execute(message, stored, run, task, now, priority)
+
+    def _execute(
+        self, message: DagTaskMessage, stored: StoredJob, run: Run, task: DagTask, now: datetime, priority: str
+    ) -> Outcome:
+        """Claim this attempt of the task (one claimer per attempt), execute it, record the result."""
+        breaker_key, breaker, held = self.breakers.check(task.target, stored.spec.team, now)
         if held is not None:
             return replace(held, run=run, priority=priority)
         lease = now + attempt_timeout(task) + LEASE_MARGIN
@@ -167,7 +145,7 @@ class DagRuns:
         )
         if not claimed:
             return Outcome("duplicate", "another worker claimed this attempt", run=run, priority=priority)
-        self.worker.after_step("claim_task")
+        self.after_step("claim_task")
         context = RunContext(
             job=run.job,
             team=run.team,
@@ -177,16 +155,60 @@ class DagRuns:
             correlation_id=run.correlation_id,
             task=message.task,
         )
-        result = self.worker.targets.execute(task.target, context)
-        self.worker.after_step("execute_task")
-        self.worker.breaker_result(breaker_key, breaker, result)
+        result = self.targets.execute(task.target, context)
+        self.after_step("execute_task")
+        self.breakers.record(breaker_key, breaker, result)
         if result.outcome == "pending":
             return Outcome("pending", f"task {message.task} waits for its callback", run=run, priority=priority)
         return self._record(run, stored, task, message.attempt, message.token, result, priority)
 
+    def _decide(
+        self,
+        message: DagTaskMessage,
+        stored: StoredJob,
+        run: Run,
+        node: TaskNode,
+        task: DagTask,
+        mine: TaskState | None,
+        tasks: dict[str, TaskState],
+        now: datetime,
+    ) -> Decision:
+        """Run, skip, or wait for the dependencies (parked with the token until they finish)."""
+        decision = decide(node, _statuses(tasks))
+        if decision != "wait":
+            return decision
+        if mine is None or mine.status is not TaskStatus.WAITING:
+            self.runs.park_task(
+                run.job,
+                run.run_id,
+                message.task,
+                attempt=message.attempt,
+                token=message.token,
+                now=now,
+                expires_at=_expiry(run, stored.spec),
+                heartbeat_at=now + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD if task.heartbeat_timeout else None,
+            )
+            self.after_step("park")
+        # Read again after parking: a dependency finishing in between either sees our WAITING item
+        # (and releases us) or finished before this read (and we go on now). Never neither.
+        return decide(node, _statuses(self.runs.tasks(run.job, run.run_id)))
+
+    def _skip_task(self, message: DagTaskMessage, stored: StoredJob, run: Run, now: datetime) -> None:
+        self.runs.finish_task(
+            run.job,
+            run.run_id,
+            message.task,
+            status=TaskStatus.SKIPPED,
+            now=now,
+            expires_at=_expiry(run, stored.spec),
+            error="an upstream task did not succeed (trigger_rule all_success)",
+        )
+        self.workflows.succeed(message.token, {"task": message.task, "status": TaskStatus.SKIPPED.value})
+        self.advance(run, stored)
+
     def task_failed(self, notice: DagTaskFailure) -> Outcome:
         """The state machine gave up on a task (its last attempt failed or timed out): record it, go on."""
-        stored = self.worker.jobs.get(notice.job, consistent=False)
+        stored = self.jobs.get(notice.job, consistent=False)
         run = self.runs.get(notice.job, notice.run_id)
         if run is None or stored is None or run.status in TERMINAL:
             return Outcome("duplicate", "run finished")
@@ -197,7 +219,7 @@ class DagRuns:
             run.run_id,
             notice.task,
             status=status,
-            now=self.worker.clock(),
+            now=self.clock(),
             expires_at=_expiry(run, stored.spec),
             error=detail,
         )
@@ -233,14 +255,14 @@ class DagRuns:
 
     def heartbeat_parked(self, parked: ParkedTask) -> bool:
         """Keep a parked task's state alive while it waits for its dependencies; False if it stopped waiting."""
-        stored = self.worker.jobs.get(parked.job, consistent=False)
+        stored = self.jobs.get(parked.job, consistent=False)
         task = _task(stored.spec if stored else None, parked.task.name)
         state = parked.task
         if task is None or task.heartbeat_timeout is None or state.status is not TaskStatus.WAITING or not state.token:
             return False
         if not self.workflows.heartbeat(state.token):
             return False
-        next_at = self.worker.clock() + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD
+        next_at = self.clock() + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD
         return self.runs.parked_heartbeat_sent(
             parked.job, parked.run_id, state.name, attempt=state.attempt, next_at=next_at
         )
@@ -262,7 +284,7 @@ class DagRuns:
                     run.run_id,
                     name,
                     status=TaskStatus.CANCELLED,
-                    now=self.worker.clock(),
+                    now=self.clock(),
                     expires_at=_expiry(run, spec),
                     error=cause,
                 )
@@ -281,7 +303,7 @@ class DagRuns:
             if state.status is TaskStatus.WAITING and name in graph and decide(graph[name], statuses) != "wait"
         ]
         if released:
-            self.worker.queues.send(stored.spec.priority, released)
+            self.queues.send(stored.spec.priority, released)
         result = run_result(graph, statuses)
         if result is not None:
             self._finish_run(run, stored, graph, tasks, result)
@@ -311,16 +333,16 @@ class DagRuns:
                 run.run_id,
                 attempt=run.attempt,
                 status=status,
-                now=self.worker.clock(),
+                now=self.clock(),
                 output=summary,
                 error=error,
             )
         except StaleAttempt:
             return  # finished by a concurrent task or a redelivery
         if status is RunStatus.FAILED:
-            self.worker.escalate(finished, f"DAG run failed: {error}")
+            self.alerts.run_ended_badly(finished, f"DAG run failed: {error}")
         else:
-            self.worker.succeeded(run, finished, stored.spec)
+            self.alerts.succeeded(run, finished, stored.spec)
 
     def _record(
         self,
@@ -332,7 +354,7 @@ class DagRuns:
         result: TargetResult,
         priority: str,
     ) -> Outcome:
-        now = self.worker.clock()
+        now = self.clock()
         runs = self.runs
         name = task.name
         superseded = Outcome("superseded", f"task {name} attempt {attempt} is no longer running", priority=priority)
@@ -354,7 +376,7 @@ class DagRuns:
         if result.outcome == "succeeded":
             if not finish(TaskStatus.SUCCEEDED, output=result.output):
                 return superseded
-            self.worker.after_step("record_task")
+            self.after_step("record_task")
             self.workflows.succeed(token, {"task": name, "status": TaskStatus.SUCCEEDED.value, "attempt": attempt})
             self.advance(run, stored)
             return Outcome("succeeded", f"task {name}", run=run, priority=priority)
@@ -366,7 +388,7 @@ class DagRuns:
             recorded = finish(TaskStatus.FAILED, error=error)
         if not recorded:
             return superseded
-        self.worker.after_step("record_task")
+        self.after_step("record_task")
         self.workflows.fail(token, TASK_FAILED if result.retryable else TASK_FAILED_PERMANENTLY, error)
         if retry:
             return Outcome("retrying", f"task {name} attempt {attempt} failed: {error}", run=run, priority=priority)
@@ -412,7 +434,7 @@ class DagRuns:
     def _running_task(
         self, job: str, run_id: str, task_name: str, attempt: int
     ) -> tuple[StoredJob, Run, TaskState, DagTask]:
-        stored = self.worker.jobs.get(job)
+        stored = self.jobs.get(job)
         run = self.runs.get(job, run_id)
         state = self.runs.tasks(job, run_id).get(task_name) if run else None
         task = _task(stored.spec if stored else None, task_name)

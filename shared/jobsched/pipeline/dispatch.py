@@ -37,7 +37,7 @@ from typing import TypeVar
 from jobsched.core.durations import format_duration
 from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.records import LOST_PREFIX, DueEntry, StoredJob
-from jobsched.pipeline.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
+from jobsched.core.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
 from jobsched.pipeline.triggers import advance_backfill
 from jobsched.ports import EscalationsPort, JobsPort, RunsPort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job
@@ -133,40 +133,8 @@ class Dispatcher:
         backfills = [entry for entry in entries if entry.backfill_id]
         entries = [entry for entry in entries if not entry.backfill_id]
         report.due_jobs = len(entries)
-        specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
-        marks = self.jobs.audit_marks([entry.job for entry in entries]) if entries else {}
-        started = self.monotonic()
-        plans = []
-        for entry in entries:
-            if self.monotonic() - started > self.tick_budget.total_seconds():
-                report.deferred += 1  # still due: the next tick plans it
-                continue
-            plan = self._isolated(
-                entry.job,
-                now,
-                report,
-                partial(self._plan, entry, specs.get(entry.job), marks.get(entry.job), now),
-                budgeted=True,
-            )
-            if plan is not None:
-                plans.append(plan)
-        # One batch across all due jobs per priority: ten messages per SQS request, not one job's each; teams
-        # interleaved so that no team's volume queues ahead of another team's first run.
-        unsent: set[str] = set()
-        for priority in {plan.stored.spec.priority for plan in plans}:
-            batch = interleave_teams(
-                [
-                    (plan.stored.key, message)
-                    for plan in plans
-                    if plan.stored.spec.priority == priority
-                    for message in plan.messages
-                ],
-                team=lambda keyed: keyed[1][0].team,
-                due_in=lambda keyed: max(timedelta(0), keyed[1][1]),  # overdue is due now
-            )
-            failed = self.queues.send_each(priority, [message for _, message in batch])
-            unsent |= {batch[index][0] for index in failed}
-            report.messages_sent += len(batch) - len(failed)
+        plans = self._plan_all(entries, now, report)
+        unsent = self._send(plans, report)
 
         def finish(plan: _JobPlan) -> TickReport:
             own = TickReport()
@@ -186,6 +154,49 @@ class Dispatcher:
             if self._isolated(entry.job, now, report, step) is not None:  # one backfill's error stops no other
                 report.backfills_advanced += 1
         return report
+
+    def _plan_all(self, entries: list[DueEntry], now: datetime, report: TickReport) -> list[_JobPlan]:
+        """Each due job's instants, within the tick's budget (a job left over stays due for the next)."""
+        specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
+        marks = self.jobs.audit_marks([entry.job for entry in entries]) if entries else {}
+        started = self.monotonic()
+        plans = []
+        for entry in entries:
+            if self.monotonic() - started > self.tick_budget.total_seconds():
+                report.deferred += 1  # still due: the next tick plans it
+                continue
+            plan = self._isolated(
+                entry.job,
+                now,
+                report,
+                partial(self._plan, entry, specs.get(entry.job), marks.get(entry.job), now),
+                budgeted=True,
+            )
+            if plan is not None:
+                plans.append(plan)
+        return plans
+
+    def _send(self, plans: list[_JobPlan], report: TickReport) -> set[str]:
+        """Send every plan's messages; the jobs some of whose messages failed (not advanced this tick).
+
+        One batch across all due jobs per priority: ten messages per SQS request, not one job's each; teams
+        interleaved so that no team's volume queues ahead of another team's first run."""
+        unsent: set[str] = set()
+        for priority in {plan.stored.spec.priority for plan in plans}:
+            batch = interleave_teams(
+                [
+                    (plan.stored.key, message)
+                    for plan in plans
+                    if plan.stored.spec.priority == priority
+                    for message in plan.messages
+                ],
+                team=lambda keyed: keyed[1][0].team,
+                due_in=lambda keyed: max(timedelta(0), keyed[1][1]),  # overdue is due now
+            )
+            failed = self.queues.send_each(priority, [message for _, message in batch])
+            unsent |= {batch[index][0] for index in failed}
+            report.messages_sent += len(batch) - len(failed)
+        return unsent
 
     def _isolated(
         self, job: str, now: datetime, report: TickReport, work: Callable[[], _T], *, budgeted: bool = False
@@ -258,6 +269,28 @@ class Dispatcher:
         """After the messages are out: record missed instants, then advance the cursor."""
         spec, stored, plan = job_plan.stored.spec, job_plan.stored, job_plan.plan
         report.lateness_seconds += [max(0.0, -delay.total_seconds()) for _, delay in job_plan.messages]
+        self._record_missed(job_plan, now, report)
+        if self.after_step:
+            self.after_step("missed", spec.key)
+        audited_to = self._audit(job_plan, now, report)
+        if plan.missed_before is not None:
+            audited_to = max(audited_to, plan.missed_before)  # recorded MISSED above, not sent: nothing to audit
+        advanced = self.jobs.advance(
+            spec.key,
+            spec_version=stored.version,
+            old_cursor=job_plan.entry.cursor,
+            cursor=plan.cursor,
+            next_fire_at=self._next_visit(job_plan, audited_to),
+            audited_to=audited_to,
+        )
+        if advanced:
+            report.advanced += 1
+        else:
+            report.lost_races += 1
+
+    def _record_missed(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> None:
+        """Instants the catch-up policy gave up, recorded MISSED, with one escalation event per job and tick."""
+        spec, stored, plan = job_plan.stored.spec, job_plan.stored, job_plan.plan
         recorded = []
         outside = []
         if plan.missed_before is not None:
@@ -280,11 +313,10 @@ class Dispatcher:
             # (A crash before it leaves the instants recorded MISSED without this event: they are in the run
             # history and the MissedInstants metric, and the dispatcher-stall page has already fired.)
             self.escalations.publish(missed_event(spec.key, spec.team, recorded, now).model_dump(exclude_none=True))
-        if self.after_step:
-            self.after_step("missed", spec.key)
-        audited_to = self._audit(job_plan, now, report)
-        if plan.missed_before is not None:
-            audited_to = max(audited_to, plan.missed_before)  # recorded MISSED above, not sent: nothing to audit
+
+    def _next_visit(self, job_plan: _JobPlan, audited_to: datetime) -> datetime | None:
+        """When the job is due again: its next instant (early for a sparse job), or its next audit."""
+        plan = job_plan.plan
         upcoming = job_plan.compiled.next_fires(plan.cursor, 2)
         next_visit = upcoming[0].at if upcoming else None
         if next_visit is not None and (
@@ -297,18 +329,7 @@ class Dispatcher:
             audit_at = unaudited[0].fire_at + self.lost_after + self.due_window
             if next_visit is None or next_visit > audit_at + AUDIT_SLACK:
                 next_visit = audit_at
-        advanced = self.jobs.advance(
-            spec.key,
-            spec_version=stored.version,
-            old_cursor=job_plan.entry.cursor,
-            cursor=plan.cursor,
-            next_fire_at=next_visit,
-            audited_to=audited_to,
-        )
-        if advanced:
-            report.advanced += 1
-        else:
-            report.lost_races += 1
+        return next_visit
 
     def _audit(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> datetime:
         """Record MISSED the instants sent in earlier ticks that have no run record ``lost_after`` past their

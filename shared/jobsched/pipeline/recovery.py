@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 
 from jobsched.core.names import JobsKeys
 from jobsched.core.records import Run, StaleAttempt
-from jobsched.core.spec import CallbackTarget
-from jobsched.pipeline.runs import RunMessage, RunStatus, instant_text, parse_instant
+from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
+from jobsched.core.spec import CallbackTarget, JobSpec
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import JobsPort
 from jobsched.registry.jobs import first_fire_after
@@ -47,27 +47,30 @@ def recover_lost_queues(
     specs = worker.jobs.get_many(sorted({run.job for run in unfinished}))
     for run in unfinished:
         stored = specs.get(run.job)
-        if stored is None:
-            continue
-        spec = stored.spec
-        message: RunMessage | None = None
-        if run.status is RunStatus.SCHEDULED:
-            message = run.to_message(attempt=1).model_copy(update={"waiting_since": instant_text(now)})
-        elif run.status is RunStatus.RETRYING:
-            report.resent += worker.send_retry(run.to_message(), spec, run)
-        elif run.status is RunStatus.RUNNING and spec.dag is not None:
-            message = run.to_message()  # the worker starts its execution again (same name: harmless if alive)
-        elif run.status is RunStatus.RUNNING and not isinstance(spec.target, CallbackTarget):
-            try:
-                worker.runs.end_lease(run.job, run.run_id, attempt=run.attempt, now=now)
-            except StaleAttempt:
-                continue  # it finished meanwhile
-            report.leases_ended += 1
-            message = run.to_message()
-        if message is not None:
-            worker.queues.send(spec.priority, [(message, timedelta(0))])
-            report.resent += 1
+        if stored is not None:
+            _restart(worker, run, stored.spec, now, report)
     return report
+
+
+def _restart(worker: Worker, run: Run, spec: JobSpec, now: datetime, report: RecoveryReport) -> None:
+    """Put an unfinished run's next step back on its queue: the claim and the fencing keep it to one."""
+    message: RunMessage | None = None
+    if run.status is RunStatus.SCHEDULED:
+        message = run.to_message(attempt=1).model_copy(update={"waiting_since": instant_text(now)})
+    elif run.status is RunStatus.RETRYING:
+        report.resent += worker.send_retry(run.to_message(), spec, run)
+    elif run.status is RunStatus.RUNNING and spec.dag is not None:
+        message = run.to_message()  # the worker starts its execution again (same name: harmless if alive)
+    elif run.status is RunStatus.RUNNING and not isinstance(spec.target, CallbackTarget):
+        try:
+            worker.runs.end_lease(run.job, run.run_id, attempt=run.attempt, now=now)
+        except StaleAttempt:
+            return  # it finished meanwhile
+        report.leases_ended += 1
+        message = run.to_message()
+    if message is not None:
+        worker.queues.send(spec.priority, [(message, timedelta(0))])
+        report.resent += 1
 
 
 def _rewind(jobs: JobsPort, key: str) -> bool:

@@ -19,12 +19,9 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from jobsched.adapters.aws.jobs_store import JobsStore
-from jobsched.adapters.aws.queues import WorkQueues
-from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.core.names import JobsKeys
 from jobsched.core.records import JobNotFound, Run
-from jobsched.pipeline.runs import (
+from jobsched.core.runs import (
     TERMINAL,
     RunMessage,
     RunStatus,
@@ -32,7 +29,7 @@ from jobsched.pipeline.runs import (
     manual_run_id,
     parse_instant,
 )
-from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort
+from jobsched.ports import JobsPort, RunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.schedule.engine import compile_schedule
 
 MAX_BACKFILL_INSTANTS = 10_000
@@ -56,9 +53,9 @@ class NoSchedule(ValueError):
 
 
 def trigger_run(
-    jobs: JobsStore,
-    runs: RunsStore,
-    queues: WorkQueues,
+    jobs: TriggerStorePort,
+    runs: RunsPort,
+    queues: WorkQueuesPort,
     job: str,
     *,
     now: datetime,
@@ -109,7 +106,7 @@ class BackfillProgress:
 
 
 def start_backfill(
-    jobs: JobsStore,
+    jobs: JobsPort,
     job: str,
     *,
     start: datetime,

@@ -20,33 +20,35 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal
 
-from jobsched.adapters.aws.workflows import Workflows, WorkflowsNotConfigured
+from jobsched.core.errors import WorkflowsNotConfigured
+from jobsched.core.messages import DagTaskFailure, DagTaskMessage
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import LOST_PREFIX, Run, RunContext, StaleAttempt, StoredJob, TargetResult
-from jobsched.core.spec import CallbackTarget, JobSpec
-from jobsched.dag.definition import DagTaskFailure, DagTaskMessage, run_budget
+from jobsched.core.outcome import Outcome
+from jobsched.core.records import Run, RunContext, StaleAttempt, StoredJob, TargetResult
+from jobsched.core.runs import MAX_SQS_DELAY, TERMINAL, RunMessage, RunStatus, instant_text, parse_instant, retry_delay
+from jobsched.core.spec import JobSpec
 from jobsched.dag.runs import DagRuns
-from jobsched.pipeline.outcome import Outcome
-from jobsched.pipeline.runs import (
-    LEASE_MARGIN,
-    MAX_SQS_DELAY,
-    TERMINAL,
-    RunMessage,
-    RunStatus,
-    attempts_left,
-    instant_text,
-    parse_instant,
-    retry_delay,
+from jobsched.pipeline.decisions import (
+    already_settled,
+    before_claim,
+    claim_transition,
+    is_external,
+    lease_until,
+    on_existing,
+    on_lost_attempt,
+    on_result,
+    overlap_policy,
+    ran_twice,
+    target_of,
 )
-from jobsched.ports import EscalationsPort, JobsPort, RunsPort, TargetsPort, TaskRunsPort, WorkQueuesPort
-from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, BreakerState, circuit_event, target_key
-from jobsched.watch.escalation import EscalationEvent
+from jobsched.ports import EscalationsPort, JobsPort, RunsPort, TargetsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
+from jobsched.watch.alerts import Alerts
+from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, Breakers
+from jobsched.watch.heartbeat import HeartbeatChecker
 
 WAIT_WHEN_FULL = timedelta(seconds=30)  # a message for a job at max_running comes back after this
 EARLY_TOLERANCE = timedelta(seconds=1)
-BREAKER_MARGIN = timedelta(seconds=1)  # a held run comes back just after the cool-down ends
 
 
 @dataclass
@@ -59,9 +61,18 @@ class Worker:
     clock: Callable[[], datetime]
     # Hooks for crash-injection tests: called right after the named step.
     after_step: Callable[[str], None] = field(default=lambda step: None)
-    workflows: Workflows | None = None  # DAG jobs run on Step Functions
+    workflows: WorkflowsPort | None = None  # DAG jobs run on Step Functions
     breaker_failures: int = FAILURES_TO_OPEN  # consecutive failures of one target that open its circuit
     breaker_cool_down: timedelta = COOL_DOWN
+
+    @property
+    def alerts(self) -> Alerts:
+        return Alerts(self.escalations, self.jobs, self.clock)
+
+    @property
+    def breakers(self) -> Breakers:
+        # Built on use: tests tune breaker_failures on a running worker.
+        return Breakers(self.jobs, self.alerts, self.clock, self.breaker_failures, self.breaker_cool_down)
 
     @property
     def dags(self) -> DagRuns:
@@ -69,7 +80,17 @@ class Worker:
             raise WorkflowsNotConfigured("this worker has no Step Functions access configured")
         if not isinstance(self.runs, TaskRunsPort):
             raise WorkflowsNotConfigured("this worker's run store keeps no DAG task records")
-        return DagRuns(self, self.workflows, self.runs)
+        return DagRuns(
+            jobs=self.jobs,
+            runs=self.runs,
+            queues=self.queues,
+            targets=self.targets,
+            workflows=self.workflows,
+            breakers=self.breakers,
+            alerts=self.alerts,
+            clock=self.clock,
+            after_step=self.after_step,
+        )
 
     def process_any(self, message: RunMessage | DagTaskMessage | DagTaskFailure) -> Outcome:
         """One work-queue message of any kind: a run, a DAG task, or a DAG task's failure report."""
@@ -102,23 +123,17 @@ class Worker:
 
     def _process(self, message: RunMessage, stored: StoredJob, now: datetime, fire_at: datetime) -> Outcome:
         spec = stored.spec
-        if message.trigger == "schedule" and stored.state == "PAUSED":
-            # Instants sent before the pause are recorded, so the run history shows why they did not run.
-            return self._skip(message, spec, now, f"job paused: {stored.paused_reason or 'no reason given'}")
-        if message.trigger == "schedule" and message.attempt == 1 and stored.version > message.spec_version:
-            if parse_instant(message.scheduled_at) > stored.updated_at:
-                # Dispatch restarted under the new version and sends this instant again if it still exists.
-                return Outcome("superseded", f"spec version {message.spec_version} replaced by {stored.version}")
-            # At or before the change: not sent again, so recorded (a waiting record ends here too).
-            # Retries (attempt > 1) of a run that started go on under the current spec.
-            return self._skip(
-                message, spec, now, f"superseded: version {message.spec_version} was replaced before it started"
-            )
+        settled = before_claim(message, stored)
+        if settled is not None:
+            if settled.action == "skip":
+                return self._skip(message, spec, now, settled.detail)
+            return Outcome("superseded", settled.detail)
         existing = self.runs.get(message.job, message.run_id) if message.attempt > 1 else None
-        if existing is not None and (existing.status in TERMINAL or existing.attempt >= message.attempt):
+        if existing is not None and already_settled(existing, message):
             return self._resume_or_drop(existing, message, stored, now)
 
-        breaker_key, breaker, held = self.breaker_check(spec.target, spec.team, now)
+        breakers = self.breakers
+        breaker_key, breaker, held = breakers.check(spec.target, spec.team, now)
         if held is not None:
             return self._held_back(message, stored, now, held)
         slots = self._take_slots(message, stored, now)
@@ -140,10 +155,9 @@ class Worker:
             correlation_id=claimed.correlation_id,
             payload_override=message.payload_override,
         )
-        target = self._target(spec)
-        result = self.targets.execute(target, context)
+        result = self.targets.execute(target_of(spec), context)
         self.after_step("execute")
-        self.breaker_result(breaker_key, breaker, result)
+        breakers.record(breaker_key, breaker, result)
         lateness = (claimed.started_at or now) - fire_at
         return self._record(message, stored, claimed, result, lateness)
 
@@ -175,7 +189,7 @@ class Worker:
         """Extend a callback run's lease by its heartbeat timeout (or target timeout)."""
         stored, _ = self._running_attempt(job, run_id, attempt)
         now = self.clock()  # once: the lease and the slot's expiry judgement use the same instant
-        lease = now + self._timeout(stored.spec) + LEASE_MARGIN
+        lease = lease_until(stored.spec, now)
         updated = self.runs.heartbeat(job, run_id, attempt=attempt, lease_until=lease)
         self.jobs.acquire_slot(
             job,
@@ -227,15 +241,14 @@ class Worker:
 
     def _take_slots(self, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome | None:
         spec = stored.spec
-        lease = now + self._timeout(spec) + LEASE_MARGIN
+        lease = lease_until(spec, now)
         limit = spec.concurrency.max_running
         ended = partial(self._ended_runs, job=message.job)
         taken = self.jobs.acquire_slot(
             message.job, JobsKeys.STATE, holder=message.run_id, lease_until=lease, limit=limit, now=now, ended=ended
         )
         if not taken.acquired:
-            # A backfill waits for a slot: skipping would silently leave holes in the range it was asked to fill.
-            policy = "queue" if message.trigger == "backfill" else spec.concurrency.overlap
+            policy = overlap_policy(message, spec)
             others = ", ".join(sorted(taken.holders)) or "?"
             if policy == "skip":
                 return self._skip(message, spec, now, f"overlap: skip (still running: {others})")
@@ -269,7 +282,7 @@ class Worker:
         return None
 
     def _ended_runs(self, holders: list[str], *, job: str | None = None) -> set[str]:
-        """Which slot holders' runs have ended (slots are released lazily, see ``JobsStore.acquire_slot``).
+        """Which slot holders' runs have ended (slots are released lazily, see ``JobsPort.acquire_slot``).
         A job's slots are held by run ids; a team's by ``<team>/<name>/<run id>``."""
         keys = {holder: (job, holder) if job else tuple(holder.rsplit("/", 1)) for holder in holders}
         ended = self.runs.ended({(key[0], key[1]) for key in keys.values()})
@@ -296,8 +309,8 @@ class Worker:
 
     def _claim(self, message: RunMessage, stored: StoredJob, now: datetime) -> Run | Outcome:
         spec = stored.spec
-        lease = now + self._timeout(spec) + LEASE_MARGIN
-        external = self._external(spec)
+        lease = lease_until(spec, now)
+        external = is_external(spec)
         if message.attempt == 1:
             created = self.runs.create(
                 message,
@@ -314,14 +327,11 @@ class Worker:
         if existing is None:
             return Outcome("duplicate", "run vanished (retention expired)")
         try:
-            if message.attempt == 1 and (
-                existing.status is RunStatus.SCHEDULED
-                or (existing.status is RunStatus.MISSED and (existing.reason or "").startswith(LOST_PREFIX))
-            ):
-                # Waiting for a slot, or recorded lost by the audit while its message was only late: start it.
+            transition = claim_transition(existing, message)
+            if transition == "first":
                 waited = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
                 return self._start(existing, existing.status, 1, 1, now, lease, external, lateness_ms=waited)
-            if existing.status is RunStatus.RETRYING and existing.attempt == message.attempt - 1:
+            if transition == "retry":
                 return self._start(
                     existing, RunStatus.RETRYING, existing.attempt, message.attempt, now, lease, external
                 )
@@ -356,31 +366,23 @@ class Worker:
 
     def _resume_or_drop(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
         """A message for a run that already exists: a duplicate, a crash to recover, or a retry to resend."""
-        if existing.status in TERMINAL or existing.attempt > message.attempt:
-            return Outcome("duplicate", f"run is {existing.status.value} at attempt {existing.attempt}", run=existing)
-        if existing.status is RunStatus.RETRYING and existing.attempt == message.attempt:
-            # We failed this attempt before; the retry message may not have been sent (crash): send it.
+        verdict = on_existing(existing, message, stored.spec, now)
+        if verdict.action == "resend_retry":
             self.send_retry(message, stored.spec, existing)
-            return Outcome("duplicate", "retry message re-sent", run=existing)
-        if existing.status is RunStatus.RUNNING and existing.attempt == message.attempt:
-            if existing.lease_until and existing.lease_until > now:
-                if stored.spec.dag is not None:
-                    # A crash may have come between the claim and the start: starting again is harmless.
-                    return self.dags.start(message, stored, existing)
-                if isinstance(self._target(stored.spec), CallbackTarget):
-                    return Outcome("duplicate", "callback run already waiting", run=existing)
-                # In flight elsewhere: keep this message as a watchdog until that lease ends.
-                return Outcome("waiting", "attempt in flight elsewhere", wait=existing.lease_until - now)
+        elif verdict.action == "start_dag":
+            return self.dags.start(message, stored, existing)
+        elif verdict.action == "in_flight":
+            assert existing.lease_until is not None
+            return Outcome("waiting", verdict.detail, wait=existing.lease_until - now)
+        elif verdict.action == "recover":
             return self._recover_lost_attempt(existing, message, stored, now)
-        return Outcome("duplicate", f"run is {existing.status.value} at attempt {existing.attempt}", run=existing)
+        return Outcome("duplicate", verdict.detail, run=existing)
 
     def _recover_lost_attempt(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
         """The worker running this attempt died (lease expired): count it as failed and go on."""
         spec = stored.spec
-        error = f"attempt {existing.attempt} lost: no result before its lease expired"
-        if spec.dag is not None:
-            error = f"DAG run still unfinished after its time budget ({run_budget(spec)})"
-        if spec.dag is not None or not attempts_left(self._retry_policy(spec), existing.attempt):
+        final, error = on_lost_attempt(spec, existing.attempt)
+        if final:
             try:
                 run = self.runs.finish(
                     existing.job,
@@ -394,7 +396,7 @@ class Worker:
                 return Outcome("duplicate", "another worker recovered it")
             if spec.dag is not None:
                 self.dags.stop(run, spec, cause=error)
-            self.escalate(run, "run timed out")
+            self.alerts.run_ended_badly(run, "run timed out")
             return Outcome("failed", error, run=run)
         return self._retry(message, spec, existing, error, now)
 
@@ -405,17 +407,18 @@ class Worker:
     ) -> Outcome:
         spec = stored.spec
         now = self.clock()
+        decision = on_result(result, spec, run.attempt)
         try:
-            if result.outcome == "pending":
+            if decision == "pending":
                 return Outcome("pending", "waiting for the callback", run=run, lateness=lateness)
-            if result.outcome == "succeeded":
+            if decision == "succeeded":
                 finished = self.runs.finish(
                     run.job, run.run_id, attempt=run.attempt, status=RunStatus.SUCCEEDED, now=now, output=result.output
                 )
                 self.after_step("record")
-                self.succeeded(run, finished, spec)
+                self.alerts.succeeded(run, finished, spec)
                 return Outcome("succeeded", run=finished, lateness=lateness)
-            if result.retryable and attempts_left(self._retry_policy(spec), run.attempt):
+            if decision == "retry":
                 return self._retry(message, spec, run, result.error or "failed", now, lateness)
             failed = self.runs.finish(
                 run.job, run.run_id, attempt=run.attempt, status=RunStatus.FAILED, now=now, error=result.error
@@ -424,7 +427,7 @@ class Worker:
             # Cancelled, or taken over after our lease expired: our result must not overwrite theirs.
             return self._stale_result(run, str(error))
         self.after_step("record")
-        self.escalate(failed, "run failed")
+        self.alerts.run_ended_badly(failed, "run failed")
         return Outcome("failed", result.error or "", run=failed, lateness=lateness)
 
     def _held_back(self, message: RunMessage, stored: StoredJob, now: datetime, outcome: Outcome) -> Outcome:
@@ -446,14 +449,7 @@ class Worker:
     def _stale_result(self, run: Run, error: str) -> Outcome:
         """Our result was refused. If the run ended at this very attempt (not cancelled), the attempt was
         executed twice: the claim should make that impossible, so it is counted apart, as a tripwire (M5)."""
-        stored = self.runs.get(run.job, run.run_id)
-        same_attempt_ended = (
-            stored is not None
-            and stored.attempt == run.attempt
-            and stored.status in TERMINAL
-            and stored.status is not RunStatus.CANCELLED
-        )
-        if same_attempt_ended:
+        if ran_twice(self.runs.get(run.job, run.run_id), run.attempt):
             return Outcome("duplicate_execution", f"attempt {run.attempt} of {run.run_id} ran twice: {error}")
         return Outcome("superseded", error)
 
@@ -466,7 +462,7 @@ class Worker:
         now: datetime,
         lateness: timedelta | None = None,
     ) -> Outcome:
-        delay = retry_delay(self._retry_policy(spec).backoff, run.attempt, seed=f"{run.run_id}#{run.attempt}")
+        delay = retry_delay(spec.retry.backoff, run.attempt, seed=f"{run.run_id}#{run.attempt}")
         next_at = now + delay
         long_wait = delay > MAX_SQS_DELAY
         try:
@@ -482,7 +478,7 @@ class Worker:
             message.job,
             JobsKeys.STATE,
             holder=message.run_id,
-            lease_until=next_at + self._timeout(spec) + LEASE_MARGIN,
+            lease_until=lease_until(spec, next_at),
             limit=spec.concurrency.max_running,
             now=now,
         )
@@ -521,129 +517,14 @@ class Worker:
             return Outcome("duplicate", "run exists", run=existing)
         return Outcome("skipped", reason, run=created)
 
-    def escalate(self, run: Run, summary: str) -> None:
-        """A run ended badly: one event for the escalation handler (which pages once per incident)."""
-        kind: Literal["run_failed", "run_timed_out"] = (
-            "run_timed_out" if run.status is RunStatus.TIMED_OUT else "run_failed"
-        )
-        self.publish(
-            EscalationEvent(
-                kind=kind,
-                subject=run.job,
-                occurred_at=instant_text(self.clock()),
-                team=run.team,
-                job=run.job,
-                run_id=run.run_id,
-                scheduled_at=instant_text(run.scheduled_at),
-                attempt=run.attempt,
-                error=run.error,
-                lateness_seconds=run.lateness_ms / 1000 if run.lateness_ms is not None else None,
-                detail=summary,
-            )
-        )
 
-    def succeeded(self, before: Run, finished: Run, spec: JobSpec) -> None:
-        """After a success: report a deadline it missed, and resolve the job's open incidents (if it has any:
-        one eventually consistent read, so healthy jobs send no event)."""
-        missed = self._check_deadline(before, spec)
-        if not self.jobs.open_incidents(finished.job):
-            return
-        self.publish(
-            EscalationEvent(
-                kind="run_succeeded",
-                subject=finished.job,
-                occurred_at=instant_text(self.clock()),
-                team=finished.team,
-                job=finished.job,
-                run_id=finished.run_id,
-                scheduled_at=instant_text(finished.scheduled_at),
-                attempt=finished.attempt,
-                on_time=not missed,
-            )
-        )
-
-    def _check_deadline(self, run: Run, spec: JobSpec) -> bool:
-        """True if the run finished after its SLA deadline. Reported here unless the checker already did."""
-        if spec.deadline is None:
-            return False
-        deadline = run.scheduled_at + spec.deadline
-        now = self.clock()
-        if now <= deadline:
-            return False
-        if run.deadline_at is not None:  # still on the index: the heartbeat checker has not reported it
-            self.publish(deadline_event(run, spec, now))
-        return True
-
-    def breaker_check(self, target: Any, team: str, now: datetime) -> tuple[str | None, BreakerState, Outcome | None]:
-        """The team's breaker for the target (one eventually consistent read); an Outcome to wait if open."""
-        key = target_key(target, team) if target is not None else None
-        state = self.jobs.breaker(key) if key else BreakerState()
-        if not state.holds(now):
-            return key, state, None
-        assert state.open_until is not None
-        wait = state.open_until - now + BREAKER_MARGIN
-        return key, state, Outcome("waiting", f"target circuit open until {instant_text(state.open_until)}", wait=wait)
-
-    def breaker_result(self, key: str | None, before: BreakerState, result: TargetResult) -> None:
-        """Count a target's failure towards its breaker (escalated once when it opens); a success after
-        failures closes it. Only retryable failures count: a 4xx says this job's request is wrong, not
-        that the target is down."""
-        if key is None:
-            return
-        now = self.clock()
-        if result.outcome == "failed" and result.retryable:
-            change = self.jobs.breaker_failed(
-                key, now=now, threshold=self.breaker_failures, cool_down=self.breaker_cool_down
-            )
-            if change == "opened":
-                self.publish(
-                    circuit_event("circuit_open", key, now, failures=self.breaker_failures, error=result.error)
-                )
-        elif result.outcome == "succeeded" and before.failures and self.jobs.breaker_succeeded(key):
-            self.publish(circuit_event("circuit_closed", key, now))
-
-    def publish(self, event: EscalationEvent) -> None:
-        self.escalations.publish(event.model_dump(mode="json", exclude_none=True))
-
-    # ----------------------------------------------------------------------------- helpers
-
-    @staticmethod
-    def _target(spec: JobSpec) -> Any:
-        if spec.target is None:
-            raise ValueError(f"{spec.key} has no single target (DAG jobs are not registered, see jobs.put_job)")
-        return spec.target
-
-    @staticmethod
-    def _external(spec: JobSpec) -> bool:
-        """Runs whose result arrives from outside (callbacks, DAG executions) are watched through leases."""
-        return spec.dag is not None or isinstance(spec.target, CallbackTarget)
-
-    def _timeout(self, spec: JobSpec) -> timedelta:
-        if spec.dag is not None:
-            return run_budget(spec)
-        target = self._target(spec)
-        timeout: timedelta = target.timeout
-        if isinstance(target, CallbackTarget) and spec.heartbeat_timeout:
-            return min(timeout, spec.heartbeat_timeout)
-        return timeout
-
-    @staticmethod
-    def _retry_policy(spec: JobSpec) -> Any:
-        return spec.retry
-
-
-def deadline_event(run: Run, spec: JobSpec, now: datetime) -> EscalationEvent:
-    """One per run (its id has no attempt): the checker and the worker may both report it."""
-    assert spec.deadline is not None
-    return EscalationEvent(
-        kind="deadline_missed",
-        subject=run.job,
-        occurred_at=instant_text(now),
-        team=run.team,
-        job=run.job,
-        run_id=run.run_id,
-        scheduled_at=instant_text(run.scheduled_at),
-        lateness_seconds=round((now - run.scheduled_at - spec.deadline).total_seconds(), 3),
-        detail=f"not SUCCEEDED within its deadline of {spec.deadline} after {instant_text(run.scheduled_at)}"
-        + f" (status {run.status.value})",
+def heartbeat_checker(runs: RunsPort, worker: Worker) -> HeartbeatChecker:
+    """The heartbeat checker with the worker's collaborators: lost attempts are timed out by the worker's
+    rules, parked DAG tasks kept alive by its DAG runner."""
+    return HeartbeatChecker(
+        runs,
+        worker.jobs,
+        worker.alerts,
+        time_out=worker.time_out,
+        heartbeat_parked=lambda task: worker.dags.heartbeat_parked(task),
     )

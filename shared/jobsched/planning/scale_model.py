@@ -185,66 +185,9 @@ def simulate(
     visible = sorted(max(f, math.ceil(s / granularity) * granularity) for f, s in zip(fire_at, sent, strict=True))
     # Lateness is counted per message in visibility order; the k-th message out belongs to the k-th run due.
     late_sends = sum(1 for f, s in zip(fire_at, sent, strict=True) if s > f)
-    worker_vcpu = Deployment.vcpu(deployment.worker_memory_mb)
-    run_cpu = calibration.worker_cpu() / worker_vcpu
-    claim_io = 3 * limits.ddb_call_ms / 1000  # job read, slot, run record: then the run has started
-    run_io = calibration.worker_calls_per_run * limits.ddb_call_ms / 1000 + limits.lambda_invoke_ms / 1000
-    init = limits.sandbox_start_s + calibration.init_cpu_s / worker_vcpu
-    account = deployment.account_concurrency or limits.account_concurrency
-    queues = deployment.queues_per_class
-    esm_cap = queues * min(deployment.worker_max_concurrency, limits.esm_max_batches)
-    wcu_capacity = min(deployment.warm_wcu or limits.ddb_on_demand_instant_wcu, limits.ddb_table_quota_wcu)
-    wcu_per_batch = BATCH * calibration.worker_wcu_per_run
-
-    lateness: list[float] = []
-    held: defaultdict[str, float] = defaultdict(float)
-    busy: list[float] = []  # finish times of running invocations
-    environments = warm_concurrency  # warm execution environments
-    esm = float(max(queues * limits.esm_initial_concurrency, warm_concurrency))
-    function_cap = float(max(limits.function_scale_per_10s, warm_concurrency))
-    wcu_used: defaultdict[int, float] = defaultdict(float)
-    peak = 0
-    taken = 0
-    now = visible[0] if visible else 0.0
-    while taken < len(visible):
-        while busy and busy[0] <= now:
-            heapq.heappop(busy)
-        waiting = bisect.bisect_right(visible, now) - taken
-        if waiting > 0:
-            esm = min(esm_cap, esm + queues * limits.esm_scale_per_minute / 60 * STEP)
-            function_cap = min(float(account), function_cap + limits.function_scale_per_10s / 10 * STEP)
-        allowed = min(int(esm), int(function_cap), account)
-        while waiting > 0 and len(busy) < allowed:
-            second = int(now)
-            if wcu_used[second] + wcu_per_batch > wcu_capacity:
-                held["DynamoDB write throughput"] += STEP
-                break
-            wcu_used[second] += wcu_per_batch
-            batch = min(BATCH, waiting)
-            cold = init if len(busy) >= environments else 0.0
-            environments = max(environments, len(busy) + 1)
-            for k in range(batch):
-                start = now + cold + (k + 1) * run_cpu / 2 + claim_io
-                lateness.append(max(0.0, start - fire_at[taken + k]))
-            duration = cold + batch * run_cpu + run_io + deployment.target_ms / 1000
-            heapq.heappush(busy, now + duration)
-            taken += batch
-            waiting -= batch
-        peak = max(peak, len(busy))
-        if waiting > 0:
-            if len(busy) >= allowed:
-                limit = min(
-                    (esm_cap, f"event-source maximum concurrency ({esm_cap})"),
-                    (account, f"account concurrency ({account})"),
-                    (int(esm), f"event-source scaling (+{limits.esm_scale_per_minute} a minute per queue)"),
-                    (int(function_cap), f"function scaling (+{limits.function_scale_per_10s} per 10 s)"),
-                )[1]
-                held[limit] += STEP
-            now += STEP
-        else:
-            following = visible[taken] if taken < len(visible) else now + STEP
-            now = max(now + STEP, min(following, busy[0] if busy else following))
-    peak_wcu = max(wcu_used.values(), default=0)
+    pool = _WorkerPool.for_deployment(deployment, calibration, limits, warm_concurrency)
+    lateness = pool.work_off(visible, fire_at)
+    held = pool.held
     if late_sends:
         held["dispatcher tick budget"] += max(s - f for f, s in zip(fire_at, sent, strict=True))
     return BurstResult(
@@ -253,7 +196,111 @@ def simulate(
         dispatcher_seconds_per_tick=busiest,
         dispatch_ticks=ticks,
         late_sends=late_sends,
-        peak_concurrency=peak,
-        peak_wcu_per_second=max(float(peak_wcu), dispatch_wcu),
+        peak_concurrency=pool.peak,
+        peak_wcu_per_second=max(float(max(pool.wcu_used.values(), default=0)), dispatch_wcu),
         held_back=dict(held),
     )
+
+
+@dataclass
+class _WorkerPool:
+    """The worker side of a burst: event-source and function scaling, cold starts, account concurrency
+    and the table's write throughput, stepped in STEP seconds; ``held`` names what held runs back."""
+
+    run_cpu: float  # seconds of one run's CPU at the worker's vCPU share
+    claim_io: float  # until the run has started: job read, slot, run record
+    run_io: float
+    init: float  # a cold start
+    target_s: float
+    account: int
+    queues: int
+    esm_cap: int
+    wcu_capacity: float
+    wcu_per_batch: float
+    esm_scale_per_minute: int
+    function_scale_per_10s: int
+    esm: float
+    function_cap: float
+    environments: int  # warm execution environments
+    held: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    busy: list[float] = field(default_factory=list)  # finish times of running invocations
+    wcu_used: defaultdict[int, float] = field(default_factory=lambda: defaultdict(float))
+    peak: int = 0
+
+    @classmethod
+    def for_deployment(
+        cls, deployment: Deployment, calibration: Calibration, limits: AwsLimits, warm_concurrency: int
+    ) -> _WorkerPool:
+        worker_vcpu = Deployment.vcpu(deployment.worker_memory_mb)
+        queues = deployment.queues_per_class
+        return cls(
+            run_cpu=calibration.worker_cpu() / worker_vcpu,
+            claim_io=3 * limits.ddb_call_ms / 1000,
+            run_io=calibration.worker_calls_per_run * limits.ddb_call_ms / 1000 + limits.lambda_invoke_ms / 1000,
+            init=limits.sandbox_start_s + calibration.init_cpu_s / worker_vcpu,
+            target_s=deployment.target_ms / 1000,
+            account=deployment.account_concurrency or limits.account_concurrency,
+            queues=queues,
+            esm_cap=queues * min(deployment.worker_max_concurrency, limits.esm_max_batches),
+            wcu_capacity=min(deployment.warm_wcu or limits.ddb_on_demand_instant_wcu, limits.ddb_table_quota_wcu),
+            wcu_per_batch=BATCH * calibration.worker_wcu_per_run,
+            esm_scale_per_minute=limits.esm_scale_per_minute,
+            function_scale_per_10s=limits.function_scale_per_10s,
+            esm=float(max(queues * limits.esm_initial_concurrency, warm_concurrency)),
+            function_cap=float(max(limits.function_scale_per_10s, warm_concurrency)),
+            environments=warm_concurrency,
+        )
+
+    def work_off(self, visible: list[float], fire_at: list[float]) -> list[float]:
+        """Start every visible message's run; the lateness of each, in visibility order."""
+        lateness: list[float] = []
+        now = visible[0] if visible else 0.0
+        while len(lateness) < len(visible):
+            while self.busy and self.busy[0] <= now:
+                heapq.heappop(self.busy)
+            waiting = bisect.bisect_right(visible, now) - len(lateness)
+            if waiting > 0:
+                self._scale()
+            allowed = min(int(self.esm), int(self.function_cap), self.account)
+            waiting = self._start(now, waiting, allowed, fire_at, lateness)
+            self.peak = max(self.peak, len(self.busy))
+            if waiting > 0:
+                if len(self.busy) >= allowed:
+                    self.held[self._binding_limit()] += STEP
+                now += STEP
+            else:
+                taken = len(lateness)
+                following = visible[taken] if taken < len(visible) else now + STEP
+                now = max(now + STEP, min(following, self.busy[0] if self.busy else following))
+        return lateness
+
+    def _scale(self) -> None:
+        self.esm = min(self.esm_cap, self.esm + self.queues * self.esm_scale_per_minute / 60 * STEP)
+        self.function_cap = min(float(self.account), self.function_cap + self.function_scale_per_10s / 10 * STEP)
+
+    def _start(self, now: float, waiting: int, allowed: int, fire_at: list[float], lateness: list[float]) -> int:
+        """Start batches while invocations are allowed and the table takes their writes; returns what waits."""
+        while waiting > 0 and len(self.busy) < allowed:
+            second = int(now)
+            if self.wcu_used[second] + self.wcu_per_batch > self.wcu_capacity:
+                self.held["DynamoDB write throughput"] += STEP
+                break
+            self.wcu_used[second] += self.wcu_per_batch
+            batch = min(BATCH, waiting)
+            cold = self.init if len(self.busy) >= self.environments else 0.0
+            self.environments = max(self.environments, len(self.busy) + 1)
+            taken = len(lateness)
+            for k in range(batch):
+                start = now + cold + (k + 1) * self.run_cpu / 2 + self.claim_io
+                lateness.append(max(0.0, start - fire_at[taken + k]))
+            heapq.heappush(self.busy, now + cold + batch * self.run_cpu + self.run_io + self.target_s)
+            waiting -= batch
+        return waiting
+
+    def _binding_limit(self) -> str:
+        return min(
+            (self.esm_cap, f"event-source maximum concurrency ({self.esm_cap})"),
+            (self.account, f"account concurrency ({self.account})"),
+            (int(self.esm), f"event-source scaling (+{self.esm_scale_per_minute} a minute per queue)"),
+            (int(self.function_cap), f"function scaling (+{self.function_scale_per_10s} per 10 s)"),
+        )[1]

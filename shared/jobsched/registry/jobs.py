@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
-from jobsched.adapters.aws.jobs_store import JobsStore
-from jobsched.adapters.aws.workflows import Workflows, WorkflowsNotConfigured
+from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
+from jobsched.core.runs import parse_instant
 from jobsched.core.spec import JobSpec
-from jobsched.dag.definition import compile_definition, definition_text
-from jobsched.pipeline.runs import parse_instant
-from jobsched.ports import JobsPort
+from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort
 from jobsched.schedule.engine import compile_schedule
 from jobsched.tenancy.quotas import QuotaExceeded
 
@@ -23,30 +20,14 @@ def first_fire_after(spec: JobSpec, *, created_at: datetime, after: datetime) ->
     return upcoming[0].at if upcoming else None
 
 
-@dataclass(frozen=True)
-class DagDeployer:
-    """Compiles DAG jobs to state machines sending to the work queue of the job's priority class."""
-
-    workflows: Workflows
-    queue_urls: dict[str, str]
-
-    def deploy(self, spec: JobSpec) -> bool:
-        """Create or update the job's state machine; True if anything changed."""
-        definition = compile_definition(spec, queue_url=self.queue_urls[spec.priority])
-        return self.workflows.ensure(spec.key, spec.team, definition_text(definition))[1]
-
-    def remove(self, job: str) -> None:
-        self.workflows.delete(job)
-
-
 def put_job(
-    store: JobsStore,
+    store: RegistryPort,
     spec: JobSpec,
     *,
     now: datetime,
     principal: str,
     expected_version: int | None = None,
-    dags: DagDeployer | None = None,
+    dags: DagDeploymentPort | None = None,
 ) -> tuple[StoredJob, bool]:
     """Create or replace; returns (stored job, created). ``expected_version`` guards a replace.
 
@@ -77,7 +58,9 @@ def put_job(
         raise
 
 
-def delete_job(store: JobsStore, stored: StoredJob, *, now: datetime, principal: str, dags: DagDeployer | None) -> None:
+def delete_job(
+    store: RegistryPort, stored: StoredJob, *, now: datetime, principal: str, dags: DagDeploymentPort | None
+) -> None:
     store.delete(stored, now=now, principal=principal)
     store.drop_incidents(stored.key)
     if stored.spec.dag is not None and dags is not None:
@@ -85,7 +68,7 @@ def delete_job(store: JobsStore, stored: StoredJob, *, now: datetime, principal:
 
 
 def _store_job(
-    store: JobsStore, spec: JobSpec, current: StoredJob | None, *, now: datetime, principal: str
+    store: RegistryPort, spec: JobSpec, current: StoredJob | None, *, now: datetime, principal: str
 ) -> tuple[StoredJob, bool]:
     if current is None:
         stored = store.create(

@@ -34,16 +34,16 @@ from croniter import croniter
 from croniter.croniter import CroniterBadDateError
 
 from jobsched.core.durations import format_duration
-from jobsched.core.spec import Blackout, CalendarPolicy, HolidayCalendar, Schedule
-from jobsched.core.tz import UTC, get_zone
-from jobsched.schedule.dst import WallKind, local_wall, resolve_wall, zone_changes_near
-from jobsched.schedule.expressions import (
+from jobsched.core.expressions import (
     AtExpression,
     CronExpression,
     RateExpression,
     hash_value,
     parse_expression,
 )
+from jobsched.core.spec import Blackout, CalendarPolicy, HolidayCalendar, Schedule
+from jobsched.core.tz import UTC, get_zone
+from jobsched.schedule.dst import WallKind, local_wall, resolve_wall, zone_changes_near
 
 DEFAULT_HORIZON = timedelta(days=366 * 10)  # leap-day jobs fire twice in it
 # A schedule that a calendar or blackout excludes for a long time must not spin: previews and next-fire
@@ -335,26 +335,30 @@ class CompiledSchedule:
                 else:
                     yield deferred
                 deferred = None
-            if not occurrence.fires:
-                yield occurrence
-                continue
-            for windows in self._blackouts:
-                window = windows.containing(occurrence.at, budget)
-                if window is None:
-                    continue
-                label = windows.describe(window)
-                if windows.blackout.action == "skip":
-                    occurrence = occurrence.skipped(f"in blackout {label}")
-                    break
-                end = window[1]
-                if deferred is None:
-                    deferred = _fire(end, local_wall(end, self.zone), reason=f"deferred by blackout {label}")
-                deferred = replace(deferred, moved_from=(*deferred.moved_from, occurrence.wall))
-                occurrence = occurrence.skipped(f"in blackout {label}: deferred to its end")
-                break
+            if occurrence.fires:
+                occurrence, deferred = self._blackout(occurrence, deferred, budget)
             yield occurrence
         if deferred:
             yield deferred
+
+    def _blackout(
+        self, occurrence: Occurrence, deferred: Occurrence | None, budget: _Budget
+    ) -> tuple[Occurrence, Occurrence | None]:
+        """A fire inside the first blackout that contains it: skipped, or deferred to the window's end
+        (several deferred fires become one, which records every instant it stands for)."""
+        for windows in self._blackouts:
+            window = windows.containing(occurrence.at, budget)
+            if window is None:
+                continue
+            label = windows.describe(window)
+            if windows.blackout.action == "skip":
+                return occurrence.skipped(f"in blackout {label}"), deferred
+            end = window[1]
+            if deferred is None:
+                deferred = _fire(end, local_wall(end, self.zone), reason=f"deferred by blackout {label}")
+            deferred = replace(deferred, moved_from=(*deferred.moved_from, occurrence.wall))
+            return occurrence.skipped(f"in blackout {label}: deferred to its end"), deferred
+        return occurrence, deferred
 
     def _apply_jitter(self, stream: Iterable[Occurrence]) -> Iterator[Occurrence]:
         jitter = self.schedule.jitter

@@ -12,8 +12,9 @@ from datetime import datetime
 
 from jobsched.core.errors import FieldError
 from jobsched.core.spec import HttpTarget, JobSpec
+from jobsched.core.urls import UrlRefused, parse_url
 from jobsched.schedule.engine import schedule_cost_problem
-from jobsched.tenancy.egress import AddressPolicy, UrlRefused, parse_url
+from jobsched.tenancy.egress import AddressPolicy
 from jobsched.tenancy.ownership import OwnershipGuard, spec_resources
 
 

@@ -7,47 +7,15 @@ Every limit is on unless the platform turns it off: a team nobody has thought ab
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from jobsched.core.limits import TeamLimits
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class TeamLimits:
-    # Runs of the team running at once, across its jobs and priority classes. One team's hung target can
-    # then hold at most this many worker invocations of a class (see WORK_QUEUES' max_concurrency).
-    max_running: int = 20
-    max_jobs: int = 1000  # jobs a team may register
-    max_backfills: int = 5  # backfills running at once (and always at most one per job)
-    requests_per_minute: int = 600  # API requests per principal, and per team on team routes
-
-    @classmethod
-    def parse(cls, text: str | None) -> TeamLimits:
-        """``{"max_running": 50, ...}``: keys not given keep the built-in default."""
-        return cls().with_overrides(json.loads(text) if text else {})
-
-    def with_overrides(self, values: Mapping[str, Any]) -> TeamLimits:
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown team limit(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        checked = {}
-        for name, value in values.items():
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 1:
-                raise ValueError(f"team limit {name} must be a whole number of at least 1 (got {value!r})")
-            checked[name] = int(value)
-        return replace(self, **checked)
-
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class CachedLimits:

@@ -118,42 +118,70 @@ def evaluate_expression(expression: str, values: Mapping[str, float | None]) -> 
     """Metric math with + - * /, comparisons, IF(condition, then, else) and FILL(id, value); None when an
     input is missing, as CloudWatch gives no datapoint where a series has none (FILL supplies one)."""
     tree = ast.parse(expression.replace("IF(", "IF_(").replace("AND", "and").replace("OR", "or"), mode="eval")
+    result = _MetricMath(expression, values).walk(tree.body)
+    return None if result is None else float(result)
 
-    def walk(node: ast.AST) -> Any:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-            return float(node.value)
-        if isinstance(node, ast.Name):
-            if node.id not in values:
-                raise ValueError(f"unknown id {node.id} in {expression}")
-            return values[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-            left, right = walk(node.left), walk(node.right)
-            if left is None or right is None:
-                return None
-            if isinstance(node.op, ast.Div) and right == 0:
-                return None
-            return _OPERATORS[type(node.op)](left, right)
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _OPERATORS:
-            left, right = walk(node.left), walk(node.comparators[0])
-            if left is None or right is None:
-                return None
-            return 1.0 if _OPERATORS[type(node.ops[0])](left, right) else 0.0
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "FILL":
+
+@dataclass(frozen=True)
+class _MetricMath:
+    expression: str
+    values: Mapping[str, float | None]
+
+    def walk(self, node: ast.AST) -> Any:
+        handlers: dict[type, Callable[[Any], Any]] = {
+            ast.Constant: self._constant,
+            ast.Name: self._name,
+            ast.BinOp: self._binary,
+            ast.Compare: self._compare,
+            ast.Call: self._call,
+        }
+        handler = handlers.get(type(node))
+        if handler is None:
+            raise self._unsupported(node)
+        return handler(node)
+
+    def _unsupported(self, node: ast.AST) -> ValueError:
+        return ValueError(f"metric math not supported locally: {ast.dump(node)[:80]}")
+
+    def _constant(self, node: ast.Constant) -> float:
+        if not isinstance(node.value, int | float):
+            raise self._unsupported(node)
+        return float(node.value)
+
+    def _name(self, node: ast.Name) -> float | None:
+        if node.id not in self.values:
+            raise ValueError(f"unknown id {node.id} in {self.expression}")
+        return self.values[node.id]
+
+    def _binary(self, node: ast.BinOp) -> Any:
+        if type(node.op) not in _OPERATORS:
+            raise self._unsupported(node)
+        left, right = self.walk(node.left), self.walk(node.right)
+        if left is None or right is None or (isinstance(node.op, ast.Div) and right == 0):
+            return None
+        return _OPERATORS[type(node.op)](left, right)
+
+    def _compare(self, node: ast.Compare) -> float | None:
+        if len(node.ops) != 1 or type(node.ops[0]) not in _OPERATORS:
+            raise self._unsupported(node)
+        left, right = self.walk(node.left), self.walk(node.comparators[0])
+        if left is None or right is None:
+            return None
+        return 1.0 if _OPERATORS[type(node.ops[0])](left, right) else 0.0
+
+    def _call(self, node: ast.Call) -> Any:
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name == "FILL":
             series, filler = node.args
-            value = walk(series)
-            return walk(filler) if value is None else value
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "IF_":
+            value = self.walk(series)
+            return self.walk(filler) if value is None else value
+        if name == "IF_":
             condition, then, otherwise = node.args
-            chosen = walk(condition)
+            chosen = self.walk(condition)
             if chosen is None:
                 return None
-            return walk(then) if chosen else walk(otherwise)
-        raise ValueError(f"metric math not supported locally: {ast.dump(node)[:80]}")
-
-    result = walk(tree)
-    return None if result is None else float(result)
+            return self.walk(then) if chosen else self.walk(otherwise)
+        raise self._unsupported(node)
 
 
 def period_value(alarm: AlarmSpec, data: Datapoints, end: float, scale: float) -> float | None:

@@ -9,11 +9,16 @@ Half-open: once the cool-down has passed, runs go through again; a failure re-op
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from jobsched.core.names import TARGET_PREFIX
+from jobsched.core.outcome import Outcome
+from jobsched.core.records import BreakerState, TargetResult
+from jobsched.core.runs import instant_text
 from jobsched.core.spec import (
     CallbackTarget,
     EventBridgeTarget,
@@ -22,8 +27,9 @@ from jobsched.core.spec import (
     SqsTarget,
     StepFunctionsTarget,
 )
-from jobsched.pipeline.runs import instant_text
-from jobsched.watch.escalation import TARGET_PREFIX, EscalationEvent
+from jobsched.ports import JobsPort
+from jobsched.watch.alerts import Alerts
+from jobsched.watch.escalation import EscalationEvent
 
 FAILURES_TO_OPEN = 5
 COOL_DOWN = timedelta(minutes=5)
@@ -48,15 +54,6 @@ def target_key(target: Any, team: str) -> str | None:
     raise TypeError(f"unknown target {type(target).__name__}")
 
 
-@dataclass(frozen=True)
-class BreakerState:
-    failures: int = 0
-    open_until: datetime | None = None
-
-    def holds(self, now: datetime) -> bool:
-        return self.open_until is not None and self.open_until > now
-
-
 def circuit_event(
     kind: str, key: str, now: datetime, *, failures: int = 0, error: str | None = None
 ) -> EscalationEvent:
@@ -76,3 +73,43 @@ def circuit_event(
             else "a run succeeded against it again"
         ),
     )
+
+
+BREAKER_MARGIN = timedelta(seconds=1)  # a held run comes back just after the cool-down ends
+
+
+@dataclass
+class Breakers:
+    """The worker's and the DAG runner's view of the breakers: hold a run, count a result."""
+
+    jobs: JobsPort
+    alerts: Alerts
+    clock: Callable[[], datetime]
+    failures_to_open: int = FAILURES_TO_OPEN
+    cool_down: timedelta = COOL_DOWN
+
+    def check(self, target: Any, team: str, now: datetime) -> tuple[str | None, BreakerState, Outcome | None]:
+        """The team's breaker for the target (one eventually consistent read); an Outcome to wait if open."""
+        key = target_key(target, team) if target is not None else None
+        state = self.jobs.breaker(key) if key else BreakerState()
+        if not state.holds(now):
+            return key, state, None
+        assert state.open_until is not None
+        wait = state.open_until - now + BREAKER_MARGIN
+        return key, state, Outcome("waiting", f"target circuit open until {instant_text(state.open_until)}", wait=wait)
+
+    def record(self, key: str | None, before: BreakerState, result: TargetResult) -> None:
+        """Count a target's failure towards its breaker (escalated once when it opens); a success after
+        failures closes it. Only retryable failures count: a 4xx says this job's request is wrong, not
+        that the target is down."""
+        if key is None:
+            return
+        now = self.clock()
+        if result.outcome == "failed" and result.retryable:
+            change = self.jobs.breaker_failed(key, now=now, threshold=self.failures_to_open, cool_down=self.cool_down)
+            if change == "opened":
+                self.alerts.publish(
+                    circuit_event("circuit_open", key, now, failures=self.failures_to_open, error=result.error)
+                )
+        elif result.outcome == "succeeded" and before.failures and self.jobs.breaker_succeeded(key):
+            self.alerts.publish(circuit_event("circuit_closed", key, now))

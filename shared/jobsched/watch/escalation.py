@@ -18,16 +18,16 @@ before (SQS redelivery) changes nothing.
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from jobsched.core.records import Incident, IncidentClass, Role
+from jobsched.core.runs import instant_text
 from jobsched.core.spec import Escalation
-from jobsched.pipeline.runs import instant_text
 
-IncidentClass = Literal["failing", "late", "circuit", "dispatcher"]
 EventKind = Literal[
     "run_failed",
     "run_timed_out",
@@ -40,7 +40,6 @@ EventKind = Literal[
     "circuit_closed",
     "dispatcher_recovered",
 ]
-Role = Literal["primary", "secondary"]
 
 OPENS: dict[str, IncidentClass] = {
     "run_failed": "failing",
@@ -52,7 +51,6 @@ OPENS: dict[str, IncidentClass] = {
     "job_quarantined": "failing",  # the job stopped firing: its team must act (the platform is alarmed too)
 }
 SYSTEM = "SYSTEM"
-TARGET_PREFIX = "TARGET#"
 MAX_SEEN = 200  # event ids kept per incident for deduplication (a redelivery comes within minutes)
 
 
@@ -122,20 +120,6 @@ class Policy:
             secondary_after=secondary.after if secondary else 3,
             auto_pause_after=escalation.auto_pause_after,
         )
-
-
-@dataclass(frozen=True)
-class Incident:
-    subject: str
-    incident_class: IncidentClass
-    opened_at: str
-    first_kind: str
-    failures: int = 0
-    paged: tuple[Role, ...] = ()
-    auto_paused: bool = False
-    last: dict[str, Any] = field(default_factory=dict)  # the latest event, for the resolve notice
-    seen: tuple[str, ...] = ()
-    version: int = 0  # optimistic concurrency in the store
 
 
 @dataclass(frozen=True)

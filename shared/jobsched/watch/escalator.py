@@ -14,19 +14,15 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
 
-from jobsched.adapters.aws.jobs_store import JobsStore
-from jobsched.adapters.aws.queues import PageQueue
-from jobsched.core.records import StoredIncident, StoredJob, VersionConflict
+from jobsched.core.records import IncidentClass, StoredIncident, StoredJob, VersionConflict
+from jobsched.ports import EscalationStorePort, PageQueuePort
 from jobsched.registry.jobs import pause_job
 from jobsched.watch.escalation import (
     OPENS,
     Channel,
     Decision,
     EscalationEvent,
-    Incident,
-    IncidentClass,
     Links,
     Page,
     Policy,
@@ -49,8 +45,8 @@ class Handled:
 
 @dataclass
 class Escalator:
-    jobs: JobsStore
-    pages: PageQueue
+    jobs: EscalationStorePort
+    pages: PageQueuePort
     clock: Callable[[], datetime]
     default_topic: str | None
     links: Links
@@ -80,7 +76,7 @@ class Escalator:
             if stored is not None and stored.unsent:
                 self._send(stored, policy, stored_job)  # what an earlier try could not deliver
                 stored = self.jobs.get_incident(event.subject, incident_class)
-            incident = _incident(stored) if stored is not None and not stored.resolved else None
+            incident = stored.incident if stored is not None and not stored.resolved else None
             if event.resolves():
                 decision = decide_resolve(incident, event)
             else:
@@ -154,19 +150,3 @@ class Escalator:
             webhook_format="slack" if channel.webhook_format == "slack" else "json",
             webhook_secret=channel.webhook_secret,
         )
-
-
-def _incident(stored: StoredIncident) -> Incident:
-    values: dict[str, Any] = dict(stored.values)
-    return Incident(
-        subject=values["subject"],
-        incident_class=values["incident_class"],
-        opened_at=values["opened_at"],
-        first_kind=values["first_kind"],
-        failures=int(values.get("failures", 0)),
-        paged=tuple(values.get("paged", ())),
-        auto_paused=bool(values.get("auto_paused")),
-        last=values.get("last", {}),
-        seen=tuple(values.get("seen", ())),
-        version=stored.version,
-    )

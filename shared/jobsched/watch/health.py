@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from jobsched.core.records import Run
-from jobsched.pipeline.runs import RunStatus
+from jobsched.core.runs import RunStatus
 
 DEFAULT_WINDOW = timedelta(days=7)
 MAX_WINDOW = timedelta(days=90)

@@ -7,14 +7,16 @@ of waiting runs, not of registered jobs or past runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from jobsched.core.names import LEASE_SHARDS, due_shard_count
+from jobsched.core.outcome import Outcome
 from jobsched.core.records import ParkedTask, Run, StaleAttempt
-from jobsched.pipeline.runs import TERMINAL, instant_text
-from jobsched.pipeline.worker import Worker, deadline_event
-from jobsched.ports import RunsPort
+from jobsched.core.runs import TERMINAL, instant_text
+from jobsched.ports import JobsPort, RunsPort
+from jobsched.watch.alerts import Alerts, deadline_event
 from jobsched.watch.escalation import SYSTEM, EscalationEvent
 
 # The dispatcher sends each instant up to 14 minutes ahead and then moves the job's next instant on; one
@@ -36,18 +38,21 @@ class CheckReport:
 @dataclass
 class HeartbeatChecker:
     runs: RunsPort
-    worker: Worker
+    jobs: JobsPort
+    alerts: Alerts
+    time_out: Callable[[Run], Outcome]  # the worker's rules for a lost attempt (retry or TIMED_OUT)
+    heartbeat_parked: Callable[[ParkedTask], bool]  # keeps a DAG task alive while it waits
 
     def check(self, now: datetime) -> CheckReport:
         report = CheckReport()
         for shard in range(LEASE_SHARDS):
             for run in self.runs.expired_leases(shard, now):
                 if isinstance(run, ParkedTask):
-                    report.parked_heartbeats += int(self.worker.dags.heartbeat_parked(run))
+                    report.parked_heartbeats += int(self.heartbeat_parked(run))
                     continue
                 report.expired += 1
                 try:
-                    outcome = self.worker.time_out(run)
+                    outcome = self.time_out(run)
                 except StaleAttempt:
                     continue  # a result or heartbeat arrived meanwhile: the fencing decided
                 report.outcomes.append(outcome.action)
@@ -61,13 +66,13 @@ class HeartbeatChecker:
         return report
 
     def _deadline_missed(self, run: Run, now: datetime) -> int:
-        stored = self.worker.jobs.get(run.job, consistent=False)
+        stored = self.jobs.get(run.job, consistent=False)
         if stored is None or stored.spec.deadline is None or run.status in TERMINAL:
             self.runs.deadline_reported(run.job, run.run_id)  # nothing to report: just off the index
             return 0
         if not self.runs.deadline_reported(run.job, run.run_id):
             return 0  # another checker (or the worker, finishing late) reported it
-        self.worker.publish(deadline_event(run, stored.spec, now))
+        self.alerts.publish(deadline_event(run, stored.spec, now))
         return 1
 
     def _watch_dispatcher(self, now: datetime) -> int:
@@ -78,12 +83,12 @@ class HeartbeatChecker:
         overdue = [
             entry
             for shard in range(due_shard_count())
-            for entry in self.worker.jobs.due(shard, now - STALL_AFTER)
+            for entry in self.jobs.due(shard, now - STALL_AFTER)
             if entry.backfill_id is None
         ]
         if overdue:
             oldest = min(entry.next_fire_at for entry in overdue)
-            self.worker.publish(
+            self.alerts.publish(
                 EscalationEvent(
                     kind="dispatcher_stalled",
                     subject=SYSTEM,
@@ -95,8 +100,8 @@ class HeartbeatChecker:
                     detail="check the dispatcher function's errors and its EventBridge rule",
                 )
             )
-        elif self.worker.jobs.get_incident(SYSTEM, "dispatcher") is not None:
-            self.worker.publish(
+        elif self.jobs.get_incident(SYSTEM, "dispatcher") is not None:
+            self.alerts.publish(
                 EscalationEvent(kind="dispatcher_recovered", subject=SYSTEM, occurred_at=instant_text(now))
             )
         return len(overdue)

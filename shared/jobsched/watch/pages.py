@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from jobsched.adapters.aws.notify import ChannelRefused, Notifier
+from jobsched.core.errors import ChannelRefused
+from jobsched.ports import NotifierPort
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def retry_delay(attempt: int) -> timedelta:
 
 @dataclass
 class PageSender:
-    notifier: Notifier
+    notifier: NotifierPort
     default_topic: str | None
     monotonic: Callable[[], float] = time.monotonic
     # Addresses that failed lately (per warm function): a flood of pages to one dead webhook costs one

@@ -23,8 +23,10 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values, update_if
-from jobsched.core.names import JobsKeys
+from jobsched.core.limits import TeamLimits
+from jobsched.core.names import TARGET_PREFIX, JobsKeys
 from jobsched.core.records import (
+    BreakerState,
     DueEntry,
     JobExists,
     JobState,
@@ -36,11 +38,9 @@ from jobsched.core.records import (
     job_state_values,
     slots_to_evict,
 )
+from jobsched.core.runs import instant_text, parse_instant
 from jobsched.core.spec import JobSpec
-from jobsched.pipeline.runs import instant_text, parse_instant
-from jobsched.tenancy.quotas import CachedLimits, TeamLimits
-from jobsched.watch.breaker import BreakerState
-from jobsched.watch.escalation import TARGET_PREFIX
+from jobsched.tenancy.quotas import CachedLimits
 
 IDEMPOTENCY_KEY_SECONDS = 7 * 86400  # a trigger retried within a week gets the same run
 

@@ -18,7 +18,9 @@ import urllib3
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.adapters.aws.targets import SecretResolver, SessionSecretResolver
-from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused
+from jobsched.core.errors import ChannelRefused
+from jobsched.core.urls import UrlRefused
+from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, ResourceKind, ResourceRef, secret_resource
 from jobsched.watch.webhooks import signed_headers
 
@@ -27,10 +29,6 @@ WEBHOOK_TIMEOUT_SECONDS = 3.0  # short: a slow webhook holds only its own page (
 
 class DeliveryFailed(RuntimeError):
     pass
-
-
-class ChannelRefused(RuntimeError):
-    """The job names a topic or webhook its team may not use; nothing was sent there."""
 
 
 class Notifier:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -11,21 +10,11 @@ from datetime import timedelta
 from typing import Any
 
 from jobsched.adapters.aws.clients import client
-from jobsched.dag.definition import WorkMessage
-from jobsched.pipeline.runs import MAX_SQS_DELAY
-
-
-class QueueSendError(RuntimeError):
-    """Some messages could not be sent after retries; the caller must not advance past them."""
-
+from jobsched.core.errors import QueueSendError
+from jobsched.core.messages import WorkMessage
+from jobsched.ports import delay_seconds
 
 SEND_CONCURRENCY = 8  # SendMessageBatch calls in flight at once from one sender
-
-
-def delay_seconds(delay: timedelta) -> int:
-    """SQS DelaySeconds for a wait: 0..900, rounded up so a message never arrives before its instant;
-    longer waits are re-delayed by the worker on arrival."""
-    return max(0, min(math.ceil(delay.total_seconds()), int(MAX_SQS_DELAY.total_seconds())))
 
 
 class WorkQueues:

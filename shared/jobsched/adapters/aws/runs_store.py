@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values, update_if
+from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RunsKeys
 from jobsched.core.records import (
     LOST_PREFIX,
@@ -27,8 +28,7 @@ from jobsched.core.records import (
     new_run_values,
     running_values,
 )
-from jobsched.dag.definition import TASK_TERMINAL, TaskStatus
-from jobsched.pipeline.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, truncate
+from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, TaskStatus, instant_text, moment_text, truncate
 
 
 def task_partition(job: str, run_id: str) -> str:

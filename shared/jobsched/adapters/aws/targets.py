@@ -25,7 +25,8 @@ from jobsched.core.spec import (
     StepFunctionsTarget,
     parse_secret_ref,
 )
-from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp, UrlRefused, parse_url
+from jobsched.core.urls import UrlRefused, parse_url
+from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, target_resources
 
 HTTP_RETRIES_WITHIN_ATTEMPT = 2  # quick retries of 5xx/connection errors before the attempt fails
@@ -107,26 +108,25 @@ class TargetExecutor:
             return _not_allowed(refused)
         except ClientError as error:
             return TargetResult("failed", error=f"cannot read the target's tags: {_client_error(error)}")
+        adapters: dict[type, Callable[[Any, RunContext], TargetResult]] = {
+            LambdaTarget: self._lambda,
+            SqsTarget: self._sqs,
+            StepFunctionsTarget: self._stepfunctions,
+            EventBridgeTarget: self._eventbridge,
+            HttpTarget: self._http,
+            CallbackTarget: lambda _target, _context: TargetResult("pending", output="waiting for the callback"),
+        }
+        adapter = adapters.get(type(target))
+        if adapter is None:
+            raise TypeError(f"unknown target {type(target).__name__}")
         try:
-            if isinstance(target, LambdaTarget):
-                return self._lambda(target, context)
-            if isinstance(target, SqsTarget):
-                return self._sqs(target, context)
-            if isinstance(target, StepFunctionsTarget):
-                return self._stepfunctions(target, context)
-            if isinstance(target, EventBridgeTarget):
-                return self._eventbridge(target, context)
-            if isinstance(target, HttpTarget):
-                return self._http(target, context)
-            if isinstance(target, CallbackTarget):
-                return TargetResult("pending", output="waiting for the callback")
+            return adapter(target, context)
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code", "ClientError")
             retryable = code not in {"ResourceNotFoundException", "AccessDeniedException", "ValidationException"}
             return TargetResult("failed", error=_client_error(error), retryable=retryable)
         except BotoCoreError as error:
             return TargetResult("failed", error=f"{type(error).__name__}: {error}")
-        raise TypeError(f"unknown target {type(target).__name__}")
 
     def _lambda(self, target: LambdaTarget, context: RunContext) -> TargetResult:
         event = {"jobsched": context.envelope(), "payload": _payload(target.payload, context)}
@@ -208,6 +208,13 @@ class TargetExecutor:
             self.http.resolve(parse_url(url))
 
     def _http(self, target: HttpTarget, context: RunContext) -> TargetResult:
+        prepared = self._http_headers(target, context)
+        if isinstance(prepared, TargetResult):
+            return prepared
+        return self._http_send(target, context, prepared)
+
+    def _http_headers(self, target: HttpTarget, context: RunContext) -> dict[str, str] | TargetResult:
+        """The request's headers, secrets resolved only after the URL passed the egress policy."""
         headers = {
             "Content-Type": "application/json",
             **target.headers,
@@ -227,6 +234,10 @@ class TargetExecutor:
             headers |= {name: self.secret_resolver(ref, context.team) for name, ref in target.secret_headers.items()}
         except Exception as error:
             return TargetResult("failed", error=f"cannot resolve a secret header: {type(error).__name__}")
+        return headers
+
+    def _http_send(self, target: HttpTarget, context: RunContext, headers: dict[str, str]) -> TargetResult:
+        """The request, with quick retries of connection errors and 5xx within the attempt's timeout."""
         payload = _payload(target.payload, context)
         body = None if target.method == "GET" else json.dumps(payload).encode()
         # The timeout bounds the whole attempt, quick retries included: the worker (15 minutes) must outlive it.

@@ -15,14 +15,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client
+from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.names import JOB_TAG, OWNER_TAG
 
 STALE_TOKEN_ERRORS = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
 MAX_NAME = 80  # Step Functions state machine names
-
-
-class WorkflowsNotConfigured(RuntimeError):
-    """This deployment has no state machine role or prefix, so DAG jobs cannot run here."""
 
 
 class ExecutionNotOurs(RuntimeError):

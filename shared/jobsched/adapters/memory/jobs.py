@@ -8,8 +8,10 @@ from functools import partial
 from typing import Any, Literal
 
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
-from jobsched.core.names import JOBS_TABLE, JobsKeys
+from jobsched.core.limits import TeamLimits
+from jobsched.core.names import JOBS_TABLE, TARGET_PREFIX, JobsKeys
 from jobsched.core.records import (
+    BreakerState,
     DueEntry,
     JobExists,
     JobState,
@@ -21,11 +23,9 @@ from jobsched.core.records import (
     job_state_values,
     slots_to_evict,
 )
+from jobsched.core.runs import instant_text, parse_instant
 from jobsched.core.spec import JobSpec
-from jobsched.pipeline.runs import instant_text, parse_instant
-from jobsched.tenancy.quotas import CachedLimits, TeamLimits
-from jobsched.watch.breaker import BreakerState
-from jobsched.watch.escalation import TARGET_PREFIX
+from jobsched.tenancy.quotas import CachedLimits
 
 
 class MemoryJobs:

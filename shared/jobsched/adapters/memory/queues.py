@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobsched.adapters.aws.queues import QueueSendError, delay_seconds
-from jobsched.dag.definition import WorkMessage
+from jobsched.core.errors import QueueSendError
+from jobsched.core.messages import WorkMessage
+from jobsched.ports import delay_seconds
 
 
 @dataclass(order=True)

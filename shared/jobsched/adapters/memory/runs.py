@@ -17,7 +17,7 @@ from jobsched.core.records import (
     new_run_values,
     running_values,
 )
-from jobsched.pipeline.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, truncate
+from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, truncate
 
 Check = Callable[[Item], bool]
 

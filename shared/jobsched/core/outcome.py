@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Literal
 
 from jobsched.core.records import Run
-from jobsched.pipeline.runs import RunMessage
+from jobsched.core.runs import RunMessage
 
 Action = Literal[
     "succeeded",

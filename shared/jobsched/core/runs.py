@@ -25,6 +25,18 @@ LEASE_MARGIN = timedelta(seconds=60)
 MAX_TEXT = 500  # run items stay under 1 KB in the common case: outputs and errors are truncated
 
 
+class TaskStatus(StrEnum):
+    PENDING = "PENDING"  # nothing heard from the state machine yet
+    WAITING = "WAITING"  # its state started; the token is parked until its dependencies finish
+    RUNNING = "RUNNING"
+    RETRYING = "RETRYING"  # an attempt failed; the state machine retries after its backoff
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+
+
 class RunStatus(StrEnum):
     SCHEDULED = "SCHEDULED"  # created ahead of execution (manual triggers, backfills)
     RUNNING = "RUNNING"

@@ -1,0 +1,66 @@
+"""Callbacks: a running callback target heartbeats or reports its result with the run's token."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from jobsched.api.access import Access
+from jobsched.api.errors import ApiError
+from jobsched.api.models import (
+    CompleteRequest,
+    RunView,
+)
+from jobsched.api.tokens import TOKEN_HEADER, CallbackClaim
+from jobsched.api.views import (
+    run_view,
+)
+
+
+def router(access: Access) -> APIGatewayRouter:
+    router = APIGatewayRouter()
+    services = access.services
+
+    def claim_of(token: str | None) -> CallbackClaim:
+        if not token:
+            raise ApiError(401, "missing_run_token", f"send the run's callback token in the {TOKEN_HEADER} header")
+        return services().tokens.verify(token, now=services().clock())
+
+    @router.post("/callbacks/heartbeat")
+    def heartbeat(token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None) -> RunView:
+        claim = claim_of(token)
+        if claim.task is not None:
+            worker = services().worker
+            return run_view(worker.dags.heartbeat_external(claim.job, claim.run_id, claim.task, claim.attempt), None)
+        return run_view(services().worker.heartbeat_external(claim.job, claim.run_id, claim.attempt), None)
+
+    @router.post("/callbacks/complete")
+    def complete(
+        body: Annotated[CompleteRequest, Body()],
+        token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None,
+    ) -> RunView:
+        claim = claim_of(token)
+        if claim.task is not None:
+            done = services().worker.dags.complete_external(
+                claim.job,
+                claim.run_id,
+                claim.task,
+                claim.attempt,
+                succeeded=body.status == "succeeded",
+                output=body.output,
+                error=body.error,
+            )
+            return run_view(done, None)
+        run = services().worker.complete_external(
+            claim.job,
+            claim.run_id,
+            claim.attempt,
+            succeeded=body.status == "succeeded",
+            output=body.output,
+            error=body.error,
+        )
+        return run_view(run, None)
+
+    return router

@@ -1,0 +1,121 @@
+"""Jobs: validate, register (PUT), list, read, delete, pause, resume, preview."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from jobsched.api.access import MAX_PAGE, Access
+from jobsched.api.errors import ApiError
+from jobsched.api.models import (
+    JobBody,
+    JobPage,
+)
+from jobsched.api.views import (
+    if_match_version,
+    incident_view,
+    job_view,
+)
+from jobsched.core.errors import SpecError
+from jobsched.core.records import VersionConflict
+from jobsched.registry.jobfile import validate_document
+from jobsched.registry.jobs import delete_job as remove_job
+from jobsched.registry.jobs import put_job
+from jobsched.tenancy.admission import admission_errors, priority_errors, schedule_cost_errors
+
+
+def router(access: Access) -> APIGatewayRouter:
+    router = APIGatewayRouter()
+    services, member, existing = access.services, access.member, access.existing
+
+    @router.put("/teams/<team>/jobs/<name>")
+    def put(
+        team: str,
+        name: str,
+        body: Annotated[JobBody, Body()],
+        if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+    ) -> Response[str]:
+        caller = member(team)
+        for field, value, in_path in (("team", body.team, team), ("name", body.name, name)):
+            if value is not None and value != in_path:
+                raise ApiError(
+                    422, "path_mismatch", f"{field} '{value}' in the body differs from the path '{in_path}'", field
+                )
+        document = body.model_dump(mode="json", exclude_none=True) | {"team": team, "name": name}
+        spec = validate_document(document)
+        refused = (
+            priority_errors(spec, services().membership.priorities_for(team))
+            or schedule_cost_errors(spec, services().clock())
+            or admission_errors(spec, services().guard, services().egress)
+        )
+        if refused:
+            raise SpecError(refused)
+        expected = if_match_version(if_match)
+        stored, created = put_job(
+            services().jobs,
+            spec,
+            now=services().clock(),
+            principal=caller.arn,
+            expected_version=expected,
+            dags=services().dags,
+        )
+        view = job_view(stored, services().clock())
+        return Response(
+            201 if created else 200,
+            content_types.APPLICATION_JSON,
+            view.model_dump_json(),
+            headers={"ETag": str(stored.version)},
+        )
+
+    @router.get("/teams/<team>/jobs")
+    def list_jobs(
+        team: str,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        next_token: Annotated[str | None, Query(max_length=200)] = None,
+        state: Annotated[str | None, Query(pattern="^(ACTIVE|PAUSED)$")] = None,
+        tag: Annotated[str | None, Query(max_length=400, description="key=value")] = None,
+    ) -> JobPage:
+        member(team)
+        keys, last = services().jobs.team_page(team, limit=limit, after_name=next_token)
+        found = services().jobs.get_many(keys)
+        now = services().clock()
+        tag_key, _, tag_value = (tag or "").partition("=")
+        jobs = [
+            job_view(found[key], now)
+            for key in keys
+            if key in found
+            and (state is None or found[key].state == state)
+            and (not tag or found[key].spec.tags.get(tag_key) == tag_value)
+        ]
+        return JobPage(jobs=jobs, next_token=last)
+
+    @router.get("/teams/<team>/jobs/<name>")
+    def get_job(team: str, name: str) -> Response[str]:
+        member(team)
+        stored = existing(team, name)
+        view = job_view(stored, services().clock())
+        view.open_incidents = [
+            incident_view(stored_incident.incident)
+            for stored_incident in services().jobs.incidents(stored.key)
+            if not stored_incident.resolved
+        ]
+        return Response(
+            200, content_types.APPLICATION_JSON, view.model_dump_json(), headers={"ETag": str(stored.version)}
+        )
+
+    @router.delete("/teams/<team>/jobs/<name>")
+    def delete_job(
+        team: str, name: str, if_match: Annotated[str | None, Header(alias="If-Match")] = None
+    ) -> Response[str]:
+        caller = member(team)
+        stored = existing(team, name)
+        expected = if_match_version(if_match)
+        if expected is not None and expected != stored.version:
+            raise VersionConflict(f"{stored.key} is at version {stored.version}, not {expected}")
+        remove_job(services().jobs, stored, now=services().clock(), principal=caller.arn, dags=services().dags)
+        return Response(204, content_types.APPLICATION_JSON, "")
+
+    return router

@@ -1,0 +1,63 @@
+"""A job's schedule: pause it (with a reason), resume it, and preview its next fire times."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from jobsched.api.access import Access
+from jobsched.api.models import (
+    JobView,
+    PauseRequest,
+    PreviewEntry,
+)
+from jobsched.api.views import (
+    job_view,
+)
+from jobsched.core.runs import instant_text, job_key
+from jobsched.registry.jobs import pause_job, resume_job
+from jobsched.schedule.engine import compile_schedule
+
+
+def router(access: Access) -> APIGatewayRouter:
+    router = APIGatewayRouter()
+    services, member, existing = access.services, access.member, access.existing
+
+    @router.post("/teams/<team>/jobs/<name>/pause")
+    def pause(team: str, name: str, body: Annotated[PauseRequest, Body()]) -> JobView:
+        caller = member(team)
+        existing(team, name)
+        stored = pause_job(
+            services().jobs, job_key(team, name), now=services().clock(), principal=caller.arn, reason=body.reason
+        )
+        return job_view(stored, services().clock())
+
+    @router.post("/teams/<team>/jobs/<name>/resume")
+    def resume(team: str, name: str) -> JobView:
+        caller = member(team)
+        existing(team, name)
+        stored = resume_job(services().jobs, job_key(team, name), now=services().clock(), principal=caller.arn)
+        return job_view(stored, services().clock())
+
+    @router.get("/teams/<team>/jobs/<name>/preview")
+    def preview(
+        team: str,
+        name: str,
+        count: Annotated[int, Query(ge=1, le=100)] = 10,
+        after: Annotated[datetime | None, Query()] = None,
+    ) -> list[PreviewEntry]:
+        member(team)
+        stored = existing(team, name)
+        if stored.spec.schedule is None:
+            return []
+        start = after if after and after.tzinfo else services().clock()
+        compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
+        return [
+            PreviewEntry(utc=instant_text(o.at), local=o.at.astimezone(compiled.zone).isoformat(), reason=o.reason)
+            for o in compiled.next_fires(start, count)
+        ]
+
+    return router

@@ -1,0 +1,152 @@
+"""What the API returns: domain objects turned into the response models of ``api.models``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+
+from jobsched.api.errors import ApiError
+from jobsched.api.models import BackfillView, IncidentView, JobHealthView, JobView, RunView, TaskView
+from jobsched.api.tokens import CallbackTokens, token_expiry
+from jobsched.core.records import Incident, Run, StoredJob
+from jobsched.core.runs import RunStatus, instant_text, moment_text
+from jobsched.core.spec import CallbackTarget, JobSpec
+from jobsched.dag.definition import graph_from_values
+from jobsched.pipeline.triggers import BackfillProgress
+from jobsched.ports import TaskRunsPort
+from jobsched.schedule.engine import compile_schedule
+from jobsched.watch.health import JobHealth
+
+
+def if_match_version(if_match: str | None) -> int | None:
+    if if_match is None:
+        return None
+    text = if_match.strip().strip('"').removeprefix("W/").strip('"')
+    if not text.isdigit():
+        raise ApiError(422, "invalid_if_match", "If-Match must be a job version number (the ETag)", "If-Match")
+    return int(text)
+
+
+def next_fires(spec: JobSpec, now: datetime, count: int) -> list[str]:
+    if spec.schedule is None:
+        return []
+    compiled = compile_schedule(spec.schedule, hash_key=spec.key, anchor=now)
+    return [instant_text(o.at) for o in compiled.next_fires(now, count)]
+
+
+def upcoming(stored: StoredJob, now: datetime, count: int) -> list[str]:
+    """A stored job's next fire times (none while paused)."""
+    if stored.state != "ACTIVE" or stored.spec.schedule is None:
+        return []
+    compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
+    return [instant_text(o.at) for o in compiled.next_fires(now, count)]
+
+
+def job_view(stored: StoredJob, now: datetime) -> JobView:
+    next_five = upcoming(stored, now, 5)
+    return JobView(
+        team=stored.spec.team,
+        name=stored.spec.name,
+        version=stored.version,
+        state=stored.state,
+        paused_reason=stored.paused_reason,
+        paused_by=stored.paused_by,
+        paused_at=instant_text(stored.paused_at) if stored.paused_at else None,
+        created_at=instant_text(stored.created_at),
+        updated_at=instant_text(stored.updated_at),
+        updated_by=stored.updated_by,
+        next_fire_times=next_five,
+        spec=stored.spec.model_dump(mode="json", exclude_none=True),
+    )
+
+
+def run_view(run: Run, token: str | None) -> RunView:
+    lateness = run.lateness_ms / 1000 if run.lateness_ms is not None else None
+    return RunView(
+        job=run.job,
+        run_id=run.run_id,
+        status=run.status.value,
+        attempt=run.attempt,
+        trigger=run.trigger,
+        scheduled_at=instant_text(run.scheduled_at),
+        fire_at=instant_text(run.fire_at),
+        started_at=moment_text(run.started_at) if run.started_at else None,
+        finished_at=moment_text(run.finished_at) if run.finished_at else None,
+        lateness_seconds=lateness,
+        next_attempt_at=instant_text(run.next_attempt_at) if run.next_attempt_at else None,
+        error=run.error,
+        output=run.output,
+        reason=run.reason,
+        correlation_id=run.correlation_id,
+        callback_token=token,
+    )
+
+
+def task_views(run: Run, spec: JobSpec, runs: TaskRunsPort, tokens: CallbackTokens, now: datetime) -> list[TaskView]:
+    """A DAG run's tasks in dependency order, with a callback token for each callback task now running."""
+    assert run.graph is not None
+    graph = graph_from_values(run.graph)
+    states = runs.tasks(run.job, run.run_id)
+    callbacks = {
+        task.name: task.timeout or task.target.timeout
+        for task in (spec.dag.tasks if spec.dag else [])
+        if isinstance(task.target, CallbackTarget)
+    }
+    order = spec.dag.order() if spec.dag else []
+    names = [name for name in order if name in graph] + [name for name in graph if name not in order]
+    views = []
+    for name in names:
+        state = states.get(name)
+        running = state is not None and state.status.value == "RUNNING"
+        views.append(
+            TaskView(
+                name=name,
+                status=state.status.value if state else "PENDING",
+                attempt=state.attempt if state else 0,
+                depends_on=list(graph[name].depends_on),
+                started_at=instant_text(state.started_at) if state and state.started_at else None,
+                finished_at=instant_text(state.finished_at) if state and state.finished_at else None,
+                error=state.error if state else None,
+                output=state.output if state else None,
+                callback_token=tokens.issue(
+                    run.job,
+                    run.run_id,
+                    state.attempt,
+                    name,
+                    expires_at=token_expiry(state.started_at, callbacks[name], now),
+                )
+                if state is not None and running and name in callbacks and run.status is RunStatus.RUNNING
+                else None,
+            )
+        )
+    return views
+
+
+def backfill_view(progress: BackfillProgress) -> BackfillView:
+    return BackfillView(
+        backfill_id=progress.backfill_id,
+        job=progress.job,
+        start=instant_text(progress.start),
+        end=instant_text(progress.end),
+        total=progress.total,
+        sent=progress.sent,
+        finished=progress.finished,
+        in_flight=len(progress.in_flight),
+        state=progress.state,
+    )
+
+
+def health_view(health: JobHealth) -> JobHealthView:
+    return JobHealthView.model_validate(asdict(health))
+
+
+def incident_view(incident: Incident) -> IncidentView:
+    return IncidentView(
+        incident_class=incident.incident_class,
+        opened_at=incident.opened_at,
+        first_kind=incident.first_kind,
+        events=incident.failures,
+        paged=list(incident.paged),
+        auto_paused=incident.auto_paused,
+        last_error=incident.last.get("error"),
+    )

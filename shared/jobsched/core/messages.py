@@ -1,0 +1,61 @@
+"""What the work queues carry besides run messages: a DAG task's message and its failure report."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jobsched.core.runs import RunMessage, TaskStatus
+
+TASK_TERMINAL = frozenset(
+    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.SKIPPED, TaskStatus.CANCELLED}
+)
+
+
+class DagTaskMessage(BaseModel):
+    """What a task state puts on the work queue (``token`` is its Step Functions task token)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: Literal["dag_task"] = "dag_task"
+    job: str
+    team: str
+    run_id: str
+    scheduled_at: str
+    correlation_id: str = ""
+    task: str
+    retry_count: int = Field(ge=0, default=0)
+    token: str
+
+    @property
+    def attempt(self) -> int:
+        return self.retry_count + 1
+
+
+class DagTaskFailure(BaseModel):
+    """What a task's Catch sends when the state machine gave up on it (failures, timeouts)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: Literal["dag_task_failed"] = "dag_task_failed"
+    job: str
+    team: str
+    run_id: str
+    task: str
+    error: str | None = None
+    cause: str | None = None
+
+
+WorkMessage = RunMessage | DagTaskMessage  # what the scheduler itself puts on a work queue
+
+
+def parse_work_message(body: str) -> RunMessage | DagTaskMessage | DagTaskFailure:
+    """A work-queue message: a run, or one of the two kinds a DAG state machine sends."""
+    kind = json.loads(body).get("kind") if body.lstrip().startswith("{") else None
+    if kind == "dag_task":
+        return DagTaskMessage.model_validate_json(body)
+    if kind == "dag_task_failed":
+        return DagTaskFailure.model_validate_json(body)
+    return RunMessage.model_validate_json(body)
