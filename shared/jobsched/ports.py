@@ -22,6 +22,7 @@ from jobsched.core.limits import TeamLimits
 from jobsched.core.messages import WorkMessage
 from jobsched.core.records import (
     BreakerState,
+    DispatchState,
     DueEntry,
     JobState,
     ParkedTask,
@@ -69,7 +70,7 @@ class JobsPort(Protocol):
 
     # dispatch state
     def due(self, shard: int, until: datetime) -> Iterator[DueEntry]: ...
-    def get_state(self, job: str) -> dict[str, Any] | None: ...
+    def get_state(self, job: str) -> DispatchState | None: ...
     def audit_marks(self, jobs: list[str]) -> dict[str, datetime]: ...
     def advance(
         self,

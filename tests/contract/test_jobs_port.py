@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from jobsched.core.records import JobExists, StoredJob, VersionConflict, due_shard
-from jobsched.core.runs import parse_instant
+from jobsched.core.runs import instant_text, parse_instant
 from jobsched.core.spec import JobSpec
 from tests.contract.conftest import Stores
 
@@ -55,7 +55,7 @@ def test_a_change_is_conditional_on_the_version_read_and_keeps_the_slots(stores:
     with pytest.raises(VersionConflict):
         stores.jobs.replace(stored, spec(), now=later, principal="eve", next_fire_at=later, cursor=later)
     state = stores.jobs.get_state("payments/job")
-    assert state is not None and state["spec_version"] == 2 and state["cursor"] == "2027-01-04T09:05:00Z"
+    assert state is not None and state.spec_version == 2 and instant_text(state.cursor) == "2027-01-04T09:05:00Z"
     assert stores.jobs.slot_holders("payments/job", "STATE") == {"r1": "2027-01-04T10:00:00Z"}
 
 

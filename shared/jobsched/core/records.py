@@ -344,6 +344,28 @@ def lease_shard(job: str, run_id: str) -> int:
     return zlib.crc32(f"{job}/{run_id}".encode()) % LEASE_SHARDS
 
 
+@dataclass(frozen=True)
+class DispatchState:
+    """A job's STATE item: where its dispatch stands (read by recovery, a spec change, and tests)."""
+
+    spec_version: int
+    cursor: datetime
+    audited_to: datetime | None  # absent on jobs stored before the lost-message audit existed
+    next_fire_at: datetime | None  # None: off the due index (paused, or no instant left)
+    slots: dict[str, str]  # run -> lease end, for max_running
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> DispatchState:
+        audited, due = values.get("audited_to"), values.get(JobsKeys.NEXT_FIRE_AT)
+        return cls(
+            spec_version=int(values["spec_version"]),
+            cursor=parse_instant(values["cursor"]),
+            audited_to=parse_instant(audited) if audited else None,
+            next_fire_at=parse_instant(due) if due and JobsKeys.DUE_SHARD in values else None,
+            slots=dict(values.get("slots") or {}),
+        )
+
+
 def job_state_values(job: str, version: int, cursor: datetime, next_fire_at: datetime | None) -> dict[str, Any]:
     """A job's STATE item as (re)written by a create or a spec change: the cursor, an audit mark at the cursor
     (earlier instants are not the dispatcher's to account for), no slots taken, and the due entry."""

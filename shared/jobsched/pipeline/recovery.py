@@ -19,9 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobsched.core.names import JobsKeys
 from jobsched.core.records import Run, StaleAttempt
-from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
+from jobsched.core.runs import RunMessage, RunStatus, instant_text
 from jobsched.core.spec import CallbackTarget, JobSpec
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import JobsPort
@@ -79,14 +78,12 @@ def _rewind(jobs: JobsPort, key: str) -> bool:
     state = jobs.get_state(key)
     if stored is None or state is None or stored.state != "ACTIVE" or stored.spec.schedule is None:
         return False
-    if JobsKeys.DUE_SHARD not in state or "audited_to" not in state:
+    if state.next_fire_at is None or state.audited_to is None or state.audited_to >= state.cursor:
         return False
-    mark, cursor = parse_instant(state["audited_to"]), parse_instant(state["cursor"])
-    if mark >= cursor:
-        return False
+    mark, cursor = state.audited_to, state.cursor
     return jobs.advance(
         key,
-        spec_version=int(state["spec_version"]),
+        spec_version=state.spec_version,
         old_cursor=cursor,
         cursor=mark,
         next_fire_at=first_fire_after(stored.spec, created_at=stored.created_at, after=mark),

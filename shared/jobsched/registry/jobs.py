@@ -6,7 +6,6 @@ from datetime import datetime
 
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
-from jobsched.core.runs import parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort
 from jobsched.schedule.engine import compile_schedule
@@ -81,9 +80,8 @@ def _store_job(
         return stored, True
     # Dispatch restarts now under the new version: instants already sent under the old one are dropped by
     # the worker (version check) and sent again if the new schedule still has them (same run ids).
-    state = store.get_state(spec.key) or {}
-    old_cursor = parse_instant(state["cursor"]) if state.get("cursor") else now
-    cursor = min(old_cursor, now)
+    state = store.get_state(spec.key)
+    cursor = min(state.cursor, now) if state is not None else now
     next_fire = (
         first_fire_after(spec, created_at=current.created_at, after=cursor) if current.state == "ACTIVE" else None
     )

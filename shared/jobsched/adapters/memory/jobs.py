@@ -12,6 +12,7 @@ from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JOBS_TABLE, TARGET_PREFIX, JobsKeys
 from jobsched.core.records import (
     BreakerState,
+    DispatchState,
     DueEntry,
     JobExists,
     JobState,
@@ -117,8 +118,9 @@ class MemoryJobs:
                 sk=values[JobsKeys.SK],
             )
 
-    def get_state(self, job: str) -> dict[str, Any] | None:
-        return self.table.get(job, JobsKeys.STATE)
+    def get_state(self, job: str) -> DispatchState | None:
+        values = self.table.get(job, JobsKeys.STATE)
+        return DispatchState.from_values(values) if values else None
 
     def audit_marks(self, jobs: list[str]) -> dict[str, datetime]:
         states = self.table.get_batch([(job, JobsKeys.STATE) for job in jobs], consistent=False)

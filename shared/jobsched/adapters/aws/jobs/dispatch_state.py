@@ -1,0 +1,86 @@
+"""Dispatch state (the STATE item): the due index, the cursor and the audit mark, moved only
+conditionally on the cursor read (a fenced cursor move)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from jobsched.adapters.aws.dynamo import batch_get, from_item, to_values, update_if
+from jobsched.adapters.aws.jobs.table import JobsTable
+from jobsched.core.names import JobsKeys
+from jobsched.core.records import DispatchState, DueEntry
+from jobsched.core.runs import instant_text, parse_instant
+
+
+class DispatchStateStore(JobsTable):
+    def due(self, shard: int, until: datetime) -> Iterator[DueEntry]:
+        """Jobs on ``shard`` whose next instant is at or before ``until`` (sparse index: nothing else)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": JobsKeys.DUE_INDEX,
+            "KeyConditionExpression": "due_shard = :shard AND next_fire_at <= :until",
+            "ExpressionAttributeValues": to_values({":shard": shard, ":until": instant_text(until)}),
+        }
+        while True:
+            response = self.db.query(**request)
+            for item in response.get("Items", []):
+                values = from_item(item)
+                yield DueEntry(
+                    job=values["pk"],
+                    next_fire_at=parse_instant(values["next_fire_at"]),
+                    cursor=parse_instant(values["cursor"]),
+                    spec_version=int(values["spec_version"]),
+                    sk=values["sk"],
+                )
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def get_state(self, job: str) -> DispatchState | None:
+        response = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.STATE), ConsistentRead=True)
+        item = response.get("Item")
+        return DispatchState.from_values(from_item(item)) if item else None
+
+    def audit_marks(self, jobs: list[str]) -> dict[str, datetime]:
+        """Each job's ``audited_to`` (absent for jobs written before the audit existed), from its STATE item."""
+        keys = [self._key(job, JobsKeys.STATE) for job in jobs]
+        states = batch_get(self.db, self.table, keys, ProjectionExpression="pk, audited_to", ConsistentRead=False)
+        return {values["pk"]: parse_instant(values["audited_to"]) for values in states if "audited_to" in values}
+
+    def advance(
+        self,
+        job: str,
+        *,
+        spec_version: int,
+        old_cursor: datetime,
+        cursor: datetime,
+        next_fire_at: datetime | None,
+        audited_to: datetime | None = None,
+    ) -> bool:
+        """Move the cursor (forward; back only when queued messages were lost, see ``recovery``) and the
+        audit mark; False if another dispatcher (or a spec change) got there first."""
+        values: dict[str, Any] = {
+            ":old": instant_text(old_cursor),
+            ":v": spec_version,
+            ":cursor": instant_text(cursor),
+        }
+        sets = "SET #cursor = :cursor"
+        if audited_to is not None:
+            sets += ", audited_to = :audited"
+            values[":audited"] = instant_text(audited_to)
+        if next_fire_at is None:
+            update = sets + " REMOVE due_shard, next_fire_at"
+        else:
+            update = sets + ", next_fire_at = :next"
+            values[":next"] = instant_text(next_fire_at)
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(job, JobsKeys.STATE),
+            UpdateExpression=update,
+            ConditionExpression="#cursor = :old AND spec_version = :v AND attribute_exists(due_shard)",
+            ExpressionAttributeNames={"#cursor": "cursor"},
+            ExpressionAttributeValues=to_values(values),
+        )

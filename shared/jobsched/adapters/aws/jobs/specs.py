@@ -1,0 +1,162 @@
+"""Specs and their audit trail: create, replace, pause/resume, delete, each in one transaction
+with its audit record and the STATE item it implies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from jobsched.adapters.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values
+from jobsched.adapters.aws.jobs.table import JobsTable
+from jobsched.core.names import JobsKeys
+from jobsched.core.records import JobExists, JobState, StoredJob
+from jobsched.core.spec import JobSpec
+
+
+class SpecsStore(JobsTable):
+    def get(self, job: str, *, consistent: bool = True) -> StoredJob | None:
+        response = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=consistent)
+        item = response.get("Item")
+        return StoredJob.from_values(from_item(item)) if item else None
+
+    def get_many(self, jobs: list[str]) -> dict[str, StoredJob]:
+        """Spec items for up to any number of jobs."""
+        # Eventually consistent: the dispatcher compares versions with the due entry and skips a mismatch.
+        keys = [self._key(job, JobsKeys.SPEC) for job in jobs]
+        stored = (
+            StoredJob.from_values(values) for values in batch_get(self.db, self.table, keys, ConsistentRead=False)
+        )
+        return {job.key: job for job in stored}
+
+    def create(
+        self, spec: JobSpec, *, now: datetime, principal: str, next_fire_at: datetime | None, cursor: datetime
+    ) -> StoredJob:
+        stored = StoredJob(spec, 1, "ACTIVE", now, now, principal)
+        try:
+            self.db.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": self._spec_item(stored),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {"Put": {"TableName": self.table, "Item": self._state_item(spec.key, 1, cursor, next_fire_at)}},
+                    self._audit(spec.key, 1, now, principal, "create", None, spec),
+                ]
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                raise JobExists(spec.key) from None
+            raise
+        return stored
+
+    def replace(
+        self,
+        current: StoredJob,
+        spec: JobSpec,
+        *,
+        now: datetime,
+        principal: str,
+        next_fire_at: datetime | None,
+        cursor: datetime,
+    ) -> StoredJob:
+        """New spec at version + 1, conditional on ``current.version``; dispatch restarts at ``cursor``."""
+        stored = current.changed_to(spec, now=now, principal=principal)
+        self._transact_versioned(
+            current,
+            [
+                {"Put": self._versioned_put(stored, current.version)},
+                {"Update": self._state_update(spec.key, stored, cursor, next_fire_at)},
+                self._audit(spec.key, stored.version, now, principal, "replace", current.spec, spec),
+            ],
+        )
+        return stored
+
+    def set_state(
+        self,
+        current: StoredJob,
+        state: JobState,
+        *,
+        now: datetime,
+        principal: str,
+        reason: str | None,
+        next_fire_at: datetime | None,
+        cursor: datetime,
+    ) -> StoredJob:
+        """Pause (leaves the due index) or resume (re-enters it at ``cursor``)."""
+        paused = state == "PAUSED"
+        stored = current.in_state(state, now=now, principal=principal, reason=reason)
+        self._transact_versioned(
+            current,
+            [
+                {"Put": self._versioned_put(stored, current.version)},
+                {"Update": self._state_update(current.key, stored, cursor, None if paused else next_fire_at)},
+                self._audit(
+                    current.key,
+                    stored.version,
+                    now,
+                    principal,
+                    "pause" if paused else "resume",
+                    current.spec,
+                    current.spec,
+                    reason,
+                ),
+            ],
+        )
+        return stored
+
+    def delete(self, current: StoredJob, *, now: datetime, principal: str) -> None:
+        self._transact_versioned(
+            current,
+            [
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": self._key(current.key, JobsKeys.SPEC),
+                        "ConditionExpression": "version = :v",
+                        "ExpressionAttributeValues": to_values({":v": current.version}),
+                    }
+                },
+                {"Delete": {"TableName": self.table, "Key": self._key(current.key, JobsKeys.STATE)}},
+                self._audit(current.key, current.version + 1, now, principal, "delete", current.spec, None),
+            ],
+        )
+
+    def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]:
+        """Job keys of ``team`` in name order, ``limit`` at a time; the second value continues the listing."""
+        request = self._team_query(team) | {"Limit": limit}
+        if after_name:
+            job = f"{team}/{after_name}"
+            request["ExclusiveStartKey"] = to_item(
+                {JobsKeys.TEAM: team, JobsKeys.NAME: after_name, JobsKeys.PK: job, JobsKeys.SK: JobsKeys.SPEC}
+            )
+        response = self.db.query(**request)
+        keys = [from_item(item)[JobsKeys.PK] for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return keys, (from_item(last)[JobsKeys.NAME] if last else None)
+
+    def audit_trail(self, job: str) -> list[dict[str, Any]]:
+        response = self.db.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues=to_values({":pk": job, ":prefix": JobsKeys.AUDIT_PREFIX}),
+        )
+        return [from_item(item) for item in response.get("Items", [])]
+
+    def count_team_jobs(self, team: str, *, at_least: int) -> int:
+        """How many jobs the team has, counting no further than ``at_least`` (the API checks a limit)."""
+        counted, start = 0, None
+        while counted < at_least:
+            request = self._team_query(team) | {"Select": "COUNT"}
+            if start:
+                request["ExclusiveStartKey"] = start
+            response = self.db.query(**request)
+            counted += int(response.get("Count", 0))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        return counted
