@@ -27,8 +27,6 @@ from infra.constructs.common import (
 from infra.constructs.queues import Queues
 from infra.constructs.storage import Storage
 from infra.constructs.target_role import TargetRole
-from jobsched.api.identity import MEMBERSHIP_PARAMETER_ENV
-from jobsched.api.tokens import SECRET_NAME_ENV as CALLBACK_SECRET_NAME_ENV
 from jobsched.core.names import PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
 
@@ -92,7 +90,7 @@ class Functions(Construct):
             "Api",
             "functions.api.handler.handler",
             config,
-            environment | {MEMBERSHIP_PARAMETER_ENV: f"/{PROJECT}/{config.stage}/membership"},
+            environment | {Env.MEMBERSHIP_PARAMETER: f"/{PROJECT}/{config.stage}/membership"},
             Duration.seconds(29),
             512,
         )
@@ -173,7 +171,7 @@ class Functions(Construct):
         self.callback_secret.add_rotation_schedule(
             "Rotation", rotation_lambda=self.rotation, automatically_after=Duration.days(30)
         )
-        self.api.add_environment(CALLBACK_SECRET_NAME_ENV, self.callback_secret.secret_name)
+        self.api.add_environment(Env.CALLBACK_SECRET_NAME, self.callback_secret.secret_name)
 
     def _function(
         self, name: str, handler: str, config: StageConfig, environment: dict[str, str], timeout: Duration, memory: int

@@ -189,18 +189,16 @@ class LocalRuntime:
         """Environment from the deployed functions; AWS calls go to moto; Lambda targets run here."""
         from functions import forget_services
         from jobsched import wiring
-        from jobsched.adapters.aws.clients import ENDPOINT_ENV, reset_clients
-        from jobsched.api.identity import MEMBERSHIP_ENV
-        from jobsched.api.tokens import SECRET_ENV
+        from jobsched.adapters.aws.clients import reset_clients
         from jobsched.core.names import Env
 
         assert self.deployment is not None
         for function in self.deployment.functions.values():
             if function["handler"].startswith("functions."):
                 os.environ.update(function["environment"])
-        os.environ[ENDPOINT_ENV] = self.endpoint
+        os.environ[Env.AWS_ENDPOINT] = self.endpoint
         os.environ[Env.API_URL] = self.api_url  # links in pages point at the local API
-        os.environ[MEMBERSHIP_ENV] = json.dumps({"admins": [DEFAULT_ADMIN], "team_patterns": [TEAM_PATTERN]})
+        os.environ[Env.MEMBERSHIP] = json.dumps({"admins": [DEFAULT_ADMIN], "team_patterns": [TEAM_PATTERN]})
         os.environ.pop("JOBSCHED_MEMBERSHIP_PARAMETER", None)
         import boto3
 
@@ -208,7 +206,7 @@ class LocalRuntime:
             boto3.client("secretsmanager", endpoint_url=self.endpoint).create_secret(
                 Name=name, SecretString=secrets.token_urlsafe(32)
             )
-        os.environ[SECRET_ENV] = secrets.token_urlsafe(32)
+        os.environ[Env.CALLBACK_SECRET] = secrets.token_urlsafe(32)
         reset_clients()
         forget_services()  # built once per process, like a warm Lambda: build them for this stack
         wiring.use_lambda_invoker(self.invoke)

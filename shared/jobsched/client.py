@@ -13,7 +13,6 @@ from urllib.parse import urlencode, urlsplit
 
 import urllib3
 
-API_ENV = "JOBSCHED_API"
 LOCAL_API = "http://127.0.0.1:8080"
 
 

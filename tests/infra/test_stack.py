@@ -235,12 +235,11 @@ def test_the_target_role_is_assumed_only_by_jobscheds_functions_with_a_team_tag(
 def test_the_stack_never_sets_the_local_runtimes_membership(dev: Template, prod: Template) -> None:
     """Membership comes from the SSM parameter in AWS, never from an inline variable (the local runtime's);
     the old local-gateway switch is gone from the code (tests/unit/test_membership.py) and the stack."""
-    from jobsched.api.identity import MEMBERSHIP_ENV
 
     for template, _ in (dev, prod):
         for props in resources(template, "AWS::Lambda::Function").values():
             variables = props.get("Environment", {}).get("Variables", {})
-            assert "JOBSCHED_LOCAL_GATEWAY" not in variables and MEMBERSHIP_ENV not in variables
+            assert "JOBSCHED_LOCAL_GATEWAY" not in variables and Env.MEMBERSHIP not in variables
 
 
 def test_every_api_method_is_iam_authorized(dev: Template) -> None:

@@ -41,8 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-MEMBERSHIP_ENV = "JOBSCHED_MEMBERSHIP"
-MEMBERSHIP_PARAMETER_ENV = "JOBSCHED_MEMBERSHIP_PARAMETER"
+from jobsched.core.names import Env
+
 MEMBERSHIP_TTL_SECONDS = 60.0
 DEFAULT_PRIORITIES = ("normal", "low")
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/(.+)$")
@@ -98,9 +98,9 @@ class Membership:
 
     @classmethod
     def from_env(cls) -> Membership:
-        if os.environ.get(MEMBERSHIP_ENV):
-            return cls.from_config(json.loads(os.environ[MEMBERSHIP_ENV]))
-        parameter = os.environ.get(MEMBERSHIP_PARAMETER_ENV)
+        if os.environ.get(Env.MEMBERSHIP):
+            return cls.from_config(json.loads(os.environ[Env.MEMBERSHIP]))
+        parameter = os.environ.get(Env.MEMBERSHIP_PARAMETER)
         if parameter:
             from aws_lambda_powertools.utilities.parameters import SSMProvider
 

@@ -23,10 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from jobsched.core.names import Env
 from jobsched.core.tz import UTC
 
-SECRET_ENV = "JOBSCHED_CALLBACK_SECRET"  # the secret itself (local runtime, tests)
-SECRET_NAME_ENV = "JOBSCHED_CALLBACK_SECRET_NAME"  # or its Secrets Manager name (AWS)
 TOKEN_HEADER = "X-Jobsched-Token"
 TOKEN_GRACE = timedelta(hours=1)  # beyond the attempt's timeout: a late result is still fenced by the store
 KEY_CACHE_SECONDS = 300.0
@@ -85,12 +84,12 @@ class CallbackTokens:
 
     @classmethod
     def from_env(cls) -> CallbackTokens:
-        secret = os.environ.get(SECRET_ENV)
+        secret = os.environ.get(Env.CALLBACK_SECRET)
         if secret:
             return cls(secret.encode())
-        name = os.environ.get(SECRET_NAME_ENV)
+        name = os.environ.get(Env.CALLBACK_SECRET_NAME)
         if not name:
-            raise RuntimeError(f"set {SECRET_ENV} or {SECRET_NAME_ENV}")
+            raise RuntimeError(f"set {Env.CALLBACK_SECRET} or {Env.CALLBACK_SECRET_NAME}")
         return cls(KeyRing(lambda: secrets_manager_versions(name)))
 
     def issue(self, job: str, run_id: str, attempt: int, task: str | None = None, *, expires_at: datetime) -> str:

@@ -14,6 +14,7 @@ import click
 from jobsched.cli import app
 from jobsched.cli.app import cli
 from jobsched.cli.offline import utc_text
+from jobsched.core.names import Env
 from jobsched.core.spec import JobSpec
 from jobsched.registry.jobfile import validate_files
 from jobsched.schedule.engine import compile_schedule
@@ -30,9 +31,9 @@ def remote(function: Callable[..., None]) -> Callable[..., None]:
     """Adds --api and -o, builds the client, and maps failures to exit codes 1 (input) and 2 (service)."""
     import functools
 
-    from jobsched.client import API_ENV, LOCAL_API, ApiClient, ClientError, ServiceError
+    from jobsched.client import LOCAL_API, ApiClient, ClientError, ServiceError
 
-    @click.option("--api", "api_url", envvar=API_ENV, default=LOCAL_API, show_default=True, help="API base URL.")
+    @click.option("--api", "api_url", envvar=Env.API, default=LOCAL_API, show_default=True, help="API base URL.")
     @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
     @functools.wraps(function)
     def wrapper(*args: Any, api_url: str, output: str, **kwargs: Any) -> None:

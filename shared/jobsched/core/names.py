@@ -66,6 +66,12 @@ class Env:
     # JSON {"normal": [url, ...], ...}: every work queue of each class, when a deployment has more than one
     # per class (CDK ``work_queues``); the QUEUE_* variables name the first.
     WORK_QUEUE_SHARDS = "JOBSCHED_WORK_QUEUE_SHARDS"
+    CALLBACK_SECRET = "JOBSCHED_CALLBACK_SECRET"  # the callback-signing secret itself (local runtime, tests)
+    CALLBACK_SECRET_NAME = "JOBSCHED_CALLBACK_SECRET_NAME"  # or its Secrets Manager name (AWS)
+    MEMBERSHIP = "JOBSCHED_MEMBERSHIP"  # team membership as JSON (local runtime, tests)
+    MEMBERSHIP_PARAMETER = "JOBSCHED_MEMBERSHIP_PARAMETER"  # or the SSM parameter holding it (AWS)
+    AWS_ENDPOINT = "JOBSCHED_AWS_ENDPOINT"  # one endpoint for every AWS service (moto in the local runtime)
+    API = "JOBSCHED_API"  # the CLI's API URL
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
 
 

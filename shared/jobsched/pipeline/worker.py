@@ -487,12 +487,15 @@ class Worker:
     def send_retry(self, message: RunMessage, spec: JobSpec, run: Run) -> bool:
         """The message of a RETRYING run's next attempt, delayed to it; False for a wait longer than SQS can
         delay (the dispatcher wakes those from the wakeups index)."""
-        if run.next_attempt_at is None or run.next_attempt_at - self.clock() > MAX_SQS_DELAY:
+        if run.next_attempt_at is None:
+            return False
+        wait = run.next_attempt_at - self.clock()  # read once: the check and the delay agree
+        if wait > MAX_SQS_DELAY:
             return False
         follow_up = message.for_attempt(run.attempt + 1).model_copy(
             update={"fire_at": instant_text(run.next_attempt_at)}
         )
-        self.queues.send(spec.priority, [(follow_up, run.next_attempt_at - self.clock())])
+        self.queues.send(spec.priority, [(follow_up, wait)])
         return True
 
     def _skip(self, message: RunMessage, spec: JobSpec, now: datetime, reason: str) -> Outcome:

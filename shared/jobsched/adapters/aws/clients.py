@@ -14,7 +14,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-ENDPOINT_ENV = "JOBSCHED_AWS_ENDPOINT"
+from jobsched.core.names import Env
+
 _lock = threading.Lock()
 _CONFIG = Config(retries={"max_attempts": 5, "mode": "standard"}, max_pool_connections=32)
 LOCAL_POOL_CONNECTIONS = 256
@@ -29,7 +30,7 @@ def client_config(read_timeout: int | None = None) -> Config:
 def client(service: str, read_timeout: int | None = None) -> Any:
     """The process-wide client for ``service`` (boto3 clients are thread-safe; creation is not)."""
     with _lock:
-        endpoint = os.environ.get(ENDPOINT_ENV) or None
+        endpoint = os.environ.get(Env.AWS_ENDPOINT) or None
         config = client_config(read_timeout)
         if endpoint:
             # Locally one process plays every invocation of every function: more connections, or urllib3

@@ -19,8 +19,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from jobsched.adapters.aws.clients import ENDPOINT_ENV, client, client_config
-from jobsched.core.names import OWNER_TAG
+from jobsched.adapters.aws.clients import client, client_config
+from jobsched.core.names import OWNER_TAG, Env
 from jobsched.tenancy.ownership import ResourceKind, ResourceRef
 
 SESSION_SECONDS = 3600
@@ -84,7 +84,7 @@ class TeamSessions:
             key = (service, read_timeout)
             if key not in current.clients:
                 current.clients[key] = current.session.client(
-                    service, endpoint_url=os.environ.get(ENDPOINT_ENV) or None, config=client_config(read_timeout)
+                    service, endpoint_url=os.environ.get(Env.AWS_ENDPOINT) or None, config=client_config(read_timeout)
                 )
             return current.clients[key]
 

@@ -1,0 +1,28 @@
+"""Suite-wide: the time each test layer takes, printed at the end of every run (issue #16 asks for it)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+LAYERS = ("unit", "contract", "infra", "aws", "e2e")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    seconds: defaultdict[str, float] = defaultdict(float)
+    tests: defaultdict[str, set[str]] = defaultdict(set)
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            nodeid = getattr(report, "nodeid", "")
+            parts = nodeid.split("/")
+            if len(parts) < 3 or parts[0] != "tests" or parts[1] not in LAYERS:
+                continue
+            seconds[parts[1]] += getattr(report, "duration", 0.0)
+            tests[parts[1]].add(nodeid)
+    if not seconds:
+        return
+    terminalreporter.section("time per test layer (setup + call + teardown, summed over workers)")
+    for layer in LAYERS:
+        if layer in seconds:
+            terminalreporter.write_line(f"{layer:>9}: {len(tests[layer]):4d} tests {seconds[layer]:7.1f} s")
+    terminalreporter.write_line(f"{'all':>9}: {sum(map(len, tests.values())):4d} tests {sum(seconds.values()):7.1f} s")
