@@ -60,43 +60,13 @@ class LocalGateway:
         on_response: Callable[[int], None] | None = None,
     ):
         """``on_response``: told each response's status (the local runtime counts them as API Gateway does)."""
-        gateway = self
         # One request at a time, like one Lambda instance: Powertools' resolver keeps the current event on
         # the app object, so concurrent calls into the same handler would see each other's requests.
         instance = threading.Lock()
 
-        class RequestHandler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length).decode(errors="replace") if length else None
-                event = proxy_event(self.command, self.path, dict(self.headers.items()), body, gateway.principal)
-                try:
-                    with instance:
-                        result = handler(event, context)
-                except Exception as error:
-                    result = json_error(502, f"the API function failed: {type(error).__name__}")
-                payload = (result.get("body") or "").encode()
-                if on_response is not None:
-                    on_response(int(result["statusCode"]))
-                self.send_response(int(result["statusCode"]))
-                headers = {k: v[-1] for k, v in (result.get("multiValueHeaders") or {}).items()}
-                headers.update(result.get("headers") or {})
-                for name, value in headers.items():
-                    if name.lower() != "content-length":
-                        self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        request_handler = _request_handler(self, handler, context, on_response, instance)
         self.principal = principal
-        self.server = ThreadingHTTPServer((host, port), RequestHandler)
+        self.server = ThreadingHTTPServer((host, port), request_handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -113,6 +83,69 @@ class LocalGateway:
         self.server.server_close()
 
 
+def _request_handler(
+    gateway: LocalGateway,
+    handler: Handler,
+    context: Any,
+    on_response: Callable[[int], None] | None,
+    instance: threading.Lock,
+) -> type[BaseHTTPRequestHandler]:
+    """HTTP -> the proxy event API Gateway would send -> the API handler -> HTTP."""
+
+    class RequestHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length).decode(errors="replace") if length else None
+            event = proxy_event(self.command, self.path, dict(self.headers.items()), body, gateway.principal)
+            try:
+                with instance:
+                    result = handler(event, context)
+            except Exception as error:
+                result = json_error(502, f"the API function failed: {type(error).__name__}")
+            _reply(self, result, on_response)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
+
+        def __getattr__(self, name: str) -> Any:
+            # Any other method (TRACE, CONNECT, made-up ones): 405 with the API's JSON error body, as
+            # API Gateway answers a method no resource has, instead of http.server's HTML 501.
+            if name.startswith("do_"):
+                return self._not_allowed
+            raise AttributeError(name)
+
+        def _not_allowed(self) -> None:
+            result = json_error(405, f"method {self.command} is not allowed; use {', '.join(ROUTED_METHODS)}")
+            result["headers"]["Allow"] = ", ".join(ROUTED_METHODS)
+            _reply(self, result, on_response)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return RequestHandler
+
+
+def _reply(request: BaseHTTPRequestHandler, result: dict[str, Any], on_response: Callable[[int], None] | None) -> None:
+    """A proxy-integration result as the HTTP response."""
+    payload = (result.get("body") or "").encode()
+    if on_response is not None:
+        on_response(int(result["statusCode"]))
+    request.send_response(int(result["statusCode"]))
+    headers = {k: v[-1] for k, v in (result.get("multiValueHeaders") or {}).items()}
+    headers.update(result.get("headers") or {})
+    for name, value in headers.items():
+        if name.lower() != "content-length":
+            request.send_header(name, value)
+    request.send_header("Content-Length", str(len(payload)))
+    request.end_headers()
+    request.wfile.write(payload)
+
+
+ROUTED_METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS")
+
+
 def json_error(status: int, message: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"error": {"code": "gateway", "message": message, "field": None, "errors": []}}
+    code = "method_not_allowed" if status == 405 else "gateway"
+    body: dict[str, Any] = {"error": {"code": code, "message": message, "field": None, "errors": []}}
     return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body)}

@@ -51,3 +51,19 @@ def test_generated_requests_get_no_5xx_and_conforming_responses(gateway: LocalGa
 
         fuzz()
     assert not failures, "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("method", ["TRACE", "CONNECT", "BREW"])
+def test_a_method_no_route_has_gets_405_with_the_json_error_body(gateway: LocalGateway, method: str) -> None:
+    import http.client
+    import json
+
+    host, port = gateway.server.server_address[:2]
+    connection = http.client.HTTPConnection(str(host), int(port), timeout=5)
+    connection.request(method, "/teams/payments/jobs")
+    response = connection.getresponse()
+    body = json.loads(response.read())
+    connection.close()
+    assert response.status == 405 and response.getheader("Content-Type") == "application/json"
+    assert body["error"]["code"] == "method_not_allowed" and method in body["error"]["message"]
+    assert "GET" in (response.getheader("Allow") or "")

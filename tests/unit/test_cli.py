@@ -227,3 +227,21 @@ def test_local_alarms_lists_alarms_worst_first(tmp_path: Path) -> None:
     assert second.split()[:2] == ["OK", "jobsched-local-SloFastBurn"]
     empty = CliRunner().invoke(cli, ["local", "alarms", "--state-dir", str(tmp_path / "none")])
     assert "no alarms evaluated yet" in empty.output
+
+
+@pytest.mark.parametrize(("given", "seconds"), [("5s", 5.0), ("1m", 60.0), ("0.5", 0.5), ("2", 2.0)])
+def test_the_tick_takes_a_duration_or_seconds(given: str, seconds: float) -> None:
+    from jobsched.cli.local import TickInterval
+
+    assert TickInterval().convert(given, None, None) == seconds
+
+
+@pytest.mark.parametrize("given", ["soon", "0s", "-1", "2h"])
+def test_a_tick_that_is_no_duration_or_out_of_range_is_a_usage_error(given: str) -> None:
+    code, output = run("local", "up", "--tick", given)
+    assert code == 2 and "--tick" in output
+
+
+def test_local_up_says_what_no_examples_leaves_out() -> None:
+    code, output = run("local", "up", "--help")
+    assert code == 0 and "example functions" in output and "example jobs" in output

@@ -26,11 +26,11 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     register_error_handlers(app)
     access = Access(services, lambda: app.current_event.raw_event)
 
-    @app.get("/health")
+    @app.get("/health", operation_id="getServiceHealth", tags=["service"], summary="The API answers")
     def health_check() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/openapi.json")
+    @app.get("/openapi.json", operation_id="getOpenApi", tags=["service"], summary="This document")
     def openapi() -> Response[str]:
         return Response(200, content_types.APPLICATION_JSON, app.get_openapi_json_schema(title="jobsched", version="1"))
 

@@ -6,13 +6,36 @@ import json
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
 from jobsched.cli.app import cli
+from jobsched.core.durations import parse_duration
 from jobsched.core.tz import UTC
 
 LOCAL_POINTER = Path.home() / ".jobsched-local" / "current"
+
+
+class TickInterval(click.ParamType[float]):
+    """Seconds between ticks, as a job-file duration (``5s``, ``1m``) or a number of seconds (``0.5``)."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            seconds = float(value)
+        else:
+            try:
+                seconds = float(value)
+            except ValueError:
+                try:
+                    seconds = parse_duration(str(value).strip()).total_seconds()
+                except (ValueError, TypeError):
+                    self.fail(f"{value!r} is not a duration: give e.g. 5s, 1m or a number of seconds", param, ctx)
+        if not 0 < seconds <= 3600:
+            self.fail(f"{value!r}: the tick must be more than 0 and at most 1h", param, ctx)
+        return seconds
 
 
 @cli.group()
@@ -22,9 +45,17 @@ def local() -> None:
 
 @local.command("up")
 @click.option("--port", default=8080, show_default=True, help="Port of the local API.")
-@click.option("--tick", type=float, help="Seconds between dispatcher ticks (default: the rule's 60).")
+@click.option(
+    "--tick",
+    type=TickInterval(),
+    help="Time between dispatcher ticks: a duration (5s, 1m) or seconds (0.5); default: the rule's 60 s.",
+)
 @click.option("--as", "principal", help="Default caller ARN (default: a platform admin).")
-@click.option("--no-examples", is_flag=True, help="Do not register the example jobs.")
+@click.option(
+    "--no-examples",
+    is_flag=True,
+    help="Leave out the example functions (echo, flaky, sleep) and the example jobs that call them.",
+)
 @click.option(
     "--alarm-time-scale",
     type=float,

@@ -25,7 +25,12 @@ def router(access: Access) -> APIGatewayRouter:
     router = APIGatewayRouter()
     services, member, existing = access.services, access.member, access.existing
 
-    @router.post("/teams/<team>/jobs/<name>/backfill")
+    @router.post(
+        "/teams/<team>/jobs/<name>/backfill",
+        operation_id="startBackfill",
+        tags=["backfills"],
+        summary="Run a past range of the job's instants",
+    )
     def backfill(team: str, name: str, body: Annotated[BackfillRequest, Body()]) -> Response[str]:
         caller = member(team)
         existing(team, name)
@@ -48,7 +53,12 @@ def router(access: Access) -> APIGatewayRouter:
         )
         return Response(202, content_types.APPLICATION_JSON, backfill_view(progress).model_dump_json())
 
-    @router.get("/teams/<team>/jobs/<name>/backfills/<backfill_id>")
+    @router.get(
+        "/teams/<team>/jobs/<name>/backfills/<backfill_id>",
+        operation_id="getBackfill",
+        tags=["backfills"],
+        summary="A backfill's progress",
+    )
     def backfill_progress(team: str, name: str, backfill_id: str) -> BackfillView:
         member(team)
         return backfill_view(get_backfill(services().jobs, job_key(team, name), backfill_id))

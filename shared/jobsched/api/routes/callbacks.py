@@ -28,7 +28,12 @@ def router(access: Access) -> APIGatewayRouter:
             raise ApiError(401, "missing_run_token", f"send the run's callback token in the {TOKEN_HEADER} header")
         return services().tokens.verify(token, now=services().clock())
 
-    @router.post("/callbacks/heartbeat")
+    @router.post(
+        "/callbacks/heartbeat",
+        operation_id="heartbeatRun",
+        tags=["callbacks"],
+        summary="A callback run is still working: extend its lease",
+    )
     def heartbeat(token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None) -> RunView:
         claim = claim_of(token)
         if claim.task is not None:
@@ -36,7 +41,12 @@ def router(access: Access) -> APIGatewayRouter:
             return run_view(worker.dags.heartbeat_external(claim.job, claim.run_id, claim.task, claim.attempt), None)
         return run_view(services().worker.heartbeat_external(claim.job, claim.run_id, claim.attempt), None)
 
-    @router.post("/callbacks/complete")
+    @router.post(
+        "/callbacks/complete",
+        operation_id="completeRun",
+        tags=["callbacks"],
+        summary="A callback run's result",
+    )
     def complete(
         body: Annotated[CompleteRequest, Body()],
         token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None,

@@ -27,7 +27,12 @@ def router(access: Access) -> APIGatewayRouter:
     router = APIGatewayRouter()
     services, member, existing = access.services, access.member, access.existing
 
-    @router.get("/teams/<team>/jobs/<name>/health")
+    @router.get(
+        "/teams/<team>/jobs/<name>/health",
+        operation_id="getJobHealth",
+        tags=["health"],
+        summary="A job's success rate, lateness percentiles and recent outcomes",
+    )
     def get_job_health(
         team: str,
         name: str,
@@ -38,7 +43,12 @@ def router(access: Access) -> APIGatewayRouter:
         stored = existing(team, name)
         return health_view(_health(stored, _window(window), runs, MAX_RUNS_READ))
 
-    @router.get("/teams/<team>/health")
+    @router.get(
+        "/teams/<team>/health",
+        operation_id="getTeamHealth",
+        tags=["health"],
+        summary="Every job of a team, worst first",
+    )
     def get_team_health(
         team: str,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,

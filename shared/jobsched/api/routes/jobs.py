@@ -31,7 +31,12 @@ def router(access: Access) -> APIGatewayRouter:
     router = APIGatewayRouter()
     services, member, existing = access.services, access.member, access.existing
 
-    @router.put("/teams/<team>/jobs/<name>")
+    @router.put(
+        "/teams/<team>/jobs/<name>",
+        operation_id="putJob",
+        tags=["jobs"],
+        summary="Create or replace a job (If-Match: the version read)",
+    )
     def put(
         team: str,
         name: str,
@@ -70,7 +75,12 @@ def router(access: Access) -> APIGatewayRouter:
             headers={"ETag": str(stored.version)},
         )
 
-    @router.get("/teams/<team>/jobs")
+    @router.get(
+        "/teams/<team>/jobs",
+        operation_id="listJobs",
+        tags=["jobs"],
+        summary="List a team's jobs",
+    )
     def list_jobs(
         team: str,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
@@ -92,7 +102,12 @@ def router(access: Access) -> APIGatewayRouter:
         ]
         return JobPage(jobs=jobs, next_token=last)
 
-    @router.get("/teams/<team>/jobs/<name>")
+    @router.get(
+        "/teams/<team>/jobs/<name>",
+        operation_id="getJob",
+        tags=["jobs"],
+        summary="Read a job, its next fire times and open incidents",
+    )
     def get_job(team: str, name: str) -> Response[str]:
         member(team)
         stored = existing(team, name)
@@ -106,7 +121,12 @@ def router(access: Access) -> APIGatewayRouter:
             200, content_types.APPLICATION_JSON, view.model_dump_json(), headers={"ETag": str(stored.version)}
         )
 
-    @router.delete("/teams/<team>/jobs/<name>")
+    @router.delete(
+        "/teams/<team>/jobs/<name>",
+        operation_id="deleteJob",
+        tags=["jobs"],
+        summary="Delete a job (its runs are kept for their retention)",
+    )
     def delete_job(
         team: str, name: str, if_match: Annotated[str | None, Header(alias="If-Match")] = None
     ) -> Response[str]:

@@ -29,7 +29,12 @@ def router(access: Access) -> APIGatewayRouter:
     router = APIGatewayRouter()
     services, member, existing = access.services, access.member, access.existing
 
-    @router.get("/teams/<team>/jobs/<name>/runs")
+    @router.get(
+        "/teams/<team>/jobs/<name>/runs",
+        operation_id="listRuns",
+        tags=["runs"],
+        summary="A job's runs, newest first",
+    )
     def list_runs(
         team: str,
         name: str,
@@ -46,7 +51,12 @@ def router(access: Access) -> APIGatewayRouter:
         shown = [r for r in runs if status is None or r.status.value == status]
         return RunPage(runs=[run_view(r, None) for r in shown], next_token=last)
 
-    @router.get("/teams/<team>/jobs/<name>/runs/<run_id>")
+    @router.get(
+        "/teams/<team>/jobs/<name>/runs/<run_id>",
+        operation_id="getRun",
+        tags=["runs"],
+        summary="One run: attempts, timings, DAG tasks",
+    )
     def get_run(team: str, name: str, run_id: str) -> RunView:
         member(team)
         stored = existing(team, name)
@@ -64,13 +74,23 @@ def router(access: Access) -> APIGatewayRouter:
             view.tasks = task_views(run, stored.spec, services().runs, services().tokens, now)
         return view
 
-    @router.post("/teams/<team>/jobs/<name>/runs/<run_id>/cancel")
+    @router.post(
+        "/teams/<team>/jobs/<name>/runs/<run_id>/cancel",
+        operation_id="cancelRun",
+        tags=["runs"],
+        summary="Cancel a run that has not finished",
+    )
     def cancel(team: str, name: str, run_id: str) -> RunView:
         member(team)
         stored = existing(team, name)
         return run_view(services().worker.cancel(stored.key, run_id), None)
 
-    @router.post("/teams/<team>/jobs/<name>/trigger")
+    @router.post(
+        "/teams/<team>/jobs/<name>/trigger",
+        operation_id="triggerJob",
+        tags=["runs"],
+        summary="Run a job now (Idempotency-Key: one run per key)",
+    )
     def trigger(
         team: str,
         name: str,

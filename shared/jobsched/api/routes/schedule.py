@@ -26,7 +26,12 @@ def router(access: Access) -> APIGatewayRouter:
     router = APIGatewayRouter()
     services, member, existing = access.services, access.member, access.existing
 
-    @router.post("/teams/<team>/jobs/<name>/pause")
+    @router.post(
+        "/teams/<team>/jobs/<name>/pause",
+        operation_id="pauseJob",
+        tags=["schedule"],
+        summary="Pause a job, with a reason",
+    )
     def pause(team: str, name: str, body: Annotated[PauseRequest, Body()]) -> JobView:
         caller = member(team)
         existing(team, name)
@@ -35,14 +40,24 @@ def router(access: Access) -> APIGatewayRouter:
         )
         return job_view(stored, services().clock())
 
-    @router.post("/teams/<team>/jobs/<name>/resume")
+    @router.post(
+        "/teams/<team>/jobs/<name>/resume",
+        operation_id="resumeJob",
+        tags=["schedule"],
+        summary="Resume a paused job",
+    )
     def resume(team: str, name: str) -> JobView:
         caller = member(team)
         existing(team, name)
         stored = resume_job(services().jobs, job_key(team, name), now=services().clock(), principal=caller.arn)
         return job_view(stored, services().clock())
 
-    @router.get("/teams/<team>/jobs/<name>/preview")
+    @router.get(
+        "/teams/<team>/jobs/<name>/preview",
+        operation_id="previewJob",
+        tags=["schedule"],
+        summary="The job's next fire times",
+    )
     def preview(
         team: str,
         name: str,

@@ -24,7 +24,12 @@ def router(access: Access) -> APIGatewayRouter:
     router = APIGatewayRouter()
     services, principal = access.services, access.principal
 
-    @router.post("/validate")
+    @router.post(
+        "/validate",
+        operation_id="validateJob",
+        tags=["validation"],
+        summary="Check a job document as PUT would, without storing it",
+    )
     def validate(body: Annotated[dict[str, Any], Body()]) -> ValidationResult:
         principal()
         try:
