@@ -16,7 +16,7 @@ from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.queues import WorkQueues
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.api.errors import ApiError, Throttled
-from jobsched.api.identity import Membership, MembershipCache, Principal, caller_arn
+from jobsched.api.identity import Forbidden, Membership, MembershipCache, Principal, caller_arn
 from jobsched.api.tokens import CallbackTokens
 from jobsched.core.records import StoredJob
 from jobsched.core.runs import job_key
@@ -68,6 +68,13 @@ class Access:
         now = s.clock()
         if not s.jobs.count_request(team, now=now, limit=s.jobs.team_limits(team).requests_per_minute):
             raise Throttled(60 - now.second)
+        return caller
+
+    def admin(self) -> Principal:
+        """Platform admins only (team members get 403, the same answer whatever the route's team)."""
+        caller = self.principal()
+        if not caller.admin:
+            raise Forbidden(f"{caller.arn} is not a platform admin")
         return caller
 
     def existing(self, team: str, name: str) -> StoredJob:

@@ -180,3 +180,23 @@ class JobHealthView(BaseModel):
 class TeamHealthPage(BaseModel):
     jobs: list[JobHealthView] = Field(description="this page of the team's jobs, worst first")
     next_token: str | None = None
+
+
+MAX_TEAM_LIMIT = 1_000_000  # a typo like 10**9 is refused rather than stored
+
+
+class TeamLimitsRequest(_Request):
+    """Limits to set for one team; a limit given as null goes back to the platform's default; one not
+    given is left as it is."""
+
+    max_running: int | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
+    max_jobs: int | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
+    max_backfills: int | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
+    requests_per_minute: int | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
+
+
+class TeamLimitsView(BaseModel):
+    team: str
+    limits: dict[str, int] = Field(description="what the team is held to now: its overrides over the defaults")
+    overrides: dict[str, int] = Field(description="the limits set for this team")
+    defaults: dict[str, int] = Field(description="the platform's defaults (CDK context team_limits)")

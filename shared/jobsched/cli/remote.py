@@ -62,7 +62,7 @@ def _job_ref(reference: str, team: str | None) -> tuple[str, str]:
     return team, reference
 
 
-def _emit(data: Any, output: str, columns: list[tuple[str, str]] | None = None) -> None:
+def emit(data: Any, output: str, columns: list[tuple[str, str]] | None = None) -> None:
     import yaml
 
     if output == "json":
@@ -150,7 +150,7 @@ def apply(
         for entry in report:
             click.echo(f"{entry['job']}: {entry['action']}{suffix}")
     else:
-        _emit(report, output)
+        emit(report, output)
 
 
 def _apply_one(client: Any, spec: JobSpec, dry_run: bool, now: datetime) -> dict[str, Any]:
@@ -230,7 +230,7 @@ def get() -> None:
 @remote
 def get_jobs(team: str, state: str | None, client: Any, output: str) -> None:
     """List a team's jobs."""
-    _emit(client.paged(f"/teams/{team}/jobs", "jobs", {"state": state}), output, JOB_COLUMNS)
+    emit(client.paged(f"/teams/{team}/jobs", "jobs", {"state": state}), output, JOB_COLUMNS)
 
 
 @get.command("job")
@@ -240,7 +240,7 @@ def get_jobs(team: str, state: str | None, client: Any, output: str) -> None:
 def get_job(job: str, team: str | None, client: Any, output: str) -> None:
     """Show one job (TEAM/NAME)."""
     owner, name = _job_ref(job, team)
-    _emit(client.call("GET", f"/teams/{owner}/jobs/{name}").body, output, JOB_COLUMNS)
+    emit(client.call("GET", f"/teams/{owner}/jobs/{name}").body, output, JOB_COLUMNS)
 
 
 STRIP_MARKS = {
@@ -293,7 +293,7 @@ def status(target: str, window: str, client: Any, output: str) -> None:
             row["incidents"] = ",".join(row["open_incidents"]) or "-"
             if row["state"] == "PAUSED":
                 row["next_fire"] = "paused"
-    _emit(rows, output, HEALTH_COLUMNS)
+    emit(rows, output, HEALTH_COLUMNS)
 
 
 @cli.command()
@@ -318,7 +318,7 @@ def delete(job: str, team: str | None, yes: bool, client: Any, output: str) -> N
 def pause(job: str, team: str | None, reason: str, client: Any, output: str) -> None:
     """Pause a job: no new runs until resumed."""
     owner, name = _job_ref(job, team)
-    _emit(client.call("POST", f"/teams/{owner}/jobs/{name}/pause", {"reason": reason}).body, output, JOB_COLUMNS)
+    emit(client.call("POST", f"/teams/{owner}/jobs/{name}/pause", {"reason": reason}).body, output, JOB_COLUMNS)
 
 
 @cli.command()
@@ -328,7 +328,7 @@ def pause(job: str, team: str | None, reason: str, client: Any, output: str) -> 
 def resume(job: str, team: str | None, client: Any, output: str) -> None:
     """Resume a paused job (what fell in the pause does not run)."""
     owner, name = _job_ref(job, team)
-    _emit(client.call("POST", f"/teams/{owner}/jobs/{name}/resume").body, output, JOB_COLUMNS)
+    emit(client.call("POST", f"/teams/{owner}/jobs/{name}/resume").body, output, JOB_COLUMNS)
 
 
 @cli.command()
@@ -348,7 +348,7 @@ def trigger(
         raise click.BadParameter(f"not JSON: {error}", param_hint="--payload") from None
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     run = client.call("POST", f"/teams/{owner}/jobs/{name}/trigger", body, headers=headers).body
-    _emit(run, output, RUN_COLUMNS)
+    emit(run, output, RUN_COLUMNS)
 
 
 @cli.command()
@@ -378,7 +378,7 @@ def backfill(
                 finished = sum(progress["finished"].values())
                 bar.update(finished - done)
                 done = finished
-    _emit(progress, output, [("BACKFILL", "backfill_id"), ("STATE", "state"), ("TOTAL", "total"), ("SENT", "sent")])
+    emit(progress, output, [("BACKFILL", "backfill_id"), ("STATE", "state"), ("TOTAL", "total"), ("SENT", "sent")])
 
 
 backfill_poll_seconds = 2.0
@@ -394,7 +394,7 @@ def runs(job: str, team: str | None, status: str | None, limit: int, client: Any
     """A job's runs, newest first."""
     owner, name = _job_ref(job, team)
     page = client.call("GET", f"/teams/{owner}/jobs/{name}/runs", query={"limit": limit, "status": status}).body
-    _emit(page["runs"], output, RUN_COLUMNS)
+    emit(page["runs"], output, RUN_COLUMNS)
 
 
 @cli.command()
@@ -406,10 +406,10 @@ def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> No
     """One run: attempts, timings, lateness, error."""
     owner, name = _job_ref(job, team)
     body = client.call("GET", f"/teams/{owner}/jobs/{name}/runs/{run_id}").body
-    _emit(body, output, RUN_COLUMNS)
+    emit(body, output, RUN_COLUMNS)
     if output == "table" and body.get("tasks"):
         click.echo()
-        _emit(body["tasks"], output, TASK_COLUMNS)
+        emit(body["tasks"], output, TASK_COLUMNS)
 
 
 @cli.command()
@@ -420,4 +420,4 @@ def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> No
 def cancel(job: str, run_id: str, team: str | None, client: Any, output: str) -> None:
     """Cancel a run that has not finished."""
     owner, name = _job_ref(job, team)
-    _emit(client.call("POST", f"/teams/{owner}/jobs/{name}/runs/{run_id}/cancel").body, output, RUN_COLUMNS)
+    emit(client.call("POST", f"/teams/{owner}/jobs/{name}/runs/{run_id}/cancel").body, output, RUN_COLUMNS)
