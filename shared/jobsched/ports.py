@@ -204,6 +204,17 @@ class RunsPort(Protocol):
         from_status: RunStatus = RunStatus.RUNNING,
         reason: str | None = None,
     ) -> Run: ...
+    def reopen(
+        self,
+        job: str,
+        run_id: str,
+        *,
+        expected_status: RunStatus,
+        attempt: int,
+        now: datetime,
+        retention: timedelta,
+        reason: str,
+    ) -> Run: ...
     def end_lease(self, job: str, run_id: str, *, attempt: int, now: datetime) -> Run: ...
     def heartbeat(self, job: str, run_id: str, *, attempt: int, lease_until: datetime) -> Run: ...
     def expired_leases(self, shard: int, now: datetime) -> Iterator[Run | ParkedTask]: ...

@@ -187,3 +187,37 @@ def test_run_ids_between_two_instants_and_history_newest_first(stores: Stores) -
         "20270104T090000Z",
         "20270104T090100Z",
     ]
+
+
+def test_a_finished_run_is_reopened_once_for_a_rerun_and_is_woken_if_its_message_is_lost(stores: Stores) -> None:
+    run_id = running(stores)
+    failed = stores.runs.finish(JOB, run_id, attempt=1, status=RunStatus.FAILED, now=T0, error="boom")
+    later = T0 + timedelta(hours=5)
+    with pytest.raises(StaleAttempt):  # only from the status and attempt read
+        stores.runs.reopen(
+            JOB, run_id, expected_status=RunStatus.SUCCEEDED, attempt=1, now=later, retention=DAY, reason="r"
+        )
+    reopened = stores.runs.reopen(
+        JOB, run_id, expected_status=failed.status, attempt=1, now=later, retention=DAY, reason="rerun by alice"
+    )
+    assert reopened.status is RunStatus.RETRYING and reopened.attempt == 1 and reopened.attempt_base == 1
+    assert reopened.next_attempt_at == later and reopened.finished_at is None and reopened.reason == "rerun by alice"
+    assert reopened.policy_attempt == 0
+    with pytest.raises(StaleAttempt):  # a second, concurrent rerun
+        stores.runs.reopen(
+            JOB, run_id, expected_status=RunStatus.FAILED, attempt=1, now=later, retention=DAY, reason="r"
+        )
+    woken = [run.run_id for run in stores.runs.wakeups(lease_shard(JOB, run_id), later)]
+    assert woken == [run_id], "on the wakeups index until its message is out"
+    assert stores.runs.clear_wake(JOB, run_id, attempt=1)
+    started = stores.runs.start_attempt(
+        JOB,
+        run_id,
+        expected_status=RunStatus.RETRYING,
+        expected_attempt=1,
+        attempt=2,
+        now=later,
+        lease_until=later + timedelta(minutes=15),
+        external=False,
+    )
+    assert started.status is RunStatus.RUNNING and started.attempt == 2 and started.policy_attempt == 1

@@ -13,6 +13,7 @@ from jobsched.api.models import ErrorBody, ErrorDetail, ErrorResponse, JobBody
 from jobsched.api.tokens import TOKEN_HEADER, InvalidToken
 from jobsched.core.errors import FieldError, SpecError, WorkflowsNotConfigured, field_errors_from
 from jobsched.core.records import JobExists, JobNotFound, StaleAttempt, VersionConflict
+from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight, RunNotFound
 from jobsched.pipeline.triggers import BackfillLimit, BackfillTooLarge, NoSchedule
 from jobsched.schedule.engine import ScheduleTooExpensive
 from jobsched.tenancy.quotas import QuotaExceeded
@@ -57,6 +58,10 @@ MAPPED: dict[type[Exception], tuple[int, str, str | None, Callable[[Any], str]]]
     BackfillTooLarge: (422, "backfill_too_large", "to", str),
     NoSchedule: (422, "no_schedule", "schedule", str),
     BackfillLimit: (429, "backfill_limit", None, str),
+    RunNotFound: (404, "run_not_found", "run_id", str),
+    RunInFlight: (409, "run_in_flight", None, str),
+    RerunRefused: (409, "rerun_refused", "force", str),
+    RerunUnsupported: (422, "unsupported", "dag", str),
 }
 
 

@@ -28,12 +28,33 @@ class TriggerRequest(_Request):
     payload: JsonValue = None
 
 
+RerunStatus = Literal["FAILED", "TIMED_OUT", "MISSED", "SKIPPED", "CANCELLED", "SUCCEEDED"]
+
+
 class BackfillRequest(_Request):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     start: AwareDatetime = Field(alias="from")
     end: AwareDatetime = Field(alias="to")
     max_in_flight: int = Field(default=5, ge=1, le=100)
+    rate_per_minute: int | None = Field(default=None, ge=1, le=6000, description="instants started per minute")
+    priority: Literal["high", "normal", "low"] | None = Field(
+        default=None, description="the class its runs go to (default: the job's); one the team may use"
+    )
+    status: list[RerunStatus] = Field(
+        default_factory=list,
+        max_length=6,
+        description="run again the instants whose run ended in one of these; empty: only those that never ran"
+        " (MISSED, SKIPPED) and those with no run",
+    )
+
+
+class RerunsRequest(BackfillRequest):
+    status: list[RerunStatus] = Field(min_length=1, max_length=6, description="which ended runs to run again")
+
+
+class RerunRequest(_Request):
+    force: bool = Field(default=False, description="also a run that SUCCEEDED")
 
 
 class CompleteRequest(_Request):
@@ -141,6 +162,10 @@ class BackfillView(BaseModel):
     finished: dict[str, int]
     in_flight: int
     state: str
+    status: list[str] = Field(default_factory=list, description="the statuses this range reruns")
+    rate_per_minute: int | None = None
+    priority: str | None = None
+    rerun: int = Field(default=0, description="instants that had a run and were run again")
 
 
 class PreviewEntry(BaseModel):

@@ -133,6 +133,10 @@ def backfill_view(progress: BackfillProgress) -> BackfillView:
         finished=progress.finished,
         in_flight=len(progress.in_flight),
         state=progress.state,
+        status=list(progress.statuses),
+        rate_per_minute=progress.rate_per_minute,
+        priority=progress.priority,
+        rerun=progress.rerun,
     )
 
 

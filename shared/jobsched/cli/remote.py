@@ -53,7 +53,7 @@ def remote(function: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-def _job_ref(reference: str, team: str | None) -> tuple[str, str]:
+def job_ref(reference: str, team: str | None) -> tuple[str, str]:
     if "/" in reference:
         owner, _, name = reference.partition("/")
         return owner, name
@@ -239,7 +239,7 @@ def get_jobs(team: str, state: str | None, client: Any, output: str) -> None:
 @remote
 def get_job(job: str, team: str | None, client: Any, output: str) -> None:
     """Show one job (TEAM/NAME)."""
-    owner, name = _job_ref(job, team)
+    owner, name = job_ref(job, team)
     emit(client.call("GET", f"/teams/{owner}/jobs/{name}").body, output, JOB_COLUMNS)
 
 
@@ -303,7 +303,7 @@ def status(target: str, window: str, client: Any, output: str) -> None:
 @remote
 def delete(job: str, team: str | None, yes: bool, client: Any, output: str) -> None:
     """Delete a job (its runs are kept for their retention)."""
-    owner, name = _job_ref(job, team)
+    owner, name = job_ref(job, team)
     if not yes and not click.confirm(f"delete {owner}/{name}?", default=False):
         sys.exit(1)
     client.call("DELETE", f"/teams/{owner}/jobs/{name}")
@@ -317,7 +317,7 @@ def delete(job: str, team: str | None, yes: bool, client: Any, output: str) -> N
 @remote
 def pause(job: str, team: str | None, reason: str, client: Any, output: str) -> None:
     """Pause a job: no new runs until resumed."""
-    owner, name = _job_ref(job, team)
+    owner, name = job_ref(job, team)
     emit(client.call("POST", f"/teams/{owner}/jobs/{name}/pause", {"reason": reason}).body, output, JOB_COLUMNS)
 
 
@@ -327,7 +327,7 @@ def pause(job: str, team: str | None, reason: str, client: Any, output: str) -> 
 @remote
 def resume(job: str, team: str | None, client: Any, output: str) -> None:
     """Resume a paused job (what fell in the pause does not run)."""
-    owner, name = _job_ref(job, team)
+    owner, name = job_ref(job, team)
     emit(client.call("POST", f"/teams/{owner}/jobs/{name}/resume").body, output, JOB_COLUMNS)
 
 
@@ -341,7 +341,7 @@ def trigger(
     job: str, team: str | None, payload: str | None, idempotency_key: str | None, client: Any, output: str
 ) -> None:
     """Run a job now."""
-    owner, name = _job_ref(job, team)
+    owner, name = job_ref(job, team)
     try:
         body = {"payload": json.loads(payload)} if payload else None
     except json.JSONDecodeError as error:
@@ -365,14 +365,14 @@ def backfill(
     """Run a job's instants of a past range, at most --max-in-flight at a time."""
     import time
 
-    owner, name = _job_ref(job, team)
+    owner, name = job_ref(job, team)
     body = {"from": start, "to": end, "max_in_flight": max_in_flight}
     progress = client.call("POST", f"/teams/{owner}/jobs/{name}/backfill", body).body
     path = f"/teams/{owner}/jobs/{name}/backfills/{progress['backfill_id']}"
     if wait and output == "table":
         with click.progressbar(length=progress["total"], label=f"backfill {progress['backfill_id']}") as bar:
             done = 0
-            while progress["state"] != "DONE":
+            while progress["state"] == "RUNNING":
                 time.sleep(backfill_poll_seconds)
                 progress = client.call("GET", path).body
                 finished = sum(progress["finished"].values())
@@ -392,7 +392,7 @@ backfill_poll_seconds = 2.0
 @remote
 def runs(job: str, team: str | None, status: str | None, limit: int, client: Any, output: str) -> None:
     """A job's runs, newest first."""
-    owner, name = _job_ref(job, team)
+    owner, name = job_ref(job, team)
     page = client.call("GET", f"/teams/{owner}/jobs/{name}/runs", query={"limit": limit, "status": status}).body
     emit(page["runs"], output, RUN_COLUMNS)
 
@@ -404,7 +404,7 @@ def runs(job: str, team: str | None, status: str | None, limit: int, client: Any
 @remote
 def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> None:
     """One run: attempts, timings, lateness, error."""
-    owner, name = _job_ref(job, team)
+    owner, name = job_ref(job, team)
     body = client.call("GET", f"/teams/{owner}/jobs/{name}/runs/{run_id}").body
     emit(body, output, RUN_COLUMNS)
     if output == "table" and body.get("tasks"):
@@ -419,5 +419,5 @@ def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> No
 @remote
 def cancel(job: str, run_id: str, team: str | None, client: Any, output: str) -> None:
     """Cancel a run that has not finished."""
-    owner, name = _job_ref(job, team)
+    owner, name = job_ref(job, team)
     emit(client.call("POST", f"/teams/{owner}/jobs/{name}/runs/{run_id}/cancel").body, output, RUN_COLUMNS)

@@ -210,6 +210,13 @@ class Run:
     deadline_at: datetime | None = None  # SLA deadline, while not yet reported missed or finished
     execution_arn: str | None = None  # DAG runs: the Step Functions execution (named by the run id)
     graph: dict[str, Any] | None = None  # DAG runs: the task graph the run started with
+    # Attempts before the latest rerun: the retry policy counts attempts from here (a rerun gets its retries).
+    attempt_base: int = 0
+
+    @property
+    def policy_attempt(self) -> int:
+        """The attempt as the retry policy counts it: the first after a rerun is 1 again."""
+        return self.attempt - self.attempt_base
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> Run:
@@ -238,6 +245,7 @@ class Run:
             deadline_at=instant(RunsKeys.DEADLINE_AT),
             execution_arn=values.get("execution_arn"),
             graph=values.get("graph"),
+            attempt_base=int(values.get("attempt_base", 0)),
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:

@@ -106,17 +106,18 @@ def on_existing(existing: Run, message: RunMessage, spec: JobSpec, now: datetime
     return Verdict("duplicate", f"run is {existing.status.value} at attempt {existing.attempt}")
 
 
-def on_lost_attempt(spec: JobSpec, attempt: int) -> tuple[bool, str]:
+def on_lost_attempt(spec: JobSpec, run: Run) -> tuple[bool, str]:
     """An attempt whose lease expired: (final, error). Final: TIMED_OUT (a DAG run's budget, or no
     attempts left); otherwise retried like any failure."""
     if spec.dag is not None:
         return True, f"DAG run still unfinished after its time budget ({run_budget(spec)})"
-    error = f"attempt {attempt} lost: no result before its lease expired"
-    return not attempts_left(spec.retry, attempt), error
+    error = f"attempt {run.attempt} lost: no result before its lease expired"
+    return not attempts_left(spec.retry, run.policy_attempt), error
 
 
 def on_result(result: TargetResult, spec: JobSpec, attempt: int) -> Literal["pending", "succeeded", "retry", "fail"]:
-    """A target's result: wait for the callback, record success, retry (retryable, attempts left), or fail."""
+    """A target's result: wait for the callback, record success, retry (retryable, attempts left), or fail.
+    ``attempt`` as the retry policy counts it (``Run.policy_attempt``: a rerun starts again at 1)."""
     if result.outcome == "pending":
         return "pending"
     if result.outcome == "succeeded":

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import JobNotFound, Run
+from jobsched.core.records import JobNotFound, Run, StaleAttempt, StoredJob
 from jobsched.core.runs import (
     TERMINAL,
     RunMessage,
@@ -29,6 +29,7 @@ from jobsched.core.runs import (
     manual_run_id,
     parse_instant,
 )
+from jobsched.pipeline.reruns import NEVER_RAN, reopen_and_send
 from jobsched.ports import JobsPort, RunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.schedule.engine import compile_schedule
 
@@ -102,7 +103,11 @@ class BackfillProgress:
     sent: int
     finished: dict[str, int]  # run status -> count
     in_flight: list[str]
-    state: str  # RUNNING | DONE
+    state: str  # RUNNING | DONE | CANCELLED
+    statuses: tuple[str, ...] = ()  # a range rerun: the statuses it runs again (none: never-ran instants only)
+    rate_per_minute: int | None = None
+    priority: str | None = None  # the class its runs are sent to (None: the job's own)
+    rerun: int = 0  # instants that had a run and were run again
 
 
 def start_backfill(
@@ -114,7 +119,15 @@ def start_backfill(
     max_in_flight: int,
     now: datetime,
     principal: str,
+    statuses: frozenset[RunStatus] = frozenset(),
+    rate_per_minute: int | None = None,
+    priority: str | None = None,
 ) -> BackfillProgress:
+    """The instants of [start, end] run at most ``max_in_flight`` (and ``rate_per_minute``) at a time.
+
+    An instant with no run record runs. One whose run ended is run again (``reruns``) if its status is in
+    ``statuses``, or, without a filter, if it never ran (MISSED, SKIPPED); otherwise it is skipped and
+    counted under its status. One still in flight is waited for."""
     stored = jobs.get(job)
     if stored is None:
         raise JobNotFound(job)
@@ -148,6 +161,10 @@ def start_backfill(
             "state": "RUNNING",
             "created_by": principal,
             "spec_version": stored.version,
+            "statuses": sorted(status.value for status in statuses),
+            "rate_per_minute": rate_per_minute,
+            "priority": priority,
+            "rerun": 0,
         },
         cursor=start - timedelta(seconds=1),
         due_at=now,
@@ -165,7 +182,7 @@ def get_backfill(jobs: JobsPort, job: str, backfill_id: str) -> BackfillProgress
 def advance_backfill(
     jobs: JobsPort, runs: RunsPort, queues: WorkQueuesPort, job: str, backfill_id: str, *, now: datetime
 ) -> BackfillProgress:
-    """One step: count finished runs, send new instants up to max_in_flight, move the cursor."""
+    """One step: count finished runs, start instants up to max_in_flight (and the rate), move the cursor."""
     item = jobs.get_backfill(job, backfill_id)
     stored = jobs.get(job)
     if item is None or item["state"] != "RUNNING":
@@ -174,43 +191,28 @@ def advance_backfill(
         jobs.update_backfill(job, backfill_id, item, {"state": "DONE"}, cursor=None, due_at=None)
         _release_backfill_slots(jobs, job, job.split("/", 1)[0], backfill_id)
         return get_backfill(jobs, job, backfill_id)
-    finished: dict[str, int] = dict(item.get("finished") or {})
-    still: list[str] = []
+    step = _BackfillStep(stored, item, dict(item.get("finished") or {}), [], int(item.get("rerun") or 0))
     for run_id in item.get("in_flight") or []:
-        run = runs.get(job, run_id)
-        if run is not None and run.status in TERMINAL:
-            finished[run.status.value] = finished.get(run.status.value, 0) + 1
-        else:
-            still.append(run_id)
-    room = int(item["max_in_flight"]) - len(still)
+        step.track(runs.get(job, run_id), run_id)
+    room = int(item["max_in_flight"]) - len(step.in_flight)
+    if item.get("rate_per_minute"):
+        room = min(room, int(item["rate_per_minute"]))  # a step a tick: a tick a minute
     compiled = compile_schedule(stored.spec.schedule, hash_key=job, anchor=stored.created_at)
-    end = _instant(item["end"])
-    upcoming = list(itertools.islice(compiled.fires(_instant(item["cursor"]), until=end), max(room, 0)))
-    messages = [
-        (
-            RunMessage.scheduled(
-                job=job,
-                team=stored.spec.team,
-                at=occurrence.at,
-                fire_at=now,
-                spec_version=stored.version,
-                trigger="backfill",
-                correlation_id=f"{job}/backfill/{backfill_id}",
-            ),
-            timedelta(0),
-        )
-        for occurrence in upcoming
-    ]
-    if messages:
-        queues.send(stored.spec.priority, messages)
+    upcoming = list(
+        itertools.islice(compiled.fires(_instant(item["cursor"]), until=_instant(item["end"])), max(room, 0))
+    )
+    messages = [step.start(occurrence.at, runs, queues, now, backfill_id) for occurrence in upcoming]
+    sent_now = [message for message in messages if message is not None]
+    if sent_now:
+        queues.send(item.get("priority") or stored.spec.priority, [(message, timedelta(0)) for message in sent_now])
     cursor = upcoming[-1].at if upcoming else _instant(item["cursor"])
-    sent = int(item["sent"]) + len(messages)
-    still += [message.run_id for message, _ in messages]
-    done = sent >= int(item["total"]) and not still
+    sent = int(item["sent"]) + len(upcoming)
+    done = sent >= int(item["total"]) and not step.in_flight
     changes: dict[str, Any] = {
-        "finished": finished,
-        "in_flight": still,
+        "finished": step.finished,
+        "in_flight": step.in_flight,
         "sent": sent,
+        "rerun": step.rerun,
         "state": "DONE" if done else "RUNNING",
     }
     jobs.update_backfill(job, backfill_id, item, changes, cursor=cursor, due_at=None if done else now)
@@ -218,6 +220,64 @@ def advance_backfill(
         _release_backfill_slots(jobs, job, stored.spec.team, backfill_id)
     else:
         _renew_backfill_slots(jobs, job, stored.spec.team, backfill_id, now=now)
+    return get_backfill(jobs, job, backfill_id)
+
+
+@dataclass
+class _BackfillStep:
+    stored: StoredJob
+    item: dict[str, Any]
+    finished: dict[str, int]
+    in_flight: list[str]
+    rerun: int
+
+    def track(self, run: Run | None, run_id: str) -> None:
+        """An instant started earlier: counted when its run has ended, waited for until then."""
+        if run is not None and run.status in TERMINAL:
+            self.finished[run.status.value] = self.finished.get(run.status.value, 0) + 1
+        else:
+            self.in_flight.append(run_id)
+
+    def start(
+        self, at: datetime, runs: RunsPort, queues: WorkQueuesPort, now: datetime, backfill_id: str
+    ) -> RunMessage | None:
+        """One instant of the range: its message if it is new; a rerun (sent here) if its run qualifies."""
+        spec = self.stored.spec
+        message = RunMessage.scheduled(
+            job=spec.key,
+            team=spec.team,
+            at=at,
+            fire_at=now,
+            spec_version=self.stored.version,
+            trigger="backfill",
+            correlation_id=f"{spec.key}/backfill/{backfill_id}",
+        )
+        existing = runs.get(spec.key, message.run_id)
+        if existing is None:
+            self.in_flight.append(message.run_id)
+            return message
+        wanted = frozenset(RunStatus(value) for value in self.item.get("statuses") or ()) or NEVER_RAN
+        if existing.status in wanted:
+            try:
+                reopen_and_send(self.stored, existing, runs, queues, now=now, reason=f"rerun by backfill {backfill_id}")
+                self.rerun += 1
+            except StaleAttempt:
+                pass  # changed since it was read (rerun by someone else): waited for like any run in flight
+            self.in_flight.append(message.run_id)
+        else:
+            self.track(existing, message.run_id)
+        return None
+
+
+def cancel_backfill(jobs: JobsPort, job: str, backfill_id: str) -> BackfillProgress:
+    """Stop sending (runs already started go on); the backfill's slots are released."""
+    item = jobs.get_backfill(job, backfill_id)
+    if item is None:
+        raise JobNotFound(f"{job} backfill {backfill_id}")
+    if item["state"] == "RUNNING":
+        if not jobs.update_backfill(job, backfill_id, item, {"state": "CANCELLED"}, cursor=None, due_at=None):
+            return cancel_backfill(jobs, job, backfill_id)  # a tick stepped it meanwhile: cancel what it wrote
+        _release_backfill_slots(jobs, job, job.split("/", 1)[0], backfill_id)
     return get_backfill(jobs, job, backfill_id)
 
 
@@ -262,6 +322,10 @@ def _progress(job: str, backfill_id: str, item: dict[str, Any]) -> BackfillProgr
         finished={str(k): int(v) for k, v in (item.get("finished") or {}).items()},
         in_flight=list(item.get("in_flight") or []),
         state=str(item["state"]),
+        statuses=tuple(item.get("statuses") or ()),
+        rate_per_minute=int(item["rate_per_minute"]) if item.get("rate_per_minute") else None,
+        priority=item.get("priority"),
+        rerun=int(item.get("rerun") or 0),
     )
 
 

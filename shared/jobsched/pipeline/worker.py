@@ -381,7 +381,7 @@ class Worker:
     def _recover_lost_attempt(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
         """The worker running this attempt died (lease expired): count it as failed and go on."""
         spec = stored.spec
-        final, error = on_lost_attempt(spec, existing.attempt)
+        final, error = on_lost_attempt(spec, existing)
         if final:
             try:
                 run = self.runs.finish(
@@ -407,7 +407,7 @@ class Worker:
     ) -> Outcome:
         spec = stored.spec
         now = self.clock()
-        decision = on_result(result, spec, run.attempt)
+        decision = on_result(result, spec, run.policy_attempt)
         try:
             if decision == "pending":
                 return Outcome("pending", "waiting for the callback", run=run, lateness=lateness)
@@ -462,7 +462,7 @@ class Worker:
         now: datetime,
         lateness: timedelta | None = None,
     ) -> Outcome:
-        delay = retry_delay(spec.retry.backoff, run.attempt, seed=f"{run.run_id}#{run.attempt}")
+        delay = retry_delay(spec.retry.backoff, run.policy_attempt, seed=f"{run.run_id}#{run.attempt}")
         next_at = now + delay
         long_wait = delay > MAX_SQS_DELAY
         try:

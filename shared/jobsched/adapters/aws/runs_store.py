@@ -261,6 +261,38 @@ class RunsStore:
             self.on_finished(finished)
         return finished
 
+    def reopen(
+        self,
+        job: str,
+        run_id: str,
+        *,
+        expected_status: RunStatus,
+        attempt: int,
+        now: datetime,
+        retention: timedelta,
+        reason: str,
+    ) -> Run:
+        """A finished run (``expected_status`` at ``attempt``) -> RETRYING, due now, for a rerun: the next
+        attempt's claim starts it, and the old attempt's late results stay refused (its attempt is past).
+        It goes on the wakeups index, so the dispatcher sends the attempt if the rerun's message is lost;
+        its expiry moves to ``now + retention`` so it outlives the rerun."""
+        values: dict[str, Any] = {
+            ":from": expected_status.value,
+            ":attempt": attempt,
+            ":retrying": RunStatus.RETRYING.value,
+            ":now": instant_text(now),
+            ":shard": lease_shard(job, run_id),
+            ":reason": truncate(reason),
+            ":base": attempt,
+            ":expires": int((now + retention).timestamp()),
+        }
+        update = (
+            "SET #status = :retrying, next_attempt_at = :now, wake_shard = :shard, wake_at = :now,"
+            " #reason = :reason, attempt_base = :base, #expires = :expires REMOVE finished_at"
+        )
+        names = {"#status": "status", "#reason": "reason", "#expires": RunsKeys.TTL}
+        return self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
+
     def end_lease(self, job: str, run_id: str, *, attempt: int, now: datetime) -> Run:
         """The worker holding RUNNING ``attempt`` is known dead (its process is gone): its lease ends now."""
         return self._transition(

@@ -141,6 +141,28 @@ class MemoryRuns:
             self.on_retrying(retrying)
         return retrying
 
+    def reopen(
+        self,
+        job: str,
+        run_id: str,
+        *,
+        expected_status: RunStatus,
+        attempt: int,
+        now: datetime,
+        retention: timedelta,
+        reason: str,
+    ) -> Run:
+        sets: Item = {
+            "status": RunStatus.RETRYING.value,
+            "next_attempt_at": instant_text(now),
+            RunsKeys.WAKE_SHARD: lease_shard(job, run_id),
+            RunsKeys.WAKE_AT: instant_text(now),
+            "reason": truncate(reason),
+            "attempt_base": attempt,
+            RunsKeys.TTL: int((now + retention).timestamp()),
+        }
+        return self._transition(job, run_id, lambda item: _at(item, expected_status, attempt), sets, ("finished_at",))
+
     def finish(
         self,
         job: str,

@@ -13,25 +13,20 @@ from jobsched.api.errors import ApiError
 from jobsched.api.models import (
     BackfillRequest,
     BackfillView,
+    RerunsRequest,
 )
 from jobsched.api.views import (
     backfill_view,
 )
-from jobsched.core.runs import job_key
-from jobsched.pipeline.triggers import get_backfill, start_backfill
+from jobsched.core.runs import RunStatus, job_key
+from jobsched.pipeline.triggers import cancel_backfill, get_backfill, start_backfill
 
 
 def router(access: Access) -> APIGatewayRouter:
     router = APIGatewayRouter()
     services, member, existing = access.services, access.member, access.existing
 
-    @router.post(
-        "/teams/<team>/jobs/<name>/backfill",
-        operation_id="startBackfill",
-        tags=["backfills"],
-        summary="Run a past range of the job's instants",
-    )
-    def backfill(team: str, name: str, body: Annotated[BackfillRequest, Body()]) -> Response[str]:
+    def start(team: str, name: str, body: BackfillRequest) -> Response[str]:
         caller = member(team)
         existing(team, name)
         if body.end <= body.start:
@@ -42,6 +37,9 @@ def router(access: Access) -> APIGatewayRouter:
             raise ApiError(
                 422, "backfill_in_future", "'to' must not be later than now; backfills re-run the past", "to"
             )
+        if body.priority is not None and body.priority not in services().membership.priorities_for(team):
+            granted = ", ".join(services().membership.priorities_for(team))
+            raise ApiError(422, "priority_not_granted", f"team {team} may use: {granted}", "priority")
         progress = start_backfill(
             services().jobs,
             job_key(team, name),
@@ -50,8 +48,39 @@ def router(access: Access) -> APIGatewayRouter:
             max_in_flight=body.max_in_flight,
             now=services().clock(),
             principal=caller.arn,
+            statuses=frozenset(RunStatus(status) for status in body.status),
+            rate_per_minute=body.rate_per_minute,
+            priority=body.priority,
         )
         return Response(202, content_types.APPLICATION_JSON, backfill_view(progress).model_dump_json())
+
+    @router.post(
+        "/teams/<team>/jobs/<name>/backfill",
+        operation_id="startBackfill",
+        tags=["backfills"],
+        summary="Run a past range of the job's instants (those already run are skipped unless status names them)",
+    )
+    def backfill(team: str, name: str, body: Annotated[BackfillRequest, Body()]) -> Response[str]:
+        return start(team, name, body)
+
+    @router.post(
+        "/teams/<team>/jobs/<name>/reruns",
+        operation_id="startReruns",
+        tags=["backfills"],
+        summary="Run again, with their own instants, the runs of a range that ended in the given statuses",
+    )
+    def reruns(team: str, name: str, body: Annotated[RerunsRequest, Body()]) -> Response[str]:
+        return start(team, name, body)
+
+    @router.delete(
+        "/teams/<team>/jobs/<name>/backfills/<backfill_id>",
+        operation_id="cancelBackfill",
+        tags=["backfills"],
+        summary="Stop a backfill or range rerun (runs already started go on)",
+    )
+    def cancel(team: str, name: str, backfill_id: str) -> BackfillView:
+        member(team)
+        return backfill_view(cancel_backfill(services().jobs, job_key(team, name), backfill_id))
 
     @router.get(
         "/teams/<team>/jobs/<name>/backfills/<backfill_id>",

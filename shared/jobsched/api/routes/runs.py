@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from jobsched.api.access import MAX_PAGE, Access
 from jobsched.api.errors import ApiError
 from jobsched.api.models import (
+    RerunRequest,
     RunPage,
     RunView,
     TriggerRequest,
@@ -22,6 +23,7 @@ from jobsched.api.views import (
 )
 from jobsched.core.runs import RunStatus, job_key
 from jobsched.core.spec import CallbackTarget
+from jobsched.pipeline.reruns import rerun_run
 from jobsched.pipeline.triggers import trigger_run
 
 
@@ -84,6 +86,28 @@ def router(access: Access) -> APIGatewayRouter:
         member(team)
         stored = existing(team, name)
         return run_view(services().worker.cancel(stored.key, run_id), None)
+
+    @router.post(
+        "/teams/<team>/jobs/<name>/runs/<run_id>/rerun",
+        operation_id="rerunRun",
+        tags=["runs"],
+        summary="Run a finished run again with its own instant (same run id, a new attempt)",
+    )
+    def rerun(team: str, name: str, run_id: str, body: Annotated[RerunRequest | None, Body()] = None) -> Response[str]:
+        caller = member(team)
+        existing(team, name)
+        s = services()
+        run = rerun_run(
+            s.jobs,
+            s.runs,
+            s.queues,
+            job_key(team, name),
+            run_id,
+            now=s.clock(),
+            principal=caller.arn,
+            force=bool(body and body.force),
+        )
+        return Response(202, content_types.APPLICATION_JSON, run_view(run, None).model_dump_json())
 
     @router.post(
         "/teams/<team>/jobs/<name>/trigger",
