@@ -55,7 +55,20 @@ class JobsPort(Protocol):
         principal: str,
         next_fire_at: datetime | None,
         cursor: datetime,
+        action: str = "replace",
+        reason: str | None = None,
     ) -> StoredJob: ...
+    def record_action(
+        self,
+        job: str,
+        *,
+        version: int,
+        now: datetime,
+        principal: str,
+        action: str,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None: ...
     def set_state(
         self,
         current: StoredJob,

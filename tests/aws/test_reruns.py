@@ -239,7 +239,7 @@ def test_a_range_rerun_by_status_paces_itself_and_can_be_cancelled(
     stack.pump()
     first = get_backfill(stack.jobs, "ops/report", progress.backfill_id)
     assert first.sent == 1 and first.rerun == 1, "one a minute"
-    cancelled = cancel_backfill(stack.jobs, "ops/report", progress.backfill_id)
+    cancelled = cancel_backfill(stack.jobs, "ops/report", progress.backfill_id, now=clock(), principal="alice")
     assert cancelled.state == "CANCELLED"
     clock.advance(timedelta(minutes=1))
     stack.tick()

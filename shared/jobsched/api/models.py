@@ -225,3 +225,25 @@ class TeamLimitsView(BaseModel):
     limits: dict[str, int] = Field(description="what the team is held to now: its overrides over the defaults")
     overrides: dict[str, int] = Field(description="the limits set for this team")
     defaults: dict[str, int] = Field(description="the platform's defaults (CDK context team_limits)")
+
+
+class HistoryEntryView(BaseModel):
+    at: str
+    version: int = Field(description="the job's version after the change (for actions: the version it was at)")
+    action: str = Field(
+        description="create, replace, rollback, pause, resume, delete, trigger, cancel, rerun, backfill, reruns,"
+        " backfill_cancel"
+    )
+    principal: str
+    reason: str | None = None
+    spec: dict[str, Any] | None = Field(default=None, description="the spec a create, replace or rollback stored")
+    details: dict[str, Any] | None = None
+
+
+class HistoryPage(BaseModel):
+    entries: list[HistoryEntryView]
+    next_token: str | None = None
+
+
+class RollbackRequest(_Request):
+    to_version: int = Field(ge=1, description="the version whose spec is applied again, as a new version")

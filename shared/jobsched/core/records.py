@@ -7,6 +7,7 @@ The stores (``jobsched.ports``) return these; the AWS and in-memory adapters bot
 from __future__ import annotations
 
 import json
+import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -477,3 +478,65 @@ class BreakerState:
 
     def holds(self, now: datetime) -> bool:
         return self.open_until is not None and self.open_until > now
+
+
+HISTORY_RETENTION = timedelta(days=400)  # a job's history (each spec version in full) is kept this long
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One change or action on a job: who, when, what, why; a spec change keeps the spec it made."""
+
+    at: datetime
+    version: int  # the job's version after the change (for actions: the version it was at)
+    action: str  # create, replace, rollback, pause, resume, delete, trigger, cancel, rerun, backfill, ...
+    principal: str
+    reason: str | None = None
+    spec: dict[str, Any] | None = None  # the spec as stored by a create, replace or rollback
+    details: dict[str, Any] | None = None  # run id, range, statuses...
+    sort_key: str = ""  # where it sits in the job's history (the page token)
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> AuditEntry:
+        spec = values.get("spec")
+        details = values.get("details")
+        return cls(
+            at=parse_instant(values["at"]),
+            version=int(values["version"]),
+            action=str(values["action"]),
+            principal=str(values["principal"]),
+            reason=values.get("reason"),
+            spec=json.loads(spec) if spec else None,
+            details=json.loads(details) if details else None,
+            sort_key=str(values[JobsKeys.SK]),
+        )
+
+
+def audit_values(
+    job: str,
+    version: int,
+    now: datetime,
+    principal: str,
+    action: str,
+    spec: JobSpec | None,
+    *,
+    reason: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An audit item. The version orders changes made within the same second; the random tail keeps two
+    actions of one second and version apart."""
+    values: dict[str, Any] = {
+        JobsKeys.PK: job,
+        JobsKeys.SK: JobsKeys.AUDIT_PREFIX + f"{instant_text(now)}#{version:010d}#{uuid.uuid4().hex[:6]}",
+        "version": version,
+        "action": action,
+        "principal": principal,
+        "at": instant_text(now),
+        "reason": reason,
+        JobsKeys.TTL: int((now + HISTORY_RETENTION).timestamp()),
+    }
+    if spec is not None:
+        values["spec"] = json.dumps(spec.model_dump(mode="json", exclude_none=True), sort_keys=True)
+    if details:
+        values["details"] = json.dumps(details, sort_keys=True, default=str)
+    return values

@@ -62,7 +62,10 @@ def rerun_run(
     if run is None:
         raise RunNotFound(f"no run {run_id} of {job}")
     check_rerunnable(stored, run, force=force)
-    return reopen_and_send(stored, run, runs, queues, now=now, reason=f"rerun requested by {principal}")
+    reopened = reopen_and_send(stored, run, runs, queues, now=now, reason=f"rerun requested by {principal}")
+    details = {"run_id": run_id, "attempt": reopened.attempt + 1, "was": run.status.value, "force": force}
+    jobs.record_action(job, version=stored.version, now=now, principal=principal, action="rerun", details=details)
+    return reopened
 
 
 def check_rerunnable(stored: StoredJob, run: Run, *, force: bool) -> None:

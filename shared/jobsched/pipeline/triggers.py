@@ -86,6 +86,9 @@ def trigger_run(
     )
     run = created or runs.get(job, run_id)
     assert run is not None
+    if created is not None:
+        details = {"run_id": run_id, "idempotency_key": idempotency_key, "payload": payload is not None}
+        jobs.record_action(job, version=stored.version, now=now, principal=principal, action="trigger", details=details)
     if run.status is RunStatus.SCHEDULED:
         # New, or a retried request whose first attempt died before sending: (re)send. A duplicate message
         # is harmless, the worker's claim admits one.
@@ -169,6 +172,18 @@ def start_backfill(
         cursor=start - timedelta(seconds=1),
         due_at=now,
     )
+    details = {
+        "backfill_id": backfill_id,
+        "from": instant_text(start),
+        "to": instant_text(end),
+        "instants": len(instants),
+        "status": sorted(status.value for status in statuses),
+        "max_in_flight": max_in_flight,
+        "rate_per_minute": rate_per_minute,
+        "priority": priority,
+    }
+    action = "reruns" if statuses else "backfill"
+    jobs.record_action(job, version=stored.version, now=now, principal=principal, action=action, details=details)
     return get_backfill(jobs, job, backfill_id)
 
 
@@ -269,15 +284,24 @@ class _BackfillStep:
         return None
 
 
-def cancel_backfill(jobs: JobsPort, job: str, backfill_id: str) -> BackfillProgress:
+def cancel_backfill(jobs: JobsPort, job: str, backfill_id: str, *, now: datetime, principal: str) -> BackfillProgress:
     """Stop sending (runs already started go on); the backfill's slots are released."""
     item = jobs.get_backfill(job, backfill_id)
     if item is None:
         raise JobNotFound(f"{job} backfill {backfill_id}")
     if item["state"] == "RUNNING":
         if not jobs.update_backfill(job, backfill_id, item, {"state": "CANCELLED"}, cursor=None, due_at=None):
-            return cancel_backfill(jobs, job, backfill_id)  # a tick stepped it meanwhile: cancel what it wrote
+            # A tick stepped it meanwhile: cancel what it wrote.
+            return cancel_backfill(jobs, job, backfill_id, now=now, principal=principal)
         _release_backfill_slots(jobs, job, job.split("/", 1)[0], backfill_id)
+        jobs.record_action(
+            job,
+            version=int(item.get("spec_version") or 0),
+            now=now,
+            principal=principal,
+            action="backfill_cancel",
+            details={"backfill_id": backfill_id, "sent": int(item["sent"]), "total": int(item["total"])},
+        )
     return get_backfill(jobs, job, backfill_id)
 
 

@@ -27,6 +27,8 @@ def put_job(
     principal: str,
     expected_version: int | None = None,
     dags: DagDeploymentPort | None = None,
+    action: str = "replace",
+    reason: str | None = None,
 ) -> tuple[StoredJob, bool]:
     """Create or replace; returns (stored job, created). ``expected_version`` guards a replace.
 
@@ -49,7 +51,7 @@ def put_job(
             raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")
         dags.deploy(spec)
     try:
-        return _store_job(store, spec, current, now=now, principal=principal)
+        return _store_job(store, spec, current, now=now, principal=principal, action=action, reason=reason)
     except Exception:
         winner = store.get(spec.key)
         if dags is not None and winner is not None and winner.spec.dag is not None:
@@ -67,7 +69,14 @@ def delete_job(
 
 
 def _store_job(
-    store: RegistryPort, spec: JobSpec, current: StoredJob | None, *, now: datetime, principal: str
+    store: RegistryPort,
+    spec: JobSpec,
+    current: StoredJob | None,
+    *,
+    now: datetime,
+    principal: str,
+    action: str = "replace",
+    reason: str | None = None,
 ) -> tuple[StoredJob, bool]:
     if current is None:
         stored = store.create(
@@ -85,7 +94,9 @@ def _store_job(
     next_fire = (
         first_fire_after(spec, created_at=current.created_at, after=cursor) if current.state == "ACTIVE" else None
     )
-    stored = store.replace(current, spec, now=now, principal=principal, cursor=cursor, next_fire_at=next_fire)
+    stored = store.replace(
+        current, spec, now=now, principal=principal, cursor=cursor, next_fire_at=next_fire, action=action, reason=reason
+    )
     return stored, False
 
 

@@ -11,6 +11,7 @@ from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JOBS_TABLE, TARGET_PREFIX, JobsKeys
 from jobsched.core.records import (
+    AuditEntry,
     BreakerState,
     DispatchState,
     DueEntry,
@@ -20,6 +21,7 @@ from jobsched.core.records import (
     StoredIncident,
     StoredJob,
     VersionConflict,
+    audit_values,
     due_shard,
     job_state_values,
     slots_to_evict,
@@ -34,6 +36,7 @@ class MemoryJobs:
         self.table = MemoryTable(JOBS_TABLE)
         self.team_defaults = team_defaults or TeamLimits()
         self._limits = CachedLimits(self.team_defaults, self._overrides)
+        self._audit_items: dict[str, list[dict[str, Any]]] = {}  # job -> its history, oldest first
 
     # ------------------------------------------------------------------------------ specs
 
@@ -63,10 +66,33 @@ class MemoryJobs:
         principal: str,
         next_fire_at: datetime | None,
         cursor: datetime,
+        action: str = "replace",
+        reason: str | None = None,
     ) -> StoredJob:
         stored = current.changed_to(spec, now=now, principal=principal)
         self._write_versioned(current, stored, cursor, next_fire_at)
+        self._put_audit(audit_values(spec.key, stored.version, now, principal, action, spec, reason=reason))
         return stored
+
+    def record_action(
+        self,
+        job: str,
+        *,
+        version: int,
+        now: datetime,
+        principal: str,
+        action: str,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        self._put_audit(audit_values(job, version, now, principal, action, None, reason=reason, details=details))
+
+    def history(self, job: str) -> list[AuditEntry]:
+        """Newest first (the memory adapter keeps what the pipeline and the contract suite need)."""
+        return [AuditEntry.from_values(values) for values in reversed(self._audit_items.get(job, []))]
+
+    def _put_audit(self, values: dict[str, Any]) -> None:
+        self._audit_items.setdefault(values[JobsKeys.PK], []).append(values)
 
     def set_state(
         self,

@@ -1,4 +1,4 @@
-"""Backfills: re-run a past range of a job's instants, and follow its progress."""
+"""Backfills and range reruns: a past range of a job's instants run (again), paced, followed, cancelled."""
 
 from __future__ import annotations
 
@@ -10,14 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import (
-    BackfillRequest,
-    BackfillView,
-    RerunsRequest,
-)
-from jobsched.api.views import (
-    backfill_view,
-)
+from jobsched.api.models import BackfillRequest, BackfillView, RerunsRequest
+from jobsched.api.views import backfill_view
 from jobsched.core.runs import RunStatus, job_key
 from jobsched.pipeline.triggers import cancel_backfill, get_backfill, start_backfill
 
@@ -79,8 +73,11 @@ def router(access: Access) -> APIGatewayRouter:
         summary="Stop a backfill or range rerun (runs already started go on)",
     )
     def cancel(team: str, name: str, backfill_id: str) -> BackfillView:
-        member(team)
-        return backfill_view(cancel_backfill(services().jobs, job_key(team, name), backfill_id))
+        caller = member(team)
+        progress = cancel_backfill(
+            services().jobs, job_key(team, name), backfill_id, now=services().clock(), principal=caller.arn
+        )
+        return backfill_view(progress)
 
     @router.get(
         "/teams/<team>/jobs/<name>/backfills/<backfill_id>",

@@ -9,14 +9,9 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import (
-    CompleteRequest,
-    RunView,
-)
+from jobsched.api.models import CompleteRequest, RunView
 from jobsched.api.tokens import TOKEN_HEADER, CallbackClaim
-from jobsched.api.views import (
-    run_view,
-)
+from jobsched.api.views import run_view
 
 
 def router(access: Access) -> APIGatewayRouter:

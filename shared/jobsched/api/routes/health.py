@@ -10,14 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, TEAM_RUNS_READ, Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import (
-    JobHealthView,
-    TeamHealthPage,
-)
-from jobsched.api.views import (
-    health_view,
-    upcoming,
-)
+from jobsched.api.models import JobHealthView, TeamHealthPage
+from jobsched.api.views import health_view, upcoming
 from jobsched.core.durations import parse_duration
 from jobsched.core.records import StoredJob
 from jobsched.watch.health import MAX_RUNS_READ, MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, worst_first

@@ -1,30 +1,38 @@
-"""Jobs: validate, register (PUT), list, read, delete, pause, resume, preview."""
+"""Jobs: register (PUT, with the admission checks), list, read, delete."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from jobsched.api.access import MAX_PAGE, Access
+from jobsched.api.access import MAX_PAGE, Access, ApiServices
 from jobsched.api.errors import ApiError
-from jobsched.api.models import (
-    JobBody,
-    JobPage,
-)
-from jobsched.api.views import (
-    if_match_version,
-    incident_view,
-    job_view,
-)
+from jobsched.api.models import JobBody, JobPage
+from jobsched.api.views import if_match_version, incident_view, job_view
 from jobsched.core.errors import SpecError
 from jobsched.core.records import VersionConflict
+from jobsched.core.spec import JobSpec
 from jobsched.registry.jobfile import validate_document
 from jobsched.registry.jobs import delete_job as remove_job
 from jobsched.registry.jobs import put_job
 from jobsched.tenancy.admission import admission_errors, priority_errors, schedule_cost_errors
+
+
+def admitted(services: ApiServices, document: dict[str, Any]) -> JobSpec:
+    """A job document as PUT accepts it: valid, a priority the team may use, a schedule whose cost is
+    bounded, and only resources the team owns and addresses the stage may reach (422 otherwise)."""
+    spec = validate_document(document)
+    refused = (
+        priority_errors(spec, services.membership.priorities_for(spec.team))
+        or schedule_cost_errors(spec, services.clock())
+        or admission_errors(spec, services.guard, services.egress)
+    )
+    if refused:
+        raise SpecError(refused)
+    return spec
 
 
 def router(access: Access) -> APIGatewayRouter:
@@ -50,14 +58,7 @@ def router(access: Access) -> APIGatewayRouter:
                     422, "path_mismatch", f"{field} '{value}' in the body differs from the path '{in_path}'", field
                 )
         document = body.model_dump(mode="json", exclude_none=True) | {"team": team, "name": name}
-        spec = validate_document(document)
-        refused = (
-            priority_errors(spec, services().membership.priorities_for(team))
-            or schedule_cost_errors(spec, services().clock())
-            or admission_errors(spec, services().guard, services().egress)
-        )
-        if refused:
-            raise SpecError(refused)
+        spec = admitted(services(), document)
         expected = if_match_version(if_match)
         stored, created = put_job(
             services().jobs,

@@ -1,4 +1,4 @@
-"""Runs: list, read (with DAG tasks and callback tokens), cancel, and trigger one now."""
+"""Runs: list, read (with DAG tasks and callback tokens), cancel, rerun, and trigger one now."""
 
 from __future__ import annotations
 
@@ -10,17 +10,9 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import (
-    RerunRequest,
-    RunPage,
-    RunView,
-    TriggerRequest,
-)
+from jobsched.api.models import RerunRequest, RunPage, RunView, TriggerRequest
 from jobsched.api.tokens import token_expiry
-from jobsched.api.views import (
-    run_view,
-    task_views,
-)
+from jobsched.api.views import run_view, task_views
 from jobsched.core.runs import RunStatus, job_key
 from jobsched.core.spec import CallbackTarget
 from jobsched.pipeline.reruns import rerun_run
@@ -83,9 +75,18 @@ def router(access: Access) -> APIGatewayRouter:
         summary="Cancel a run that has not finished",
     )
     def cancel(team: str, name: str, run_id: str) -> RunView:
-        member(team)
+        caller = member(team)
         stored = existing(team, name)
-        return run_view(services().worker.cancel(stored.key, run_id), None)
+        cancelled = services().worker.cancel(stored.key, run_id)
+        services().jobs.record_action(
+            stored.key,
+            version=stored.version,
+            now=services().clock(),
+            principal=caller.arn,
+            action="cancel",
+            details={"run_id": run_id, "attempt": cancelled.attempt},
+        )
+        return run_view(cancelled, None)
 
     @router.post(
         "/teams/<team>/jobs/<name>/runs/<run_id>/rerun",

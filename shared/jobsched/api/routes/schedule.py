@@ -9,14 +9,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
-from jobsched.api.models import (
-    JobView,
-    PauseRequest,
-    PreviewEntry,
-)
-from jobsched.api.views import (
-    job_view,
-)
+from jobsched.api.models import JobView, PauseRequest, PreviewEntry
+from jobsched.api.views import job_view
 from jobsched.core.runs import instant_text, job_key
 from jobsched.registry.jobs import pause_job, resume_job
 from jobsched.schedule.engine import compile_schedule

@@ -9,12 +9,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
 from jobsched.api.errors import detail
-from jobsched.api.models import (
-    ValidationResult,
-)
-from jobsched.api.views import (
-    next_fires,
-)
+from jobsched.api.models import ValidationResult
+from jobsched.api.views import next_fires
 from jobsched.core.errors import SpecError
 from jobsched.registry.jobfile import validate_document
 from jobsched.tenancy.admission import schedule_cost_errors

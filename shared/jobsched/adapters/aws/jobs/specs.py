@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from jobsched.adapters.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import JobExists, JobState, StoredJob
+from jobsched.core.records import AuditEntry, JobExists, JobState, StoredJob, audit_values
 from jobsched.core.spec import JobSpec
 
 
@@ -45,7 +45,7 @@ class SpecsStore(JobsTable):
                         }
                     },
                     {"Put": {"TableName": self.table, "Item": self._state_item(spec.key, 1, cursor, next_fire_at)}},
-                    self._audit(spec.key, 1, now, principal, "create", None, spec),
+                    self._audit(spec.key, 1, now, principal, "create", spec),
                 ]
             )
         except ClientError as error:
@@ -63,15 +63,18 @@ class SpecsStore(JobsTable):
         principal: str,
         next_fire_at: datetime | None,
         cursor: datetime,
+        action: str = "replace",
+        reason: str | None = None,
     ) -> StoredJob:
-        """New spec at version + 1, conditional on ``current.version``; dispatch restarts at ``cursor``."""
+        """New spec at version + 1, conditional on ``current.version``; dispatch restarts at ``cursor``.
+        ``action``/``reason``: how the history names the change (a rollback says which version it restored)."""
         stored = current.changed_to(spec, now=now, principal=principal)
         self._transact_versioned(
             current,
             [
                 {"Put": self._versioned_put(stored, current.version)},
                 {"Update": self._state_update(spec.key, stored, cursor, next_fire_at)},
-                self._audit(spec.key, stored.version, now, principal, "replace", current.spec, spec),
+                self._audit(spec.key, stored.version, now, principal, action, spec, reason),
             ],
         )
         return stored
@@ -101,8 +104,7 @@ class SpecsStore(JobsTable):
                     now,
                     principal,
                     "pause" if paused else "resume",
-                    current.spec,
-                    current.spec,
+                    None,  # the spec did not change
                     reason,
                 ),
             ],
@@ -122,7 +124,7 @@ class SpecsStore(JobsTable):
                     }
                 },
                 {"Delete": {"TableName": self.table, "Key": self._key(current.key, JobsKeys.STATE)}},
-                self._audit(current.key, current.version + 1, now, principal, "delete", current.spec, None),
+                self._audit(current.key, current.version + 1, now, principal, "delete", None),
             ],
         )
 
@@ -138,6 +140,37 @@ class SpecsStore(JobsTable):
         keys = [from_item(item)[JobsKeys.PK] for item in response.get("Items", [])]
         last = response.get("LastEvaluatedKey")
         return keys, (from_item(last)[JobsKeys.NAME] if last else None)
+
+    def record_action(
+        self,
+        job: str,
+        *,
+        version: int,
+        now: datetime,
+        principal: str,
+        action: str,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """An action on the job that changes no spec (trigger, cancel, rerun, backfill), for its history."""
+        values = audit_values(job, version, now, principal, action, None, reason=reason, details=details)
+        self.db.put_item(TableName=self.table, Item=to_item(values))
+
+    def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]:
+        """The job's history, newest first, a page of ``limit``; the token continues after the page."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": to_values({":pk": job, ":prefix": JobsKeys.AUDIT_PREFIX}),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if before:
+            request["ExclusiveStartKey"] = self._key(job, before)
+        response = self.db.query(**request)
+        entries = [AuditEntry.from_values(from_item(item)) for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return entries, (from_item(last)[JobsKeys.SK] if last else None)
 
     def audit_trail(self, job: str) -> list[dict[str, Any]]:
         response = self.db.query(

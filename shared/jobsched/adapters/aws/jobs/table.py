@@ -3,9 +3,6 @@ spec, state and audit items, and versioned transactions (a conditional failure b
 
 from __future__ import annotations
 
-import hashlib
-import json
-import uuid
 from datetime import datetime
 from typing import Any
 
@@ -15,17 +12,10 @@ from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.dynamo import is_conditional_failure, to_item, to_values
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import StoredJob, VersionConflict, due_shard, job_state_values
+from jobsched.core.records import StoredJob, VersionConflict, audit_values, due_shard, job_state_values
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import JobSpec
 from jobsched.tenancy.quotas import CachedLimits
-
-
-def spec_digest(spec: JobSpec | None) -> str:
-    if spec is None:
-        return "-"
-    canonical = json.dumps(spec.model_dump(mode="json", exclude_none=True), sort_keys=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 class JobsTable:
@@ -94,28 +84,14 @@ class JobsTable:
         now: datetime,
         principal: str,
         action: str,
-        before: JobSpec | None,
-        after: JobSpec | None,
+        spec: JobSpec | None,
         reason: str | None = None,
     ) -> dict[str, Any]:
+        """The audit item of a change, written in the change's transaction; ``spec``: the one it stored."""
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": to_item(
-                    {
-                        JobsKeys.PK: job,
-                        # The version orders changes made within the same second.
-                        JobsKeys.SK: JobsKeys.AUDIT_PREFIX
-                        + f"{instant_text(now)}#{version:010d}#{uuid.uuid4().hex[:6]}",
-                        "version": version,
-                        "action": action,
-                        "principal": principal,
-                        "at": instant_text(now),
-                        "before": spec_digest(before),
-                        "after": spec_digest(after),
-                        "reason": reason,
-                    }
-                ),
+                "Item": to_item(audit_values(job, version, now, principal, action, spec, reason=reason)),
             }
         }
 

@@ -1,0 +1,83 @@
+"""``jobsched history`` and ``jobsched rollback``: who changed what, when and why; an old spec back."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import click
+import yaml
+
+from jobsched.cli.app import cli
+from jobsched.cli.remote import JOB_COLUMNS, emit, job_ref, remote
+
+HISTORY_COLUMNS = [
+    ("AT", "at"),
+    ("VERSION", "version"),
+    ("ACTION", "action"),
+    ("PRINCIPAL", "principal"),
+    ("REASON", "reason"),
+    ("DETAILS", "details"),
+]
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000), help="Entries, newest first.")
+@click.option("--diff", "show_diff", is_flag=True, help="Show each spec change as a diff against the one before.")
+@remote
+def history(job: str, team: str | None, limit: int, show_diff: bool, client: Any, output: str) -> None:
+    """A job's history, newest first: every spec version, pause and resume with their reasons, triggers,
+    cancels, reruns, backfills, rollbacks; who did it and when."""
+    owner, name = job_ref(job, team)
+    entries: list[dict[str, Any]] = []
+    token = None
+    while len(entries) < limit:
+        query = f"?limit={min(100, limit - len(entries))}" + (f"&next_token={token}" if token else "")
+        page = client.call("GET", f"/teams/{owner}/jobs/{name}/history{query}").body
+        entries += page["entries"]
+        token = page.get("next_token")
+        if not token:
+            break
+    if output != "table":
+        emit(entries, output)
+    elif show_diff:
+        print_diffs(f"{owner}/{name}", entries)
+    else:
+        rows = [{**entry, "details": summary(entry.get("details"))} for entry in entries]
+        emit(rows, output, HISTORY_COLUMNS)
+
+
+def summary(details: dict[str, Any] | None) -> str:
+    return " ".join(f"{key}={value}" for key, value in sorted((details or {}).items()) if value not in (None, [], ""))
+
+
+def print_diffs(key: str, entries: list[dict[str, Any]]) -> None:
+    """Spec versions oldest first, each as a unified diff of its YAML against the previous one."""
+    previous: list[str] = []
+    label = f"{key} (none)"
+    for entry in reversed(entries):
+        heading = f"{entry['at']} v{entry['version']} {entry['action']} by {entry['principal']}"
+        if entry.get("reason"):
+            heading += f": {entry['reason']}"
+        if entry.get("spec") is None:
+            click.echo(f"# {heading}")
+            continue
+        current = yaml.safe_dump(entry["spec"], sort_keys=True).splitlines()
+        click.echo(f"# {heading}")
+        for line in difflib.unified_diff(previous, current, label, f"{key} v{entry['version']}", lineterm=""):
+            click.echo(line)
+        previous, label = current, f"{key} v{entry['version']}"
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@click.option("--to-version", required=True, type=click.IntRange(1), help="The version whose spec comes back.")
+@remote
+def rollback(job: str, team: str | None, to_version: int, client: Any, output: str) -> None:
+    """Apply an earlier version's spec again, as a new version (audited as a rollback)."""
+    owner, name = job_ref(job, team)
+    stored = client.call("POST", f"/teams/{owner}/jobs/{name}/rollback", {"to_version": to_version}).body
+    emit(stored, output, JOB_COLUMNS)
