@@ -74,7 +74,8 @@ def _acknowledge(stack: JobschedStack) -> None:
         "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": "CDK's KMS grant for our own key only",
         "AwsSolutions-IAM5[Resource::*]": "X-Ray PutTraceSegments/PutTelemetryRecords accept no narrower resource; "
         "the target role reads tags (ListTags, DescribeSecret...) to decide ownership before any call; "
-        "secretsmanager:GetRandomPassword (rotation) has no resource",
+        "secretsmanager:GetRandomPassword (rotation) has no resource; logs:GetQueryResults and StopQuery (the API's"
+        " run logs) take a query id",
     }
     for table in (stack.storage.jobs, stack.storage.runs):
         logical = stack.get_logical_id(table.node.default_child)  # type: ignore[arg-type]

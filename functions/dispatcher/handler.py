@@ -64,5 +64,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "max_send_lateness_s": max(report.lateness_seconds, default=0.0),
         "median_send_lateness_s": statistics.median(report.lateness_seconds) if report.lateness_seconds else 0.0,
     }
+    for job, team, run_ids in report.sent:
+        # One line per job visited, not per run: `jobsched logs` finds a run's first line here.
+        logger.info("instants sent", extra={"job": job, "team": team, "run_ids": run_ids})
     logger.info("tick", extra=summary)
     return summary

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -22,6 +23,9 @@ from jobsched.wiring import default_worker
 
 logger = make_logger("worker")
 tracer = make_tracer("worker")
+# The domain's and the target adapters' own loggers write JSON with the run's keys too (job, run_id,
+# attempt, correlation_id), so `jobsched logs` shows what a target adapter said about the run.
+copy_config_to_registered_loggers(source_logger=logger, include={"jobsched"})
 # Records of a batch run concurrently (each waits on its own target), so a batch of ten costs about one
 # target's duration, not ten. Failed records are reported rather than erroring the whole invocation.
 processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

@@ -30,6 +30,9 @@ from infra.constructs.target_role import TargetRole
 from jobsched.core.names import PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
 
+# The functions whose lines belong to a run (dispatcher: the instants sent; the rest: the run's keys).
+RUN_LOG_FUNCTIONS = ("Dispatcher", "Worker", "Escalation", "Pages", "Api")
+
 
 class Functions(Construct):
     def __init__(
@@ -43,6 +46,7 @@ class Functions(Construct):
         key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.log_groups: dict[str, logs.LogGroup] = {}
         self.code = lambda_code(config)
         environment = {
             Env.JOBS_TABLE: storage.jobs.table_name,
@@ -172,6 +176,21 @@ class Functions(Construct):
             "Rotation", rotation_lambda=self.rotation, automatically_after=Duration.days(30)
         )
         self.api.add_environment(Env.CALLBACK_SECRET_NAME, self.callback_secret.secret_name)
+        self._grant_run_logs(config)
+
+    def _grant_run_logs(self, config: StageConfig) -> None:
+        """`jobsched logs`: the API runs a Logs Insights query over the groups a run's lines are in."""
+        groups = [self.log_groups[name] for name in RUN_LOG_FUNCTIONS]
+        self.api.add_environment(
+            Env.LOG_GROUPS, ",".join(f"/aws/lambda/{resource_name(config, name)}" for name in RUN_LOG_FUNCTIONS)
+        )
+        self.api.add_to_role_policy(
+            iam.PolicyStatement(actions=["logs:StartQuery"], resources=[group.log_group_arn for group in groups])
+        )
+        # GetQueryResults and StopQuery take a query id, not a resource.
+        self.api.add_to_role_policy(
+            iam.PolicyStatement(actions=["logs:GetQueryResults", "logs:StopQuery"], resources=["*"])
+        )
 
     def _function(
         self, name: str, handler: str, config: StageConfig, environment: dict[str, str], timeout: Duration, memory: int
@@ -183,6 +202,7 @@ class Functions(Construct):
             retention=LOG_RETENTION,
             removal_policy=RemovalPolicy.RETAIN if config.prod else RemovalPolicy.DESTROY,
         )
+        self.log_groups[name] = log_group
         return lambda_.Function(
             self,
             name,

@@ -40,6 +40,7 @@ from typing import Any
 
 from infra.local.alarms import LocalAlarms
 from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize
+from infra.local.logs import CapturedLogs
 from infra.local.statefiles import write_atomically
 from jobsched.core.names import Env
 from jobsched.watch import signals
@@ -89,6 +90,7 @@ class LocalRuntime:
         self.tick_override = tick_seconds
         self.principal = principal
         self.examples = examples
+        self.logs = CapturedLogs()  # the handlers' lines, for `jobsched logs`
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="jobsched-local-"))
         self.moto_port = moto_port or free_port()
         self.stopping = threading.Event()
@@ -199,7 +201,7 @@ class LocalRuntime:
         os.environ[Env.AWS_ENDPOINT] = self.endpoint
         os.environ[Env.API_URL] = self.api_url  # links in pages point at the local API
         os.environ[Env.MEMBERSHIP] = json.dumps({"admins": [DEFAULT_ADMIN], "team_patterns": [TEAM_PATTERN]})
-        os.environ.pop("JOBSCHED_MEMBERSHIP_PARAMETER", None)
+        os.environ.pop(Env.MEMBERSHIP_PARAMETER, None)
         import boto3
 
         for name in self.deployment.secrets.values():  # moto's CloudFormation lacks secrets: same name here
@@ -210,6 +212,12 @@ class LocalRuntime:
         reset_clients()
         forget_services()  # built once per process, like a warm Lambda: build them for this stack
         wiring.use_lambda_invoker(self.invoke)
+        for function in self.deployment.functions.values():  # their loggers exist once they are imported
+            if function["handler"].startswith("functions."):
+                self.handler(function["handler"])
+        self.logs.detach()
+        self.logs.attach()
+        wiring.use_run_logs(self.logs)
 
     def handler(self, path: str) -> Callable[..., Any]:
         if path not in self._handlers:

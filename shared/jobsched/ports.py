@@ -25,6 +25,7 @@ from jobsched.core.records import (
     DispatchState,
     DueEntry,
     JobState,
+    LogLine,
     ParkedTask,
     Run,
     RunContext,
@@ -341,3 +342,9 @@ class DagDeploymentPort(Protocol):
 
     def deploy(self, spec: JobSpec) -> bool: ...
     def remove(self, job: str) -> None: ...
+
+
+class RunLogsPort(Protocol):
+    """A run's log lines from every component, by job and run id, oldest first."""
+
+    def lines(self, job: str, run_id: str, *, since: datetime, until: datetime, limit: int) -> list[LogLine]: ...

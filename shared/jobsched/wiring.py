@@ -9,6 +9,7 @@ from functools import cache
 
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues
@@ -24,6 +25,7 @@ from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.worker import Worker, heartbeat_checker
+from jobsched.ports import RunLogsPort
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.watch.escalation import Links
@@ -130,6 +132,13 @@ def build_worker(
 
 
 _lambda_invoker: LambdaInvoker | None = None
+_run_logs: RunLogsPort | None = None
+
+
+def use_run_logs(logs: RunLogsPort) -> None:
+    """Read run logs another way (the local runtime keeps the lines its in-process handlers wrote)."""
+    global _run_logs
+    _run_logs = logs
 
 
 def use_lambda_invoker(invoker: LambdaInvoker) -> None:
@@ -190,6 +199,7 @@ def build_api_services(settings: Settings) -> ApiServices:
         dags=build_dag_deployer(settings),
         guard=build_guard(settings),
         egress=egress_policy(settings),
+        logs=_run_logs or InsightsLogs(settings.log_groups),
     )
 
 

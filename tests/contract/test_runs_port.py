@@ -221,3 +221,9 @@ def test_a_finished_run_is_reopened_once_for_a_rerun_and_is_woken_if_its_message
         external=False,
     )
     assert started.status is RunStatus.RUNNING and started.attempt == 2 and started.policy_attempt == 1
+
+
+def test_a_runs_output_keeps_its_first_4000_characters(stores: Stores) -> None:
+    run_id = running(stores)
+    done = stores.runs.finish(JOB, run_id, attempt=1, status=RunStatus.SUCCEEDED, now=T0, output="x" * 10_000)
+    assert done.output is not None and len(done.output) == 4_000 and done.output.endswith("... (+6017 chars)")

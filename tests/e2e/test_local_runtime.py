@@ -248,3 +248,23 @@ def test_a_job_failing_every_run_drives_the_fast_burn_alarm_and_successes_bring_
         return alarm_states(runtime).get("SloFastBurn") == "OK"
 
     wait_for(succeed_once, 30)
+
+
+def test_a_runs_logs_come_from_the_dispatcher_and_the_worker(runtime: LocalRuntime) -> None:
+    at = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
+    body = {
+        "schedule": {"expression": f"at({at:%Y-%m-%dT%H:%M:%S})"},
+        "target": {"type": "lambda", "function": "jobsched-example-echo"},
+    }
+    call(runtime, "PUT", "/teams/e2e/jobs/logged", body)
+    run_id = f"{at:%Y%m%dT%H%M%SZ}"
+    wait_for(finished(runtime, "logged", run_id))
+    status, found = call(runtime, "GET", f"/teams/e2e/jobs/logged/runs/{run_id}/logs")
+    assert status == 200 and found["job"] == "e2e/logged" and f"run_id = '{run_id}'" in found["query"]
+    components = {line["component"] for line in found["lines"]}
+    assert {"jobsched-dispatcher", "jobsched-worker"} <= components, found["lines"]
+    sent = next(line for line in found["lines"] if line["message"] == "instants sent")
+    assert run_id in sent["fields"]["run_ids"]
+    worked = next(line for line in found["lines"] if line["message"] == "run message")
+    assert worked["fields"]["outcome"] == "succeeded" and worked["fields"]["attempt"] == 1
+    assert call(runtime, "GET", f"/teams/e2e/jobs/logged/runs/{run_id}/logs", team="other")[0] == 403

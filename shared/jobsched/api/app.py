@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 from jobsched.api.access import Access, ApiServices
 from jobsched.api.errors import error_response, register_error_handlers
-from jobsched.api.routes import admin, backfills, callbacks, health, history, jobs, runs, schedule, validation
+from jobsched.api.routes import admin, backfills, callbacks, health, history, jobs, logs, runs, schedule, validation
 
 MAX_BODY_BYTES = 256 * 1024
 
@@ -34,7 +34,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     def openapi() -> Response[str]:
         return Response(200, content_types.APPLICATION_JSON, app.get_openapi_json_schema(title="jobsched", version="1"))
 
-    for module in (validation, jobs, schedule, history, health, runs, backfills, callbacks, admin):
+    for module in (validation, jobs, schedule, history, health, runs, logs, backfills, callbacks, admin):
         app.include_router(module.router(access))
     return app
 

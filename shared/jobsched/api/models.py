@@ -145,6 +145,7 @@ class RunView(BaseModel):
     correlation_id: str
     callback_token: str | None = Field(default=None, description="for RUNNING callback runs: report with it")
     tasks: list[TaskView] | None = Field(default=None, description="DAG runs: every task, in dependency order")
+    logs: str = Field(default="", description="the run's log lines, from every component (GET this path)")
 
 
 class RunPage(BaseModel):
@@ -247,3 +248,18 @@ class HistoryPage(BaseModel):
 
 class RollbackRequest(_Request):
     to_version: int = Field(ge=1, description="the version whose spec is applied again, as a new version")
+
+
+class LogLineView(BaseModel):
+    at: str
+    component: str = Field(description="the function that wrote it, e.g. jobsched-worker")
+    level: str
+    message: str
+    fields: dict[str, Any]
+
+
+class RunLogs(BaseModel):
+    job: str
+    run_id: str
+    lines: list[LogLineView]
+    query: str = Field(description="the Logs Insights query, to run it in the console")

@@ -6,9 +6,9 @@ from dataclasses import asdict
 from datetime import datetime
 
 from jobsched.api.errors import ApiError
-from jobsched.api.models import BackfillView, IncidentView, JobHealthView, JobView, RunView, TaskView
+from jobsched.api.models import BackfillView, IncidentView, JobHealthView, JobView, LogLineView, RunView, TaskView
 from jobsched.api.tokens import CallbackTokens, token_expiry
-from jobsched.core.records import Incident, Run, StoredJob
+from jobsched.core.records import Incident, LogLine, Run, StoredJob
 from jobsched.core.runs import RunStatus, instant_text, moment_text
 from jobsched.core.spec import CallbackTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
@@ -61,6 +61,7 @@ def job_view(stored: StoredJob, now: datetime) -> JobView:
 
 
 def run_view(run: Run, token: str | None) -> RunView:
+    team, _, name = run.job.partition("/")
     lateness = run.lateness_ms / 1000 if run.lateness_ms is not None else None
     return RunView(
         job=run.job,
@@ -79,6 +80,7 @@ def run_view(run: Run, token: str | None) -> RunView:
         reason=run.reason,
         correlation_id=run.correlation_id,
         callback_token=token,
+        logs=f"/teams/{team}/jobs/{name}/runs/{run.run_id}/logs",
     )
 
 
@@ -153,4 +155,10 @@ def incident_view(incident: Incident) -> IncidentView:
         paged=list(incident.paged),
         auto_paused=incident.auto_paused,
         last_error=incident.last.get("error"),
+    )
+
+
+def log_line_view(line: LogLine) -> LogLineView:
+    return LogLineView(
+        at=moment_text(line.at), component=line.component, level=line.level, message=line.message, fields=line.fields
     )

@@ -540,3 +540,14 @@ def audit_values(
     if details:
         values["details"] = json.dumps(details, sort_keys=True, default=str)
     return values
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One log line of a run, from whichever component wrote it (dispatcher, worker, escalation, pages)."""
+
+    at: datetime
+    component: str  # the function's service name, e.g. jobsched-worker
+    level: str
+    message: str
+    fields: dict[str, Any]  # the line's structured fields (outcome, attempt, detail...)

@@ -22,7 +22,10 @@ from jobsched.core.tz import UTC
 MAX_SQS_DELAY = timedelta(seconds=900)
 # An attempt's lease outlasts its timeout by this much: time to record the result before anyone may take over.
 LEASE_MARGIN = timedelta(seconds=60)
-MAX_TEXT = 500  # run items stay under 1 KB in the common case: outputs and errors are truncated
+MAX_TEXT = 500  # errors and reasons: run items stay under 1 KB in the common case
+# A run's output keeps its first 4,000 characters (a finished item then costs at most 5 write units);
+# `jobsched logs` has the rest of what the run said.
+MAX_OUTPUT = 4_000
 
 
 class TaskStatus(StrEnum):
@@ -164,4 +167,8 @@ def attempts_left(policy: RetryPolicy, attempt: int) -> bool:
 def truncate(text: str | None, limit: int = MAX_TEXT) -> str | None:
     if text is None or len(text) <= limit:
         return text
-    return text[: limit - 15] + f"... (+{len(text) - limit + 15} chars)"
+    keep = limit
+    for _ in range(3):  # the count's digits set the suffix's length, which sets the count: settles at once
+        suffix = f"... (+{len(text) - keep} chars)"
+        keep = limit - len(suffix)
+    return text[:keep] + f"... (+{len(text) - keep} chars)"

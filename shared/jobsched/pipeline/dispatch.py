@@ -84,6 +84,8 @@ class TickReport:
     quarantined: int = 0  # jobs paused because their schedule costs more than its budget
     deferred: int = 0  # due jobs left for the next tick because this one ran out of time
     lateness_seconds: list[float] = field(default_factory=list)  # how late each sent instant already was
+    # (job, team, run ids) per job whose instants went out: the handler logs them, so a run's logs begin here
+    sent: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
     def merge(self, other: TickReport) -> None:
         """Add the counts of one job's part of the tick (jobs are finished concurrently, each on its own)."""
@@ -287,6 +289,8 @@ class Dispatcher:
             report.advanced += 1
         else:
             report.lost_races += 1
+        if job_plan.messages:
+            report.sent.append((spec.key, spec.team, [message.run_id for message, _ in job_plan.messages]))
 
     def _record_missed(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> None:
         """Instants the catch-up policy gave up, recorded MISSED, with one escalation event per job and tick."""

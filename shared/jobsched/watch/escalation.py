@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from jobsched.core.records import Incident, IncidentClass, Role
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import Escalation
+from jobsched.watch.logs import NotAQueryableRun, run_logs_query
 
 EventKind = Literal[
     "run_failed",
@@ -242,9 +243,10 @@ class Links:
             links["runbook"] = runbook_url
         run_id, job = event.get("run_id"), event.get("job")
         if run_id:
-            query = (
-                f"fields @timestamp, level, message, outcome, attempt | filter run_id = '{run_id}' | sort @timestamp"
-            )
+            try:
+                query = run_logs_query(str(job), str(run_id))
+            except NotAQueryableRun:
+                query = "fields @timestamp, level, message | sort @timestamp desc | limit 100"
             links["logs_insights_query"] = query
             links["logs_insights"] = (
                 f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}"

@@ -28,7 +28,16 @@ from jobsched.core.records import (
     new_run_values,
     running_values,
 )
-from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, TaskStatus, instant_text, moment_text, truncate
+from jobsched.core.runs import (
+    MAX_OUTPUT,
+    TERMINAL,
+    RunMessage,
+    RunStatus,
+    TaskStatus,
+    instant_text,
+    moment_text,
+    truncate,
+)
 
 
 def task_partition(job: str, run_id: str) -> str:
@@ -247,7 +256,7 @@ class RunsStore:
             ":status": status.value,
             ":finished": moment_text(now),
             ":error": truncate(error),
-            ":output": truncate(output),
+            ":output": truncate(output, MAX_OUTPUT),
         }
         sets = "SET #status = :status, finished_at = :finished, #error = :error, #output = :output"
         if reason is not None:
@@ -510,7 +519,7 @@ class RunsStore:
             ":now": instant_text(now),
             ":ttl": expires_at,
             ":error": truncate(error),
-            ":output": truncate(output),
+            ":output": truncate(output, MAX_OUTPUT),
         }
         update = "SET #status = :status, finished_at = :now, #error = :error, #output = :output, #ttl = :ttl"
         if attempt is not None:

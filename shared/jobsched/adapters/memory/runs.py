@@ -17,7 +17,7 @@ from jobsched.core.records import (
     new_run_values,
     running_values,
 )
-from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, instant_text, moment_text, truncate
+from jobsched.core.runs import MAX_OUTPUT, TERMINAL, RunMessage, RunStatus, instant_text, moment_text, truncate
 
 Check = Callable[[Item], bool]
 
@@ -180,7 +180,7 @@ class MemoryRuns:
             "status": status.value,
             "finished_at": moment_text(now),
             "error": truncate(error),
-            "output": truncate(output),
+            "output": truncate(output, MAX_OUTPUT),
         }
         if reason is not None:
             sets["reason"] = truncate(reason)
