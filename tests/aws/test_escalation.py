@@ -82,7 +82,8 @@ def test_a_silent_callback_run_times_out_retries_fails_and_pages_once_with_conte
         "error: attempt 2 lost",
         "runbook: https://wiki.example.com/runbooks/external",
         "run: https://api.example.com/prod/teams/ops/jobs/external/runs/20270104T100000Z",
-        "filter run_id = '20270104T100000Z'",
+        # The run's lines: run ids repeat across jobs (they are the instant), so the job is filtered too.
+        "filter job = 'ops/external' and (run_id = '20270104T100000Z'",
         "logs_insights: https://us-east-1.console.aws.amazon.com/cloudwatch/home",
     ):
         assert expected in text, (expected, text)

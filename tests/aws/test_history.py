@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -100,3 +101,37 @@ def test_a_page_token_not_from_the_api_gets_422(api: ApiClient) -> None:
     for token in ("bm90LWEta2V5", "%%%"):
         answer = api.call("GET", f"/teams/ops/jobs/report/history?next_token={token}", principal=OPS)
         assert answer.status == 422 and answer.body["error"]["field"] == "next_token"
+
+
+def test_cancel_rerun_and_backfill_start_and_cancel_are_in_the_history(
+    api: ApiClient, stack: Stack, clock: Clock
+) -> None:
+    callback = {
+        "schedule": {"expression": "0 * * * *"},
+        "target": {"type": "callback", "timeout": "1h"},
+        "retry": {"max_attempts": 1},
+    }
+    assert api.call("PUT", "/teams/ops/jobs/cb", callback, principal=OPS).status == 201
+    clock.set("2027-01-04T10:00:00Z")
+    stack.tick()
+    stack.pump()
+    run = next(r for r in stack.run_list("ops/cb") if r.status.value == "RUNNING")
+    assert api.call("POST", f"/teams/ops/jobs/cb/runs/{run.run_id}/cancel", principal=OPS).status == 200
+    clock.advance(timedelta(milliseconds=5))
+    assert api.call("POST", f"/teams/ops/jobs/cb/runs/{run.run_id}/rerun", principal=OPS).status == 202
+    clock.advance(timedelta(milliseconds=5))
+    started = api.call(
+        "POST",
+        "/teams/ops/jobs/cb/backfill",
+        {"from": "2027-01-04T07:00:00Z", "to": "2027-01-04T09:00:00Z"},
+        principal=OPS,
+    )
+    assert started.status == 202
+    backfill_id = started.body["backfill_id"]
+    clock.advance(timedelta(milliseconds=5))
+    assert api.call("DELETE", f"/teams/ops/jobs/cb/backfills/{backfill_id}", principal=OPS).status == 200
+    entries = api.call("GET", "/teams/ops/jobs/cb/history", principal=OPS).body["entries"]
+    assert [e["action"] for e in entries] == ["backfill_cancel", "backfill", "rerun", "cancel", "create"]
+    assert entries[1]["details"]["from"] == "2027-01-04T07:00:00Z" and entries[1]["details"]["instants"] == 3
+    assert entries[2]["details"] == {"run_id": run.run_id, "attempt": 2, "was": "CANCELLED", "force": False}
+    assert entries[3]["details"]["run_id"] == run.run_id and all(e["principal"] == OPS for e in entries)

@@ -527,7 +527,9 @@ def audit_values(
     actions of one second and version apart."""
     values: dict[str, Any] = {
         JobsKeys.PK: job,
-        JobsKeys.SK: JobsKeys.AUDIT_PREFIX + f"{instant_text(now)}#{version:010d}#{uuid.uuid4().hex[:6]}",
+        # To the millisecond (a fixed-width format, so keys sort by time): actions within one second and
+        # version keep their order.
+        JobsKeys.SK: JobsKeys.AUDIT_PREFIX + f"{moment_text(now)}#{version:010d}#{uuid.uuid4().hex[:6]}",
         "version": version,
         "action": action,
         "principal": principal,
