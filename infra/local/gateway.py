@@ -58,12 +58,14 @@ class LocalGateway:
         principal: str | None = None,
         context: Any = None,
         on_response: Callable[[int], None] | None = None,
+        console: Callable[[str], tuple[int, str]] | None = None,
     ):
         """``on_response``: told each response's status (the local runtime counts them as API Gateway does)."""
         # One request at a time, like one Lambda instance: Powertools' resolver keeps the current event on
         # the app object, so concurrent calls into the same handler would see each other's requests.
         instance = threading.Lock()
 
+        self.console = console  # GET /console...: HTML pages beside the API
         request_handler = _request_handler(self, handler, context, on_response, instance)
         self.principal = principal
         self.server = ThreadingHTTPServer((host, port), request_handler)
@@ -96,6 +98,11 @@ def _request_handler(
         protocol_version = "HTTP/1.1"
 
         def _serve(self) -> None:
+            if gateway.console is not None and self.command == "GET" and self.path.split("?")[0].startswith("/console"):
+                status, page = gateway.console(self.path)
+                headers = {"Content-Type": "text/html; charset=utf-8"}
+                _reply(self, {"statusCode": status, "headers": headers, "body": page}, None)
+                return
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length).decode(errors="replace") if length else None
             event = proxy_event(self.command, self.path, dict(self.headers.items()), body, gateway.principal)

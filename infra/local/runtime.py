@@ -34,11 +34,12 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from infra.local.alarms import LocalAlarms
+from infra.local.console import LocalConsole
 from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize
 from infra.local.logs import CapturedLogs
 from infra.local.statefiles import write_atomically
@@ -259,6 +260,7 @@ class LocalRuntime:
             principal=self.principal,
             context=LocalContext(name),
             on_response=self.alarms.api_response if self.alarms is not None else None,
+            console=LocalConsole(lambda: datetime.now(UTC)),
         ).start()
 
     def _loop(self, name: str, period: float, action: Callable[[], object], *, aligned: bool = False) -> None:

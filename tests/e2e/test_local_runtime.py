@@ -268,3 +268,29 @@ def test_a_runs_logs_come_from_the_dispatcher_and_the_worker(runtime: LocalRunti
     worked = next(line for line in found["lines"] if line["message"] == "run message")
     assert worked["fields"]["outcome"] == "succeeded" and worked["fields"]["attempt"] == 1
     assert call(runtime, "GET", f"/teams/e2e/jobs/logged/runs/{run_id}/logs", team="other")[0] == 403
+
+
+def page_of(runtime: LocalRuntime, path: str) -> tuple[int, str]:
+    response = HTTP.request("GET", runtime.api_url + path)
+    return response.status, response.data.decode()
+
+
+def test_the_console_serves_linked_team_job_and_run_pages(runtime: LocalRuntime) -> None:
+    at = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
+    body = {
+        "schedule": {"expression": f"at({at:%Y-%m-%dT%H:%M:%S})"},
+        "target": {"type": "lambda", "function": "jobsched-example-echo"},
+    }
+    call(runtime, "PUT", "/teams/e2e/jobs/shown", body)
+    run_id = f"{at:%Y%m%dT%H%M%SZ}"
+    wait_for(finished(runtime, "shown", run_id))
+    status, index = page_of(runtime, "/console")
+    assert status == 200 and 'href="/console/teams/e2e"' in index
+    status, team = page_of(runtime, "/console/teams/e2e")
+    assert status == 200 and 'href="/console/teams/e2e/jobs/shown"' in team and "<script" not in team
+    assert "#1a7f37" in team and "succeeded" in team, "the run in the strip: colour, symbol and title"
+    status, job = page_of(runtime, "/console/teams/e2e/jobs/shown?days=2")
+    assert status == 200 and f'href="/console/teams/e2e/jobs/shown/runs/{run_id}"' in job and "<svg" in job
+    status, run = page_of(runtime, f"/console/teams/e2e/jobs/shown/runs/{run_id}")
+    assert status == 200 and "SUCCEEDED" in run and "<script" not in run
+    assert page_of(runtime, "/console/teams/e2e/jobs/nope")[0] == 404

@@ -113,6 +113,7 @@ def local_up(
 jobsched is running locally.
   API          {runtime.api_url}   (AWS, in moto: {runtime.endpoint})
   CLI          export JOBSCHED_API={runtime.api_url}
+  console      {runtime.api_url}/console
   identity     requests act as {runtime.principal}
                X-Jobsched-Principal: {example}  acts as team payments
   examples     {jobs if not no_examples else "none (--no-examples)"}

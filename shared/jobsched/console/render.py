@@ -1,0 +1,313 @@
+"""Server-rendered views: HTML with inline SVG, no script. Pure: data in, a string out.
+
+Every value from a team (job names, errors, reasons) is escaped. CloudWatch limits a custom widget's
+output (see README, "The console"); a team page of 500 jobs is well under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import date, datetime, timedelta
+from html import escape
+from zoneinfo import ZoneInfo
+
+from jobsched.console.palette import BACKGROUND, MUTED, TEXT, look
+from jobsched.core.records import Run, TaskState
+from jobsched.core.runs import instant_text
+from jobsched.dag.definition import Graph
+from jobsched.schedule.engine import Occurrence
+from jobsched.watch.health import JobHealth, strip_cell
+
+STYLE = f"""
+.js {{ font: 13px/1.45 -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; color: {TEXT};
+      background: {BACKGROUND}; padding: 4px; }}
+.js h1 {{ font-size: 17px; margin: 4px 0 8px; }}
+.js h2 {{ font-size: 14px; margin: 14px 0 6px; }}
+.js table {{ border-collapse: collapse; }}
+.js th {{ text-align: left; font-weight: 600; color: {MUTED}; padding: 3px 10px 3px 0;
+         border-bottom: 1px solid #d0d7de; }}
+.js td {{ padding: 3px 10px 3px 0; border-bottom: 1px solid #eaeef2; vertical-align: middle; }}
+.js .num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.js .muted {{ color: {MUTED}; }}
+.js .badge {{ display: inline-block; padding: 0 6px; border-radius: 9px; font-size: 11px;
+             color: #fff; margin-left: 4px; }}
+.js .paused {{ background: #7d4e00; }}
+.js .incident {{ background: #cf222e; }}
+.js a {{ color: #0550ae; }}
+.js .legend span {{ margin-right: 10px; white-space: nowrap; }}
+"""
+DASH = "\u2013"
+Links = Callable[[str], str | None]  # a console path -> its URL here (None: not a link)
+OUTCOMES_SHOWN = ("succeeded", "retried", "failed", "timed_out", "missed", "skipped", "running", "waiting")
+# The worst first: what an hour's cell shows when it holds several instants.
+SEVERITY = ("failed", "timed_out", "missed", "running", "waiting", "retried", "succeeded", "cancelled", "skipped")
+MAX_DAYS = 62
+
+
+def page(title: str, body: str, *, standalone: bool, nav: Sequence[tuple[str, str]] = ()) -> str:
+    """A view: a full document locally, a fragment with its style for a CloudWatch custom widget."""
+    crumbs = " / ".join(f'<a href="{escape(href)}">{escape(label)}</a>' for href, label in nav)
+    heading = (f"<nav>{crumbs}</nav>" if crumbs else "") + f"<h1>{escape(title)}</h1>"
+    inner = f'<style>{STYLE}</style><div class="js">{heading}{body}</div>'
+    if not standalone:
+        return inner
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)} - jobsched</title></head><body>{inner}</body></html>"
+    )
+
+
+def cell(outcome: str, *, title: str, opacity: float = 1.0, size: int = 16) -> str:
+    """One outcome as a coloured square with its symbol, its title on hover."""
+    shown = look(outcome)
+    return (
+        f'<svg width="{size}" height="{size}" role="img" aria-label="{escape(title)}">'
+        f"<title>{escape(title)}</title>"
+        f'<rect width="{size}" height="{size}" rx="3" fill="{shown.colour}" fill-opacity="{opacity:.2f}"/>'
+        f'<text x="{size / 2}" y="{size * 0.75:.1f}" font-size="{size * 0.7:.0f}" text-anchor="middle" '
+        f'fill="#ffffff">{escape(shown.symbol)}</text></svg>'
+    )
+
+
+def legend(outcomes: Iterable[str] = OUTCOMES_SHOWN) -> str:
+    items = "".join(f"<span>{cell(o, title=look(o).label, size=14)} {escape(look(o).label)}</span>" for o in outcomes)
+    return f'<p class="legend">{items}</p>'
+
+
+def link_text(text: str, href: str | None) -> str:
+    return f'<a href="{escape(href)}">{escape(text)}</a>' if href else escape(text)
+
+
+# ------------------------------------------------------------------------------------------- team
+
+
+def team_view(team: str, healths: Sequence[JobHealth], links: Links) -> str:
+    """Every job of a team, worst first: its last runs, success rate, lateness, next fire, badges."""
+    rows = "".join(_team_row(team, health, links) for health in healths)
+    table = (
+        "<table><tr><th>job</th><th>last runs (old to new)</th><th>success</th><th>p95 late</th>"
+        f"<th>streak</th><th>next fire (UTC)</th></tr>{rows}</table>"
+    )
+    return f'<p class="muted">{len(healths)} jobs, worst first</p>{table}{legend()}'
+
+
+def _team_row(team: str, health: JobHealth, links: Links) -> str:
+    name = health.job.split("/", 1)[-1]
+    badges = "".join(
+        f'<span class="badge incident" title="open incident: {escape(kind)}">&#9888; {escape(kind)}</span>'
+        for kind in health.open_incidents
+    )
+    if health.state == "PAUSED":
+        badges += (
+            f'<span class="badge paused" title="{escape(health.paused_reason or "")}">&#10074;&#10074; paused</span>'
+        )
+    total = len(health.strip)
+    strip = "".join(
+        cell(outcome, title=f"run {index + 1} of the last {total}: {look(outcome).label}")
+        for index, outcome in enumerate(health.strip)
+    )
+    rate = f"{health.success_rate * 100:.1f}%" if health.success_rate is not None else DASH
+    late = f"{health.lateness_p95_s:.1f} s" if health.lateness_p95_s is not None else DASH
+    return (
+        f"<tr><td>{link_text(name, links(f'/teams/{team}/jobs/{name}'))}{badges}</td>"
+        f"<td>{strip or '<span class=muted>no runs yet</span>'}</td>"
+        f'<td class="num">{rate}</td><td class="num">{late}</td>'
+        f"<td>{escape(health.streak or DASH)}</td><td class=muted>{escape(health.next_fire or DASH)}</td></tr>"
+    )
+
+
+# -------------------------------------------------------------------------------------- timeline
+
+
+def timeline_view(
+    job: str, runs: Sequence[Run], occurrences: Sequence[Occurrence], zone: str, start: datetime, end: datetime
+) -> str:
+    """A heat-map of a job's instants: a row per day, a column per hour of its time zone. A cell shows the
+    worst outcome in the hour, paler the later it started; skipped instants carry their reason on hover;
+    a diamond marks a day with a DST transition or a blackout."""
+    tz = ZoneInfo(zone)
+    cells: dict[tuple[date, int], list[tuple[str, str, float]]] = {}
+    marks: dict[date, list[str]] = {}
+    ran = {run.scheduled_at for run in runs}
+    for run in runs:
+        local = run.scheduled_at.astimezone(tz)
+        outcome = strip_cell(run)
+        late = (run.lateness_ms or 0) / 1000
+        text = f"{local:%H:%M} {look(outcome).label}" + (f", {late:.1f} s late" if run.lateness_ms is not None else "")
+        text += f" ({run.reason})" if run.reason else ""
+        cells.setdefault((local.date(), local.hour), []).append((outcome, text, late))
+    for occurrence in occurrences:
+        wall = occurrence.moved_from[0] if occurrence.moved_from else occurrence.wall
+        reason = occurrence.reason or ""
+        if "DST" in reason or "blackout" in reason:
+            marks.setdefault(wall.date(), []).append(f"{wall:%H:%M}: {reason}")
+        if not occurrence.fires and occurrence.at not in ran:
+            cells.setdefault((wall.date(), wall.hour), []).append(("skipped", f"{wall:%H:%M} skipped: {reason}", 0.0))
+    first = start.astimezone(tz).date()
+    days = max(1, min((end.astimezone(tz).date() - first).days + 1, MAX_DAYS))
+    rows = "".join(_timeline_row(first + timedelta(days=i), i, cells, marks) for i in range(days))
+    hours = "".join(
+        f'<text x="{LEFT + h * (CELL_W + 2) + CELL_W / 2}" y="12" font-size="10" text-anchor="middle" '
+        f'fill="{MUTED}">{h:02d}</text>'
+        for h in range(0, 24, 3)
+    )
+    svg = (
+        f'<svg width="{LEFT + 24 * (CELL_W + 2)}" height="{24 + days * (CELL_H + 2)}" role="img" '
+        f'aria-label="runs of {escape(job)} by day and hour">{hours}{rows}</svg>'
+    )
+    caption = (
+        f'<p class="muted">{escape(zone)}, {first:%Y-%m-%d} to {first + timedelta(days=days - 1):%Y-%m-%d}: a row'
+        " per day, a column per hour. The worst outcome in the hour; paler: a later start. &#9670; a DST"
+        " transition or a blackout that day (hover for details).</p>"
+    )
+    return caption + svg + legend()
+
+
+LEFT, CELL_W, CELL_H = 96, 18, 16
+
+
+def _timeline_row(
+    day: date, index: int, cells: dict[tuple[date, int], list[tuple[str, str, float]]], marks: dict[date, list[str]]
+) -> str:
+    y = 20 + index * (CELL_H + 2)
+    parts = [f'<text x="0" y="{y + 12}" font-size="11" fill="{MUTED}">{day:%a %m-%d}</text>']
+    if day in marks:
+        note = escape("\n".join(marks[day][:6]))
+        parts.append(
+            f'<text x="{LEFT - 14}" y="{y + 12}" font-size="11" fill="#8250df"><title>{note}</title>&#9670;</text>'
+        )
+    for hour in range(24):
+        x = LEFT + hour * (CELL_W + 2)
+        items = cells.get((day, hour))
+        if not items:
+            parts.append(f'<rect x="{x}" y="{y}" width="{CELL_W}" height="{CELL_H}" rx="2" fill="#f6f8fa"/>')
+            continue
+        outcome = min(items, key=lambda item: SEVERITY.index(item[0]) if item[0] in SEVERITY else len(SEVERITY))[0]
+        shown = look(outcome)
+        opacity = 1.0 - min(max(item[2] for item in items) / 120.0, 1.0) * 0.5
+        lines = [item[1] for item in items[:12]] + ([f"and {len(items) - 12} more"] if len(items) > 12 else [])
+        parts.append(
+            f'<g><title>{escape(chr(10).join(lines))}</title><rect x="{x}" y="{y}" width="{CELL_W}" '
+            f'height="{CELL_H}" rx="2" fill="{shown.colour}" fill-opacity="{opacity:.2f}"/>'
+            f'<text x="{x + CELL_W / 2}" y="{y + 12}" font-size="11" text-anchor="middle" fill="#ffffff">'
+            f"{escape(shown.symbol)}</text></g>"
+        )
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------------------------------- run
+
+
+def run_view(run: Run, tasks: dict[str, TaskState], graph: Graph | None, order: Sequence[str], now: datetime) -> str:
+    """The run's attempt and timings; for a DAG run, a Gantt chart of its tasks and its dependency graph."""
+    outcome = strip_cell(run)
+    facts = [
+        ("status", f"{cell(outcome, title=look(outcome).label)} {escape(run.status.value)}"),
+        ("scheduled for", instant_text(run.scheduled_at)),
+        ("attempt", str(run.attempt)),
+        ("started", instant_text(run.started_at) if run.started_at else DASH),
+        ("finished", instant_text(run.finished_at) if run.finished_at else DASH),
+        ("late at start", f"{run.lateness_ms / 1000:.1f} s" if run.lateness_ms is not None else DASH),
+        ("trigger", escape(run.trigger)),
+        ("error", escape(run.error or DASH)),
+        ("reason", escape(run.reason or DASH)),
+    ]
+    table = "<table>" + "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in facts) + "</table>"
+    if graph is None:
+        return table
+    gantt_chart = gantt(run, tasks, order, now)
+    return f"{table}<h2>Tasks over time</h2>{gantt_chart}<h2>Dependencies</h2>{dependency_graph(graph, tasks, order)}"
+
+
+def task_outcome(state: TaskState | None) -> str:
+    if state is None:
+        return "pending"
+    status = state.status.value.lower()
+    if status == "succeeded" and state.attempt > 1:
+        return "retried"
+    return "running" if status == "retrying" else status
+
+
+GANTT_LEFT, GANTT_WIDTH, GANTT_ROW = 140, 520, 22
+
+
+def gantt(run: Run, tasks: dict[str, TaskState], order: Sequence[str], now: datetime) -> str:
+    """A bar per task from its start to its end (now if unfinished); waiting and skipped tasks outlined."""
+    start = run.started_at or run.scheduled_at
+    ends = [(t.finished_at or now) for t in tasks.values() if t.started_at] + [run.finished_at or now]
+    span = max((max(ends) - start).total_seconds(), 1.0)
+    bars = "".join(_gantt_row(index, name, tasks.get(name), start, span, now) for index, name in enumerate(order))
+    bottom = 6 + len(order) * GANTT_ROW + 12
+    axis = (
+        f'<text x="{GANTT_LEFT}" y="{bottom}" font-size="10" fill="{MUTED}">0 s</text>'
+        f'<text x="{GANTT_LEFT + GANTT_WIDTH}" y="{bottom}" font-size="10" text-anchor="end" fill="{MUTED}">'
+        f"{span:.0f} s</text>"
+    )
+    return (
+        f'<svg width="{GANTT_LEFT + GANTT_WIDTH + 10}" height="{bottom + 6}" role="img" aria-label="tasks over time">'
+        f"{bars}{axis}</svg>"
+    )
+
+
+def _gantt_row(index: int, name: str, state: TaskState | None, start: datetime, span: float, now: datetime) -> str:
+    y = 6 + index * GANTT_ROW
+    outcome = task_outcome(state)
+    shown = look(outcome)
+    label = f'<text x="0" y="{y + 13}" font-size="12" fill="{TEXT}">{escape(name[:18])}</text>'
+    if state is None or state.started_at is None:
+        note = shown.label if state is None else f"{shown.label} (not run)" if outcome == "skipped" else shown.label
+        return (
+            f'{label}<g><title>{escape(name)}: {escape(note)}</title><rect x="{GANTT_LEFT}" y="{y + 2}" '
+            f'width="{GANTT_WIDTH}" height="14" fill="none" stroke="#afb8c1" stroke-dasharray="3 3"/>'
+            f'<text x="{GANTT_LEFT + 6}" y="{y + 13}" font-size="11" fill="{MUTED}">'
+            f"{escape(shown.symbol)} {escape(note)}</text></g>"
+        )
+    x0 = GANTT_LEFT + (state.started_at - start).total_seconds() / span * GANTT_WIDTH
+    x1 = GANTT_LEFT + ((state.finished_at or now) - start).total_seconds() / span * GANTT_WIDTH
+    took = ((state.finished_at or now) - state.started_at).total_seconds()
+    retry = f", attempt {state.attempt}" if state.attempt > 1 else ""
+    title = f"{name}: {shown.label}{retry}, {took:.1f} s" + (f" ({state.error})" if state.error else "")
+    marker = f"{shown.symbol} x{state.attempt}" if state.attempt > 1 else shown.symbol
+    return (
+        f'{label}<g><title>{escape(title)}</title><rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 3):.1f}" '
+        f'height="14" rx="2" fill="{shown.colour}"/><text x="{x0 + 3:.1f}" y="{y + 13}" font-size="11" '
+        f'fill="#ffffff">{escape(marker)}</text></g>'
+    )
+
+
+def dependency_graph(graph: Graph, tasks: dict[str, TaskState], order: Sequence[str]) -> str:
+    """Tasks in columns by depth (the longest path from a root), a line from each dependency."""
+    depth: dict[str, int] = {}
+    for name in order:
+        parents = graph[name].depends_on if name in graph else ()
+        depth[name] = 1 + max((depth.get(parent, 0) for parent in parents), default=-1)
+    columns: dict[int, list[str]] = {}
+    for name in order:
+        columns.setdefault(depth[name], []).append(name)
+    box_w, box_h, gap_x, gap_y = 124, 26, 48, 12
+    where = {
+        name: (10 + level * (box_w + gap_x), 10 + position * (box_h + gap_y))
+        for level, names in columns.items()
+        for position, name in enumerate(names)
+    }
+    edges = [
+        f'<line x1="{where[parent][0] + box_w}" y1="{where[parent][1] + box_h / 2}" x2="{where[name][0]}" '
+        f'y2="{where[name][1] + box_h / 2}" stroke="{MUTED}" stroke-width="1.2"/>'
+        for name, node in graph.items()
+        for parent in node.depends_on
+        if parent in where and name in where
+    ]
+    boxes = []
+    for name, (x, y) in where.items():
+        shown = look(task_outcome(tasks.get(name)))
+        boxes.append(
+            f'<g><title>{escape(name)}: {escape(shown.label)}</title><rect x="{x}" y="{y}" width="{box_w}" '
+            f'height="{box_h}" rx="4" fill="{shown.colour}"/><text x="{x + 8}" y="{y + 17}" font-size="12" '
+            f'fill="#ffffff">{escape(shown.symbol)} {escape(name[:14])}</text></g>'
+        )
+    width = 20 + (max(columns, default=0) + 1) * (box_w + gap_x)
+    height = 20 + max((len(names) for names in columns.values()), default=1) * (box_h + gap_y)
+    return (
+        f'<svg width="{width}" height="{height}" role="img" aria-label="task dependencies">'
+        f"{''.join(edges)}{''.join(boxes)}</svg>"
+    )
