@@ -98,6 +98,13 @@ class Functions(Construct):
             Duration.seconds(29),
             512,
         )
+        # The console's custom widgets: HTML from the tables, read-only (custom widgets run with the caller's
+        # dashboard permissions, so IAM decides who may see them).
+        self.console = self._function(
+            "Console", "functions.console.handler.handler", config, environment, Duration.seconds(30), 512
+        )
+        storage.jobs.grant_read_data(self.console)
+        storage.runs.grant_read_data(self.console)
         cfn_api = self.api.node.default_child
         assert isinstance(cfn_api, lambda_.CfnFunction)
         cfn_api.reserved_concurrent_executions = config.api_reserved_concurrency

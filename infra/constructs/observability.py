@@ -42,6 +42,10 @@ LATEST_FAILURES = (
 FIVE_MINUTES = Duration.minutes(5)
 
 
+# Dashboard variables replace these in the widgets' parameters (a PATTERN variable).
+CONSOLE_TEAM, CONSOLE_JOB = "CONSOLE_TEAM", "CONSOLE_JOB"
+
+
 def runs(outcome: str, period: Duration = FIVE_MINUTES) -> cloudwatch.Metric:
     return signal("RunsFinished", "Sum", period, outcome=outcome)
 
@@ -131,6 +135,7 @@ class Observability(Construct):
                 self._executive_dashboard(functions),
                 self._oncall_dashboard(queues, functions),
                 self._debug_dashboard(functions),
+                self._jobs_dashboard(functions),
             )
 
     def _alarm(
@@ -387,3 +392,39 @@ class Observability(Construct):
                 ),
             )
         return debug
+
+    def _jobs_dashboard(self, functions: Functions) -> cloudwatch.Dashboard:
+        """A team's jobs as the console renders them: the team and job typed into the dashboard's variables."""
+        variables = [
+            cloudwatch.DashboardVariable(
+                id=kind,
+                type=cloudwatch.VariableType.PATTERN,
+                input_type=cloudwatch.VariableInputType.INPUT,
+                value=placeholder,
+                label=kind.title(),
+                default_value=cloudwatch.DefaultValue.value(placeholder),
+            )
+            for kind, placeholder in (("team", CONSOLE_TEAM), ("job", CONSOLE_JOB))
+        ]
+        jobs = cloudwatch.Dashboard(
+            self, "Jobs", dashboard_name=resource_name(self.config, "jobs"), variables=variables
+        )
+        console = functions.console.function_arn
+        jobs.add_widgets(
+            cloudwatch.CustomWidget(
+                function_arn=console,
+                title="Jobs, worst first",
+                params={"view": "team", "team": CONSOLE_TEAM},
+                width=24,
+                height=12,
+            ),
+            cloudwatch.CustomWidget(
+                function_arn=console,
+                title="Job timeline",
+                params={"view": "job", "team": CONSOLE_TEAM, "job": CONSOLE_JOB},
+                width=24,
+                height=14,
+                update_on_time_range_change=True,
+            ),
+        )
+        return jobs

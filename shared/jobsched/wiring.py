@@ -179,10 +179,12 @@ def default_page_sender() -> PageSender:
 def reset() -> None:
     """Forget every cached service and the Lambda invoker: the next call builds them from the environment
     as it is now (tests and the local runtime switch tables, queues and endpoints within one process)."""
-    global _lambda_invoker
+    global _lambda_invoker, _run_logs
     _lambda_invoker = None
+    _run_logs = None
     for cached in (default_dispatcher, default_heartbeat, default_worker, default_escalator, default_page_sender):
         cached.cache_clear()
+    console_stores.cache_clear()
     team_sessions.cache_clear()
 
 
@@ -206,3 +208,10 @@ def build_api_services(settings: Settings) -> ApiServices:
 def rotate_callback_secret(secret_id: str, request_token: str, step: Step) -> None:
     """One step of rotating the callback-signing secret (Secrets Manager calls the rotation function)."""
     rotate(client("secretsmanager"), secret_id, request_token, step)
+
+
+@cache
+def console_stores() -> tuple[JobsStore, RunsStore]:
+    """What the console widget reads (its role may only read)."""
+    settings = Settings.from_env()
+    return JobsStore(settings.jobs_table, team_defaults=settings.team_limits), RunsStore(settings.runs_table)

@@ -97,6 +97,7 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         "jobsched-dev-Escalation",
         "jobsched-dev-Pages",
         "jobsched-dev-Rotation",
+        "jobsched-dev-Console",
     }
     for props in functions:
         assert props["Architectures"] == ["arm64"] and props["Runtime"] == "python3.13"
@@ -280,9 +281,41 @@ def test_alarms_page_the_ops_topic_with_their_thresholds(dev: Template) -> None:
     assert alarms["DispatcherMissedTicks"]["ComparisonOperator"] == "LessThanThreshold"
 
 
-def test_three_dashboards(dev: Template) -> None:
-    names = {p["DashboardName"] for p in resources(dev[0], "AWS::CloudWatch::Dashboard").values()}
-    assert names == {"jobsched-dev-executive", "jobsched-dev-oncall", "jobsched-dev-debug"}
+def test_four_dashboards_and_the_jobs_one_is_the_console(dev: Template) -> None:
+    dashboards = resources(dev[0], "AWS::CloudWatch::Dashboard")
+    names = {p["DashboardName"] for p in dashboards.values()}
+    assert names == {"jobsched-dev-executive", "jobsched-dev-oncall", "jobsched-dev-debug", "jobsched-dev-jobs"}
+    [jobs] = [p for p in dashboards.values() if p["DashboardName"] == "jobsched-dev-jobs"]
+    body = json.dumps(jobs["DashboardBody"])
+    [console] = [
+        logical
+        for logical, f in resources(dev[0], "AWS::Lambda::Function").items()
+        if f.get("Handler") == "functions.console.handler.handler"
+    ]
+    assert body.count('\\"type\\":\\"custom\\"') == 2 and console in body, "two custom widgets, calling the console"
+    assert "CONSOLE_TEAM" in body and '\\"variables\\"' in body, "the team comes from a dashboard variable"
+
+
+def test_the_console_function_only_reads(dev: Template) -> None:
+    [console] = [
+        f
+        for f in resources(dev[0], "AWS::Lambda::Function").values()
+        if f.get("Handler") == "functions.console.handler.handler"
+    ]
+    assert console["Architectures"] == ["arm64"]
+    role = console["Role"]["Fn::GetAtt"][0]
+    statements = [
+        s
+        for policy in resources(dev[0], "AWS::IAM::Policy").values()
+        if {"Ref": role} in policy["Roles"]
+        for s in policy["PolicyDocument"]["Statement"]
+    ]
+    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert actions and all(a.split(":")[0] in ("dynamodb", "kms", "xray") for a in actions), actions
+    writes = {
+        a for a in actions if a.startswith("dynamodb:") and any(w in a for w in ("Put", "Update", "Delete", "Write"))
+    }
+    assert not writes, writes
 
 
 def test_cdk_nag_finds_nothing_unacknowledged(dev: Template) -> None:
@@ -478,7 +511,7 @@ def test_an_idle_non_prod_stage_pays_for_no_dashboards_traces_or_zero_counts(tmp
     assert ours and {variables[Env.ZERO_METRICS] for variables in ours} == {"off"}
     assert len(resources(template, "AWS::CloudWatch::Alarm")) == 28
     prod, _ = synthesize(tmp_path / "prod", stage="prod")
-    assert len(resources(prod, "AWS::CloudWatch::Dashboard")) == 3
+    assert len(resources(prod, "AWS::CloudWatch::Dashboard")) == 4
     prod_functions = resources(prod, "AWS::Lambda::Function").values()
     assert all(f["TracingConfig"]["Mode"] == "Active" for f in prod_functions if "Environment" in f)
     prod_ours = [

@@ -1,0 +1,159 @@
+"""The console renderer, from fixtures (#18): what a person sees, checked as structure."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from jobsched.console import render
+from jobsched.console.palette import BACKGROUND, MUTED, OUTCOMES, TEXT, contrast
+from jobsched.console.widget import render_widget, time_range
+from jobsched.core.records import Run, TaskState
+from jobsched.core.runs import RunStatus, TaskStatus
+from jobsched.core.spec import JobSpec
+from jobsched.dag.definition import TaskNode
+from jobsched.schedule.engine import compile_schedule
+from jobsched.watch.health import JobHealth
+from tests.helpers import utc
+
+NOW = utc("2027-03-16T12:00:00Z")
+
+
+def health(job: str, strip: tuple[str, ...], **extra: object) -> JobHealth:
+    values: dict[str, object] = {
+        "job": job,
+        "state": "ACTIVE",
+        "paused_reason": None,
+        "window_days": 7.0,
+        "runs": len(strip),
+        "success_rate": 0.5,
+        "strip": strip,
+        "lateness_p50_s": 0.4,
+        "lateness_p95_s": 1.2,
+        "duration_p50_s": 1.0,
+        "duration_p95_s": 2.0,
+        "streak": "1 failed",
+        "next_fire": "2027-03-16T13:00:00Z",
+        "open_incidents": (),
+    }
+    return JobHealth(**(values | extra))  # type: ignore[arg-type]
+
+
+def run(at: str, status: RunStatus, *, attempt: int = 1, late_ms: int | None = 400, reason: str | None = None) -> Run:
+    scheduled = utc(at)
+    return Run(
+        job="payments/report",
+        run_id=scheduled.strftime("%Y%m%dT%H%M%SZ"),
+        team="payments",
+        status=status,
+        attempt=attempt,
+        scheduled_at=scheduled,
+        fire_at=scheduled,
+        trigger="schedule",
+        spec_version=1,
+        correlation_id="c",
+        lateness_ms=late_ms,
+        reason=reason,
+    )
+
+
+def links(path: str) -> str:
+    return "/console" + path
+
+
+def test_every_outcome_has_a_symbol_and_readable_white_text() -> None:
+    symbols = [look.symbol for look in OUTCOMES.values()]
+    assert len(set(symbols)) == len(symbols) and all(symbols)
+    assert all(contrast("#ffffff", look.colour) >= 4.5 for look in OUTCOMES.values())
+    assert contrast(TEXT, BACKGROUND) >= 7 and contrast(MUTED, BACKGROUND) >= 4.5
+
+
+def test_the_team_view_lists_jobs_with_strips_badges_and_links() -> None:
+    page = render.team_view(
+        "payments",
+        [
+            health("payments/ledger", ("succeeded", "failed", "timed_out"), open_incidents=("failing",)),
+            health("payments/nightly", ("succeeded", "retried"), state="PAUSED", paused_reason="migration"),
+        ],
+        links,
+    )
+    assert page.index("ledger") < page.index("nightly"), "in the order given: worst first"
+    assert 'href="/console/teams/payments/jobs/ledger"' in page
+    for outcome in ("succeeded", "failed", "timed_out", "retried"):
+        assert OUTCOMES[outcome].colour in page and "<title>run " in page
+    assert "failing" in page and "paused" in page and 'title="migration"' in page
+    assert "<script" not in page and "50.0%" in page and "1.2 s" in page
+
+
+def test_team_names_and_errors_are_escaped() -> None:
+    page = render.team_view("payments", [health("payments/<img src=x onerror=alert(1)>", ("failed",))], links)
+    assert "<img" not in page and "&lt;img" in page
+
+
+def test_the_timeline_shows_runs_by_day_and_hour_skips_with_reasons_and_dst_marks() -> None:
+    spec = JobSpec.model_validate(
+        {
+            "name": "report",
+            "team": "payments",
+            "target": {"type": "callback"},
+            "schedule": {
+                "expression": "30 2 * * *",
+                "timezone": "America/New_York",
+                "blackouts": [{"start": "2027-03-15T00:00:00Z", "end": "2027-03-16T00:00:00Z"}],
+            },
+        }
+    )
+    start, end = utc("2027-03-13T00:00:00Z"), NOW
+    occurrences = list(compile_schedule(spec.schedule, hash_key=spec.key).occurrences(start, until=end))  # type: ignore[arg-type]
+    runs = [run("2027-03-13T07:30:00Z", RunStatus.SUCCEEDED), run("2027-03-14T07:00:00Z", RunStatus.FAILED)]
+    page = render.timeline_view("payments/report", runs, occurrences, "America/New_York", start, end)
+    assert "<script" not in page and page.count("<svg") >= 1
+    assert OUTCOMES["failed"].colour in page and OUTCOMES["succeeded"].colour in page
+    assert "skipped: in blackout" in page, "the skipped instant carries its reason on hover"
+    assert re.search(r"<title>[^<]*DST gap", page), "the DST transition is marked with its reason"
+    assert "Sat 03-13" in page and "Tue 03-16" in page
+
+
+def test_a_dag_run_has_a_gantt_chart_and_a_dependency_graph() -> None:
+    dag_run = run("2027-03-16T11:00:00Z", RunStatus.RUNNING)
+    dag_run = Run(**{**dag_run.__dict__, "started_at": utc("2027-03-16T11:00:01Z")})
+    graph = {
+        "extract": TaskNode((), "all_success"),
+        "load": TaskNode(("extract",), "all_success"),
+        "report": TaskNode(("load",), "all_success"),
+        "cleanup": TaskNode(("load",), "all_done"),
+    }
+    tasks = {
+        "extract": TaskState(
+            "extract",
+            TaskStatus.SUCCEEDED,
+            2,
+            started_at=utc("2027-03-16T11:00:02Z"),
+            finished_at=utc("2027-03-16T11:00:40Z"),
+        ),
+        "load": TaskState(
+            "load",
+            TaskStatus.FAILED,
+            1,
+            started_at=utc("2027-03-16T11:00:41Z"),
+            finished_at=utc("2027-03-16T11:01:00Z"),
+            error="disk full",
+        ),
+        "report": TaskState("report", TaskStatus.SKIPPED, 0),
+        "cleanup": TaskState("cleanup", TaskStatus.WAITING, 1),
+    }
+    page = render.run_view(dag_run, tasks, graph, ["extract", "load", "report", "cleanup"], NOW)
+    assert "Tasks over time" in page and "Dependencies" in page and "<script" not in page
+    assert "extract: succeeded after a retry, attempt 2" in page and "disk full" in page
+    assert "report: skipped (not run)" in page and "cleanup: waiting" in page
+    assert page.count("<line ") == 3, "an edge per dependency"
+
+
+def test_the_widget_answers_describe_and_takes_the_dashboards_range() -> None:
+    assert "view" in render_widget({"describe": True}, None, None, NOW)  # type: ignore[arg-type]
+    context = {"timeRange": {"start": 1_800_000_000_000, "end": 1_800_086_400_000, "zoom": {}}}
+    start, end = time_range(context, NOW)
+    assert end - start == timedelta(days=1)
+    assert time_range({}, NOW) == (NOW - timedelta(days=7), NOW)
+    empty = render_widget({"widgetContext": {"params": {"view": "team", "team": "CONSOLE_TEAM"}}}, None, None, NOW)  # type: ignore[arg-type]
+    assert "Type a team" in empty and "<script" not in empty
