@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck unit bench run synth clean
+.PHONY: test lint typecheck unit bench run synth clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP) lint typecheck unit
+# Chromium (for the console's screenshots) installs in the background while everything else runs.
+test: chromium $(STAMP) lint typecheck unit
+
+chromium:
+	$(PYTHON) scripts/ensure_chromium.py --background
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

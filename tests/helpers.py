@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from jobsched.core.spec import Schedule
@@ -126,3 +127,47 @@ def silent_server() -> Iterator[SilentEndpoint]:
         for connection in held:
             connection.close()
         listener.close()
+
+
+def chromium(wait_seconds: float = 420.0) -> str:
+    """Debian's chromium for screenshots: `make test` installs it in the background when missing
+    (scripts/ensure_chromium.py), so this waits for that; it skips, saying why, where it cannot be had."""
+    import shutil
+    import time
+    from pathlib import Path
+
+    import pytest
+
+    status_file = Path(__file__).resolve().parents[1] / "build" / "chromium.status"
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        found = shutil.which("chromium")
+        if found:
+            return found
+        status = status_file.read_text().strip() if status_file.exists() else "not started (run `make test`)"
+        if status != "installing" or time.monotonic() > deadline:
+            pytest.skip(f"chromium is not available for screenshots: {status}")
+        time.sleep(2)
+
+
+def screenshot(browser: str, url: str, out: Path, *, width: int = 1100, height: int = 720) -> bytes:
+    """A headless Chromium screenshot of ``url`` as PNG bytes (also written to ``out``)."""
+    import subprocess
+
+    subprocess.run(
+        [
+            browser,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--disable-dev-shm-usage",
+            f"--window-size={width},{height}",
+            f"--screenshot={out}",
+            url,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=90,
+    )
+    return out.read_bytes()

@@ -11,12 +11,14 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import urllib3
 
 from infra.local.runtime import TEAM_PATTERN, LocalRuntime, free_port
+from tests.helpers import chromium, screenshot
 
 HTTP = urllib3.PoolManager()
 
@@ -294,3 +296,34 @@ def test_the_console_serves_linked_team_job_and_run_pages(runtime: LocalRuntime)
     status, run = page_of(runtime, f"/console/teams/e2e/jobs/shown/runs/{run_id}")
     assert status == 200 and "SUCCEEDED" in run and "<script" not in run
     assert page_of(runtime, "/console/teams/e2e/jobs/nope")[0] == 404
+
+
+def test_the_console_looks_right_in_a_browser(runtime: LocalRuntime, tmp_path: Path) -> None:
+    """Screenshots in headless Chromium of the team, job and DAG run views. UPDATE_SCREENSHOTS=1 keeps them
+    as the README's reference pictures (docs/console/)."""
+    browser = chromium()
+    flaky = {"type": "lambda", "function": "jobsched-example-flaky", "payload": {"fail_times": 1}}
+    echo = {"type": "lambda", "function": "jobsched-example-echo"}
+    body = {
+        "retry": {"max_attempts": 2, "backoff": {"initial": "1s", "max": "1s", "jitter": "none"}},
+        "dag": {
+            "tasks": [
+                {"name": "extract", "target": echo},
+                {"name": "transform", "depends_on": ["extract"], "target": flaky},
+                {"name": "enrich", "depends_on": ["extract"], "target": echo},
+                {"name": "load", "depends_on": ["transform", "enrich"], "target": echo},
+            ]
+        },
+    }
+    call(runtime, "PUT", "/teams/e2e/jobs/pipeline", body)
+    run = call(runtime, "POST", "/teams/e2e/jobs/pipeline/trigger")[1]
+    wait_for(finished(runtime, "pipeline", run["run_id"]), 120)
+    keep = Path(__file__).parents[2] / "docs" / "console" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
+    keep.mkdir(parents=True, exist_ok=True)
+    for name, path in (
+        ("team", "/console/teams/e2e"),
+        ("job", "/console/teams/e2e/jobs/shown?days=3"),
+        ("dag-run", f"/console/teams/e2e/jobs/pipeline/runs/{run['run_id']}"),
+    ):
+        picture = screenshot(browser, runtime.api_url + path, keep / f"{name}.png")
+        assert picture.startswith(b"\x89PNG") and len(picture) > 15_000, f"{name}: a page with content, not blank"

@@ -16,7 +16,7 @@ OUTCOMES: dict[str, Look] = {
     "succeeded": Look("#1a7f37", "✓", "succeeded"),
     "retried": Look("#4b6b1f", "↻", "succeeded after a retry"),
     "failed": Look("#cf222e", "✗", "failed"),
-    "timed_out": Look("#a0400b", "⧗", "timed out"),
+    "timed_out": Look("#a0400b", "T", "timed out"),
     "missed": Look("#8250df", "!", "missed"),
     "skipped": Look("#57606a", "\u2013", "skipped"),
     "cancelled": Look("#424a53", "⊘", "cancelled"),
