@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from jobsched.console import render, views
-from jobsched.core.records import Run, StoredJob, TaskState
+from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 
@@ -80,6 +80,9 @@ class Stores:
     def open_incidents(self, job: str) -> set[str]:
         time.sleep(self.latency)
         return set()
+
+    def open_incident_list(self, *, limit: int = 200) -> list[StoredIncident]:
+        return []
 
 
 class RunsView:

@@ -355,6 +355,13 @@ class Observability(Construct):
                 left=[signal("MissedInstants", "Sum", FIVE_MINUTES), signal("LostRunMessages", "Sum", FIVE_MINUTES)],
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms),
+            cloudwatch.CustomWidget(
+                function_arn=functions.console.function_arn,
+                title="Open incidents (jobsched console)",
+                params={"view": "incidents"},
+                width=24,
+                height=8,
+            ),
         )
         # Per job, from the worker's structured logs (job is a log field, never a metric dimension).
         worker_logs = [f"/aws/lambda/{resource_name(self.config, 'Worker')}"]

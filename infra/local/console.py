@@ -17,7 +17,7 @@ PREFIX = "/console"
 
 
 class LocalConsole:
-    """GET /console, /console/teams/{team}, .../jobs/{name}[?days=N], .../runs/{run_id}."""
+    """GET /console, /console/incidents, /console/teams/{team}, .../jobs/{name}[?days=N], .../runs/{run_id}."""
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
         self.clock = clock
@@ -39,7 +39,11 @@ class LocalConsole:
     def _view(self, path: list[str], jobs: JobsStore, runs: RunsStore, now: datetime, days: int) -> views.View:
         links = _links
         if not path:
-            return views.View("jobsched console", _teams(jobs))
+            return views.View(
+                "jobsched console", f'<p><a href="{PREFIX}/incidents">Open incidents</a></p>' + _teams(jobs)
+            )
+        if path == ["incidents"]:
+            return views.incidents(jobs, now=now, links=links)
         if len(path) == 2 and path[0] == "teams":
             return views.team(jobs, runs, path[1], now=now, links=links)
         if len(path) == 4 and path[0] == "teams" and path[2] == "jobs":

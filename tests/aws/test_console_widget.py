@@ -32,3 +32,40 @@ def test_the_widget_renders_the_team_the_job_timeline_and_a_run(stack: Stack, cl
     detail = widget(view="run", team="ops", job="report", run_id=run.run_id)
     assert "SUCCEEDED" in detail and "scheduled for" in detail
     assert "Not found" in widget(view="run", team="ops", job="report", run_id="nope")
+
+
+def test_open_incidents_are_listed_across_teams_and_leave_the_list_when_resolved(stack: Stack, clock: Clock) -> None:
+    from jobsched.core.records import StoredIncident
+
+    stack.register(
+        {
+            "name": "ledger",
+            "team": "payments",
+            "runbook_url": "https://wiki.example.com/ledger",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "lambda", "function": "echo"},
+        }
+    )
+    values = {
+        "subject": "payments/ledger",
+        "incident_class": "failing",
+        "opened_at": "2027-01-04T08:00:00Z",
+        "first_kind": "run_failed",
+        "failures": 3,
+        "paged": ["primary"],
+        "auto_paused": False,
+        "last": {"error": "HTTP 503: <b>down</b>"},
+        "seen": [],
+    }
+    stored = stack.jobs.put_incident(StoredIncident(values), expected_version=0)
+    other = {**values, "subject": "ops/backup", "opened_at": "2027-01-04T07:00:00Z", "failures": 1}
+    stack.jobs.put_incident(StoredIncident(other), expected_version=0)
+    listed = [incident.incident.subject for incident in stack.jobs.open_incident_list()]
+    assert listed == ["ops/backup", "payments/ledger"], "across teams, oldest first"
+    page = render_widget({"widgetContext": {"params": {"view": "incidents"}}}, stack.jobs, stack.runs, clock())
+    assert "payments/ledger" in page and "ops/backup" in page and "https://wiki.example.com/ledger" in page
+    assert "&lt;b&gt;down" in page and "primary" in page and "59 min" in page
+    stack.jobs.put_incident(
+        StoredIncident(stored.values, stored.version, resolved=True), expected_version=stored.version
+    )
+    assert [i.incident.subject for i in stack.jobs.open_incident_list()] == ["ops/backup"]

@@ -296,6 +296,8 @@ def test_the_console_serves_linked_team_job_and_run_pages(runtime: LocalRuntime)
     status, run = page_of(runtime, f"/console/teams/e2e/jobs/shown/runs/{run_id}")
     assert status == 200 and "SUCCEEDED" in run and "<script" not in run
     assert page_of(runtime, "/console/teams/e2e/jobs/nope")[0] == 404
+    status, incidents = page_of(runtime, "/console/incidents")
+    assert status == 200 and "Open incidents" in incidents and "<script" not in incidents
 
 
 def test_the_console_looks_right_in_a_browser(runtime: LocalRuntime, tmp_path: Path) -> None:

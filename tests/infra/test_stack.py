@@ -294,6 +294,9 @@ def test_four_dashboards_and_the_jobs_one_is_the_console(dev: Template) -> None:
     ]
     assert body.count('\\"type\\":\\"custom\\"') == 2 and console in body, "two custom widgets, calling the console"
     assert "CONSOLE_TEAM" in body and '\\"variables\\"' in body, "the team comes from a dashboard variable"
+    [oncall] = [p for p in dashboards.values() if p["DashboardName"] == "jobsched-dev-oncall"]
+    oncall_body = json.dumps(oncall["DashboardBody"])
+    assert oncall_body.count('\\"type\\":\\"custom\\"') == 1 and '\\"view\\":\\"incidents\\"' in oncall_body
 
 
 def test_the_console_function_only_reads(dev: Template) -> None:

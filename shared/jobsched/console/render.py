@@ -12,7 +12,7 @@ from html import escape
 from zoneinfo import ZoneInfo
 
 from jobsched.console.palette import BACKGROUND, MUTED, TEXT, look
-from jobsched.core.records import Run, TaskState
+from jobsched.core.records import Incident, Run, TaskState
 from jobsched.core.runs import instant_text
 from jobsched.dag.definition import Graph
 from jobsched.schedule.engine import Occurrence
@@ -311,3 +311,40 @@ def dependency_graph(graph: Graph, tasks: dict[str, TaskState], order: Sequence[
         f'<svg width="{width}" height="{height}" role="img" aria-label="task dependencies">'
         f"{''.join(edges)}{''.join(boxes)}</svg>"
     )
+
+
+# ------------------------------------------------------------------------------------- incidents
+
+
+def incidents_view(incidents: Sequence[Incident], runbooks: dict[str, str], now: datetime, links: Links) -> str:
+    """Open incidents across teams, oldest first: age, failures, who was paged, the last error, the runbook."""
+    if not incidents:
+        return '<p class="muted">No open incident.</p>'
+    rows = []
+    for incident in incidents:
+        opened = datetime.fromisoformat(incident.opened_at.replace("Z", "+00:00"))
+        age = _age(now - opened)
+        subject = incident.subject
+        team, _, name = subject.partition("/")
+        href = links(f"/teams/{team}/jobs/{name}") if name and not subject.startswith(("TARGET#", "SYSTEM")) else None
+        runbook = runbooks.get(subject)
+        book = f'<a href="{escape(runbook)}">runbook</a>' if runbook else DASH
+        paged = ", ".join(incident.paged) or "nobody yet"
+        error = str((incident.last or {}).get("error") or DASH)
+        rows.append(
+            f'<tr><td><span class="badge incident">&#9888; {escape(incident.incident_class)}</span></td>'
+            f"<td>{link_text(subject, href)}</td><td class=num>{age}</td><td class=num>{incident.failures}</td>"
+            f"<td>{escape(paged)}</td><td class=muted>{escape(error[:200])}</td><td>{book}</td></tr>"
+        )
+    return (
+        f'<p class="muted">{len(incidents)} open, oldest first</p><table><tr><th>class</th><th>subject</th>'
+        "<th>open for</th><th>events</th><th>paged</th><th>last error</th><th></th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _age(span: timedelta) -> str:
+    minutes = int(span.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    hours = minutes // 60
+    return f"{hours} h" if hours < 48 else f"{hours // 24} d"

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from jobsched.console import render
 from jobsched.console.palette import look
-from jobsched.core.records import Run, StoredJob, TaskState
+from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.dag.definition import graph_from_values
 from jobsched.schedule.engine import compile_schedule
 from jobsched.watch.health import MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, strip_cell, worst_first
@@ -26,6 +26,7 @@ class ConsoleJobs(Protocol):
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]: ...
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None: ...
     def open_incidents(self, job: str) -> set[str]: ...
+    def open_incident_list(self, *, limit: int = 200) -> list[StoredIncident]: ...
 
 
 class ConsoleRuns(Protocol):
@@ -122,6 +123,18 @@ def run(jobs: ConsoleJobs, runs: ConsoleRuns, job_key: str, run_id: str, *, now:
     team_name, name = job_key.split("/", 1)
     nav = _nav(links, ("teams", team_name), ("jobs", name), ("runs", run_id))
     return View(f"Run {run_id} of {job_key}", render.run_view(found, tasks, graph, order, now), nav)
+
+
+def incidents(jobs: ConsoleJobs, *, now: datetime, links: render.Links) -> View:
+    """Open incidents across teams, for the on-call dashboard."""
+    found = [stored.incident for stored in jobs.open_incident_list()]
+    specs = jobs.get_many(
+        sorted({i.subject for i in found if "/" in i.subject and not i.subject.startswith("TARGET#")})
+    )
+    runbooks = {key: str(stored.spec.runbook_url) for key, stored in specs.items() if stored.spec.runbook_url}
+    here = links("/incidents")
+    nav = ((here, "incidents"),) if here else ()
+    return View("Open incidents", render.incidents_view(found, runbooks, now, links), nav)
 
 
 def _runs_table(job_key: str, shown: list[Run], links: render.Links) -> str:

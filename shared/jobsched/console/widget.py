@@ -14,7 +14,7 @@ from jobsched.console import render, views
 
 DESCRIPTION = """\
 ### jobsched console
-Parameters: `view` (`team` | `job` | `run`), `team`, and for `job`/`run`: `job` (the name), `run_id`.
+Parameters: `view` (`incidents` | `team` | `job` | `run`), `team`, and for `job`/`run`: `job`, `run_id`.
 The dashboard's time range bounds the job timeline (at most 62 days).
 ```
 view: team
@@ -35,13 +35,17 @@ def render_widget(event: dict[str, Any], jobs: views.ConsoleJobs, runs: views.Co
     params = {**(context.get("params") or {}), **{k: v for k, v in event.items() if k != "widgetContext"}}
     view = str(params.get("view", "team"))
     team = str(params.get("team", ""))
-    if team == "CONSOLE_TEAM" or params.get("job") == "CONSOLE_JOB":  # the dashboard's variables left empty
+    if view != "incidents" and (
+        team == "CONSOLE_TEAM" or params.get("job") == "CONSOLE_JOB"
+    ):  # the dashboard's variables left empty
         return render.page(
             "jobsched", "<p>Type a team (and a job) in the dashboard's boxes above.</p>", standalone=False
         )
     start, end = time_range(context, now)
     try:
-        if view == "team" and team:
+        if view == "incidents":
+            shown = views.incidents(jobs, now=now, links=no_links)
+        elif view == "team" and team:
             shown = views.team(jobs, runs, team, now=now, links=no_links)
         elif view == "job" and team and params.get("job"):
             key = f"{team}/{params['job']}"

@@ -100,6 +100,10 @@ class JobsKeys:
     DUE_SHARD = "due_shard"  # present only while the job is ACTIVE and has a next instant
     NEXT_FIRE_AT = "next_fire_at"
     TEAM_INDEX = "by_team"
+    # Open incidents across teams (the on-call console): sparse, only while an incident is open.
+    OPEN_INCIDENTS_INDEX = "open_incidents"
+    OPEN_INCIDENT = "open_incident"  # "OPEN" on an open incident's item; absent once resolved
+    INCIDENT_OPENED_AT = "incident_opened_at"
     TEAM = "team"
     NAME = "name"
 
@@ -181,6 +185,14 @@ JOBS_TABLE = TableDefinition(
         ),
         # Listing a team's jobs (the spec items carry team and name).
         IndexDefinition(JobsKeys.TEAM_INDEX, (JobsKeys.TEAM, "S"), (JobsKeys.NAME, "S")),
+        # Open incidents, oldest first (few: one partition is plenty), with the incident itself.
+        IndexDefinition(
+            JobsKeys.OPEN_INCIDENTS_INDEX,
+            (JobsKeys.OPEN_INCIDENT, "S"),
+            (JobsKeys.INCIDENT_OPENED_AT, "S"),
+            projection="INCLUDE",
+            non_key_attributes=("incident", "version"),
+        ),
     ),
     ttl_attribute=JobsKeys.TTL,
 )

@@ -34,6 +34,8 @@ class IncidentsStore(JobsTable):
             "unsent": stored.unsent,
             "resolved": stored.resolved,
         }
+        if not stored.resolved:
+            values |= {JobsKeys.OPEN_INCIDENT: "OPEN", JobsKeys.INCIDENT_OPENED_AT: stored.values["opened_at"]}
         condition = "attribute_not_exists(pk)" if expected_version == 0 else "version = :v"
         request: dict[str, Any] = {
             "TableName": self.table,
@@ -103,3 +105,23 @@ class IncidentsStore(JobsTable):
             ConsistentRead=False,
         )
         return set(from_item(response.get("Item") or {}).get(JobsKeys.INCIDENTS) or ())
+
+    def open_incident_list(self, *, limit: int = 200) -> list[StoredIncident]:
+        """Every open incident across teams, oldest first (the sparse index: resolved ones are not on it)."""
+        found: list[StoredIncident] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": JobsKeys.OPEN_INCIDENTS_INDEX,
+            "KeyConditionExpression": "#open = :open",
+            "ExpressionAttributeNames": {"#open": JobsKeys.OPEN_INCIDENT},
+            "ExpressionAttributeValues": to_values({":open": "OPEN"}),
+        }
+        while len(found) < limit:
+            response = self.db.query(**request, Limit=limit - len(found))
+            for item in response.get("Items", []):
+                values = from_item(item)
+                found.append(StoredIncident(json.loads(values["incident"]), int(values["version"])))
+            if "LastEvaluatedKey" not in response:
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return found
