@@ -114,12 +114,15 @@ class ApiClient:
             raise ClientError(result.status, result.body)
         raise ServiceError(f"the API failed: HTTP {result.status}")
 
-    def paged(self, path: str, key: str, query: dict[str, Any] | None = None) -> list[Any]:
+    def paged(self, path: str, key: str, query: dict[str, Any] | None = None, *, limit: int | None = None) -> list[Any]:
+        """Every item of a paginated list (or the first ``limit``), 100 a request."""
         items: list[Any] = []
         token = None
-        while True:
-            page = self.call("GET", path, query={**(query or {}), "limit": 100, "next_token": token}).body
+        while limit is None or len(items) < limit:
+            size = 100 if limit is None else min(100, limit - len(items))
+            page = self.call("GET", path, query={**(query or {}), "limit": size, "next_token": token}).body
             items += page[key]
             token = page.get("next_token")
             if not token:
-                return items
+                break
+        return items

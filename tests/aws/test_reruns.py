@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.core.records import StaleAttempt
+from jobsched.core.records import Run, StaleAttempt
 from jobsched.core.runs import RunStatus, instant_text
 from jobsched.pipeline.reruns import RerunRefused, RunInFlight, rerun_run
 from jobsched.pipeline.triggers import cancel_backfill, get_backfill, start_backfill
@@ -76,7 +76,8 @@ def test_a_rerun_that_fails_is_retried_by_its_policy_again(stack: Stack, clock: 
     assert done is not None and done.status is RunStatus.FAILED and done.attempt == 4, "attempts 3 and 4"
 
 
-def test_the_old_attempts_late_result_is_refused(stack: Stack, clock: Clock) -> None:
+def callback_run_waiting(stack: Stack, clock: Clock) -> Run:
+    """The 09:00 run of a callback job (no retries), RUNNING while it waits for its result."""
     stack.register(
         {
             "name": "cb",
@@ -90,6 +91,11 @@ def test_the_old_attempts_late_result_is_refused(stack: Stack, clock: Clock) -> 
     stack.tick()
     stack.pump()
     [run] = stack.run_list("ops/cb")
+    return run
+
+
+def test_the_old_attempts_late_result_is_refused(stack: Stack, clock: Clock) -> None:
+    run = callback_run_waiting(stack, clock)
     stack.worker.complete_external("ops/cb", run.run_id, 1, succeeded=False, error="bad input")
     rerun_run(stack.jobs, stack.runs, stack.queues, "ops/cb", run.run_id, now=clock(), principal="alice")
     stack.pump()
@@ -100,19 +106,7 @@ def test_the_old_attempts_late_result_is_refused(stack: Stack, clock: Clock) -> 
 
 
 def test_a_run_in_flight_or_succeeded_is_refused_unless_forced(stack: Stack, clock: Clock) -> None:
-    stack.register(
-        {
-            "name": "cb",
-            "team": "ops",
-            "schedule": {"expression": "0 * * * *"},
-            "target": {"type": "callback", "timeout": "1h"},
-            "retry": {"max_attempts": 1},
-        }
-    )
-    clock.set("2027-01-04T09:00:00Z")
-    stack.tick()
-    stack.pump()
-    [run] = stack.run_list("ops/cb")
+    run = callback_run_waiting(stack, clock)
     with pytest.raises(RunInFlight):
         rerun_run(stack.jobs, stack.runs, stack.queues, "ops/cb", run.run_id, now=clock(), principal="a")
     stack.worker.complete_external("ops/cb", run.run_id, 1, succeeded=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from pydantic import ValidationError
 
 from jobsched.cli import app
 from jobsched.cli.app import cli
+from jobsched.cli.offline import parse_instant_option
 from jobsched.core.spec import JobSpec
 from jobsched.planning.simulate import simulate as run_simulation
 from jobsched.registry.jobfile import validate_files
@@ -79,7 +79,8 @@ def github_annotation(finding: Finding) -> str:
 def simulate(paths: tuple[Path, ...], start_text: str, end_text: str, as_json: bool, stream: bool, top: int) -> None:
     """Every instant of the jobs in a range (no cap): per job the fires, the instants skipped and moved
     by reason and the DST events met; across all jobs the busiest minutes."""
-    start, end = instant(start_text, "--from"), instant(end_text, "--to")
+    start = parse_instant_option(start_text, "UTC", "--from")
+    end = parse_instant_option(end_text, "UTC", "--to")
     if end <= start:
         raise click.BadParameter("must be after --from", param_hint="--to")
     results = validate_files(paths)
@@ -139,11 +140,3 @@ def print_summary(summary: dict[str, Any]) -> None:
     click.echo("busiest minutes (UTC):")
     for entry in summary["busiest_minutes"]:
         click.echo(f"  {entry['minute']}  {entry['fires']} fires")
-
-
-def instant(text: str, option: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter(f"'{text}' is not an ISO-8601 date and time", param_hint=option) from None
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)

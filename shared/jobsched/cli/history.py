@@ -31,15 +31,7 @@ def history(job: str, team: str | None, limit: int, show_diff: bool, client: Any
     """A job's history, newest first: every spec version, pause and resume with their reasons, triggers,
     cancels, reruns, backfills, rollbacks; who did it and when."""
     owner, name = job_ref(job, team)
-    entries: list[dict[str, Any]] = []
-    token = None
-    while len(entries) < limit:
-        query = f"?limit={min(100, limit - len(entries))}" + (f"&next_token={token}" if token else "")
-        page = client.call("GET", f"/teams/{owner}/jobs/{name}/history{query}").body
-        entries += page["entries"]
-        token = page.get("next_token")
-        if not token:
-            break
+    entries = client.paged(f"/teams/{owner}/jobs/{name}/history", "entries", limit=limit)
     if output != "table":
         emit(entries, output)
     elif show_diff:

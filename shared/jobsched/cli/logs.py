@@ -10,8 +10,9 @@ import click
 
 from jobsched.cli.app import cli
 from jobsched.cli.remote import job_ref, remote
+from jobsched.core.runs import TERMINAL
 
-ENDED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "SKIPPED", "MISSED")
+ENDED = frozenset(status.value for status in TERMINAL)
 follow_poll_seconds = 2.0
 SHOWN_FIELDS = ("attempt", "outcome", "detail", "task", "run_ids", "lateness_s", "error")
 

@@ -100,7 +100,7 @@ def preview(
             hash_key = job_key
     except SpecError as error:
         _fail_with(error.errors, job_file)
-    after = _parse_after(after_text, schedule.timezone) if after_text else app.clock()
+    after = parse_instant_option(after_text, schedule.timezone) if after_text else app.clock()
     compiled = compile_schedule(schedule, hash_key=hash_key, anchor=after)
     entries = compiled.preview(after, count)
     if as_json:
@@ -125,11 +125,12 @@ def _schedule_from_options(expression: str, timezone: str) -> Schedule:
         raise SpecError([FieldError(renamed.get(p.path, p.path), p.code, p.message) for p in problems]) from None
 
 
-def _parse_after(text: str, timezone: str) -> datetime:
+def parse_instant_option(text: str, timezone: str, option: str = "--after") -> datetime:
+    """An ISO-8601 date and time given to ``option``; without an offset, in ``timezone``. UTC."""
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise click.BadParameter(f"'{text}' is not an ISO-8601 date and time", param_hint="--after") from None
+        raise click.BadParameter(f"'{text}' is not an ISO-8601 date and time", param_hint=option) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=get_zone(timezone))
     return value.astimezone(UTC)
@@ -218,7 +219,7 @@ def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_
     if bad or not results:
         click.echo("fix the job files first" if bad else "no job files (.yaml, .yml, .json) found", err=True)
         sys.exit(1)
-    start = _parse_after(after_text, "UTC") if after_text else app.clock()
+    start = parse_instant_option(after_text, "UTC") if after_text else app.clock()
     profile = load_profile((r.job for r in results if r.job is not None), start=start, days=days)
     minute, peak = profile.peak()
     sizing = size_for(profile, target_p99_s=target_p99)

@@ -137,9 +137,9 @@ def timeline_view(
         text += f" ({run.reason})" if run.reason else ""
         cells.setdefault((local.date(), local.hour), []).append((outcome, text, late))
     for occurrence in occurrences:
-        wall = occurrence.moved_from[0] if occurrence.moved_from else occurrence.wall
+        wall = occurrence.scheduled_wall
         reason = occurrence.reason or ""
-        if "DST" in reason or "blackout" in reason:
+        if occurrence.reason_kind in ("dst gap", "dst overlap", "blackout"):
             marks.setdefault(wall.date(), []).append(f"{wall:%H:%M}: {reason}")
         if not occurrence.fires and occurrence.at not in ran:
             cells.setdefault((wall.date(), wall.hour), []).append(("skipped", f"{wall:%H:%M} skipped: {reason}", 0.0))

@@ -11,7 +11,9 @@ from typing import Protocol
 from jobsched.console import render
 from jobsched.console.palette import look
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
+from jobsched.core.runs import instant_text
 from jobsched.dag.definition import graph_from_values
+from jobsched.registry.jobs import first_fire_after
 from jobsched.schedule.engine import compile_schedule
 from jobsched.watch.health import MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, strip_cell, worst_first
 
@@ -157,10 +159,10 @@ def _runs_table(job_key: str, shown: list[Run], links: render.Links) -> str:
 
 
 def _next_fire(stored: StoredJob, now: datetime) -> str | None:
-    if stored.state != "ACTIVE" or stored.spec.schedule is None:
+    if stored.state != "ACTIVE":
         return None
-    upcoming = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at).next_fires(now, 1)
-    return upcoming[0].at.strftime("%Y-%m-%dT%H:%M:%SZ") if upcoming else None
+    upcoming = first_fire_after(stored.spec, created_at=stored.created_at, after=now)
+    return instant_text(upcoming) if upcoming else None
 
 
 def _nav(links: render.Links, *parts: tuple[str, str]) -> tuple[tuple[str, str], ...]:

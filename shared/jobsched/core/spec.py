@@ -756,3 +756,11 @@ class JobSpec(StrictModel):
     def key(self) -> str:
         """team/name: the job's identity and the seed of its H values and jitter."""
         return f"{self.team}/{self.name}"
+
+    def targets(self) -> list[tuple[str, Target]]:
+        """(field path, target) of everything the job calls: its target, or each DAG task's."""
+        if self.target is not None:
+            return [("target", self.target)]
+        if self.dag is not None:
+            return [(f"dag.tasks[{index}].target", task.target) for index, task in enumerate(self.dag.tasks)]
+        return []

@@ -16,14 +16,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from jobsched.core.records import JobNotFound, Run, StoredJob
-from jobsched.core.runs import RunStatus
+from jobsched.core.runs import TERMINAL, RunStatus
 from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort
 
-# What a rerun may start from; SUCCEEDED only when asked (``force``).
-RERUNNABLE = frozenset(
-    {RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.MISSED, RunStatus.SKIPPED, RunStatus.CANCELLED}
-)
-IN_FLIGHT = frozenset({RunStatus.SCHEDULED, RunStatus.RUNNING, RunStatus.RETRYING})
 NEVER_RAN = frozenset({RunStatus.MISSED, RunStatus.SKIPPED})  # what a backfill without a status filter reruns
 
 
@@ -69,14 +64,14 @@ def rerun_run(
 
 
 def check_rerunnable(stored: StoredJob, run: Run, *, force: bool) -> None:
+    """A run that ended may be rerun (FAILED, TIMED_OUT, MISSED, SKIPPED, CANCELLED); SUCCEEDED only with
+    ``force``; one still in flight (SCHEDULED, RUNNING, RETRYING) not at all."""
     if stored.spec.dag is not None:
         raise RerunUnsupported(f"{stored.key} is a DAG job: run it again with a trigger or a backfill")
-    if run.status in IN_FLIGHT:
+    if run.status not in TERMINAL:
         raise RunInFlight(f"{run.job} {run.run_id} is {run.status.value}: wait until it finishes, or cancel it")
     if run.status is RunStatus.SUCCEEDED and not force:
         raise RerunRefused(f"{run.job} {run.run_id} SUCCEEDED; rerun it anyway with force")
-    if run.status is not RunStatus.SUCCEEDED and run.status not in RERUNNABLE:
-        raise RerunRefused(f"{run.job} {run.run_id} is {run.status.value}, which is not rerun")
 
 
 def reopen_and_send(

@@ -68,33 +68,16 @@ def simulate(
     return Simulation(start, end, jobs, per_minute)
 
 
-def reason_kind(reason: str) -> str:
-    """A skip or move reason as the kind it belongs to (the details, like dates, left out)."""
-    for marker, kind in (
-        ("DST gap", "dst gap"),
-        ("DST overlap", "dst overlap"),
-        ("skipped the whole day", "date does not exist"),
-        ("blackout", "blackout"),
-        ("holiday", "holiday"),
-        ("not a business day", "not a business day"),
-        ("excluded date", "excluded date"),
-    ):
-        if marker in reason:
-            return kind
-    return reason.split(":", 1)[0]
-
-
 def _count(result: JobSimulation, occurrence: Occurrence) -> None:
     reason = occurrence.reason or ""
-    if "DST" in reason:
-        scheduled = occurrence.moved_from[0] if occurrence.moved_from else occurrence.wall
-        result.dst_events.append(f"{scheduled:%Y-%m-%d %H:%M}: {reason}")
+    if occurrence.reason_kind in ("dst gap", "dst overlap"):
+        result.dst_events.append(f"{occurrence.scheduled_wall:%Y-%m-%d %H:%M}: {reason}")
     if not occurrence.fires:
-        result.skipped[reason_kind(reason)] += 1
+        result.skipped[occurrence.reason_kind] += 1
         return
     result.fires += 1
     result.first = result.first or occurrence.at
     result.last = occurrence.at
     if occurrence.moved_from:
         # A fire that absorbed a blackout's deferred run keeps its own (empty) reason.
-        result.moved[reason_kind(reason) if reason else "blackout"] += len(occurrence.moved_from)
+        result.moved[occurrence.reason_kind if reason else "blackout"] += len(occurrence.moved_from)

@@ -196,7 +196,7 @@ def _required(job: _Job, policy: LintPolicy) -> list[Finding]:
 def _targets(job: _Job, policy: LintPolicy) -> list[Finding]:
     found = []
     rules = policy.targets
-    for where, target in _all_targets(job.spec):
+    for where, target in job.spec.targets():
         kind = getattr(target, "type", "")
         if rules.allowed_types is not None and kind not in rules.allowed_types:
             found.append(
@@ -223,14 +223,6 @@ def _targets(job: _Job, policy: LintPolicy) -> list[Finding]:
                         )
                     )
     return found
-
-
-def _all_targets(spec: JobSpec) -> list[tuple[str, Any]]:
-    if spec.target is not None:
-        return [("target", spec.target)]
-    if spec.dag is not None:
-        return [(f"dag.tasks[{index}].target", task.target) for index, task in enumerate(spec.dag.tasks)]
-    return []
 
 
 def _accounts(target: Any) -> set[str]:
@@ -318,13 +310,12 @@ def _dst(job: _Job, now: datetime) -> list[Finding]:
     folds: dict[str, list[str]] = defaultdict(list)
     for occurrence in itertools.islice(compiled.occurrences(now, until=now + DST_HORIZON), MAX_OCCURRENCES):
         reason = occurrence.reason or ""
-        scheduled = occurrence.moved_from[0] if occurrence.moved_from else occurrence.wall
+        scheduled = occurrence.scheduled_wall
         wall = scheduled.strftime("%H:%M")
-        if "DST gap" in reason:
-            gaps[wall].append(
-                f"{occurrence.wall.date()} ({reason.split(': ', 1)[-1] if 'shifted' in reason else 'skipped'})"
-            )
-        elif "DST overlap" in reason:
+        if occurrence.reason_kind == "dst gap":
+            outcome = reason.split(": ", 1)[-1] if "shifted" in reason else "skipped"
+            gaps[wall].append(f"{scheduled.date()} ({outcome})")
+        elif occurrence.reason_kind == "dst overlap":
             folds[wall].append(str(scheduled.date()))
     zone = compiled.schedule.timezone
     found = [

@@ -109,6 +109,33 @@ class Occurrence:
     def skipped(self, reason: str) -> Occurrence:
         return replace(self, fires=False, reason=reason)
 
+    @property
+    def scheduled_wall(self) -> datetime:
+        """The wall time the expression named: a fire shifted out of a DST gap or deferred by a blackout
+        runs at ``wall`` but was scheduled at its first ``moved_from``."""
+        return self.moved_from[0] if self.moved_from else self.wall
+
+    @property
+    def reason_kind(self) -> str:
+        """The kind of its reason, the details (dates, times) left out: what summaries count by."""
+        return reason_kind(self.reason or "")
+
+
+def reason_kind(reason: str) -> str:
+    """A skip or move reason as the kind it belongs to: each is one the engine writes."""
+    for marker, kind in (
+        ("DST gap", "dst gap"),
+        ("DST overlap", "dst overlap"),
+        ("skipped the whole day", "date does not exist"),
+        ("blackout", "blackout"),
+        ("holiday", "holiday"),
+        ("not a business day", "not a business day"),
+        ("excluded date", "excluded date"),
+    ):
+        if marker in reason:
+            return kind
+    return reason.split(":", 1)[0]
+
 
 def _fire(at: datetime, wall: datetime, **fields: Any) -> Occurrence:
     return Occurrence(at=at, wall=wall, fires=True, fire_at=at, **fields)

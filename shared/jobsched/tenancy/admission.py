@@ -59,12 +59,9 @@ def schedule_cost_errors(spec: JobSpec, now: datetime) -> list[FieldError]:
 
 
 def _urls(spec: JobSpec) -> Iterator[tuple[str, str]]:
-    if isinstance(spec.target, HttpTarget):
-        yield "target.url", spec.target.url
-    if spec.dag is not None:
-        for index, task in enumerate(spec.dag.tasks):
-            if isinstance(task.target, HttpTarget):
-                yield f"dag.tasks[{index}].target.url", task.target.url
+    for path, target in spec.targets():
+        if isinstance(target, HttpTarget):
+            yield f"{path}.url", target.url
     if spec.escalation is not None:
         if spec.escalation.webhook:
             yield "escalation.webhook", spec.escalation.webhook

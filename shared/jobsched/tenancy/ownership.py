@@ -115,11 +115,8 @@ def secret_resource(reference: str, field: str = "") -> ResourceRef:
 
 def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
     """Every resource a job names: its target or each DAG task's, and its escalation topics."""
-    if spec.target is not None:
-        yield from target_resources(spec.target)
-    if spec.dag is not None:
-        for index, task in enumerate(spec.dag.tasks):
-            yield from target_resources(task.target, f"dag.tasks[{index}].target")
+    for path, target in spec.targets():
+        yield from target_resources(target, path)
     if spec.escalation is not None:
         if spec.escalation.webhook_secret:
             yield secret_resource(spec.escalation.webhook_secret, "escalation.webhook_secret")
