@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import pytest
+
 from jobsched.api.app import ApiServices, build_handler
 from jobsched.api.identity import Membership
 from jobsched.api.tokens import CallbackTokens
+from jobsched.client import HttpResult
 from jobsched.tenancy.egress import AddressPolicy
 from tests.aws.harness import Stack
 
@@ -89,3 +93,32 @@ class ApiClient:
         headers = {k: v[-1] for k, v in (result.get("multiValueHeaders") or {}).items()}
         headers.update(result.get("headers") or {})
         return ApiResponse(result["statusCode"], parsed, headers)
+
+
+class InProcess:
+    """A transport for the CLI that hands requests to the API handler, as ``principal``."""
+
+    def __init__(self, api: ApiClient, principal: str) -> None:
+        self.api, self.principal = api, principal
+
+    def __call__(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> HttpResult:
+        response = self.api.call(
+            method, path, principal=self.principal, headers=headers, raw_body=body.decode() if body else None
+        )
+        return HttpResult(response.status, response.body, response.headers)
+
+
+def cli_as(api: ApiClient, principal: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[int, str]]:
+    """The jobsched command line against this API as ``principal``: run(*args) -> (exit code, output)."""
+    from click.testing import CliRunner
+
+    from jobsched.cli import cli
+    from jobsched.cli import remote as cli_remote
+
+    monkeypatch.setattr(cli_remote, "make_transport", lambda url: InProcess(api, principal))
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, list(args))
+        return result.exit_code, result.output
+
+    return run

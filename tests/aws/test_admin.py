@@ -65,20 +65,10 @@ def test_a_team_name_that_cannot_exist_is_refused(api: ApiClient) -> None:
 
 
 def test_jobsched_admin_quota_shows_sets_and_resets(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
-    from click.testing import CliRunner
-
-    from jobsched.cli import cli
-    from jobsched.cli import remote as cli_remote
-    from tests.aws.api_client import ADMIN
-    from tests.aws.test_cli_remote import InProcess
+    from tests.aws.api_client import ADMIN, cli_as
 
     api = ApiClient(stack)
-    principal = [ADMIN]
-    monkeypatch.setattr(cli_remote, "make_transport", lambda url: InProcess(api, principal[0]))
-
-    def run(*args: str) -> tuple[int, str]:
-        result = CliRunner().invoke(cli, list(args))
-        return result.exit_code, result.output
+    run = cli_as(api, ADMIN, monkeypatch)
 
     code, output = run("admin", "quota", "payments", "--set", "max_running=40", "--set", "max_jobs=3")
     assert code == 0, output
@@ -87,7 +77,7 @@ def test_jobsched_admin_quota_shows_sets_and_resets(stack: Stack, monkeypatch: p
     assert code == 0 and '"overrides": {\n    "max_running": 40\n  }' in output
     code, output = run("admin", "quota", "payments", "--set", "max_running=lots")
     assert code == 2 and "LIMIT=N" in output
-    principal[0] = team_role("payments")
+    run = cli_as(api, team_role("payments"), monkeypatch)
     code, output = run("admin", "quota", "payments", "--set", "max_running=1000")
     assert code == 1 and "not a platform admin" in output
     assert stack.jobs.team_overrides("payments") == {"max_running": 40}

@@ -15,21 +15,8 @@ from jobsched.cli import app as cli_app
 from jobsched.cli import cli
 from jobsched.cli import remote as cli_module
 from jobsched.client import HttpResult, ServiceError
-from tests.aws.api_client import ApiClient, team_role
+from tests.aws.api_client import ApiClient, InProcess, team_role
 from tests.aws.harness import Clock, Stack
-
-
-class InProcess:
-    """A transport that hands requests to the API handler, as the payments team's role."""
-
-    def __init__(self, api: ApiClient, principal: str) -> None:
-        self.api, self.principal = api, principal
-
-    def __call__(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> HttpResult:
-        response = self.api.call(
-            method, path, principal=self.principal, headers=headers, raw_body=body.decode() if body else None
-        )
-        return HttpResult(response.status, response.body, response.headers)
 
 
 @pytest.fixture

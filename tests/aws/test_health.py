@@ -12,9 +12,8 @@ from click.testing import CliRunner
 
 from jobsched.cli import cli
 from jobsched.cli import remote as cli_module
-from tests.aws.api_client import ApiClient, team_role
+from tests.aws.api_client import ApiClient, InProcess, team_role
 from tests.aws.harness import Clock, Stack
-from tests.aws.test_cli_remote import InProcess
 from tests.aws.test_pipeline import job
 
 PAYMENTS = team_role("payments")

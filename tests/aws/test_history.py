@@ -10,9 +10,8 @@ from click.testing import CliRunner
 
 from jobsched.cli import cli
 from jobsched.cli import remote as cli_remote
-from tests.aws.api_client import ApiClient, team_role
+from tests.aws.api_client import ApiClient, InProcess, team_role
 from tests.aws.harness import Clock, Stack
-from tests.aws.test_cli_remote import InProcess
 
 OPS = team_role("ops")
 

@@ -12,9 +12,8 @@ from jobsched.cli import cli
 from jobsched.cli import logs as cli_logs
 from jobsched.cli import remote as cli_remote
 from jobsched.core.records import LogLine
-from tests.aws.api_client import ApiClient, team_role
+from tests.aws.api_client import ApiClient, InProcess, team_role
 from tests.aws.harness import Clock, Stack
-from tests.aws.test_cli_remote import InProcess
 
 
 class GrowingLogs:

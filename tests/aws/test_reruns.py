@@ -12,7 +12,7 @@ from jobsched.core.records import Run, StaleAttempt
 from jobsched.core.runs import RunStatus, instant_text
 from jobsched.pipeline.reruns import RerunRefused, RunInFlight, rerun_run
 from jobsched.pipeline.triggers import cancel_backfill, get_backfill, start_backfill
-from tests.aws.api_client import ApiClient, team_role
+from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack, at
 
 HOURLY = {
@@ -280,19 +280,9 @@ def test_the_api_reruns_a_run_and_a_range_and_refuses_what_it_must(
 def test_jobsched_rerun_reruns_one_run_a_range_and_cancels(
     stack: Stack, clock: Clock, lambdas: FakeLambdas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from click.testing import CliRunner
-
-    from jobsched.cli import cli
-    from jobsched.cli import remote as cli_remote
-    from tests.aws.test_cli_remote import InProcess
-
     run_id = fail_the_nine_oclock_run(stack, clock)
     api = ApiClient(stack)
-    monkeypatch.setattr(cli_remote, "make_transport", lambda url: InProcess(api, team_role("ops")))
-
-    def run(*args: str) -> tuple[int, str]:
-        result = CliRunner().invoke(cli, list(args))
-        return result.exit_code, result.output
+    run = cli_as(api, team_role("ops"), monkeypatch)
 
     code, output = run("rerun", "ops/report", run_id)
     assert code == 0 and "RETRYING" in output, output
