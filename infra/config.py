@@ -18,6 +18,7 @@ from jobsched.core.names import (
     PRIORITIES,
     WORK_QUEUES,
 )
+from jobsched.core.spec import NAME as TEAM_NAME
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class StageConfig:
     zero_metrics: bool = True  # publish zero counts each tick (13 custom metrics, $0.30 each a month idle)
     tracing: bool = True  # X-Ray on every function and the API
     burst: BurstConfig = field(default_factory=BurstConfig)
+    console_teams: tuple[str, ...] = ()  # teams whose console buttons act (an alias of the actions function each)
 
     @classmethod
     def from_context(cls, scope: Construct) -> StageConfig:
@@ -169,7 +171,22 @@ class StageConfig:
             zero_metrics=_flag(node, "zero_metrics", default=prod or stage == LOCAL_STAGE),
             tracing=_flag(node, "tracing", default=prod or stage == LOCAL_STAGE),
             burst=BurstConfig.from_context(node),
+            console_teams=_console_teams(node.try_get_context("console_teams")),
         )
+
+
+MAX_CONSOLE_TEAMS = 150  # an alias each: well inside a template's 500 resources
+
+
+def _console_teams(value: Any) -> tuple[str, ...]:
+    """-c console_teams=payments,search (or a JSON list in cdk.json): refused at synth when not team names."""
+    teams = tuple(sorted(set(_list_context(value))))
+    wrong = [team for team in teams if not TEAM_NAME.match(team)]
+    if wrong:
+        raise ValueError(f"console_teams: not team names: {wrong}")
+    if len(teams) > MAX_CONSOLE_TEAMS:
+        raise ValueError(f"console_teams: at most {MAX_CONSOLE_TEAMS} teams")
+    return teams
 
 
 def _membership_context(value: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.console.widget import render_widget
 from jobsched.watch.observability import make_logger
-from jobsched.wiring import console_stores, utc_now
+from jobsched.wiring import console_controls, console_stores, utc_now
 
 logger = make_logger("console")
 
@@ -18,4 +18,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> str:
     jobs, runs = console_stores()
     params = (event.get("widgetContext") or {}).get("params") or {}
     logger.info("widget", extra={"view": params.get("view"), "team": params.get("team"), "job": params.get("job")})
-    return render_widget(event, jobs, runs, utc_now())
+    return render_widget(event, jobs, runs, utc_now(), console_controls())

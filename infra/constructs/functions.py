@@ -27,11 +27,12 @@ from infra.constructs.common import (
 from infra.constructs.queues import Queues
 from infra.constructs.storage import Storage
 from infra.constructs.target_role import TargetRole
-from jobsched.core.names import PRIORITIES, PROJECT, Env
+from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
+from jobsched.core.names import OWNER_TAG, PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
 
 # The functions whose lines belong to a run (dispatcher: the instants sent; the rest: the run's keys).
-RUN_LOG_FUNCTIONS = ("Dispatcher", "Worker", "Escalation", "Pages", "Api")
+RUN_LOG_FUNCTIONS = ("Dispatcher", "Worker", "Escalation", "Pages", "Api", "ConsoleActions")
 
 
 class Functions(Construct):
@@ -98,13 +99,7 @@ class Functions(Construct):
             Duration.seconds(29),
             512,
         )
-        # The console's custom widgets: HTML from the tables, read-only (custom widgets run with the caller's
-        # dashboard permissions, so IAM decides who may see them).
-        self.console = self._function(
-            "Console", "functions.console.handler.handler", config, environment, Duration.seconds(30), 512
-        )
-        storage.jobs.grant_read_data(self.console)
-        storage.runs.grant_read_data(self.console)
+        self._console(config, environment, storage, queues)
         cfn_api = self.api.node.default_child
         assert isinstance(cfn_api, lambda_.CfnFunction)
         cfn_api.reserved_concurrent_executions = config.api_reserved_concurrency
@@ -184,6 +179,60 @@ class Functions(Construct):
         )
         self.api.add_environment(Env.CALLBACK_SECRET_NAME, self.callback_secret.secret_name)
         self._grant_run_logs(config)
+
+    def _console(self, config: StageConfig, environment: dict[str, str], storage: Storage, queues: Queues) -> None:
+        """The console: a widget function that only reads, and an actions function reached only through a
+        team's alias (``team-NAME``, one per team in CDK ``console_teams``). Lambda is not told who invoked
+        it, so the alias is the authority: the function acts only for its alias's team, and IAM decides who
+        may invoke which alias (the ``console-user`` policy below: the caller's own jobsched-team tag)."""
+        self.console_actions = self._function(
+            "ConsoleActions",
+            "functions.console_actions.handler.handler",
+            config,
+            environment,
+            Duration.seconds(15),
+            256,
+        )
+        storage.jobs.grant_read_write_data(self.console_actions)
+        storage.runs.grant_read_write_data(self.console_actions)
+        for priority in PRIORITIES:
+            for queue in queues.shards[priority]:
+                queue.grant_send_messages(self.console_actions)
+        version = self.console_actions.current_version
+        self.console_aliases = {
+            team: lambda_.Alias(
+                self, f"ConsoleTeam-{team}", alias_name=f"{CONSOLE_ALIAS_PREFIX}{team}", version=version
+            )
+            for team in config.console_teams
+        }
+        self.console = self._function(
+            "Console",
+            "functions.console.handler.handler",
+            config,
+            environment
+            | {
+                Env.CONSOLE_ACTIONS: self.console_actions.function_arn,
+                Env.CONSOLE_TEAMS: ",".join(config.console_teams),
+            },
+            Duration.seconds(30),
+            512,
+        )
+        storage.jobs.grant_read_data(self.console)
+        storage.runs.grant_read_data(self.console)
+        tag = f"${{aws:PrincipalTag/{OWNER_TAG}}}"
+        self.console_user = iam.ManagedPolicy(
+            self,
+            "ConsoleUser",
+            managed_policy_name=resource_name(config, "console-user"),
+            description="jobsched console: see the widgets, and act for the team in the caller's jobsched-team tag",
+            statements=[
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.console.function_arn]),
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"],
+                    resources=[f"{self.console_actions.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}"],
+                ),
+            ],
+        )
 
     def _grant_run_logs(self, config: StageConfig) -> None:
         """`jobsched logs`: the API runs a Logs Insights query over the groups a run's lines are in."""

@@ -20,6 +20,8 @@ from jobsched.adapters.aws.workflows import Workflows
 from jobsched.api.access import ApiServices
 from jobsched.api.identity import Membership, MembershipCache, iam_role_tags
 from jobsched.api.tokens import CallbackTokens
+from jobsched.console.actions import ActionStores
+from jobsched.console.widget import WidgetControls
 from jobsched.core.names import Env, Settings, reserved_prefixes
 from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer
@@ -215,3 +217,24 @@ def console_stores() -> tuple[JobsStore, RunsStore]:
     """What the console widget reads (its role may only read)."""
     settings = Settings.from_env()
     return JobsStore(settings.jobs_table, team_defaults=settings.team_limits), RunsStore(settings.runs_table)
+
+
+@cache
+def console_controls() -> WidgetControls | None:
+    """The widget's buttons: None when this stage has no actions function."""
+    actions = os.environ.get(Env.CONSOLE_ACTIONS)
+    if not actions:
+        return None
+    teams = frozenset(t.strip() for t in os.environ.get(Env.CONSOLE_TEAMS, "").split(",") if t.strip())
+    return WidgetControls(actions, teams)
+
+
+@cache
+def console_action_stores() -> ActionStores:
+    """What the console's actions write: the API's tables and work queues, nothing else."""
+    settings = Settings.from_env()
+    return ActionStores(
+        jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
+        runs=metered_runs(settings),
+        queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
+    )

@@ -35,6 +35,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, An
         region="us-east-1",
         dashboards="true",
         tracing="true",
+        console_teams="payments,search",
     )
 
 

@@ -98,6 +98,7 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         "jobsched-dev-Pages",
         "jobsched-dev-Rotation",
         "jobsched-dev-Console",
+        "jobsched-dev-ConsoleActions",
     }
     for props in functions:
         assert props["Architectures"] == ["arm64"] and props["Runtime"] == "python3.13"
@@ -299,26 +300,61 @@ def test_four_dashboards_and_the_jobs_one_is_the_console(dev: Template) -> None:
     assert oncall_body.count('\\"type\\":\\"custom\\"') == 1 and '\\"view\\":\\"incidents\\"' in oncall_body
 
 
-def test_the_console_function_only_reads(dev: Template) -> None:
-    [console] = [
-        f
-        for f in resources(dev[0], "AWS::Lambda::Function").values()
-        if f.get("Handler") == "functions.console.handler.handler"
+def function_by_handler(template: dict[str, Any], handler: str) -> tuple[str, dict[str, Any]]:
+    [found] = [
+        (name, f) for name, f in resources(template, "AWS::Lambda::Function").items() if f.get("Handler") == handler
     ]
-    assert console["Architectures"] == ["arm64"]
-    role = console["Role"]["Fn::GetAtt"][0]
+    return found
+
+
+def role_actions(template: dict[str, Any], function: dict[str, Any]) -> set[str]:
+    role = function["Role"]["Fn::GetAtt"][0]
     statements = [
         s
-        for policy in resources(dev[0], "AWS::IAM::Policy").values()
+        for policy in resources(template, "AWS::IAM::Policy").values()
         if {"Ref": role} in policy["Roles"]
         for s in policy["PolicyDocument"]["Statement"]
     ]
-    actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    return {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+
+
+def test_the_console_function_only_reads(dev: Template) -> None:
+    _, console = function_by_handler(dev[0], "functions.console.handler.handler")
+    assert console["Architectures"] == ["arm64"]
+    actions = role_actions(dev[0], console)
     assert actions and all(a.split(":")[0] in ("dynamodb", "kms", "xray") for a in actions), actions
     writes = {
         a for a in actions if a.startswith("dynamodb:") and any(w in a for w in ("Put", "Update", "Delete", "Write"))
     }
     assert not writes, writes
+
+
+def test_console_actions_act_only_through_a_team_alias_that_iam_grants_by_the_callers_team_tag(dev: Template) -> None:
+    template = dev[0]
+    name, actions_fn = function_by_handler(template, "functions.console_actions.handler.handler")
+    assert actions_fn["Architectures"] == ["arm64"]
+    # What an action may touch: the two tables, the work queues (trigger, rerun), and nothing else.
+    assert {a.split(":")[0] for a in role_actions(template, actions_fn)} <= {"dynamodb", "kms", "sqs", "xray"}
+    aliases = resources(template, "AWS::Lambda::Alias")
+    assert {a["Name"] for a in aliases.values() if name in json.dumps(a["FunctionName"])} == {
+        "team-payments",
+        "team-search",
+    }
+    # Nobody is granted the unqualified function: only aliases, and the alias is the caller's own team tag.
+    [policy] = [
+        p for p in resources(template, "AWS::IAM::ManagedPolicy").values() if "console" in p["ManagedPolicyName"]
+    ]
+    statements = policy["PolicyDocument"]["Statement"]
+    invoked = [json.dumps(s["Resource"]) for s in statements if s["Action"] == "lambda:InvokeFunction"]
+    [own_team] = [r for r in invoked if name in r]
+    assert ":team-${aws:PrincipalTag/jobsched-team}" in own_team
+    [widget] = [r for r in invoked if name not in r]
+    widget_name, _ = function_by_handler(template, "functions.console.handler.handler")
+    assert widget_name in widget
+    # The widget knows the actions function and which teams have an alias (their buttons act).
+    _, console = function_by_handler(template, "functions.console.handler.handler")
+    env = console["Environment"]["Variables"]
+    assert env[Env.CONSOLE_TEAMS] == "payments,search" and name in json.dumps(env[Env.CONSOLE_ACTIONS])
 
 
 def test_cdk_nag_finds_nothing_unacknowledged(dev: Template) -> None:

@@ -7,13 +7,15 @@ output (see README, "The console"); a team page of 500 jobs is well under it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from html import escape
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from jobsched.console.palette import BACKGROUND, MUTED, TEXT, look
 from jobsched.core.records import Incident, Run, TaskState
-from jobsched.core.runs import instant_text
+from jobsched.core.runs import TERMINAL, RunStatus, instant_text
 from jobsched.dag.definition import Graph
 from jobsched.schedule.engine import Occurrence
 from jobsched.watch.health import JobHealth, strip_cell
@@ -35,6 +37,8 @@ STYLE = f"""
 .js .incident {{ background: #cf222e; }}
 .js a {{ color: #0550ae; }}
 .js .legend span {{ margin-right: 10px; white-space: nowrap; }}
+.js .actions {{ white-space: nowrap; }}
+.js .actions .btn, .js .actions button {{ margin-right: 4px; }}
 """
 DASH = "\u2013"
 Links = Callable[[str], str | None]  # a console path -> its URL here (None: not a link)
@@ -42,6 +46,55 @@ OUTCOMES_SHOWN = ("succeeded", "retried", "failed", "timed_out", "missed", "skip
 # The worst first: what an hour's cell shows when it holds several instants.
 SEVERITY = ("failed", "timed_out", "missed", "running", "waiting", "retried", "succeeded", "cancelled", "skipped")
 MAX_DAYS = 62
+
+
+@dataclass(frozen=True)
+class Button:
+    """An action offered on a page: what it does, to which job (and run), and the question it asks first."""
+
+    action: str  # pause | resume | trigger | rerun (jobsched.console.actions)
+    job: str
+    label: str
+    confirmation: str
+    run_id: str | None = None
+    force: bool = False
+
+
+class Controls(Protocol):
+    """How a page's buttons act: ``<cwdb-action>`` calls in CloudWatch, a confirmation page locally."""
+
+    def button(self, button: Button) -> str: ...
+
+    def preamble(self, team: str) -> str:
+        """What a page with buttons shows once above them (in CloudWatch: the pause-reason field)."""
+        ...
+
+
+def job_buttons(job: str, state: str) -> list[Button]:
+    pause_or_resume = (
+        Button("resume", job, "Resume", f"Resume {job}? Instants that fell while it was paused are not run.")
+        if state == "PAUSED"
+        else Button("pause", job, "Pause", f"Pause {job}? No instant fires until it is resumed.")
+    )
+    return [pause_or_resume, Button("trigger", job, "Trigger", f"Run {job} now, once?")]
+
+
+def run_buttons(run: Run, *, dag: bool) -> list[Button]:
+    """Rerun a finished run with its own instant; a SUCCEEDED one only when asked twice (force)."""
+    if dag or run.status not in TERMINAL:
+        return []
+    force = run.status is RunStatus.SUCCEEDED
+    question = f"Run {run.job} again for {instant_text(run.scheduled_at)} (run {run.run_id}, a new attempt)?"
+    if force:
+        question += " It SUCCEEDED: the target will run it a second time."
+    label = "Rerun anyway" if force else "Rerun"
+    return [Button("rerun", run.job, label, question, run_id=run.run_id, force=force)]
+
+
+def buttons(controls: Controls | None, shown: Sequence[Button]) -> str:
+    if controls is None or not shown:
+        return ""
+    return '<span class="actions">' + "".join(controls.button(b) for b in shown) + "</span>"
 
 
 def page(title: str, body: str, *, standalone: bool, nav: Sequence[tuple[str, str]] = ()) -> str:
@@ -81,17 +134,20 @@ def link_text(text: str, href: str | None) -> str:
 # ------------------------------------------------------------------------------------------- team
 
 
-def team_view(team: str, healths: Sequence[JobHealth], links: Links) -> str:
-    """Every job of a team, worst first: its last runs, success rate, lateness, next fire, badges."""
-    rows = "".join(_team_row(team, health, links) for health in healths)
+def team_view(team: str, healths: Sequence[JobHealth], links: Links, controls: Controls | None = None) -> str:
+    """Every job of a team, worst first: its last runs, success rate, lateness, next fire, badges, and
+    (with controls) its pause or resume and trigger buttons."""
+    rows = "".join(_team_row(team, health, links, controls) for health in healths)
+    acts = "<th></th>" if controls is not None else ""
     table = (
         "<table><tr><th>job</th><th>last runs (old to new)</th><th>success</th><th>p95 late</th>"
-        f"<th>streak</th><th>next fire (UTC)</th></tr>{rows}</table>"
+        f"<th>streak</th><th>next fire (UTC)</th>{acts}</tr>{rows}</table>"
     )
-    return f'<p class="muted">{len(healths)} jobs, worst first</p>{table}{legend()}'
+    preamble = controls.preamble(team) if controls is not None else ""
+    return f'<p class="muted">{len(healths)} jobs, worst first</p>{preamble}{table}{legend()}'
 
 
-def _team_row(team: str, health: JobHealth, links: Links) -> str:
+def _team_row(team: str, health: JobHealth, links: Links, controls: Controls | None) -> str:
     name = health.job.split("/", 1)[-1]
     badges = "".join(
         f'<span class="badge incident" title="open incident: {escape(kind)}">&#9888; {escape(kind)}</span>'
@@ -112,7 +168,9 @@ def _team_row(team: str, health: JobHealth, links: Links) -> str:
         f"<tr><td>{link_text(name, links(f'/teams/{team}/jobs/{name}'))}{badges}</td>"
         f"<td>{strip or '<span class=muted>no runs yet</span>'}</td>"
         f'<td class="num">{rate}</td><td class="num">{late}</td>'
-        f"<td>{escape(health.streak or DASH)}</td><td class=muted>{escape(health.next_fire or DASH)}</td></tr>"
+        f"<td>{escape(health.streak or DASH)}</td><td class=muted>{escape(health.next_fire or DASH)}</td>"
+        + (f"<td>{buttons(controls, job_buttons(health.job, health.state))}</td>" if controls is not None else "")
+        + "</tr>"
     )
 
 

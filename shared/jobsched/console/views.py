@@ -51,7 +51,15 @@ class NotFound(LookupError):
     pass
 
 
-def team(jobs: ConsoleJobs, runs: ConsoleRuns, team_name: str, *, now: datetime, links: render.Links) -> View:
+def team(
+    jobs: ConsoleJobs,
+    runs: ConsoleRuns,
+    team_name: str,
+    *,
+    now: datetime,
+    links: render.Links,
+    controls: render.Controls | None = None,
+) -> View:
     keys, _ = jobs.team_page(team_name, limit=MAX_TEAM_JOBS, after_name=None)
     found = jobs.get_many(keys)
 
@@ -72,7 +80,7 @@ def team(jobs: ConsoleJobs, runs: ConsoleRuns, team_name: str, *, now: datetime,
 
     with ThreadPoolExecutor(max_workers=READERS) as pool:
         healths = list(pool.map(health, [key for key in keys if key in found]))
-    body = render.team_view(team_name, worst_first(healths), links)
+    body = render.team_view(team_name, worst_first(healths), links, controls)
     return View(f"Team {team_name}", body, _nav(links, ("teams", team_name)))
 
 
@@ -85,6 +93,7 @@ def job(
     end: datetime,
     now: datetime,
     links: render.Links,
+    controls: render.Controls | None = None,
 ) -> View:
     stored = jobs.get(job_key, consistent=False)
     if stored is None:
@@ -110,10 +119,20 @@ def job(
     body = render.timeline_view(job_key, shown, occurrences, zone, start, end)
     runs_list = _runs_table(job_key, shown[:50], links)
     team_name, name = job_key.split("/", 1)
-    return View(f"Job {job_key}", body + runs_list, _nav(links, ("teams", team_name), ("jobs", name)))
+    head = _state_line(stored, controls)
+    return View(f"Job {job_key}", head + body + runs_list, _nav(links, ("teams", team_name), ("jobs", name)))
 
 
-def run(jobs: ConsoleJobs, runs: ConsoleRuns, job_key: str, run_id: str, *, now: datetime, links: render.Links) -> View:
+def run(
+    jobs: ConsoleJobs,
+    runs: ConsoleRuns,
+    job_key: str,
+    run_id: str,
+    *,
+    now: datetime,
+    links: render.Links,
+    controls: render.Controls | None = None,
+) -> View:
     stored = jobs.get(job_key, consistent=False)
     found = runs.get(job_key, run_id)
     if stored is None or found is None:
@@ -124,7 +143,9 @@ def run(jobs: ConsoleJobs, runs: ConsoleRuns, job_key: str, run_id: str, *, now:
     order = [name for name in order if graph is None or name in graph] + [n for n in (graph or {}) if n not in order]
     team_name, name = job_key.split("/", 1)
     nav = _nav(links, ("teams", team_name), ("jobs", name), ("runs", run_id))
-    return View(f"Run {run_id} of {job_key}", render.run_view(found, tasks, graph, order, now), nav)
+    acts = render.buttons(controls, render.run_buttons(found, dag=stored.spec.dag is not None))
+    head = f"<p>{acts}</p>" if acts else ""
+    return View(f"Run {run_id} of {job_key}", head + render.run_view(found, tasks, graph, order, now), nav)
 
 
 def incidents(jobs: ConsoleJobs, *, now: datetime, links: render.Links) -> View:
@@ -137,6 +158,16 @@ def incidents(jobs: ConsoleJobs, *, now: datetime, links: render.Links) -> View:
     here = links("/incidents")
     nav = ((here, "incidents"),) if here else ()
     return View("Open incidents", render.incidents_view(found, runbooks, now, links), nav)
+
+
+def _state_line(stored: StoredJob, controls: render.Controls | None) -> str:
+    """The job's state (a paused job's reason) and, with controls, its buttons."""
+    state = escape(stored.state.lower())
+    if stored.state == "PAUSED" and stored.paused_reason:
+        state += f": {escape(stored.paused_reason)}"
+    acts = render.buttons(controls, render.job_buttons(stored.key, stored.state))
+    preamble = controls.preamble(stored.spec.team) if controls is not None and acts else ""
+    return f"{preamble}<p>State: <b>{state}</b> {acts}</p>"
 
 
 def _runs_table(job_key: str, shown: list[Run], links: render.Links) -> str:

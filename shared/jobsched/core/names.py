@@ -72,6 +72,8 @@ class Env:
     MEMBERSHIP_PARAMETER = "JOBSCHED_MEMBERSHIP_PARAMETER"  # or the SSM parameter holding it (AWS)
     AWS_ENDPOINT = "JOBSCHED_AWS_ENDPOINT"  # one endpoint for every AWS service (moto in the local runtime)
     API = "JOBSCHED_API"  # the CLI's API URL
+    CONSOLE_ACTIONS = "JOBSCHED_CONSOLE_ACTIONS_ARN"  # the console's actions function (its aliases: team-NAME)
+    CONSOLE_TEAMS = "JOBSCHED_CONSOLE_TEAMS"  # comma-separated: the teams whose alias exists (CDK console_teams)
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
 
 

@@ -43,7 +43,7 @@ MIN_PARKED_HEARTBEAT = timedelta(minutes=3)  # the heartbeat checker ticks each 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")  # a team's or a job's name
 MAX_EMAIL = 254
 _LAMBDA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9_$-]{1,128})?$")
 _LAMBDA_ARN = re.compile(
@@ -69,7 +69,7 @@ def _fail(code: str, template: str, **context: Any) -> PydanticCustomError:
 
 
 def _check_name(value: str) -> str:
-    if not _NAME.match(value):
+    if not NAME.match(value):
         raise _fail(
             "invalid_name",
             "'{value}' is not allowed: use 1-63 characters a-z, 0-9 and '-', "

@@ -1,0 +1,165 @@
+"""The console's actions: pause (with a reason), resume, trigger and rerun, from a button on a page.
+
+Each action runs the API's own domain functions (``pause_job``, ``resume_job``, ``trigger_run``,
+``rerun_run``) behind the API's own checks: the principal must act for the job's team
+(``Principal.require``), the team's request rate is counted, and the API's error table words the refusal.
+Every action lands in the job's audit trail under the principal the console names (see
+``console_principal``). What comes back is a short HTML message: CloudWatch shows it in a popup, the
+local console on a page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from html import escape
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jobsched.api.errors import MAPPED
+from jobsched.api.identity import Principal
+from jobsched.core.records import StoredJob
+from jobsched.core.runs import instant_text
+from jobsched.pipeline.reruns import rerun_run
+from jobsched.pipeline.triggers import trigger_run
+from jobsched.ports import RunsPort, TriggerStorePort, WorkQueuesPort
+from jobsched.registry.jobs import first_fire_after, pause_job, resume_job
+from jobsched.watch.logs import JOB, RUN_ID
+
+ActionKind = Literal["pause", "resume", "trigger", "rerun"]
+ACTIONS: tuple[ActionKind, ...] = ("pause", "resume", "trigger", "rerun")
+MAX_REASON = 500  # as the API's PauseRequest
+CONSOLE_ALIAS_PREFIX = "team-"  # the actions function's alias per team: its name is the team's authority
+
+
+class ActionJobs(TriggerStorePort, Protocol):
+    def count_request(self, team: str, *, now: datetime, limit: int) -> bool: ...
+
+
+@dataclass(frozen=True)
+class ActionStores:
+    jobs: ActionJobs
+    runs: RunsPort
+    queues: WorkQueuesPort
+
+
+class ActionRequest(BaseModel):
+    """What a button sends: the action, the job (``team/name``), a run for rerun, a reason for pause.
+    Anything else in the event (the widget's context, its parameters) is ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    action: ActionKind
+    job: str = Field(pattern=JOB.pattern)
+    run_id: str | None = Field(default=None, pattern=RUN_ID.pattern)
+    force: bool = False
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
+
+    @property
+    def team(self) -> str:
+        return self.job.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    ok: bool
+    title: str
+    message: str
+    status: int = 200  # as the API would answer: 200, or the 4xx of the refusal
+
+    def html(self) -> str:
+        colour = "#1a7f37" if self.ok else "#cf222e"
+        symbol = "&#10003;" if self.ok else "&#10007;"
+        return (
+            f'<div class="js"><h2 style="color:{colour}">{symbol} {escape(self.title)}</h2>'
+            f"<p>{escape(self.message)}</p></div>"
+        )
+
+
+def parse_action(event: dict[str, Any]) -> ActionRequest:
+    """The button's JSON, with the reason typed into the page's form (``widgetContext.forms.all``) when the
+    button carries none. Raises ``ValidationError``: the caller words it with ``refusal``."""
+    forms = ((event.get("widgetContext") or {}).get("forms") or {}).get("all") or {}
+    values = {k: v for k, v in event.items() if k != "widgetContext"}
+    if not values.get("reason") and isinstance(forms.get("reason"), str):
+        values["reason"] = forms["reason"].strip() or None
+    return ActionRequest.model_validate(values)
+
+
+def invalid(error: ValidationError) -> ActionResult:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "action"
+    return ActionResult(False, "Not done", f"{field}: {first['msg']}", 422)
+
+
+def console_principal(team: str, *, via: str, request_id: str) -> Principal:
+    """Who the console acts as: the team its caller was allowed to act for (IAM decided, by the alias the
+    caller could invoke), named in the audit trail with the request that CloudTrail ties to the person."""
+    return Principal(arn=f"console:{via}/request/{request_id}", teams=frozenset({team}), admin=False)
+
+
+def team_of_alias(invoked_function_arn: str) -> str | None:
+    """``arn:aws:lambda:REGION:ACCOUNT:function:NAME:team-payments`` -> ``payments``; unqualified -> None."""
+    parts = invoked_function_arn.split(":")
+    if len(parts) != 8 or not parts[7].startswith(CONSOLE_ALIAS_PREFIX):
+        return None
+    return parts[7][len(CONSOLE_ALIAS_PREFIX) :] or None
+
+
+def act(request: ActionRequest, *, principal: Principal, stores: ActionStores, now: datetime) -> ActionResult:
+    """Carry out one action as the API would for this principal; every refusal is an ``ActionResult``."""
+    if not principal.may_act_for(request.team):
+        return ActionResult(False, "Not allowed", f"{principal.arn} may not act for team '{request.team}'", 403)
+    limit = stores.jobs.team_limits(request.team).requests_per_minute
+    if not stores.jobs.count_request(request.team, now=now, limit=limit):
+        return ActionResult(False, "Too many requests", f"team '{request.team}' is over its request rate", 429)
+    try:
+        return _carry_out(request, principal, stores, now)
+    except tuple(MAPPED) as error:
+        status, code, _field, message = MAPPED[type(error)]
+        return ActionResult(False, f"Not done ({code})", message(error), status)
+
+
+def _carry_out(request: ActionRequest, principal: Principal, stores: ActionStores, now: datetime) -> ActionResult:
+    jobs, job, who = stores.jobs, request.job, principal.arn
+    if request.action == "pause":
+        if not request.reason:
+            return ActionResult(False, "Not done", "reason: type why the job is paused, then press Pause", 422)
+        stored: StoredJob = pause_job(jobs, job, now=now, principal=who, reason=request.reason)
+        return ActionResult(True, f"Paused {job}", f"Reason: {stored.paused_reason}. No instant fires until resumed.")
+    if request.action == "resume":
+        stored = resume_job(jobs, job, now=now, principal=who)
+        upcoming = first_fire_after(stored.spec, created_at=stored.created_at, after=now)
+        after = f"next fire {instant_text(upcoming)}" if upcoming else "no instant ahead"
+        return ActionResult(True, f"Resumed {job}", f"Instants that fell while paused are not run; {after}.")
+    if request.action == "trigger":
+        run = trigger_run(jobs, stores.runs, stores.queues, job, now=now, principal=who)
+        return ActionResult(True, f"Triggered {job}", f"Run {run.run_id} is queued.", 202)
+    if request.run_id is None:
+        return ActionResult(False, "Not done", "run_id: which run to rerun", 422)
+    run = rerun_run(jobs, stores.runs, stores.queues, job, request.run_id, now=now, principal=who, force=request.force)
+    return ActionResult(
+        True,
+        f"Rerunning {request.run_id}",
+        f"Attempt {run.attempt + 1} of {job} for {instant_text(run.scheduled_at)} is queued.",
+        202,
+    )
+
+
+def handle_action(
+    event: dict[str, Any], *, invoked_function_arn: str, request_id: str, stores: ActionStores, now: datetime
+) -> ActionResult:
+    """One ``<cwdb-action>`` call. The team comes from the alias the caller invoked (IAM let them invoke it),
+    never from the event: a button edited to name another team's job is refused as the API refuses it."""
+    team = team_of_alias(invoked_function_arn)
+    if team is None:
+        return ActionResult(
+            False, "Not allowed", f"invoke this function through a team's alias ({CONSOLE_ALIAS_PREFIX}NAME)", 403
+        )
+    try:
+        request = parse_action(event)
+    except ValidationError as error:
+        return invalid(error)
+    principal = console_principal(team, via=f"{CONSOLE_ALIAS_PREFIX}{team}", request_id=request_id)
+    return act(request, principal=principal, stores=stores, now=now)

@@ -1,0 +1,156 @@
+"""The console's buttons over real tables (moto): the call CloudWatch makes for a ``<cwdb-action>``, through a
+team's alias, carried out by the API's domain functions and audited; everything else refused, nothing written."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from jobsched.console.actions import ActionResult, ActionStores, handle_action
+from jobsched.console.widget import WidgetControls, render_widget
+from jobsched.core.runs import RunStatus
+from tests.aws.harness import Clock, FakeLambdas, Stack
+
+ACTIONS_FN = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-test-ConsoleActions"
+REPORT = {
+    "name": "report",
+    "team": "ops",
+    "schedule": {"expression": "0 * * * *"},
+    "target": {"type": "lambda", "function": "flaky"},
+    "retry": {"max_attempts": 1},
+}
+
+
+@pytest.fixture
+def lambdas() -> FakeLambdas:
+    def flaky(event: dict[str, Any]) -> Any:
+        raise RuntimeError("downstream is down")
+
+    return FakeLambdas(functions={"flaky": flaky, "echo": lambda event: {}})
+
+
+def call(
+    stack: Stack, event: dict[str, Any], *, alias: str | None = "team-ops", request: str = "req-1"
+) -> ActionResult:
+    """What the actions handler does with CloudWatch's call: the invoked ARN carries the alias."""
+    arn = f"{ACTIONS_FN}:{alias}" if alias else ACTIONS_FN
+    stores = ActionStores(stack.jobs, stack.runs, stack.queues)
+    return handle_action(event, invoked_function_arn=arn, request_id=request, stores=stores, now=stack.clock())
+
+
+def widget_event(params: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+    """A button's JSON as CloudWatch sends it: the parameters at the top, the page's form in the context."""
+    forms = {"all": {"reason": reason}} if reason is not None else {"all": {}}
+    return {**params, "widgetContext": {"forms": forms, "params": {"view": "team", "team": "ops"}}}
+
+
+def test_the_buttons_on_a_page_pause_resume_trigger_and_rerun_through_the_teams_alias(
+    stack: Stack, clock: Clock
+) -> None:
+    stack.register(REPORT)
+    clock.set("2027-01-04T09:00:00Z")
+    stack.tick()
+    stack.pump()
+    [failed] = stack.run_list("ops/report")
+    assert failed.status is RunStatus.FAILED
+    now = clock()
+    controls = WidgetControls(ACTIONS_FN, frozenset({"ops"}))
+
+    def page(**params: str) -> str:
+        return render_widget({"widgetContext": {"params": params}, **params}, stack.jobs, stack.runs, now, controls)
+
+    # The team page offers pause and trigger, each a call to the ops alias with a confirmation.
+    team = page(view="team", team="ops")
+    calls = re.findall(
+        r'<cwdb-action action="call" display="popup" endpoint="([^"]+)" confirmation="([^"]+)">([^<]+)<', team
+    )
+    assert {json.loads(body)["action"] for _, _, body in calls} == {"pause", "trigger"}
+    assert {endpoint for endpoint, _, _ in calls} == {f"{ACTIONS_FN}:team-ops"}
+    assert all(question.endswith("?") or "?" in question for _, question, _ in calls)
+    assert 'name="reason"' in team
+
+    # Pause with the reason typed into the page's field.
+    [pause] = [json.loads(body) for _, _, body in calls if json.loads(body)["action"] == "pause"]
+    result = call(stack, widget_event(pause, reason="vendor outage, INC-42"))
+    assert result.ok and result.status == 200, result
+    stored = stack.jobs.get("ops/report")
+    assert stored is not None and stored.state == "PAUSED" and stored.paused_reason == "vendor outage, INC-42"
+    # The job page now offers resume; resume it.
+    assert '"action": "resume"' in page(view="job", team="ops", job="report")
+    assert call(stack, widget_event({"action": "resume", "job": "ops/report"}), request="req-2").ok
+    assert stack.jobs.get("ops/report").state == "ACTIVE"  # type: ignore[union-attr]
+
+    # Trigger: a run is queued and runs.
+    triggered = call(stack, widget_event({"action": "trigger", "job": "ops/report"}), request="req-3")
+    assert triggered.ok and triggered.status == 202
+    stack.pump()
+    assert len(stack.run_list("ops/report")) == 2
+
+    # Rerun the failed run from its page: the button carries the run id.
+    run_page = page(view="run", team="ops", job="report", run_id=failed.run_id)
+    [(_, question, body)] = re.findall(
+        r'<cwdb-action action="call" display="popup" endpoint="([^"]+)" confirmation="([^"]+)">([^<]+)<', run_page
+    )
+    assert json.loads(body) == {"action": "rerun", "job": "ops/report", "run_id": failed.run_id, "force": False}
+    assert failed.run_id in question
+    rerun = call(stack, widget_event(json.loads(body)), request="req-4")
+    assert rerun.ok and rerun.status == 202, rerun
+    assert stack.runs.get("ops/report", failed.run_id).status is RunStatus.RETRYING  # type: ignore[union-attr]
+
+    # Each action is in the job's history, under the console's name for the caller: the team's alias
+    # and the Lambda request, which CloudTrail's record of the invocation ties to the person.
+    entries, _ = stack.jobs.history("ops/report", limit=20)
+    by_action = {entry.action: entry for entry in entries}
+    assert by_action["pause"].principal == "console:team-ops/request/req-1"
+    assert by_action["pause"].reason == "vendor outage, INC-42"
+    assert by_action["resume"].principal == "console:team-ops/request/req-2"
+    assert by_action["trigger"].principal == "console:team-ops/request/req-3"
+    assert by_action["rerun"].principal == "console:team-ops/request/req-4"
+
+
+def test_a_button_edited_to_name_another_teams_job_is_refused_and_changes_nothing(stack: Stack, clock: Clock) -> None:
+    stack.register(REPORT)
+    stack.register({**REPORT, "team": "payments"})
+    before = stack.jobs.history("payments/report", limit=20)[0]
+    # The caller may invoke the ops alias only; the event names payments' job.
+    result = call(stack, widget_event({"action": "pause", "job": "payments/report"}, reason="mine now"))
+    assert not result.ok and result.status == 403 and "payments" in result.message
+    assert stack.jobs.get("payments/report").state == "ACTIVE"  # type: ignore[union-attr]
+    # The unqualified function (no alias, so no team) acts for nobody.
+    unqualified = call(stack, widget_event({"action": "trigger", "job": "ops/report"}), alias=None)
+    assert not unqualified.ok and unqualified.status == 403
+    assert stack.jobs.history("payments/report", limit=20)[0] == before
+    assert stack.run_list("ops/report") == []
+
+
+@pytest.mark.parametrize(
+    ("event", "status", "words"),
+    [
+        ({"action": "pause", "job": "ops/report"}, 422, "reason"),  # no reason typed
+        ({"action": "delete", "job": "ops/report"}, 422, "action"),
+        ({"action": "pause", "job": "ops/../x", "reason": "r"}, 422, "job"),
+        ({"action": "pause", "job": "ops/report", "reason": "x" * 501}, 422, "reason"),
+        ({"action": "rerun", "job": "ops/report"}, 422, "run_id"),
+        ({"action": "rerun", "job": "ops/report", "run_id": "no-such-run"}, 404, "no run"),
+        ({"action": "trigger", "job": "ops/missing"}, 404, "ops/missing"),
+    ],
+)
+def test_bad_input_gets_a_clear_refusal_and_writes_nothing(
+    stack: Stack, event: dict[str, Any], status: int, words: str
+) -> None:
+    stack.register(REPORT)
+    result = call(stack, widget_event(event))
+    assert not result.ok and result.status == status and words in result.message, result
+    assert "<script" not in result.html()
+    assert stack.jobs.get("ops/report").state == "ACTIVE"  # type: ignore[union-attr]
+    assert stack.run_list("ops/report") == []
+
+
+def test_console_actions_count_toward_the_teams_request_rate(stack: Stack) -> None:
+    stack.register(REPORT)
+    limit = stack.jobs.team_limits("ops").requests_per_minute
+    results = [call(stack, widget_event({"action": "resume", "job": "ops/report"})) for _ in range(limit + 1)]
+    assert all(r.ok for r in results[:limit]) and results[-1].status == 429
