@@ -14,11 +14,13 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from jobsched.console import render, views
+from jobsched.console.widget import WidgetControls
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 
 NOW = datetime(2027, 1, 4, 12, 0, tzinfo=UTC)
+ACTIONS_FN = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-prod-ConsoleActions"
 OUTCOMES = [RunStatus.SUCCEEDED] * 16 + [RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.MISSED, RunStatus.SKIPPED]
 
 
@@ -111,10 +113,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     stores = Stores(args.jobs, args.latency_ms / 1000)
+    # The buttons as CloudWatch gets them: a <cwdb-action> per button, through the team's alias.
+    controls = WidgetControls(ACTIONS_FN, frozenset({"payments"}))
     times = []
     for _ in range(args.rounds):
         began = time.perf_counter()
-        view = views.team(stores, RunsView(stores), "payments", now=NOW, links=lambda path: None)
+        view = views.team(stores, RunsView(stores), "payments", now=NOW, links=lambda path: None, controls=controls)
         html = render.page(view.title, view.body, standalone=False)
         times.append(time.perf_counter() - began)
     print(f"team_page_jobs={args.jobs} latency_per_call_ms={args.latency_ms}")

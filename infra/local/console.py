@@ -1,43 +1,89 @@
-"""``/console`` under ``make run``: the console's views over the local tables, linked to each other."""
+"""``/console`` under ``make run``: the console's views over the local tables, linked to each other, and
+their buttons: each opens a confirmation page whose form POSTs the action (no script, as in CloudWatch).
+
+Actions act as the caller the local gateway sees (its default principal, or ``X-Jobsched-Principal``),
+resolved through the API's membership: a team member may act for their own team only, and the action is
+audited under their ARN.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from html import escape
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
+
+from pydantic import ValidationError
 
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.runs_store import RunsStore
-from jobsched.console import render, views
+from jobsched.api.identity import Membership, Unauthenticated
+from jobsched.console import actions, render, views
 from jobsched.core.names import JobsKeys, Settings
+from jobsched.watch.logs import JOB, RUN_ID
+from jobsched.wiring import action_stores
 
 PREFIX = "/console"
+ACT = f"{PREFIX}/act"
+
+
+class LocalControls:
+    """A button is a link to its confirmation page; the page asks for the reason of a pause."""
+
+    def button(self, button: render.Button) -> str:
+        query = {"action": button.action, "job": button.job}
+        if button.run_id:
+            query |= {"run_id": button.run_id, "force": "true" if button.force else "false"}
+        return f'<a class="btn" href="{escape(ACT)}?{escape(urlencode(query))}">{escape(button.label)}</a>'
+
+    def preamble(self, team: str) -> str:
+        return ""
+
+
+@dataclass(frozen=True)
+class ConsoleRequest:
+    method: str
+    target: str
+    caller: str | None  # the principal the gateway sees for this request
+    form: str = ""  # a POST's body (application/x-www-form-urlencoded)
+    origin: str | None = None  # the Origin header, when the browser sent one
+    host: str | None = None  # the Host header
 
 
 class LocalConsole:
-    """GET /console, /console/incidents, /console/teams/{team}, .../jobs/{name}[?days=N], .../runs/{run_id}."""
+    """GET /console, /console/incidents, /console/teams/{team}, .../jobs/{name}[?days=N], .../runs/{run_id};
+    GET /console/act?... (the confirmation) and POST /console/act (the action)."""
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
         self.clock = clock
 
-    def __call__(self, target: str) -> tuple[int, str]:
-        parts = urlsplit(target)
+    def __call__(self, request: ConsoleRequest) -> tuple[int, str]:
+        parts = urlsplit(request.target)
         path = [unquote(p) for p in parts.path[len(PREFIX) :].strip("/").split("/") if p]
-        days = _days(parse_qs(parts.query).get("days", ["7"])[0])
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         settings = Settings.from_env()
-        jobs, runs = JobsStore(settings.jobs_table), RunsStore(settings.runs_table)
+        jobs, runs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits), RunsStore(settings.runs_table)
         now = self.clock()
         try:
-            view = self._view(path, jobs, runs, now, days)
+            if path == ["act"]:
+                view = (
+                    self._act(request, query, settings, now)
+                    if request.method == "POST"
+                    else _confirm(query, jobs, runs)
+                )
+            elif request.method != "GET":
+                view = views.View("Not allowed", "<p>Only the confirmation form posts.</p>", status=405)
+            else:
+                view = self._view(path, jobs, runs, now, _days(query.get("days", "7")))
         except views.NotFound as missing:
             view = views.View("Not found", f"<p>{escape(str(missing))}</p>", status=404)
         nav = ((PREFIX, "console"), *view.nav)
         return view.status, render.page(view.title, view.body, standalone=True, nav=nav)
 
     def _view(self, path: list[str], jobs: JobsStore, runs: RunsStore, now: datetime, days: int) -> views.View:
-        links = _links
+        links, controls = _links, LocalControls()
         if not path:
             return views.View(
                 "jobsched console", f'<p><a href="{PREFIX}/incidents">Open incidents</a></p>' + _teams(jobs)
@@ -45,13 +91,74 @@ class LocalConsole:
         if path == ["incidents"]:
             return views.incidents(jobs, now=now, links=links)
         if len(path) == 2 and path[0] == "teams":
-            return views.team(jobs, runs, path[1], now=now, links=links)
+            return views.team(jobs, runs, path[1], now=now, links=links, controls=controls)
         if len(path) == 4 and path[0] == "teams" and path[2] == "jobs":
             key = f"{path[1]}/{path[3]}"
-            return views.job(jobs, runs, key, start=now - timedelta(days=days), end=now, now=now, links=links)
+            start = now - timedelta(days=days)
+            return views.job(jobs, runs, key, start=start, end=now, now=now, links=links, controls=controls)
         if len(path) == 6 and path[0] == "teams" and path[2] == "jobs" and path[4] == "runs":
-            return views.run(jobs, runs, f"{path[1]}/{path[3]}", path[5], now=now, links=links)
+            return views.run(jobs, runs, f"{path[1]}/{path[3]}", path[5], now=now, links=links, controls=controls)
         raise views.NotFound(f"no console page {'/'.join(path)}")
+
+    def _act(self, request: ConsoleRequest, query: dict[str, str], settings: Settings, now: datetime) -> views.View:
+        if request.origin and request.host and urlsplit(request.origin).netloc != request.host:
+            # Another site's page posting to the local console: refused, as a browser's CSRF guard would.
+            return views.View("Not allowed", "<p>The form was posted from another site.</p>", status=403)
+        values: dict[str, Any] = {k: v[0] for k, v in parse_qs(request.form).items()}
+        values["force"] = values.get("force") == "true"
+        try:
+            principal = Membership.from_env().principal(request.caller or "")
+        except Unauthenticated as error:
+            return views.View("Not allowed", f"<p>{escape(str(error))}</p>", status=401)
+        try:
+            action = actions.ActionRequest.model_validate(values)
+        except ValidationError as error:
+            result = actions.invalid(error)
+        else:
+            result = actions.act(action, principal=principal, stores=action_stores(settings), now=now)
+        back = _job_link(str(values.get("job", "")))
+        return views.View(result.title, result.html() + back, status=result.status)
+
+
+def _confirm(query: dict[str, str], jobs: JobsStore, runs: RunsStore) -> views.View:
+    """The question a button asks, with the form that carries the action out (and a pause's reason)."""
+    job = query.get("job", "")
+    stored = jobs.get(job, consistent=False) if JOB.match(job) else None
+    if stored is None:
+        raise views.NotFound(f"no job {job}")
+    offered = render.job_buttons(job, stored.state)
+    run_id = query.get("run_id")
+    if run_id:
+        run = runs.get(job, run_id) if RUN_ID.match(run_id) else None
+        if run is None:
+            raise views.NotFound(f"no run {run_id} of {job}")
+        offered = render.run_buttons(run, dag=stored.spec.dag is not None)
+    matching = [b for b in offered if b.action == query.get("action")]
+    if not matching:
+        body = f"<p>{escape(job)} offers no {escape(query.get('action', ''))} now.</p>" + _job_link(job)
+        return views.View("Nothing to do", body, status=409)
+    button = matching[0]
+    hidden = {"action": button.action, "job": button.job}
+    if button.run_id:
+        hidden |= {"run_id": button.run_id, "force": "true" if button.force else "false"}
+    fields = "".join(f'<input type="hidden" name="{k}" value="{escape(v)}">' for k, v in hidden.items())
+    if button.action == "pause":
+        fields += (
+            '<p><label>Reason (kept in the audit trail): <input name="reason" size="50" maxlength="500" '
+            "required></label></p>"
+        )
+    form = (
+        f'<form method="post" action="{ACT}"><p>{escape(button.confirmation)}</p>{fields}'
+        f'<p><button class="btn" type="submit">{escape(button.label)}</button> {_job_link(job, "Cancel")}</p></form>'
+    )
+    return views.View(f"{button.label} {job}?", form)
+
+
+def _job_link(job: str, text: str = "Back to the job") -> str:
+    if not JOB.match(job):
+        return ""
+    team, name = job.split("/", 1)
+    return f'<a href="{PREFIX}/teams/{quote(team)}/jobs/{quote(name)}">{escape(text)}</a>'
 
 
 def _links(path: str) -> str:

@@ -15,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from infra.local.console import ConsoleRequest
+
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 # The local stand-in for SigV4: a request names its caller here, and the gateway puts it in the request
 # context as API Gateway puts the signed identity. The deployed API never reads this header.
@@ -58,14 +60,14 @@ class LocalGateway:
         principal: str | None = None,
         context: Any = None,
         on_response: Callable[[int], None] | None = None,
-        console: Callable[[str], tuple[int, str]] | None = None,
+        console: Callable[[ConsoleRequest], tuple[int, str]] | None = None,
     ):
         """``on_response``: told each response's status (the local runtime counts them as API Gateway does)."""
         # One request at a time, like one Lambda instance: Powertools' resolver keeps the current event on
         # the app object, so concurrent calls into the same handler would see each other's requests.
         instance = threading.Lock()
 
-        self.console = console  # GET /console...: HTML pages beside the API
+        self.console = console  # /console...: HTML pages beside the API
         request_handler = _request_handler(self, handler, context, on_response, instance)
         self.principal = principal
         self.server = ThreadingHTTPServer((host, port), request_handler)
@@ -98,13 +100,17 @@ def _request_handler(
         protocol_version = "HTTP/1.1"
 
         def _serve(self) -> None:
-            if gateway.console is not None and self.command == "GET" and self.path.split("?")[0].startswith("/console"):
-                status, page = gateway.console(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length).decode(errors="replace") if length else None
+            if gateway.console is not None and self.path.split("?")[0].startswith("/console"):
+                caller = self.headers.get(PRINCIPAL_HEADER) or gateway.principal
+                request = ConsoleRequest(
+                    self.command, self.path, caller, body or "", self.headers.get("Origin"), self.headers.get("Host")
+                )
+                status, page = gateway.console(request)
                 headers = {"Content-Type": "text/html; charset=utf-8"}
                 _reply(self, {"statusCode": status, "headers": headers, "body": page}, None)
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length).decode(errors="replace") if length else None
             event = proxy_event(self.command, self.path, dict(self.headers.items()), body, gateway.principal)
             try:
                 with instance:

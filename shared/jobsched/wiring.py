@@ -232,7 +232,10 @@ def console_controls() -> WidgetControls | None:
 @cache
 def console_action_stores() -> ActionStores:
     """What the console's actions write: the API's tables and work queues, nothing else."""
-    settings = Settings.from_env()
+    return action_stores(Settings.from_env())
+
+
+def action_stores(settings: Settings) -> ActionStores:
     return ActionStores(
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=metered_runs(settings),

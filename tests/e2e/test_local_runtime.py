@@ -6,13 +6,16 @@ longer than about 30 s.
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 import urllib3
@@ -298,6 +301,45 @@ def test_the_console_serves_linked_team_job_and_run_pages(runtime: LocalRuntime)
     assert page_of(runtime, "/console/teams/e2e/jobs/nope")[0] == 404
     status, incidents = page_of(runtime, "/console/incidents")
     assert status == 200 and "Open incidents" in incidents and "<script" not in incidents
+
+
+def post_form(
+    runtime: LocalRuntime, fields: dict[str, str], *, team: str, origin: str | None = None
+) -> tuple[int, str]:
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Jobsched-Principal": TEAM_PATTERN.format(team=team),
+        **({"Origin": origin} if origin else {}),
+    }
+    response = HTTP.request("POST", runtime.api_url + "/console/act", body=urlencode(fields), headers=headers)
+    return response.status, response.data.decode()
+
+
+def test_the_consoles_buttons_confirm_then_act_as_the_caller_for_their_own_team_only(runtime: LocalRuntime) -> None:
+    body = {"schedule": {"expression": "0 3 * * *"}, "target": {"type": "lambda", "function": "jobsched-example-echo"}}
+    assert call(runtime, "PUT", "/teams/e2e/jobs/buttons", body)[0] in (200, 201)
+    _, team = page_of(runtime, "/console/teams/e2e")
+    [pause_link] = re.findall(r'href="(/console/act\?action=pause&amp;job=e2e%2Fbuttons)"', team)
+    status, confirm = page_of(runtime, html.unescape(pause_link))
+    assert status == 200 and '<form method="post" action="/console/act">' in confirm and 'name="reason"' in confirm
+    assert "<script" not in confirm
+    pause = {"action": "pause", "job": "e2e/buttons", "reason": "migrating the database"}
+    # Another team's member, and another site's page, are refused; nothing changes.
+    assert post_form(runtime, pause, team="other")[0] == 403
+    assert post_form(runtime, pause, team="e2e", origin="https://evil.example")[0] == 403
+    assert call(runtime, "GET", "/teams/e2e/jobs/buttons")[1]["state"] == "ACTIVE"
+    status, done = post_form(runtime, pause, team="e2e")
+    assert status == 200 and "Paused e2e/buttons" in done, done
+    assert call(runtime, "GET", "/teams/e2e/jobs/buttons")[1]["state"] == "PAUSED"
+    # A reason longer than the API allows: refused, the field named.
+    status, refused = post_form(runtime, {"action": "resume", "job": "e2e/buttons", "reason": "x" * 501}, team="e2e")
+    assert status == 422 and "reason" in refused
+    # The job page now offers resume; the action is audited under the caller's ARN.
+    assert "action=resume" in page_of(runtime, "/console/teams/e2e/jobs/buttons")[1]
+    assert post_form(runtime, {"action": "resume", "job": "e2e/buttons"}, team="e2e")[0] == 200
+    _, history = call(runtime, "GET", "/teams/e2e/jobs/buttons/history")
+    pause_entry = next(e for e in history["entries"] if e["action"] == "pause")
+    assert pause_entry["principal"] == TEAM_PATTERN.format(team="e2e") and pause_entry["reason"] == pause["reason"]
 
 
 def test_the_console_looks_right_in_a_browser(runtime: LocalRuntime, tmp_path: Path) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 
 from jobsched.console import render
+from jobsched.console.actions import team_of_alias
 from jobsched.console.palette import BACKGROUND, MUTED, OUTCOMES, TEXT, contrast
-from jobsched.console.widget import render_widget, time_range
+from jobsched.console.widget import WidgetControls, render_widget, time_range
 from jobsched.core.records import Run, TaskState
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.core.spec import JobSpec
@@ -80,7 +82,9 @@ def test_the_team_view_lists_jobs_with_strips_badges_and_links() -> None:
     assert page.index("ledger") < page.index("nightly"), "in the order given: worst first"
     assert 'href="/console/teams/payments/jobs/ledger"' in page
     for outcome in ("succeeded", "failed", "timed_out", "retried"):
-        assert OUTCOMES[outcome].colour in page and "<title>run " in page
+        assert OUTCOMES[outcome].colour in page
+    assert "<title>1/3 succeeded</title>" in page and "<title>3/3 timed out</title>" in page
+    assert 'aria-label="last 3 runs, old to new: 1 succeeded, 1 failed, 1 timed out"' in page
     assert "failing" in page and "paused" in page and 'title="migration"' in page
     assert "<script" not in page and "50.0%" in page and "1.2 s" in page
 
@@ -157,3 +161,44 @@ def test_the_widget_answers_describe_and_takes_the_dashboards_range() -> None:
     assert time_range({}, NOW) == (NOW - timedelta(days=7), NOW)
     empty = render_widget({"widgetContext": {"params": {"view": "team", "team": "CONSOLE_TEAM"}}}, None, None, NOW)  # type: ignore[arg-type]
     assert "Type a team" in empty and "<script" not in empty
+
+
+ACTIONS_FN = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-prod-ConsoleActions"
+
+
+def test_widget_buttons_call_the_teams_alias_with_a_confirmation_and_json_no_value_can_escape() -> None:
+    controls = WidgetControls(ACTIONS_FN, frozenset({"payments"}))
+    paused = health("payments/report", ("failed",), state="PAUSED", paused_reason="db migration")
+    page = render.team_view("payments", [paused, health("payments/load", ("succeeded",))], links, controls)
+    calls = re.findall(r'endpoint="([^"]+)" confirmation="([^"]+)">([^<]*)</cwdb-action>', page)
+    assert {endpoint for endpoint, _, _ in calls} == {f"{ACTIONS_FN}:team-payments"}
+    assert sorted(json.loads(body)["action"] for _, _, body in calls) == ["pause", "resume", "trigger", "trigger"]
+    assert 'name="reason"' in page and page.count("<cwdb-action") == 4
+    # A value with markup in it stays inside the element, as JSON escapes.
+    button = render.Button("trigger", "payments/x</cwdb-action><img src=x>", "Trigger", 'Run "x" <now>?')
+    text = controls.button(button)
+    assert text.count("</cwdb-action>") == 1 and "<img" not in text and "&lt;now&gt;" in text
+    [body] = re.findall(r'confirmation="[^"]*">(.*)</cwdb-action>', text)
+    assert json.loads(body)["job"].endswith("<img src=x>")
+
+
+def test_a_team_without_an_alias_gets_no_buttons_and_is_told_why() -> None:
+    controls = WidgetControls(ACTIONS_FN, frozenset({"search"}))
+    page = render.team_view("payments", [health("payments/report", ("failed",))], links, controls)
+    assert "<cwdb-action" not in page and "console_teams" in page
+
+
+def test_rerun_is_offered_only_for_a_finished_run_and_forced_for_a_succeeded_one() -> None:
+    assert render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.RUNNING), dag=False) == []
+    assert render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.FAILED), dag=True) == []
+    [failed] = render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.FAILED), dag=False)
+    assert failed.action == "rerun" and not failed.force and failed.run_id == "20270316T100000Z"
+    [succeeded] = render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.SUCCEEDED), dag=False)
+    assert succeeded.force and "second time" in succeeded.confirmation
+
+
+def test_the_actions_team_is_the_invoked_alias_never_the_event() -> None:
+    assert team_of_alias(f"{ACTIONS_FN}:team-payments") == "payments"
+    assert team_of_alias(ACTIONS_FN) is None
+    assert team_of_alias(f"{ACTIONS_FN}:$LATEST") is None
+    assert team_of_alias(f"{ACTIONS_FN}:7") is None

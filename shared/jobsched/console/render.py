@@ -38,7 +38,11 @@ STYLE = f"""
 .js a {{ color: #0550ae; }}
 .js .legend span {{ margin-right: 10px; white-space: nowrap; }}
 .js .actions {{ white-space: nowrap; }}
-.js .actions .btn, .js .actions button {{ margin-right: 4px; }}
+.js svg.strip text {{ font-size: 11px; text-anchor: middle; fill: #ffffff; }}
+.js .btn {{ display: inline-block; padding: 1px 9px; margin-right: 4px; border: 1px solid #d0d7de;
+           border-radius: 6px; background: #f6f8fa; color: {TEXT}; text-decoration: none; font-size: 12px;
+           cursor: pointer; }}
+.js .btn:hover {{ background: #eaeef2; }}
 """
 DASH = "\u2013"
 Links = Callable[[str], str | None]  # a console path -> its URL here (None: not a link)
@@ -122,6 +126,31 @@ def cell(outcome: str, *, title: str, opacity: float = 1.0, size: int = 16) -> s
     )
 
 
+STRIP_CELL = 18  # a 16-pixel square and a gap
+
+
+def strip(outcomes: Sequence[str]) -> str:
+    """A job's last runs as one SVG (a team page has 500 of them: one element per run, the rest in CSS)."""
+    if not outcomes:
+        return ""
+    total = len(outcomes)
+    counts: dict[str, int] = {}
+    cells = []
+    for index, outcome in enumerate(outcomes):
+        shown = look(outcome)
+        counts[shown.label] = counts.get(shown.label, 0) + 1
+        x = index * STRIP_CELL
+        cells.append(
+            f'<g><title>{index + 1}/{total} {escape(shown.label)}</title><rect x="{x}" width="16" height="16" '
+            f'rx="3" fill="{shown.colour}"/><text x="{x + 8}" y="12">{escape(shown.symbol)}</text></g>'
+        )
+    summary = ", ".join(f"{n} {label}" for label, n in counts.items())
+    return (
+        f'<svg class="strip" width="{total * STRIP_CELL}" height="16" role="img" '
+        f'aria-label="last {total} runs, old to new: {escape(summary)}">{"".join(cells)}</svg>'
+    )
+
+
 def legend(outcomes: Iterable[str] = OUTCOMES_SHOWN) -> str:
     items = "".join(f"<span>{cell(o, title=look(o).label, size=14)} {escape(look(o).label)}</span>" for o in outcomes)
     return f'<p class="legend">{items}</p>'
@@ -157,16 +186,12 @@ def _team_row(team: str, health: JobHealth, links: Links, controls: Controls | N
         badges += (
             f'<span class="badge paused" title="{escape(health.paused_reason or "")}">&#10074;&#10074; paused</span>'
         )
-    total = len(health.strip)
-    strip = "".join(
-        cell(outcome, title=f"run {index + 1} of the last {total}: {look(outcome).label}")
-        for index, outcome in enumerate(health.strip)
-    )
+    shown = strip(health.strip)
     rate = f"{health.success_rate * 100:.1f}%" if health.success_rate is not None else DASH
     late = f"{health.lateness_p95_s:.1f} s" if health.lateness_p95_s is not None else DASH
     return (
         f"<tr><td>{link_text(name, links(f'/teams/{team}/jobs/{name}'))}{badges}</td>"
-        f"<td>{strip or '<span class=muted>no runs yet</span>'}</td>"
+        f"<td>{shown or '<span class=muted>no runs yet</span>'}</td>"
         f'<td class="num">{rate}</td><td class="num">{late}</td>'
         f"<td>{escape(health.streak or DASH)}</td><td class=muted>{escape(health.next_fire or DASH)}</td>"
         + (f"<td>{buttons(controls, job_buttons(health.job, health.state))}</td>" if controls is not None else "")
