@@ -149,6 +149,7 @@ class StageConfig:
     tracing: bool = True  # X-Ray on every function and the API
     burst: BurstConfig = field(default_factory=BurstConfig)
     console_teams: tuple[str, ...] = ()  # teams whose console buttons act (an alias of the actions function each)
+    console_trail: bool = True  # a trail of the console's invocations (who pressed); off if one already logs them
 
     @classmethod
     def from_context(cls, scope: Construct) -> StageConfig:
@@ -172,6 +173,7 @@ class StageConfig:
             tracing=_flag(node, "tracing", default=prod or stage == LOCAL_STAGE),
             burst=BurstConfig.from_context(node),
             console_teams=_console_teams(node.try_get_context("console_teams")),
+            console_trail=_flag(node, "console_trail", default=True),
         )
 
 

@@ -65,6 +65,8 @@ def _acknowledge(stack: JobschedStack) -> None:
         "AwsSolutions-COG4": "The API uses IAM (SigV4) authorization, not Cognito",
         "AwsSolutions-SQS3": "These queues are themselves dead-letter queues",
         "AwsSolutions-L1": "Python 3.13 is pinned: the asset's dependencies are built for it",
+        "AwsSolutions-S1": "The console trail's bucket holds CloudTrail's own log files (who pressed a console "
+        "button); it is private, SSL-only and written only by CloudTrail, and the trail records every write",
     }
     managed = "arn:<AWS::Partition>:iam::aws:policy/service-role"
     granular: dict[str, str] = {

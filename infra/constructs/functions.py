@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudtrail as cloudtrail
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -219,6 +222,7 @@ class Functions(Construct):
         )
         storage.jobs.grant_read_data(self.console)
         storage.runs.grant_read_data(self.console)
+        self._console_audit(config, environment, storage)
         tag = f"${{aws:PrincipalTag/{OWNER_TAG}}}"
         self.console_user = iam.ManagedPolicy(
             self,
@@ -233,6 +237,49 @@ class Functions(Construct):
                 ),
             ],
         )
+
+    def _console_audit(self, config: StageConfig, environment: dict[str, str], storage: Storage) -> None:
+        """Who pressed a console button: CloudTrail records each invocation of the actions function (a Lambda
+        data event) with the caller; EventBridge hands the record to a function that names that caller on
+        the job's audit entry. The stage's own trail logs only these data events (``console_trail``; off
+        when an existing trail already logs them)."""
+        self.console_audit = self._function(
+            "ConsoleAudit", "functions.console_audit.handler.handler", config, environment, Duration.seconds(15), 128
+        )
+        storage.jobs.grant_read_write_data(self.console_audit)
+        events.Rule(
+            self,
+            "ConsoleInvocations",
+            rule_name=resource_name(config, "ConsoleInvocations"),
+            description="jobsched: CloudTrail's record of each console action, to name who pressed the button",
+            event_pattern=events.EventPattern(
+                source=["aws.lambda"],
+                detail_type=["AWS API Call via CloudTrail"],
+                detail={
+                    "eventSource": ["lambda.amazonaws.com"],
+                    "eventName": ["Invoke"],
+                    # CloudTrail names the function as the caller did: by ARN or by name, with the alias.
+                    "requestParameters": {
+                        "functionName": [
+                            {"prefix": self.console_actions.function_arn},
+                            {"prefix": self.console_actions.function_name},
+                        ]
+                    },
+                },
+            ),
+            targets=[targets.LambdaFunction(self.console_audit, retry_attempts=8)],
+        )
+        if config.console_trail and config.console_teams:
+            trail = cloudtrail.Trail(
+                self,
+                "ConsoleTrail",
+                trail_name=resource_name(config, "console-actions"),
+                management_events=cloudtrail.ReadWriteType.NONE,
+                is_multi_region_trail=False,
+                include_global_service_events=False,
+                send_to_cloud_watch_logs=False,
+            )
+            trail.add_lambda_event_selector([self.console_actions], include_management_events=False)
 
     def _grant_run_logs(self, config: StageConfig) -> None:
         """`jobsched logs`: the API runs a Logs Insights query over the groups a run's lines are in."""

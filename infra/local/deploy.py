@@ -144,7 +144,9 @@ def _ticks(resources: dict[str, Any]) -> dict[str, int]:
     """Seconds between ticks of each function an EventBridge rule invokes."""
     ticks: dict[str, int] = {}
     for resource in resources.values():
-        if resource["Type"] == "AWS::Events::Rule":
+        # A rule on an event pattern (CloudTrail's record of a console action) has no tick: nothing
+        # locally produces those events, and the local console confirms its caller itself.
+        if resource["Type"] == "AWS::Events::Rule" and "ScheduleExpression" in resource["Properties"]:
             expression = resource["Properties"]["ScheduleExpression"]
             for target in resource["Properties"].get("Targets", []):
                 ticks[target["Arn"]["Fn::GetAtt"][0]] = _rate_seconds(expression)

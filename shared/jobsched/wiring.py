@@ -235,6 +235,12 @@ def console_action_stores() -> ActionStores:
     return action_stores(Settings.from_env())
 
 
+@cache
+def console_audit_store() -> JobsStore:
+    """Where console actions' audit entries get the person CloudTrail saw."""
+    return JobsStore(Settings.from_env().jobs_table)
+
+
 def action_stores(settings: Settings) -> ActionStores:
     return ActionStores(
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),

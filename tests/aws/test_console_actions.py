@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.console.actions import ActionResult, ActionStores, handle_action
+from jobsched.console.actions import ActionResult, ActionStores, confirm_identity, handle_action
 from jobsched.console.widget import WidgetControls, render_widget
 from jobsched.core.runs import RunStatus
 from tests.aws.harness import Clock, FakeLambdas, Stack
@@ -154,3 +154,75 @@ def test_console_actions_count_toward_the_teams_request_rate(stack: Stack) -> No
     limit = stack.jobs.team_limits("ops").requests_per_minute
     results = [call(stack, widget_event({"action": "resume", "job": "ops/report"})) for _ in range(limit + 1)]
     assert all(r.ok for r in results[:limit]) and results[-1].status == 429
+
+
+def cloudtrail_record(
+    request: str, *, person: str = "arn:aws:sts::123456789012:assumed-role/oncall/ana@example.com", **detail: Any
+) -> dict[str, Any]:
+    """EventBridge's copy of CloudTrail's data event for one invocation of the actions function."""
+    return {
+        "id": "7f1c",
+        "source": "aws.lambda",
+        "detail-type": "AWS API Call via CloudTrail",
+        "detail": {
+            "eventSource": "lambda.amazonaws.com",
+            "eventName": "Invoke",
+            "requestID": request,
+            "userIdentity": {"type": "AssumedRole", "arn": person},
+            "requestParameters": {"functionName": f"{ACTIONS_FN}:team-ops"},
+        }
+        | detail,
+    }
+
+
+def test_cloudtrails_record_of_the_invocation_names_the_person_on_the_audit_entry_once(stack: Stack) -> None:
+    stack.register(REPORT)
+    stack.register({**REPORT, "name": "other"})
+    assert call(stack, widget_event({"action": "pause", "job": "ops/report"}, reason="INC-7"), request="req-1").ok
+    assert call(stack, widget_event({"action": "trigger", "job": "ops/other"}), request="req-2").ok
+
+    confirmed = confirm_identity(cloudtrail_record("req-1"), stack.jobs)
+    assert confirmed is not None and confirmed[1] == "ops/report" and confirmed[0].team == "ops"
+    entries, _ = stack.jobs.history("ops/report", limit=20)
+    [pause] = [e for e in entries if e.action == "pause"]
+    assert pause.confirmed_by == "arn:aws:sts::123456789012:assumed-role/oncall/ana@example.com"
+    # Only that request's entry: the registration and the other job's trigger keep no name.
+    assert all(e.confirmed_by is None for e in entries if e.action != "pause")
+    [trigger] = [e for e in stack.jobs.history("ops/other", limit=20)[0] if e.action == "trigger"]
+    assert trigger.confirmed_by is None
+    # A redelivered (or forged) record for the same request does not rename it.
+    assert confirm_identity(cloudtrail_record("req-1", person="arn:aws:iam::123456789012:user/mallory"), stack.jobs)
+    [again] = [e for e in stack.jobs.history("ops/report", limit=20)[0] if e.action == "pause"]
+    assert again.confirmed_by == pause.confirmed_by
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        cloudtrail_record("req-unknown"),  # a request that never reached a job
+        cloudtrail_record("req-1", eventName="GetFunction"),
+        cloudtrail_record("req-1", requestParameters={"functionName": ACTIONS_FN}),  # no alias: no team
+        cloudtrail_record("req-1", requestParameters={"functionName": f"{ACTIONS_FN}:team-payments"}),
+        cloudtrail_record("req-1", userIdentity={}),
+        cloudtrail_record("../x"),
+        {"detail": "not a record"},
+        {},
+    ],
+)
+def test_a_record_of_anything_else_names_nobody(stack: Stack, record: dict[str, Any]) -> None:
+    stack.register(REPORT)
+    assert call(stack, widget_event({"action": "trigger", "job": "ops/report"}), request="req-1").ok
+    assert confirm_identity(record, stack.jobs) is None
+    assert all(e.confirmed_by is None for e in stack.jobs.history("ops/report", limit=20)[0])
+
+
+def test_a_refused_call_for_another_teams_job_leaves_nothing_to_confirm(stack: Stack) -> None:
+    stack.register({**REPORT, "team": "payments"})
+    assert call(stack, widget_event({"action": "trigger", "job": "payments/report"}), request="req-9").status == 403
+    assert confirm_identity(cloudtrail_record("req-9"), stack.jobs) is None
+    payments = {
+        **cloudtrail_record("req-9")["detail"],
+        "requestParameters": {"functionName": f"{ACTIONS_FN}:team-payments"},
+    }
+    assert confirm_identity({"detail": payments}, stack.jobs) is None
+    assert all(e.confirmed_by is None for e in stack.jobs.history("payments/report", limit=20)[0])

@@ -99,6 +99,7 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         "jobsched-dev-Rotation",
         "jobsched-dev-Console",
         "jobsched-dev-ConsoleActions",
+        "jobsched-dev-ConsoleAudit",
     }
     for props in functions:
         assert props["Architectures"] == ["arm64"] and props["Runtime"] == "python3.13"
@@ -118,7 +119,7 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
 
 
 def test_dispatcher_and_heartbeat_tick_every_minute(dev: Template) -> None:
-    rules = {p["Name"]: p for p in resources(dev[0], "AWS::Events::Rule").values()}
+    rules = {p["Name"]: p for p in resources(dev[0], "AWS::Events::Rule").values() if "ScheduleExpression" in p}
     assert set(rules) == {"jobsched-dev-DispatcherTick", "jobsched-dev-HeartbeatTick"}
     assert all(r["ScheduleExpression"] == "rate(1 minute)" and r["State"] == "ENABLED" for r in rules.values())
 
@@ -355,6 +356,27 @@ def test_console_actions_act_only_through_a_team_alias_that_iam_grants_by_the_ca
     _, console = function_by_handler(template, "functions.console.handler.handler")
     env = console["Environment"]["Variables"]
     assert env[Env.CONSOLE_TEAMS] == "payments,search" and name in json.dumps(env[Env.CONSOLE_ACTIONS])
+
+
+def test_who_pressed_a_console_button_reaches_the_audit_function_from_the_stages_trail(dev: Template) -> None:
+    template = dev[0]
+    actions_name, _ = function_by_handler(template, "functions.console_actions.handler.handler")
+    audit_name, audit_fn = function_by_handler(template, "functions.console_audit.handler.handler")
+    # The trail logs only the actions function's invocations (data events), no management events.
+    [trail] = resources(template, "AWS::CloudTrail::Trail").values()
+    [selector] = trail["EventSelectors"]
+    assert selector["IncludeManagementEvents"] is False
+    [data] = selector["DataResources"]
+    assert data["Type"] == "AWS::Lambda::Function" and actions_name in json.dumps(data["Values"])
+    # CloudTrail's record of an Invoke of that function (by ARN or name) goes to the audit function.
+    [rule] = [p for p in resources(template, "AWS::Events::Rule").values() if "EventPattern" in p]
+    pattern = rule["EventPattern"]
+    assert pattern["source"] == ["aws.lambda"] and pattern["detail"]["eventName"] == ["Invoke"]
+    assert json.dumps(pattern["detail"]["requestParameters"]["functionName"]).count(actions_name) == 2
+    [target] = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [audit_name, "Arn"]} and target["RetryPolicy"]["MaximumRetryAttempts"] == 8
+    # It writes one thing: the name on the job's audit entry.
+    assert {a.split(":")[0] for a in role_actions(template, audit_fn)} <= {"dynamodb", "kms", "xray"}
 
 
 def test_cdk_nag_finds_nothing_unacknowledged(dev: Template) -> None:

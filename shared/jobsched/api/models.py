@@ -236,6 +236,9 @@ class HistoryEntryView(BaseModel):
         " backfill_cancel"
     )
     principal: str
+    confirmed_by: str | None = Field(
+        default=None, description="a console action: the caller CloudTrail recorded invoking it (minutes later)"
+    )
     reason: str | None = None
     spec: dict[str, Any] | None = Field(default=None, description="the spec a create, replace or rollback stored")
     details: dict[str, Any] | None = None

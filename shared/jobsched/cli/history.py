@@ -16,6 +16,7 @@ HISTORY_COLUMNS = [
     ("VERSION", "version"),
     ("ACTION", "action"),
     ("PRINCIPAL", "principal"),
+    ("CONFIRMED BY", "confirmed_by"),
     ("REASON", "reason"),
     ("DETAILS", "details"),
 ]

@@ -36,6 +36,12 @@ CONSOLE_ALIAS_PREFIX = "team-"  # the actions function's alias per team: its nam
 class ActionJobs(TriggerStorePort, Protocol):
     def count_request(self, team: str, *, now: datetime, limit: int) -> bool: ...
 
+    def remember_console_request(self, request_id: str, job: str, *, now: datetime) -> None: ...
+
+
+class ConfirmingJobs(Protocol):
+    def confirm_console_request(self, request_id: str, principal: str, person: str) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class ActionStores:
@@ -162,4 +168,46 @@ def handle_action(
     except ValidationError as error:
         return invalid(error)
     principal = console_principal(team, via=f"{CONSOLE_ALIAS_PREFIX}{team}", request_id=request_id)
+    if principal.may_act_for(request.team):
+        # Before the action: CloudTrail's record of this request finds the job's entry through it.
+        stores.jobs.remember_console_request(request_id, request.job, now=now)
     return act(request, principal=principal, stores=stores, now=now)
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """CloudTrail's record of one invocation of the actions function (a Lambda data event via EventBridge)."""
+
+    request_id: str
+    person: str  # the caller's ARN: an assumed role's session names the person
+    team: str
+
+
+MAX_PERSON = 2048
+
+
+def invocation(event: dict[str, Any]) -> Invocation | None:
+    """The record's request, caller and alias; None for anything else (another call, a malformed record)."""
+    detail = event.get("detail")
+    if not isinstance(detail, dict) or detail.get("eventName") != "Invoke":
+        return None
+    request_id = detail.get("requestID")
+    person = (detail.get("userIdentity") or {}).get("arn")
+    function = (detail.get("requestParameters") or {}).get("functionName")
+    if not (isinstance(request_id, str) and RUN_ID.match(request_id)):
+        return None
+    if not (isinstance(person, str) and 0 < len(person) <= MAX_PERSON) or not isinstance(function, str):
+        return None
+    team = team_of_alias(function)
+    return Invocation(request_id, person, team) if team else None
+
+
+def confirm_identity(event: dict[str, Any], jobs: ConfirmingJobs) -> tuple[Invocation, str] | None:
+    """Name the person CloudTrail saw on the audit entries their console request wrote: (the record, the
+    job), or None when the record is not of a console action that acted on a job."""
+    found = invocation(event)
+    if found is None:
+        return None
+    principal = console_principal(found.team, via=f"{CONSOLE_ALIAS_PREFIX}{found.team}", request_id=found.request_id)
+    job = jobs.confirm_console_request(found.request_id, principal.arn, found.person)
+    return (found, job) if job else None

@@ -88,6 +88,10 @@ class JobsKeys:
     SPEC = "SPEC"  # the job spec, version, lifecycle state (changes rarely)
     STATE = "STATE"  # next_fire_at, cursor, running slots (changes every dispatch and run)
     AUDIT_PREFIX = "AUDIT#"
+    # A console action's request: pk "CONSOLE#{lambda request id}", sk CONSOLE_REQUEST -> the job it acted on,
+    # so CloudTrail's record of the invocation can name the person on the audit entry (expires in 2 days).
+    CONSOLE_PREFIX = "CONSOLE#"
+    CONSOLE_REQUEST = "REQUEST"
     IDEMPOTENCY_PREFIX = "IDEMPOTENCY#"
     BACKFILL_PREFIX = "BACKFILL#"
     TEAM_PREFIX = "TEAM#"  # per-team quota items: pk "TEAM#{team}", sk "QUOTA"

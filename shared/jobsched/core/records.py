@@ -495,6 +495,8 @@ class AuditEntry:
     spec: dict[str, Any] | None = None  # the spec as stored by a create, replace or rollback
     details: dict[str, Any] | None = None  # run id, range, statuses...
     sort_key: str = ""  # where it sits in the job's history (the page token)
+    # A console action: the person CloudTrail recorded invoking the console's request (minutes later).
+    confirmed_by: str | None = None
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> AuditEntry:
@@ -509,6 +511,7 @@ class AuditEntry:
             spec=json.loads(spec) if spec else None,
             details=json.loads(details) if details else None,
             sort_key=str(values[JobsKeys.SK]),
+            confirmed_by=values.get("confirmed_by"),
         )
 
 

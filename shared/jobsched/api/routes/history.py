@@ -28,6 +28,7 @@ def entry_view(entry: AuditEntry) -> HistoryEntryView:
         version=entry.version,
         action=entry.action,
         principal=entry.principal,
+        confirmed_by=entry.confirmed_by,
         reason=entry.reason,
         spec=entry.spec,
         details=entry.details,

@@ -3,7 +3,7 @@ with its audit record and the STATE item it implies."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -13,6 +13,9 @@ from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.names import JobsKeys
 from jobsched.core.records import AuditEntry, JobExists, JobState, StoredJob, audit_values
 from jobsched.core.spec import JobSpec
+
+CONSOLE_REQUEST_KEPT = timedelta(days=2)  # CloudTrail delivers within minutes; a day of outage still fits
+CONSOLE_CONFIRM_LOOKBACK = 100  # the job's newest entries searched for the request's
 
 
 class SpecsStore(JobsTable):
@@ -171,6 +174,47 @@ class SpecsStore(JobsTable):
         entries = [AuditEntry.from_values(from_item(item)) for item in response.get("Items", [])]
         last = response.get("LastEvaluatedKey")
         return entries, (from_item(last)[JobsKeys.SK] if last else None)
+
+    def remember_console_request(self, request_id: str, job: str, *, now: datetime) -> None:
+        """The job a console request acts on, for ``confirm_console_request`` (written before the action)."""
+        self.db.put_item(
+            TableName=self.table,
+            Item=to_item(
+                {
+                    JobsKeys.PK: JobsKeys.CONSOLE_PREFIX + request_id,
+                    JobsKeys.SK: JobsKeys.CONSOLE_REQUEST,
+                    "job": job,
+                    JobsKeys.TTL: int((now + CONSOLE_REQUEST_KEPT).timestamp()),
+                }
+            ),
+        )
+
+    def confirm_console_request(self, request_id: str, principal: str, person: str) -> str | None:
+        """Name ``person`` on the audit entries ``principal`` (that request's console principal) wrote; returns
+        the job, or None when the request wrote no entry. Once: an entry already confirmed keeps its name."""
+        marker = self.db.get_item(
+            TableName=self.table,
+            Key=self._key(JobsKeys.CONSOLE_PREFIX + request_id, JobsKeys.CONSOLE_REQUEST),
+            ConsistentRead=True,
+        ).get("Item")
+        if marker is None:
+            return None
+        job = str(from_item(marker)["job"])
+        recent, _ = self.history(job, limit=CONSOLE_CONFIRM_LOOKBACK)
+        written = [entry for entry in recent if entry.principal == principal]
+        for entry in written:
+            try:
+                self.db.update_item(
+                    TableName=self.table,
+                    Key=self._key(job, entry.sort_key),
+                    UpdateExpression="SET confirmed_by = :person",
+                    ConditionExpression="attribute_exists(pk) AND attribute_not_exists(confirmed_by)",
+                    ExpressionAttributeValues=to_values({":person": person}),
+                )
+            except ClientError as error:
+                if not is_conditional_failure(error):
+                    raise
+        return job if written else None
 
     def audit_trail(self, job: str) -> list[dict[str, Any]]:
         response = self.db.query(
