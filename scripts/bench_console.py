@@ -1,8 +1,10 @@
-"""How long the console's team page takes for a team of 500 jobs (issue #18's goal: within 2 s).
+"""How long the console's team page and team timeline take for a team of 500 jobs (issue #18's goal:
+within 2 s), and how big they are (CloudWatch takes at most 6 MB from a custom widget).
 
-The stores are in memory with a per-call delay standing in for DynamoDB (a Query of 20 runs, a
-BatchGetItem, an eventually consistent GetItem): the page reads each job's runs 16 at a time, so the
-figure is the renderer's CPU plus the reads' latency as they overlap. Prints the wall time and the size.
+The stores are in memory with a per-call delay standing in for DynamoDB (a Query of a page of runs, a
+BatchGetItem, an eventually consistent GetItem): the views read each job's runs 16 at a time, so the
+figure is the renderer's CPU plus the reads' latency as they overlap. Each job runs hourly and has a week
+of runs, so the timeline over the last 7 days is full: every row, every column.
 """
 
 from __future__ import annotations
@@ -11,21 +13,23 @@ import argparse
 import random
 import statistics
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from jobsched.console import render, views
-from jobsched.console.widget import WidgetControls
+from jobsched.console.widget import WidgetControls, no_links
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 
 NOW = datetime(2027, 1, 4, 12, 0, tzinfo=UTC)
 ACTIONS_FN = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-prod-ConsoleActions"
+HISTORY_HOURS = 7 * 24
 OUTCOMES = [RunStatus.SUCCEEDED] * 16 + [RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.MISSED, RunStatus.SKIPPED]
 
 
 class Stores:
-    def __init__(self, jobs: int, latency_s: float) -> None:
+    def __init__(self, jobs: int, latency_s: float, now: datetime = NOW, **schedule: object) -> None:
         self.latency = latency_s
         self.specs = {
             f"payments/job-{i:03d}": StoredJob(
@@ -33,14 +37,14 @@ class Stores:
                     {
                         "name": f"job-{i:03d}",
                         "team": "payments",
-                        "schedule": {"expression": "H * * * *", "timezone": "Europe/Berlin"},
+                        "schedule": {"expression": "H * * * *", "timezone": "Europe/Berlin"} | schedule,
                         "target": {"type": "callback"},
                     }
                 ),
                 1,
                 "ACTIVE",
-                NOW - timedelta(days=30),
-                NOW - timedelta(days=30),
+                now - timedelta(days=30),
+                now - timedelta(days=30),
                 "bench",
             )
             for i in range(jobs)
@@ -54,16 +58,16 @@ class Stores:
                     "payments",
                     rng.choice(OUTCOMES),
                     1,
-                    NOW - timedelta(hours=j),
-                    NOW - timedelta(hours=j),
+                    now - timedelta(hours=j),
+                    now - timedelta(hours=j),
                     "schedule",
                     1,
                     "c",
-                    started_at=NOW - timedelta(hours=j),
-                    finished_at=NOW - timedelta(hours=j),
+                    started_at=now - timedelta(hours=j),
+                    finished_at=now - timedelta(hours=j),
                     lateness_ms=rng.randint(50, 3000),
                 )
-                for j in range(20)
+                for j in range(HISTORY_HOURS)
             ]
             for key in self.specs
         }
@@ -97,7 +101,10 @@ class RunsView:
         self, job: str, *, limit: int = 50, newest_first: bool = True, after_run_id: str | None = None
     ) -> tuple[list[Run], str | None]:
         time.sleep(self.stores.latency)
-        return self.stores.runs[job][:limit], None
+        start = int(after_run_id or 0)
+        runs = self.stores.runs[job]
+        more = start + limit < len(runs)
+        return runs[start : start + limit], (str(start + limit) if more else None)
 
     def get(self, job: str, run_id: str) -> Run | None:
         return next((run for run in self.stores.runs.get(job, []) if run.run_id == run_id), None)
@@ -115,16 +122,34 @@ def main() -> None:
     stores = Stores(args.jobs, args.latency_ms / 1000)
     # The buttons as CloudWatch gets them: a <cwdb-action> per button, through the team's alias.
     controls = WidgetControls(ACTIONS_FN, frozenset({"payments"}))
-    times = []
-    for _ in range(args.rounds):
-        began = time.perf_counter()
-        view = views.team(stores, RunsView(stores), "payments", now=NOW, links=lambda path: None, controls=controls)
-        html = render.page(view.title, view.body, standalone=False)
-        times.append(time.perf_counter() - began)
-    print(f"team_page_jobs={args.jobs} latency_per_call_ms={args.latency_ms}")
-    print(
-        f"team_page_seconds_median={statistics.median(times):.2f} max={max(times):.2f} html_kb={len(html) / 1024:.0f}"
-    )
+    runs = RunsView(stores)
+    print(f"team_jobs={args.jobs} latency_per_call_ms={args.latency_ms} runs_per_job={HISTORY_HOURS}")
+
+    def timeline(stores: Stores, now: datetime) -> views.View:
+        start = now - timedelta(days=7)
+        return views.team_timeline(stores, RunsView(stores), "payments", start=start, end=now, now=now, links=no_links)
+
+    # The timeline's costly weeks: one across Berlin's spring DST change (the engine is stepped around it
+    # for every row), and one where every job has a holiday calendar (stepped over the whole week).
+    across_dst = datetime(2027, 3, 31, 12, 0, tzinfo=UTC)
+    dst = Stores(args.jobs, args.latency_ms / 1000, across_dst)
+    holidays = Stores(args.jobs, args.latency_ms / 1000, NOW, calendar={"skip_holidays": "DE"})
+    shown: dict[str, Callable[[], views.View]] = {
+        "team_page": lambda: views.team(stores, runs, "payments", now=NOW, links=no_links, controls=controls),
+        "team_timeline_7d": lambda: timeline(stores, NOW),
+        "team_timeline_7d_across_dst": lambda: timeline(dst, across_dst),
+        "team_timeline_7d_holiday_calendars": lambda: timeline(holidays, NOW),
+    }
+    for name, view_of in shown.items():
+        times = []
+        for _ in range(args.rounds):
+            began = time.perf_counter()
+            view = view_of()
+            html = render.page(view.title, view.body, standalone=False)
+            times.append(time.perf_counter() - began)
+        print(
+            f"{name}_seconds_median={statistics.median(times):.2f} max={max(times):.2f} html_kb={len(html) / 1024:.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -417,21 +417,23 @@ class Observability(Construct):
             self, "Jobs", dashboard_name=resource_name(self.config, "jobs"), variables=variables
         )
         console = functions.console.function_arn
+        # (title, the view's parameters, height, whether the dashboard's time range bounds it)
+        shown = (
+            ("Jobs, worst first", {"view": "team", "team": CONSOLE_TEAM}, 12, False),
+            ("Team timeline: a row per job", {"view": "timeline", "team": CONSOLE_TEAM}, 12, True),
+            ("Job timeline", {"view": "job", "team": CONSOLE_TEAM, "job": CONSOLE_JOB}, 14, True),
+        )
         jobs.add_widgets(
-            cloudwatch.CustomWidget(
-                function_arn=console,
-                title="Jobs, worst first",
-                params={"view": "team", "team": CONSOLE_TEAM},
-                width=24,
-                height=12,
-            ),
-            cloudwatch.CustomWidget(
-                function_arn=console,
-                title="Job timeline",
-                params={"view": "job", "team": CONSOLE_TEAM, "job": CONSOLE_JOB},
-                width=24,
-                height=14,
-                update_on_time_range_change=True,
-            ),
+            *(
+                cloudwatch.CustomWidget(
+                    function_arn=console,
+                    title=title,
+                    params=params,
+                    width=24,
+                    height=height,
+                    update_on_time_range_change=ranged,
+                )
+                for title, params, height, ranged in shown
+            )
         )
         return jobs

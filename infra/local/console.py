@@ -53,7 +53,8 @@ class ConsoleRequest:
 
 
 class LocalConsole:
-    """GET /console, /console/incidents, /console/teams/{team}, .../jobs/{name}[?days=N], .../runs/{run_id};
+    """GET /console, /console/incidents, /console/teams/{team}, .../timeline[?days=N], .../jobs/{name}[?days=N],
+    .../runs/{run_id};
     GET /console/act?... (the confirmation) and POST /console/act (the action)."""
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
@@ -92,6 +93,9 @@ class LocalConsole:
             return views.incidents(jobs, now=now, links=links)
         if len(path) == 2 and path[0] == "teams":
             return views.team(jobs, runs, path[1], now=now, links=links, controls=controls)
+        if len(path) == 3 and path[0] == "teams" and path[2] == "timeline":
+            start = now - timedelta(days=days)
+            return views.team_timeline(jobs, runs, path[1], start=start, end=now, now=now, links=links)
         if len(path) == 4 and path[0] == "teams" and path[2] == "jobs":
             key = f"{path[1]}/{path[3]}"
             start = now - timedelta(days=days)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from jobsched.console import views
 from jobsched.console.widget import render_widget
 from tests.aws.harness import Clock, Stack
 
@@ -32,6 +35,37 @@ def test_the_widget_renders_the_team_the_job_timeline_and_a_run(stack: Stack, cl
     detail = widget(view="run", team="ops", job="report", run_id=run.run_id)
     assert "SUCCEEDED" in detail and "scheduled for" in detail
     assert "Not found" in widget(view="run", team="ops", job="report", run_id="nope")
+
+
+def test_the_team_timeline_puts_the_most_failed_job_first_and_says_when_a_row_is_partial(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, function in (("calm", "echo"), ("shaky", "broken")):
+        stack.register(
+            {
+                "name": name,
+                "team": "ops",
+                "schedule": {"expression": "0 * * * *"},
+                "target": {"type": "lambda", "function": function},
+                "retry": {"max_attempts": 1},
+            }
+        )
+    stack.lambdas.functions["broken"] = lambda event: (_ for _ in ()).throw(RuntimeError("down"))
+    for hour in ("09", "10", "11"):
+        clock.set(f"2027-01-04T{hour}:00:00Z")
+        stack.tick()
+        stack.pump()
+    now = clock()
+    context = {"timeRange": {"start": int((now.timestamp() - 86400) * 1000), "end": int(now.timestamp() * 1000)}}
+    params = {"view": "timeline", "team": "ops"}
+    page = render_widget({"widgetContext": {**context, "params": params}, **params}, stack.jobs, stack.runs, now)
+    assert "<script" not in page and "2 jobs" in page
+    assert page.index(">shaky<") < page.index(">calm<"), "the most failed first"
+    assert page.count("2027-01-04T10:00:00Z failed") == 1 and page.count("2027-01-04T10:00:00Z succeeded") == 1
+    # Fewer runs read than the range holds: the row says its oldest are not shown.
+    monkeypatch.setattr(views, "TEAM_TIMELINE_RUNS", 2)
+    page = render_widget({"widgetContext": {**context, "params": params}, **params}, stack.jobs, stack.runs, now)
+    assert "09:00:00Z" not in page and "more runs in the range than were read" in page
 
 
 def test_open_incidents_are_listed_across_teams_and_leave_the_list_when_resolved(stack: Stack, clock: Clock) -> None:

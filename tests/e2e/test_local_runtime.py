@@ -294,6 +294,10 @@ def test_the_console_serves_linked_team_job_and_run_pages(runtime: LocalRuntime)
     status, team = page_of(runtime, "/console/teams/e2e")
     assert status == 200 and 'href="/console/teams/e2e/jobs/shown"' in team and "<script" not in team
     assert "#1a7f37" in team and "succeeded" in team, "the run in the strip: colour, symbol and title"
+    assert 'href="/console/teams/e2e/timeline"' in team
+    status, timeline = page_of(runtime, "/console/teams/e2e/timeline?days=1")
+    assert status == 200 and 'href="/console/teams/e2e/jobs/shown"' in timeline and "<script" not in timeline
+    assert f"{at:%Y-%m-%dT%H:%M:%SZ} succeeded" in timeline, "the run in its job's row, its time on hover"
     status, job = page_of(runtime, "/console/teams/e2e/jobs/shown?days=2")
     assert status == 200 and f'href="/console/teams/e2e/jobs/shown/runs/{run_id}"' in job and "<svg" in job
     status, run = page_of(runtime, f"/console/teams/e2e/jobs/shown/runs/{run_id}")
@@ -367,6 +371,7 @@ def test_the_console_looks_right_in_a_browser(runtime: LocalRuntime, tmp_path: P
     for name, path in (
         ("team", "/console/teams/e2e"),
         ("job", "/console/teams/e2e/jobs/shown?days=3"),
+        ("team-timeline", "/console/teams/e2e/timeline?days=1"),
         ("dag-run", f"/console/teams/e2e/jobs/pipeline/runs/{run['run_id']}"),
     ):
         picture = screenshot(browser, runtime.api_url + path, keep / f"{name}.png")

@@ -294,7 +294,9 @@ def test_four_dashboards_and_the_jobs_one_is_the_console(dev: Template) -> None:
         for logical, f in resources(dev[0], "AWS::Lambda::Function").items()
         if f.get("Handler") == "functions.console.handler.handler"
     ]
-    assert body.count('\\"type\\":\\"custom\\"') == 2 and console in body, "two custom widgets, calling the console"
+    assert body.count('\\"type\\":\\"custom\\"') == 3 and console in body, "three custom widgets, the console"
+    for view in ("team", "timeline", "job"):
+        assert f'\\"view\\":\\"{view}\\"' in body, view
     assert "CONSOLE_TEAM" in body and '\\"variables\\"' in body, "the team comes from a dashboard variable"
     [oncall] = [p for p in dashboards.values() if p["DashboardName"] == "jobsched-dev-oncall"]
     oncall_body = json.dumps(oncall["DashboardBody"])

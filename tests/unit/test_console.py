@@ -59,6 +59,21 @@ def run(at: str, status: RunStatus, *, attempt: int = 1, late_ms: int | None = 4
     )
 
 
+# 02:30 in New York: 2027-03-14's wall time does not exist (DST), and 2027-03-15 is in a blackout.
+NEW_YORK_REPORT = JobSpec.model_validate(
+    {
+        "name": "report",
+        "team": "payments",
+        "target": {"type": "callback"},
+        "schedule": {
+            "expression": "30 2 * * *",
+            "timezone": "America/New_York",
+            "blackouts": [{"start": "2027-03-15T00:00:00Z", "end": "2027-03-16T00:00:00Z"}],
+        },
+    }
+)
+
+
 def links(path: str) -> str:
     return "/console" + path
 
@@ -95,18 +110,7 @@ def test_team_names_and_errors_are_escaped() -> None:
 
 
 def test_the_timeline_shows_runs_by_day_and_hour_skips_with_reasons_and_dst_marks() -> None:
-    spec = JobSpec.model_validate(
-        {
-            "name": "report",
-            "team": "payments",
-            "target": {"type": "callback"},
-            "schedule": {
-                "expression": "30 2 * * *",
-                "timezone": "America/New_York",
-                "blackouts": [{"start": "2027-03-15T00:00:00Z", "end": "2027-03-16T00:00:00Z"}],
-            },
-        }
-    )
+    spec = NEW_YORK_REPORT
     start, end = utc("2027-03-13T00:00:00Z"), NOW
     occurrences = list(compile_schedule(spec.schedule, hash_key=spec.key).occurrences(start, until=end))  # type: ignore[arg-type]
     runs = [run("2027-03-13T07:30:00Z", RunStatus.SUCCEEDED), run("2027-03-14T07:00:00Z", RunStatus.FAILED)]
@@ -116,6 +120,36 @@ def test_the_timeline_shows_runs_by_day_and_hour_skips_with_reasons_and_dst_mark
     assert "skipped: in blackout" in page, "the skipped instant carries its reason on hover"
     assert re.search(r"<title>[^<]*DST gap", page), "the DST transition is marked with its reason"
     assert "Sat 03-13" in page and "Tue 03-16" in page
+
+
+def test_the_team_timeline_has_a_row_per_job_and_a_column_per_span_of_the_range() -> None:
+    spec = NEW_YORK_REPORT
+    start, end = utc("2027-03-12T12:00:00Z"), NOW  # four days: 40 columns of 2.4 hours
+    occurrences = list(compile_schedule(spec.schedule, hash_key=spec.key).occurrences(start, until=end))  # type: ignore[arg-type]
+    report = render.JobInstants(
+        "payments/report",
+        [run("2027-03-13T07:30:00Z", RunStatus.SUCCEEDED), run("2027-03-14T07:00:00Z", RunStatus.SUCCEEDED)],
+        occurrences,
+    )
+    ledger = render.JobInstants(
+        "payments/<ledger>",
+        [run("2027-03-16T09:00:00Z", RunStatus.FAILED, late_ms=90_000)],
+        [],
+        partial=True,
+    )
+    page = render.team_timeline_view("payments", [ledger, report], start, end, links, of_jobs=3)
+    assert "<script" not in page and "<ledger>" not in page and "&lt;ledger&gt;" in page
+    assert page.index("&lt;ledger&gt;") < page.index(">report<"), "rows in the order given"
+    assert 'href="/console/teams/payments/jobs/report"' in page
+    assert "2 of 3 jobs" in page and "a column per 2 h" in page
+    # A run's cell sits in its span: 2027-03-13T07:30Z is 19.5 h after the start, in column 8 (from 0).
+    x8 = 170 + 8 * 20
+    assert re.search(rf'<title>2027-03-13T07:30:00Z succeeded, 0.4 s late</title><rect x="{x8}"', page)
+    # Later is paler: 90 s late -> 1 - 0.75 * 0.5.
+    assert re.search(r'failed, 90.0 s late</title><rect [^>]*fill-opacity="0.62"', page)
+    assert "skipped: in blackout" in page, "the skipped instant carries its reason on hover"
+    assert re.search(r"<title>[^<]*DST gap", page), "the DST transition is marked with its reason"
+    assert "more runs in the range than were read" in page, "a partial row says so"
 
 
 def test_a_dag_run_has_a_gantt_chart_and_a_dependency_graph() -> None:

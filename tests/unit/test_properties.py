@@ -196,3 +196,27 @@ def test_a_wildcard_entry_runs_both_copies_of_a_repeated_wall_time(expression: s
             resolved = resolve_wall(fire.wall, tz)
             if resolved.kind is WallKind.FOLD and window[0] < resolved.instants[0]:
                 assert set(resolved.instants) <= instants | {i for i in resolved.instants if i > window[1]}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=any_entries(), zone=zones, year=years, holidays=st.booleans())
+def test_outside_its_irregular_spans_every_instant_fires_as_written(
+    spec: dict[str, object], zone: str, year: int, holidays: bool
+) -> None:
+    """What the console's team timeline relies on to step the engine only where it must."""
+    if holidays:
+        spec = {**spec, "calendar": {"skip_holidays": "US", "exclude_dates": [f"{year}-07-10"]}}
+    schedule = compiled(timezone=zone, anchor=f"{year}-01-01T00:00:00Z", **spec)  # type: ignore[arg-type]
+    for window in windows(zone, year):
+        spans = schedule.irregular_spans(*window)
+        if spans is None:
+            assert spec.get("blackouts"), "only blackouts make the whole range irregular"
+            continue
+        irregular = [
+            o
+            for o in schedule.occurrences(window[0], until=window[1])
+            if not o.fires or o.reason_kind in ("dst gap", "dst overlap")
+        ]
+        stepped = [o for low, high in spans for o in schedule.occurrences(low, until=high)]
+        assert all(any(low < o.at <= high for low, high in spans) for o in irregular), (spec, spans)
+        assert [o for o in stepped if o in irregular] == irregular, "stepping a span alone finds the same"

@@ -1,7 +1,7 @@
 """A CloudWatch custom widget: the event's parameters and time range in, a view's HTML out.
 
-The dashboard passes ``view`` (team, job, run), ``team`` and, for job and run, ``job`` and ``run_id``;
-its time range bounds the job timeline. Who sees what is IAM's: on the dashboard and on this function.
+The dashboard passes ``view`` (incidents, team, timeline, job, run), ``team`` and, for job and run, ``job``
+and ``run_id``; its time range bounds the timelines. Who sees what is IAM's: on the dashboard and on this function.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 
 DESCRIPTION = """\
 ### jobsched console
-Parameters: `view` (`incidents` | `team` | `job` | `run`), `team`, and for `job`/`run`: `job`, `run_id`.
-The dashboard's time range bounds the job timeline (at most 62 days).
+Parameters: `view` (`incidents` | `team` | `timeline` | `job` | `run`), `team`, and for `job`/`run`: `job`,
+`run_id`. The dashboard's time range bounds the timelines (at most 62 days).
 ```
 view: team
 team: payments
@@ -94,6 +94,8 @@ def render_widget(
             shown = views.incidents(jobs, now=now, links=no_links)
         elif view == "team" and team:
             shown = views.team(jobs, runs, team, now=now, links=no_links, controls=controls)
+        elif view == "timeline" and team:
+            shown = views.team_timeline(jobs, runs, team, start=start, end=end, now=now, links=no_links)
         elif view == "job" and team and params.get("job"):
             key = f"{team}/{params['job']}"
             shown = views.job(jobs, runs, key, start=start, end=end, now=now, links=no_links, controls=controls)

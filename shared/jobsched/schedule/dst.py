@@ -65,3 +65,17 @@ def local_wall(instant: datetime, zone: ZoneInfo) -> datetime:
 def zone_changes_near(instant: datetime, zone: ZoneInfo, margin: timedelta) -> bool:
     """Whether the zone's UTC offset differs across [instant - margin, instant + margin]."""
     return (instant - margin).astimezone(zone).utcoffset() != (instant + margin).astimezone(zone).utcoffset()
+
+
+def offset_changes(zone: ZoneInfo, start: datetime, end: datetime) -> list[datetime]:
+    """Where the zone's UTC offset changes in [start, end], to the hour (no zone changes twice in an hour)."""
+    changes = []
+    at = start.replace(minute=0, second=0, microsecond=0)
+    offset = at.astimezone(zone).utcoffset()
+    while at < end:
+        at += timedelta(hours=1)
+        later = at.astimezone(zone).utcoffset()
+        if later != offset:
+            changes.append(at)
+            offset = later
+    return changes

@@ -43,7 +43,7 @@ from jobsched.core.expressions import (
 )
 from jobsched.core.spec import Blackout, CalendarPolicy, HolidayCalendar, Schedule
 from jobsched.core.tz import UTC, get_zone
-from jobsched.schedule.dst import WallKind, local_wall, resolve_wall, zone_changes_near
+from jobsched.schedule.dst import WallKind, local_wall, offset_changes, resolve_wall, zone_changes_near
 
 DEFAULT_HORIZON = timedelta(days=366 * 10)  # leap-day jobs fire twice in it
 # A schedule that a calendar or blackout excludes for a long time must not spin: previews and next-fire
@@ -145,6 +145,9 @@ def _hhmm(wall: datetime) -> str:
     return wall.strftime("%H:%M:%S" if wall.second else "%H:%M")
 
 
+DST_REACH = timedelta(hours=3)  # a wall time a change of offset skips or repeats lies this close to it (<= 2 h)
+
+
 class CompiledSchedule:
     """A validated ``Schedule`` ready to produce instants for one job.
 
@@ -179,6 +182,29 @@ class CompiledSchedule:
         self._blackouts = [_BlackoutWindows(b, self) for b in schedule.blackouts]
 
     # ------------------------------------------------------------------------------ public API
+
+    def irregular_spans(self, start: datetime, end: datetime) -> list[tuple[datetime, datetime]] | None:
+        """The parts of [start, end] where an instant may be skipped or moved instead of firing as written:
+        around each change of the zone's UTC offset, and the local days the calendar excludes. Outside them
+        every instant fires as the expression says, so a view need not step the engine there. None with
+        blackouts: their windows follow schedules of their own, so the whole range is irregular."""
+        if self._blackouts:
+            return None
+        spans = [(at - DST_REACH, at + DST_REACH) for at in offset_changes(self.zone, start, end)]
+        if self._calendar is not None:
+            day = local_wall(start, self.zone).date()
+            while day <= local_wall(end, self.zone).date():
+                if self._calendar.excluded(day):
+                    midnight = datetime.combine(day, datetime.min.time(), tzinfo=self.zone).astimezone(UTC)
+                    spans.append((midnight - DST_REACH, midnight + timedelta(days=1) + DST_REACH))
+                day += timedelta(days=1)
+        merged: list[tuple[datetime, datetime]] = []
+        for low, high in sorted((max(low, start), min(high, end)) for low, high in spans):
+            if merged and low <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
+            elif low < high:
+                merged.append((low, high))
+        return merged
 
     def occurrences(self, after: datetime, *, until: datetime | None = None) -> Iterator[Occurrence]:
         """Every occurrence with ``after < at`` (and ``at <= until``), fired or skipped, in order."""
