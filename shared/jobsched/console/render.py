@@ -307,6 +307,7 @@ class JobInstants:
 
 
 TEAM_COLUMNS = 40  # with the names, 970 px: the default width of a full-width widget
+LABEL_W = 170
 
 
 def team_timeline_view(
@@ -316,54 +317,14 @@ def team_timeline_view(
     (UTC). A cell shows the worst outcome in its span, paler the later; a skipped instant carries its
     reason on hover; a diamond marks a job with a DST transition or a blackout in the range."""
     span = max((end - start).total_seconds(), 60.0) / TEAM_COLUMNS
-    label_w = 170
-    parts = []
-    for index, row in enumerate(rows):
-        y = 20 + index * (CELL_H + 2)
-        cells: dict[int, list[HeatItem]] = {}
-        notes = []
-        ran = {run.scheduled_at for run in row.runs}
-
-        def column(at: datetime) -> int:
-            return min(int((at - start).total_seconds() // span), TEAM_COLUMNS - 1)
-
-        for run in row.runs:
-            outcome = strip_cell(run)
-            late = (run.lateness_ms or 0) / 1000
-            text = f"{instant_text(run.scheduled_at)} {look(outcome).label}"
-            text += f", {late:.1f} s late" if run.lateness_ms is not None else ""
-            text += f" ({run.reason})" if run.reason else ""
-            cells.setdefault(column(run.scheduled_at), []).append((outcome, text, late))
-        for occurrence in row.occurrences:
-            if occurrence.reason_kind in ("dst gap", "dst overlap", "blackout"):
-                notes.append(f"{occurrence.scheduled_wall:%Y-%m-%d %H:%M}: {occurrence.reason}")
-            if not occurrence.fires and occurrence.at not in ran:
-                text = f"{instant_text(occurrence.at)} skipped: {occurrence.reason or ''}"
-                cells.setdefault(column(occurrence.at), []).append(("skipped", text, 0.0))
-        name = row.job.split("/", 1)[-1]
-        href = links(f"/teams/{team}/jobs/{name}")
-        label = escape(name if len(name) <= 26 else name[:25] + "\u2026") + (" +" if row.partial else "")
-        title = escape(
-            row.job + (": more runs in the range than were read; the oldest are not shown" if row.partial else "")
-        )
-        colour = "#0550ae" if href else MUTED  # a link looks like one
-        text = f'<text x="0" y="{y + 12}" font-size="11" fill="{colour}"><title>{title}</title>{label}</text>'
-        parts.append(f'<a href="{escape(href)}">{text}</a>' if href else text)
-        if notes:
-            parts.append(_mark(label_w - 14, y, notes))
-        parts.append(
-            f'<rect x="{label_w}" y="{y}" width="{TEAM_COLUMNS * (CELL_W + 2) - 2}" height="{CELL_H}" fill="#f6f8fa"/>'
-        )
-        parts.extend(
-            _heat_cell(label_w + col * (CELL_W + 2), y, items, lines_shown=4) for col, items in sorted(cells.items())
-        )
+    parts = [_team_timeline_row(team, index, row, start, span, links) for index, row in enumerate(rows)]
     ticks = "".join(
-        f'<text x="{label_w + col * (CELL_W + 2)}" y="12" font-size="10" fill="{MUTED}">'
+        f'<text x="{LABEL_W + col * (CELL_W + 2)}" y="12" font-size="10" fill="{MUTED}">'
         f"{start + timedelta(seconds=span * col):%m-%d %H:%M}</text>"
         for col in range(0, TEAM_COLUMNS, 8)
     )
     svg = (
-        f'<svg width="{label_w + TEAM_COLUMNS * (CELL_W + 2)}" height="{24 + len(rows) * (CELL_H + 2)}" '
+        f'<svg width="{LABEL_W + TEAM_COLUMNS * (CELL_W + 2)}" height="{24 + len(rows) * (CELL_H + 2)}" '
         f'role="img" aria-label="runs of team {escape(team)} by job and time">{ticks}{"".join(parts)}</svg>'
     )
     shown = f"{len(rows)} of {of_jobs} jobs, the most failed first" if len(rows) < of_jobs else f"{of_jobs} jobs"
@@ -373,6 +334,48 @@ def team_timeline_view(
         " transition or a blackout in the range; + more runs than were read (hover for details).</p>"
     )
     return caption + svg + legend()
+
+
+def _team_timeline_row(team: str, index: int, row: JobInstants, start: datetime, span: float, links: Links) -> str:
+    y = 20 + index * (CELL_H + 2)
+    cells: dict[int, list[HeatItem]] = {}
+    notes = []
+    ran = {run.scheduled_at for run in row.runs}
+
+    def column(at: datetime) -> int:
+        return min(int((at - start).total_seconds() // span), TEAM_COLUMNS - 1)
+
+    for run in row.runs:
+        outcome = strip_cell(run)
+        late = (run.lateness_ms or 0) / 1000
+        text = f"{instant_text(run.scheduled_at)} {look(outcome).label}"
+        text += f", {late:.1f} s late" if run.lateness_ms is not None else ""
+        text += f" ({run.reason})" if run.reason else ""
+        cells.setdefault(column(run.scheduled_at), []).append((outcome, text, late))
+    for occurrence in row.occurrences:
+        if occurrence.reason_kind in ("dst gap", "dst overlap", "blackout"):
+            notes.append(f"{occurrence.scheduled_wall:%Y-%m-%d %H:%M}: {occurrence.reason}")
+        if not occurrence.fires and occurrence.at not in ran:
+            text = f"{instant_text(occurrence.at)} skipped: {occurrence.reason or ''}"
+            cells.setdefault(column(occurrence.at), []).append(("skipped", text, 0.0))
+    name = row.job.split("/", 1)[-1]
+    href = links(f"/teams/{team}/jobs/{name}")
+    label = escape(name if len(name) <= 26 else name[:25] + "\u2026") + (" +" if row.partial else "")
+    title = escape(
+        row.job + (": more runs in the range than were read; the oldest are not shown" if row.partial else "")
+    )
+    colour = "#0550ae" if href else MUTED  # a link looks like one
+    text = f'<text x="0" y="{y + 12}" font-size="11" fill="{colour}"><title>{title}</title>{label}</text>'
+    parts = [f'<a href="{escape(href)}">{text}</a>' if href else text]
+    if notes:
+        parts.append(_mark(LABEL_W - 14, y, notes))
+    parts.append(
+        f'<rect x="{LABEL_W}" y="{y}" width="{TEAM_COLUMNS * (CELL_W + 2) - 2}" height="{CELL_H}" fill="#f6f8fa"/>'
+    )
+    parts.extend(
+        _heat_cell(LABEL_W + col * (CELL_W + 2), y, items, lines_shown=4) for col, items in sorted(cells.items())
+    )
+    return "".join(parts)
 
 
 # ------------------------------------------------------------------------------------------- run
