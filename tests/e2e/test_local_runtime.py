@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import random
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -346,6 +347,59 @@ def test_the_consoles_buttons_confirm_then_act_as_the_caller_for_their_own_team_
     assert pause_entry["principal"] == TEAM_PATTERN.format(team="e2e") and pause_entry["reason"] == pause["reason"]
 
 
+def seed_a_week_of_history(runtime: LocalRuntime, team: str) -> None:
+    """A team whose pages look like a working week: four jobs, three days of runs of every outcome, written
+    straight to the local runs table as the worker would have finished them (real time cannot wait days)."""
+    from jobsched.adapters.aws.runs_store import RunsStore
+    from jobsched.core.names import Settings
+    from jobsched.core.runs import RunMessage, RunStatus
+
+    echo = {"type": "lambda", "function": "jobsched-example-echo"}
+    now = datetime.now(UTC)
+    dark = (now - timedelta(days=1)).replace(hour=1, minute=0, second=0, microsecond=0)  # yesterday 01:00-05:00
+    blackout = {"start": f"{dark:%Y-%m-%dT%H:%M:%SZ}", "end": f"{dark + timedelta(hours=4):%Y-%m-%dT%H:%M:%SZ}"}
+    # name: (schedule, share succeeded, share failed; the rest time out)
+    jobs: dict[str, tuple[dict[str, Any], float, float]] = {
+        "checkout-sync": ({"expression": "0 * * * *"}, 0.97, 0.02),
+        "inventory-export": ({"expression": "30 * * * *", "blackouts": [blackout]}, 0.75, 0.2),
+        "price-feed": ({"expression": "15 */2 * * *"}, 0.9, 0.05),
+        "ledger-close": ({"expression": "45 */3 * * *"}, 0.5, 0.45),
+    }
+    runs = RunsStore(Settings.from_env().runs_table)
+    rng = random.Random(18)
+    for name, (schedule, ok, failed) in jobs.items():
+        created, _ = call(
+            runtime, "PUT", f"/teams/{team}/jobs/{name}", {"schedule": schedule, "target": echo}, team=team
+        )
+        assert created in (200, 201)
+        stored = call(runtime, "GET", f"/teams/{team}/jobs/{name}", team=team)[1]
+        minute, hours = schedule["expression"].split()[:2]
+        every = int(hours[2:]) if hours.startswith("*/") else 1
+        for hour in range(72, 1, -1):
+            at = (now - timedelta(hours=hour)).replace(minute=int(minute), second=0, microsecond=0)
+            if at.hour % every or (name == "inventory-export" and dark <= at < dark + timedelta(hours=4)):
+                continue  # not an instant of the schedule, or in the blackout
+            draw = rng.random()
+            status = (
+                RunStatus.SUCCEEDED if draw < ok else RunStatus.FAILED if draw < ok + failed else RunStatus.TIMED_OUT
+            )
+            attempt = 2 if status is RunStatus.SUCCEEDED and rng.random() < 0.08 else 1
+            message = RunMessage.scheduled(
+                job=f"{team}/{name}", team=team, at=at, fire_at=at, spec_version=stored["version"]
+            ).model_copy(update={"attempt": attempt})
+            late = timedelta(milliseconds=rng.choice([120, 300, 800, 2_500, 45_000, 95_000]))
+            error = {RunStatus.FAILED: "HTTP 503 from the warehouse API", RunStatus.TIMED_OUT: "no answer in 300 s"}
+            started = at + late
+            runs.create(
+                message, status=RunStatus.RUNNING, now=started, retention=timedelta(days=30), lease_until=started
+            )
+            took = timedelta(seconds=rng.randint(2, 90))
+            key = f"{team}/{name}"
+            runs.finish(
+                key, message.run_id, attempt=attempt, status=status, now=started + took, error=error.get(status)
+            )
+
+
 def test_the_console_looks_right_in_a_browser(runtime: LocalRuntime, tmp_path: Path) -> None:
     """Screenshots in headless Chromium of the team, job and DAG run views. UPDATE_SCREENSHOTS=1 keeps them
     as the README's reference pictures (docs/console/)."""
@@ -368,10 +422,11 @@ def test_the_console_looks_right_in_a_browser(runtime: LocalRuntime, tmp_path: P
     wait_for(finished(runtime, "pipeline", run["run_id"]), 120)
     keep = Path(__file__).parents[2] / "docs" / "console" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
     keep.mkdir(parents=True, exist_ok=True)
+    seed_a_week_of_history(runtime, "shop")
     for name, path in (
-        ("team", "/console/teams/e2e"),
-        ("job", "/console/teams/e2e/jobs/shown?days=3"),
-        ("team-timeline", "/console/teams/e2e/timeline?days=1"),
+        ("team", "/console/teams/shop"),
+        ("job", "/console/teams/shop/jobs/inventory-export?days=3"),
+        ("team-timeline", "/console/teams/shop/timeline?days=3"),
         ("dag-run", f"/console/teams/e2e/jobs/pipeline/runs/{run['run_id']}"),
     ):
         picture = screenshot(browser, runtime.api_url + path, keep / f"{name}.png")
