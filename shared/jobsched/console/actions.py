@@ -99,10 +99,11 @@ def invalid(error: ValidationError) -> ActionResult:
     return ActionResult(False, "Not done", f"{field}: {first['msg']}", 422)
 
 
-def console_principal(team: str, *, via: str, request_id: str) -> Principal:
+def console_principal(team: str, *, request_id: str) -> Principal:
     """Who the console acts as: the team its caller was allowed to act for (IAM decided, by the alias the
     caller could invoke), named in the audit trail with the request that CloudTrail ties to the person."""
-    return Principal(arn=f"console:{via}/request/{request_id}", teams=frozenset({team}), admin=False)
+    alias = f"{CONSOLE_ALIAS_PREFIX}{team}"
+    return Principal(arn=f"console:{alias}/request/{request_id}", teams=frozenset({team}), admin=False)
 
 
 def team_of_alias(invoked_function_arn: str) -> str | None:
@@ -167,7 +168,7 @@ def handle_action(
         request = parse_action(event)
     except ValidationError as error:
         return invalid(error)
-    principal = console_principal(team, via=f"{CONSOLE_ALIAS_PREFIX}{team}", request_id=request_id)
+    principal = console_principal(team, request_id=request_id)
     if principal.may_act_for(request.team):
         # Before the action: CloudTrail's record of this request finds the job's entry through it.
         stores.jobs.remember_console_request(request_id, request.job, now=now)
@@ -208,6 +209,6 @@ def confirm_identity(event: dict[str, Any], jobs: ConfirmingJobs) -> tuple[Invoc
     found = invocation(event)
     if found is None:
         return None
-    principal = console_principal(found.team, via=f"{CONSOLE_ALIAS_PREFIX}{found.team}", request_id=found.request_id)
+    principal = console_principal(found.team, request_id=found.request_id)
     job = jobs.confirm_console_request(found.request_id, principal.arn, found.person)
     return (found, job) if job else None

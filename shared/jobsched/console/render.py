@@ -50,6 +50,7 @@ OUTCOMES_SHOWN = ("succeeded", "retried", "failed", "timed_out", "missed", "skip
 # The worst first: what an hour's cell shows when it holds several instants.
 SEVERITY = ("failed", "timed_out", "missed", "running", "waiting", "retried", "succeeded", "cancelled", "skipped")
 MAX_DAYS = 62
+MARKED_KINDS = ("dst gap", "dst overlap", "blackout")  # reasons a timeline marks with a diamond
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ def timeline_view(
     for occurrence in occurrences:
         wall = occurrence.scheduled_wall
         reason = occurrence.reason or ""
-        if occurrence.reason_kind in ("dst gap", "dst overlap", "blackout"):
+        if occurrence.reason_kind in MARKED_KINDS:
             marks.setdefault(wall.date(), []).append(f"{wall:%H:%M}: {reason}")
         if not occurrence.fires and occurrence.at not in ran:
             cells.setdefault((wall.date(), wall.hour), []).append(("skipped", f"{wall:%H:%M} skipped: {reason}", 0.0))
@@ -353,7 +354,7 @@ def _team_timeline_row(team: str, index: int, row: JobInstants, start: datetime,
         text += f" ({run.reason})" if run.reason else ""
         cells.setdefault(column(run.scheduled_at), []).append((outcome, text, late))
     for occurrence in row.occurrences:
-        if occurrence.reason_kind in ("dst gap", "dst overlap", "blackout"):
+        if occurrence.reason_kind in MARKED_KINDS:
             notes.append(f"{occurrence.scheduled_wall:%Y-%m-%d %H:%M}: {occurrence.reason}")
         if not occurrence.fires and occurrence.at not in ran:
             text = f"{instant_text(occurrence.at)} skipped: {occurrence.reason or ''}"

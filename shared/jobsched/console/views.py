@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from html import escape
 from typing import Protocol
@@ -15,7 +15,7 @@ from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import instant_text
 from jobsched.dag.definition import graph_from_values
 from jobsched.registry.jobs import first_fire_after
-from jobsched.schedule.engine import Occurrence, compile_schedule
+from jobsched.schedule.engine import CompiledSchedule, Occurrence, compile_schedule
 from jobsched.watch.health import MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, strip_cell, worst_first
 
 MAX_TEAM_JOBS = 500  # one page of a team's jobs
@@ -120,8 +120,7 @@ def team_timeline(
     for row in rows[:TEAM_TIMELINE_JOBS]:
         # When the range held more runs than were read, its older part is not shown: nor are its instants.
         since = min(r.scheduled_at for r in row.runs) if row.partial else start
-        occurrences = _moved_or_skipped(found[row.job], since, end)
-        shown_rows.append(render.JobInstants(row.job, row.runs, occurrences, row.partial))
+        shown_rows.append(replace(row, occurrences=_moved_or_skipped(found[row.job], since, end)))
     body = render.team_timeline_view(team_name, shown_rows, start, end, links, of_jobs=len(rows))
     here = links(f"/teams/{team_name}/timeline")
     nav = _nav(links, ("teams", team_name)) + (((here, "timeline"),) if here else ())
@@ -147,30 +146,24 @@ def _moved_or_skipped(stored: StoredJob, start: datetime, end: datetime) -> list
     """The instants in [start, end] the schedule skipped or moved, to show beside the runs. Stepping the
     engine costs about 0.2 ms an instant, too slow for 150 rows of an hourly week: it is stepped only
     where an instant can be skipped or moved (around DST changes, on the days a calendar excludes)."""
-    schedule = stored.spec.schedule
-    if schedule is None:
+    compiled = _compiled(stored)
+    if compiled is None:
         return []
-    compiled = compile_schedule(schedule, hash_key=stored.key, anchor=stored.created_at)
     spans = compiled.irregular_spans(start, end)
     if spans is None:
-        return _occurrences(stored, start, end, TEAM_TIMELINE_RUNS)
-    found: list[Occurrence] = []
-    for low, high in spans:
-        found += itertools.islice(compiled.occurrences(low, until=high), TEAM_TIMELINE_RUNS)
-    return [o for o in found if not o.fires or o.reason_kind in ("dst gap", "dst overlap")][:TEAM_TIMELINE_RUNS]
+        return _occurrences(compiled, start, end, TEAM_TIMELINE_RUNS)
+    found = [o for low, high in spans for o in _occurrences(compiled, low, high, TEAM_TIMELINE_RUNS)]
+    return [o for o in found if not o.fires or o.reason_kind in render.MARKED_KINDS][:TEAM_TIMELINE_RUNS]
 
 
-def _occurrences(stored: StoredJob, start: datetime, end: datetime, limit: int) -> list[Occurrence]:
-    """The job's instants in [start, end] as its schedule places them (DST, blackouts), at most ``limit``."""
-    if stored.spec.schedule is None:
-        return []
-    compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
-    found = []
-    for occurrence in compiled.occurrences(start, until=end):
-        found.append(occurrence)
-        if len(found) >= limit:
-            break
-    return found
+def _compiled(stored: StoredJob) -> CompiledSchedule | None:
+    schedule = stored.spec.schedule
+    return compile_schedule(schedule, hash_key=stored.key, anchor=stored.created_at) if schedule else None
+
+
+def _occurrences(compiled: CompiledSchedule, start: datetime, end: datetime, limit: int) -> list[Occurrence]:
+    """The instants in (start, end] as the schedule places them (DST, blackouts), at most ``limit``."""
+    return list(itertools.islice(compiled.occurrences(start, until=end), limit))
 
 
 def job(
@@ -191,7 +184,8 @@ def job(
     start = max(start, end - timedelta(days=render.MAX_DAYS))
     shown, _ = _runs_between(runs, job_key, start, end, limit=MAX_TIMELINE_RUNS)
     zone = stored.spec.schedule.timezone if stored.spec.schedule is not None else "UTC"
-    occurrences = _occurrences(stored, start, end, MAX_TIMELINE_RUNS)
+    compiled = _compiled(stored)
+    occurrences = _occurrences(compiled, start, end, MAX_TIMELINE_RUNS) if compiled else []
     body = render.timeline_view(job_key, shown, occurrences, zone, start, end)
     runs_list = _runs_table(job_key, shown[:50], links)
     team_name, name = job_key.split("/", 1)
