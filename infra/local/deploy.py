@@ -11,12 +11,15 @@ reported once, and nothing is silently missing:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from infra.local.statefiles import write_atomically
 from jobsched.core.names import LOCAL_STAGE
 
 REGION = "us-east-1"
@@ -59,6 +62,34 @@ class Deployment:
 
     def queue_url(self, logical_id: str) -> str:
         return self.physical[logical_id]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# What a synthesis of the local stage depends on: the app's code and configuration, and the CDK's version.
+SYNTH_INPUTS = ("infra", "shared", "functions", "examples", "cdk.json", "pyproject.toml")
+TEMPLATE_CACHE = "template-cache.json"
+
+
+def synthesize_cached(state_dir: Path, *, examples: bool) -> tuple[dict[str, Any], bool]:
+    """The template, reused from ``state_dir`` when nothing it depends on changed (a restart of ``make run``
+    skips the 20 s synthesis); True when it was reused."""
+    digest = hashlib.sha256(f"examples={examples};cdk={metadata.version('aws-cdk-lib')}".encode())
+    for name in SYNTH_INPUTS:
+        top = ROOT / name
+        for path in sorted([top] if top.is_file() else top.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    key = digest.hexdigest()
+    cache = state_dir / TEMPLATE_CACHE
+    try:
+        cached = json.loads(cache.read_text())
+        if cached["key"] == key:
+            return cached["template"], True
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or unreadable: synthesize
+    template = synthesize(state_dir / "cdk.out", examples=examples)
+    write_atomically(cache, json.dumps({"key": key, "template": template}))
+    return template, False
 
 
 def synthesize(outdir: Path, *, examples: bool) -> dict[str, Any]:

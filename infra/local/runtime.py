@@ -40,7 +40,7 @@ from typing import Any
 
 from infra.local.alarms import LocalAlarms
 from infra.local.console import LocalConsole
-from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize
+from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize_cached
 from infra.local.logs import CapturedLogs
 from infra.local.statefiles import write_atomically
 from jobsched.core.names import Env
@@ -151,7 +151,9 @@ class LocalRuntime:
         ).close()
         log.info("moto server on %s", self.endpoint)
         began = time.monotonic()
-        template = synthesize(self.state_dir / "cdk.out", examples=self.examples)
+        template, reused = synthesize_cached(self.state_dir, examples=self.examples)
+        if reused:
+            log.info("template reused from %s (nothing it depends on changed)", self.state_dir)
         self.deployment = deploy(self.endpoint, template)
         for note in self.deployment.adaptations:
             log.info("adapted for moto: %s", note)

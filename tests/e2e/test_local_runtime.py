@@ -179,12 +179,31 @@ def test_a_dag_runs_end_to_end_on_its_state_machine(runtime: LocalRuntime) -> No
     run = call(runtime, "POST", "/teams/e2e/jobs/diamond/trigger")[1]
     # moto's Step Functions interpreter runs each branch on a thread of the moto process: on a loaded 2-core CI
     # machine a branch's first send has taken over a minute (seen once), so this waits up to two.
-    done = wait_for(finished(runtime, "diamond", run["run_id"]), 120)
+    try:
+        done = wait_for(finished(runtime, "diamond", run["run_id"]), 120)
+    except AssertionError as stuck:  # say where it stands: which task waits, and what the execution did
+        raise AssertionError(f"{stuck}: {dag_state(runtime, 'diamond', run['run_id'])}") from None
     assert done["status"] == "SUCCEEDED", done
     tasks = {task["name"]: task for task in done["tasks"]}
     assert {name: task["status"] for name, task in tasks.items()} == dict.fromkeys("abcd", "SUCCEEDED")
     assert tasks["b"]["attempt"] == 2  # failed once, retried by the state machine
     assert tasks["d"]["started_at"] >= max(tasks["b"]["finished_at"], tasks["c"]["finished_at"])
+
+
+def dag_state(runtime: LocalRuntime, job: str, run_id: str) -> dict[str, Any]:
+    """The run's tasks as recorded, and the last events of its execution (for a test that gave up waiting)."""
+    import boto3
+
+    run = run_of(runtime, job, run_id)
+    state: dict[str, Any] = {"run": run.get("status"), "tasks": run.get("tasks")}
+    stepfunctions = boto3.client("stepfunctions", endpoint_url=runtime.endpoint, region_name="us-east-1")
+    for machine in stepfunctions.list_state_machines()["stateMachines"]:
+        for execution in stepfunctions.list_executions(stateMachineArn=machine["stateMachineArn"])["executions"]:
+            if execution["name"].startswith(run_id):
+                events = stepfunctions.get_execution_history(executionArn=execution["executionArn"])["events"]
+                state["execution"] = execution["status"]
+                state["events"] = [(e["type"], e.get("previousEventId")) for e in events[-12:]]
+    return state
 
 
 def alarm_states(runtime: LocalRuntime) -> dict[str, str]:
