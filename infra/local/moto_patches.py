@@ -16,7 +16,8 @@
 - A race in moto's SQS that AWS does not have: DeleteMessage rebuilds the queue's message list without
   the lock SendMessage appends under, so a message sent during a delete could vanish. Seen locally as
   runs never started (no record, nothing on the queue) once the dispatcher sent in parallel while
-  workers deleted; DeleteMessage now takes the lock.
+  workers deleted; DeleteMessage now takes the lock. Likewise moto's DynamoDB checks a condition and writes
+  without a lock, so the server takes one per DynamoDB call (DynamoDB applies each write atomically).
 - Speed, for the test suite and the local runtime: moto 5.2 writes each DynamoDB response by walking the
   operation's output shape member by member, asking a chain of alias providers for every attribute of every
   item (half the time of a DynamoDB call under cProfile, 20% of the 8-dispatcher race's wall time). The
@@ -135,6 +136,30 @@ def atomic_sqs_delete() -> None:
     Queue.delete_message = delete_message  # type: ignore[method-assign]
 
 
+def atomic_dynamodb_calls() -> None:
+    """One DynamoDB call at a time in moto's threaded server, as DynamoDB applies each write atomically.
+
+    moto's update_item reads the item, applies the expression and checks the condition with no lock, so two
+    conditional writes racing on one item could both succeed (two claims of one DAG task, say). AWS never
+    lets that happen; the tests' in-process races take a lock per call for the same reason."""
+    import threading
+
+    from moto.dynamodb.responses import DynamoHandler
+
+    original = DynamoHandler.call_action
+    if getattr(original, "_atomic", False):
+        return
+    lock = threading.Lock()
+
+    @functools.wraps(original)
+    def call_action(self: Any) -> Any:
+        with lock:
+            return original(self)
+
+    call_action._atomic = True  # type: ignore[attr-defined]
+    DynamoHandler.call_action = call_action  # type: ignore[method-assign]
+
+
 # DynamoDB operations whose results hold only strings, numbers, booleans, lists, maps and bytes.
 DIRECT_JSON_OPERATIONS = frozenset(
     {
@@ -213,6 +238,7 @@ def serve() -> None:
     prompt_long_polls()
     atomic_sqs_delete()
     direct_dynamodb_responses()
+    atomic_dynamodb_calls()
     from moto.server import main
 
     main(sys.argv[1:])

@@ -64,7 +64,7 @@ def local() -> None:
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Keep tables here across restarts (default: a fresh state each start).",
+    help="Keep tables and the synthesized template here across restarts (default: a fresh state each start).",
 )
 @click.option(
     "--log-level",
