@@ -39,17 +39,3 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         if layer in seconds:
             terminalreporter.write_line(f"{layer:>9}: {len(tests[layer]):4d} tests {seconds[layer]:7.1f} s")
     terminalreporter.write_line(f"{'all':>9}: {sum(map(len, tests.values())):4d} tests {sum(seconds.values()):7.1f} s")
-
-
-# Longest-running first: the two e2e modules (minutes each, much of it waiting on the wall clock) start at
-# once on the two workers, and the many short modules fill in around them, instead of one e2e module
-# running alone at the end (pytest-xdist --dist loadscope hands out modules in collection order).
-START_ORDER = ("e2e", "aws", "infra", "contract", "unit")
-
-
-def pytest_collection_modifyitems(items: list[Any]) -> None:
-    def rank(item: Any) -> int:
-        parts = item.nodeid.split("/")
-        return START_ORDER.index(parts[1]) if len(parts) > 2 and parts[1] in START_ORDER else len(START_ORDER)
-
-    items.sort(key=rank)
