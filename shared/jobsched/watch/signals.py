@@ -1,5 +1,5 @@
 """Every metric jobsched publishes, defined once: the handlers emit through ``emit``, and the stack's
-alarms and dashboard widgets query through the same definitions (``infra/constructs/observability.py``), so an alarm can
+alarms and dashboard widgets query through the same definitions (``infra/components/observability.py``), so an alarm can
 only watch a (namespace, name, dimension set) that a handler really publishes.
 
 Powertools adds a ``service`` dimension to every metric when ``POWERTOOLS_SERVICE_NAME`` is set (it is,

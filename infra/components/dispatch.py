@@ -7,9 +7,9 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as event_targets
 from constructs import Construct
 
+from infra.components.common import resource_name
+from infra.components.functions import Functions
 from infra.config import StageConfig
-from infra.constructs.common import resource_name
-from infra.constructs.functions import Functions
 
 
 class Dispatch(Construct):

@@ -9,8 +9,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.components.common import ESCALATION_TIMEOUT, PAGES_TIMEOUT, WORKER_TIMEOUT, resource_name
 from infra.config import StageConfig
-from infra.constructs.common import ESCALATION_TIMEOUT, PAGES_TIMEOUT, WORKER_TIMEOUT, resource_name
 from jobsched.core.names import PRIORITIES, WORK_QUEUES
 
 

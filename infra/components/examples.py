@@ -7,8 +7,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.components.common import LOG_RETENTION
 from infra.config import StageConfig
-from infra.constructs.common import LOG_RETENTION
 from jobsched.core.names import PROJECT, SHARED_TAG
 
 

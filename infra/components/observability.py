@@ -10,11 +10,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from infra.components.api import Api
+from infra.components.common import resource_name, search_schema, signal
+from infra.components.functions import Functions
+from infra.components.queues import Queues
 from infra.config import StageConfig
-from infra.constructs.api import Api
-from infra.constructs.common import resource_name, search_schema, signal
-from infra.constructs.functions import Functions
-from infra.constructs.queues import Queues
 from jobsched.core.names import PRIORITIES, WORK_QUEUES, Env
 
 SLO_SUCCESS = 0.995  # error budget 0.5%: burn-rate alarms page when it is spent 14.4x (1 h) or 6x (6 h) too fast

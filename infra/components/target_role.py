@@ -7,8 +7,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from infra.components.common import colon_arn_format, resource_name
 from infra.config import StageConfig
-from infra.constructs.common import colon_arn_format, resource_name
 from jobsched.core.names import OWNER_TAG, SHARED_TAG, Env, reserved_prefixes
 
 

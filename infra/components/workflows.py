@@ -6,10 +6,10 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from infra.components.common import colon_arn_format, resource_name
+from infra.components.functions import Functions
+from infra.components.queues import Queues
 from infra.config import StageConfig
-from infra.constructs.common import colon_arn_format, resource_name
-from infra.constructs.functions import Functions
-from infra.constructs.queues import Queues
 from jobsched.core.names import JOB_TAG, OWNER_TAG, Env, state_machine_prefix
 
 

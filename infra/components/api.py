@@ -11,9 +11,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
+from infra.components.common import LOG_RETENTION, resource_name
+from infra.components.functions import Functions
 from infra.config import StageConfig
-from infra.constructs.common import LOG_RETENTION, resource_name
-from infra.constructs.functions import Functions
 from jobsched.core.names import OWNER_TAG
 
 

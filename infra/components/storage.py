@@ -7,8 +7,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from infra.components.common import resource_name
 from infra.config import StageConfig
-from infra.constructs.common import resource_name
 from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, TableDefinition
 
 

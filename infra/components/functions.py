@@ -18,8 +18,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.config import StageConfig
-from infra.constructs.common import (
+from infra.components.common import (
     ESCALATION_TIMEOUT,
     LOG_RETENTION,
     PAGES_TIMEOUT,
@@ -27,9 +26,10 @@ from infra.constructs.common import (
     lambda_code,
     resource_name,
 )
-from infra.constructs.queues import Queues
-from infra.constructs.storage import Storage
-from infra.constructs.target_role import TargetRole
+from infra.components.queues import Queues
+from infra.components.storage import Storage
+from infra.components.target_role import TargetRole
+from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.core.names import OWNER_TAG, PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
