@@ -22,8 +22,14 @@ $(NODE_STAMP): package.json package-lock.json $(STAMP)
 	$(BIN)/npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
+# checkov, the second IaC scanner beside cdk-nag, in a venv of its own (it pins a boto3 of its own).
+CHECKOV := $(VENV)/checkov/bin/checkov
+$(CHECKOV): $(STAMP)
+	$(BIN)/uv venv --quiet --allow-existing $(VENV)/checkov
+	$(BIN)/uv pip install --quiet --python $(VENV)/checkov/bin/python checkov==3.3.30
+
 # Chromium (for the console's screenshots) installs in the background while everything else runs.
-test: chromium $(STAMP) $(NODE_STAMP) lint typecheck unit
+test: chromium $(STAMP) $(NODE_STAMP) $(CHECKOV) lint typecheck unit
 
 chromium:
 	$(PYTHON) scripts/ensure_chromium.py --background
@@ -36,7 +42,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) $(NODE_STAMP)
+unit: $(STAMP) $(NODE_STAMP) $(CHECKOV)
 	$(BIN)/pytest -n 2 --dist loadscope
 
 bench: $(STAMP)

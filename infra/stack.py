@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, Stack, Tags, Token, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Stack, Tags, Token, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -30,7 +31,27 @@ class JobschedStack(Stack):
         self.config = config
         Tags.of(self).add("project", PROJECT)
         Tags.of(self).add("stage", config.stage)
-        self.key = kms.Key(self, "Key", enable_key_rotation=True, description="jobsched tables, queues, topics")
+        self.key = kms.Key(
+            self, "Key", enable_key_rotation=True, description="jobsched tables, queues, topics, logs, environments"
+        )
+        # CloudWatch Logs encrypts the stack's log groups with it (only log groups of this account and region).
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": self.format_arn(
+                            service="logs",
+                            resource="log-group",
+                            resource_name="*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            )
+        )
         self.storage = Storage(self, "Storage", config=config, key=self.key)
         self.queues = Queues(self, "Queues", config=config, key=self.key)
         self.functions = Functions(
@@ -50,7 +71,7 @@ class JobschedStack(Stack):
             api=self.api,
         )
         if config.examples:
-            Examples(self, "Examples", config=config, code=self.functions.code)
+            Examples(self, "Examples", config=config, code=self.functions.code, key=self.key)
         _acknowledge(self)
 
 

@@ -13,6 +13,7 @@ from constructs import Construct
 
 from infra.components.common import LOG_RETENTION, resource_name
 from infra.components.functions import Functions
+from infra.components.waivers import API_CACHE, API_TRACING_OFF, WAF_LOG4J, waive
 from infra.config import StageConfig
 from jobsched.core.names import OWNER_TAG
 
@@ -24,6 +25,7 @@ class Api(Construct):
             self,
             "AccessLogs",
             retention=LOG_RETENTION,
+            encryption_key=functions.key,
             removal_policy=RemovalPolicy.RETAIN if config.prod else RemovalPolicy.DESTROY,
         )
         self.rest_api = apigw.RestApi(
@@ -65,6 +67,7 @@ class Api(Construct):
                 authorization_type=apigw.AuthorizationType.IAM, request_validator=validator
             ),
         )
+        waive(self.rest_api.deployment_stage, API_CACHE, *(() if config.tracing else (API_TRACING_OFF,)))
         self.rest_api.add_usage_plan(
             "Plan",
             name=resource_name(config, "api-plan"),
@@ -73,6 +76,7 @@ class Api(Construct):
         )
         if config.waf:
             self.web_acl = _web_acl(self, config)
+            waive(self.web_acl, WAF_LOG4J)
             wafv2.CfnWebACLAssociation(
                 self,
                 "WebAclAssociation",

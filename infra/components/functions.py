@@ -29,10 +29,25 @@ from infra.components.common import (
 from infra.components.queues import Queues
 from infra.components.storage import Storage
 from infra.components.target_role import TargetRole
+from infra.components.waivers import (
+    DLQ_CLOUDTRAIL,
+    DLQ_QUEUE_SOURCE,
+    DLQ_ROTATION,
+    DLQ_SYNCHRONOUS,
+    DLQ_TICK,
+    NO_VPC,
+    UNRESERVED_WORKER,
+    waive,
+)
 from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.core.names import OWNER_TAG, PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
+
+ESCALATION_CONCURRENCY = 2  # the escalation and pages event sources' maximum, and the functions' reserve
+# Dashboards refreshing and people pressing buttons cannot take the concurrency runs need (like the API's).
+CONSOLE_CONCURRENCY = 10
+CONSOLE_ACTIONS_CONCURRENCY = 5
 
 # The functions whose lines belong to a run (dispatcher: the instants sent; the rest: the run's keys).
 RUN_LOG_FUNCTIONS = ("Dispatcher", "Worker", "Escalation", "Pages", "Api", "ConsoleActions")
@@ -50,6 +65,7 @@ class Functions(Construct):
         key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.key = key
         self.log_groups: dict[str, logs.LogGroup] = {}
         self.code = lambda_code(config)
         environment = {
@@ -69,6 +85,9 @@ class Functions(Construct):
             **({Env.EGRESS_ALLOW: ",".join(config.egress_allow)} if config.egress_allow else {}),
             **{Env.QUEUES_BY_PRIORITY[p]: queues.work[p].queue_url for p in PRIORITIES},
         }
+        # One invocation per part of the tick (two, so a slow tick never blocks the next), and a storm of
+        # ticks cannot multiply reads.
+        self.dispatcher_reserved = 2 * config.burst.dispatchers
         self.dispatcher = self._function(
             "Dispatcher",
             "functions.dispatcher.handler.handler",
@@ -76,13 +95,9 @@ class Functions(Construct):
             environment,
             Duration.seconds(60),
             config.burst.dispatcher_memory,
+            invoked=DLQ_TICK,
+            reserved=self.dispatcher_reserved,
         )
-        # One invocation per part of the tick (two, so a slow tick never blocks the next), and a storm of
-        # ticks cannot multiply reads.
-        self.dispatcher_reserved = 2 * config.burst.dispatchers
-        cfn_dispatcher = self.dispatcher.node.default_child
-        assert isinstance(cfn_dispatcher, lambda_.CfnFunction)
-        cfn_dispatcher.reserved_concurrent_executions = self.dispatcher_reserved
         self.worker = self._function(
             "Worker",
             "functions.worker.handler.handler",
@@ -90,9 +105,20 @@ class Functions(Construct):
             environment,
             WORKER_TIMEOUT,
             config.burst.worker_memory,
+            invoked=DLQ_QUEUE_SOURCE,
+            reserved=None,
         )
+        # The watchers keep a little concurrency of their own, so a burst of runs that takes the account's
+        # whole pool cannot stop timeouts, escalations and pages (two: a tick and a slow one before it).
         self.heartbeat = self._function(
-            "Heartbeat", "functions.heartbeat.handler.handler", config, environment, Duration.seconds(60), 256
+            "Heartbeat",
+            "functions.heartbeat.handler.handler",
+            config,
+            environment,
+            Duration.seconds(60),
+            256,
+            invoked=DLQ_TICK,
+            reserved=2,
         )
         self.api = self._function(
             "Api",
@@ -101,29 +127,49 @@ class Functions(Construct):
             environment | {Env.MEMBERSHIP_PARAMETER: f"/{PROJECT}/{config.stage}/membership"},
             Duration.seconds(29),
             512,
+            invoked=DLQ_SYNCHRONOUS,
+            reserved=config.api_reserved_concurrency,  # a burst of API calls cannot starve the worker
         )
         self._console(config, environment, storage, queues)
-        cfn_api = self.api.node.default_child
-        assert isinstance(cfn_api, lambda_.CfnFunction)
-        cfn_api.reserved_concurrent_executions = config.api_reserved_concurrency
         # Pages: incidents on the jobs table, SNS topics and webhooks out. One batch at a time per shard of
         # events is plenty; incident writes for one job serialize on their version anyway.
         self.escalation = self._function(
-            "Escalation", "functions.escalation.handler.handler", config, environment, ESCALATION_TIMEOUT, 256
+            "Escalation",
+            "functions.escalation.handler.handler",
+            config,
+            environment,
+            ESCALATION_TIMEOUT,
+            256,
+            invoked=DLQ_QUEUE_SOURCE,
+            reserved=ESCALATION_CONCURRENCY,
         )
         self.escalation.add_event_source(
             sources.SqsEventSource(
-                queues.escalations, batch_size=10, report_batch_item_failures=True, max_concurrency=2
+                queues.escalations,
+                batch_size=10,
+                report_batch_item_failures=True,
+                max_concurrency=ESCALATION_CONCURRENCY,
             )
         )
         storage.jobs.grant_read_write_data(self.escalation)
         self.escalation.add_environment(Env.PAGES_QUEUE, queues.pages.queue_url)
         queues.pages.grant_send_messages(self.escalation)
         # Delivery on its own queue and function: a dead webhook never slows incident handling.
-        self.pages = self._function("Pages", "functions.pages.handler.handler", config, environment, PAGES_TIMEOUT, 256)
+        self.pages = self._function(
+            "Pages",
+            "functions.pages.handler.handler",
+            config,
+            environment,
+            PAGES_TIMEOUT,
+            256,
+            invoked=DLQ_QUEUE_SOURCE,
+            reserved=ESCALATION_CONCURRENCY,
+        )
         self.pages.add_environment(Env.PAGES_QUEUE, queues.pages.queue_url)
         self.pages.add_event_source(
-            sources.SqsEventSource(queues.pages, batch_size=10, report_batch_item_failures=True, max_concurrency=2)
+            sources.SqsEventSource(
+                queues.pages, batch_size=10, report_batch_item_failures=True, max_concurrency=ESCALATION_CONCURRENCY
+            )
         )
         log_groups = ",".join(
             f"/aws/lambda/{resource_name(config, name)}" for name in ("Worker", "Dispatcher", "Heartbeat", "Api")
@@ -171,15 +217,28 @@ class Functions(Construct):
             secret_name=f"{PROJECT}/{config.stage}/callback-signing",
             generate_secret_string=secretsmanager.SecretStringGenerator(exclude_punctuation=True, password_length=48),
             encryption_key=key,
+            # Losing it in prod would void every callback token in flight.
+            removal_policy=RemovalPolicy.RETAIN if config.prod else RemovalPolicy.DESTROY,
         )
         self.callback_secret.grant_read(self.api)
         # Rotated monthly; the previous version keeps verifying tokens issued before (jobsched.api.tokens).
         self.rotation = self._function(
-            "Rotation", "functions.rotation.handler.handler", config, {}, Duration.seconds(30), 128
+            "Rotation",
+            "functions.rotation.handler.handler",
+            config,
+            {},
+            Duration.seconds(30),
+            128,
+            invoked=DLQ_ROTATION,
+            reserved=1,  # one secret, rotated monthly
         )
         self.callback_secret.add_rotation_schedule(
             "Rotation", rotation_lambda=self.rotation, automatically_after=Duration.days(30)
         )
+        # CDK lets secretsmanager.amazonaws.com invoke the rotation for any account's secret: only ours.
+        for child in self.rotation.node.children:
+            if isinstance(child, lambda_.CfnPermission):
+                child.source_account = Stack.of(self).account
         self.api.add_environment(Env.CALLBACK_SECRET_NAME, self.callback_secret.secret_name)
         self._grant_run_logs(config)
 
@@ -195,6 +254,8 @@ class Functions(Construct):
             environment,
             Duration.seconds(15),
             256,
+            invoked=DLQ_SYNCHRONOUS,
+            reserved=CONSOLE_ACTIONS_CONCURRENCY,
         )
         storage.jobs.grant_read_write_data(self.console_actions)
         storage.runs.grant_read_write_data(self.console_actions)
@@ -219,6 +280,8 @@ class Functions(Construct):
             },
             Duration.seconds(30),
             512,
+            invoked=DLQ_SYNCHRONOUS,
+            reserved=CONSOLE_CONCURRENCY,
         )
         storage.jobs.grant_read_data(self.console)
         storage.runs.grant_read_data(self.console)
@@ -244,7 +307,14 @@ class Functions(Construct):
         the job's audit entry. The stage's own trail logs only these data events (``console_trail``; off
         when an existing trail already logs them)."""
         self.console_audit = self._function(
-            "ConsoleAudit", "functions.console_audit.handler.handler", config, environment, Duration.seconds(15), 128
+            "ConsoleAudit",
+            "functions.console_audit.handler.handler",
+            config,
+            environment,
+            Duration.seconds(15),
+            128,
+            invoked=DLQ_CLOUDTRAIL,
+            reserved=2,
         )
         storage.jobs.grant_read_write_data(self.console_audit)
         events.Rule(
@@ -296,17 +366,30 @@ class Functions(Construct):
         )
 
     def _function(
-        self, name: str, handler: str, config: StageConfig, environment: dict[str, str], timeout: Duration, memory: int
+        self,
+        name: str,
+        handler: str,
+        config: StageConfig,
+        environment: dict[str, str],
+        timeout: Duration,
+        memory: int,
+        *,
+        invoked: tuple[str, str],
+        reserved: int | None,
     ) -> lambda_.Function:
+        """A function with its own log group, both encrypted with the stack's key. ``invoked`` says why it has no
+        dead-letter queue of its own (how it is invoked); ``reserved`` is its reserved concurrency (None: bounded
+        by its event sources instead, see waivers.UNRESERVED_WORKER)."""
         log_group = logs.LogGroup(
             self,
             f"{name}Logs",
             log_group_name=f"/aws/lambda/{resource_name(config, name)}",
             retention=LOG_RETENTION,
+            encryption_key=self.key,
             removal_policy=RemovalPolicy.RETAIN if config.prod else RemovalPolicy.DESTROY,
         )
         self.log_groups[name] = log_group
-        return lambda_.Function(
+        function = lambda_.Function(
             self,
             name,
             function_name=resource_name(config, name),
@@ -320,4 +403,9 @@ class Functions(Construct):
             tracing=lambda_.Tracing.ACTIVE if config.tracing else lambda_.Tracing.DISABLED,
             logging_format=lambda_.LoggingFormat.JSON,
             log_group=log_group,
+            environment_encryption=self.key,
+            reserved_concurrent_executions=reserved,
         )
+        self.key.grant_decrypt(function)  # its environment variables
+        waive(function, NO_VPC, invoked, *(() if reserved else (UNRESERVED_WORKER,)))
+        return function

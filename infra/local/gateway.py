@@ -119,19 +119,12 @@ def _request_handler(
                 result = json_error(502, f"the API function failed: {type(error).__name__}")
             _reply(self, result, on_response)
 
-        do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
-
         def __getattr__(self, name: str) -> Any:
-            # Any other method (TRACE, CONNECT, made-up ones): 405 with the API's JSON error body, as
-            # API Gateway answers a method no resource has, instead of http.server's HTML 501.
+            # Every method goes to the API, which answers one it has no route for with 405 and the methods
+            # the path has (instead of http.server's HTML 501).
             if name.startswith("do_"):
-                return self._not_allowed
+                return self._serve
             raise AttributeError(name)
-
-        def _not_allowed(self) -> None:
-            result = json_error(405, f"method {self.command} is not allowed; use {', '.join(ROUTED_METHODS)}")
-            result["headers"]["Allow"] = ", ".join(ROUTED_METHODS)
-            _reply(self, result, on_response)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -155,10 +148,6 @@ def _reply(request: BaseHTTPRequestHandler, result: dict[str, Any], on_response:
     request.wfile.write(payload)
 
 
-ROUTED_METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS")
-
-
 def json_error(status: int, message: str) -> dict[str, Any]:
-    code = "method_not_allowed" if status == 405 else "gateway"
-    body: dict[str, Any] = {"error": {"code": code, "message": message, "field": None, "errors": []}}
+    body: dict[str, Any] = {"error": {"code": "gateway", "message": message, "field": None, "errors": []}}
     return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body)}

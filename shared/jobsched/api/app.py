@@ -7,13 +7,20 @@ anything a client sends.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
 from jobsched.api.access import Access, ApiServices
-from jobsched.api.errors import error_response, register_error_handlers
+from jobsched.api.errors import (
+    declare_error_responses,
+    error_response,
+    is_json_media_type,
+    register_error_handlers,
+    unsupported_media_type,
+)
 from jobsched.api.routes import admin, backfills, callbacks, health, history, jobs, logs, runs, schedule, validation
 
 MAX_BODY_BYTES = 256 * 1024
@@ -32,11 +39,17 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
 
     @app.get("/openapi.json", operation_id="getOpenApi", tags=["service"], summary="This document")
     def openapi() -> Response[str]:
-        return Response(200, content_types.APPLICATION_JSON, app.get_openapi_json_schema(title="jobsched", version="1"))
+        return Response(200, content_types.APPLICATION_JSON, openapi_document(app))
 
     for module in (validation, jobs, schedule, history, health, runs, logs, backfills, callbacks, admin):
         app.include_router(module.router(access))
     return app
+
+
+def openapi_document(app: APIGatewayRestResolver) -> str:
+    """/openapi.json: Powertools' document of the routes, with the error answers every operation can give."""
+    document = json.loads(app.get_openapi_json_schema(title="jobsched", version="1"))
+    return json.dumps(declare_error_responses(document))
 
 
 def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
@@ -48,6 +61,12 @@ def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, An
         if len(body.encode()) > MAX_BODY_BYTES:
             refused = error_response(413, "body_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
             return {"statusCode": 413, "headers": {"Content-Type": "application/json"}, "body": refused.body}
+        # Every body is JSON: one error path for any other media type, before Powertools parses forms or
+        # multipart (whose parser raised on a body without its boundary).
+        content_type = next((v for k, v in (event.get("headers") or {}).items() if k.lower() == "content-type"), "")
+        if body and not is_json_media_type(content_type or ""):
+            refused = unsupported_media_type(content_type)
+            return {"statusCode": 415, "headers": {"Content-Type": "application/json"}, "body": refused.body}
         return app.resolve(event, context)
 
     handle.app = app  # type: ignore[attr-defined]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
+from pydantic import BaseModel
 
 from jobsched.api.identity import Forbidden, Unauthenticated
 from jobsched.api.models import ErrorBody, ErrorDetail, ErrorResponse, JobBody
@@ -72,7 +77,7 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
 
     @app.exception_handler(RequestValidationError)
     def _invalid_request(error: RequestValidationError) -> Response[str]:
-        found = request_errors(error.errors())
+        found = request_errors(error.errors(), body_model(app))
         first = found[0] if found else FieldError("", "invalid_request", "invalid request")
         return error_response(422, "invalid_request", str(first), first.path or None, found)
 
@@ -95,10 +100,88 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     def _quota(error: QuotaExceeded) -> Response[str]:
         return error_response(429, "quota_exceeded", str(error), error.limit)
 
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _unsupported_content_type(_: RequestUnsupportedContentType) -> Response[str]:
+        return unsupported_media_type(app.current_event.headers.get("content-type", ""))
+
     @app.not_found
     def _no_route(_: Exception) -> Response[str]:
         event = app.current_event
-        return error_response(404, "no_route", f"no route {event.http_method} {event.path}")
+        allowed = methods_of(app, event.path)
+        if not allowed:
+            return error_response(404, "no_route", f"no route {event.http_method} {event.path}")
+        response = error_response(
+            405, "method_not_allowed", f"method {event.http_method} is not allowed here; use {', '.join(allowed)}"
+        )
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
+
+
+# Every error answer an operation can give, with its one body (the handlers map every domain error above, the
+# entry point adds 413 and 415): declared once here for every operation, so that clients generated from the
+# document type their error bodies too.
+ERROR_RESPONSES = {
+    "401": "Not signed, or an unknown callback token",
+    "403": "The caller is not a member of the team (or not a platform admin)",
+    "404": "No such job, run, backfill or route",
+    "409": "A conflicting state: exists, in flight, superseded",
+    "412": "If-Match does not name the job's current version",
+    "413": "The body is larger than 256 KiB",
+    "415": "The body is not JSON",
+    "422": "The request is malformed: every problem with its field and what is allowed",
+    "429": "Too many requests, or a team limit reached (Retry-After says when to retry)",
+}
+
+
+def declare_error_responses(document: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document with ``ERROR_RESPONSES`` on every operation, each the ErrorResponse body."""
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    error_schema = ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(error_schema.pop("$defs", {}))
+    schemas["ErrorResponse"] = error_schema
+    body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            for status, description in ERROR_RESPONSES.items():
+                responses[status] = {"description": description, "content": body}
+    return document
+
+
+def methods_of(app: APIGatewayRestResolver, path: str) -> list[str]:
+    """The methods some route serves at this path (the document's methods for it), for 405 and Allow."""
+    # Powertools keeps its route table private; it is the one place that knows which method matches a path.
+    routes = [*app._static_routes, *app._dynamic_routes]
+    return sorted({route.method.upper() for route in routes if route.rule.match(path)})
+
+
+JSON_MEDIA = ("application/json",)
+
+
+def is_json_media_type(content_type: str) -> bool:
+    """application/json or a +json type, with any parameters; no header at all counts as JSON."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return not media or media in JSON_MEDIA or (media.startswith("application/") and media.endswith("+json"))
+
+
+def unsupported_media_type(content_type: str) -> Response[str]:
+    given = content_type.split(";", 1)[0].strip() or "none"
+    return error_response(
+        415,
+        "unsupported_media_type",
+        f"request bodies are JSON: send Content-Type: application/json (got {given})",
+        "Content-Type",
+    )
+
+
+def body_model(app: APIGatewayRestResolver) -> type[BaseModel] | None:
+    """The request body model of the route being served, so that errors list that body's own fields."""
+    route = app.context.get("_route")
+    for param in getattr(getattr(route, "dependant", None), "body_params", []):
+        for kind in (param.type_, *typing.get_args(param.type_)):  # TriggerRequest | None: an optional body
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                return kind
+    return None
 
 
 def _mapped(
@@ -114,12 +197,13 @@ def detail(error: FieldError) -> ErrorDetail:
     return ErrorDetail(field=error.path, code=error.code, message=error.message)
 
 
-def request_errors(errors: Any) -> list[FieldError]:
-    """Powertools' request validation errors in our form: the location prefix dropped, messages explained."""
+def request_errors(errors: Any, model: type[BaseModel] | None) -> list[FieldError]:
+    """Powertools' request validation errors in our form: the location prefix dropped, messages explained in
+    terms of ``model`` (the route's body; the job spec where a route has none)."""
     stripped = []
     for detail in errors:
         location = tuple(detail.get("loc", ()))
         if location and location[0] in ("body", "query", "path", "header"):
             location = location[1:]
         stripped.append({**detail, "loc": location})
-    return field_errors_from(stripped, JobBody)
+    return field_errors_from(stripped, model or JobBody)

@@ -9,8 +9,23 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 from jobsched.core.spec import JobSpec, Name
 
 
+_OBJECT = {"type": "object"}
+
+
 class JobBody(JobSpec):
     """A job spec as a request body: team and name come from the path (if given here, they must match)."""
+
+    # What the spec's validator requires, said in the schema: exactly one of target and dag is an object.
+    model_config = ConfigDict(
+        **JobSpec.model_config,
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["target"], "properties": {"target": _OBJECT}},
+                {"required": ["dag"], "properties": {"dag": _OBJECT}},
+            ],
+            "not": {"required": ["target", "dag"], "properties": {"target": _OBJECT, "dag": _OBJECT}},
+        },
+    )
 
     name: Name | None = None  # type: ignore[assignment]
     team: Name | None = None  # type: ignore[assignment]

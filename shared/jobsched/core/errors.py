@@ -147,7 +147,9 @@ def _allowed_fields(location: tuple[Any, ...], model: type[BaseModel]) -> list[s
     models = _models_in(current)
     names: list[str] = []
     for candidate in models:
-        names.extend(name for name in candidate.model_fields if name not in names)
+        # As the client writes them: a field's alias (backfill's `from`, not `start`).
+        written = (field.alias or name for name, field in candidate.model_fields.items())
+        names.extend(name for name in written if name not in names)
     return names
 
 

@@ -382,7 +382,10 @@ class _PayloadTarget(_TargetBase):
 
 class LambdaTarget(_PayloadTarget):
     type: Literal["lambda"]
-    function: str = Field(description="function name, name:alias, or ARN")
+    function: str = Field(
+        description="function name, name:alias, or ARN",
+        json_schema_extra={"pattern": f"{_LAMBDA_NAME.pattern}|{_LAMBDA_ARN.pattern}"},
+    )
     timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_SYNC_TARGET_TIMEOUT)] = timedelta(minutes=5)
 
     @field_validator("function")
@@ -405,7 +408,7 @@ class SqsTarget(_PayloadTarget):
 
 class StepFunctionsTarget(_PayloadTarget):
     type: Literal["stepfunctions"]
-    state_machine_arn: str
+    state_machine_arn: str = Field(json_schema_extra={"pattern": _STATES_ARN.pattern})
     timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_ASYNC_TIMEOUT)] = timedelta(hours=1)
 
     @field_validator("state_machine_arn")
@@ -422,7 +425,7 @@ class StepFunctionsTarget(_PayloadTarget):
 
 class EventBridgeTarget(_PayloadTarget):
     type: Literal["eventbridge"]
-    bus: str = "default"
+    bus: str = Field(default="default", json_schema_extra={"pattern": _EVENT_BUS.pattern})
     detail_type: str = Field(default="Scheduled Job Run", min_length=1, max_length=128)
     source: str = Field(default="jobsched", min_length=1, max_length=256)
 
@@ -649,6 +652,8 @@ def dag_problems(shape: list[tuple[Any, Any]]) -> list[tuple[tuple[str | int, ..
         sorter.add(name)
         for position, dependency in enumerate(depends_on):
             location: tuple[str | int, ...] = ("tasks", index, "depends_on", position)
+            if not isinstance(dependency, str):
+                continue  # not a task name: the field's own validation says so
             if dependency == name:
                 problems.append((location, f"task '{name}' depends on itself"))
             elif dependency not in seen:
