@@ -48,9 +48,7 @@ def stateful_resources(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def upgrade_problems(
-    record: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]], *, prod: bool
-) -> list[str]:
+def upgrade_problems(record: dict[str, dict[str, Any]], current: dict[str, dict[str, Any]], *, prod: bool) -> list[str]:
     """What deploying ``current`` over the release recorded in ``record`` would lose or be refused."""
     problems: list[str] = []
     for logical_id, before in record.items():

@@ -16,25 +16,16 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.upgrades import stateful_resources, upgrade_problems
+from tests.readme import ROOT, user_environment
 
-ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "tests" / "infra" / "stateful-resources.json"
 CHECKOV = ROOT / ".venv" / "checkov" / "bin" / "checkov"
 STAGES = ("dev", "prod")
-
-
-def user_environment() -> dict[str, str]:
-    """A shell after ``source .venv/bin/activate`` (README, Deploy): the venv's bin first on PATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JSII_", "PYTEST", "CDK_"))}
-    env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{env.get('PATH', '')}"
-    env["VIRTUAL_ENV"] = str(ROOT / ".venv")
-    return env
 
 
 def readme_deploy_commands() -> list[str]:
@@ -101,9 +92,7 @@ def test_the_readme_commands_synthesize_every_stage(templates: dict[str, dict[st
     functions = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Function"]
     # The real asset (not the tests' stub code) on the pinned runtime.
     assert functions and all("S3Bucket" in f["Properties"]["Code"] for f in functions)
-    assert (stage == "dev") == any(
-        f["Properties"].get("FunctionName") == "jobsched-example-echo" for f in functions
-    )
+    assert (stage == "dev") == any(f["Properties"].get("FunctionName") == "jobsched-example-echo" for f in functions)
 
 
 def test_the_cdk_app_runs_on_a_supported_node() -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+from pydantic.config import JsonDict
 
 from jobsched.core.spec import JobSpec, Name
 
-
-_OBJECT = {"type": "object"}
+_OBJECT: JsonDict = {"type": "object"}
 
 
 class JobBody(JobSpec):

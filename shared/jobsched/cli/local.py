@@ -72,6 +72,14 @@ def local() -> None:
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["human", "json"]),
+    default="human",
+    show_default=True,
+    help="human: a line per run, page, alarm change or quarantine, everything else in STATE/logs/; "
+    "json: the raw stream (handlers' JSON logs and EMF metrics) in the terminal.",
+)
 def local_up(
     port: int,
     tick: float | None,
@@ -80,21 +88,33 @@ def local_up(
     alarm_time_scale: float | None,
     state_dir: Path | None,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Start moto, deploy the app's template into it, and drive the handlers until Ctrl-C."""
     import logging
     import os
     import signal
+    import tempfile
     import threading
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    state_dir = state_dir or Path(tempfile.mkdtemp(prefix="jobsched-local-"))
+    state_dir.mkdir(parents=True, exist_ok=True)
+    say: Callable[[str], None] = click.echo
+    logs_line = "the terminal (--log-format json)"
+    if log_format == "human":
+        # Before any handler module is imported: Powertools' loggers keep the stdout they were made with.
+        from infra.local.terminal import route_output
+
+        terminal, folder = route_output(state_dir, log_level)
+        say = terminal.echo
+        logs_line = f"{folder}/handlers.jsonl (handlers: JSON, EMF)  {folder}/runtime.log"
+    else:
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for noisy in ("werkzeug", "botocore", "urllib3", "jsii"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ["POWERTOOLS_LOG_LEVEL"] = log_level.upper()
     from infra.local.runtime import DEFAULT_ADMIN, TEAM_PATTERN, LocalRuntime
 
-    if state_dir:
-        state_dir.mkdir(parents=True, exist_ok=True)
     runtime = LocalRuntime(
         port=port,
         tick_seconds=tick,
@@ -108,7 +128,7 @@ def local_up(
     LOCAL_POINTER.write_text(str(runtime.state_dir))
     example = TEAM_PATTERN.format(team="payments")
     jobs = "team 'examples': hello (every minute), flaky (fails twice, then succeeds), callback"
-    click.echo(
+    say(
         f"""
 jobsched is running locally.
   API          {runtime.api_url}   (AWS, in moto: {runtime.endpoint})
@@ -119,13 +139,14 @@ jobsched is running locally.
   examples     {jobs if not no_examples else "none (--no-examples)"}
   watch        jobsched runs examples/hello      jobsched local escalations
   state        {runtime.state_dir}
+  logs         {logs_line}
 Ctrl-C stops everything."""
     )
     stopped = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     stopped.wait()
-    click.echo("stopping...")
+    say("stopping...")
     runtime.stop()
 
 

@@ -24,9 +24,11 @@ from pydantic import (
     JsonValue,
     ModelWrapValidatorHandler,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic.config import JsonDict
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from jobsched.core.durations import Duration, format_duration
@@ -79,7 +81,14 @@ def _check_name(value: str) -> str:
     return value
 
 
-Name = Annotated[str, AfterValidator(_check_name)]
+Name = Annotated[str, AfterValidator(_check_name), WithJsonSchema({"type": "string", "pattern": NAME.pattern})]
+# What the "give sns_topic, webhook or both" validators require, said in the schema too.
+_A_CHANNEL: JsonDict = {
+    "anyOf": [
+        {"required": ["sns_topic"], "properties": {"sns_topic": {"type": "string"}}},
+        {"required": ["webhook"], "properties": {"webhook": {"type": "string"}}},
+    ]
+}
 
 
 def _check_email(value: str) -> str:
@@ -522,6 +531,8 @@ class Concurrency(StrictModel):
 class SecondaryContact(StrictModel):
     """Who is paged when an incident goes on: ``after`` more failures after the first page."""
 
+    model_config = ConfigDict(**StrictModel.model_config, json_schema_extra=_A_CHANNEL)
+
     sns_topic: str | None = None
     webhook: TargetUrl | None = None
     after: int = Field(default=3, ge=1, le=1000, description="further consecutive failures before paging")
@@ -549,6 +560,8 @@ def _sns_topic(value: str | None) -> str | None:
 
 
 class Escalation(StrictModel):
+    model_config = ConfigDict(**StrictModel.model_config, json_schema_extra=_A_CHANNEL)
+
     sns_topic: str | None = None
     webhook: TargetUrl | None = None
     webhook_format: Literal["json", "slack"] = Field(

@@ -1,0 +1,62 @@
+"""The README's ```console blocks as (command, shown output) pairs, so tests run what users type."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Shown:
+    command: str  # as typed, continuation lines joined
+    output: list[str]  # the lines the README shows under it ("..." stands for lines left out)
+    block: int  # the block's first line in the README
+
+
+def console_blocks() -> list[list[Shown]]:
+    text = (ROOT / "README.md").read_text()
+    blocks: list[list[Shown]] = []
+    for match in re.finditer(r"^```console\n(.*?)^```", text, flags=re.S | re.M):
+        line_number = text[: match.start()].count("\n") + 1
+        shown: list[Shown] = []
+        body = re.sub(r"\\\n\s*", " ", match.group(1))
+        for line in body.splitlines():
+            if line.startswith("$ "):
+                shown.append(Shown(line[2:], [], line_number))
+            elif shown:
+                shown[-1].output.append(line)
+        blocks.append(shown)
+    return blocks
+
+
+def block_with(command_prefix: str) -> list[Shown]:
+    """The README's console block whose first command starts so."""
+    [found] = [block for block in console_blocks() if block and block[0].command.startswith(command_prefix)]
+    return found
+
+
+def user_environment(**extra: str) -> dict[str, str]:
+    """A shell after ``source .venv/bin/activate``: the venv's bin (jobsched, node, npx) first on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JSII_", "PYTEST", "CDK_", "JOBSCHED_"))}
+    env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{ROOT / 'node_modules' / '.bin'}:{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(ROOT / ".venv")
+    env.update(extra)
+    return env
+
+
+def run_typed(command: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The command through bash, from the repo root, as a user's shell runs it."""
+    return subprocess.run(
+        ["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=timeout
+    )
+
+
+def matches(shown: list[str], printed: list[str]) -> bool:
+    """Printed output agrees with what the README shows: line for line, where "..." stands for any lines."""
+    pattern = "\n".join(".*?" if line.strip() == "..." else re.escape(line.rstrip()) for line in shown)
+    return re.fullmatch(pattern.replace("\n.*?\n", "\n(?:.*\n)*?"), "\n".join(printed).rstrip()) is not None
