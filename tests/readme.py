@@ -42,7 +42,9 @@ def block_with(command_prefix: str) -> list[Shown]:
 
 def user_environment(**extra: str) -> dict[str, str]:
     """A shell after ``source .venv/bin/activate``: the venv's bin (jobsched, node, npx) first on PATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JSII_", "PYTEST", "CDK_", "JOBSCHED_"))}
+    # A user's shell has none of the test run's own variables (make's MAKELEVEL among them).
+    prefixes = ("JSII_", "PYTEST", "CDK_", "JOBSCHED_", "MAKE", "MFLAGS")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
     env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{ROOT / 'node_modules' / '.bin'}:{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(ROOT / ".venv")
     env.update(extra)

@@ -45,6 +45,10 @@ def test_schemathesis_with_every_check_finds_nothing(gateway: LocalGateway, tmp_
             f"{gateway.url}/openapi.json",
             "--checks",
             "all",
+            # Every check but one: a schema-valid value can still be refused by what no JSON Schema says (the
+            # egress policy on URLs, a name's length after trimming); those answers are 422 on the field.
+            "--exclude-checks",
+            "positive_data_acceptance",
             "--max-examples",
             str(EXAMPLES),
             "--seed",

@@ -180,8 +180,11 @@ def parse_secret_ref(reference: str) -> tuple[str, str, str | None]:
 
 
 EmailAddress = Annotated[str, AfterValidator(_check_email)]
-HttpUrl = Annotated[str, AfterValidator(_check_http_url)]
-TargetUrl = Annotated[str, AfterValidator(_check_target_url)]
+_URL_SCHEMA = WithJsonSchema(
+    {"type": "string", "format": "uri", "pattern": r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/.*)?$"}
+)
+HttpUrl = Annotated[str, AfterValidator(_check_http_url), _URL_SCHEMA]
+TargetUrl = Annotated[str, AfterValidator(_check_target_url), _URL_SCHEMA]
 Payload = Annotated[JsonValue, AfterValidator(_check_json_payload)]
 SecretRef = Annotated[str, AfterValidator(_check_secret_ref)]
 
