@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from infra.upgrades import stateful_resources, upgrade_problems
-from tests.readme import ROOT, user_environment
+from tests.readme import ROOT, run_typed, user_environment
 
 RECORD = ROOT / "tests" / "infra" / "stateful-resources.json"
 CHECKOV = ROOT / ".venv" / "checkov" / "bin" / "checkov"
@@ -37,9 +37,7 @@ def readme_deploy_commands() -> list[str]:
 
 
 def run(command: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        ["bash", "-c", command], cwd=ROOT, env=user_environment(), capture_output=True, text=True, check=False
-    )
+    result = run_typed(command, user_environment(), timeout=600)
     assert result.returncode == 0, f"`{command}` failed ({result.returncode}):\n{result.stderr[-3000:]}"
     return result
 

@@ -59,15 +59,20 @@ def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, An
     def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         body = event.get("body") or ""
         if len(body.encode()) > MAX_BODY_BYTES:
-            refused = error_response(413, "body_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
-            return {"statusCode": 413, "headers": {"Content-Type": "application/json"}, "body": refused.body}
+            return _proxy_result(
+                error_response(413, "body_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+            )
         # Every body is JSON: one error path for any other media type, before Powertools parses forms or
         # multipart (whose parser raised on a body without its boundary).
         content_type = next((v for k, v in (event.get("headers") or {}).items() if k.lower() == "content-type"), "")
         if body and not is_json_media_type(content_type or ""):
-            refused = unsupported_media_type(content_type)
-            return {"statusCode": 415, "headers": {"Content-Type": "application/json"}, "body": refused.body}
+            return _proxy_result(unsupported_media_type(content_type))
         return app.resolve(event, context)
 
     handle.app = app  # type: ignore[attr-defined]
     return handle
+
+
+def _proxy_result(refused: Response[str]) -> dict[str, Any]:
+    """An error answered before routing, as the proxy integration's result."""
+    return {"statusCode": refused.status_code, "headers": {"Content-Type": "application/json"}, "body": refused.body}

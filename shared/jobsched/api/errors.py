@@ -155,13 +155,10 @@ def methods_of(app: APIGatewayRestResolver, path: str) -> list[str]:
     return sorted({route.method.upper() for route in routes if route.rule.match(path)})
 
 
-JSON_MEDIA = ("application/json",)
-
-
 def is_json_media_type(content_type: str) -> bool:
     """application/json or a +json type, with any parameters; no header at all counts as JSON."""
     media = content_type.split(";", 1)[0].strip().lower()
-    return not media or media in JSON_MEDIA or (media.startswith("application/") and media.endswith("+json"))
+    return not media or media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 def unsupported_media_type(content_type: str) -> Response[str]:
