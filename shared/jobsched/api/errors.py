@@ -143,6 +143,7 @@ def declare_error_responses(document: dict[str, Any]) -> dict[str, Any]:
     for operations in document.get("paths", {}).values():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
+            responses.get("204", {}).pop("content", None)  # No Content: Powertools documents a null body
             for status, description in ERROR_RESPONSES.items():
                 responses[status] = {"description": description, "content": body}
     return document

@@ -16,14 +16,13 @@ class JobBody(JobSpec):
     """A job spec as a request body: team and name come from the path (if given here, they must match)."""
 
     # What the spec's validator requires, said in the schema: exactly one of target and dag is an object.
+    # As if/then/else, not a model-level anyOf: client generators read an anyOf as alternative models.
     model_config = ConfigDict(
         **JobSpec.model_config,
         json_schema_extra={
-            "anyOf": [
-                {"required": ["target"], "properties": {"target": _OBJECT}},
-                {"required": ["dag"], "properties": {"dag": _OBJECT}},
-            ],
-            "not": {"required": ["target", "dag"], "properties": {"target": _OBJECT, "dag": _OBJECT}},
+            "if": {"required": ["target"], "properties": {"target": _OBJECT}},
+            "then": {"properties": {"dag": {"type": "null"}}},
+            "else": {"required": ["dag"], "properties": {"dag": _OBJECT}},
         },
     )
 

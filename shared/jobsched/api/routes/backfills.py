@@ -20,7 +20,7 @@ def router(access: Access) -> APIGatewayRouter:
     router = APIGatewayRouter()
     services, member, existing = access.services, access.member, access.existing
 
-    def start(team: str, name: str, body: BackfillRequest) -> Response[str]:
+    def start(team: str, name: str, body: BackfillRequest) -> Response[BackfillView]:
         caller = member(team)
         existing(team, name)
         if body.end <= body.start:
@@ -46,15 +46,16 @@ def router(access: Access) -> APIGatewayRouter:
             rate_per_minute=body.rate_per_minute,
             priority=body.priority,
         )
-        return Response(202, content_types.APPLICATION_JSON, backfill_view(progress).model_dump_json())
+        return Response(202, content_types.APPLICATION_JSON, backfill_view(progress))
 
     @router.post(
         "/teams/<team>/jobs/<name>/backfill",
         operation_id="startBackfill",
         tags=["backfills"],
         summary="Run a past range of the job's instants (those already run are skipped unless status names them)",
+        status_code=202,
     )
-    def backfill(team: str, name: str, body: Annotated[BackfillRequest, Body()]) -> Response[str]:
+    def backfill(team: str, name: str, body: Annotated[BackfillRequest, Body()]) -> Response[BackfillView]:
         return start(team, name, body)
 
     @router.post(
@@ -62,8 +63,9 @@ def router(access: Access) -> APIGatewayRouter:
         operation_id="startReruns",
         tags=["backfills"],
         summary="Run again, with their own instants, the runs of a range that ended in the given statuses",
+        status_code=202,
     )
-    def reruns(team: str, name: str, body: Annotated[RerunsRequest, Body()]) -> Response[str]:
+    def reruns(team: str, name: str, body: Annotated[RerunsRequest, Body()]) -> Response[BackfillView]:
         return start(team, name, body)
 
     @router.delete(

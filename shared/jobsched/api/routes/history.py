@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import HistoryEntryView, HistoryPage, RollbackRequest
+from jobsched.api.models import HistoryEntryView, HistoryPage, JobView, RollbackRequest
 from jobsched.api.routes.jobs import admitted
 from jobsched.api.views import job_view
 from jobsched.core.names import JobsKeys
@@ -77,7 +77,7 @@ def router(access: Access) -> APIGatewayRouter:
         tags=["history"],
         summary="Apply an earlier version's spec again, as a new version",
     )
-    def rollback(team: str, name: str, body: Annotated[RollbackRequest, Body()]) -> Response[str]:
+    def rollback(team: str, name: str, body: Annotated[RollbackRequest, Body()]) -> Response[JobView]:
         caller = member(team)
         current = existing(team, name)
         wanted = find_version(team, name, body.to_version)
@@ -93,9 +93,7 @@ def router(access: Access) -> APIGatewayRouter:
             reason=f"rollback to version {body.to_version}",
         )
         view = job_view(stored, services().clock())
-        return Response(
-            200, content_types.APPLICATION_JSON, view.model_dump_json(), headers={"ETag": str(stored.version)}
-        )
+        return Response(200, content_types.APPLICATION_JSON, view, headers={"ETag": str(stored.version)})
 
     def find_version(team: str, name: str, version: int) -> dict[str, object]:
         token = None

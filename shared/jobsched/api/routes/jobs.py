@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, Access, ApiServices
 from jobsched.api.errors import ApiError
-from jobsched.api.models import JobBody, JobPage
+from jobsched.api.models import JobBody, JobPage, JobView
 from jobsched.api.views import if_match_version, incident_view, job_view
 from jobsched.core.errors import SpecError
 from jobsched.core.records import VersionConflict
@@ -44,13 +44,17 @@ def router(access: Access) -> APIGatewayRouter:
         operation_id="putJob",
         tags=["jobs"],
         summary="Create or replace a job (If-Match: the version read)",
+        responses={
+            200: {"description": "Replaced", "content": {"application/json": {"model": JobView}}},
+            201: {"description": "Created", "content": {"application/json": {"model": JobView}}},
+        },
     )
     def put(
         team: str,
         name: str,
         body: Annotated[JobBody, Body()],
         if_match: Annotated[str | None, Header(alias="If-Match")] = None,
-    ) -> Response[str]:
+    ) -> Response[JobView]:
         caller = member(team)
         for field, value, in_path in (("team", body.team, team), ("name", body.name, name)):
             if value is not None and value != in_path:
@@ -72,7 +76,7 @@ def router(access: Access) -> APIGatewayRouter:
         return Response(
             201 if created else 200,
             content_types.APPLICATION_JSON,
-            view.model_dump_json(),
+            view,
             headers={"ETag": str(stored.version)},
         )
 
@@ -109,7 +113,7 @@ def router(access: Access) -> APIGatewayRouter:
         tags=["jobs"],
         summary="Read a job, its next fire times and open incidents",
     )
-    def get_job(team: str, name: str) -> Response[str]:
+    def get_job(team: str, name: str) -> Response[JobView]:
         member(team)
         stored = existing(team, name)
         view = job_view(stored, services().clock())
@@ -118,25 +122,24 @@ def router(access: Access) -> APIGatewayRouter:
             for stored_incident in services().jobs.incidents(stored.key)
             if not stored_incident.resolved
         ]
-        return Response(
-            200, content_types.APPLICATION_JSON, view.model_dump_json(), headers={"ETag": str(stored.version)}
-        )
+        return Response(200, content_types.APPLICATION_JSON, view, headers={"ETag": str(stored.version)})
 
     @router.delete(
         "/teams/<team>/jobs/<name>",
         operation_id="deleteJob",
         tags=["jobs"],
         summary="Delete a job (its runs are kept for their retention)",
+        status_code=204,
     )
     def delete_job(
         team: str, name: str, if_match: Annotated[str | None, Header(alias="If-Match")] = None
-    ) -> Response[str]:
+    ) -> Response[None]:
         caller = member(team)
         stored = existing(team, name)
         expected = if_match_version(if_match)
         if expected is not None and expected != stored.version:
             raise VersionConflict(f"{stored.key} is at version {stored.version}, not {expected}")
         remove_job(services().jobs, stored, now=services().clock(), principal=caller.arn, dags=services().dags)
-        return Response(204, content_types.APPLICATION_JSON, "")
+        return Response(204, content_types.APPLICATION_JSON, None)
 
     return router

@@ -93,8 +93,11 @@ def router(access: Access) -> APIGatewayRouter:
         operation_id="rerunRun",
         tags=["runs"],
         summary="Run a finished run again with its own instant (same run id, a new attempt)",
+        status_code=202,
     )
-    def rerun(team: str, name: str, run_id: str, body: Annotated[RerunRequest | None, Body()] = None) -> Response[str]:
+    def rerun(
+        team: str, name: str, run_id: str, body: Annotated[RerunRequest | None, Body()] = None
+    ) -> Response[RunView]:
         caller = member(team)
         existing(team, name)
         s = services()
@@ -108,20 +111,21 @@ def router(access: Access) -> APIGatewayRouter:
             principal=caller.arn,
             force=bool(body and body.force),
         )
-        return Response(202, content_types.APPLICATION_JSON, run_view(run, None).model_dump_json())
+        return Response(202, content_types.APPLICATION_JSON, run_view(run, None))
 
     @router.post(
         "/teams/<team>/jobs/<name>/trigger",
         operation_id="triggerJob",
         tags=["runs"],
         summary="Run a job now (Idempotency-Key: one run per key)",
+        status_code=202,
     )
     def trigger(
         team: str,
         name: str,
         body: Annotated[TriggerRequest | None, Body()] = None,
         idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
-    ) -> Response[str]:
+    ) -> Response[RunView]:
         caller = member(team)
         existing(team, name)
         s = services()
@@ -135,6 +139,6 @@ def router(access: Access) -> APIGatewayRouter:
             payload=body.payload if body else None,
             idempotency_key=idempotency_key,
         )
-        return Response(202, content_types.APPLICATION_JSON, run_view(run, None).model_dump_json())
+        return Response(202, content_types.APPLICATION_JSON, run_view(run, None))
 
     return router
