@@ -28,8 +28,15 @@ $(CHECKOV): $(STAMP)
 	$(BIN)/uv venv --quiet --allow-existing $(VENV)/checkov
 	$(BIN)/uv pip install --quiet --python $(VENV)/checkov/bin/python checkov==3.3.30
 
+# openapi-python-client, to prove that a client generated from /openapi.json is typed for every answer (its own
+# venv: it pins a pydantic of its own).
+OPENAPI_CLIENT := $(VENV)/openapi-client/bin/openapi-python-client
+$(OPENAPI_CLIENT): $(STAMP)
+	$(BIN)/uv venv --quiet --allow-existing $(VENV)/openapi-client
+	$(BIN)/uv pip install --quiet --python $(VENV)/openapi-client/bin/python openapi-python-client==0.29.1
+
 # Chromium (for the console's screenshots) installs in the background while everything else runs.
-test: chromium $(STAMP) $(NODE_STAMP) $(CHECKOV) lint typecheck unit
+test: chromium $(STAMP) $(NODE_STAMP) $(CHECKOV) $(OPENAPI_CLIENT) lint typecheck unit
 
 chromium:
 	$(PYTHON) scripts/ensure_chromium.py --background
@@ -42,7 +49,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) $(NODE_STAMP) $(CHECKOV)
+unit: $(STAMP) $(NODE_STAMP) $(CHECKOV) $(OPENAPI_CLIENT)
 	$(BIN)/pytest -n 2 --dist loadscope
 
 bench: $(STAMP)

@@ -274,7 +274,10 @@ class LocalRuntime:
                 try:
                     action()
                 except Exception:  # a failing round is logged; the runtime keeps going
-                    log.exception("%s failed", name)
+                    if self.stopping.is_set():  # moto stopped under a long poll: shutdown, not a fault
+                        log.debug("%s stopped mid-round", name, exc_info=True)
+                    else:
+                        log.exception("%s failed", name)
                 self.stopping.wait(period - time.time() % period if aligned else period)
 
         thread = threading.Thread(target=run, name=name, daemon=True)

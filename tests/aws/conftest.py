@@ -7,7 +7,9 @@ import pytest
 from moto import mock_aws
 
 from functions import forget_services
+from infra.local.gateway import LocalGateway
 from jobsched.adapters.aws.clients import reset_clients
+from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import REGION, Clock, FakeLambdas, Stack
 
 
@@ -53,3 +55,17 @@ def deployed(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     forget_services()
     yield stack
     forget_services()
+
+
+@pytest.fixture
+def gateway(stack: Stack) -> Iterator[LocalGateway]:
+    """The API over HTTP on 127.0.0.1 as team payments, with one hourly job for GETs to find."""
+    api = ApiClient(stack, requests_per_minute=1_000_000)
+    api.call(
+        "PUT",
+        "/teams/payments/jobs/hourly",
+        {"schedule": {"expression": "0 * * * *"}, "target": {"type": "lambda", "function": "echo"}},
+    )
+    server = LocalGateway(api.handle, principal=team_role("payments")).start()
+    yield server
+    server.stop()
