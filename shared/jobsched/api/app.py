@@ -22,6 +22,7 @@ from jobsched.api.errors import (
     unsupported_media_type,
 )
 from jobsched.api.routes import admin, backfills, callbacks, health, history, jobs, logs, runs, schedule, validation
+from jobsched.core.bounds import MAX_JSON_DEPTH, json_depth_exceeds
 
 MAX_BODY_BYTES = 256 * 1024
 
@@ -83,6 +84,10 @@ def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, An
         content_type = next((v for k, v in (event.get("headers") or {}).items() if k.lower() == "content-type"), "")
         if body and not is_json_media_type(content_type or ""):
             return _proxy_result(unsupported_media_type(content_type))
+        if json_depth_exceeds(body):  # before any recursive parser meets it
+            return _proxy_result(
+                error_response(422, "body_too_deep", f"JSON nests at most {MAX_JSON_DEPTH} deep", "body")
+            )
         return app.resolve(event, context)
 
     handle.app = app  # type: ignore[attr-defined]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt
 from pydantic.config import JsonDict
 
+from jobsched.core.bounds import Instant
 from jobsched.core.spec import JobSpec, Name
 
 _OBJECT: JsonDict = {"type": "object"}
@@ -48,8 +49,8 @@ RerunStatus = Literal["FAILED", "TIMED_OUT", "MISSED", "SKIPPED", "CANCELLED", "
 class BackfillRequest(_Request):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    start: AwareDatetime = Field(alias="from")
-    end: AwareDatetime = Field(alias="to")
+    start: Instant = Field(alias="from")
+    end: Instant = Field(alias="to")
     max_in_flight: int = Field(default=5, ge=1, le=100)
     rate_per_minute: int | None = Field(default=None, ge=1, le=6000, description="instants started per minute")
     priority: Literal["high", "normal", "low"] | None = Field(
@@ -229,10 +230,11 @@ class TeamLimitsRequest(_Request):
     """Limits to set for one team; a limit given as null goes back to the platform's default; one not
     given is left as it is."""
 
-    max_running: int | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
-    max_jobs: int | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
-    max_backfills: int | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
-    requests_per_minute: int | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
+    # Strict: true is not 1 and "5" is not 5 here.
+    max_running: StrictInt | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
+    max_jobs: StrictInt | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
+    max_backfills: StrictInt | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
+    requests_per_minute: StrictInt | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
 
 
 class TeamLimitsView(BaseModel):

@@ -100,6 +100,8 @@ class CallbackTokens:
         return f"{VERSION}.{kid}.{payload}.{_sign(key, f'{VERSION}.{kid}.{payload}')}"
 
     def verify(self, token: str, *, now: datetime) -> CallbackClaim:
+        if not token.isascii():  # compare_digest takes ASCII text only
+            raise InvalidToken("the run token is not valid")
         parts = token.split(".")
         if len(parts) != 4 or parts[0] != VERSION:
             raise InvalidToken("the run token is not valid")

@@ -8,6 +8,7 @@ from datetime import datetime
 from jobsched.api.errors import ApiError
 from jobsched.api.models import BackfillView, IncidentView, JobHealthView, JobView, LogLineView, RunView, TaskView
 from jobsched.api.tokens import CallbackTokens, token_expiry
+from jobsched.core.bounds import parse_bounded_int
 from jobsched.core.records import Incident, LogLine, Run, StoredJob
 from jobsched.core.runs import RunStatus, instant_text, moment_text
 from jobsched.core.spec import CallbackTarget, JobSpec
@@ -21,10 +22,10 @@ from jobsched.watch.health import JobHealth
 def if_match_version(if_match: str | None) -> int | None:
     if if_match is None:
         return None
-    text = if_match.strip().strip('"').removeprefix("W/").strip('"')
-    if not text.isdigit():
+    version = parse_bounded_int(if_match.strip().strip('"').removeprefix("W/").strip('"'), max_digits=12)
+    if version is None:
         raise ApiError(422, "invalid_if_match", "If-Match must be a job version number (the ETag)", "If-Match")
-    return int(text)
+    return version
 
 
 def next_fires(spec: JobSpec, now: datetime, count: int) -> list[str]:

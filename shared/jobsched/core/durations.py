@@ -5,6 +5,7 @@ Stored and printed back in the short form, so a job read from the API looks like
 
 from __future__ import annotations
 
+import contextlib
 import re
 from datetime import timedelta
 from typing import Annotated, Any
@@ -13,7 +14,10 @@ from pydantic import BeforeValidator, PlainSerializer, TypeAdapter, ValidationEr
 from pydantic_core import PydanticCustomError
 
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_SHORT_FORM = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# ASCII digits, nine at most per unit: Unicode digits and 5,000-digit numbers never reach int() or timedelta().
+_SHORT_FORM = re.compile(r"^(?:([0-9]{1,9})d)?(?:([0-9]{1,9})h)?(?:([0-9]{1,9})m)?(?:([0-9]{1,9})s)?$")
+# Longer than any field allows (each has its own bound): refused here so no arithmetic on it can overflow.
+MAX_DURATION = timedelta(days=36_500)
 _ISO_ADAPTER: TypeAdapter[timedelta] = TypeAdapter(timedelta)
 
 DURATION_HELP = "a duration such as 30s, 10m, 6h, 2d, 1h30m or ISO-8601 PT10M"
@@ -27,7 +31,7 @@ def parse_duration(value: Any) -> timedelta:
         raise PydanticCustomError(
             "duration",
             "expected {allowed}, got {got}",
-            {"allowed": DURATION_HELP, "got": repr(value)},
+            {"allowed": DURATION_HELP, "got": _shown(value)},
         )
     if isinstance(value, int):
         # A bare number is ambiguous (seconds? minutes?): make the writer say which.
@@ -38,17 +42,30 @@ def parse_duration(value: Any) -> timedelta:
         )
     text = value.strip()
     match = _SHORT_FORM.match(text)
+    parsed: timedelta | None = None
     if text and match and any(match.groups()):
         days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-        return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
-    if text.upper().startswith("P"):
-        try:
-            return _ISO_ADAPTER.validate_python(text.upper())
-        except ValidationError:
-            pass
+        parsed = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    elif text.upper().startswith("P") and len(text) <= 64:
+        with contextlib.suppress(ValidationError, OverflowError):
+            parsed = _ISO_ADAPTER.validate_python(text.upper())
+    if parsed is not None and abs(parsed) <= MAX_DURATION:
+        return parsed
+    if parsed is not None:
+        raise PydanticCustomError(
+            "duration",
+            "{got} is longer than any duration a job may name ({limit})",
+            {"got": _shown(text), "limit": "36500d"},
+        )
     raise PydanticCustomError(
-        "duration", "expected {allowed}, got {got}", {"allowed": DURATION_HELP, "got": repr(value)}
+        "duration", "expected {allowed}, got {got}", {"allowed": DURATION_HELP, "got": _shown(value)}
     )
+
+
+def _shown(value: object) -> str:
+    """The value as an error quotes it, cut short: a 5,000-character input is not echoed back whole."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def format_duration(value: timedelta) -> str:

@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.config import JsonDict
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from jobsched.core.bounds import Instant
 from jobsched.core.durations import Duration, format_duration
 from jobsched.core.expressions import CronExpression, ExpressionError, parse_expression
 from jobsched.core.tz import UTC, available_zones, suggest_zone
@@ -334,8 +335,8 @@ class Schedule(StrictModel):
     expression: str
     timezone: str = "UTC"
     dst: DstPolicy = Field(default_factory=DstPolicy)
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: Instant | None = None
+    end_at: Instant | None = None
     jitter: Annotated[Duration, _bounded(timedelta(0), MAX_JITTER)] = timedelta(0)
     catchup: CatchupPolicy = Field(default_factory=CatchupPolicy)
     calendar: CalendarPolicy | None = None
@@ -363,11 +364,6 @@ class Schedule(StrictModel):
             value=value,
             hint=hint,
         )
-
-    @field_validator("start_at", "end_at")
-    @classmethod
-    def _utc(cls, value: Any) -> Any:
-        return value.astimezone(UTC) if value is not None else None
 
     @model_validator(mode="after")
     def _window(self) -> Schedule:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -12,6 +12,7 @@ from jobsched.api.access import Access
 from jobsched.api.errors import ApiError
 from jobsched.api.models import RunLogs
 from jobsched.api.views import log_line_view
+from jobsched.core.bounds import Instant
 from jobsched.watch.logs import MAX_LINES, run_logs_query
 
 
@@ -29,7 +30,7 @@ def router(access: Access) -> APIGatewayRouter:
         team: str,
         name: str,
         run_id: str,
-        since: Annotated[datetime | None, Query(description="lines after this instant (default: the run's)")] = None,
+        since: Annotated[Instant | None, Query(description="lines after this instant (default: the run's)")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LINES)] = 200,
     ) -> RunLogs:
         member(team)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
@@ -11,6 +10,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from jobsched.api.access import Access
 from jobsched.api.models import JobView, PauseRequest, PreviewEntry
 from jobsched.api.views import job_view
+from jobsched.core.bounds import Instant
 from jobsched.core.runs import instant_text, job_key
 from jobsched.registry.jobs import pause_job, resume_job
 from jobsched.schedule.engine import compile_schedule
@@ -56,7 +56,7 @@ def router(access: Access) -> APIGatewayRouter:
         team: str,
         name: str,
         count: Annotated[int, Query(ge=1, le=100)] = 10,
-        after: Annotated[datetime | None, Query()] = None,
+        after: Annotated[Instant | None, Query()] = None,
     ) -> list[PreviewEntry]:
         member(team)
         stored = existing(team, name)

@@ -1,0 +1,66 @@
+"""Bounded parsers for the values teams send that are not durations (``core.durations``): instants within the
+years a schedule can reach, version-like integers, and JSON whose nesting a parser can survive.
+
+Each refuses what it cannot represent with a located error instead of letting Python's arithmetic or recursion
+limit raise later, where it would escape as a 5xx or a crashed handler.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import AfterValidator, AwareDatetime
+from pydantic_core import PydanticCustomError
+
+# Instants a job may name: wide enough for any real schedule and backfill, narrow enough that adding a year of
+# fire times, a time-zone offset or a retention period never leaves datetime's range (years 1..9999).
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2199, 12, 31, 23, 59, 59, tzinfo=UTC)
+INSTANT_RANGE = "an instant from 1970-01-01T00:00:00Z to 2199-12-31T23:59:59Z"
+
+# Deeper than any job spec or payload a person writes; shallow enough that json.loads and pydantic recurse safely.
+MAX_JSON_DEPTH = 64
+
+_ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def within_instant_range(value: datetime) -> datetime:
+    """An aware instant between ``EARLIEST`` and ``LATEST``, in UTC; raises PydanticCustomError('instant_range')."""
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 has no UTC form
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        raise PydanticCustomError(
+            "instant_range", "expected {allowed}, got {got}", {"allowed": INSTANT_RANGE, "got": value.isoformat()}
+        )
+    return utc
+
+
+Instant = Annotated[AwareDatetime, AfterValidator(within_instant_range)]
+"""An aware datetime field within the instants a schedule can reach, stored in UTC."""
+
+
+def parse_bounded_int(text: str, *, max_digits: int) -> int | None:
+    """ASCII digits only, at most ``max_digits`` of them: ``None`` otherwise (``'²'.isdigit()`` is true and
+    ``int('²')`` raises; 5,000 digits exceed int()'s limit)."""
+    if len(text) > max_digits or not _ASCII_DIGITS.fullmatch(text):
+        return None
+    return int(text)
+
+
+def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON text nests arrays and objects deeper than ``limit``, found in one pass without parsing, so a
+    body nested 60,000 deep is refused before a recursive parser sees it. Brackets inside strings do not count."""
+    if text.count("[") + text.count("{") <= limit:  # the usual body: too few brackets to nest that deep
+        return False
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > limit:
+            return True
+    return False
