@@ -127,13 +127,13 @@ class LocalConsole:
 def _confirm(query: dict[str, str], jobs: JobsStore, runs: RunsStore) -> views.View:
     """The question a button asks, with the form that carries the action out (and a pause's reason)."""
     job = query.get("job", "")
-    stored = jobs.get(job, consistent=False) if JOB.match(job) else None
+    stored = jobs.get(job, consistent=False) if JOB.fullmatch(job) else None
     if stored is None:
         raise views.NotFound(f"no job {job}")
     offered = render.job_buttons(job, stored.state)
     run_id = query.get("run_id")
     if run_id:
-        run = runs.get(job, run_id) if RUN_ID.match(run_id) else None
+        run = runs.get(job, run_id) if RUN_ID.fullmatch(run_id) else None
         if run is None:
             raise views.NotFound(f"no run {run_id} of {job}")
         offered = render.run_buttons(run, dag=stored.spec.dag is not None)
@@ -159,7 +159,7 @@ def _confirm(query: dict[str, str], jobs: JobsStore, runs: RunsStore) -> views.V
 
 
 def _job_link(job: str, text: str = "Back to the job") -> str:
-    if not JOB.match(job):
+    if not JOB.fullmatch(job):
         return ""
     team, name = job.split("/", 1)
     return f'<a href="{PREFIX}/teams/{quote(team)}/jobs/{quote(name)}">{escape(text)}</a>'

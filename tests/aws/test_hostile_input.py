@@ -3,7 +3,8 @@ one is a 4xx on its field now, and nothing is stored."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -87,3 +88,33 @@ def test_team_limits_are_strict_integers(api: ApiClient, value: object) -> None:
     response = api.call("PUT", "/admin/teams/payments", {"max_running": value}, principal=ADMIN)
     refused(response, "max_running")
     assert api.call("GET", "/admin/teams/payments", principal=ADMIN).body["overrides"] == {}
+
+
+@pytest.mark.parametrize("value", ["a\r\nX-Injected: 1", "a\nb", "nul\x00", "\u4e2d"])
+def test_a_header_value_that_is_not_one_line_of_latin1_is_refused(api: ApiClient, value: str) -> None:
+    job = {**JOB, "target": {"type": "http", "url": "https://hooks.example.com/x", "headers": {"X-A": value}}}
+    response = api.call("PUT", "/teams/payments/jobs/injected", job)
+    refused(response, "target.headers")
+    assert "X-A" in response.body["error"]["message"]
+    assert api.call("GET", "/teams/payments/jobs/injected").status == 404
+
+
+def test_a_job_stored_before_a_check_was_added_still_reads() -> None:
+    """A stricter release never makes a stored spec unreadable: the dispatcher reads due jobs in batches."""
+    from jobsched.core.records import StoredJob
+    from jobsched.core.spec import JobSpec
+
+    spec = JobSpec.model_validate({**JOB, "name": "old", "team": "payments"})
+    now = datetime(2027, 1, 4, tzinfo=UTC)
+    values = StoredJob(spec, 1, "ACTIVE", now, now, "test").to_values()
+    document = json.loads(values["spec"])
+    document["target"] = {"type": "http", "url": "https://hooks.example.com/x", "headers": {"X-A": "a\r\nb"}}
+    document["schedule"]["start_at"] = "9999-12-31T00:00:00Z"
+    read = StoredJob.from_values({**values, "spec": json.dumps(document)})
+    assert read.spec.target.headers == {"X-A": "a\r\nb"}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("host", ["[::a9fe:a9fe]", "[::ffff:0:a9fe:a9fe]", "[fec0::1]", "[::ffff:0:a00:1]"])
+def test_an_ipv6_form_of_a_private_address_is_refused_at_put(api: ApiClient, host: str) -> None:
+    job = {**JOB, "target": {"type": "http", "url": f"https://{host}/hook"}}
+    refused(api.call("PUT", "/teams/payments/jobs/ssrf", job), "target.url")

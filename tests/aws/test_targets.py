@@ -13,6 +13,7 @@ import pytest
 from jobsched.adapters.aws.targets import TargetExecutor
 from jobsched.core.names import OWNER_TAG
 from jobsched.core.runs import RunStatus
+from jobsched.registry.jobs import put_job
 from jobsched.tenancy.ownership import OwnershipGuard, ResourceRef
 from tests.aws.harness import REGION, Clock, Stack
 from tests.helpers import RecordingServer, recording_server
@@ -189,3 +190,63 @@ def test_executor_never_raises_for_aws_errors() -> None:
         LambdaTarget(type="lambda", function="x"), RunContext("a/b", "a", "r", 1, "t", "c")
     )
     assert result.outcome == "failed" and not result.retryable and result.error == "ResourceNotFoundException: no"
+
+
+def test_a_header_stored_with_a_line_break_fails_the_run_instead_of_the_worker(
+    stack: Stack, clock: Clock, webhook: Any
+) -> None:
+    """A job stored before header values were checked: http.client refuses the value at send time (ValueError).
+    The run is FAILED with the reason and its slot freed, not left RUNNING with the message on its way to the
+    dead-letter queue."""
+    clock.set("2027-01-04T09:59:30Z")
+    spec = stack.register(
+        {
+            "name": "t",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "http", "url": webhook.url},
+        }
+    )
+    injected = spec.model_copy(
+        update={"target": spec.target.model_copy(update={"headers": {"X-A": "a\r\nX-Injected: 1"}})}  # type: ignore[union-attr]
+    )
+    put_job(stack.jobs, injected, now=clock(), principal="test", dags=stack.dags)
+    stack.tick()
+    clock.set("2027-01-04T10:00:00Z")
+    stack.pump()
+    [run] = stack.run_list("ops/t")
+    assert run.status is RunStatus.FAILED and run.attempt == 1, run
+    assert run.error == "target adapter error: ValueError"
+    assert webhook.seen == []
+    assert stack.live_slot_holders("TEAM#ops", "QUOTA") == {}, "the team's slot is free again"
+
+
+def test_a_secret_header_whose_value_has_a_line_break_is_never_sent(stack: Stack, clock: Clock, webhook: Any) -> None:
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    secrets.create_secret(
+        Name="ops/token", SecretString="Bearer x\r\nX-Injected: 1", Tags=[{"Key": OWNER_TAG, "Value": "ops"}]
+    )
+    target = {"type": "http", "url": webhook.url, "secret_headers": {"Authorization": "secretsmanager:ops/token"}}
+    run = run_one(stack, clock, target)
+    assert run.status is RunStatus.FAILED and run.attempt == 1
+    assert run.error == "the secret for header Authorization is not one line of Latin-1 text (CR, LF, NUL...)"
+    assert webhook.seen == [] and "Injected" not in json.dumps(stack.dynamodb.scan(TableName=stack.runs_table)["Items"])
+
+
+def test_an_adapter_that_raises_anything_gives_a_failed_result() -> None:
+    from jobsched.core.records import RunContext
+    from jobsched.core.spec import LambdaTarget
+
+    def broken(function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    class Owned:
+        def tags(self, team: str, resource: ResourceRef) -> dict[str, str]:
+            return {OWNER_TAG: team}
+
+    result = TargetExecutor(guard=OwnershipGuard(Owned(), ()), lambda_invoker=broken).execute(
+        LambdaTarget(type="lambda", function="x"), RunContext("a/b", "a", "r", 1, "t", "c")
+    )
+    assert (
+        result.outcome == "failed" and not result.retryable and result.error == "target adapter error: RecursionError"
+    )

@@ -27,7 +27,20 @@ from tests.helpers import RecordingServer, recording_server
 DEPLOYED = AddressPolicy()
 LOCAL = AddressPolicy.for_stage("local")
 
-REFUSED_EVERYWHERE = ["169.254.169.254", "169.254.170.2", "169.254.1.1", "fe80::1", "fd00:ec2::254", "0.0.0.0", "::"]
+REFUSED_EVERYWHERE = [
+    "169.254.169.254",
+    "169.254.170.2",
+    "169.254.1.1",
+    "fe80::1",
+    "fd00:ec2::254",
+    "0.0.0.0",
+    "::",
+    # The metadata address inside IPv6 forms (#26): IPv4-compatible, IPv4-translated, NAT64, 6to4.
+    "::a9fe:a9fe",
+    "::ffff:0:a9fe:a9fe",
+    "64:ff9b::a9fe:a9fe",
+    "2002:a9fe:a9fe::1",
+]
 REFUSED_DEPLOYED = [
     "127.0.0.1",
     "127.8.8.8",
@@ -50,6 +63,13 @@ REFUSED_DEPLOYED = [
     "2002:a00:1::",
     "192.0.0.8",
     "198.18.0.1",
+    # IPv6 outside global unicast 2000::/3, which Python's is_global lets through (#26).
+    "::a00:1",  # IPv4-compatible ::/96
+    "::ffff:0:a00:1",  # IPv4-translated ::ffff:0:0:0/96
+    "fec0::1",  # site-local, deprecated
+    "4000::1",  # unassigned
+    "2001::1",  # Teredo
+    "64:ff9b::808:808",  # NAT64 of a public address still crosses a translator
 ]
 PUBLIC = ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111"]
 

@@ -134,13 +134,13 @@ class Membership:
 
 def role_name(arn: str) -> str | None:
     """The IAM role behind a role or assumed-role ARN (None for users and others)."""
-    match = _ASSUMED_ROLE.match(arn) or _ROLE.match(arn)
+    match = _ASSUMED_ROLE.fullmatch(arn) or _ROLE.fullmatch(arn)
     return match.group(3) if match else None
 
 
 def identity_forms(arn: str) -> tuple[str, ...]:
     """The ARN as reported, and for an assumed role also the role's own ARN (what admins write)."""
-    match = _ASSUMED_ROLE.match(arn)
+    match = _ASSUMED_ROLE.fullmatch(arn)
     if match is None:
         return (arn,)
     partition, account, role, _ = match.groups()

@@ -195,7 +195,7 @@ def invocation(event: dict[str, Any]) -> Invocation | None:
     request_id = detail.get("requestID")
     person = (detail.get("userIdentity") or {}).get("arn")
     function = (detail.get("requestParameters") or {}).get("functionName")
-    if not (isinstance(request_id, str) and RUN_ID.match(request_id)):
+    if not (isinstance(request_id, str) and RUN_ID.fullmatch(request_id)):
         return None
     if not (isinstance(person, str) and 0 < len(person) <= MAX_PERSON) or not isinstance(function, str):
         return None

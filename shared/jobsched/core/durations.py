@@ -41,7 +41,7 @@ def parse_duration(value: Any) -> timedelta:
             {"value": value},
         )
     text = value.strip()
-    match = _SHORT_FORM.match(text)
+    match = _SHORT_FORM.fullmatch(text)
     parsed: timedelta | None = None
     if text and match and any(match.groups()):
         days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())

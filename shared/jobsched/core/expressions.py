@@ -129,9 +129,9 @@ def parse_expression(text: str) -> ScheduleExpression:
     if not isinstance(text, str) or not text.strip():
         raise ExpressionError(f"empty expression; expected {EXPRESSION_HELP}")
     stripped = " ".join(text.split())
-    if match := _RATE.match(stripped):
+    if match := _RATE.fullmatch(stripped):
         return _parse_rate(match, stripped)
-    if match := _AT.match(stripped):
+    if match := _AT.fullmatch(stripped):
         try:
             wall = datetime.fromisoformat(match.group(1))
         except ValueError as error:
@@ -146,7 +146,7 @@ def parse_expression(text: str) -> ScheduleExpression:
         raise ExpressionError(
             f"{stripped}: expected rate(N minute|minutes|hour|hours|day|days) with N a whole number >= 1"
         )
-    if match := _AWS_CRON.match(stripped):
+    if match := _AWS_CRON.fullmatch(stripped):
         expression = _parse_aws_cron(match.group(1).strip(), stripped)
     elif stripped.startswith("@"):
         macro = MACROS.get(stripped.lower())
@@ -305,7 +305,7 @@ def _check_hash_fields(fields: list[str], original: str) -> None:
         if name not in _H_RANGES:
             raise ExpressionError(f"{original}: 'H' is allowed in the minute and hour fields only")
         for token in text.split(","):
-            if "H" in token and not _H_TOKEN.match(token):
+            if "H" in token and not _H_TOKEN.fullmatch(token):
                 raise ExpressionError(f"{original}: {name} '{token}': write H, H(a-b), H/n or H(a-b)/n")
 
 
@@ -315,7 +315,7 @@ def _expand_hash(text: str, field_name: str, hash_key: str) -> str:
     low, high = _H_RANGES[field_name]
     tokens = []
     for token in text.split(","):
-        match = _H_TOKEN.match(token)
+        match = _H_TOKEN.fullmatch(token)
         if not match:
             tokens.append(token)
             continue

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from jobsched.core.bounds import STORED
 from jobsched.core.names import LEASE_SHARDS, JobsKeys, RunsKeys, due_shard_count
 from jobsched.core.runs import (
     TERMINAL,
@@ -101,7 +102,7 @@ class StoredJob:
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> StoredJob:
         return cls(
-            spec=JobSpec.model_validate_json(values["spec"]),
+            spec=JobSpec.model_validate_json(values["spec"], context=STORED),
             version=int(values["version"]),
             state=values["state"],
             created_at=parse_instant(values["created_at"]),

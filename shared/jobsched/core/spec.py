@@ -24,6 +24,7 @@ from pydantic import (
     JsonValue,
     ModelWrapValidatorHandler,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -31,7 +32,7 @@ from pydantic import (
 from pydantic.config import JsonDict
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from jobsched.core.bounds import Instant
+from jobsched.core.bounds import Instant, is_stored
 from jobsched.core.durations import Duration, format_duration
 from jobsched.core.expressions import CronExpression, ExpressionError, parse_expression
 from jobsched.core.tz import UTC, available_zones, suggest_zone
@@ -57,6 +58,9 @@ _STATES_ARN = re.compile(r"^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:stateMachine
 _EVENT_BUS = re.compile(
     r"^(?:[A-Za-z0-9._/-]{1,256}|arn:aws[a-z-]*:events:[a-z0-9-]+:\d{12}:event-bus/[A-Za-z0-9._/-]+)$"
 )
+# A header value is one line of Latin-1 text (RFC 9110 field-value: visible characters, spaces, tabs, obs-text);
+# CR, LF and NUL would split or end the request, and http.client refuses them (and anything beyond Latin-1).
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 # Credentials belong in secret_headers (resolved at run time), never in the stored job.
 _CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "cookie"})
@@ -71,8 +75,13 @@ def _fail(code: str, template: str, **context: Any) -> PydanticCustomError:
     return PydanticCustomError(code, template, context or None)
 
 
+def header_value_allowed(value: str) -> bool:
+    """Whether an HTTP header value is one line of text (also checked on secret values once resolved)."""
+    return len(value) <= 8192 and _HEADER_VALUE.fullmatch(value) is not None
+
+
 def _check_name(value: str) -> str:
-    if not NAME.match(value):
+    if not NAME.fullmatch(value):
         raise _fail(
             "invalid_name",
             "'{value}' is not allowed: use 1-63 characters a-z, 0-9 and '-', "
@@ -163,7 +172,7 @@ def _check_json_payload(value: JsonValue) -> JsonValue:
 
 
 def _check_secret_ref(value: str) -> str:
-    if not _SECRET_REF.match(value):
+    if not _SECRET_REF.fullmatch(value):
         raise _fail(
             "invalid_secret_reference",
             "'{value}' is not a secret reference; write secretsmanager:NAME[#json-key] or ssm:/parameter/name",
@@ -174,7 +183,7 @@ def _check_secret_ref(value: str) -> str:
 
 def parse_secret_ref(reference: str) -> tuple[str, str, str | None]:
     """(source, name, json_key) of a validated secret reference."""
-    match = _SECRET_REF.match(reference)
+    match = _SECRET_REF.fullmatch(reference)
     if not match:
         raise ValueError(f"not a secret reference: {reference!r}")
     return match.group(1), match.group(2), match.group(3)
@@ -399,7 +408,7 @@ class LambdaTarget(_PayloadTarget):
     @field_validator("function")
     @classmethod
     def _function(cls, value: str) -> str:
-        if not (_LAMBDA_NAME.match(value) or _LAMBDA_ARN.match(value)):
+        if not (_LAMBDA_NAME.fullmatch(value) or _LAMBDA_ARN.fullmatch(value)):
             raise _fail(
                 "invalid_function",
                 "'{value}' is not a Lambda function name or ARN (arn:aws:lambda:REGION:ACCOUNT:function:NAME)",
@@ -422,7 +431,7 @@ class StepFunctionsTarget(_PayloadTarget):
     @field_validator("state_machine_arn")
     @classmethod
     def _arn(cls, value: str) -> str:
-        if not _STATES_ARN.match(value):
+        if not _STATES_ARN.fullmatch(value):
             raise _fail(
                 "invalid_state_machine_arn",
                 "'{value}' is not a state machine ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)",
@@ -440,7 +449,7 @@ class EventBridgeTarget(_PayloadTarget):
     @field_validator("bus")
     @classmethod
     def _bus(cls, value: str) -> str:
-        if not _EVENT_BUS.match(value):
+        if not _EVENT_BUS.fullmatch(value):
             raise _fail("invalid_event_bus", "'{value}' is not an event bus name or ARN", value=value)
         return value
 
@@ -464,8 +473,23 @@ class HttpTarget(_PayloadTarget):
     @classmethod
     def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not _HEADER_NAME.match(name):
+            if not _HEADER_NAME.fullmatch(name):
                 raise _fail("invalid_header", "'{name}' is not a valid HTTP header name", name=name)
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _header_values(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if is_stored(info):  # checked since #26: a job stored before fails its runs in the http adapter instead
+            return value
+        for name, text in value.items():
+            if not header_value_allowed(text):
+                raise _fail(
+                    "invalid_header",
+                    "the value of header '{name}' is not one line of text: no CR, LF, NUL or other control characters, "
+                    "Latin-1 characters only",
+                    name=name,
+                )
         return value
 
     @field_validator("headers")
@@ -549,7 +573,7 @@ class SecondaryContact(StrictModel):
 
 
 def _sns_topic(value: str | None) -> str | None:
-    if value is not None and not _SNS_ARN.match(value):
+    if value is not None and not _SNS_ARN.fullmatch(value):
         raise _fail(
             "invalid_topic_arn",
             "'{value}' is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)",

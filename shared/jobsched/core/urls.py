@@ -73,9 +73,29 @@ def parse_url(text: str) -> ParsedUrl:
 
 
 def never_reachable(address: IpAddress) -> bool:
-    """Link-local, metadata and unspecified addresses: refused in every stage, whatever is allowed."""
-    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    """Link-local, metadata and unspecified addresses, also inside an IPv6 form that embeds them: refused in
+    every stage, whatever is allowed."""
+    embedded = embedded_ipv4(address) if isinstance(address, ipaddress.IPv6Address) else None
     return any(
         candidate.is_link_local or candidate.is_unspecified or candidate in METADATA_ADDRESSES
-        for candidate in (address, *([mapped] if mapped else []))
+        for candidate in (address, *([embedded] if embedded else []))
     )
+
+
+# IPv6 blocks whose low 32 bits are an IPv4 address (IPv4-compatible, IPv4-translated, NAT64); mapped, 6to4 and
+# Teredo addresses have their own accessors.
+_IPV4_IN_LOW_BITS = tuple(ipaddress.ip_network(n) for n in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96"))
+GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 form carries, if it carries one (a router may deliver to it)."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if any(address in network for network in _IPV4_IN_LOW_BITS) and int(address) > 1:  # not :: or ::1
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None

@@ -10,7 +10,8 @@ retries stay off.
 Refused in every stage: link-local (169.254.0.0/16 and fe80::/10, so the instance and container metadata
 endpoints 169.254.169.254 and 169.254.170.2), fd00:ec2::254, and unspecified addresses. In deployed stages
 anything not globally routable is refused too: loopback, private (RFC 1918, RFC 4193), CGNAT, multicast,
-reserved and IPv4-mapped/translated addresses. The local stage may reach loopback (``make run`` calls
+reserved, IPv4-mapped/compatible/translated, 6to4, Teredo and NAT64 addresses, and any IPv6 address outside
+global unicast 2000::/3. The local stage may reach loopback (``make run`` calls
 services on this machine). The platform may allow hosts or CIDRs (CDK context ``egress_allow``); that
 never opens link-local or metadata addresses.
 """
@@ -26,7 +27,15 @@ from typing import Any
 import urllib3
 
 from jobsched.core.names import LOCAL_STAGE
-from jobsched.core.urls import NON_PUBLIC_NETWORKS, IpAddress, ParsedUrl, never_reachable, parse_url
+from jobsched.core.urls import (
+    GLOBAL_UNICAST_V6,
+    NON_PUBLIC_NETWORKS,
+    IpAddress,
+    ParsedUrl,
+    embedded_ipv4,
+    never_reachable,
+    parse_url,
+)
 
 
 class EgressRefused(Exception):
@@ -66,10 +75,11 @@ class AddressPolicy:
             return None
         if self.allow_loopback and address.is_loopback:
             return None
-        if isinstance(address, ipaddress.IPv6Address) and (
-            address.ipv4_mapped is not None or address.sixtofour is not None or address.teredo is not None
-        ):
-            return f"{address} embeds an IPv4 address"
+        if isinstance(address, ipaddress.IPv6Address):
+            if embedded_ipv4(address) is not None:
+                return f"{address} embeds an IPv4 address"
+            if address not in GLOBAL_UNICAST_V6:  # is_global is true for ::/96, fec0::/10 and unassigned space
+                return f"{address} is not a global unicast IPv6 address (2000::/3)"
         if address.is_multicast:
             return f"{address} is a multicast address"
         if not address.is_global or any(address in network for network in NON_PUBLIC_NETWORKS):

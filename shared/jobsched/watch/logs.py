@@ -21,7 +21,7 @@ class NotAQueryableRun(ValueError):
 def run_logs_query(job: str, run_id: str, *, limit: int = MAX_LINES) -> str:
     """Logs Insights: the run's lines, oldest first. Both values are checked against the shapes jobsched
     gives them before they are quoted into the query."""
-    if not JOB.match(job) or not RUN_ID.match(run_id):
+    if not JOB.fullmatch(job) or not RUN_ID.fullmatch(run_id):
         raise NotAQueryableRun(f"not a run of jobsched: {job} {run_id}")
     return (
         "fields @timestamp, service, level, message, outcome, detail, attempt, task"

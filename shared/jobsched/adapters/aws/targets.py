@@ -6,6 +6,7 @@ Functions, and as headers for HTTP.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -23,11 +24,14 @@ from jobsched.core.spec import (
     LambdaTarget,
     SqsTarget,
     StepFunctionsTarget,
+    header_value_allowed,
     parse_secret_ref,
 )
 from jobsched.core.urls import UrlRefused, parse_url
 from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, target_resources
+
+log = logging.getLogger(__name__)
 
 HTTP_RETRIES_WITHIN_ATTEMPT = 2  # quick retries of 5xx/connection errors before the attempt fails
 MIN_REQUEST_SECONDS = 1.0  # a retry needs at least this much of the attempt's timeout left
@@ -127,6 +131,12 @@ class TargetExecutor:
             return TargetResult("failed", error=_client_error(error), retryable=retryable)
         except BotoCoreError as error:
             return TargetResult("failed", error=f"{type(error).__name__}: {error}")
+        except Exception as error:
+            # Whatever else an adapter raises is still this run's failure, never the worker's: an escaped
+            # exception would leave the run RUNNING with its slot held and send the message to the dead-letter
+            # queue. Not retried: what raised here will raise again.
+            log.exception("the %s adapter raised", type(target).__name__, extra={"job": context.job})
+            return TargetResult("failed", error=f"target adapter error: {type(error).__name__}", retryable=False)
 
     def _lambda(self, target: LambdaTarget, context: RunContext) -> TargetResult:
         event = {"jobsched": context.envelope(), "payload": _payload(target.payload, context)}
@@ -231,10 +241,17 @@ class TargetExecutor:
         except urllib3.exceptions.HTTPError as error:
             return TargetResult("failed", error=f"connection error: {error}")
         try:
-            headers |= {name: self.secret_resolver(ref, context.team) for name, ref in target.secret_headers.items()}
+            secrets = {name: self.secret_resolver(ref, context.team) for name, ref in target.secret_headers.items()}
         except Exception as error:
             return TargetResult("failed", error=f"cannot resolve a secret header: {type(error).__name__}")
-        return headers
+        for name, value in secrets.items():
+            if not header_value_allowed(value):  # the value itself is never quoted: it is a secret
+                return TargetResult(
+                    "failed",
+                    error=f"the secret for header {name} is not one line of Latin-1 text (CR, LF, NUL...)",
+                    retryable=False,
+                )
+        return headers | secrets
 
     def _http_send(self, target: HttpTarget, context: RunContext, headers: dict[str, str]) -> TargetResult:
         """The request, with quick retries of connection errors and 5xx within the attempt's timeout."""
