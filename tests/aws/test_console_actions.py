@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from jobsched.console.actions import ActionResult, ActionStores, confirm_identity, handle_action
+from jobsched.console.actions import ActionResult, ActionStores, confirm_identity, handle_action, team_of_alias
 from jobsched.console.widget import WidgetControls, render_widget
 from jobsched.core.runs import RunStatus
 from tests.aws.harness import Clock, FakeLambdas, Stack
@@ -226,3 +227,41 @@ def test_a_refused_call_for_another_teams_job_leaves_nothing_to_confirm(stack: S
     }
     assert confirm_identity({"detail": payments}, stack.jobs) is None
     assert all(e.confirmed_by is None for e in stack.jobs.history("payments/report", limit=20)[0])
+
+
+@pytest.mark.parametrize(
+    "function, qualifier",
+    [
+        (f"{ACTIONS_FN}:team-ops", None),  # the full ARN
+        (f"{ACTIONS_FN.split(':')[-1]}:team-ops", None),  # NAME:alias
+        (":".join(ACTIONS_FN.split(":")[4:]) + ":team-ops", None),  # ACCOUNT:function:NAME:alias (partial ARN)
+        (ACTIONS_FN.split(":")[-1], "team-ops"),  # NAME with the alias as Qualifier
+        (ACTIONS_FN, "team-ops"),
+    ],
+)
+def test_every_form_of_naming_the_alias_names_the_person(stack: Stack, function: str, qualifier: str | None) -> None:
+    stack.register(REPORT)
+    assert call(stack, widget_event({"action": "trigger", "job": "ops/report"}), request="req-1").ok
+    parameters = {"functionName": function, **({"qualifier": qualifier} if qualifier else {})}
+    confirmed = confirm_identity(cloudtrail_record("req-1", requestParameters=parameters), stack.jobs)
+    assert confirmed is not None and confirmed[0].team == "ops"
+    [trigger] = [e for e in stack.jobs.history("ops/report", limit=20)[0] if e.action == "trigger"]
+    assert trigger.confirmed_by == "arn:aws:sts::123456789012:assumed-role/oncall/ana@example.com"
+
+
+@pytest.mark.parametrize("function", ["team-ops", "a:b:c:d:e:team-ops", f"{ACTIONS_FN}:team-Op$", f"{ACTIONS_FN}:1"])
+def test_a_name_that_is_no_teams_alias_names_nobody(function: str) -> None:
+    assert team_of_alias(function) is None
+
+
+def test_an_action_nobody_was_named_for_is_flagged_unconfirmed_after_an_hour(stack: Stack, clock: Clock) -> None:
+    stack.register(REPORT)
+    assert call(stack, widget_event({"action": "trigger", "job": "ops/report"}), request="req-1").ok
+    [trigger] = [e for e in stack.jobs.history("ops/report", limit=20)[0] if e.action == "trigger"]
+    assert not trigger.unconfirmed(clock() + timedelta(minutes=59))
+    assert trigger.unconfirmed(clock() + timedelta(minutes=61))
+    confirm_identity(cloudtrail_record("req-1"), stack.jobs)
+    [trigger] = [e for e in stack.jobs.history("ops/report", limit=20)[0] if e.action == "trigger"]
+    assert not trigger.unconfirmed(clock() + timedelta(days=1))
+    [created] = [e for e in stack.jobs.history("ops/report", limit=20)[0] if e.action != "trigger"]
+    assert not created.unconfirmed(clock() + timedelta(days=1))  # not a console action

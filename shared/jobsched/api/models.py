@@ -255,6 +255,11 @@ class HistoryEntryView(BaseModel):
     confirmed_by: str | None = Field(
         default=None, description="a console action: the caller CloudTrail recorded invoking it (minutes later)"
     )
+    unconfirmed: bool = Field(
+        default=False,
+        description="a console action CloudTrail named nobody for within an hour: find the person in CloudTrail by"
+        " the request id in principal",
+    )
     reason: str | None = None
     spec: dict[str, Any] | None = Field(default=None, description="the spec a create, replace or rollback stored")
     details: dict[str, Any] | None = None

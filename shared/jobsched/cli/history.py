@@ -38,8 +38,14 @@ def history(job: str, team: str | None, limit: int, show_diff: bool, client: Any
     elif show_diff:
         print_diffs(f"{owner}/{name}", entries)
     else:
-        rows = [{**entry, "details": summary(entry.get("details"))} for entry in entries]
+        rows = [
+            {**entry, "details": summary(entry.get("details")), "confirmed_by": confirmed(entry)} for entry in entries
+        ]
         emit(rows, output, HISTORY_COLUMNS)
+
+
+def confirmed(entry: dict[str, Any]) -> str | None:
+    return "UNCONFIRMED (see CloudTrail)" if entry.get("unconfirmed") else entry.get("confirmed_by")
 
 
 def summary(details: dict[str, Any] | None) -> str:

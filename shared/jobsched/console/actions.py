@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsched.api.errors import MAPPED
 from jobsched.api.identity import Principal
-from jobsched.core.records import StoredJob
+from jobsched.core.records import CONSOLE_PRINCIPAL_PREFIX, StoredJob
 from jobsched.core.runs import instant_text
+from jobsched.core.spec import NAME
 from jobsched.pipeline.reruns import rerun_run
 from jobsched.pipeline.triggers import trigger_run
 from jobsched.ports import RunsPort, TriggerStorePort, WorkQueuesPort
@@ -103,15 +104,30 @@ def console_principal(team: str, *, request_id: str) -> Principal:
     """Who the console acts as: the team its caller was allowed to act for (IAM decided, by the alias the
     caller could invoke), named in the audit trail with the request that CloudTrail ties to the person."""
     alias = f"{CONSOLE_ALIAS_PREFIX}{team}"
-    return Principal(arn=f"console:{alias}/request/{request_id}", teams=frozenset({team}), admin=False)
+    return Principal(
+        arn=f"{CONSOLE_PRINCIPAL_PREFIX}{alias}/request/{request_id}", teams=frozenset({team}), admin=False
+    )
 
 
-def team_of_alias(invoked_function_arn: str) -> str | None:
-    """``arn:aws:lambda:REGION:ACCOUNT:function:NAME:team-payments`` -> ``payments``; unqualified -> None."""
-    parts = invoked_function_arn.split(":")
-    if len(parts) != 8 or not parts[7].startswith(CONSOLE_ALIAS_PREFIX):
+def team_of_alias(function: str, qualifier: str | None = None) -> str | None:
+    """The team whose alias names the function, in every form Lambda accepts and CloudTrail records:
+    ``arn:aws:lambda:REGION:ACCOUNT:function:NAME:team-payments``, ``ACCOUNT:function:NAME:team-payments``,
+    ``NAME:team-payments``, or ``NAME`` with ``qualifier`` ``team-payments`` -> ``payments``; None when no
+    team's alias is named (unqualified, a version, another alias)."""
+    parts = function.split(":")
+    if len(parts) in (7, 8) and parts[0] == "arn" and parts[5] == "function":
+        named = parts[7] if len(parts) == 8 else None
+    elif len(parts) in (3, 4) and parts[1] == "function":
+        named = parts[3] if len(parts) == 4 else None
+    elif len(parts) in (1, 2):
+        named = parts[1] if len(parts) == 2 else None
+    else:
         return None
-    return parts[7][len(CONSOLE_ALIAS_PREFIX) :] or None
+    alias = named or qualifier
+    if not alias or not alias.startswith(CONSOLE_ALIAS_PREFIX):
+        return None
+    team = alias[len(CONSOLE_ALIAS_PREFIX) :]
+    return team if NAME.fullmatch(team) else None
 
 
 def act(request: ActionRequest, *, principal: Principal, stores: ActionStores, now: datetime) -> ActionResult:
@@ -194,12 +210,13 @@ def invocation(event: dict[str, Any]) -> Invocation | None:
         return None
     request_id = detail.get("requestID")
     person = (detail.get("userIdentity") or {}).get("arn")
-    function = (detail.get("requestParameters") or {}).get("functionName")
+    parameters = detail.get("requestParameters") or {}
+    function, qualifier = parameters.get("functionName"), parameters.get("qualifier")
     if not (isinstance(request_id, str) and RUN_ID.fullmatch(request_id)):
         return None
     if not (isinstance(person, str) and 0 < len(person) <= MAX_PERSON) or not isinstance(function, str):
         return None
-    team = team_of_alias(function)
+    team = team_of_alias(function, qualifier if isinstance(qualifier, str) else None)
     return Invocation(request_id, person, team) if team else None
 
 

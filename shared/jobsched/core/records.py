@@ -484,6 +484,12 @@ class BreakerState:
 HISTORY_RETENTION = timedelta(days=400)  # a job's history (each spec version in full) is kept this long
 
 
+# Who a console action acted as (``console:team-NAME/request/ID``); CloudTrail's Invoke record names the person,
+# usually within 5 minutes (15 at most, by AWS's documentation of data events), flagged past an hour.
+CONSOLE_PRINCIPAL_PREFIX = "console:"
+CONSOLE_CONFIRMATION = timedelta(hours=1)
+
+
 @dataclass(frozen=True)
 class AuditEntry:
     """One change or action on a job: who, when, what, why; a spec change keeps the spec it made."""
@@ -498,6 +504,13 @@ class AuditEntry:
     sort_key: str = ""  # where it sits in the job's history (the page token)
     # A console action: the person CloudTrail recorded invoking the console's request (minutes later).
     confirmed_by: str | None = None
+
+    def unconfirmed(self, now: datetime) -> bool:
+        """A console action that CloudTrail has not named a person for within ``CONSOLE_CONFIRMATION``: its
+        record was lost, unparsable or never sent (the trail is off). Flagged, so that nobody reads it as
+        an action by nobody."""
+        console = self.principal.startswith(CONSOLE_PRINCIPAL_PREFIX)
+        return console and self.confirmed_by is None and now - self.at > CONSOLE_CONFIRMATION
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> AuditEntry:

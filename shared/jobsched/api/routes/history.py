@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -22,13 +23,14 @@ from jobsched.registry.jobs import put_job
 MAX_HISTORY_PAGES = 50  # a rollback looks back at most this many pages of 100 entries for its version
 
 
-def entry_view(entry: AuditEntry) -> HistoryEntryView:
+def entry_view(entry: AuditEntry, now: datetime) -> HistoryEntryView:
     return HistoryEntryView(
         at=instant_text(entry.at),
         version=entry.version,
         action=entry.action,
         principal=entry.principal,
         confirmed_by=entry.confirmed_by,
+        unconfirmed=entry.unconfirmed(now),
         reason=entry.reason,
         spec=entry.spec,
         details=entry.details,
@@ -69,7 +71,8 @@ def router(access: Access) -> APIGatewayRouter:
         member(team)
         before = from_token(next_token) if next_token else None
         entries, last = services().jobs.history(job_key(team, name), limit=limit, before=before)
-        return HistoryPage(entries=[entry_view(entry) for entry in entries], next_token=to_token(last))
+        now = services().clock()
+        return HistoryPage(entries=[entry_view(entry, now) for entry in entries], next_token=to_token(last))
 
     @router.post(
         "/teams/<team>/jobs/<name>/rollback",
