@@ -177,7 +177,7 @@ class StageConfig:
         )
 
 
-MAX_CONSOLE_TEAMS = 150  # an alias each: well inside a template's 500 resources
+MAX_CONSOLE_TEAMS = 100  # two aliases each (widget, actions): well inside a template's 500 resources
 
 
 def _console_teams(value: Any) -> tuple[str, ...]:

@@ -41,6 +41,7 @@ from infra.components.waivers import (
 )
 from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
+from jobsched.console.widget import ONCALL_ALIAS, PLACEHOLDER_ALIAS
 from jobsched.core.names import OWNER_TAG, PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
 
@@ -285,19 +286,44 @@ class Functions(Construct):
         )
         storage.jobs.grant_read_data(self.console)
         storage.runs.grant_read_data(self.console)
+        # The widget shows what the alias it is invoked through allows (jobsched.console.widget): a team's
+        # own jobs, or every team for the on-call; the placeholder alias only asks for a team to be typed.
+        widget_version = self.console.current_version
+        self.console_widget_aliases = {
+            name: lambda_.Alias(self, f"ConsoleWidget-{name}", alias_name=name, version=widget_version)
+            for name in (
+                *(f"{CONSOLE_ALIAS_PREFIX}{team}" for team in config.console_teams),
+                PLACEHOLDER_ALIAS,
+                ONCALL_ALIAS,
+            )
+        }
         self._console_audit(config, environment, storage)
         tag = f"${{aws:PrincipalTag/{OWNER_TAG}}}"
         self.console_user = iam.ManagedPolicy(
             self,
             "ConsoleUser",
             managed_policy_name=resource_name(config, "console-user"),
-            description="jobsched console: see the widgets, and act for the team in the caller's jobsched-team tag",
+            description="jobsched console: see and act for the team in the caller's jobsched-team tag only",
             statements=[
-                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.console.function_arn]),
                 iam.PolicyStatement(
                     actions=["lambda:InvokeFunction"],
-                    resources=[f"{self.console_actions.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}"],
+                    resources=[
+                        f"{self.console.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}",
+                        f"{self.console.function_arn}:{PLACEHOLDER_ALIAS}",
+                        f"{self.console_actions.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}",
+                    ],
                 ),
+            ],
+        )
+        self.console_oncall = iam.ManagedPolicy(
+            self,
+            "ConsoleOncall",
+            managed_policy_name=resource_name(config, "console-oncall"),
+            description="jobsched console: see every team's jobs and the open incidents across teams (read only)",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=[f"{self.console.function_arn}:{ONCALL_ALIAS}"]
+                )
             ],
         )
 

@@ -15,6 +15,8 @@ from infra.components.common import resource_name, search_schema, signal
 from infra.components.functions import Functions
 from infra.components.queues import Queues
 from infra.config import StageConfig
+from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
+from jobsched.console.widget import CONSOLE_JOB, CONSOLE_TEAM, ONCALL_ALIAS
 from jobsched.core.names import PRIORITIES, WORK_QUEUES, Env
 
 SLO_SUCCESS = 0.995  # error budget 0.5%: burn-rate alarms page when it is spent 14.4x (1 h) or 6x (6 h) too fast
@@ -43,7 +45,6 @@ FIVE_MINUTES = Duration.minutes(5)
 
 
 # Dashboard variables replace these in the widgets' parameters (a PATTERN variable).
-CONSOLE_TEAM, CONSOLE_JOB = "CONSOLE_TEAM", "CONSOLE_JOB"
 
 
 def runs(outcome: str, period: Duration = FIVE_MINUTES) -> cloudwatch.Metric:
@@ -356,7 +357,7 @@ class Observability(Construct):
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms),
             cloudwatch.CustomWidget(
-                function_arn=functions.console.function_arn,
+                function_arn=f"{functions.console.function_arn}:{ONCALL_ALIAS}",
                 title="Open incidents (jobsched console)",
                 params={"view": "incidents"},
                 width=24,
@@ -416,7 +417,8 @@ class Observability(Construct):
         jobs = cloudwatch.Dashboard(
             self, "Jobs", dashboard_name=resource_name(self.config, "jobs"), variables=variables
         )
-        console = functions.console.function_arn
+        # The team's alias, with the team variable in it: the dashboard invokes the typed team's alias.
+        console = f"{functions.console.function_arn}:{CONSOLE_ALIAS_PREFIX}{CONSOLE_TEAM}"
         # (title, the view's parameters, height, whether the dashboard's time range bounds it)
         shown = (
             ("Jobs, worst first", {"view": "team", "team": CONSOLE_TEAM}, 12, False),

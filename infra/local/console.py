@@ -1,9 +1,11 @@
 """``/console`` under ``make run``: the console's views over the local tables, linked to each other, and
 their buttons: each opens a confirmation page whose form POSTs the action (no script, as in CloudWatch).
 
-Actions act as the caller the local gateway sees (its default principal, or ``X-Jobsched-Principal``),
-resolved through the API's membership: a team member may act for their own team only, and the action is
-audited under their ARN.
+Pages and actions are for the caller the local gateway sees (``X-Jobsched-Principal``; its default principal
+for programs and for a browser holding the console key), resolved through the API's membership as the API
+resolves it: a team member sees and acts for their own teams only (403 otherwise), a platform admin for every
+team, and a request with no caller sees nothing (401). Actions are audited under the caller's ARN. The gateway
+checks Host and Origin before a request gets here.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pydantic import ValidationError
 
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.runs_store import RunsStore
-from jobsched.api.identity import Membership, Unauthenticated
+from jobsched.api.identity import Membership, Principal, Unauthenticated
 from jobsched.console import actions, render, views
+from jobsched.core.bounds import parse_bounded_int
 from jobsched.core.names import JobsKeys, Settings
 from jobsched.watch.logs import JOB, RUN_ID
 from jobsched.wiring import action_stores
@@ -46,10 +49,8 @@ class LocalControls:
 class ConsoleRequest:
     method: str
     target: str
-    caller: str | None  # the principal the gateway sees for this request
+    caller: str | None  # the principal the gateway sees for this request (None: nobody)
     form: str = ""  # a POST's body (application/x-www-form-urlencoded)
-    origin: str | None = None  # the Origin header, when the browser sent one
-    host: str | None = None  # the Host header
 
 
 class LocalConsole:
@@ -68,29 +69,36 @@ class LocalConsole:
         jobs, runs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits), RunsStore(settings.runs_table)
         now = self.clock()
         try:
+            viewer = _viewer(request.caller)
             if path == ["act"]:
                 view = (
-                    self._act(request, query, settings, now)
+                    self._act(viewer, request, settings, now)
                     if request.method == "POST"
-                    else _confirm(query, jobs, runs)
+                    else _confirm(viewer, query, jobs, runs)
                 )
             elif request.method != "GET":
                 view = views.View("Not allowed", "<p>Only the confirmation form posts.</p>", status=405)
             else:
-                view = self._view(path, jobs, runs, now, _days(query.get("days", "7")))
+                view = self._view(viewer, path, jobs, runs, now, _days(query.get("days", "7")))
         except views.NotFound as missing:
             view = views.View("Not found", f"<p>{escape(str(missing))}</p>", status=404)
+        except NotAllowed as refused:
+            view = views.View("Not allowed", f"<p>{escape(str(refused))}</p>", status=refused.status)
         nav = ((PREFIX, "console"), *view.nav)
         return view.status, render.page(view.title, view.body, standalone=True, nav=nav)
 
-    def _view(self, path: list[str], jobs: JobsStore, runs: RunsStore, now: datetime, days: int) -> views.View:
+    def _view(
+        self, viewer: Principal, path: list[str], jobs: JobsStore, runs: RunsStore, now: datetime, days: int
+    ) -> views.View:
         links, controls = _links, LocalControls()
         if not path:
             return views.View(
-                "jobsched console", f'<p><a href="{PREFIX}/incidents">Open incidents</a></p>' + _teams(jobs)
+                "jobsched console", f'<p><a href="{PREFIX}/incidents">Open incidents</a></p>' + _teams(viewer, jobs)
             )
         if path == ["incidents"]:
-            return views.incidents(jobs, now=now, links=links)
+            return views.incidents(jobs, now=now, links=links, teams=None if viewer.admin else viewer.teams)
+        if len(path) >= 2 and path[0] == "teams" and not viewer.may_act_for(path[1]):
+            raise NotAllowed(403, f"{viewer.arn} is not a member of team '{path[1]}'")
         if len(path) == 2 and path[0] == "teams":
             return views.team(jobs, runs, path[1], now=now, links=links, controls=controls)
         if len(path) == 3 and path[0] == "teams" and path[2] == "timeline":
@@ -104,16 +112,9 @@ class LocalConsole:
             return views.run(jobs, runs, f"{path[1]}/{path[3]}", path[5], now=now, links=links, controls=controls)
         raise views.NotFound(f"no console page {'/'.join(path)}")
 
-    def _act(self, request: ConsoleRequest, query: dict[str, str], settings: Settings, now: datetime) -> views.View:
-        if request.origin and request.host and urlsplit(request.origin).netloc != request.host:
-            # Another site's page posting to the local console: refused, as a browser's CSRF guard would.
-            return views.View("Not allowed", "<p>The form was posted from another site.</p>", status=403)
+    def _act(self, principal: Principal, request: ConsoleRequest, settings: Settings, now: datetime) -> views.View:
         values: dict[str, Any] = {k: v[0] for k, v in parse_qs(request.form).items()}
         values["force"] = values.get("force") == "true"
-        try:
-            principal = Membership.from_env().principal(request.caller or "")
-        except Unauthenticated as error:
-            return views.View("Not allowed", f"<p>{escape(str(error))}</p>", status=401)
         try:
             action = actions.ActionRequest.model_validate(values)
         except ValidationError as error:
@@ -124,9 +125,31 @@ class LocalConsole:
         return views.View(result.title, result.html() + back, status=result.status)
 
 
-def _confirm(query: dict[str, str], jobs: JobsStore, runs: RunsStore) -> views.View:
+class NotAllowed(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _viewer(caller: str | None) -> Principal:
+    """The caller as the API's membership resolves it; a request with none, or an unknown one, sees nothing."""
+    if caller is None:
+        raise NotAllowed(
+            401,
+            "Open the console through the link make run printed (it carries this session's key), or name the caller"
+            " in X-Jobsched-Principal.",
+        )
+    try:
+        return Membership.from_env().principal(caller)
+    except Unauthenticated as error:
+        raise NotAllowed(401, str(error)) from None
+
+
+def _confirm(viewer: Principal, query: dict[str, str], jobs: JobsStore, runs: RunsStore) -> views.View:
     """The question a button asks, with the form that carries the action out (and a pause's reason)."""
     job = query.get("job", "")
+    if JOB.fullmatch(job) and not viewer.may_act_for(job.split("/", 1)[0]):
+        raise NotAllowed(403, f"{viewer.arn} may not act for team '{job.split('/', 1)[0]}'")
     stored = jobs.get(job, consistent=False) if JOB.fullmatch(job) else None
     if stored is None:
         raise views.NotFound(f"no job {job}")
@@ -170,10 +193,11 @@ def _links(path: str) -> str:
 
 
 def _days(text: str) -> int:
-    return max(1, min(int(text), render.MAX_DAYS)) if text.isdigit() else 7
+    days = parse_bounded_int(text, max_digits=3)  # '²' and 5,000 digits are not numbers of days
+    return 7 if days is None else max(1, min(days, render.MAX_DAYS))
 
 
-def _teams(jobs: JobsStore) -> str:
+def _teams(viewer: Principal, jobs: JobsStore) -> str:
     """Every team with a job (a scan: fine for the local tables, never done in AWS)."""
     teams: set[str] = set()
     request: dict[str, Any] = {"TableName": jobs.table, "ProjectionExpression": JobsKeys.TEAM}
@@ -183,5 +207,6 @@ def _teams(jobs: JobsStore) -> str:
         if "LastEvaluatedKey" not in response:
             break
         request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-    items = "".join(f'<li><a href="{PREFIX}/teams/{escape(team)}">{escape(team)}</a></li>' for team in sorted(teams))
+    shown = sorted(team for team in teams if viewer.may_act_for(team))
+    items = "".join(f'<li><a href="{PREFIX}/teams/{escape(team)}">{escape(team)}</a></li>' for team in shown)
     return f"<h2>Teams</h2><ul>{items or '<li class=muted>no jobs yet</li>'}</ul>"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobsched.console.actions import ActionResult, ActionStores, confirm_identity, handle_action, team_of_alias
-from jobsched.console.widget import WidgetControls, render_widget
+from jobsched.console.widget import Viewer, WidgetControls, render_widget
 from jobsched.core.runs import RunStatus
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
@@ -61,7 +61,10 @@ def test_the_buttons_on_a_page_pause_resume_trigger_and_rerun_through_the_teams_
     controls = WidgetControls(ACTIONS_FN, frozenset({"ops"}))
 
     def page(**params: str) -> str:
-        return render_widget({"widgetContext": {"params": params}, **params}, stack.jobs, stack.runs, now, controls)
+        viewer = Viewer(str(params["team"]))
+        return render_widget(
+            {"widgetContext": {"params": params}, **params}, stack.jobs, stack.runs, now, controls, viewer=viewer
+        )
 
     # The team page offers pause and trigger, each a call to the ops alias with a confirmation.
     team = page(view="team", team="ops")

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from jobsched.console import views
-from jobsched.console.widget import render_widget
+from jobsched.console.widget import Viewer, render_widget, viewer_of
+from jobsched.registry.jobs import pause_job
 from tests.aws.harness import Clock, Stack
+
+OPS = Viewer("ops")
+ONCALL = Viewer(None, every_team=True)
+WIDGET_FN = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-test-Console"
 
 
 def test_the_widget_renders_the_team_the_job_timeline_and_a_run(stack: Stack, clock: Clock) -> None:
@@ -26,7 +31,9 @@ def test_the_widget_renders_the_team_the_job_timeline_and_a_run(stack: Stack, cl
     context = {"timeRange": {"start": int((now.timestamp() - 86400) * 1000), "end": int(now.timestamp() * 1000)}}
 
     def widget(**params: str) -> str:
-        return render_widget({"widgetContext": {**context, "params": params}, **params}, stack.jobs, stack.runs, now)
+        return render_widget(
+            {"widgetContext": {**context, "params": params}, **params}, stack.jobs, stack.runs, now, viewer=OPS
+        )
 
     team = widget(view="team", team="ops")
     assert "report" in team and "#1a7f37" in team and "<script" not in team and "<html" not in team
@@ -58,13 +65,17 @@ def test_the_team_timeline_puts_the_most_failed_job_first_and_says_when_a_row_is
     now = clock()
     context = {"timeRange": {"start": int((now.timestamp() - 86400) * 1000), "end": int(now.timestamp() * 1000)}}
     params = {"view": "timeline", "team": "ops"}
-    page = render_widget({"widgetContext": {**context, "params": params}, **params}, stack.jobs, stack.runs, now)
+    page = render_widget(
+        {"widgetContext": {**context, "params": params}, **params}, stack.jobs, stack.runs, now, viewer=OPS
+    )
     assert "<script" not in page and "2 jobs" in page
     assert page.index(">shaky<") < page.index(">calm<"), "the most failed first"
     assert page.count("2027-01-04T10:00:00Z failed") == 1 and page.count("2027-01-04T10:00:00Z succeeded") == 1
     # Fewer runs read than the range holds: the row says its oldest are not shown.
     monkeypatch.setattr(views, "TEAM_TIMELINE_RUNS", 2)
-    page = render_widget({"widgetContext": {**context, "params": params}, **params}, stack.jobs, stack.runs, now)
+    page = render_widget(
+        {"widgetContext": {**context, "params": params}, **params}, stack.jobs, stack.runs, now, viewer=OPS
+    )
     assert "09:00:00Z" not in page and "more runs in the range than were read" in page
 
 
@@ -96,10 +107,52 @@ def test_open_incidents_are_listed_across_teams_and_leave_the_list_when_resolved
     stack.jobs.put_incident(StoredIncident(other), expected_version=0)
     listed = [incident.incident.subject for incident in stack.jobs.open_incident_list()]
     assert listed == ["ops/backup", "payments/ledger"], "across teams, oldest first"
-    page = render_widget({"widgetContext": {"params": {"view": "incidents"}}}, stack.jobs, stack.runs, clock())
+    incidents = {"widgetContext": {"params": {"view": "incidents"}}}
+    page = render_widget(incidents, stack.jobs, stack.runs, clock(), viewer=ONCALL)
     assert "payments/ledger" in page and "ops/backup" in page and "https://wiki.example.com/ledger" in page
+    # Through a team's alias: that team's incidents only.
+    mine = render_widget(incidents, stack.jobs, stack.runs, clock(), viewer=OPS)
+    assert "ops/backup" in mine and "payments/ledger" not in mine and "wiki.example.com" not in mine
     assert "&lt;b&gt;down" in page and "primary" in page and "59 min" in page
     stack.jobs.put_incident(
         StoredIncident(stored.values, stored.version, resolved=True), expected_version=stored.version
     )
     assert [i.incident.subject for i in stack.jobs.open_incident_list()] == ["ops/backup"]
+
+
+def test_the_widget_shows_a_team_only_through_that_teams_alias(stack: Stack, clock: Clock) -> None:
+    """#26: the console-user policy let every team invoke the widget, which rendered whatever team the event
+    named. Now the alias invoked decides: team-ops sees ops only; unqualified sees nothing; oncall sees all."""
+    stack.register(
+        {
+            "name": "ledger",
+            "team": "payments",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "lambda", "function": "echo"},
+        }
+    )
+    pause_job(stack.jobs, "payments/ledger", now=clock(), principal="test", reason="secret migration INC-42")
+    now = clock()
+
+    def as_invoked(alias: str | None, **params: str) -> str:
+        viewer = viewer_of(f"{WIDGET_FN}:{alias}" if alias else WIDGET_FN)
+        return render_widget(
+            {"widgetContext": {"params": params}, **params}, stack.jobs, stack.runs, now, viewer=viewer
+        )
+
+    for params in (
+        {"view": "team", "team": "payments"},
+        {"view": "timeline", "team": "payments"},
+        {"view": "job", "team": "payments", "job": "ledger"},
+        {"view": "run", "team": "payments", "job": "ledger", "run_id": "20270104T090000Z"},
+    ):
+        for alias in ("team-ops", None, "team-", "$LATEST", "1"):
+            page = as_invoked(alias, **params)
+            assert "Not allowed" in page and "INC-42" not in page and "ledger" not in page.split("</h")[0], (
+                alias,
+                page,
+            )
+    assert "INC-42" in as_invoked("team-payments", view="team", team="payments")
+    assert "INC-42" in as_invoked("oncall", view="team", team="payments")
+    assert "Not allowed" in as_invoked(None, view="incidents")
+    assert "Type a team" in as_invoked("team-CONSOLE_TEAM", view="team", team="CONSOLE_TEAM")

@@ -21,7 +21,8 @@ from urllib.parse import urlencode
 import pytest
 import urllib3
 
-from infra.local.runtime import TEAM_PATTERN, LocalRuntime, free_port
+from infra.local.runtime import TEAM_PATTERN, LocalRuntime
+from tests.e2e import running_stack
 from tests.helpers import chromium, screenshot
 
 HTTP = urllib3.PoolManager()
@@ -29,20 +30,7 @@ HTTP = urllib3.PoolManager()
 
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
-    saved = dict(os.environ)
-    started = LocalRuntime(
-        port=free_port(), tick_seconds=1.0, examples=True, state_dir=tmp_path_factory.mktemp("local")
-    )
-    started.start()
-    yield started
-    started.stop()
-    os.environ.clear()
-    os.environ.update(saved)
-    from jobsched import wiring
-    from jobsched.adapters.aws.clients import reset_clients
-
-    reset_clients()
-    wiring.reset()
+    yield from running_stack(tmp_path_factory.mktemp("local"), tick_seconds=1.0, examples=True)
 
 
 def call(
@@ -330,10 +318,11 @@ def test_the_console_serves_linked_team_job_and_run_pages(runtime: LocalRuntime)
 def post_form(
     runtime: LocalRuntime, fields: dict[str, str], *, team: str, origin: str | None = None
 ) -> tuple[int, str]:
+    """The confirmation form posted as a browser posts it: with its page's Origin (or the one given)."""
     headers = {
         "Content-Type": "application/x-www-form-urlencoded",
         "X-Jobsched-Principal": TEAM_PATTERN.format(team=team),
-        **({"Origin": origin} if origin else {}),
+        "Origin": origin or runtime.api_url,
     }
     response = HTTP.request("POST", runtime.api_url + "/console/act", body=urlencode(fields), headers=headers)
     return response.status, response.data.decode()
@@ -448,5 +437,7 @@ def test_the_console_looks_right_in_a_browser(runtime: LocalRuntime, tmp_path: P
         ("team-timeline", "/console/teams/shop/timeline?days=3"),
         ("dag-run", f"/console/teams/e2e/jobs/pipeline/runs/{run['run_id']}"),
     ):
-        picture = screenshot(browser, runtime.api_url + path, keep / f"{name}.png")
+        # The browser shows the console key, as the link make run prints does.
+        keyed = f"{path}{'&' if '?' in path else '?'}key={runtime.gateway.console_key}"
+        picture = screenshot(browser, runtime.api_url + keyed, keep / f"{name}.png")
         assert picture.startswith(b"\x89PNG") and len(picture) > 15_000, f"{name}: a page with content, not blank"

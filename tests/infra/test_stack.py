@@ -298,9 +298,11 @@ def test_four_dashboards_and_the_jobs_one_is_the_console(dev: Template) -> None:
     for view in ("team", "timeline", "job"):
         assert f'\\"view\\":\\"{view}\\"' in body, view
     assert "CONSOLE_TEAM" in body and '\\"variables\\"' in body, "the team comes from a dashboard variable"
+    assert body.count(":team-CONSOLE_TEAM") == 3, "each widget invokes the typed team's alias"
     [oncall] = [p for p in dashboards.values() if p["DashboardName"] == "jobsched-dev-oncall"]
     oncall_body = json.dumps(oncall["DashboardBody"])
     assert oncall_body.count('\\"type\\":\\"custom\\"') == 1 and '\\"view\\":\\"incidents\\"' in oncall_body
+    assert ":oncall" in oncall_body, "incidents across teams through the on-call alias"
 
 
 def function_by_handler(template: dict[str, Any], handler: str) -> tuple[str, dict[str, Any]]:
@@ -343,17 +345,24 @@ def test_console_actions_act_only_through_a_team_alias_that_iam_grants_by_the_ca
         "team-payments",
         "team-search",
     }
-    # Nobody is granted the unqualified function: only aliases, and the alias is the caller's own team tag.
-    [policy] = [
-        p for p in resources(template, "AWS::IAM::ManagedPolicy").values() if "console" in p["ManagedPolicyName"]
-    ]
-    statements = policy["PolicyDocument"]["Statement"]
-    invoked = [json.dumps(s["Resource"]) for s in statements if s["Action"] == "lambda:InvokeFunction"]
-    [own_team] = [r for r in invoked if name in r]
-    assert ":team-${aws:PrincipalTag/jobsched-team}" in own_team
-    [widget] = [r for r in invoked if name not in r]
+    # Nobody is granted an unqualified function: only aliases, and the alias is the caller's own team tag.
+    policies = {
+        p["ManagedPolicyName"]: p
+        for p in resources(template, "AWS::IAM::ManagedPolicy").values()
+        if "console" in json.dumps(p["ManagedPolicyName"])
+    }
+    user = [json.dumps(p) for n, p in policies.items() if "console-user" in json.dumps(n)]
+    oncall = [json.dumps(p) for n, p in policies.items() if "console-oncall" in json.dumps(n)]
+    assert len(user) == len(oncall) == 1
     widget_name, _ = function_by_handler(template, "functions.console.handler.handler")
-    assert widget_name in widget
+    [statement] = json.loads(user[0])["PolicyDocument"]["Statement"]
+    invoked = [json.dumps(resource) for resource in statement["Resource"]]
+    assert statement["Action"] == "lambda:InvokeFunction" and len(invoked) == 3
+    assert all(":team-${aws:PrincipalTag/jobsched-team}" in r or ":team-CONSOLE_TEAM" in r for r in invoked)
+    assert sum(widget_name in r for r in invoked) == 2 and sum(name in r for r in invoked) == 1
+    assert widget_name in oncall[0] and ":oncall" in oncall[0] and "PrincipalTag" not in oncall[0]
+    widget_aliases = {a["Name"] for a in aliases.values() if widget_name in json.dumps(a["FunctionName"])}
+    assert widget_aliases == {"team-payments", "team-search", "team-CONSOLE_TEAM", "oncall"}
     # The widget knows the actions function and which teams have an alias (their buttons act).
     _, console = function_by_handler(template, "functions.console.handler.handler")
     env = console["Environment"]["Variables"]

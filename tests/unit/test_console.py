@@ -188,12 +188,13 @@ def test_a_dag_run_has_a_gantt_chart_and_a_dependency_graph() -> None:
 
 
 def test_the_widget_answers_describe_and_takes_the_dashboards_range() -> None:
-    assert "view" in render_widget({"describe": True}, None, None, NOW)  # type: ignore[arg-type]
+    assert "view" in render_widget({"describe": True}, None, None, NOW, viewer=None)  # type: ignore[arg-type]
     context = {"timeRange": {"start": 1_800_000_000_000, "end": 1_800_086_400_000, "zoom": {}}}
     start, end = time_range(context, NOW)
     assert end - start == timedelta(days=1)
     assert time_range({}, NOW) == (NOW - timedelta(days=7), NOW)
-    empty = render_widget({"widgetContext": {"params": {"view": "team", "team": "CONSOLE_TEAM"}}}, None, None, NOW)  # type: ignore[arg-type]
+    placeholder = {"widgetContext": {"params": {"view": "team", "team": "CONSOLE_TEAM"}}}
+    empty = render_widget(placeholder, None, None, NOW, viewer=None)  # type: ignore[arg-type]
     assert "Type a team" in empty and "<script" not in empty
 
 

@@ -86,7 +86,7 @@ def test_no_header_or_environment_names_the_caller_in_the_deployed_api(monkeypat
     from pathlib import Path
 
     import jobsched
-    from infra.local.gateway import PRINCIPAL_HEADER, proxy_event
+    from infra.local.gateway import PRINCIPAL_HEADER, LocalGateway, proxy_event
 
     admin = "arn:aws:iam::123456789012:role/platform-admin"
     event = {"requestContext": {"identity": {"userArn": ASSUMED}}, "headers": {PRINCIPAL_HEADER: admin}}
@@ -96,9 +96,11 @@ def test_no_header_or_environment_names_the_caller_in_the_deployed_api(monkeypat
     with pytest.raises(Unauthenticated):
         caller_arn({"headers": {PRINCIPAL_HEADER: admin}})
     # The header is the local gateway's alone: it builds the request context, as API Gateway does.
-    local = proxy_event("GET", "/teams/payments/jobs", {"X-Jobsched-Principal": admin}, None, principal=ASSUMED)
-    assert caller_arn(local) == admin
-    assert caller_arn(proxy_event("GET", "/teams/payments/jobs", {}, None, principal=ASSUMED)) == ASSUMED
+    gateway = LocalGateway(lambda event, context: {}, principal=ASSUMED)
+    named = gateway.caller({PRINCIPAL_HEADER: admin}, None)
+    assert caller_arn(proxy_event("GET", "/teams/payments/jobs", {}, None, named)) == admin
+    assert caller_arn(proxy_event("GET", "/teams/payments/jobs", {}, None, gateway.caller({}, None))) == ASSUMED
+    gateway.server.server_close()
     # What the API Lambda runs (the api package, its handler, the stores) never mentions the header.
     package = Path(jobsched.__file__).parent
     deployed = [*(package / "api").rglob("*.py"), *(package / "aws").rglob("*.py"), package.parents[1] / "functions"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
@@ -23,6 +24,8 @@ from jobsched.api.errors import (
 )
 from jobsched.api.routes import admin, backfills, callbacks, health, history, jobs, logs, runs, schedule, validation
 from jobsched.core.bounds import MAX_JSON_DEPTH, json_depth_exceeds
+from jobsched.core.spec import NAME
+from jobsched.watch.logs import RUN_ID
 
 MAX_BODY_BYTES = 256 * 1024
 
@@ -84,6 +87,9 @@ def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, An
         content_type = next((v for k, v in (event.get("headers") or {}).items() if k.lower() == "content-type"), "")
         if body and not is_json_media_type(content_type or ""):
             return _proxy_result(unsupported_media_type(content_type))
+        refused = path_refusal(event.get("path") or "")
+        if refused is not None:  # an identifier no store could hold (DynamoDB keys are at most 2 KB)
+            return _proxy_result(error_response(422, "invalid_path", refused[1], refused[0]))
         if json_depth_exceeds(body):  # before any recursive parser meets it
             return _proxy_result(
                 error_response(422, "body_too_deep", f"JSON nests at most {MAX_JSON_DEPTH} deep", "body")
@@ -92,6 +98,26 @@ def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, An
 
     handle.app = app  # type: ignore[attr-defined]
     return handle
+
+
+# The identifiers in a path, where they sit, and what each must look like.
+_PATH_IDENTIFIERS = {"teams": ("team", NAME), "jobs": ("name", NAME), "runs": ("run_id", RUN_ID)}
+_PATH_IDENTIFIERS_AFTER = {"backfills": ("backfill_id", RUN_ID)}
+
+
+def path_refusal(path: str) -> tuple[str, str] | None:
+    """(field, why) for a path whose team, job name, run or backfill id is not one; None when all are."""
+    segments = [unquote(segment) for segment in path.strip("/").split("/")]
+    for position in range(len(segments) - 1):
+        kind = _PATH_IDENTIFIERS.get(segments[position]) or _PATH_IDENTIFIERS_AFTER.get(segments[position])
+        if kind is None:
+            continue
+        field, pattern = kind
+        value = segments[position + 1]
+        if not pattern.fullmatch(value):
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            return field, f"{field} {shown!r} is not one: {pattern.pattern}"
+    return None
 
 
 def _proxy_result(refused: Response[str]) -> dict[str, Any]:

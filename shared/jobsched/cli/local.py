@@ -133,9 +133,10 @@ def local_up(
 jobsched is running locally.
   API          {runtime.api_url}   (AWS, in moto: {runtime.endpoint})
   CLI          export JOBSCHED_API={runtime.api_url}
-  console      {runtime.api_url}/console
-  identity     requests act as {runtime.principal}
+  console      {runtime.gateway.console_url}   (this link's key lets a browser act as you)
+  identity     the CLI and curl act as {runtime.principal}
                X-Jobsched-Principal: {example}  acts as team payments
+               only loopback Host names; another site's page gets 403
   examples     {jobs if not no_examples else "none (--no-examples)"}
   watch        jobsched runs examples/hello      jobsched local escalations
   state        {runtime.state_dir}

@@ -87,7 +87,10 @@ class ActionResult:
 def parse_action(event: dict[str, Any]) -> ActionRequest:
     """The button's JSON, with the reason typed into the page's form (``widgetContext.forms.all``) when the
     button carries none. Raises ``ValidationError``: the caller words it with ``refusal``."""
-    forms = ((event.get("widgetContext") or {}).get("forms") or {}).get("all") or {}
+    forms: Any = event
+    for part in ("widgetContext", "forms", "all"):  # any of them may be missing or not an object
+        forms = forms.get(part) if isinstance(forms, dict) else None
+    forms = forms if isinstance(forms, dict) else {}
     values = {k: v for k, v in event.items() if k != "widgetContext"}
     if not values.get("reason") and isinstance(forms.get("reason"), str):
         values["reason"] = forms["reason"].strip() or None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -218,9 +219,13 @@ def run(
     return View(f"Run {run_id} of {job_key}", head + render.run_view(found, tasks, graph, order, now), nav)
 
 
-def incidents(jobs: ConsoleJobs, *, now: datetime, links: render.Links) -> View:
-    """Open incidents across teams, for the on-call dashboard."""
+def incidents(jobs: ConsoleJobs, *, now: datetime, links: render.Links, teams: Collection[str] | None = None) -> View:
+    """Open incidents across teams, for the on-call dashboard; with ``teams``, only those teams' jobs' incidents."""
     found = [stored.incident for stored in jobs.open_incident_list()]
+    if teams is not None:
+        found = [
+            incident for incident in found if incident.subject.split("/", 1)[0] in teams and "/" in incident.subject
+        ]
     specs = jobs.get_many(
         sorted({i.subject for i in found if "/" in i.subject and not i.subject.startswith("TARGET#")})
     )

@@ -1,7 +1,10 @@
 """A CloudWatch custom widget: the event's parameters and time range in, a view's HTML out.
 
 The dashboard passes ``view`` (incidents, team, timeline, job, run), ``team`` and, for job and run, ``job``
-and ``run_id``; its time range bounds the timelines. Who sees what is IAM's: on the dashboard and on this function.
+and ``run_id``; its time range bounds the timelines. Who sees what is IAM's, as for the console's buttons:
+Lambda is not told who invoked it, so the alias invoked is the authority. Through ``team-NAME`` the widget
+shows team NAME only (the console-user policy lets a person invoke their own team's alias); through
+``oncall`` every team and the incidents across teams (the console-oncall policy); unqualified, nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +16,40 @@ from html import escape
 from typing import Any
 
 from jobsched.console import render, views
-from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
+from jobsched.console.actions import CONSOLE_ALIAS_PREFIX, team_of_alias
+from jobsched.core.bounds import EARLIEST, LATEST
+
+ONCALL_ALIAS = "oncall"  # the widget's alias for the platform's on-call: every team, incidents across teams
+# What the jobs dashboard's variables hold until someone types a team and a job. The team's placeholder is also
+# in the widget's endpoint (its alias), so the dashboard invokes the typed team's alias; an alias of that
+# placeholder name answers with the prompt to type one (no team can be named in capitals).
+CONSOLE_TEAM, CONSOLE_JOB = "CONSOLE_TEAM", "CONSOLE_JOB"
+PLACEHOLDER_ALIAS = f"{CONSOLE_ALIAS_PREFIX}{CONSOLE_TEAM}"
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Whose jobs this invocation may show: one team, or (on-call) every team."""
+
+    team: str | None
+    every_team: bool = False
+
+    def may_see(self, team: str) -> bool:
+        return self.every_team or team == self.team
+
+    @property
+    def teams(self) -> frozenset[str] | None:
+        """The teams it may see; None: every team."""
+        return None if self.every_team else frozenset({self.team} if self.team else ())
+
+
+def viewer_of(invoked_function_arn: str) -> Viewer | None:
+    """The alias the widget was invoked through, as a viewer; None for the unqualified function or another alias."""
+    if invoked_function_arn.split(":")[-1] == ONCALL_ALIAS:
+        return Viewer(None, every_team=True)
+    team = team_of_alias(invoked_function_arn)
+    return Viewer(team) if team else None
+
 
 DESCRIPTION = """\
 ### jobsched console
@@ -75,23 +111,30 @@ def render_widget(
     runs: views.ConsoleRuns,
     now: datetime,
     controls: WidgetControls | None = None,
+    *,
+    viewer: Viewer | None,
 ) -> str:
+    """The view the event asks for, if ``viewer`` (from the alias invoked) may see it."""
     if event.get("describe"):
         return DESCRIPTION
-    context = event.get("widgetContext") or {}
-    params = {**(context.get("params") or {}), **{k: v for k, v in event.items() if k != "widgetContext"}}
+    context = _mapping(event.get("widgetContext"))
+    params = {**_mapping(context.get("params")), **{k: v for k, v in event.items() if k != "widgetContext"}}
     view = str(params.get("view", "team"))
     team = str(params.get("team", ""))
     if view != "incidents" and (
-        team == "CONSOLE_TEAM" or params.get("job") == "CONSOLE_JOB"
+        team == CONSOLE_TEAM or params.get("job") == CONSOLE_JOB
     ):  # the dashboard's variables left empty
         return render.page(
             "jobsched", "<p>Type a team (and a job) in the dashboard's boxes above.</p>", standalone=False
         )
+    refusal = _refusal(viewer, view, team)
+    if refusal:
+        return render.page("Not allowed", f"<p>{escape(refusal)}</p>", standalone=False)
     start, end = time_range(context, now)
     try:
         if view == "incidents":
-            shown = views.incidents(jobs, now=now, links=no_links)
+            assert viewer is not None
+            shown = views.incidents(jobs, now=now, links=no_links, teams=viewer.teams)
         elif view == "team" and team:
             shown = views.team(jobs, runs, team, now=now, links=no_links, controls=controls)
         elif view == "timeline" and team:
@@ -109,13 +152,33 @@ def render_widget(
     return render.page(shown.title, shown.body, standalone=False)
 
 
-def time_range(context: dict[str, Any], now: datetime) -> tuple[datetime, datetime]:
-    """The dashboard's range (its zoom if any), in milliseconds since the epoch; default the last 7 days."""
-    window = context.get("timeRange") or {}
-    zoom = window.get("zoom") or {}
-    start_ms, end_ms = zoom.get("start") or window.get("start"), zoom.get("end") or window.get("end")
-    if not start_ms or not end_ms:
+def _refusal(viewer: Viewer | None, view: str, team: str) -> str | None:
+    if viewer is None:
+        return f"Open this widget through an alias of its function: {CONSOLE_ALIAS_PREFIX}<team> or {ONCALL_ALIAS}."
+    if view != "incidents" and team and not viewer.may_see(team):
+        return f"This widget shows team '{viewer.team}' only (the alias it was opened through), not '{team}'."
+    return None
+
+
+def time_range(context: Any, now: datetime) -> tuple[datetime, datetime]:
+    """The dashboard's range (its zoom if any), in milliseconds since the epoch; the last 7 days when it gives
+    none, or one outside the instants a schedule can reach."""
+    window = _mapping(_mapping(context).get("timeRange"))
+    zoom = _mapping(window.get("zoom"))
+    start, end = _instant(zoom.get("start") or window.get("start")), _instant(zoom.get("end") or window.get("end"))
+    if start is None or end is None or end <= start:
         return now - timedelta(days=7), now
-    start = datetime.fromtimestamp(int(start_ms) / 1000, tz=UTC)
-    end = datetime.fromtimestamp(int(end_ms) / 1000, tz=UTC)
     return start, end
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A part of the event that should be an object; anything else counts as empty."""
+    return value if isinstance(value, dict) else {}
+
+
+def _instant(milliseconds: Any) -> datetime | None:
+    if isinstance(milliseconds, bool) or not isinstance(milliseconds, int | float):
+        return None
+    if not EARLIEST.timestamp() * 1000 <= milliseconds <= LATEST.timestamp() * 1000:
+        return None
+    return datetime.fromtimestamp(milliseconds / 1000, tz=UTC)
