@@ -260,9 +260,14 @@ def console_result(
 
 
 def refusal_result(refused: Refused, *, console: bool) -> dict[str, Any]:
+    """The refusal, closing the connection: the request's body is left unread, so the socket cannot be reused."""
     if console:
-        return {"statusCode": refused.status, "headers": {"Content-Type": "text/plain"}, "body": str(refused)}
-    return json_error(refused.status, str(refused), refused.code)
+        result: dict[str, Any] = {"statusCode": refused.status, "headers": {"Content-Type": "text/plain"}}
+        result["body"] = str(refused)
+    else:
+        result = json_error(refused.status, str(refused), refused.code)
+    result["headers"]["Connection"] = "close"
+    return result
 
 
 def json_error(status: int, message: str, code: str = "gateway") -> dict[str, Any]:

@@ -8,6 +8,7 @@ anything a client sends.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
@@ -102,7 +103,10 @@ def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, An
 
 # The identifiers in a path, where they sit, and what each must look like.
 _PATH_IDENTIFIERS = {"teams": ("team", NAME), "jobs": ("name", NAME), "runs": ("run_id", RUN_ID)}
-_PATH_IDENTIFIERS_AFTER = {"backfills": ("backfill_id", RUN_ID)}
+# A backfill id is the instant it started and a random part (pipeline.triggers): 2027-01-04T08:59:00Z-22cb257c.
+# Bounded in length and characters only, so an id of the right shape that names nothing is still a 404.
+_BACKFILL_ID = re.compile(r"^[A-Za-z0-9:._-]{1,100}$")
+_PATH_IDENTIFIERS_AFTER = {"backfills": ("backfill_id", _BACKFILL_ID)}
 
 
 def path_refusal(path: str) -> tuple[str, str] | None:
