@@ -30,8 +30,9 @@ def test_schemathesis_with_every_check_finds_nothing(gateway: LocalGateway, tmp_
             f"{gateway.url}/openapi.json",
             "--checks",
             "all",
-            # Every check but one: a schema-valid value can still be refused by what no JSON Schema says (the
-            # egress policy on URLs, a name's length after trimming); those answers are 422 on the field.
+            # Every check but one: a schema-valid value can still be refused for what no JSON Schema states (a DAG
+            # task's depends_on naming a task of the same DAG, a parked task's heartbeat of at least 2 minutes,
+            # instants within 1970-2199, the egress policy on a literal address); each is a 422 on its field.
             "--exclude-checks",
             "positive_data_acceptance",
             "--max-examples",

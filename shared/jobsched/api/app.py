@@ -54,7 +54,19 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
 def openapi_document(app: APIGatewayRestResolver) -> str:
     """/openapi.json: Powertools' document of the routes, with the error answers every operation can give."""
     document = json.loads(app.get_openapi_json_schema(title="jobsched", version="1"))
-    return json.dumps(declare_error_responses(_optional_bodies(document)))
+    return json.dumps(declare_error_responses(_optional_bodies(_path_patterns(document))))
+
+
+def _path_patterns(document: dict[str, Any]) -> dict[str, Any]:
+    """Each path identifier with the pattern ``path_refusal`` holds it to, so the document says what is refused."""
+    patterns = {field: pattern for field, pattern in (*_PATH_IDENTIFIERS.values(), *_PATH_IDENTIFIERS_AFTER.values())}
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                pattern = patterns.get(parameter.get("name")) if parameter.get("in") == "path" else None
+                if pattern is not None:
+                    parameter.setdefault("schema", {})["pattern"] = pattern.pattern
+    return document
 
 
 def _optional_bodies(document: dict[str, Any]) -> dict[str, Any]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.config import JsonDict
 
-from jobsched.core.bounds import Instant
+from jobsched.core.bounds import WHOLE_NUMBER, Instant
 from jobsched.core.spec import JobSpec, Name
 
 _OBJECT: JsonDict = {"type": "object"}
@@ -226,15 +226,19 @@ class TeamHealthPage(BaseModel):
 MAX_TEAM_LIMIT = 1_000_000  # a typo like 10**9 is refused rather than stored
 
 
+# On the number itself, not the optional field: the schema's integer then carries the bounds.
+TeamLimit = Annotated[int, Field(ge=1, le=MAX_TEAM_LIMIT), WHOLE_NUMBER]
+
+
 class TeamLimitsRequest(_Request):
     """Limits to set for one team; a limit given as null goes back to the platform's default; one not
     given is left as it is."""
 
-    # Strict: true is not 1 and "5" is not 5 here.
-    max_running: StrictInt | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
-    max_jobs: StrictInt | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
-    max_backfills: StrictInt | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
-    requests_per_minute: StrictInt | None = Field(default=None, ge=1, le=MAX_TEAM_LIMIT)
+    # Whole numbers only: true is not 1 and "5" is not 5 here.
+    max_running: TeamLimit | None = None
+    max_jobs: TeamLimit | None = None
+    max_backfills: TeamLimit | None = None
+    requests_per_minute: TeamLimit | None = None
 
 
 class TeamLimitsView(BaseModel):

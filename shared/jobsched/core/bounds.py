@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, ValidationInfo
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 # Instants a job may name: wide enough for any real schedule and backfill, narrow enough that adding a year of
 # fire times, a time-zone offset or a retention period never leaves datetime's range (years 1..9999).
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2199, 12, 31, 23, 59, 59, tzinfo=UTC)
-INSTANT_RANGE = "an instant from 1970-01-01T00:00:00Z to 2199-12-31T23:59:59Z"
+INSTANT_RANGE = "an instant in the years 1970 to 2199"
 
 # Deeper than any job spec or payload a person writes; shallow enough that json.loads and pydantic recurse safely.
 MAX_JSON_DEPTH = 64
@@ -40,22 +40,32 @@ def is_stored(info: ValidationInfo) -> bool:
 
 
 def within_instant_range(value: datetime, info: ValidationInfo) -> datetime:
-    """An aware instant between ``EARLIEST`` and ``LATEST``, in UTC; raises PydanticCustomError('instant_range')."""
+    """An aware instant written in the years 1970 to 2199, in UTC; raises PydanticCustomError('instant_range').
+    The year as written, so that the schema's pattern can say it (its UTC form is then always representable)."""
     if is_stored(info):
         return value.astimezone(UTC)
-    try:
-        utc = value.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00:00+01:00 has no UTC form
-        utc = None
-    if utc is None or not EARLIEST <= utc <= LATEST:
+    if not EARLIEST.year <= value.year <= LATEST.year:
         raise PydanticCustomError(
             "instant_range", "expected {allowed}, got {got}", {"allowed": INSTANT_RANGE, "got": value.isoformat()}
         )
-    return utc
+    return value.astimezone(UTC)
 
 
+# The range is not in the schema: a pattern beside format date-time leaves schemathesis too few strings to draw.
 Instant = Annotated[AwareDatetime, AfterValidator(within_instant_range)]
-"""An aware datetime field within the instants a schedule can reach, stored in UTC."""
+"""An aware datetime field within the years a schedule can reach, stored in UTC."""
+
+
+def _whole_number(value: Any) -> Any:
+    """A JSON integer, as JSON Schema defines one: 5 or 5.0, never true or "5" (pydantic's lax int takes both)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("int_type", "expected a whole number, got {got}", {"got": repr(value)[:40]})
+    return value
+
+
+WHOLE_NUMBER = BeforeValidator(_whole_number)
+"""For an int field that takes only JSON numbers (integral floats included), not booleans or strings; after the
+field's bounds in ``Annotated`` so that the schema keeps them (``Annotated[int, Field(ge=1), WHOLE_NUMBER]``)."""
 
 
 def parse_bounded_int(text: str, *, max_digits: int) -> int | None:

@@ -194,9 +194,20 @@ _URL_SCHEMA = WithJsonSchema(
     {"type": "string", "format": "uri", "pattern": r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/.*)?$"}
 )
 HttpUrl = Annotated[str, AfterValidator(_check_http_url), _URL_SCHEMA]
-TargetUrl = Annotated[str, AfterValidator(_check_target_url), _URL_SCHEMA]
+# A URL jobsched calls: https, or plain http to this machine only (what _check_target_url allows).
+_TARGET_URL_SCHEMA = WithJsonSchema(
+    {
+        "type": "string",
+        "format": "uri",
+        "pattern": r"^(https://[A-Za-z0-9.-]+|http://(localhost|127\.0\.0\.1))(:[0-9]+)?(/.*)?$",
+    }
+)
+TargetUrl = Annotated[str, AfterValidator(_check_target_url), _TARGET_URL_SCHEMA]
 Payload = Annotated[JsonValue, AfterValidator(_check_json_payload)]
-SecretRef = Annotated[str, AfterValidator(_check_secret_ref)]
+SecretRef = Annotated[
+    str, AfterValidator(_check_secret_ref), WithJsonSchema({"type": "string", "pattern": _SECRET_REF.pattern})
+]
+SnsTopicArn = Annotated[str, WithJsonSchema({"type": "string", "pattern": _SNS_ARN.pattern})]
 
 
 def _bounded(minimum: timedelta, maximum: timedelta) -> AfterValidator:
@@ -556,7 +567,7 @@ class SecondaryContact(StrictModel):
 
     model_config = ConfigDict(**StrictModel.model_config, json_schema_extra=_A_CHANNEL)
 
-    sns_topic: str | None = None
+    sns_topic: SnsTopicArn | None = None
     webhook: TargetUrl | None = None
     after: int = Field(default=3, ge=1, le=1000, description="further consecutive failures before paging")
 
@@ -585,7 +596,7 @@ def _sns_topic(value: str | None) -> str | None:
 class Escalation(StrictModel):
     model_config = ConfigDict(**StrictModel.model_config, json_schema_extra=_A_CHANNEL)
 
-    sns_topic: str | None = None
+    sns_topic: SnsTopicArn | None = None
     webhook: TargetUrl | None = None
     webhook_format: Literal["json", "slack"] = Field(
         default="json", description="json: the page document; slack: {text} for Slack-compatible incoming webhooks"
@@ -615,6 +626,15 @@ class Escalation(StrictModel):
 
 
 class DagTask(StrictModel):
+    # What _heartbeats requires, said in the schema: a heartbeat_timeout only on a callback task.
+    model_config = ConfigDict(
+        **StrictModel.model_config,
+        json_schema_extra={
+            "if": {"required": ["heartbeat_timeout"], "properties": {"heartbeat_timeout": {"type": "string"}}},
+            "then": {"properties": {"target": {"properties": {"type": {"const": "callback"}}}}},
+        },
+    )
+
     name: Name
     target: Target
     depends_on: list[str] = Field(default_factory=list, max_length=MAX_DAG_TASKS)
