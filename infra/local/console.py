@@ -148,9 +148,12 @@ def _viewer(caller: str | None) -> Principal:
 def _confirm(viewer: Principal, query: dict[str, str], jobs: JobsStore, runs: RunsStore) -> views.View:
     """The question a button asks, with the form that carries the action out (and a pause's reason)."""
     job = query.get("job", "")
-    if JOB.fullmatch(job) and not viewer.may_act_for(job.split("/", 1)[0]):
-        raise NotAllowed(403, f"{viewer.arn} may not act for team '{job.split('/', 1)[0]}'")
-    stored = jobs.get(job, consistent=False) if JOB.fullmatch(job) else None
+    if not JOB.fullmatch(job):
+        raise views.NotFound(f"no job {job}")
+    team = job.split("/", 1)[0]
+    if not viewer.may_act_for(team):
+        raise NotAllowed(403, f"{viewer.arn} may not act for team '{team}'")
+    stored = jobs.get(job, consistent=False)
     if stored is None:
         raise views.NotFound(f"no job {job}")
     offered = render.job_buttons(job, stored.state)

@@ -24,7 +24,7 @@ from jobsched.api.errors import (
     unsupported_media_type,
 )
 from jobsched.api.routes import admin, backfills, callbacks, health, history, jobs, logs, runs, schedule, validation
-from jobsched.core.bounds import MAX_JSON_DEPTH, json_depth_exceeds
+from jobsched.core.bounds import MAX_JSON_DEPTH, json_depth_exceeds, quoted
 from jobsched.core.spec import NAME
 from jobsched.watch.logs import RUN_ID
 
@@ -59,7 +59,7 @@ def openapi_document(app: APIGatewayRestResolver) -> str:
 
 def _path_patterns(document: dict[str, Any]) -> dict[str, Any]:
     """Each path identifier with the pattern ``path_refusal`` holds it to, so the document says what is refused."""
-    patterns = {field: pattern for field, pattern in (*_PATH_IDENTIFIERS.values(), *_PATH_IDENTIFIERS_AFTER.values())}
+    patterns = dict(_PATH_IDENTIFIERS.values())
     for operations in document.get("paths", {}).values():
         for operation in operations.values():
             for parameter in operation.get("parameters", []):
@@ -113,26 +113,29 @@ def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, An
     return handle
 
 
-# The identifiers in a path, where they sit, and what each must look like.
-_PATH_IDENTIFIERS = {"teams": ("team", NAME), "jobs": ("name", NAME), "runs": ("run_id", RUN_ID)}
 # A backfill id is the instant it started and a random part (pipeline.triggers): 2027-01-04T08:59:00Z-22cb257c.
 # Bounded in length and characters only, so an id of the right shape that names nothing is still a 404.
 _BACKFILL_ID = re.compile(r"^[A-Za-z0-9:._-]{1,100}$")
-_PATH_IDENTIFIERS_AFTER = {"backfills": ("backfill_id", _BACKFILL_ID)}
+# The identifiers in a path: the segment before each, its field, and what it must look like.
+_PATH_IDENTIFIERS = {
+    "teams": ("team", NAME),
+    "jobs": ("name", NAME),
+    "runs": ("run_id", RUN_ID),
+    "backfills": ("backfill_id", _BACKFILL_ID),
+}
 
 
 def path_refusal(path: str) -> tuple[str, str] | None:
     """(field, why) for a path whose team, job name, run or backfill id is not one; None when all are."""
     segments = [unquote(segment) for segment in path.strip("/").split("/")]
     for position in range(len(segments) - 1):
-        kind = _PATH_IDENTIFIERS.get(segments[position]) or _PATH_IDENTIFIERS_AFTER.get(segments[position])
+        kind = _PATH_IDENTIFIERS.get(segments[position])
         if kind is None:
             continue
         field, pattern = kind
         value = segments[position + 1]
         if not pattern.fullmatch(value):
-            shown = value if len(value) <= 40 else value[:37] + "..."
-            return field, f"{field} {shown!r} is not one: {pattern.pattern}"
+            return field, f"{field} {quoted(value)} is not one: {pattern.pattern}"
     return None
 
 

@@ -56,10 +56,16 @@ Instant = Annotated[AwareDatetime, AfterValidator(within_instant_range)]
 """An aware datetime field within the years a schedule can reach, stored in UTC."""
 
 
+def quoted(value: object) -> str:
+    """A value as an error message quotes it, cut short: a 5,000-character input is not echoed back whole."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _whole_number(value: Any) -> Any:
     """A JSON integer, as JSON Schema defines one: 5 or 5.0, never true or "5" (pydantic's lax int takes both)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise PydanticCustomError("int_type", "expected a whole number, got {got}", {"got": repr(value)[:40]})
+        raise PydanticCustomError("int_type", "expected a whole number, got {got}", {"got": quoted(value)})
     return value
 
 

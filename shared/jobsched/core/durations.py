@@ -13,6 +13,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, PlainSerializer, TypeAdapter, ValidationError
 from pydantic_core import PydanticCustomError
 
+from jobsched.core.bounds import quoted
+
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 # ASCII digits, nine at most per unit: Unicode digits and 5,000-digit numbers never reach int() or timedelta().
 _SHORT_FORM = re.compile(r"^(?:([0-9]{1,9})d)?(?:([0-9]{1,9})h)?(?:([0-9]{1,9})m)?(?:([0-9]{1,9})s)?$")
@@ -31,7 +33,7 @@ def parse_duration(value: Any) -> timedelta:
         raise PydanticCustomError(
             "duration",
             "expected {allowed}, got {got}",
-            {"allowed": DURATION_HELP, "got": _shown(value)},
+            {"allowed": DURATION_HELP, "got": quoted(value)},
         )
     if isinstance(value, int):
         # A bare number is ambiguous (seconds? minutes?): make the writer say which.
@@ -55,17 +57,11 @@ def parse_duration(value: Any) -> timedelta:
         raise PydanticCustomError(
             "duration",
             "{got} is longer than any duration a job may name ({limit})",
-            {"got": _shown(text), "limit": "36500d"},
+            {"got": quoted(text), "limit": "36500d"},
         )
     raise PydanticCustomError(
-        "duration", "expected {allowed}, got {got}", {"allowed": DURATION_HELP, "got": _shown(value)}
+        "duration", "expected {allowed}, got {got}", {"allowed": DURATION_HELP, "got": quoted(value)}
     )
-
-
-def _shown(value: object) -> str:
-    """The value as an error quotes it, cut short: a 5,000-character input is not echoed back whole."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def format_duration(value: timedelta) -> str:
