@@ -19,13 +19,14 @@ from jobsched.wiring import default_escalator
 
 logger = make_logger("escalation")
 tracer = make_tracer("escalation")
-# One record at a time: events for one subject must not race each other's incident writes needlessly.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def record_handler(record: SQSRecord) -> None:
     event = EscalationEvent.model_validate_json(record.body)
-    logger.append_keys(subject=event.subject, kind=event.kind, job=event.job, team=event.team, run_id=event.run_id)
+    logger.thread_safe_clear_keys()
+    logger.thread_safe_append_keys(
+        subject=event.subject, kind=event.kind, job=event.job, team=event.team, run_id=event.run_id
+    )
     handled = default_escalator().handle(event)
     emit_escalation(team=event.team or "-", kind=event.kind, pages=len(handled.pages), paused=handled.paused)
     logger.info(
@@ -37,4 +38,6 @@ def record_handler(record: SQSRecord) -> None:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    # One record at a time: events for one subject must not race each other's incident writes needlessly.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)  # per invocation
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -25,7 +25,6 @@ from jobsched.wiring import default_page_sender, page_queue
 
 logger = make_logger("pages")
 tracer = make_tracer("pages")
-processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @cache
@@ -59,6 +58,7 @@ def deliver_record(record: SQSRecord) -> None:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)  # per invocation
     return async_process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

@@ -26,9 +26,6 @@ tracer = make_tracer("worker")
 # The domain's and the target adapters' own loggers write JSON with the run's keys too (job, run_id,
 # attempt, correlation_id), so `jobsched logs` shows what a target adapter said about the run.
 copy_config_to_registered_loggers(source_logger=logger, include={"jobsched"})
-# Records of a batch run concurrently (each waits on its own target), so a batch of ten costs about one
-# target's duration, not ten. Failed records are reported rather than erroring the whole invocation.
-processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 async def record_handler(record: SQSRecord) -> None:
@@ -55,6 +52,11 @@ def process_record(record: SQSRecord) -> None:
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     emit("RecordsReceived", len(event.get("Records", [])))
+    # Records of a batch run concurrently (each waits on its own target), so a batch of ten costs about one
+    # target's duration, not ten. Failed records are reported rather than erroring the whole invocation.
+    # The processor holds the batch's records and failures: one per invocation, never shared (the local
+    # runtime invokes a handler from several threads at once; tests/aws/test_handler_reentrancy.py).
+    processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     return async_process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

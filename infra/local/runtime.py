@@ -341,6 +341,9 @@ class LocalRuntime:
                 sent = int(message.get("Attributes", {}).get("SentTimestamp", "0")) / 1000
                 self.alarms.received(url.rsplit("/", 1)[-1], sent or time.time())
         event = {"Records": [_record(m, arn) for m in messages]}
+        # Invocations of one function run here at once on threads of one process, where AWS gives each its own
+        # execution environment: handlers keep what belongs to an invocation inside it (a batch processor held
+        # at module level let one invocation's records be taken by another, and lost DAG task messages).
         try:
             response = handler(event, LocalContext(function, aws_request_id=uuid.uuid4().hex))
             failed = {f["itemIdentifier"] for f in (response or {}).get("batchItemFailures", [])}

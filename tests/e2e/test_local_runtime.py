@@ -165,10 +165,8 @@ def test_a_dag_runs_end_to_end_on_its_state_machine(runtime: LocalRuntime) -> No
     }
     assert call(runtime, "PUT", "/teams/e2e/jobs/diamond", body)[0] == 201
     run = call(runtime, "POST", "/teams/e2e/jobs/diamond/trigger")[1]
-    # moto's Step Functions interpreter runs each branch on a thread of the moto process: on a loaded 2-core CI
-    # machine a branch's first send has taken over a minute (seen once), so this waits up to two.
     try:
-        done = wait_for(finished(runtime, "diamond", run["run_id"]), 120)
+        done = wait_for(finished(runtime, "diamond", run["run_id"]), 60)
     except AssertionError as stuck:  # say where it stands: which task waits, and what the execution did
         raise AssertionError(f"{stuck}: {dag_state(runtime, 'diamond', run['run_id'])}") from None
     assert done["status"] == "SUCCEEDED", done
@@ -427,7 +425,7 @@ def test_the_console_looks_right_in_a_browser(runtime: LocalRuntime, tmp_path: P
     }
     call(runtime, "PUT", "/teams/e2e/jobs/pipeline", body)
     run = call(runtime, "POST", "/teams/e2e/jobs/pipeline/trigger")[1]
-    wait_for(finished(runtime, "pipeline", run["run_id"]), 120)
+    wait_for(finished(runtime, "pipeline", run["run_id"]), 60)
     keep = Path(__file__).parents[2] / "docs" / "console" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
     keep.mkdir(parents=True, exist_ok=True)
     seed_a_week_of_history(runtime, "shop")
