@@ -19,40 +19,46 @@ from infra.local.gateway import LocalGateway
 EXAMPLES = 25
 
 
-def test_schemathesis_with_every_check_finds_nothing(gateway: LocalGateway, tmp_path: Path) -> None:
-    """The schemathesis CLI as a user runs it, every phase (examples, coverage with its content-type and method
-    probes, fuzzing, stateful) and every check but positive data acceptance: no 5xx, every status and body
-    documented, schema-invalid requests refused, undeclared methods 405 with the path's Allow."""
+def schemathesis(gateway: LocalGateway, cwd: Path, *options: str) -> str:
+    """The schemathesis CLI as a user runs it against the gateway; its summary, asserted free of failures."""
+    common: tuple[str, ...] = ("--max-examples", str(EXAMPLES), "--seed", "1", "--continue-on-failure", "--no-color")
+    # The instant range's pattern (years 1970-2199) beside format date-time makes the generator discard many
+    # strings before it finds one: slower, not wrong.
+    common += ("--suppress-health-check", "filter_too_much")
     result = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("st")),
-            "run",
-            f"{gateway.url}/openapi.json",
-            "--checks",
-            "all",
-            # Every check but one: a schema-valid value can still be refused for what no JSON Schema states (a DAG
-            # task's depends_on naming a task of the same DAG, a parked task's heartbeat of at least 2 minutes,
-            # instants within 1970-2199, the egress policy on a literal address); each is a 422 on its field.
-            "--exclude-checks",
-            "positive_data_acceptance",
-            "--max-examples",
-            str(EXAMPLES),
-            "--seed",
-            "1",
-            "--continue-on-failure",
-            "--no-color",
-        ],
+        [str(Path(sys.executable).with_name("st")), "run", f"{gateway.url}/openapi.json", *options, *common],
         capture_output=True,
         text=True,
         check=False,
-        cwd=tmp_path,
+        cwd=cwd,
         timeout=600,
     )
     summary = result.stdout[result.stdout.find("SUMMARY") :]
     print(summary)
     assert result.returncode == 0, result.stdout[-6000:]
-    assert re.search(r"Tested: (2[5-9]|[3-9]\d)", summary), summary  # every operation was reached
     assert "0 failures" in summary or "No issues found" in summary or "passed" in summary, summary
+    return summary
+
+
+def test_schemathesis_with_every_check_finds_nothing(gateway: LocalGateway, tmp_path: Path) -> None:
+    """Every phase (examples, coverage with its content-type and method probes, fuzzing, stateful) and every
+    check: no 5xx, every status and body documented, schema-invalid requests refused, undeclared methods 405 with
+    the path's Allow, and schema-valid requests accepted."""
+    summary = schemathesis(gateway, tmp_path, "--checks", "all", "--exclude-checks", "positive_data_acceptance")
+    assert re.search(r"Tested: (2[5-9]|[3-9]\d)", summary), summary  # every operation was reached
+    # Schema-valid requests accepted, on every operation but one: a job spec can be schema-valid and still refused
+    # for a cross-reference no JSON Schema can state (a DAG task's depends_on naming a task of the same DAG, a
+    # parked task's heartbeat of at least 2 minutes); those are 422 on the field, tested in tests/aws/test_api.py.
+    schemathesis(
+        gateway,
+        tmp_path,
+        "--checks",
+        "positive_data_acceptance",
+        "--exclude-operation-id",
+        "putJob",
+        "--phases",
+        "fuzzing",
+    )
 
 
 def test_the_error_answers_are_declared_on_every_operation(gateway: LocalGateway) -> None:
