@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from pydantic import ValidationError
 
+from jobsched.adapters.aws.dynamo import every_item
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.api.identity import Membership, Principal, Unauthenticated
@@ -202,14 +203,8 @@ def _days(text: str) -> int:
 
 def _teams(viewer: Principal, jobs: JobsStore) -> str:
     """Every team with a job (a scan: fine for the local tables, never done in AWS)."""
-    teams: set[str] = set()
-    request: dict[str, Any] = {"TableName": jobs.table, "ProjectionExpression": JobsKeys.TEAM}
-    while True:
-        response = jobs.db.scan(**request)
-        teams |= {item[JobsKeys.TEAM]["S"] for item in response.get("Items", []) if JobsKeys.TEAM in item}
-        if "LastEvaluatedKey" not in response:
-            break
-        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    found = every_item(jobs.db, "scan", TableName=jobs.table, ProjectionExpression=JobsKeys.TEAM)
+    teams = {values[JobsKeys.TEAM] for values in found if JobsKeys.TEAM in values}
     shown = sorted(team for team in teams if viewer.may_act_for(team))
     items = "".join(f'<li><a href="{PREFIX}/teams/{escape(team)}">{escape(team)}</a></li>' for team in shown)
     return f"<h2>Teams</h2><ul>{items or '<li class=muted>no jobs yet</li>'}</ul>"

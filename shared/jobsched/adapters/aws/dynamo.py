@@ -1,4 +1,5 @@
-"""DynamoDB item (de)serialization and the conditional-failure check the stores share."""
+"""DynamoDB item (de)serialization, reading every page of a query, and the conditional-failure check the
+stores share."""
 
 from __future__ import annotations
 
@@ -34,6 +35,17 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | set):
         return [_plain(v) for v in value]
     return value
+
+
+def every_item(
+    db: Any, operation: str = "query", *, max_items: int | None = None, **request: Any
+) -> Iterator[dict[str, Any]]:
+    """Every item a Query (or a Scan) finds, page after page, as plain values: botocore's paginator follows
+    LastEvaluatedKey. ``max_items``: stop after that many (the last page's request asks for no more)."""
+    config = {"MaxItems": max_items} if max_items is not None else {}
+    for page in db.get_paginator(operation).paginate(**request, PaginationConfig=config):
+        for item in page.get("Items", []):
+            yield from_item(item)
 
 
 def batch_get(db: Any, table: str, keys: Sequence[dict[str, Any]], **options: Any) -> Iterator[dict[str, Any]]:

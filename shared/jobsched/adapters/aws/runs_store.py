@@ -14,7 +14,15 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client
-from jobsched.adapters.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values, update_if
+from jobsched.adapters.aws.dynamo import (
+    batch_get,
+    every_item,
+    from_item,
+    is_conditional_failure,
+    to_item,
+    to_values,
+    update_if,
+)
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RunsKeys
 from jobsched.core.records import (
@@ -116,13 +124,7 @@ class RunsStore:
             "ExpressionAttributeValues": to_values({":job": job, ":first": first, ":last": last}),
             "ProjectionExpression": "#run",
         }
-        found: set[str] = set()
-        while True:
-            response = self.db.query(**request)
-            found |= {from_item(item)[RunsKeys.SK] for item in response.get("Items", [])}
-            if "LastEvaluatedKey" not in response:
-                return found
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return {values[RunsKeys.SK] for values in every_item(self.db, **request)}
 
     # --------------------------------------------------------------------------- creation
 
@@ -359,23 +361,17 @@ class RunsStore:
             "ExpressionAttributeNames": {"#shard": shard_key, "#at": time_key},
             "ExpressionAttributeValues": to_values({":shard": shard, ":until": instant_text(until)}),
         }
-        while True:
-            response = self.db.query(**request)
-            for item in response.get("Items", []):
-                values = from_item(item)
-                if values[RunsKeys.SK].startswith(TASK_PREFIX):
-                    job, _, run_id = values[RunsKeys.PK].rpartition("#")
-                    key = {RunsKeys.PK: values[RunsKeys.PK], RunsKeys.SK: values[RunsKeys.SK]}
-                    found = self.db.get_item(TableName=self.table, Key=to_item(key), ConsistentRead=True)
-                    if "Item" in found:
-                        yield ParkedTask(job, run_id, TaskState.from_values(from_item(found["Item"])))
-                    continue
-                run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
-                if run is not None:
-                    yield run
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for values in every_item(self.db, **request):
+            if values[RunsKeys.SK].startswith(TASK_PREFIX):
+                job, _, run_id = values[RunsKeys.PK].rpartition("#")
+                key = {RunsKeys.PK: values[RunsKeys.PK], RunsKeys.SK: values[RunsKeys.SK]}
+                found = self.db.get_item(TableName=self.table, Key=to_item(key), ConsistentRead=True)
+                if "Item" in found:
+                    yield ParkedTask(job, run_id, TaskState.from_values(from_item(found["Item"])))
+                continue
+            run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
+            if run is not None:
+                yield run
 
     def clear_wake(self, job: str, run_id: str, *, attempt: int) -> bool:
         """Take a retry off the wakeups index once its message is on a queue; False if already taken."""
@@ -414,15 +410,8 @@ class RunsStore:
             "ExpressionAttributeValues": to_values({":pk": task_partition(job, run_id)}),
             "ConsistentRead": True,
         }
-        found: dict[str, TaskState] = {}
-        while True:
-            response = self.db.query(**request)
-            for item in response.get("Items", []):
-                task = TaskState.from_values(from_item(item))
-                found[task.name] = task
-            if "LastEvaluatedKey" not in response:
-                return found
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        tasks = (TaskState.from_values(values) for values in every_item(self.db, **request))
+        return {task.name: task for task in tasks}
 
     def park_task(
         self,

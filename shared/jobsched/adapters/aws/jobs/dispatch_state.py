@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from jobsched.adapters.aws.dynamo import batch_get, from_item, to_values, update_if
+from jobsched.adapters.aws.dynamo import batch_get, every_item, from_item, to_values, update_if
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.names import JobsKeys
 from jobsched.core.records import DispatchState, DueEntry
@@ -23,20 +23,14 @@ class DispatchStateStore(JobsTable):
             "KeyConditionExpression": "due_shard = :shard AND next_fire_at <= :until",
             "ExpressionAttributeValues": to_values({":shard": shard, ":until": instant_text(until)}),
         }
-        while True:
-            response = self.db.query(**request)
-            for item in response.get("Items", []):
-                values = from_item(item)
-                yield DueEntry(
-                    job=values["pk"],
-                    next_fire_at=parse_instant(values["next_fire_at"]),
-                    cursor=parse_instant(values["cursor"]),
-                    spec_version=int(values["spec_version"]),
-                    sk=values["sk"],
-                )
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for values in every_item(self.db, **request):
+            yield DueEntry(
+                job=values["pk"],
+                next_fire_at=parse_instant(values["next_fire_at"]),
+                cursor=parse_instant(values["cursor"]),
+                spec_version=int(values["spec_version"]),
+                sk=values["sk"],
+            )
 
     def get_state(self, job: str) -> DispatchState | None:
         response = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.STATE), ConsistentRead=True)

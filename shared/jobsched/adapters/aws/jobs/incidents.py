@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, to_item, to_values, update_if
+from jobsched.adapters.aws.dynamo import every_item, from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.names import JobsKeys
 from jobsched.core.records import StoredIncident, VersionConflict
@@ -108,20 +108,13 @@ class IncidentsStore(JobsTable):
 
     def open_incident_list(self, *, limit: int = 200) -> list[StoredIncident]:
         """Every open incident across teams, oldest first (the sparse index: resolved ones are not on it)."""
-        found: list[StoredIncident] = []
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": JobsKeys.OPEN_INCIDENTS_INDEX,
-            "KeyConditionExpression": "#open = :open",
-            "ExpressionAttributeNames": {"#open": JobsKeys.OPEN_INCIDENT},
-            "ExpressionAttributeValues": to_values({":open": "OPEN"}),
-        }
-        while len(found) < limit:
-            response = self.db.query(**request, Limit=limit - len(found))
-            for item in response.get("Items", []):
-                values = from_item(item)
-                found.append(StoredIncident(json.loads(values["incident"]), int(values["version"])))
-            if "LastEvaluatedKey" not in response:
-                break
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return found
+        found = every_item(
+            self.db,
+            max_items=limit,
+            TableName=self.table,
+            IndexName=JobsKeys.OPEN_INCIDENTS_INDEX,
+            KeyConditionExpression="#open = :open",
+            ExpressionAttributeNames={"#open": JobsKeys.OPEN_INCIDENT},
+            ExpressionAttributeValues=to_values({":open": "OPEN"}),
+        )
+        return [StoredIncident(json.loads(values["incident"]), int(values["version"])) for values in found]
