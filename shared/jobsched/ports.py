@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from jobsched.core.limits import TeamLimits
 from jobsched.core.messages import WorkMessage
 from jobsched.core.records import (
+    AttemptClaim,
     BreakerState,
     DispatchState,
     DueEntry,
@@ -188,20 +189,7 @@ class RunsPort(Protocol):
         reason: str | None = None,
         deadline: timedelta | None = None,
     ) -> Run | None: ...
-    def start_attempt(
-        self,
-        job: str,
-        run_id: str,
-        *,
-        expected_status: RunStatus,
-        expected_attempt: int,
-        attempt: int,
-        now: datetime,
-        lease_until: datetime,
-        external: bool = False,
-        require_expired_lease: bool = False,
-        lateness_ms: int | None = None,
-    ) -> Run: ...
+    def claim_attempt(self, job: str, run_id: str, claim: AttemptClaim) -> Run: ...
     def to_retrying(
         self, job: str, run_id: str, *, attempt: int, now: datetime, next_attempt_at: datetime, error: str, wake: bool
     ) -> Run: ...

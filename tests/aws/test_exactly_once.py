@@ -180,9 +180,9 @@ def test_an_attempt_recorded_twice_is_told_apart_from_a_superseded_one(stack: St
     stored = stack.jobs.get("payments/once")
     assert stored is not None
     claimed = replace(outcome.run, status=RunStatus.RUNNING)
-    again = stack.worker._record(claimed.to_message(), stored, claimed, TargetResult("succeeded"), timedelta(0))
+    again = stack.worker.records.result(claimed.to_message(), stored, claimed, TargetResult("succeeded"), timedelta(0))
     assert again.action == "duplicate_execution" and "ran twice" in again.detail
     later = replace(claimed, attempt=2)  # a result of an attempt the run never ended at: superseded
-    assert stack.worker._record(later.to_message(), stored, later, TargetResult("succeeded"), timedelta(0)).action == (
-        "superseded"
-    )
+    assert stack.worker.records.result(
+        later.to_message(), stored, later, TargetResult("succeeded"), timedelta(0)
+    ).action == ("superseded")

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobsched.core.records import LOST_PREFIX, Run, StaleAttempt, lease_shard
+from jobsched.core.records import LOST_PREFIX, AttemptClaim, Run, StaleAttempt, lease_shard
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from tests.contract.conftest import Stores
 
@@ -75,23 +75,19 @@ def test_a_retry_waits_on_the_wakeups_index_until_its_next_attempt_starts(stores
     assert stores.runs.clear_wake(JOB, run_id, attempt=1) is False
     assert list(stores.runs.wakeups(shard, wake_at)) == []
     with pytest.raises(StaleAttempt):
-        stores.runs.start_attempt(
+        stores.runs.claim_attempt(
             JOB,
             run_id,
-            expected_status=RunStatus.RETRYING,
-            expected_attempt=2,
-            attempt=3,
-            now=wake_at,
-            lease_until=wake_at,
+            AttemptClaim(
+                expected_status=RunStatus.RETRYING, expected_attempt=2, attempt=3, now=wake_at, lease_until=wake_at
+            ),
         )
-    second = stores.runs.start_attempt(
+    second = stores.runs.claim_attempt(
         JOB,
         run_id,
-        expected_status=RunStatus.RETRYING,
-        expected_attempt=1,
-        attempt=2,
-        now=wake_at,
-        lease_until=wake_at + DAY,
+        AttemptClaim(
+            expected_status=RunStatus.RETRYING, expected_attempt=1, attempt=2, now=wake_at, lease_until=wake_at + DAY
+        ),
     )
     assert second.status is RunStatus.RUNNING and second.attempt == 2 and second.next_attempt_at is None
     with pytest.raises(StaleAttempt):
@@ -105,15 +101,17 @@ def test_a_crashed_attempt_is_taken_over_only_after_its_lease_ran_out(stores: St
     lease = run.lease_until
 
     def take_over(now: datetime) -> Run:
-        return stores.runs.start_attempt(
+        return stores.runs.claim_attempt(
             JOB,
             run_id,
-            expected_status=RunStatus.RUNNING,
-            expected_attempt=1,
-            attempt=2,
-            now=now,
-            lease_until=lease + DAY,
-            require_expired_lease=True,
+            AttemptClaim(
+                expected_status=RunStatus.RUNNING,
+                expected_attempt=1,
+                attempt=2,
+                now=now,
+                lease_until=lease + DAY,
+                require_expired_lease=True,
+            ),
         )
 
     with pytest.raises(StaleAttempt):
@@ -136,24 +134,22 @@ def test_a_missed_record_starts_only_when_the_audit_wrote_it_as_lost(stores: Sto
     assert lost is not None and outage is not None
     later = T0 + timedelta(minutes=20)
     with pytest.raises(StaleAttempt):
-        stores.runs.start_attempt(
+        stores.runs.claim_attempt(
             JOB,
             outage.run_id,
+            AttemptClaim(expected_status=RunStatus.MISSED, expected_attempt=1, attempt=1, now=later, lease_until=later),
+        )
+    started = stores.runs.claim_attempt(
+        JOB,
+        lost.run_id,
+        AttemptClaim(
             expected_status=RunStatus.MISSED,
             expected_attempt=1,
             attempt=1,
             now=later,
-            lease_until=later,
-        )
-    started = stores.runs.start_attempt(
-        JOB,
-        lost.run_id,
-        expected_status=RunStatus.MISSED,
-        expected_attempt=1,
-        attempt=1,
-        now=later,
-        lease_until=later + DAY,
-        lateness_ms=1_200_000,
+            lease_until=later + DAY,
+            lateness_ms=1_200_000,
+        ),
     )
     assert started.status is RunStatus.RUNNING and started.reason is None and started.finished_at is None
     assert started.lateness_ms == 1_200_000
@@ -210,15 +206,17 @@ def test_a_finished_run_is_reopened_once_for_a_rerun_and_is_woken_if_its_message
     woken = [run.run_id for run in stores.runs.wakeups(lease_shard(JOB, run_id), later)]
     assert woken == [run_id], "on the wakeups index until its message is out"
     assert stores.runs.clear_wake(JOB, run_id, attempt=1)
-    started = stores.runs.start_attempt(
+    started = stores.runs.claim_attempt(
         JOB,
         run_id,
-        expected_status=RunStatus.RETRYING,
-        expected_attempt=1,
-        attempt=2,
-        now=later,
-        lease_until=later + timedelta(minutes=15),
-        external=False,
+        AttemptClaim(
+            expected_status=RunStatus.RETRYING,
+            expected_attempt=1,
+            attempt=2,
+            now=later,
+            lease_until=later + timedelta(minutes=15),
+            external=False,
+        ),
     )
     assert started.status is RunStatus.RUNNING and started.attempt == 2 and started.policy_attempt == 1
 

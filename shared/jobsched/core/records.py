@@ -266,6 +266,26 @@ class Run:
 
 
 @dataclass(frozen=True)
+class AttemptClaim:
+    """A claim on one attempt of a run: the store moves the run from ``expected_status`` at ``expected_attempt``
+    to RUNNING ``attempt`` only if it still is there (one claimer wins; the attempt is the fencing token).
+
+    - ``require_expired_lease``: taking over a RUNNING attempt whose worker died (its lease ran out);
+    - ``external``: a callback run, whose lease is extended by heartbeats from outside;
+    - ``lateness_ms``: a first attempt's start minus its fire time (runs created SCHEDULED, or MISSED by the
+      lost-message audit, record it when they start)."""
+
+    attempt: int
+    expected_status: RunStatus
+    expected_attempt: int
+    now: datetime
+    lease_until: datetime
+    external: bool = False
+    require_expired_lease: bool = False
+    lateness_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class TaskState:
     """One task of a DAG run: its own item, in the run's task partition."""
 

@@ -28,6 +28,7 @@ from jobsched.core.names import RunsKeys
 from jobsched.core.records import (
     LOST_PREFIX,
     TASK_PREFIX,
+    AttemptClaim,
     ParkedTask,
     Run,
     StaleAttempt,
@@ -170,45 +171,31 @@ class RunsStore:
 
     # -------------------------------------------------------------------------- transitions
 
-    def start_attempt(
-        self,
-        job: str,
-        run_id: str,
-        *,
-        expected_status: RunStatus,
-        expected_attempt: int,
-        attempt: int,
-        now: datetime,
-        lease_until: datetime,
-        external: bool = False,
-        require_expired_lease: bool = False,
-        lateness_ms: int | None = None,
-    ) -> Run:
-        """SCHEDULED/RETRYING (or RUNNING with an expired lease, after a crash) -> RUNNING ``attempt``; also
-        MISSED -> RUNNING for a run the audit recorded lost (``LOST_PREFIX``) whose message came after all.
-        ``lateness_ms``: a first attempt's start minus its fire time (runs created SCHEDULED or lost)."""
+    def claim_attempt(self, job: str, run_id: str, claim: AttemptClaim) -> Run:
+        """SCHEDULED/RETRYING (or RUNNING with an expired lease, after a crash) -> RUNNING ``claim.attempt``;
+        also MISSED -> RUNNING for a run the audit recorded lost (``LOST_PREFIX``) whose message came after all."""
         names = {"#status": "status"}
         values = {
-            ":expected": expected_status.value,
-            ":expected_attempt": expected_attempt,
+            ":expected": claim.expected_status.value,
+            ":expected_attempt": claim.expected_attempt,
             ":running": RunStatus.RUNNING.value,
-            ":attempt": attempt,
+            ":attempt": claim.attempt,
         }
-        running = running_values(job, run_id, now, lease_until, external)
+        running = running_values(job, run_id, claim.now, claim.lease_until, claim.external)
         sets = ["#status = :running", "attempt = :attempt"]
         for index, (name, value) in enumerate(running.items()):
             sets.append(f"{name} = :r{index}")
             values[f":r{index}"] = value
         condition = "#status = :expected AND attempt = :expected_attempt"
-        if require_expired_lease:
+        if claim.require_expired_lease:
             condition += " AND lease_until <= :now"
-            values[":now"] = instant_text(now)
-        if expected_status is RunStatus.MISSED:
+            values[":now"] = instant_text(claim.now)
+        if claim.expected_status is RunStatus.MISSED:
             condition += " AND begins_with(reason, :lost)"
             values[":lost"] = LOST_PREFIX
-        if expected_status in (RunStatus.SCHEDULED, RunStatus.MISSED) and lateness_ms is not None:
+        if claim.expected_status in (RunStatus.SCHEDULED, RunStatus.MISSED) and claim.lateness_ms is not None:
             sets.append("lateness_ms = :lateness")
-            values[":lateness"] = lateness_ms
+            values[":lateness"] = claim.lateness_ms
         # A run that waited for a slot loses its "waiting since ..." reason when it starts (a lost one, its
         # "lost: ..." reason and finish time).
         update = "SET " + ", ".join(sets) + " REMOVE next_attempt_at, wake_shard, wake_at, reason, finished_at"

@@ -10,6 +10,7 @@ from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.names import RUNS_TABLE, RunsKeys
 from jobsched.core.records import (
     LOST_PREFIX,
+    AttemptClaim,
     ParkedTask,
     Run,
     StaleAttempt,
@@ -97,31 +98,21 @@ class MemoryRuns:
 
     # -------------------------------------------------------------------------- transitions
 
-    def start_attempt(
-        self,
-        job: str,
-        run_id: str,
-        *,
-        expected_status: RunStatus,
-        expected_attempt: int,
-        attempt: int,
-        now: datetime,
-        lease_until: datetime,
-        external: bool = False,
-        require_expired_lease: bool = False,
-        lateness_ms: int | None = None,
-    ) -> Run:
-        def allowed(item: Item) -> bool:
-            if not _at(item, expected_status, expected_attempt):
-                return False
-            if require_expired_lease and not (item.get("lease_until") and item["lease_until"] <= instant_text(now)):
-                return False
-            return expected_status is not RunStatus.MISSED or str(item.get("reason") or "").startswith(LOST_PREFIX)
+    def claim_attempt(self, job: str, run_id: str, claim: AttemptClaim) -> Run:
+        expected = claim.expected_status
 
-        sets: Item = {"status": RunStatus.RUNNING.value, "attempt": attempt}
-        sets |= running_values(job, run_id, now, lease_until, external)
-        if expected_status in (RunStatus.SCHEDULED, RunStatus.MISSED) and lateness_ms is not None:
-            sets["lateness_ms"] = lateness_ms
+        def allowed(item: Item) -> bool:
+            if not _at(item, expected, claim.expected_attempt):
+                return False
+            lease = item.get("lease_until")
+            if claim.require_expired_lease and not (lease and lease <= instant_text(claim.now)):
+                return False
+            return expected is not RunStatus.MISSED or str(item.get("reason") or "").startswith(LOST_PREFIX)
+
+        sets: Item = {"status": RunStatus.RUNNING.value, "attempt": claim.attempt}
+        sets |= running_values(job, run_id, claim.now, claim.lease_until, claim.external)
+        if expected in (RunStatus.SCHEDULED, RunStatus.MISSED) and claim.lateness_ms is not None:
+            sets["lateness_ms"] = claim.lateness_ms
         removes = ("next_attempt_at", RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, "reason", "finished_at")
         return self._transition(job, run_id, allowed, sets, removes)
 

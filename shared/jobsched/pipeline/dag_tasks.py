@@ -1,4 +1,5 @@
-"""DAG runs: start one execution per run, execute each task through the worker, report to Step Functions.
+"""DAG runs: start one execution per run, execute each task as a run's attempt is executed (``attempts``),
+report to Step Functions.
 
 Order of writes per task message, and what a crash between them leaves (the message comes back):
 1. park (WAITING + token) when dependencies are unfinished; then dependencies are read again, so a
@@ -40,10 +41,11 @@ from jobsched.dag.definition import (
     run_result,
     task_retry,
 )
-from jobsched.ports import JobsPort, TargetsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
+from jobsched.pipeline.attempts import Attempts, AttemptSteps, Executed, Held
+from jobsched.ports import JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
 from jobsched.watch.alerts import Alerts
-from jobsched.watch.breaker import Breakers
 
+TASK_STEPS = AttemptSteps(claimed="claim_task", executed="execute_task")
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
 TASK_UNKNOWN = "jobsched.UnknownTask"
 # A parked task is heartbeated this long before its HeartbeatSeconds would run out (the checker ticks each
@@ -56,9 +58,8 @@ class DagRuns:
     jobs: JobsPort
     runs: TaskRunsPort  # the run store with DAG task records
     queues: WorkQueuesPort
-    targets: TargetsPort
     workflows: WorkflowsPort
-    breakers: Breakers
+    attempts: Attempts  # the circuit, the claim, the execution: as for a run
     alerts: Alerts
     clock: Callable[[], datetime]
     after_step: Callable[[str], None] = field(default=lambda step: None)  # crash-injection hook (tests)
@@ -129,38 +130,43 @@ class DagRuns:
         self, message: DagTaskMessage, stored: StoredJob, run: Run, task: DagTask, now: datetime, priority: str
     ) -> Outcome:
         """Claim this attempt of the task (one claimer per attempt), execute it, record the result."""
-        breaker_key, breaker, held = self.breakers.check(task.target, stored.spec.team, now)
-        if held is not None:
-            return replace(held, run=run, priority=priority)
-        lease = now + attempt_timeout(task) + LEASE_MARGIN
-        claimed = self.runs.claim_task(
-            run.job,
-            run.run_id,
-            message.task,
-            attempt=message.attempt,
-            token=message.token,
-            now=now,
-            lease_until=lease,
-            expires_at=_expiry(run, stored.spec),
+
+        def claim() -> Run | Outcome:
+            claimed = self.runs.claim_task(
+                run.job,
+                run.run_id,
+                message.task,
+                attempt=message.attempt,
+                token=message.token,
+                now=now,
+                lease_until=now + attempt_timeout(task) + LEASE_MARGIN,
+                expires_at=_expiry(run, stored.spec),
+            )
+            if not claimed:
+                return Outcome("duplicate", "another worker claimed this attempt", run=run, priority=priority)
+            return run
+
+        def context(_: Run) -> RunContext:
+            return RunContext(
+                job=run.job,
+                team=run.team,
+                run_id=run.run_id,
+                attempt=message.attempt,
+                scheduled_at=message.scheduled_at,
+                correlation_id=run.correlation_id,
+                task=message.task,
+            )
+
+        attempt = self.attempts.execute(
+            task.target, stored.spec.team, now, claim=claim, context=context, steps=TASK_STEPS
         )
-        if not claimed:
-            return Outcome("duplicate", "another worker claimed this attempt", run=run, priority=priority)
-        self.after_step("claim_task")
-        context = RunContext(
-            job=run.job,
-            team=run.team,
-            run_id=run.run_id,
-            attempt=message.attempt,
-            scheduled_at=message.scheduled_at,
-            correlation_id=run.correlation_id,
-            task=message.task,
-        )
-        result = self.targets.execute(task.target, context)
-        self.after_step("execute_task")
-        self.breakers.record(breaker_key, breaker, result)
-        if result.outcome == "pending":
+        if isinstance(attempt, Held):
+            return replace(attempt.outcome, run=run, priority=priority)
+        if not isinstance(attempt, Executed):
+            return attempt
+        if attempt.result.outcome == "pending":
             return Outcome("pending", f"task {message.task} waits for its callback", run=run, priority=priority)
-        return self._record(run, stored, task, message.attempt, message.token, result, priority)
+        return self._record(run, stored, task, message.attempt, message.token, attempt.result, priority)
 
     def _decide(
         self,

@@ -1,0 +1,176 @@
+"""Recording what became of a run's attempt: finished, retried, skipped, held back, lost, or a stale result.
+
+Order of writes, and what a crash between them leaves (the message comes back until the outcome is stored):
+1. the outcome, conditional on (RUNNING, attempt), the fencing token: a stale worker's result is refused;
+2. on failure: RETRYING first, then the retry message; a crash between them makes the redelivered message
+   send the retry again (the next attempt's claim admits only one);
+3. the job's slot is kept across a retry, and released lazily once the run has ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from jobsched.core.names import JobsKeys
+from jobsched.core.outcome import Outcome
+from jobsched.core.records import Run, StaleAttempt, StoredJob, TargetResult
+from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, instant_text, retry_delay
+from jobsched.core.spec import JobSpec
+from jobsched.pipeline.decisions import lease_until, on_lost_attempt, on_result, ran_twice
+from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort
+from jobsched.watch.alerts import Alerts
+
+
+@dataclass
+class Records:
+    jobs: JobsPort
+    runs: RunsPort
+    queues: WorkQueuesPort
+    alerts: Alerts
+    clock: Callable[[], datetime]
+    after_step: Callable[[str], None]
+    stop_dag: Callable[[Run, JobSpec, str], None]  # a DAG run that timed out stops its execution
+
+    def result(
+        self, message: RunMessage, stored: StoredJob, run: Run, result: TargetResult, lateness: timedelta
+    ) -> Outcome:
+        """A target's (or a callback's) result for the claimed attempt ``run``."""
+        spec = stored.spec
+        now = self.clock()
+        decision = on_result(result, spec, run.policy_attempt)
+        try:
+            if decision == "pending":
+                return Outcome("pending", "waiting for the callback", run=run, lateness=lateness)
+            if decision == "succeeded":
+                finished = self.runs.finish(
+                    run.job, run.run_id, attempt=run.attempt, status=RunStatus.SUCCEEDED, now=now, output=result.output
+                )
+                self.after_step("record")
+                self.alerts.succeeded(run, finished, spec)
+                return Outcome("succeeded", run=finished, lateness=lateness)
+            if decision == "retry":
+                return self.retry(message, spec, run, result.error or "failed", now, lateness)
+            failed = self.runs.finish(
+                run.job, run.run_id, attempt=run.attempt, status=RunStatus.FAILED, now=now, error=result.error
+            )
+        except StaleAttempt as error:
+            # Cancelled, or taken over after our lease expired: our result must not overwrite theirs.
+            return self._stale_result(run, str(error))
+        self.after_step("record")
+        self.alerts.run_ended_badly(failed, "run failed")
+        return Outcome("failed", result.error or "", run=failed, lateness=lateness)
+
+    def _stale_result(self, run: Run, error: str) -> Outcome:
+        """Our result was refused. If the run ended at this very attempt (not cancelled), the attempt was
+        executed twice: the claim should make that impossible, so it is counted apart, as a tripwire (M5)."""
+        if ran_twice(self.runs.get(run.job, run.run_id), run.attempt):
+            return Outcome("duplicate_execution", f"attempt {run.attempt} of {run.run_id} ran twice: {error}")
+        return Outcome("superseded", error)
+
+    def retry(
+        self,
+        message: RunMessage,
+        spec: JobSpec,
+        run: Run,
+        error: str,
+        now: datetime,
+        lateness: timedelta | None = None,
+    ) -> Outcome:
+        delay = retry_delay(spec.retry.backoff, run.policy_attempt, seed=f"{run.run_id}#{run.attempt}")
+        next_at = now + delay
+        long_wait = delay > MAX_SQS_DELAY
+        try:
+            retrying = self.runs.to_retrying(
+                run.job, run.run_id, attempt=run.attempt, now=now, next_attempt_at=next_at, error=error, wake=long_wait
+            )
+        except StaleAttempt as stale:
+            return Outcome("superseded", str(stale))
+        self.after_step("retrying")
+        self.send_retry(message, spec, retrying)
+        # The run stays active between attempts: keep its slot until the next attempt can finish.
+        self.jobs.acquire_slot(
+            message.job,
+            JobsKeys.STATE,
+            holder=message.run_id,
+            lease_until=lease_until(spec, next_at),
+            limit=spec.concurrency.max_running,
+            now=now,
+        )
+        return Outcome("retrying", f"attempt {run.attempt + 1} in {delay}", run=retrying, lateness=lateness)
+
+    def send_retry(self, message: RunMessage, spec: JobSpec, run: Run) -> bool:
+        """The message of a RETRYING run's next attempt, delayed to it; False for a wait longer than SQS can
+        delay (the dispatcher wakes those from the wakeups index)."""
+        if run.next_attempt_at is None:
+            return False
+        wait = run.next_attempt_at - self.clock()  # read once: the check and the delay agree
+        if wait > MAX_SQS_DELAY:
+            return False
+        follow_up = message.for_attempt(run.attempt + 1).model_copy(
+            update={"fire_at": instant_text(run.next_attempt_at)}
+        )
+        self.queues.send(spec.priority, [(follow_up, wait)])
+        return True
+
+    def lost_attempt(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
+        """The worker running this attempt died (lease expired): count it as failed and go on."""
+        spec = stored.spec
+        final, error = on_lost_attempt(spec, existing)
+        if not final:
+            return self.retry(message, spec, existing, error, now)
+        try:
+            run = self.runs.finish(
+                existing.job,
+                existing.run_id,
+                attempt=existing.attempt,
+                status=RunStatus.TIMED_OUT,
+                now=now,
+                error=error,
+            )
+        except StaleAttempt:
+            return Outcome("duplicate", "another worker recovered it")
+        if spec.dag is not None:
+            self.stop_dag(run, spec, error)
+        self.alerts.run_ended_badly(run, "run timed out")
+        return Outcome("failed", error, run=run)
+
+    def held_back(self, message: RunMessage, stored: StoredJob, now: datetime, outcome: Outcome) -> Outcome:
+        """A first attempt that must wait (max_running, the team's limit, an open circuit) gets its run record
+        now, SCHEDULED with the reason, so it is visible, counted and under its SLA deadline while it waits.
+        Written once: the re-sent message carries ``waiting_since``. The claim later starts this record."""
+        if outcome.action != "waiting" or message.attempt != 1 or message.waiting_since is not None:
+            return outcome
+        self.runs.create(
+            message,
+            status=RunStatus.SCHEDULED,
+            now=now,
+            retention=stored.spec.run_retention,
+            reason=f"waiting since {instant_text(now)}: {outcome.detail}",
+            deadline=stored.spec.deadline,
+        )
+        return replace(outcome, resend=message.model_copy(update={"waiting_since": instant_text(now)}))
+
+    def skip(self, message: RunMessage, spec: JobSpec, now: datetime, reason: str) -> Outcome:
+        created = self.runs.create(
+            message, status=RunStatus.SKIPPED, now=now, retention=spec.run_retention, reason=reason
+        )
+        if created is not None:
+            return Outcome("skipped", reason, run=created)
+        existing = self.runs.get(message.job, message.run_id)
+        if existing is not None and existing.status is RunStatus.SCHEDULED and existing.attempt == 1:
+            # It was waiting for a slot when the job was paused or changed: it ends SKIPPED, not waiting forever.
+            with contextlib.suppress(StaleAttempt):
+                skipped = self.runs.finish(
+                    message.job,
+                    message.run_id,
+                    attempt=1,
+                    status=RunStatus.SKIPPED,
+                    now=now,
+                    reason=reason,
+                    from_status=RunStatus.SCHEDULED,
+                )
+                return Outcome("skipped", reason, run=skipped)
+        return Outcome("duplicate", "run exists", run=existing)
