@@ -167,7 +167,7 @@ class RegistryPort(JobsPort, Protocol):
 class TriggerStorePort(JobsPort, Protocol):
     """Manual triggers: the idempotency keys that make a retried request start one run."""
 
-    def claim_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str: ...
+    def reserve_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str: ...
 
 
 class RunsPort(Protocol):

@@ -38,7 +38,9 @@ class InvalidToken(ValueError):
 
 
 @dataclass(frozen=True)
-class CallbackClaim:
+class CallbackTokenSubject:
+    """Whose attempt a verified callback token speaks for."""
+
     job: str
     run_id: str
     attempt: int
@@ -99,7 +101,7 @@ class CallbackTokens:
         kid = key_id(key)
         return f"{VERSION}.{kid}.{payload}.{_sign(key, f'{VERSION}.{kid}.{payload}')}"
 
-    def verify(self, token: str, *, now: datetime) -> CallbackClaim:
+    def verify(self, token: str, *, now: datetime) -> CallbackTokenSubject:
         if not token.isascii():  # compare_digest takes ASCII text only
             raise InvalidToken("the run token is not valid")
         parts = token.split(".")
@@ -119,7 +121,7 @@ class CallbackTokens:
             raise InvalidToken("the run token is not valid") from None
         if now >= expires_at:
             raise InvalidToken(f"the run token expired at {expires_at.isoformat()}; get a new one from the run")
-        return CallbackClaim(str(job), str(run_id), int(attempt), str(task[0]) if task else None)
+        return CallbackTokenSubject(str(job), str(run_id), int(attempt), str(task[0]) if task else None)
 
 
 def token_expiry(started_at: datetime | None, timeout: timedelta, now: datetime) -> datetime:

@@ -45,7 +45,7 @@ from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpen
 from jobsched.tenancy.quotas import interleave_teams
 from jobsched.watch.escalation import EscalationEvent
 
-# Instants up to this far ahead are claimed per cursor update: fewer writes per run, still within the
+# Instants up to this far ahead are sent per cursor update: fewer writes per run, still within the
 # 15 minutes SQS can delay a message. Spec changes and pauses are honoured by the worker's checks.
 LOOKAHEAD = timedelta(minutes=14)
 # A job is due when its next instant falls within this of now (one tick and a margin for a late tick).

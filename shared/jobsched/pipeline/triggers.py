@@ -69,7 +69,7 @@ def trigger_run(
         raise JobNotFound(job)
     run_id = manual_run_id(now, idempotency_key)
     if idempotency_key is not None:
-        run_id = jobs.claim_idempotency_key(job, idempotency_key, run_id=run_id, now=now, principal=principal)
+        run_id = jobs.reserve_idempotency_key(job, idempotency_key, run_id=run_id, now=now, principal=principal)
     message = RunMessage(
         job=job,
         team=stored.spec.team,

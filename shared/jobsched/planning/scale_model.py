@@ -175,7 +175,7 @@ def simulate(
 ) -> BurstResult:
     """Runs due at ``fire_at`` (seconds, any order): dispatched (sparse jobs, early) then worked off.
     ``warm_concurrency``: event-source batches and environments already running (a steady load's level).
-    ``dispatched=False``: messages are already on the queue (minutely jobs, claimed by earlier ticks)."""
+    ``dispatched=False``: messages are already on the queue (minutely jobs, sent by earlier ticks)."""
     fire_at = sorted(fire_at)
     if dispatched:
         sent, busiest, ticks, dispatch_wcu = dispatch_times(fire_at, deployment, calibration, limits)

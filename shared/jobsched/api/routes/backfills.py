@@ -26,7 +26,7 @@ def router(access: Access) -> APIGatewayRouter:
         if body.end <= body.start:
             raise ApiError(422, "invalid_range", "'to' must be after 'from'", "to")
         if body.end > services().clock():
-            # The future belongs to the schedule: a backfill that ran ahead would claim the run ids of
+            # The future belongs to the schedule: a backfill that ran ahead would take the run ids of
             # instants the dispatcher has not fired yet.
             raise ApiError(
                 422, "backfill_in_future", "'to' must not be later than now; backfills re-run the past", "to"

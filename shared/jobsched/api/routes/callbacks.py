@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from jobsched.api.access import Access
 from jobsched.api.errors import ApiError
 from jobsched.api.models import CompleteRequest, RunView
-from jobsched.api.tokens import TOKEN_HEADER, CallbackClaim
+from jobsched.api.tokens import TOKEN_HEADER, CallbackTokenSubject
 from jobsched.api.views import run_view
 
 
@@ -18,7 +18,7 @@ def router(access: Access) -> APIGatewayRouter:
     router = APIGatewayRouter()
     services = access.services
 
-    def claim_of(token: str | None) -> CallbackClaim:
+    def subject_of(token: str | None) -> CallbackTokenSubject:
         if not token:
             raise ApiError(401, "missing_run_token", f"send the run's callback token in the {TOKEN_HEADER} header")
         return services().tokens.verify(token, now=services().clock())
@@ -30,11 +30,13 @@ def router(access: Access) -> APIGatewayRouter:
         summary="A callback run is still working: extend its lease",
     )
     def heartbeat(token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None) -> RunView:
-        claim = claim_of(token)
-        if claim.task is not None:
+        subject = subject_of(token)
+        if subject.task is not None:
             worker = services().worker
-            return run_view(worker.dags.heartbeat_external(claim.job, claim.run_id, claim.task, claim.attempt), None)
-        return run_view(services().worker.heartbeat_external(claim.job, claim.run_id, claim.attempt), None)
+            return run_view(
+                worker.dags.heartbeat_external(subject.job, subject.run_id, subject.task, subject.attempt), None
+            )
+        return run_view(services().worker.heartbeat_external(subject.job, subject.run_id, subject.attempt), None)
 
     @router.post(
         "/callbacks/complete",
@@ -46,22 +48,22 @@ def router(access: Access) -> APIGatewayRouter:
         body: Annotated[CompleteRequest, Body()],
         token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None,
     ) -> RunView:
-        claim = claim_of(token)
-        if claim.task is not None:
+        subject = subject_of(token)
+        if subject.task is not None:
             done = services().worker.dags.complete_external(
-                claim.job,
-                claim.run_id,
-                claim.task,
-                claim.attempt,
+                subject.job,
+                subject.run_id,
+                subject.task,
+                subject.attempt,
                 succeeded=body.status == "succeeded",
                 output=body.output,
                 error=body.error,
             )
             return run_view(done, None)
         run = services().worker.complete_external(
-            claim.job,
-            claim.run_id,
-            claim.attempt,
+            subject.job,
+            subject.run_id,
+            subject.attempt,
             succeeded=body.status == "succeeded",
             output=body.output,
             error=body.error,

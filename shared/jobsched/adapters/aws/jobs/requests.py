@@ -38,8 +38,8 @@ class RequestsStore(JobsTable):
             ExpressionAttributeValues=to_values({":one": 1, ":limit": limit, ":expires": int(now.timestamp()) + 3600}),
         )
 
-    def claim_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str:
-        """The run id for ``key``: ``run_id`` if this call claims the key, else the one claimed first."""
+    def reserve_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str:
+        """The run id for ``key``: ``run_id`` if this call reserves the key, else the one reserved first."""
         item_key = self._key(job, f"{JobsKeys.IDEMPOTENCY_PREFIX}{key}")
         try:
             self.db.put_item(
