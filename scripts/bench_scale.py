@@ -40,7 +40,7 @@ from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.worker import Worker
 from jobsched.planning.scale_model import AwsLimits, Calibration, Deployment, simulate
-from jobsched.registry.jobs import first_fire_after
+from jobsched.schedule.fires import first_fire
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAMS = 200
@@ -103,7 +103,7 @@ def calibrate_pipeline(jobs_count: int) -> dict[str, float]:
             now=clock(),
             principal="bench",
             cursor=clock(),
-            next_fire_at=first_fire_after(spec, created_at=clock(), after=clock()),
+            next_visit_at=first_fire(spec, registered_at=clock(), after=clock()),
         )
     for table in (jobs.table, runs.table):
         table.capacity.reset()

@@ -46,7 +46,7 @@ class JobsPort(Protocol):
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None: ...
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]: ...
     def create(
-        self, spec: JobSpec, *, now: datetime, principal: str, next_fire_at: datetime | None, cursor: datetime
+        self, spec: JobSpec, *, now: datetime, principal: str, next_visit_at: datetime | None, cursor: datetime
     ) -> StoredJob: ...
     def replace(
         self,
@@ -55,7 +55,7 @@ class JobsPort(Protocol):
         *,
         now: datetime,
         principal: str,
-        next_fire_at: datetime | None,
+        next_visit_at: datetime | None,
         cursor: datetime,
         action: str = "replace",
         reason: str | None = None,
@@ -79,7 +79,7 @@ class JobsPort(Protocol):
         now: datetime,
         principal: str,
         reason: str | None,
-        next_fire_at: datetime | None,
+        next_visit_at: datetime | None,
         cursor: datetime,
     ) -> StoredJob: ...
 
@@ -94,7 +94,7 @@ class JobsPort(Protocol):
         spec_version: int,
         old_cursor: datetime,
         cursor: datetime,
-        next_fire_at: datetime | None,
+        next_visit_at: datetime | None,
         audited_to: datetime | None = None,
     ) -> bool: ...
 

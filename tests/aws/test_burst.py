@@ -25,7 +25,7 @@ def test_a_nightly_job_is_sent_ten_minutes_ahead_and_runs_at_its_instant(stack: 
     stack.register(job("nightly", "0 0 * * *"))
     stack.tick()
     state = stack.jobs.get_state("payments/nightly")
-    assert state is not None and state.next_fire_at == parse_instant("2027-01-05T00:00:00Z"), (
+    assert state is not None and state.next_visit_at == parse_instant("2027-01-05T00:00:00Z"), (
         "first visit: the due window"
     )
     clock.set("2027-01-04T23:58:00Z")
@@ -35,7 +35,7 @@ def test_a_nightly_job_is_sent_ten_minutes_ahead_and_runs_at_its_instant(stack: 
     next_visit = parse_instant("2027-01-06T00:00:00Z") - (DISPATCH_AHEAD - DUE_WINDOW)
     assert state is not None and instant_text(state.cursor) == "2027-01-05T00:12:00Z"
     # The same-day audit visit comes first (00:17), then the next night's early visit (23:52 on the 5th).
-    assert state.next_fire_at == parse_instant("2027-01-05T00:17:00Z")
+    assert state.next_visit_at == parse_instant("2027-01-05T00:17:00Z")
     clock.set("2027-01-05T00:00:00Z")
     stack.pump()
     [run] = stack.run_list("payments/nightly")
@@ -43,7 +43,7 @@ def test_a_nightly_job_is_sent_ten_minutes_ahead_and_runs_at_its_instant(stack: 
     clock.set("2027-01-05T00:17:00Z")
     stack.tick()
     state = stack.jobs.get_state("payments/nightly")
-    assert state is not None and state.next_fire_at == parse_instant("2027-01-05T23:52:00Z") == next_visit
+    assert state is not None and state.next_visit_at == parse_instant("2027-01-05T23:52:00Z") == next_visit
     clock.set("2027-01-05T23:50:00Z")
     assert stack.tick().messages_sent == 1, "visited ten minutes before its instant"
     assert stack.queues.requested_delays[-1] == ("20270106T000000Z#1", 600)
@@ -58,7 +58,7 @@ def test_a_frequent_job_keeps_its_late_visits_and_few_cursor_writes(stack: Stack
     state = stack.jobs.get_state("payments/often")
     assert state is not None
     # 14 minutes claimed per visit: three instants; the next visit waits for the next unclaimed one.
-    assert state.next_fire_at == parse_instant("2027-01-04T09:15:00Z")
+    assert state.next_visit_at == parse_instant("2027-01-04T09:15:00Z")
 
 
 def test_parallel_dispatchers_split_the_due_shards_and_together_dispatch_every_job(stack: Stack, clock: Clock) -> None:

@@ -21,12 +21,12 @@ def spec(name: str = "job", team: str = "payments", expression: str = "* * * * *
     )
 
 
-def create(stores: Stores, name: str = "job", *, next_fire_at: str | None = "2027-01-04T09:01:00Z") -> StoredJob:
+def create(stores: Stores, name: str = "job", *, next_visit_at: str | None = "2027-01-04T09:01:00Z") -> StoredJob:
     return stores.jobs.create(
         spec(name),
         now=T0,
         principal="alice",
-        next_fire_at=parse_instant(next_fire_at) if next_fire_at else None,
+        next_visit_at=parse_instant(next_visit_at) if next_visit_at else None,
         cursor=T0,
     )
 
@@ -49,11 +49,11 @@ def test_a_change_is_conditional_on_the_version_read_and_keeps_the_slots(stores:
     assert taken.acquired
     later = T0 + timedelta(minutes=5)
     changed = stores.jobs.replace(
-        stored, spec(expression="0 * * * *"), now=later, principal="bob", next_fire_at=later, cursor=later
+        stored, spec(expression="0 * * * *"), now=later, principal="bob", next_visit_at=later, cursor=later
     )
     assert changed.version == 2 and stores.jobs.get("payments/job") == changed
     with pytest.raises(VersionConflict):
-        stores.jobs.replace(stored, spec(), now=later, principal="eve", next_fire_at=later, cursor=later)
+        stores.jobs.replace(stored, spec(), now=later, principal="eve", next_visit_at=later, cursor=later)
     state = stores.jobs.get_state("payments/job")
     assert state is not None and state.spec_version == 2 and instant_text(state.cursor) == "2027-01-04T09:05:00Z"
     assert stores.jobs.slot_holders("payments/job", "STATE") == {"r1": "2027-01-04T10:00:00Z"}
@@ -62,11 +62,11 @@ def test_a_change_is_conditional_on_the_version_read_and_keeps_the_slots(stores:
 def test_the_due_index_lists_only_due_active_jobs_of_the_shard_in_time_order(stores: Stores) -> None:
     names = [f"job{index}" for index in range(40)]
     for index, name in enumerate(names):
-        create(stores, name, next_fire_at=f"2027-01-04T09:{index % 20:02d}:00Z")
+        create(stores, name, next_visit_at=f"2027-01-04T09:{index % 20:02d}:00Z")
     paused = stores.jobs.get("payments/job0")
     assert paused is not None
     stores.jobs.set_state(
-        paused, "PAUSED", now=T0, principal="alice", reason="maintenance", next_fire_at=None, cursor=T0
+        paused, "PAUSED", now=T0, principal="alice", reason="maintenance", next_visit_at=None, cursor=T0
     )
     until = parse_instant("2027-01-04T09:09:00Z")
     for shard in {due_shard(f"payments/{name}") for name in names}:
@@ -76,28 +76,28 @@ def test_the_due_index_lists_only_due_active_jobs_of_the_shard_in_time_order(sto
             for index, name in enumerate(names)
             if due_shard(f"payments/{name}") == shard and index % 20 <= 9 and name != "job0"
         )
-        assert [(e.next_fire_at.strftime("%Y-%m-%dT%H:%M:%SZ"), e.job) for e in entries] == expected
+        assert [(e.next_visit_at.strftime("%Y-%m-%dT%H:%M:%SZ"), e.job) for e in entries] == expected
         assert all(e.sk == "STATE" and e.cursor == T0 and e.spec_version == 1 for e in entries)
     resumed = stores.jobs.get("payments/job0")
     assert resumed is not None and resumed.state == "PAUSED" and resumed.paused_reason == "maintenance"
-    stores.jobs.set_state(resumed, "ACTIVE", now=T0, principal="alice", reason=None, next_fire_at=T0, cursor=T0)
+    stores.jobs.set_state(resumed, "ACTIVE", now=T0, principal="alice", reason=None, next_visit_at=T0, cursor=T0)
     assert "payments/job0" in {e.job for e in stores.jobs.due(due_shard("payments/job0"), until)}
 
 
 def test_advancing_the_cursor_is_conditional_on_cursor_version_and_due_entry(stores: Stores) -> None:
     create(stores)
     one, two = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
-    assert not stores.jobs.advance("payments/job", spec_version=2, old_cursor=T0, cursor=one, next_fire_at=two)
+    assert not stores.jobs.advance("payments/job", spec_version=2, old_cursor=T0, cursor=one, next_visit_at=two)
     assert stores.jobs.advance(
-        "payments/job", spec_version=1, old_cursor=T0, cursor=one, next_fire_at=two, audited_to=one
+        "payments/job", spec_version=1, old_cursor=T0, cursor=one, next_visit_at=two, audited_to=one
     )
-    assert not stores.jobs.advance("payments/job", spec_version=1, old_cursor=T0, cursor=one, next_fire_at=two)
+    assert not stores.jobs.advance("payments/job", spec_version=1, old_cursor=T0, cursor=one, next_visit_at=two)
     assert stores.jobs.audit_marks(["payments/job", "payments/none"]) == {"payments/job": one}
     [entry] = stores.jobs.due(due_shard("payments/job"), two)
-    assert entry.cursor == one and entry.next_fire_at == two
-    assert stores.jobs.advance("payments/job", spec_version=1, old_cursor=one, cursor=two, next_fire_at=None)
+    assert entry.cursor == one and entry.next_visit_at == two
+    assert stores.jobs.advance("payments/job", spec_version=1, old_cursor=one, cursor=two, next_visit_at=None)
     assert list(stores.jobs.due(due_shard("payments/job"), two + timedelta(days=1))) == []
-    assert not stores.jobs.advance("payments/job", spec_version=1, old_cursor=two, cursor=two, next_fire_at=two)
+    assert not stores.jobs.advance("payments/job", spec_version=1, old_cursor=two, cursor=two, next_visit_at=two)
 
 
 def test_slots_are_limited_idempotent_and_evict_expired_or_ended_holders(stores: Stores) -> None:

@@ -15,7 +15,7 @@ from jobsched.core.spec import CallbackTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
 from jobsched.pipeline.triggers import BackfillProgress
 from jobsched.ports import TaskRunsPort
-from jobsched.schedule.engine import compile_schedule
+from jobsched.schedule.fires import preview_schedule, schedule_of
 from jobsched.watch.health import JobHealth
 
 
@@ -29,17 +29,16 @@ def if_match_version(if_match: str | None) -> int | None:
 
 
 def next_fires(spec: JobSpec, now: datetime, count: int) -> list[str]:
-    if spec.schedule is None:
-        return []
-    compiled = compile_schedule(spec.schedule, hash_key=spec.key, anchor=now)
-    return [instant_text(o.at) for o in compiled.next_fires(now, count)]
+    """A job's first fire times if it were registered now (a validation's preview)."""
+    compiled = preview_schedule(spec, registered_at=now)
+    return [instant_text(o.at) for o in compiled.next_fires(now, count)] if compiled else []
 
 
 def upcoming(stored: StoredJob, now: datetime, count: int) -> list[str]:
     """A stored job's next fire times (none while paused)."""
-    if stored.state != "ACTIVE" or stored.spec.schedule is None:
+    compiled = schedule_of(stored)
+    if stored.state != "ACTIVE" or compiled is None:
         return []
-    compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
     return [instant_text(o.at) for o in compiled.next_fires(now, count)]
 
 

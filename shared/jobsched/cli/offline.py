@@ -16,13 +16,14 @@ from jobsched.core.errors import FieldError, SpecError
 from jobsched.core.spec import Schedule
 from jobsched.core.tz import UTC, get_zone
 from jobsched.registry.jobfile import load_job_file, validate_files
-from jobsched.schedule.engine import DEFAULT_HORIZON, CompiledSchedule, Occurrence, compile_schedule
+from jobsched.schedule.engine import DEFAULT_HORIZON, CompiledSchedule, Occurrence
+from jobsched.schedule.fires import schedule_for
 
 
 def _next_fire_note(schedule: Schedule | None, hash_key: str, now: datetime) -> str:
     if schedule is None:
         return " (no schedule: runs when triggered)"
-    upcoming = compile_schedule(schedule, hash_key=hash_key, anchor=now).next_fires(now, 1)
+    upcoming = schedule_for(schedule, job=hash_key, registered_at=now).next_fires(now, 1)
     if not upcoming:
         return " (warning: no fire instant in the next 10 years)"
     return f" (next: {utc_text(upcoming[0].at)})"
@@ -101,7 +102,7 @@ def preview(
     except SpecError as error:
         _fail_with(error.errors, job_file)
     after = parse_instant_option(after_text, schedule.timezone) if after_text else app.clock()
-    compiled = compile_schedule(schedule, hash_key=hash_key, anchor=after)
+    compiled = schedule_for(schedule, job=hash_key, registered_at=after)
     entries = compiled.preview(after, count)
     if as_json:
         click.echo(json.dumps([_fire_json(fire, skipped, compiled) for fire, skipped in entries], indent=2))

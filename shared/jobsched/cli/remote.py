@@ -17,7 +17,7 @@ from jobsched.cli.offline import utc_text
 from jobsched.core.names import Env
 from jobsched.core.spec import JobSpec
 from jobsched.registry.jobfile import validate_files
-from jobsched.schedule.engine import compile_schedule
+from jobsched.schedule.fires import preview_schedule
 
 
 def make_transport(api_url: str) -> Any:
@@ -204,10 +204,9 @@ def _print_change(key: str, old: dict[str, Any] | None, new: dict[str, Any], now
     def fires(spec: dict[str, Any] | None) -> set[str]:
         if spec is None:
             return set()
-        job = JobSpec.model_validate(spec)
-        if job.schedule is None:
+        compiled = preview_schedule(JobSpec.model_validate(spec), registered_at=now)
+        if compiled is None:
             return set()
-        compiled = compile_schedule(job.schedule, hash_key=job.key, anchor=now)
         return {utc_text(o.at) for o in compiled.fires(now, until=now + timedelta(days=7))}
 
     old_fires, new_fires = fires(old), fires(new)

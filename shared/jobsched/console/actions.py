@@ -25,7 +25,8 @@ from jobsched.core.spec import NAME
 from jobsched.pipeline.reruns import rerun_run
 from jobsched.pipeline.triggers import trigger_run
 from jobsched.ports import RunsPort, TriggerStorePort, WorkQueuesPort
-from jobsched.registry.jobs import first_fire_after, pause_job, resume_job
+from jobsched.registry.jobs import pause_job, resume_job
+from jobsched.schedule.fires import next_fire
 from jobsched.watch.logs import JOB, RUN_ID
 
 ActionKind = Literal["pause", "resume", "trigger", "rerun"]
@@ -156,7 +157,7 @@ def _carry_out(request: ActionRequest, principal: Principal, stores: ActionStore
         return ActionResult(True, f"Paused {job}", f"Reason: {stored.paused_reason}. No instant fires until resumed.")
     if request.action == "resume":
         stored = resume_job(jobs, job, now=now, principal=who)
-        upcoming = first_fire_after(stored.spec, created_at=stored.created_at, after=now)
+        upcoming = next_fire(stored, now)
         after = f"next fire {instant_text(upcoming)}" if upcoming else "no instant ahead"
         return ActionResult(True, f"Resumed {job}", f"Instants that fell while paused are not run; {after}.")
     if request.action == "trigger":

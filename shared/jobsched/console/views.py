@@ -15,8 +15,8 @@ from jobsched.console.palette import look
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import instant_text
 from jobsched.dag.definition import graph_from_values
-from jobsched.registry.jobs import first_fire_after
-from jobsched.schedule.engine import CompiledSchedule, Occurrence, compile_schedule
+from jobsched.schedule.engine import CompiledSchedule, Occurrence
+from jobsched.schedule.fires import next_fire, schedule_of
 from jobsched.watch.health import MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, strip_cell, worst_first
 
 MAX_TEAM_JOBS = 500  # one page of a team's jobs
@@ -158,8 +158,7 @@ def _moved_or_skipped(stored: StoredJob, start: datetime, end: datetime) -> list
 
 
 def _compiled(stored: StoredJob) -> CompiledSchedule | None:
-    schedule = stored.spec.schedule
-    return compile_schedule(schedule, hash_key=stored.key, anchor=stored.created_at) if schedule else None
+    return schedule_of(stored)
 
 
 def _occurrences(compiled: CompiledSchedule, start: datetime, end: datetime, limit: int) -> list[Occurrence]:
@@ -267,7 +266,7 @@ def _runs_table(job_key: str, shown: list[Run], links: render.Links) -> str:
 def _next_fire(stored: StoredJob, now: datetime) -> str | None:
     if stored.state != "ACTIVE":
         return None
-    upcoming = first_fire_after(stored.spec, created_at=stored.created_at, after=now)
+    upcoming = next_fire(stored, now)
     return instant_text(upcoming) if upcoming else None
 
 

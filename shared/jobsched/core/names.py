@@ -86,7 +86,7 @@ class JobsKeys:
     PK = "pk"  # "{team}/{name}"
     SK = "sk"
     SPEC = "SPEC"  # the job spec, version, lifecycle state (changes rarely)
-    STATE = "STATE"  # next_fire_at, cursor, running slots (changes every dispatch and run)
+    STATE = "STATE"  # the next visit, the cursor, running slots (changes every dispatch and run)
     AUDIT_PREFIX = "AUDIT#"
     # A console action's request: pk "CONSOLE#{lambda request id}", sk CONSOLE_REQUEST -> the job it acted on,
     # so CloudTrail's record of the invocation can name the person on the audit entry (expires in 2 days).
@@ -104,7 +104,11 @@ class JobsKeys:
     TTL = "expires_at"  # request windows and idempotency keys expire
     DUE_INDEX = "due"
     DUE_SHARD = "due_shard"  # present only while the job is ACTIVE and has a next instant
-    NEXT_FIRE_AT = "next_fire_at"
+    # The due index's sort key: when the dispatcher next visits the job (``DispatchState.next_visit_at``). That is
+    # the job's next fire time, or earlier: a sparse job is visited ahead of its fire to send it within SQS's
+    # 15-minute delay, and a job with unaudited instants when the lost-message audit is due. Stored under its
+    # first name, because the index's key attribute cannot be renamed without replacing the index.
+    NEXT_VISIT_AT = "next_fire_at"
     TEAM_INDEX = "by_team"
     # Open incidents across teams (the on-call console): sparse, only while an incident is open.
     OPEN_INCIDENTS_INDEX = "open_incidents"
@@ -185,7 +189,7 @@ JOBS_TABLE = TableDefinition(
         IndexDefinition(
             JobsKeys.DUE_INDEX,
             (JobsKeys.DUE_SHARD, "N"),
-            (JobsKeys.NEXT_FIRE_AT, "S"),
+            (JobsKeys.NEXT_VISIT_AT, "S"),
             projection="INCLUDE",
             non_key_attributes=("cursor", "spec_version"),
         ),

@@ -169,7 +169,7 @@ class StoredIncident:
 @dataclass(frozen=True)
 class DueEntry:
     job: str
-    next_fire_at: datetime
+    next_visit_at: datetime
     cursor: datetime
     spec_version: int
     sk: str = JobsKeys.STATE  # STATE for a job's schedule, BACKFILL#id for an active backfill
@@ -381,22 +381,22 @@ class DispatchState:
     spec_version: int
     cursor: datetime
     audited_to: datetime | None  # absent on jobs stored before the lost-message audit existed
-    next_fire_at: datetime | None  # None: off the due index (paused, or no instant left)
+    next_visit_at: datetime | None  # None: off the due index (paused, or no instant left)
     slots: dict[str, str]  # run -> lease end, for max_running
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> DispatchState:
-        audited, due = values.get("audited_to"), values.get(JobsKeys.NEXT_FIRE_AT)
+        audited, due = values.get("audited_to"), values.get(JobsKeys.NEXT_VISIT_AT)
         return cls(
             spec_version=int(values["spec_version"]),
             cursor=parse_instant(values["cursor"]),
             audited_to=parse_instant(audited) if audited else None,
-            next_fire_at=parse_instant(due) if due and JobsKeys.DUE_SHARD in values else None,
+            next_visit_at=parse_instant(due) if due and JobsKeys.DUE_SHARD in values else None,
             slots=dict(values.get("slots") or {}),
         )
 
 
-def job_state_values(job: str, version: int, cursor: datetime, next_fire_at: datetime | None) -> dict[str, Any]:
+def job_state_values(job: str, version: int, cursor: datetime, next_visit_at: datetime | None) -> dict[str, Any]:
     """A job's STATE item as (re)written by a create or a spec change: the cursor, an audit mark at the cursor
     (earlier instants are not the dispatcher's to account for), no slots taken, and the due entry."""
     values: dict[str, Any] = {
@@ -407,9 +407,9 @@ def job_state_values(job: str, version: int, cursor: datetime, next_fire_at: dat
         "spec_version": version,
         "slots": {},
     }
-    if next_fire_at is not None:
+    if next_visit_at is not None:
         values[JobsKeys.DUE_SHARD] = due_shard(job)
-        values[JobsKeys.NEXT_FIRE_AT] = instant_text(next_fire_at)
+        values[JobsKeys.NEXT_VISIT_AT] = instant_text(next_visit_at)
     return values
 
 

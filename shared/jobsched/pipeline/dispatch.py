@@ -41,7 +41,8 @@ from jobsched.core.runs import RunMessage, RunStatus, instant_text, scheduled_ru
 from jobsched.pipeline.triggers import advance_backfill
 from jobsched.ports import EscalationsPort, JobsPort, RunsPort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job
-from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, compile_schedule, plan_due
+from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, plan_due
+from jobsched.schedule.fires import schedule_of
 from jobsched.tenancy.quotas import interleave_teams
 from jobsched.watch.escalation import EscalationEvent
 
@@ -282,7 +283,7 @@ class Dispatcher:
             spec_version=stored.version,
             old_cursor=job_plan.entry.cursor,
             cursor=plan.cursor,
-            next_fire_at=self._next_visit(job_plan, audited_to),
+            next_visit_at=self._next_visit(job_plan, audited_to),
             audited_to=audited_to,
         )
         if advanced:
@@ -375,8 +376,8 @@ class Dispatcher:
         key = (stored.key, stored.version)
         compiled = self._compiled.get(key)
         if compiled is None:
-            assert stored.spec.schedule is not None
-            compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
+            compiled = schedule_of(stored)
+            assert compiled is not None  # only jobs with a schedule are on the due index
             if len(self._compiled) > 10_000:
                 self._compiled.clear()
             self._compiled[key] = compiled

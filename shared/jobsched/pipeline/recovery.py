@@ -24,7 +24,7 @@ from jobsched.core.runs import RunMessage, RunStatus, instant_text
 from jobsched.core.spec import CallbackTarget, JobSpec
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import JobsPort
-from jobsched.registry.jobs import first_fire_after
+from jobsched.schedule.fires import next_fire
 
 
 @dataclass
@@ -78,7 +78,7 @@ def _rewind(jobs: JobsPort, key: str) -> bool:
     state = jobs.get_state(key)
     if stored is None or state is None or stored.state != "ACTIVE" or stored.spec.schedule is None:
         return False
-    if state.next_fire_at is None or state.audited_to is None or state.audited_to >= state.cursor:
+    if state.next_visit_at is None or state.audited_to is None or state.audited_to >= state.cursor:
         return False
     mark, cursor = state.audited_to, state.cursor
     return jobs.advance(
@@ -86,6 +86,6 @@ def _rewind(jobs: JobsPort, key: str) -> bool:
         spec_version=state.spec_version,
         old_cursor=cursor,
         cursor=mark,
-        next_fire_at=first_fire_after(stored.spec, created_at=stored.created_at, after=mark),
+        next_visit_at=next_fire(stored, mark),
         audited_to=mark,
     )

@@ -30,7 +30,7 @@ from jobsched.planning.scale_model import (
     Deployment,
     simulate,
 )
-from jobsched.schedule.engine import compile_schedule
+from jobsched.schedule.fires import preview_schedule
 
 # Measured by scripts/bench_pipeline.py and scripts/idle_cost.py (README "Measured"): update with them.
 COST_PER_MILLION_RUNS_USD = 4.99
@@ -95,8 +95,8 @@ def load_profile(specs: Iterable[JobSpec], *, start: datetime, days: int) -> Loa
     truncated = 0
     for key, count in groups.items():
         spec = representative[key]
-        assert spec.schedule is not None
-        compiled = compile_schedule(spec.schedule, hash_key=spec.key, anchor=start)
+        compiled = preview_schedule(spec, registered_at=start)
+        assert compiled is not None  # grouped from jobs with a schedule
         previous: datetime | None = None
         for fires, occurrence in enumerate(compiled.fires(start, until=until), start=1):
             minute = occurrence.fire_at.replace(second=0, microsecond=0)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from jobsched.core.spec import JobSpec
-from jobsched.schedule.engine import Occurrence, compile_schedule
+from jobsched.schedule.engine import Occurrence
+from jobsched.schedule.fires import preview_schedule
 
 
 @dataclass
@@ -54,9 +55,9 @@ def simulate(
     per_minute: Counter[datetime] = Counter()
     jobs = []
     for spec in specs:
-        if spec.schedule is None:
+        compiled = preview_schedule(spec, registered_at=start)  # start_at, when the schedule has one, wins
+        if compiled is None:
             continue
-        compiled = compile_schedule(spec.schedule, hash_key=spec.key, anchor=spec.schedule.start_at or start)
         result = JobSimulation(spec.key)
         for occurrence in compiled.occurrences(start, until=end):
             _count(result, occurrence)

@@ -8,15 +8,8 @@ from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
 from jobsched.core.spec import JobSpec
 from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort
-from jobsched.schedule.engine import compile_schedule
+from jobsched.schedule.fires import first_fire, next_fire
 from jobsched.tenancy.quotas import QuotaExceeded
-
-
-def first_fire_after(spec: JobSpec, *, created_at: datetime, after: datetime) -> datetime | None:
-    if spec.schedule is None:
-        return None
-    upcoming = compile_schedule(spec.schedule, hash_key=spec.key, anchor=created_at).next_fires(after, 1)
-    return upcoming[0].at if upcoming else None
 
 
 def put_job(
@@ -84,18 +77,23 @@ def _store_job(
             now=now,
             principal=principal,
             cursor=now,
-            next_fire_at=first_fire_after(spec, created_at=now, after=now),
+            next_visit_at=first_fire(spec, registered_at=now, after=now),
         )
         return stored, True
     # Dispatch restarts now under the new version: instants already sent under the old one are dropped by
     # the worker (version check) and sent again if the new schedule still has them (same run ids).
     state = store.get_state(spec.key)
     cursor = min(state.cursor, now) if state is not None else now
-    next_fire = (
-        first_fire_after(spec, created_at=current.created_at, after=cursor) if current.state == "ACTIVE" else None
-    )
+    next_fire = first_fire(spec, registered_at=current.created_at, after=cursor) if current.state == "ACTIVE" else None
     stored = store.replace(
-        current, spec, now=now, principal=principal, cursor=cursor, next_fire_at=next_fire, action=action, reason=reason
+        current,
+        spec,
+        now=now,
+        principal=principal,
+        cursor=cursor,
+        next_visit_at=next_fire,
+        action=action,
+        reason=reason,
     )
     return stored, False
 
@@ -105,7 +103,7 @@ def pause_job(store: JobsPort, job: str, *, now: datetime, principal: str, reaso
     if current.state == "PAUSED":
         return current
     return store.set_state(
-        current, "PAUSED", now=now, principal=principal, reason=reason, cursor=now, next_fire_at=None
+        current, "PAUSED", now=now, principal=principal, reason=reason, cursor=now, next_visit_at=None
     )
 
 
@@ -114,9 +112,8 @@ def resume_job(store: JobsPort, job: str, *, now: datetime, principal: str) -> S
     current = _existing(store, job)
     if current.state == "ACTIVE":
         return current
-    next_fire = first_fire_after(current.spec, created_at=current.created_at, after=now)
     return store.set_state(
-        current, "ACTIVE", now=now, principal=principal, reason=None, cursor=now, next_fire_at=next_fire
+        current, "ACTIVE", now=now, principal=principal, reason=None, cursor=now, next_visit_at=next_fire(current, now)
     )
 
 

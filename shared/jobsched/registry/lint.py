@@ -24,7 +24,8 @@ from jobsched.core.errors import SpecError
 from jobsched.core.expressions import CronExpression
 from jobsched.core.spec import JobSpec, StrictModel
 from jobsched.registry.jobfile import find_job_files, parse_document, validate_document
-from jobsched.schedule.engine import CompiledSchedule, ScheduleTooExpensive, compile_schedule
+from jobsched.schedule.engine import CompiledSchedule, ScheduleTooExpensive
+from jobsched.schedule.fires import preview_schedule
 
 Severity = Literal["error", "warning"]
 DST_HORIZON = timedelta(days=400)  # a year ahead, both transitions of every zone
@@ -92,8 +93,8 @@ def lint(paths: Iterable[Path], policy: LintPolicy, *, now: datetime) -> list[Fi
         if loaded is not None:
             jobs.append(loaded)
     for job in jobs:
-        if job.spec.schedule is not None:
-            job.compiled = compile_schedule(job.spec.schedule, hash_key=job.spec.key, anchor=now)
+        job.compiled = preview_schedule(job.spec, registered_at=now)
+        if job.compiled is not None:
             try:
                 job.fires = [o.at for o in itertools.islice(job.compiled.fires(now), INTERVAL_SAMPLE)]
             except ScheduleTooExpensive as error:

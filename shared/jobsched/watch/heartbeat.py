@@ -87,7 +87,7 @@ class HeartbeatChecker:
             if entry.backfill_id is None
         ]
         if overdue:
-            oldest = min(entry.next_fire_at for entry in overdue)
+            oldest = min(entry.next_visit_at for entry in overdue)
             self.alerts.publish(
                 EscalationEvent(
                     kind="dispatcher_stalled",

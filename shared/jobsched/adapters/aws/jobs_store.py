@@ -2,9 +2,9 @@
 
 Per job, one partition holds:
 - SPEC: the spec (JSON), version, lifecycle state. Every write is conditional on the version.
-- STATE: small and hot: next_fire_at + due_shard (the sparse ``due`` index), the dispatch cursor,
-  the spec version the cursor belongs to, ``audited_to`` (every instant up to it has a run record: the
-  lost-message audit) and ``slots`` (run -> lease) for max_running.
+- STATE: small and hot: the next visit (stored as next_fire_at) + due_shard (the sparse ``due`` index), the
+  dispatch cursor, the spec version the cursor belongs to, ``audited_to`` (every instant up to it has a run
+  record: the lost-message audit) and ``slots`` (run -> lease) for max_running.
 - AUDIT#...: who changed what, written in the same transaction as the change.
 
 Conditional failures become domain exceptions; nothing here decides policy.

@@ -49,12 +49,12 @@ class MemoryJobs:
         return {stored.key: stored for stored in (StoredJob.from_values(item) for item in found)}
 
     def create(
-        self, spec: JobSpec, *, now: datetime, principal: str, next_fire_at: datetime | None, cursor: datetime
+        self, spec: JobSpec, *, now: datetime, principal: str, next_visit_at: datetime | None, cursor: datetime
     ) -> StoredJob:
         stored = StoredJob(spec, 1, "ACTIVE", now, now, principal)
         if not self.table.put(stored.to_values(), if_absent=True):
             raise JobExists(spec.key)
-        self.table.put(job_state_values(spec.key, 1, cursor, next_fire_at))
+        self.table.put(job_state_values(spec.key, 1, cursor, next_visit_at))
         return stored
 
     def replace(
@@ -64,13 +64,13 @@ class MemoryJobs:
         *,
         now: datetime,
         principal: str,
-        next_fire_at: datetime | None,
+        next_visit_at: datetime | None,
         cursor: datetime,
         action: str = "replace",
         reason: str | None = None,
     ) -> StoredJob:
         stored = current.changed_to(spec, now=now, principal=principal)
-        self._write_versioned(current, stored, cursor, next_fire_at)
+        self._write_versioned(current, stored, cursor, next_visit_at)
         self._put_audit(audit_values(spec.key, stored.version, now, principal, action, spec, reason=reason))
         return stored
 
@@ -102,16 +102,16 @@ class MemoryJobs:
         now: datetime,
         principal: str,
         reason: str | None,
-        next_fire_at: datetime | None,
+        next_visit_at: datetime | None,
         cursor: datetime,
     ) -> StoredJob:
         paused = state == "PAUSED"
         stored = current.in_state(state, now=now, principal=principal, reason=reason)
-        self._write_versioned(current, stored, cursor, None if paused else next_fire_at)
+        self._write_versioned(current, stored, cursor, None if paused else next_visit_at)
         return stored
 
     def _write_versioned(
-        self, current: StoredJob, stored: StoredJob, cursor: datetime, next_fire_at: datetime | None
+        self, current: StoredJob, stored: StoredJob, cursor: datetime, next_visit_at: datetime | None
     ) -> None:
         def put_spec(item: Item | None) -> Item:
             if item is None or int(item["version"]) != current.version:
@@ -125,7 +125,7 @@ class MemoryJobs:
 
         def restart(item: Item | None) -> Item:
             # Keep the slots (runs in flight); the audit restarts at the new cursor.
-            state = job_state_values(current.key, stored.version, cursor, next_fire_at)
+            state = job_state_values(current.key, stored.version, cursor, next_visit_at)
             state["slots"] = (item or {}).get("slots") or {}
             state[JobsKeys.INCIDENTS] = (item or {}).get(JobsKeys.INCIDENTS)
             return state
@@ -138,7 +138,7 @@ class MemoryJobs:
         for values in self.table.query_index(JobsKeys.DUE_INDEX, shard, instant_text(until)):
             yield DueEntry(
                 job=values[JobsKeys.PK],
-                next_fire_at=parse_instant(values[JobsKeys.NEXT_FIRE_AT]),
+                next_visit_at=parse_instant(values[JobsKeys.NEXT_VISIT_AT]),
                 cursor=parse_instant(values["cursor"]),
                 spec_version=int(values["spec_version"]),
                 sk=values[JobsKeys.SK],
@@ -161,7 +161,7 @@ class MemoryJobs:
         spec_version: int,
         old_cursor: datetime,
         cursor: datetime,
-        next_fire_at: datetime | None,
+        next_visit_at: datetime | None,
         audited_to: datetime | None = None,
     ) -> bool:
         def move(item: Item | None) -> Item:
@@ -175,11 +175,11 @@ class MemoryJobs:
             item["cursor"] = instant_text(cursor)
             if audited_to is not None:
                 item["audited_to"] = instant_text(audited_to)
-            if next_fire_at is None:
+            if next_visit_at is None:
                 item.pop(JobsKeys.DUE_SHARD, None)
-                item.pop(JobsKeys.NEXT_FIRE_AT, None)
+                item.pop(JobsKeys.NEXT_VISIT_AT, None)
             else:
-                item[JobsKeys.NEXT_FIRE_AT] = instant_text(next_fire_at)
+                item[JobsKeys.NEXT_VISIT_AT] = instant_text(next_visit_at)
             return item
 
         return self._applied(job, JobsKeys.STATE, move)
@@ -195,7 +195,7 @@ class MemoryJobs:
             **values,
             "cursor": instant_text(cursor),
             JobsKeys.DUE_SHARD: due_shard(f"{job}/{backfill_id}"),
-            JobsKeys.NEXT_FIRE_AT: instant_text(due_at),
+            JobsKeys.NEXT_VISIT_AT: instant_text(due_at),
         }
         if not self.table.put(item, if_absent=True):
             raise ConditionFailed(f"backfill {backfill_id} of {job} exists")
@@ -221,9 +221,9 @@ class MemoryJobs:
                 item["cursor"] = instant_text(cursor)
             if due_at is None:
                 item.pop(JobsKeys.DUE_SHARD, None)
-                item.pop(JobsKeys.NEXT_FIRE_AT, None)
+                item.pop(JobsKeys.NEXT_VISIT_AT, None)
             else:
-                item[JobsKeys.NEXT_FIRE_AT] = instant_text(due_at)
+                item[JobsKeys.NEXT_VISIT_AT] = instant_text(due_at)
             return item
 
         return self._applied(job, f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}", apply)

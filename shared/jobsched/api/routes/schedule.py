@@ -13,7 +13,7 @@ from jobsched.api.views import job_view
 from jobsched.core.bounds import Instant
 from jobsched.core.runs import instant_text, job_key
 from jobsched.registry.jobs import pause_job, resume_job
-from jobsched.schedule.engine import compile_schedule
+from jobsched.schedule.fires import schedule_of
 
 
 def router(access: Access) -> APIGatewayRouter:
@@ -60,10 +60,10 @@ def router(access: Access) -> APIGatewayRouter:
     ) -> list[PreviewEntry]:
         member(team)
         stored = existing(team, name)
-        if stored.spec.schedule is None:
+        compiled = schedule_of(stored)
+        if compiled is None:
             return []
         start = after if after and after.tzinfo else services().clock()
-        compiled = compile_schedule(stored.spec.schedule, hash_key=stored.key, anchor=stored.created_at)
         return [
             PreviewEntry(utc=instant_text(o.at), local=o.at.astimezone(compiled.zone).isoformat(), reason=o.reason)
             for o in compiled.next_fires(start, count)

@@ -26,7 +26,7 @@ class DispatchStateStore(JobsTable):
         for values in every_item(self.db, **request):
             yield DueEntry(
                 job=values["pk"],
-                next_fire_at=parse_instant(values["next_fire_at"]),
+                next_visit_at=parse_instant(values["next_fire_at"]),
                 cursor=parse_instant(values["cursor"]),
                 spec_version=int(values["spec_version"]),
                 sk=values["sk"],
@@ -50,7 +50,7 @@ class DispatchStateStore(JobsTable):
         spec_version: int,
         old_cursor: datetime,
         cursor: datetime,
-        next_fire_at: datetime | None,
+        next_visit_at: datetime | None,
         audited_to: datetime | None = None,
     ) -> bool:
         """Move the cursor (forward; back only when queued messages were lost, see ``recovery``) and the
@@ -64,11 +64,11 @@ class DispatchStateStore(JobsTable):
         if audited_to is not None:
             sets += ", audited_to = :audited"
             values[":audited"] = instant_text(audited_to)
-        if next_fire_at is None:
+        if next_visit_at is None:
             update = sets + " REMOVE due_shard, next_fire_at"
         else:
             update = sets + ", next_fire_at = :next"
-            values[":next"] = instant_text(next_fire_at)
+            values[":next"] = instant_text(next_visit_at)
         return update_if(
             self.db,
             TableName=self.table,

@@ -71,7 +71,7 @@ class RequestsStore(JobsTable):
             **values,
             "cursor": instant_text(cursor),
             JobsKeys.DUE_SHARD: due_shard(f"{job}/{backfill_id}"),
-            JobsKeys.NEXT_FIRE_AT: instant_text(due_at),
+            JobsKeys.NEXT_VISIT_AT: instant_text(due_at),
         }
         self.db.put_item(TableName=self.table, Item=to_item(item), ConditionExpression="attribute_not_exists(pk)")
 

@@ -34,7 +34,7 @@ class SpecsStore(JobsTable):
         return {job.key: job for job in stored}
 
     def create(
-        self, spec: JobSpec, *, now: datetime, principal: str, next_fire_at: datetime | None, cursor: datetime
+        self, spec: JobSpec, *, now: datetime, principal: str, next_visit_at: datetime | None, cursor: datetime
     ) -> StoredJob:
         stored = StoredJob(spec, 1, "ACTIVE", now, now, principal)
         try:
@@ -47,7 +47,7 @@ class SpecsStore(JobsTable):
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
                     },
-                    {"Put": {"TableName": self.table, "Item": self._state_item(spec.key, 1, cursor, next_fire_at)}},
+                    {"Put": {"TableName": self.table, "Item": self._state_item(spec.key, 1, cursor, next_visit_at)}},
                     self._audit(spec.key, 1, now, principal, "create", spec),
                 ]
             )
@@ -64,7 +64,7 @@ class SpecsStore(JobsTable):
         *,
         now: datetime,
         principal: str,
-        next_fire_at: datetime | None,
+        next_visit_at: datetime | None,
         cursor: datetime,
         action: str = "replace",
         reason: str | None = None,
@@ -76,7 +76,7 @@ class SpecsStore(JobsTable):
             current,
             [
                 {"Put": self._versioned_put(stored, current.version)},
-                {"Update": self._state_update(spec.key, stored, cursor, next_fire_at)},
+                {"Update": self._state_update(spec.key, stored, cursor, next_visit_at)},
                 self._audit(spec.key, stored.version, now, principal, action, spec, reason),
             ],
         )
@@ -90,7 +90,7 @@ class SpecsStore(JobsTable):
         now: datetime,
         principal: str,
         reason: str | None,
-        next_fire_at: datetime | None,
+        next_visit_at: datetime | None,
         cursor: datetime,
     ) -> StoredJob:
         """Pause (leaves the due index) or resume (re-enters it at ``cursor``)."""
@@ -100,7 +100,7 @@ class SpecsStore(JobsTable):
             current,
             [
                 {"Put": self._versioned_put(stored, current.version)},
-                {"Update": self._state_update(current.key, stored, cursor, None if paused else next_fire_at)},
+                {"Update": self._state_update(current.key, stored, cursor, None if paused else next_visit_at)},
                 self._audit(
                     current.key,
                     stored.version,

@@ -54,21 +54,21 @@ class JobsTable:
         }
 
     @staticmethod
-    def _state_item(job: str, version: int, cursor: datetime, next_fire_at: datetime | None) -> dict[str, Any]:
-        return to_item(job_state_values(job, version, cursor, next_fire_at))
+    def _state_item(job: str, version: int, cursor: datetime, next_visit_at: datetime | None) -> dict[str, Any]:
+        return to_item(job_state_values(job, version, cursor, next_visit_at))
 
     def _state_update(
-        self, job: str, stored: StoredJob, cursor: datetime, next_fire_at: datetime | None
+        self, job: str, stored: StoredJob, cursor: datetime, next_visit_at: datetime | None
     ) -> dict[str, Any]:
         """Keep the slots (runs in flight) while the cursor, version and due entry change. The audit restarts
         at the new cursor: instants of the old version or of a pause are not the dispatcher's to account for."""
         values: dict[str, Any] = {":cursor": instant_text(cursor), ":v": stored.version, ":empty": {}}
         update = "SET #cursor = :cursor, audited_to = :cursor, spec_version = :v, slots = if_not_exists(slots, :empty)"
-        if next_fire_at is None:
+        if next_visit_at is None:
             update += " REMOVE due_shard, next_fire_at"
         else:
             update += ", due_shard = :shard, next_fire_at = :next"
-            values |= {":shard": due_shard(job), ":next": instant_text(next_fire_at)}
+            values |= {":shard": due_shard(job), ":next": instant_text(next_visit_at)}
         return {
             "TableName": self.table,
             "Key": self._key(job, JobsKeys.STATE),

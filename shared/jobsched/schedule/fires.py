@@ -1,0 +1,50 @@
+"""When a job fires: the one place a job's schedule is compiled for it. Pure.
+
+A job's schedule is compiled with its key (``team/name`` fixes its ``H`` fields and its jitter) and anchored at
+its registration (``rate()`` intervals count from there, unless the schedule names ``start_at``). Everything
+that asks when a job fires asks here: the dispatcher, registering and resuming, triggers and backfills, the
+lost-message audit, and every preview (API, console, CLI), so a preview shows the instants the dispatcher fires.
+A job not registered yet (validate, lint, a PUT's preview, capacity) is previewed as if registered at the
+instant the preview starts from.
+
+The dispatcher's own "next visit" (``DispatchState.next_visit_at``) is not a fire time: it is when the dispatcher
+next looks at the job, at or before its next fire (``pipeline.dispatch``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from jobsched.core.records import StoredJob
+from jobsched.core.spec import JobSpec, Schedule
+from jobsched.schedule.engine import CompiledSchedule, compile_schedule
+
+
+def schedule_of(stored: StoredJob) -> CompiledSchedule | None:
+    """A registered job's schedule; None for a job that has none (triggered only)."""
+    return preview_schedule(stored.spec, registered_at=stored.created_at)
+
+
+def preview_schedule(spec: JobSpec, *, registered_at: datetime) -> CompiledSchedule | None:
+    """The schedule ``spec`` has once registered at ``registered_at``."""
+    if spec.schedule is None:
+        return None
+    return schedule_for(spec.schedule, job=spec.key, registered_at=registered_at)
+
+
+def schedule_for(schedule: Schedule, *, job: str, registered_at: datetime) -> CompiledSchedule:
+    """A schedule as the job ``job`` (team/name) registered at ``registered_at`` would fire it (the CLI's preview
+    of an expression typed with a job's name)."""
+    return compile_schedule(schedule, hash_key=job, anchor=registered_at)
+
+
+def next_fire(stored: StoredJob, after: datetime) -> datetime | None:
+    """The job's first fire time after ``after``; None when none is left (or it has no schedule)."""
+    return first_fire(stored.spec, registered_at=stored.created_at, after=after)
+
+
+def first_fire(spec: JobSpec, *, registered_at: datetime, after: datetime) -> datetime | None:
+    """``next_fire`` for a spec registered (or about to be) at ``registered_at``."""
+    compiled = preview_schedule(spec, registered_at=registered_at)
+    upcoming = compiled.next_fires(after, 1) if compiled is not None else []
+    return upcoming[0].at if upcoming else None
