@@ -43,9 +43,9 @@ from jobsched.core.messages import parse_work_message
 from jobsched.core.names import WORK_QUEUES
 from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.spec import JobSpec
+from jobsched.paging.delivery import PageDelivery, PageNotDelivered, PageSender
 from jobsched.registry.jobs import put_job
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
-from jobsched.watch.pages import PageDelivery, PageNotDelivered, PageSender
 from tests.aws.harness import Clock, FakeLambdas, Stack
 from tests.helpers import silent_server
 

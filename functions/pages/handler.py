@@ -17,9 +17,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.core.names import Settings
+from jobsched.paging.delivery import PageDelivery, PageNotDelivered
 from jobsched.ports import PageQueuePort
 from jobsched.watch.observability import make_logger, make_tracer
-from jobsched.watch.pages import PageDelivery, PageNotDelivered
 from jobsched.watch.signals import emit
 from jobsched.wiring import default_page_sender, page_queue
 

@@ -1,4 +1,4 @@
-"""The template's alarms, evaluated on the laptop (jobsched.watch.alarms) from what the local runtime observes:
+"""The template's alarms, evaluated on the laptop (infra.local.cloudwatch) from what the local runtime observes:
 
 - the handlers' EMF (every ``jobsched.watch.signals.emit``), also put into moto's CloudWatch with PutMetricData;
 - AWS/Lambda ``Invocations`` and ``Errors`` per function, as the runtime invokes the handlers;
@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from infra.local.cloudwatch import AlarmBoard, Datapoints, alarms_from_template, metric_key
 from infra.local.statefiles import write_atomically
 from jobsched.watch import signals
-from jobsched.watch.alarms import AlarmBoard, Datapoints, alarms_from_template, metric_key
 
 log = logging.getLogger("jobsched.local.alarms")
 LAMBDA, SQS, API_GATEWAY = "AWS/Lambda", "AWS/SQS", "AWS/ApiGateway"

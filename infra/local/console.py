@@ -25,8 +25,8 @@ from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.api.identity import Membership, Principal, Unauthenticated
 from jobsched.console import actions, render, views
 from jobsched.core.bounds import parse_bounded_int
+from jobsched.core.logs import JOB, RUN_ID
 from jobsched.core.names import JobsKeys, Settings
-from jobsched.watch.logs import JOB, RUN_ID
 from jobsched.wiring import action_stores
 
 PREFIX = "/console"

@@ -25,16 +25,16 @@ from jobsched.console.widget import WidgetControls
 from jobsched.core.names import Env, Settings, reserved_prefixes
 from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer
+from jobsched.paging.delivery import PageSender
+from jobsched.paging.incidents import Escalator
+from jobsched.paging.rules import Links
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.worker import Worker, heartbeat_checker
 from jobsched.ports import RunLogsPort
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard
-from jobsched.watch.escalation import Links
-from jobsched.watch.escalator import Escalator
 from jobsched.watch.heartbeat import HeartbeatChecker
 from jobsched.watch.observability import run_finished, run_retried
-from jobsched.watch.pages import PageSender
 
 
 def utc_now() -> datetime:

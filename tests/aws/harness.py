@@ -46,15 +46,16 @@ from jobsched.core.records import Run, RunContext
 from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.dag.deployer import DagDeployer
+from jobsched.paging.delivery import Delivered, PageDelivery, PageNotDelivered, PageSender
+from jobsched.paging.events import EscalationEvent
+from jobsched.paging.incidents import Escalator
+from jobsched.paging.rules import Links
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
 from jobsched.registry.jobs import put_job
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, spec_resources
-from jobsched.watch.escalation import EscalationEvent, Links
-from jobsched.watch.escalator import Escalator
-from jobsched.watch.pages import Delivered, PageDelivery, PageNotDelivered, PageSender
 from tests.helpers import utc
 
 REGION = "us-east-1"

@@ -120,7 +120,7 @@ def test_a_redelivered_event_pages_nothing_more(stack: Stack, clock: Clock) -> N
     every_minute(stack, "once", "down")
     stack.minutes(1)
     [event] = stack.escalations()
-    from jobsched.watch.escalation import EscalationEvent
+    from jobsched.paging.events import EscalationEvent
 
     for _ in range(3):  # SQS delivers the same event three times
         stack.escalator.handle(EscalationEvent.model_validate(event))
@@ -197,7 +197,7 @@ def test_webhooks_get_the_page_as_json_and_a_failed_delivery_is_sent_later(stack
 
 
 def test_a_webhook_that_keeps_failing_hands_its_page_to_the_deployment_topic(stack: Stack, clock: Clock) -> None:
-    from jobsched.watch.pages import FALLBACK_AFTER
+    from jobsched.paging.delivery import FALLBACK_AFTER
 
     stack.lambdas.functions["down"] = failing
     every_minute(stack, "hooked", "down", escalation={"webhook": "https://hooks.example.com/oncall"})
@@ -220,7 +220,7 @@ def test_pages_wait_in_the_outbox_while_the_pages_queue_refuses_them(stack: Stac
     every_minute(stack, "queued", "down")
     stack.minutes(1)
     [event] = stack.escalations()
-    from jobsched.watch.escalation import EscalationEvent
+    from jobsched.paging.events import EscalationEvent
 
     real = stack.page_queue.send
     stack.page_queue.send = lambda bodies: (_ for _ in ()).throw(RuntimeError("SQS unavailable"))  # type: ignore[method-assign]
@@ -426,7 +426,7 @@ def test_a_signed_webhook_can_be_verified_and_a_slack_webhook_gets_text(stack: S
 
     import boto3
 
-    from jobsched.watch.webhooks import SIGNATURE_HEADER, verify
+    from jobsched.paging.signing import SIGNATURE_HEADER, verify
 
     boto3.client("secretsmanager", region_name="us-east-1").create_secret(
         Name="ops-hook-key", SecretString="s3cret-signing-key", Tags=[{"Key": "jobsched-team", "Value": "ops"}]

@@ -92,7 +92,7 @@ def test_pages_handler_delivers_the_sample_page_and_backs_off_a_failing_webhook(
     deployed: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from functions.pages import handler as pages
-    from jobsched.watch.pages import FIRST_RETRY
+    from jobsched.paging.delivery import FIRST_RETRY
 
     sample = json.loads(json.loads((EVENTS / "pages_sqs_batch.json").read_text())["Records"][0]["body"])
     topic_page = sample | {"page_id": "ops/nightly/failing/v1/0/topic", "destination": "topic", "team": None}

@@ -1,4 +1,4 @@
-"""The template's own alarms evaluated locally (jobsched.watch.alarms): statistics, M of N, missing data, metric
+"""The template's own alarms evaluated locally (infra.local.cloudwatch): statistics, M of N, missing data, metric
 math, and the alarms that matter driven to ALARM and back from datapoints alone."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.watch.alarms import (
+from infra.local.cloudwatch import (
     AlarmBoard,
     AlarmSpec,
     Datapoints,

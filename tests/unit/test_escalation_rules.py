@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from jobsched.core.records import Incident
-from jobsched.watch.escalation import Channel, EscalationEvent, Policy, decide_open, decide_resolve
+from jobsched.paging.events import EscalationEvent
+from jobsched.paging.rules import Channel, Policy, decide_open, decide_resolve
 
 NOW = datetime(2027, 1, 4, 9, tzinfo=UTC)
 POLICY = Policy(

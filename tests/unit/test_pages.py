@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from jobsched.core.errors import ChannelRefused
-from jobsched.watch.pages import (
+from jobsched.paging.delivery import (
     FALLBACK_AFTER,
     FIRST_RETRY,
     MAX_RETRY,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.aws.logs import InsightsLogs
-from jobsched.watch.logs import NotAQueryableRun, run_logs_query
+from jobsched.core.logs import NotAQueryableRun, run_logs_query
 from tests.helpers import utc
 
 

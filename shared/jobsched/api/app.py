@@ -25,8 +25,8 @@ from jobsched.api.errors import (
 )
 from jobsched.api.routes import admin, backfills, callbacks, health, history, jobs, logs, runs, schedule, validation
 from jobsched.core.bounds import MAX_JSON_DEPTH, json_depth_exceeds, quoted
+from jobsched.core.logs import RUN_ID
 from jobsched.core.spec import NAME
-from jobsched.watch.logs import RUN_ID
 
 MAX_BODY_BYTES = 256 * 1024
 

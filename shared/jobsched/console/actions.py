@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobsched.api.errors import MAPPED
 from jobsched.api.identity import Principal
+from jobsched.core.logs import JOB, RUN_ID
 from jobsched.core.records import CONSOLE_PRINCIPAL_PREFIX, StoredJob
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import NAME
@@ -27,7 +28,6 @@ from jobsched.pipeline.triggers import trigger_run
 from jobsched.ports import RunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job, resume_job
 from jobsched.schedule.fires import next_fire
-from jobsched.watch.logs import JOB, RUN_ID
 
 ActionKind = Literal["pause", "resume", "trigger", "rerun"]
 ACTIONS: tuple[ActionKind, ...] = ("pause", "resume", "trigger", "rerun")

@@ -41,9 +41,9 @@ from jobsched.dag.definition import (
     run_result,
     task_retry,
 )
+from jobsched.paging.events import Alerts
 from jobsched.pipeline.attempts import Attempts, AttemptSteps, Executed, Held
 from jobsched.ports import JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
-from jobsched.watch.alerts import Alerts
 
 TASK_STEPS = AttemptSteps(claimed="claim_task", executed="execute_task")
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong

@@ -38,13 +38,13 @@ from jobsched.core.durations import format_duration
 from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.records import LOST_PREFIX, DueEntry, StoredJob
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
+from jobsched.paging.events import EscalationEvent
 from jobsched.pipeline.triggers import advance_backfill
 from jobsched.ports import EscalationsPort, JobsPort, RunsPort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, plan_due
 from jobsched.schedule.fires import schedule_of
 from jobsched.tenancy.quotas import interleave_teams
-from jobsched.watch.escalation import EscalationEvent
 
 # Instants up to this far ahead are sent per cursor update: fewer writes per run, still within the
 # 15 minutes SQS can delay a message. Spec changes and pauses are honoured by the worker's checks.

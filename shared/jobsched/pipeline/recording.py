@@ -19,9 +19,9 @@ from jobsched.core.outcome import Outcome
 from jobsched.core.records import Run, StaleAttempt, StoredJob, TargetResult
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, instant_text, retry_delay
 from jobsched.core.spec import JobSpec
+from jobsched.paging.events import Alerts
 from jobsched.pipeline.decisions import lease_until, on_lost_attempt, on_result, ran_twice
 from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort
-from jobsched.watch.alerts import Alerts
 
 
 @dataclass

@@ -22,13 +22,13 @@ from jobsched.core.outcome import Outcome
 from jobsched.core.records import Run, RunContext, StaleAttempt, StoredJob, TargetResult
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
+from jobsched.paging.events import Alerts
 from jobsched.pipeline.attempts import Attempts, Executed, Held
 from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun
 from jobsched.pipeline.dag_tasks import DagRuns
 from jobsched.pipeline.decisions import already_settled, before_claim, lease_until, on_existing
 from jobsched.pipeline.recording import Records
 from jobsched.ports import EscalationsPort, JobsPort, RunsPort, TargetsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
-from jobsched.watch.alerts import Alerts
 from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, Breakers
 from jobsched.watch.heartbeat import HeartbeatChecker
 

@@ -27,9 +27,8 @@ from jobsched.core.spec import (
     SqsTarget,
     StepFunctionsTarget,
 )
+from jobsched.paging.events import Alerts, EscalationEvent
 from jobsched.ports import JobsPort
-from jobsched.watch.alerts import Alerts
-from jobsched.watch.escalation import EscalationEvent
 
 FAILURES_TO_OPEN = 5
 COOL_DOWN = timedelta(minutes=5)

@@ -9,10 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.adapters.aws.clients import client
+from jobsched.core.logs import run_logs_query
 from jobsched.core.records import LogLine
 from jobsched.core.runs import parse_instant
 from jobsched.core.tz import UTC
-from jobsched.watch.logs import run_logs_query
 
 QUERY_TIMEOUT_S = 20.0  # the API answers within API Gateway's 29 s
 

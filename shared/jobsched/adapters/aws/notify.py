@@ -20,11 +20,11 @@ from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.adapters.aws.targets import SecretResolver, SessionSecretResolver
 from jobsched.core.errors import ChannelRefused
 from jobsched.core.urls import UrlRefused
+from jobsched.paging.signing import signed_headers
 from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, ResourceKind, ResourceRef, secret_resource
-from jobsched.watch.webhooks import signed_headers
 
-WEBHOOK_TIMEOUT_SECONDS = 3.0  # short: a slow webhook holds only its own page (jobsched.watch.pages)
+WEBHOOK_TIMEOUT_SECONDS = 3.0  # short: a slow webhook holds only its own page (jobsched.paging.delivery)
 
 
 class DeliveryFailed(RuntimeError):

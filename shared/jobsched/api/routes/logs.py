@@ -13,7 +13,7 @@ from jobsched.api.errors import ApiError
 from jobsched.api.models import RunLogs
 from jobsched.api.views import log_line_view
 from jobsched.core.bounds import Instant
-from jobsched.watch.logs import MAX_LINES, run_logs_query
+from jobsched.core.logs import MAX_LINES, run_logs_query
 
 
 def router(access: Access) -> APIGatewayRouter:

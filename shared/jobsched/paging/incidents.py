@@ -4,7 +4,7 @@ Order: the incident is written with its pages as ``unsent`` (conditional on its 
 events for one subject serialize), then the pages are put on the pages queue, then ``unsent`` is cleared.
 A crash or a failed send leaves them unsent; the next event for the subject, or this event's redelivery,
 queues them. So a page can be sent twice after a crash, never lost, and never once per failure. Delivery
-to topics and webhooks is the pages handler's (``jobsched.watch.pages``): a dead webhook never slows this one.
+to topics and webhooks is the pages handler's (``jobsched.paging.delivery``): a dead webhook never slows this one.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from jobsched.core.records import IncidentClass, StoredIncident, StoredJob, VersionConflict
-from jobsched.ports import EscalationStorePort, PageQueuePort
-from jobsched.registry.jobs import pause_job
-from jobsched.watch.escalation import (
+from jobsched.paging.delivery import PageDelivery, page_deliveries
+from jobsched.paging.events import EscalationEvent
+from jobsched.paging.rules import (
     OPENS,
     Channel,
     Decision,
-    EscalationEvent,
     Links,
     Page,
     Policy,
@@ -30,7 +29,8 @@ from jobsched.watch.escalation import (
     decide_resolve,
     render,
 )
-from jobsched.watch.pages import PageDelivery, page_deliveries
+from jobsched.ports import EscalationStorePort, PageQueuePort
+from jobsched.registry.jobs import pause_job
 
 log = logging.getLogger(__name__)
 PRINCIPAL = "jobsched:escalation"

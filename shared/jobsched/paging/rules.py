@@ -1,6 +1,7 @@
-"""Escalation: events in, one page per incident out. Pure.
+"""The escalation rules: events in, one page per incident out. Pure.
 
-Producers (worker, dispatcher, heartbeat checker) publish events; the escalation handler keeps one open
+Producers (worker, dispatcher, heartbeat checker) publish events (``paging.events``); the escalation handler
+(``paging.incidents``) applies these rules and keeps one open
 incident per subject and incident class. A subject is a job ("team/name"), a target ("TARGET#...") or
 the scheduler itself ("SYSTEM").
 
@@ -22,25 +23,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from jobsched.core.logs import NotAQueryableRun, run_logs_query
 from jobsched.core.records import Incident, IncidentClass, Role
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import Escalation
-from jobsched.watch.logs import NotAQueryableRun, run_logs_query
-
-EventKind = Literal[
-    "run_failed",
-    "run_timed_out",
-    "missed_schedule",
-    "deadline_missed",
-    "circuit_open",
-    "dispatcher_stalled",
-    "job_quarantined",
-    "run_succeeded",
-    "circuit_closed",
-    "dispatcher_recovered",
-]
+from jobsched.paging.events import EscalationEvent
 
 OPENS: dict[str, IncidentClass] = {
     "run_failed": "failing",
@@ -51,42 +38,7 @@ OPENS: dict[str, IncidentClass] = {
     "dispatcher_stalled": "dispatcher",
     "job_quarantined": "failing",  # the job stopped firing: its team must act (the platform is alarmed too)
 }
-SYSTEM = "SYSTEM"
 MAX_SEEN = 200  # event ids kept per incident for deduplication (a redelivery comes within minutes)
-
-
-class EscalationEvent(BaseModel):
-    """What producers put on the escalation queue."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    kind: EventKind
-    subject: str  # "team/name", "TARGET#<target>" or "SYSTEM"
-    occurred_at: str
-    team: str | None = None
-    job: str | None = None
-    run_id: str | None = None
-    scheduled_at: str | None = None
-    attempt: int | None = None
-    error: str | None = None
-    lateness_seconds: float | None = None
-    on_time: bool | None = None  # run_succeeded: within its deadline (resolves a ``late`` incident)
-    target: str | None = None
-    count: int = 1  # missed_schedule: instants missed; dispatcher_stalled: overdue jobs
-    detail: str | None = None
-
-    @property
-    def event_id(self) -> str:
-        return ":".join(str(part) for part in (self.kind, self.subject, self.run_id, self.attempt, self.scheduled_at))
-
-    def resolves(self) -> tuple[IncidentClass, ...]:
-        if self.kind == "run_succeeded":
-            return ("failing", "late") if self.on_time is not False else ("failing",)
-        if self.kind == "circuit_closed":
-            return ("circuit",)
-        if self.kind == "dispatcher_recovered":
-            return ("dispatcher",)
-        return ()
 
 
 @dataclass(frozen=True)

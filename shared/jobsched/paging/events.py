@@ -1,5 +1,6 @@
-"""What the pipeline tells the escalation handler: a run failed, timed out, missed its deadline, or
-succeeded while its job has an open incident. One event each; the handler pages once per incident."""
+"""The events of the page path: what the pipeline, the dispatcher and the heartbeat checker tell the escalation
+handler (a run failed, timed out, missed its deadline, succeeded while its job has an open incident, a circuit
+opened...). One event each; the handler pages once per incident (``paging.rules``)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,60 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from jobsched.core.records import Run
+from pydantic import BaseModel, ConfigDict
+
+from jobsched.core.records import IncidentClass, Run
 from jobsched.core.runs import RunStatus, instant_text
 from jobsched.core.spec import JobSpec
 from jobsched.ports import EscalationsPort, JobsPort
-from jobsched.watch.escalation import EscalationEvent
+
+SYSTEM = "SYSTEM"  # the subject of events about the scheduler itself
+EventKind = Literal[
+    "run_failed",
+    "run_timed_out",
+    "missed_schedule",
+    "deadline_missed",
+    "circuit_open",
+    "dispatcher_stalled",
+    "job_quarantined",
+    "run_succeeded",
+    "circuit_closed",
+    "dispatcher_recovered",
+]
+
+
+class EscalationEvent(BaseModel):
+    """What producers put on the escalation queue."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: EventKind
+    subject: str  # "team/name", "TARGET#<target>" or "SYSTEM"
+    occurred_at: str
+    team: str | None = None
+    job: str | None = None
+    run_id: str | None = None
+    scheduled_at: str | None = None
+    attempt: int | None = None
+    error: str | None = None
+    lateness_seconds: float | None = None
+    on_time: bool | None = None  # run_succeeded: within its deadline (resolves a ``late`` incident)
+    target: str | None = None
+    count: int = 1  # missed_schedule: instants missed; dispatcher_stalled: overdue jobs
+    detail: str | None = None
+
+    @property
+    def event_id(self) -> str:
+        return ":".join(str(part) for part in (self.kind, self.subject, self.run_id, self.attempt, self.scheduled_at))
+
+    def resolves(self) -> tuple[IncidentClass, ...]:
+        if self.kind == "run_succeeded":
+            return ("failing", "late") if self.on_time is not False else ("failing",)
+        if self.kind == "circuit_closed":
+            return ("circuit",)
+        if self.kind == "dispatcher_recovered":
+            return ("dispatcher",)
+        return ()
 
 
 @dataclass
