@@ -3,7 +3,6 @@ each rule target carries ``{"part": i, "parts": n}``). Parse, call the domain, r
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -40,30 +39,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     now = utc_now()
     tick = TickEvent.model_validate(event)
     report = default_dispatcher().tick(now, part=tick.part, parts=tick.parts)
-    emit("DueJobs", report.due_jobs)
-    emit("MessagesDispatched", report.messages_sent)
-    emit("MissedInstants", report.missed)
-    emit("LostRunMessages", report.lost)
-    emit("DispatchRacesLost", report.lost_races)
-    emit("RetriesWoken", report.retries_woken)
-    emit("QuarantinedJobs", report.quarantined)
-    emit("DispatchJobErrors", report.job_errors)
-    summary = {
-        "tick": now.isoformat(),
-        "part": f"{tick.part + 1}/{tick.parts}",
-        "due_jobs": report.due_jobs,
-        "messages_sent": report.messages_sent,
-        "missed": report.missed,
-        "lost": report.lost,
-        "advanced": report.advanced,
-        "lost_races": report.lost_races,
-        "retries_woken": report.retries_woken,
-        "quarantined": report.quarantined,
-        "job_errors": report.job_errors,
-        "deferred": report.deferred,
-        "max_send_lateness_s": max(report.lateness_seconds, default=0.0),
-        "median_send_lateness_s": statistics.median(report.lateness_seconds) if report.lateness_seconds else 0.0,
-    }
+    for name, value in report.metrics().items():
+        emit(name, value)
+    summary = {"tick": now.isoformat(), "part": f"{tick.part + 1}/{tick.parts}", **report.summary()}
     for job, team, run_ids in report.sent:
         # One line per job visited, not per run: `jobsched logs` finds a run's first line here.
         logger.info("instants sent", extra={"job": job, "team": team, "run_ids": run_ids})

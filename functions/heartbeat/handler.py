@@ -18,18 +18,8 @@ tracer = make_tracer("heartbeat")
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = default_heartbeat().check(utc_now())
-    emit("ExpiredLeases", report.expired)
-    emit("HeartbeatTimeouts", report.timed_out)
-    emit("DeadlineMisses", report.deadline_misses)
-    emit("OverdueJobs", report.overdue_jobs)
-    emit("ParkedTaskHeartbeats", report.parked_heartbeats)
-    summary = {
-        "expired": report.expired,
-        "retried": report.retried,
-        "timed_out": report.timed_out,
-        "deadline_misses": report.deadline_misses,
-        "overdue_jobs": report.overdue_jobs,
-        "parked_heartbeats": report.parked_heartbeats,
-    }
+    for name, value in report.metrics().items():
+        emit(name, value)
+    summary = report.summary()
     logger.info("heartbeat check", extra=summary)
     return summary

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import itertools
 import logging
+import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from jobsched.core.durations import format_duration
 from jobsched.core.names import LEASE_SHARDS, due_shard_count
@@ -92,6 +93,37 @@ class TickReport:
         """Add the counts of one job's part of the tick (jobs are finished concurrently, each on its own)."""
         for name, value in vars(other).items():
             setattr(self, name, getattr(self, name) + value)
+
+    def metrics(self) -> dict[str, float]:
+        """The tick's data points, by metric name (``watch.signals.CATALOG``; no dimensions)."""
+        return {
+            "DueJobs": self.due_jobs,
+            "MessagesDispatched": self.messages_sent,
+            "MissedInstants": self.missed,
+            "LostRunMessages": self.lost,
+            "DispatchRacesLost": self.lost_races,
+            "RetriesWoken": self.retries_woken,
+            "QuarantinedJobs": self.quarantined,
+            "DispatchJobErrors": self.job_errors,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The tick's log line and the handler's answer."""
+        lateness = self.lateness_seconds
+        return {
+            "due_jobs": self.due_jobs,
+            "messages_sent": self.messages_sent,
+            "missed": self.missed,
+            "lost": self.lost,
+            "advanced": self.advanced,
+            "lost_races": self.lost_races,
+            "retries_woken": self.retries_woken,
+            "quarantined": self.quarantined,
+            "job_errors": self.job_errors,
+            "deferred": self.deferred,
+            "max_send_lateness_s": max(lateness, default=0.0),
+            "median_send_lateness_s": statistics.median(lateness) if lateness else 0.0,
+        }
 
 
 _T = TypeVar("_T")

@@ -33,6 +33,27 @@ class CheckReport:
     overdue_jobs: int = 0  # due instants the dispatcher has not handled (it is stalled or failing)
     outcomes: list[str] = field(default_factory=list)
 
+    def metrics(self) -> dict[str, float]:
+        """The check's data points, by metric name (``watch.signals.CATALOG``; no dimensions)."""
+        return {
+            "ExpiredLeases": self.expired,
+            "HeartbeatTimeouts": self.timed_out,
+            "DeadlineMisses": self.deadline_misses,
+            "OverdueJobs": self.overdue_jobs,
+            "ParkedTaskHeartbeats": self.parked_heartbeats,
+        }
+
+    def summary(self) -> dict[str, int]:
+        """The check's log line and the handler's answer."""
+        return {
+            "expired": self.expired,
+            "retried": self.retried,
+            "timed_out": self.timed_out,
+            "deadline_misses": self.deadline_misses,
+            "overdue_jobs": self.overdue_jobs,
+            "parked_heartbeats": self.parked_heartbeats,
+        }
+
 
 @dataclass
 class HeartbeatChecker:
