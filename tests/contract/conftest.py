@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import boto3
 import pytest
@@ -14,13 +15,17 @@ from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
 from jobsched.core.records import Run
-from jobsched.ports import JobsPort, RunsPort
+from jobsched.ports import EscalationStorePort, RegistryPort, TaskRunsPort, TriggerStorePort
+
+
+class JobStore(EscalationStorePort, RegistryPort, TriggerStorePort, Protocol):
+    """Every port the Jobs table's adapters serve."""
 
 
 @dataclass
 class Stores:
-    jobs: JobsPort
-    runs: RunsPort
+    jobs: JobStore
+    runs: TaskRunsPort
     finished: list[Run] = field(default_factory=list)
 
 

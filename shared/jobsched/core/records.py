@@ -31,6 +31,13 @@ from jobsched.core.spec import JobSpec
 JobState = Literal["ACTIVE", "PAUSED"]
 TargetOutcome = Literal["succeeded", "failed", "pending"]
 TASK_PREFIX = "TASK#"
+
+
+def task_partition(job: str, run_id: str) -> str:
+    """A DAG run's tasks live under their own partition key, so listing a job's runs never reads them."""
+    return f"{job}#{run_id}"
+
+
 # The reason of a MISSED record written by the lost-message audit: the only MISSED a late message may start.
 LOST_PREFIX = "lost: "
 

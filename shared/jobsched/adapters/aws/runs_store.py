@@ -36,6 +36,7 @@ from jobsched.core.records import (
     lease_shard,
     new_run_values,
     running_values,
+    task_partition,
 )
 from jobsched.core.runs import (
     MAX_OUTPUT,
@@ -47,11 +48,6 @@ from jobsched.core.runs import (
     moment_text,
     truncate,
 )
-
-
-def task_partition(job: str, run_id: str) -> str:
-    """Tasks live under their own partition key, so listing a job's runs never reads them."""
-    return f"{job}#{run_id}"
 
 
 class RunsStore:

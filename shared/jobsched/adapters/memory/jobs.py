@@ -1,7 +1,10 @@
-"""The Jobs table in memory (``JobsPort``): the same items, keys and conditions as ``aws.jobs_store``."""
+"""The Jobs table in memory: the same items, keys and conditions as ``aws.jobs_store``, for every port that store
+serves (``JobsPort``, ``IncidentsPort``, ``RegistryPort``, ``TriggerStorePort``; the contract suite runs both)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from functools import partial
@@ -318,6 +321,82 @@ class MemoryJobs:
     def get_incident(self, subject: str, incident_class: str) -> StoredIncident | None:
         item = self.table.get(subject, f"{JobsKeys.INCIDENT_PREFIX}{incident_class}")
         return StoredIncident.from_values(item) if item else None
+
+    def put_incident(self, incident: StoredIncident, *, expected_version: int) -> StoredIncident:
+        stored = StoredIncident(incident.values, expected_version + 1, incident.unsent, incident.resolved)
+        values: Item = {
+            JobsKeys.PK: stored.values["subject"],
+            JobsKeys.SK: JobsKeys.INCIDENT_PREFIX + stored.values["incident_class"],
+            "incident": json.dumps(stored.values, sort_keys=True),
+            "version": stored.version,
+            "unsent": stored.unsent,
+            "resolved": stored.resolved,
+        }
+        if not stored.resolved:
+            values |= {JobsKeys.OPEN_INCIDENT: "OPEN", JobsKeys.INCIDENT_OPENED_AT: stored.values["opened_at"]}
+
+        def put(item: Item | None) -> Item:
+            if (item is not None) if expected_version == 0 else (item is None or item["version"] != expected_version):
+                raise ConditionFailed
+            return {name: value for name, value in values.items() if value is not None}
+
+        try:
+            self.table.update(values[JobsKeys.PK], values[JobsKeys.SK], put)
+        except ConditionFailed:
+            raise VersionConflict(f"incident {stored.values['subject']} changed meanwhile") from None
+        return stored
+
+    def clear_incident_outbox(self, incident: StoredIncident) -> None:
+        def clear(item: Item | None) -> Item | None:
+            if item is None or item["version"] != incident.version:
+                raise ConditionFailed  # changed meanwhile: the next writer sends or keeps what is unsent
+            if incident.resolved:
+                return None
+            item.pop("unsent", None)
+            return item
+
+        sk = JobsKeys.INCIDENT_PREFIX + incident.values["incident_class"]
+        with contextlib.suppress(ConditionFailed):
+            self.table.update(incident.values["subject"], sk, clear)
+
+    def incidents(self, subject: str) -> list[StoredIncident]:
+        return [
+            StoredIncident.from_values(item)
+            for item in self.table.partition(subject)
+            if item[JobsKeys.SK].startswith(JobsKeys.INCIDENT_PREFIX)
+        ]
+
+    def drop_incidents(self, subject: str) -> None:
+        for incident in self.incidents(subject):
+            self.table.delete(subject, JobsKeys.INCIDENT_PREFIX + incident.values["incident_class"])
+
+    # ---------------------------------------------------------------------------- registry
+
+    def count_team_jobs(self, team: str, *, at_least: int) -> int:
+        specs = (item for (_, sk), item in list(self.table.items.items()) if sk == JobsKeys.SPEC)
+        return sum(1 for item in specs if item.get(JobsKeys.TEAM) == team)  # one page: all of them
+
+    def delete(self, current: StoredJob, *, now: datetime, principal: str) -> None:
+        def remove(item: Item | None) -> None:
+            if item is None or int(item["version"]) != current.version:
+                raise ConditionFailed
+
+        try:
+            self.table.update(current.key, JobsKeys.SPEC, remove)
+        except ConditionFailed:
+            raise VersionConflict(f"{current.key} is no longer at version {current.version}") from None
+        self.table.delete(current.key, JobsKeys.STATE)
+        self._put_audit(audit_values(current.key, current.version + 1, now, principal, "delete", None))
+
+    def reserve_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str:
+        sk = f"{JobsKeys.IDEMPOTENCY_PREFIX}{key}"
+
+        def reserve(item: Item | None) -> Item:
+            return item if item is not None else {"run_id": run_id, "at": instant_text(now), "principal": principal}
+
+        reserved = self.table.update(job, sk, reserve)
+        assert reserved is not None
+        return str(reserved["run_id"])
 
     # ---------------------------------------------------------------------------- team limits
 

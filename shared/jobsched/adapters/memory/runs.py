@@ -1,24 +1,38 @@
-"""The Runs table in memory (``RunsPort``): one item per run, every transition conditional on status and
-attempt exactly as in ``aws.runs_store``. DAG task records are not kept here (``TaskRunsPort`` is AWS only)."""
+"""The Runs table in memory (``TaskRunsPort``): one item per run and one per DAG task, every transition
+conditional on status and attempt exactly as in ``aws.runs_store`` (the contract suite runs both)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
+from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RUNS_TABLE, RunsKeys
 from jobsched.core.records import (
     LOST_PREFIX,
+    TASK_PREFIX,
     AttemptClaim,
     ParkedTask,
     Run,
     StaleAttempt,
+    TaskState,
     lease_shard,
     new_run_values,
     running_values,
+    task_partition,
 )
-from jobsched.core.runs import MAX_OUTPUT, TERMINAL, RunMessage, RunStatus, instant_text, moment_text, truncate
+from jobsched.core.runs import (
+    MAX_OUTPUT,
+    TERMINAL,
+    RunMessage,
+    RunStatus,
+    TaskStatus,
+    instant_text,
+    moment_text,
+    truncate,
+)
 
 Check = Callable[[Item], bool]
 
@@ -53,7 +67,12 @@ class MemoryRuns:
         return {item[RunsKeys.SK] for item in self.table.partition(job, first=first, last=last)}
 
     def expired_leases(self, shard: int, now: datetime) -> Iterator[Run | ParkedTask]:
-        yield from self._on_index(RunsKeys.LEASE_INDEX, shard, now)
+        for item in self.table.query_index(RunsKeys.LEASE_INDEX, shard, instant_text(now)):
+            if item[RunsKeys.SK].startswith(TASK_PREFIX):  # a parked DAG task due for its heartbeat
+                job, _, run_id = item[RunsKeys.PK].rpartition("#")
+                yield ParkedTask(job, run_id, TaskState.from_values(item))
+            else:
+                yield Run.from_values(item)
 
     def past_deadline(self, shard: int, now: datetime) -> Iterator[Run]:
         yield from self._on_index(RunsKeys.DEADLINE_INDEX, shard, now)
@@ -206,6 +225,155 @@ class MemoryRuns:
 
         return self._removed_if(job, run_id, waiting, RunsKeys.WAKE_SHARD)
 
+    # ------------------------------------------------------------------------------ DAG tasks
+
+    def set_workflow(self, job: str, run_id: str, *, graph: dict[str, Any], execution_arn: str) -> str:
+        def change(item: Item | None) -> Item:
+            if item is None:
+                raise ConditionFailed
+            item.setdefault("graph", graph)
+            item.setdefault("execution_arn", execution_arn)
+            return item
+
+        try:
+            updated = self.table.update(job, run_id, change)
+        except ConditionFailed:
+            raise StaleAttempt(f"{job} {run_id}: no such run") from None
+        assert updated is not None
+        return str(updated["execution_arn"])
+
+    def tasks(self, job: str, run_id: str) -> dict[str, TaskState]:
+        found = (TaskState.from_values(item) for item in self.table.partition(task_partition(job, run_id)))
+        return {task.name: task for task in found}
+
+    def park_task(
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        *,
+        attempt: int,
+        token: str,
+        now: datetime,
+        expires_at: int,
+        heartbeat_at: datetime | None = None,
+    ) -> bool:
+        sets: Item = {
+            "status": TaskStatus.WAITING.value,
+            "attempt": attempt,
+            "token": token,
+            "parked_at": instant_text(now),
+            RunsKeys.TTL: expires_at,
+        }
+        if heartbeat_at is not None:
+            sets |= {
+                RunsKeys.LEASE_SHARD: lease_shard(job, f"{run_id}/{task}"),
+                RunsKeys.LEASE_EXPIRES_AT: instant_text(heartbeat_at),
+            }
+        return self._task_update(job, run_id, task, lambda item: item is None or int(item["attempt"]) < attempt, sets)
+
+    def parked_heartbeat_sent(self, job: str, run_id: str, task: str, *, attempt: int, next_at: datetime) -> bool:
+        def waiting(item: Item | None) -> bool:
+            return item is not None and _task_at(item, TaskStatus.WAITING, attempt) and RunsKeys.LEASE_SHARD in item
+
+        return self._task_update(job, run_id, task, waiting, {RunsKeys.LEASE_EXPIRES_AT: instant_text(next_at)})
+
+    def claim_task(
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        *,
+        attempt: int,
+        token: str,
+        now: datetime,
+        lease_until: datetime,
+        expires_at: int,
+    ) -> bool:
+        def claimable(item: Item | None) -> bool:
+            if item is None:
+                return True
+            current = int(item["attempt"])
+            unfinished = TaskStatus(item["status"]) not in TASK_TERMINAL
+            return (current < attempt and unfinished) or _task_at(item, TaskStatus.WAITING, attempt)
+
+        sets: Item = {
+            "status": TaskStatus.RUNNING.value,
+            "attempt": attempt,
+            "token": token,
+            "started_at": instant_text(now),
+            "lease_until": instant_text(lease_until),
+            RunsKeys.TTL: expires_at,
+        }
+        removes = ("error", RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT)
+        return self._task_update(job, run_id, task, claimable, sets, removes)
+
+    def finish_task(
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        *,
+        status: TaskStatus,
+        now: datetime,
+        expires_at: int,
+        attempt: int | None = None,
+        output: str | None = None,
+        error: str | None = None,
+    ) -> bool:
+        def unfinished(item: Item | None) -> bool:
+            if attempt is not None:
+                return item is not None and _task_at(item, TaskStatus.RUNNING, attempt)
+            return item is None or TaskStatus(item["status"]) not in TASK_TERMINAL
+
+        sets: Item = {
+            "status": status.value,
+            "finished_at": instant_text(now),
+            "error": truncate(error),
+            "output": truncate(output, MAX_OUTPUT),
+            RunsKeys.TTL: expires_at,
+        }
+        removes = ("lease_until", RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT)
+        return self._task_update(job, run_id, task, unfinished, sets, removes, default_attempt=0)
+
+    def retry_task(self, job: str, run_id: str, task: str, *, attempt: int, now: datetime, error: str) -> bool:
+        def running(item: Item | None) -> bool:
+            return item is not None and _task_at(item, TaskStatus.RUNNING, attempt)
+
+        sets: Item = {"status": TaskStatus.RETRYING.value, "finished_at": instant_text(now), "error": truncate(error)}
+        return self._task_update(job, run_id, task, running, sets, ("lease_until",))
+
+    def _task_update(
+        self,
+        job: str,
+        run_id: str,
+        task: str,
+        allowed: Callable[[Item | None], bool],
+        sets: Item,
+        removes: tuple[str, ...] = (),
+        *,
+        default_attempt: int | None = None,
+    ) -> bool:
+        """One task item's conditional update; False (not an exception) when ``allowed`` refuses."""
+        pk, sk = task_partition(job, run_id), TASK_PREFIX + task
+
+        def change(item: Item | None) -> Item:
+            if not allowed(item):
+                raise ConditionFailed
+            updated: Item = dict(item or {RunsKeys.PK: pk, RunsKeys.SK: sk})
+            if default_attempt is not None:
+                updated.setdefault("attempt", default_attempt)
+            updated |= {name: value for name, value in sets.items() if value is not None}
+            for name in (*removes, *(name for name, value in sets.items() if value is None)):
+                updated.pop(name, None)
+            return updated
+
+        try:
+            self.table.update(pk, sk, change)
+        except ConditionFailed:
+            return False
+        return True
+
     # ---------------------------------------------------------------------------- internals
 
     def _transition(self, job: str, run_id: str, allowed: Check, sets: Item, removes: tuple[str, ...]) -> Run:
@@ -244,6 +412,10 @@ class MemoryRuns:
 
 
 def _at(item: Item, status: RunStatus, attempt: int) -> bool:
+    return bool(item.get("status") == status.value and int(item.get("attempt", -1)) == attempt)
+
+
+def _task_at(item: Item, status: TaskStatus, attempt: int) -> bool:
     return bool(item.get("status") == status.value and int(item.get("attempt", -1)) == attempt)
 
 
