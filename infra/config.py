@@ -63,8 +63,8 @@ class TableCapacity:
 
 @dataclass(frozen=True)
 class BurstConfig:
-    """What a deployment sized for bursts sets (README "Sizing for a burst"; ``jobsched capacity`` suggests
-    the values for a directory of job files):
+    """What a deployment sized for bursts sets (docs/operate/upgrade-and-cost.md, "Sizing for a burst";
+    ``jobsched capacity`` suggests the values for a directory of job files):
 
     - ``dispatchers``: parallel dispatcher invocations per tick, each reading ``due_shards / dispatchers``
       shards of the due index;

@@ -7,7 +7,7 @@ minute, as they would go in AWS.
    from calls to a local HTTP endpoint; a cold start's init from importing the worker handler.
 2. The model (``jobsched.planning.scale_model``): those costs, with AWS's published scaling rates, quotas and
    latencies (docs/scale-model.md names the source of each), for two deployments: the defaults, and one
-   sized for bursts with the CDK context README "Sizing for a burst" gives.
+   sized for bursts with the CDK context docs/operate/upgrade-and-cost.md "Sizing for a burst" gives.
 
 Prints, per scenario and deployment: p50/p99/max start lateness, dispatcher seconds per tick, peak worker
 concurrency, peak write units per second and the limit that held runs back longest; then
@@ -45,8 +45,8 @@ from jobsched.schedule.fires import first_fire
 ROOT = Path(__file__).resolve().parents[1]
 TEAMS = 200
 
-# The deployment README "Sizing for a burst" recommends for a million runs a minute (account concurrency
-# raised to 3,000 with Service Quotas).
+# The deployment docs/operate/upgrade-and-cost.md "Sizing for a burst" recommends for a million runs a minute
+# (account concurrency raised to 3,000 with Service Quotas).
 BURST_SIZED = Deployment(
     dispatchers=32,
     due_shards=64,
@@ -265,7 +265,7 @@ def main() -> None:
         if name == "sized":
             figures["steady_10000_per_min_p99_lateness_s"] = p99
     print(
-        "default: as deployed without context; sized: with the README's burst context (account concurrency"
+        "default: as deployed without context; sized: with the operator guide's burst context (account concurrency"
         " 3,000); quotas+: also table writes 80,000/s and account concurrency 5,000"
     )
     for name, value in figures.items():

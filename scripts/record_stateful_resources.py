@@ -1,6 +1,6 @@
 """Write the record of a release's stateful resources (tests/infra/stateful-resources.json) from synthesized
-templates, on purpose, when a release is cut (README "Upgrading"). The test then holds every later template
-against it.
+templates, on purpose, when a release is cut (docs/operate/upgrade-and-cost.md, "Upgrading"). The test then holds
+every later template against it.
 
     make synth && STAGE=prod make synth    # or the CDK CLI's synth with the README's context
     python scripts/record_stateful_resources.py cdk.out/jobsched-dev.template.json cdk.out/jobsched-prod.template.json

@@ -1,4 +1,5 @@
-"""The README's ```console blocks as (command, shown output) pairs, so tests run what users type."""
+"""The ```console blocks of the README and the guides (docs/guide, docs/operate, docs/reference) as (command,
+shown output) pairs, so tests run what users type."""
 
 from __future__ import annotations
 
@@ -15,11 +16,25 @@ ROOT = Path(__file__).resolve().parents[1]
 class Shown:
     command: str  # as typed, continuation lines joined
     output: list[str]  # the lines the README shows under it ("..." stands for lines left out)
-    block: int  # the block's first line in the README
+    block: int  # the block's first line in its page
+
+
+def user_pages() -> list[Path]:
+    """The README and every page of the user guide, the operator guide and the reference."""
+    return [
+        ROOT / "README.md",
+        *sorted(page for part in ("guide", "operate", "reference") for page in (ROOT / "docs" / part).glob("*.md")),
+    ]
 
 
 def console_blocks() -> list[list[Shown]]:
-    text = (ROOT / "README.md").read_text()
+    blocks: list[list[Shown]] = []
+    for page in user_pages():
+        blocks += _console_blocks(page.read_text())
+    return blocks
+
+
+def _console_blocks(text: str) -> list[list[Shown]]:
     blocks: list[list[Shown]] = []
     for match in re.finditer(r"^```console\n(.*?)^```", text, flags=re.S | re.M):
         line_number = text[: match.start()].count("\n") + 1

@@ -241,7 +241,7 @@ def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_
     )
     click.echo(f"  cdk deploy {sizing.context()}")
     click.echo(f"  memory: dispatcher {d.dispatcher_memory_mb} MB, worker {d.worker_memory_mb} MB")
-    click.echo("AWS quotas that peak needs (Service Quotas; defaults in README 'Sizing for a burst'):")
+    click.echo("AWS quotas that peak needs (Service Quotas; defaults: docs/operate/upgrade-and-cost.md):")
     click.echo(f"  Lambda concurrent executions: >= {sizing.account_concurrency:,} (default 1,000)")
     click.echo(f"  DynamoDB table write throughput: >= {max(sizing.peak_wcu, 1):,.0f} units/s (default 40,000)")
     click.echo(f"  peak worker invocations at once: {sizing.peak_concurrency:,}")

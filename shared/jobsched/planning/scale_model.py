@@ -76,7 +76,7 @@ RECORDED_CALIBRATION = Calibration()
 
 @dataclass(frozen=True)
 class Deployment:
-    """The settings a platform team chooses (CDK context; README "Sizing for a burst")."""
+    """The settings a platform team chooses (CDK context; docs/operate/upgrade-and-cost.md, "Sizing for a burst")."""
 
     dispatchers: int = 1
     due_shards: int = 8
