@@ -172,6 +172,20 @@ class StoredIncident:
             json.loads(values["incident"]), int(values["version"]), values.get("unsent"), bool(values.get("resolved"))
         )
 
+    def to_values(self) -> dict[str, Any]:
+        """The stored item; an open incident is on the open-incidents index (the on-call console lists it)."""
+        values: dict[str, Any] = {
+            JobsKeys.PK: self.values["subject"],
+            JobsKeys.SK: JobsKeys.INCIDENT_PREFIX + self.values["incident_class"],
+            "incident": json.dumps(self.values, sort_keys=True),
+            "version": self.version,
+            "unsent": self.unsent,
+            "resolved": self.resolved,
+        }
+        if not self.resolved:
+            values |= {JobsKeys.OPEN_INCIDENT: "OPEN", JobsKeys.INCIDENT_OPENED_AT: self.values["opened_at"]}
+        return values
+
 
 @dataclass(frozen=True)
 class DueEntry:

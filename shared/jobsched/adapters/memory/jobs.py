@@ -4,7 +4,6 @@ serves (``JobsPort``, ``IncidentsPort``, ``RegistryPort``, ``TriggerStorePort``;
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from functools import partial
@@ -324,16 +323,7 @@ class MemoryJobs:
 
     def put_incident(self, incident: StoredIncident, *, expected_version: int) -> StoredIncident:
         stored = StoredIncident(incident.values, expected_version + 1, incident.unsent, incident.resolved)
-        values: Item = {
-            JobsKeys.PK: stored.values["subject"],
-            JobsKeys.SK: JobsKeys.INCIDENT_PREFIX + stored.values["incident_class"],
-            "incident": json.dumps(stored.values, sort_keys=True),
-            "version": stored.version,
-            "unsent": stored.unsent,
-            "resolved": stored.resolved,
-        }
-        if not stored.resolved:
-            values |= {JobsKeys.OPEN_INCIDENT: "OPEN", JobsKeys.INCIDENT_OPENED_AT: stored.values["opened_at"]}
+        values = stored.to_values()
 
         def put(item: Item | None) -> Item:
             if (item is not None) if expected_version == 0 else (item is None or item["version"] != expected_version):

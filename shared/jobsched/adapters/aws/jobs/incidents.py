@@ -26,16 +26,7 @@ class IncidentsStore(JobsTable):
     def put_incident(self, incident: StoredIncident, *, expected_version: int) -> StoredIncident:
         """Store at ``expected_version + 1``; VersionConflict if another writer got there first."""
         stored = StoredIncident(incident.values, expected_version + 1, incident.unsent, incident.resolved)
-        values = {
-            JobsKeys.PK: stored.values["subject"],
-            JobsKeys.SK: JobsKeys.INCIDENT_PREFIX + stored.values["incident_class"],
-            "incident": json.dumps(stored.values, sort_keys=True),
-            "version": stored.version,
-            "unsent": stored.unsent,
-            "resolved": stored.resolved,
-        }
-        if not stored.resolved:
-            values |= {JobsKeys.OPEN_INCIDENT: "OPEN", JobsKeys.INCIDENT_OPENED_AT: stored.values["opened_at"]}
+        values = stored.to_values()
         condition = "attribute_not_exists(pk)" if expected_version == 0 else "version = :v"
         request: dict[str, Any] = {
             "TableName": self.table,
