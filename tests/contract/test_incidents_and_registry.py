@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from jobsched.core.records import StoredIncident, VersionConflict
@@ -60,3 +62,18 @@ def test_an_idempotency_key_names_the_run_of_the_first_request(stores: Stores) -
     again = stores.jobs.reserve_idempotency_key(SUBJECT, "k1", run_id="run-2", now=T0, principal="alice")
     other = stores.jobs.reserve_idempotency_key(SUBJECT, "k2", run_id="run-3", now=T0, principal="alice")
     assert (first, again, other) == ("run-1", "run-1", "run-3")
+
+
+def test_every_change_and_action_is_in_the_jobs_history_newest_first(stores: Stores) -> None:
+    stored = create(stores)
+    paused = stores.jobs.set_state(
+        stored, "PAUSED", now=T0, principal="bob", reason="maintenance", next_visit_at=None, cursor=T0
+    )
+    for seconds, action in ((1, "trigger"), (2, "cancel")):
+        at = T0 + timedelta(seconds=seconds)
+        stores.jobs.record_action(SUBJECT, version=paused.version, now=at, principal="eve", action=action)
+    first, token = stores.jobs.history(SUBJECT, limit=2)
+    assert [entry.action for entry in first] == ["cancel", "trigger"] and token is not None
+    rest, _ = stores.jobs.history(SUBJECT, limit=10, before=token)
+    assert [(entry.action, entry.principal) for entry in rest] == [("pause", "bob"), ("create", "alice")]
+    assert rest[0].reason == "maintenance" and rest[1].spec is not None

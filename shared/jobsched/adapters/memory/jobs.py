@@ -57,6 +57,7 @@ class MemoryJobs:
         if not self.table.put(stored.to_values(), if_absent=True):
             raise JobExists(spec.key)
         self.table.put(job_state_values(spec.key, 1, cursor, next_visit_at))
+        self._put_audit(audit_values(spec.key, 1, now, principal, "create", spec))
         return stored
 
     def replace(
@@ -89,9 +90,14 @@ class MemoryJobs:
     ) -> None:
         self._put_audit(audit_values(job, version, now, principal, action, None, reason=reason, details=details))
 
-    def history(self, job: str) -> list[AuditEntry]:
-        """Newest first (the memory adapter keeps what the pipeline and the contract suite need)."""
-        return [AuditEntry.from_values(values) for values in reversed(self._audit_items.get(job, []))]
+    def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]:
+        """The job's history, newest first, a page of ``limit``; the token continues after the page."""
+        entries = sorted(self._audit_items.get(job, []), key=lambda values: values[JobsKeys.SK], reverse=True)
+        if before is not None:
+            entries = [values for values in entries if values[JobsKeys.SK] < before]
+        page = entries[:limit]
+        more = len(entries) > limit
+        return [AuditEntry.from_values(values) for values in page], (page[-1][JobsKeys.SK] if more else None)
 
     def _put_audit(self, values: dict[str, Any]) -> None:
         self._audit_items.setdefault(values[JobsKeys.PK], []).append(values)
@@ -110,6 +116,8 @@ class MemoryJobs:
         paused = state == "PAUSED"
         stored = current.in_state(state, now=now, principal=principal, reason=reason)
         self._write_versioned(current, stored, cursor, None if paused else next_visit_at)
+        action = "pause" if paused else "resume"
+        self._put_audit(audit_values(current.key, stored.version, now, principal, action, None, reason=reason))
         return stored
 
     def _write_versioned(
