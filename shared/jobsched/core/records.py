@@ -372,6 +372,7 @@ class RunContext:
     correlation_id: str
     payload_override: Any = None
     task: str | None = None  # DAG runs: the task this attempt is of
+    trigger: str = "schedule"  # what started the run: schedule, manual, backfill or event
 
     @property
     def idempotency_key(self) -> str:
@@ -387,6 +388,7 @@ class RunContext:
             "scheduled_at": self.scheduled_at,
             "correlation_id": self.correlation_id,
             "idempotency_key": self.idempotency_key,
+            "trigger": self.trigger,
         }
         if self.task:
             envelope["task"] = self.task

@@ -15,10 +15,12 @@ from jobsched.watch.signals import NAMESPACE, emit
 
 if TYPE_CHECKING:
     from jobsched.core.records import Run
+    from jobsched.pipeline.intake import Received
 
 __all__ = [
     "NAMESPACE",
     "emit_escalation",
+    "emit_event_received",
     "emit_run_outcome",
     "make_logger",
     "make_tracer",
@@ -35,13 +37,32 @@ def make_tracer(service: str) -> Tracer:
     return Tracer(service=f"jobsched-{service}")
 
 
-def emit_run_outcome(*, team: str, priority: str, action: str, lateness_seconds: float | None) -> None:
-    """One data point per processed run message: the SLIs success rate, lateness, duplicates, retries."""
+def emit_run_outcome(
+    *, team: str, priority: str, action: str, lateness_seconds: float | None, started_by_event: bool = False
+) -> None:
+    """One data point per processed run message: the SLIs success rate, lateness, duplicates, retries. A run
+    started by an event has no scheduled instant to be late for: its lateness is its event-to-start latency."""
     emit("RunOutcome", 1, team=team, priority=priority, outcome=action)
     # The same count by outcome alone: alarms cannot sum across teams, the SLO alarms read this one.
     emit("RunsByOutcome", 1, outcome=action)
-    if lateness_seconds is not None:
+    if lateness_seconds is not None and started_by_event:
+        emit("EventStartLatencySeconds", lateness_seconds)
+    elif lateness_seconds is not None:
         emit("FireLatenessSeconds", lateness_seconds, priority=priority)
+
+
+def emit_event_received(received: Received | None) -> None:
+    """One event off the intake queue (None: an envelope that could not be read)."""
+    emit("EventsReceived", 1)
+    if received is None:
+        emit("EventsDropped", 1, reason="malformed")
+        return
+    if received.matched:
+        emit("EventsMatched", 1)
+    if received.action in ("duplicate", "resent"):
+        emit("EventsDeduplicated", 1)
+    elif received.action == "dropped" and received.reason is not None:
+        emit("EventsDropped", 1, reason=received.reason)
 
 
 def emit_escalation(*, team: str, kind: str, pages: int, paused: bool) -> None:

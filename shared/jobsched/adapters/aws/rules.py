@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -98,4 +98,4 @@ def _refusal(error: ClientError, index: int, trigger: JobTrigger, bus: str) -> E
     if code == "LimitExceededException":
         reason = f"event bus '{bus}' holds its quota of rules ({message}); ask the platform team to raise it"
         return TriggerRefused(index, field, "rule_quota_reached", reason)
-    return error
+    return cast(Exception, error)  # not ours to name: raised as it came
