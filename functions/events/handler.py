@@ -30,12 +30,18 @@ def record_handler(record: SQSRecord) -> None:
         envelope.time  # noqa: B018 - an event without a time cannot name its run: malformed
     except (ValidationError, KeyError, ValueError) as error:
         emit_event_received(None)
-        logger.warning("event dropped", extra={"reason": "malformed", "error": str(error)[:300], "body": record.body[:300]})
+        problem = {"reason": "malformed", "error": str(error)[:300], "body": record.body[:300]}
+        logger.warning("event dropped", extra=problem)
         return
     logger.thread_safe_append_keys(job=envelope.job, team=envelope.job.split("/", 1)[0], event_id=envelope.event_id)
     received = default_intake().receive(envelope, now=utc_now())
     emit_event_received(received)
-    extra = {"outcome": received.action, "reason": received.reason, "detail": received.detail, "source": envelope.source}
+    extra = {
+        "outcome": received.action,
+        "reason": received.reason,
+        "detail": received.detail,
+        "source": envelope.source,
+    }
     if received.run_id:
         logger.thread_safe_append_keys(run_id=received.run_id)
     if received.action == "dropped":

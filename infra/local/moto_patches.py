@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import base64
 import copy
-import itertools
-import threading
-import time
-import uuid
 import functools
+import itertools
 import json
 import os
 import sys
+import threading
+import time
+import uuid
 from typing import Any
 
 _applied = False
@@ -270,7 +270,11 @@ def eventbridge_as_aws() -> None:
     original_parse = EventTemplateParser.parse
 
     def parse(input_template: Any, input_paths_map: Any, event: Any) -> Any:
-        if input_template and "<aws.events.event.json>" in input_template and isinstance(event.get("time"), int | float):
+        if (
+            input_template
+            and "<aws.events.event.json>" in input_template
+            and isinstance(event.get("time"), int | float)
+        ):
             event = {**event, "time": _iso(float(event["time"]))}
         return original_parse(input_template, input_paths_map, event)
 
@@ -313,8 +317,8 @@ def eventbridge_as_aws() -> None:
             backend = events_models.events_backends[account_id][bucket.region_name]
             default_bus = backend.event_buses.get("default")
             for rule in list(default_bus.rules.values()) if default_bus is not None else []:
-                rule.send_to_targets(copy.deepcopy(event))
-        except Exception:  # noqa: BLE001 - asynchronous in AWS: the PutObject succeeds whatever happens here
+                rule.send_to_targets(copy.deepcopy(event))  # type: ignore[arg-type]
+        except Exception:
             pass
 
     notifications._send_event_bridge_message = send_event_bridge_message

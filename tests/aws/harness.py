@@ -29,6 +29,7 @@ from jobsched.adapters.aws.rules import TriggerRules
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.aws.targets import TargetExecutor
 from jobsched.adapters.aws.workflows import Workflows
+from jobsched.core.events import EventEnvelope
 from jobsched.core.messages import DagTaskFailure, WorkMessage, parse_work_message
 from jobsched.core.names import (
     JOBS_TABLE,
@@ -51,7 +52,6 @@ from jobsched.paging.delivery import Delivered, PageDelivery, PageNotDelivered, 
 from jobsched.paging.events import EscalationEvent
 from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
-from jobsched.core.events import EventEnvelope
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake, Received
 from jobsched.pipeline.worker import Worker

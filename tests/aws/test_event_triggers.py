@@ -160,7 +160,7 @@ def test_the_events_handler_makes_runs_and_counts_what_it_dropped(
     ]
     records.append(dict(records[0], messageId="malformed", body="{not json"))
     capsys.readouterr()
-    response = events_handler.handler({"Records": records + [dict(records[0], messageId="again")]}, FakeContext())
+    response = events_handler.handler({"Records": [*records, dict(records[0], messageId="again")]}, FakeContext())
     assert response == {"batchItemFailures": []}
     metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
     counted = [(m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], m.get("reason")) for m in metrics]
@@ -177,8 +177,8 @@ def test_every_finished_run_puts_run_finished_on_the_bus(deployed: Stack) -> Non
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     events.put_rule(Name="listen", EventPattern=json.dumps({"source": [SOURCE], "detail-type": [DETAIL_TYPE]}))
     events.put_targets(Rule="listen", Targets=[{"Id": "q", "Arn": arn}])
-    from jobsched.wiring import metered_runs
     from jobsched.core.names import Settings
+    from jobsched.wiring import metered_runs
 
     deployed.runs = deployed.worker.runs = metered_runs(Settings.from_env())  # as deployed: publishing
     deployed.register(

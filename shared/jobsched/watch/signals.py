@@ -48,7 +48,7 @@ def _catalog(*definitions: MetricDef) -> dict[str, MetricDef]:
 
 COUNT, SECONDS = MetricUnit.Count, MetricUnit.Seconds
 W, D, H, E, P = Component.WORKER, Component.DISPATCHER, Component.HEARTBEAT, Component.ESCALATION, Component.PAGES
-I = Component.EVENTS
+EV = Component.EVENTS
 CATALOG = _catalog(
     # The worker: one data point per processed run message.
     MetricDef("RunOutcome", COUNT, ("team", "priority", "outcome"), W, "M1 success rate per team (dashboards)"),
@@ -91,14 +91,14 @@ CATALOG = _catalog(
     MetricDef("AutoPauses", COUNT, ("team",), E, "jobs auto-paused (on-call)"),
     MetricDef("PageDeliveries", COUNT, ("destination", "outcome"), P, "page delivery: retries, fallbacks"),
     # The event intake: one data point per event a trigger rule delivered.
-    MetricDef("EventsReceived", COUNT, (), I, "events delivered by trigger rules (dashboards)"),
-    MetricDef("EventsMatched", COUNT, (), I, "events a current trigger of an active job matched (dashboards)"),
-    MetricDef("EventsDeduplicated", COUNT, (), I, "redelivered events that named a run already there (dashboards)"),
+    MetricDef("EventsReceived", COUNT, (), EV, "events delivered by trigger rules (dashboards)"),
+    MetricDef("EventsMatched", COUNT, (), EV, "events a current trigger of an active job matched (dashboards)"),
+    MetricDef("EventsDeduplicated", COUNT, (), EV, "redelivered events that named a run already there (dashboards)"),
     MetricDef(
         "EventsDropped",
         COUNT,
         ("reason",),
-        I,
+        EV,
         "events that started no run, by reason (deleted, stale_rule, paused, before_job, not_owned, rate_limited, "
         "malformed): EventsRefused alarms on not_owned and malformed",
     ),

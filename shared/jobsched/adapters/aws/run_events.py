@@ -66,6 +66,8 @@ class RunEvents:
             log.warning("Run Finished not published", exc_info=True, extra={"job": run.job, "run_id": run.run_id})
             return False
         if response.get("FailedEntryCount"):
-            log.warning("Run Finished refused", extra={"job": run.job, "run_id": run.run_id, "entries": response.get("Entries")})
+            log.warning(
+                "Run Finished refused", extra={"job": run.job, "run_id": run.run_id, "entries": response.get("Entries")}
+            )
             return False
         return True
