@@ -29,13 +29,13 @@ def record_handler(record: SQSRecord) -> None:
         envelope = EventEnvelope.model_validate_json(record.body)
         envelope.time  # noqa: B018 - an event without a time cannot name its run: malformed
     except (ValidationError, KeyError, ValueError) as error:
-        emit_event_received(None)
+        emit_event_received("dropped", reason="malformed")
         problem = {"reason": "malformed", "error": str(error)[:300], "body": record.body[:300]}
         logger.warning("event dropped", extra=problem)
         return
     logger.thread_safe_append_keys(job=envelope.job, team=envelope.job.split("/", 1)[0], event_id=envelope.event_id)
     received = default_intake().receive(envelope, now=utc_now())
-    emit_event_received(received)
+    emit_event_received(received.action, reason=received.reason, matched=received.matched)
     extra = {
         "outcome": received.action,
         "reason": received.reason,

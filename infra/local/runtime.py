@@ -107,6 +107,7 @@ class LocalRuntime:
         self.alarm_time_scale = alarm_time_scale or (60.0 / tick_seconds if tick_seconds else 1.0)
         self.alarms: LocalAlarms | None = None
         self.paused_rules: set[str] = set()  # functions whose schedule rule is disabled (pause_rule)
+        self.paused_sources: set[str] = set()  # functions whose queue is not polled (pause_source)
         self._tables_changed = threading.Event()
         self._dirty_lock = threading.Lock()
         self._dirty: dict[str, dict[str, dict[str, Any]]] = {}  # table -> key (JSON) -> key attributes
@@ -327,6 +328,8 @@ class LocalRuntime:
                 batch: int = source.batch_size,
                 function: str = function,
             ) -> None:
+                if function in self.paused_sources:
+                    return  # the function is "down": what arrives waits on its queue, as in SQS
                 messages = sqs.receive_message(
                     QueueUrl=url, MaxNumberOfMessages=batch, WaitTimeSeconds=1, AttributeNames=["All"]
                 ).get("Messages", [])
@@ -391,6 +394,11 @@ class LocalRuntime:
             every,
             self.alarm_time_scale,
         )
+
+    def pause_source(self, function: str, paused: bool = True) -> None:
+        """Stop (or resume) delivering a queue to its function (its deployed name): the function is down, and its
+        queue keeps what comes meanwhile."""
+        (self.paused_sources.add if paused else self.paused_sources.discard)(function)
 
     def pause_rule(self, function: str, paused: bool = True) -> None:
         """Disable (or enable again) the EventBridge rule of a scheduled function, e.g. the dispatcher's."""

@@ -178,3 +178,12 @@ class EventEnvelope(BaseModel):
         if size > MAX_EVENT_PAYLOAD_BYTES:
             event["detail"] = {"jobsched_omitted": f"the event is {size} bytes; its detail is not passed on"}
         return {"trigger": self.trigger_detail(kind), "event": event}
+
+
+def trigger_summary(detail: dict[str, Any]) -> str:
+    """One line of what started a run (the CLI's `jobsched run`, the console's run page)."""
+    event = f"event {detail.get('event_id')}"
+    if detail.get("kind") == "s3":
+        return f"s3://{detail.get('bucket')}/{detail.get('key')} ({detail.get('size')} bytes, {event})"
+    named = " ".join(str(detail[key]) for key in ("source", "detail_type") if detail.get(key))
+    return f"{named} ({event})"

@@ -15,7 +15,6 @@ from jobsched.watch.signals import NAMESPACE, emit
 
 if TYPE_CHECKING:
     from jobsched.core.records import Run
-    from jobsched.pipeline.intake import Received
 
 __all__ = [
     "NAMESPACE",
@@ -51,18 +50,15 @@ def emit_run_outcome(
         emit("FireLatenessSeconds", lateness_seconds, priority=priority)
 
 
-def emit_event_received(received: Received | None) -> None:
-    """One event off the intake queue (None: an envelope that could not be read)."""
+def emit_event_received(action: str, *, reason: str | None = None, matched: bool = False) -> None:
+    """One event off the intake queue and what became of it (``jobsched.pipeline.intake.Received``)."""
     emit("EventsReceived", 1)
-    if received is None:
-        emit("EventsDropped", 1, reason="malformed")
-        return
-    if received.matched:
+    if matched:
         emit("EventsMatched", 1)
-    if received.action in ("duplicate", "resent"):
+    if action in ("duplicate", "resent"):
         emit("EventsDeduplicated", 1)
-    elif received.action == "dropped" and received.reason is not None:
-        emit("EventsDropped", 1, reason=received.reason)
+    elif action == "dropped":
+        emit("EventsDropped", 1, reason=reason or "unknown")
 
 
 def emit_escalation(*, team: str, kind: str, pages: int, paused: bool) -> None:
