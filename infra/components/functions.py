@@ -308,9 +308,12 @@ class Functions(Construct):
                 conditions=from_rules,
             )
         )
-        bus = stack.format_arn(service="events", resource="event-bus", resource_name="default")
+        # The deployment's bus: "Run Finished" of every run, put only by jobsched's functions (a team cannot
+        # forge one there), for teams' rules to build on.
+        self.runs_bus = events.EventBus(self, "RunsBus", event_bus_name=resource_name(config, "runs"))
         for function in (self.dispatcher, self.worker, self.api, self.heartbeat, self.console_actions, self.events):
-            function.add_to_role_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus]))
+            self.runs_bus.grant_put_events_to(function)
+            function.add_environment(Env.EVENT_BUS, self.runs_bus.event_bus_name)
 
     def _console(self, config: StageConfig, environment: dict[str, str], storage: Storage, queues: Queues) -> None:
         """The console: a widget function that only reads, and an actions function reached only through a

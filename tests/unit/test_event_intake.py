@@ -242,3 +242,17 @@ def test_a_missing_bus_or_a_full_bus_is_a_field_error_and_nothing_is_stored() ->
             rules=stack.rules,
         )
     assert full.value.errors[0].code == "rule_quota_reached"
+
+
+def test_the_event_examples_are_valid_jobs_and_capacity_counts_their_rules() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    jobsched = str(Path(sys.executable).with_name("jobsched"))
+    checked = subprocess.run([jobsched, "validate", "examples/events"], cwd=root, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "examples/events/orders-ready.yaml: OK examples/orders-ready" in checked.stdout
+    sized = subprocess.run([jobsched, "capacity", "examples/events"], cwd=root, capture_output=True, text=True)
+    assert "EventBridge rules on bus default: 2 (default quota 300 per bus)" in sized.stdout, sized.stdout

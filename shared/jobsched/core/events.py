@@ -25,6 +25,7 @@ MAX_EVENT_PAYLOAD_BYTES = 32 * 1024  # what a target receives of the event; larg
 S3_SOURCE = "aws.s3"
 S3_OBJECT_CREATED = "Object Created"
 RULE_PREFIX_HASH = 12  # characters of the job's digest in its rule names
+RULES_PER_BUS = 300  # EventBridge's default quota of rules per bus (adjustable): each trigger is one rule
 
 
 def trigger_fingerprint(trigger: JobTrigger) -> str:

@@ -22,7 +22,6 @@ from jobsched.core.names import JOB_TAG, OWNER_TAG, PROJECT
 from jobsched.core.spec import JobTrigger
 
 INTAKE_TARGET_ID = "intake"
-DEFAULT_RULES_PER_BUS = 300  # EventBridge's default quota of rules per bus (adjustable per account)
 
 
 class TriggerRules:

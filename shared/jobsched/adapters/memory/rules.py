@@ -7,10 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.errors import TriggerRefused
-from jobsched.core.events import envelope_template, rule_name, rule_pattern, trigger_bus
+from jobsched.core.events import RULES_PER_BUS, envelope_template, rule_name, rule_pattern, trigger_bus
 from jobsched.core.spec import DEFAULT_BUS, JobTrigger
-
-DEFAULT_RULES_PER_BUS = 300
 
 
 @dataclass
@@ -26,7 +24,7 @@ class MemoryRule:
 class MemoryRules:
     stage: str = "test"
     buses: set[str] = field(default_factory=lambda: {DEFAULT_BUS})
-    rules_per_bus: int = DEFAULT_RULES_PER_BUS
+    rules_per_bus: int = RULES_PER_BUS
     rules: dict[tuple[str, str], MemoryRule] = field(default_factory=dict)
 
     def deploy(self, job: str, team: str, triggers: Sequence[tuple[int, JobTrigger]]) -> None:
