@@ -36,6 +36,8 @@ def pattern_problems(pattern: Any, *, shared_bus: bool) -> list[Problem]:
         return [((), 'an event pattern is a JSON object such as {"source": ["com.acme.orders"]}')]
     if not pattern:
         return [((), "an empty pattern matches every event on the bus; name at least a source")]
+    if _deeper_than(pattern, MAX_PATTERN_DEPTH + 2):  # walked without recursion: a hostile pattern is cheap
+        return [((), f"the pattern nests deeper than {MAX_PATTERN_DEPTH} levels")]
     size = len(json.dumps(pattern, separators=(",", ":")))
     if size > MAX_PATTERN_CHARS:
         return [((), f"the pattern is {size} characters; at most {MAX_PATTERN_CHARS} are allowed")]
@@ -180,6 +182,17 @@ def _source_problems(pattern: dict[str, Any]) -> Iterator[Problem]:
                         "teams too (for S3 objects use an s3 trigger; a team bus may carry anything)"
                     ),
                 )
+
+
+def _deeper_than(node: Any, limit: int) -> bool:
+    pending = [(node, 1)]
+    while pending:
+        current, depth = pending.pop()
+        if depth > limit:
+            return True
+        children = current.values() if isinstance(current, dict) else current if isinstance(current, list) else ()
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _leaves(node: Any) -> Iterator[Any]:
