@@ -49,7 +49,6 @@ class ApiClient:
             membership=MEMBERSHIP,
             clock=stack.clock,
             dags=stack.dags,
-            rules=stack.rules,
             guard=stack.guard,
             egress=AddressPolicy(),  # as deployed: literal private addresses are refused at PUT
         )
