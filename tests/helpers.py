@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,24 @@ from jobsched.schedule.engine import CompiledSchedule, compile_schedule
 def utc(text: str) -> datetime:
     """'2027-03-14T07:00Z' -> aware UTC datetime."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+class Clock:
+    """An injectable clock that tests move by hand."""
+
+    def __init__(self, start: str) -> None:
+        self.now = utc(start)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> datetime:
+        self.now += delta
+        return self.now
+
+    def set(self, text: str) -> datetime:
+        self.now = utc(text)
+        return self.now
 
 
 def compiled(

@@ -56,7 +56,7 @@ from jobsched.ports import delay_seconds
 from jobsched.registry.jobs import put_job
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, spec_resources
-from tests.helpers import utc
+from tests.helpers import Clock as Clock  # re-exported: the moto tests take the stack and its clock from here
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -65,24 +65,6 @@ ACCOUNT = "123456789012"
 class Crash(BaseException):
     """Raised by crash-injection hooks: the process dies between two writes (a BaseException, so no
     error handling in the code under test can swallow it, as none could swallow a dead process)."""
-
-
-class Clock:
-    """An injectable clock that tests move by hand."""
-
-    def __init__(self, start: str) -> None:
-        self.now = utc(start)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> datetime:
-        self.now += delta
-        return self.now
-
-    def set(self, text: str) -> datetime:
-        self.now = utc(text)
-        return self.now
 
 
 @dataclass

@@ -6,7 +6,7 @@ memory adapters are held to the AWS ones by the contract suite (tests/contract).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,14 +19,7 @@ from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.worker import Worker
 from jobsched.schedule.fires import first_fire
-
-
-class Clock:
-    def __init__(self, start: str) -> None:
-        self.now = parse_instant(start)
-
-    def __call__(self) -> datetime:
-        return self.now
+from tests.helpers import Clock
 
 
 class ScriptedTargets:

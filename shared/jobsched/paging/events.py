@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -51,6 +51,20 @@ class EscalationEvent(BaseModel):
     count: int = 1  # missed_schedule: instants missed; dispatcher_stalled: overdue jobs
     detail: str | None = None
 
+    @classmethod
+    def about_run(cls, kind: EventKind, run: Run, now: datetime, **details: Any) -> EscalationEvent:
+        """An event about one run: its job is the subject, and the run names itself (job, run id, instant)."""
+        return cls(
+            kind=kind,
+            subject=run.job,
+            occurred_at=instant_text(now),
+            team=run.team,
+            job=run.job,
+            run_id=run.run_id,
+            scheduled_at=instant_text(run.scheduled_at),
+            **details,
+        )
+
     @property
     def event_id(self) -> str:
         return ":".join(str(part) for part in (self.kind, self.subject, self.run_id, self.attempt, self.scheduled_at))
@@ -80,14 +94,10 @@ class Alerts:
             "run_timed_out" if run.status is RunStatus.TIMED_OUT else "run_failed"
         )
         self.publish(
-            EscalationEvent(
-                kind=kind,
-                subject=run.job,
-                occurred_at=instant_text(self.clock()),
-                team=run.team,
-                job=run.job,
-                run_id=run.run_id,
-                scheduled_at=instant_text(run.scheduled_at),
+            EscalationEvent.about_run(
+                kind,
+                run,
+                self.clock(),
                 attempt=run.attempt,
                 error=run.error,
                 lateness_seconds=run.lateness_ms / 1000 if run.lateness_ms is not None else None,
@@ -102,16 +112,8 @@ class Alerts:
         if not self.jobs.open_incidents(finished.job):
             return
         self.publish(
-            EscalationEvent(
-                kind="run_succeeded",
-                subject=finished.job,
-                occurred_at=instant_text(self.clock()),
-                team=finished.team,
-                job=finished.job,
-                run_id=finished.run_id,
-                scheduled_at=instant_text(finished.scheduled_at),
-                attempt=finished.attempt,
-                on_time=not missed,
+            EscalationEvent.about_run(
+                "run_succeeded", finished, self.clock(), attempt=finished.attempt, on_time=not missed
             )
         )
 
@@ -131,14 +133,10 @@ class Alerts:
 def deadline_event(run: Run, spec: JobSpec, now: datetime) -> EscalationEvent:
     """One per run (its id has no attempt): the checker and the worker may both report it."""
     assert spec.deadline is not None
-    return EscalationEvent(
-        kind="deadline_missed",
-        subject=run.job,
-        occurred_at=instant_text(now),
-        team=run.team,
-        job=run.job,
-        run_id=run.run_id,
-        scheduled_at=instant_text(run.scheduled_at),
+    return EscalationEvent.about_run(
+        "deadline_missed",
+        run,
+        now,
         lateness_seconds=round((now - run.scheduled_at - spec.deadline).total_seconds(), 3),
         detail=f"not SUCCEEDED within its deadline of {spec.deadline} after {instant_text(run.scheduled_at)}"
         + f" (status {run.status.value})",
