@@ -136,6 +136,11 @@ def _acknowledge(stack: JobschedStack) -> None:
         granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service=service, resource=resource)}]"] = (
             "a Deny: the target role may never touch jobsched's own resources"
         )
+    for rule in (f"rule/{own[0]}*", f"rule/*/{own[0]}*"):
+        granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service='events', resource=rule)}]"] = (
+            "the API keeps one EventBridge rule per job trigger, named under the stage's prefix (on the default bus "
+            "or a team's bus): only those rules"
+        )
     granular[f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::{account}:role/*]"] = (
         "the API reads the tags of the caller's role to find its team (iam:ListRoleTags only)"
     )

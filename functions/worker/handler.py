@@ -44,7 +44,14 @@ def process_record(record: SQSRecord) -> None:
     outcome = default_worker().process_any(message)
     priority = outcome.priority
     lateness = outcome.lateness.total_seconds() if outcome.lateness is not None else None
-    emit_run_outcome(team=message.team, priority=priority, action=outcome.action, lateness_seconds=lateness)
+    started_by_event = getattr(message, "trigger", None) == "event"
+    emit_run_outcome(
+        team=message.team,
+        priority=priority,
+        action=outcome.action,
+        lateness_seconds=lateness,
+        started_by_event=started_by_event,
+    )
     logger.info("run message", extra={"outcome": outcome.action, "detail": outcome.detail, "lateness_s": lateness})
 
 

@@ -16,6 +16,7 @@ from jobsched.watch.signals import CATALOG, NAMESPACE
 
 WORKER_TIMEOUT = Duration.minutes(15)
 ESCALATION_TIMEOUT = Duration.seconds(60)
+INTAKE_TIMEOUT = Duration.seconds(60)  # a batch of ten events: reads and conditional writes, no target calls
 PAGES_TIMEOUT = Duration.seconds(30)  # a batch of pages, delivered concurrently, each within its webhook timeout
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 

@@ -20,6 +20,7 @@ from constructs import Construct
 
 from infra.components.common import (
     ESCALATION_TIMEOUT,
+    INTAKE_TIMEOUT,
     LOG_RETENTION,
     PAGES_TIMEOUT,
     WORKER_TIMEOUT,
@@ -42,7 +43,7 @@ from infra.components.waivers import (
 from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.console.widget import ONCALL_ALIAS, PLACEHOLDER_ALIAS
-from jobsched.core.names import OWNER_TAG, PRIORITIES, PROJECT, Env
+from jobsched.core.names import INTAKE_CONCURRENCY, OWNER_TAG, PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
 
 ESCALATION_CONCURRENCY = 2  # the escalation and pages event sources' maximum, and the functions' reserve
@@ -192,9 +193,10 @@ class Functions(Construct):
                         max_concurrency=config.burst.max_concurrency(priority),
                     )
                 )
+        self._event_intake(config, environment, storage, queues)
         # Team resources (targets, secrets, escalation topics) only through the team's session of this role.
         self.target_role = TargetRole(
-            self, "Targets", config=config, callers=(self.worker, self.api, self.pages, self.heartbeat)
+            self, "Targets", config=config, callers=(self.worker, self.api, self.pages, self.heartbeat, self.events)
         )
         # Who may act for which team: admins edit this parameter (README, "Granting teams access").
         self.membership = ssm.StringParameter(
@@ -242,6 +244,76 @@ class Functions(Construct):
                 child.source_account = Stack.of(self).account
         self.api.add_environment(Env.CALLBACK_SECRET_NAME, self.callback_secret.secret_name)
         self._grant_run_logs(config)
+
+    def _event_intake(self, config: StageConfig, environment: dict[str, str], storage: Storage, queues: Queues) -> None:
+        """Runs started by events: the API keeps one EventBridge rule per trigger (named under the stage's
+        prefix), the rules send matched events to the intake queue, and the Events function makes them runs.
+        Every function that can end a run puts "Run Finished" on the default bus."""
+        stack = Stack.of(self)
+        self.events = self._function(
+            "Events",
+            "functions.events.handler.handler",
+            config,
+            environment,
+            INTAKE_TIMEOUT,
+            256,
+            invoked=DLQ_QUEUE_SOURCE,
+            reserved=INTAKE_CONCURRENCY,
+        )
+        self.events.add_event_source(
+            sources.SqsEventSource(
+                queues.intake, batch_size=10, report_batch_item_failures=True, max_concurrency=INTAKE_CONCURRENCY
+            )
+        )
+        storage.jobs.grant_read_write_data(self.events)
+        storage.runs.grant_read_write_data(self.events)
+        for priority in PRIORITIES:
+            for queue in queues.shards[priority]:
+                queue.grant_send_messages(self.events)
+        rule_prefix = f"{PROJECT}-{config.stage}-"
+        rules = [
+            stack.format_arn(service="events", resource="rule", resource_name=f"{rule_prefix}*"),
+            stack.format_arn(service="events", resource="rule", resource_name=f"*/{rule_prefix}*"),
+        ]
+        self.api.add_environment(Env.INTAKE_QUEUE_ARN, queues.intake.queue_arn)
+        self.api.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "events:PutRule",
+                    "events:PutTargets",
+                    "events:RemoveTargets",
+                    "events:DeleteRule",
+                    "events:DescribeRule",
+                    "events:TagResource",
+                    "events:ListRules",
+                ],
+                resources=rules,
+            )
+        )
+        # Only rules under the stage's prefix may send to the intake queue (through the stack's key).
+        from_rules = {"ArnLike": {"aws:SourceArn": rules}}
+        queues.intake.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["sqs:SendMessage"],
+                resources=[queues.intake.queue_arn],
+                conditions=from_rules,
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                resources=["*"],
+                conditions=from_rules,
+            )
+        )
+        # The deployment's bus: "Run Finished" of every run, put only by jobsched's functions (a team cannot
+        # forge one there), for teams' rules to build on.
+        self.runs_bus = events.EventBus(self, "RunsBus", event_bus_name=resource_name(config, "runs"))
+        for function in (self.dispatcher, self.worker, self.api, self.heartbeat, self.console_actions, self.events):
+            self.runs_bus.grant_put_events_to(function)
+            function.add_environment(Env.EVENT_BUS, self.runs_bus.event_bus_name)
 
     def _console(self, config: StageConfig, environment: dict[str, str], storage: Storage, queues: Queues) -> None:
         """The console: a widget function that only reads, and an actions function reached only through a

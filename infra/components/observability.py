@@ -173,6 +173,12 @@ class Observability(Construct):
                     description="a run message waited longer than the longest delay plus 5 minutes",
                 )
         self._alarm(
+            "EventsDlqNotEmpty",
+            queues.intake_dead.metric_approximate_number_of_messages_visible(period=FIVE_MINUTES),
+            0,
+            description="events matched by trigger rules could not be handled: runs they should start are waiting",
+        )
+        self._alarm(
             "EscalationDlqNotEmpty",
             queues.escalation_dead.metric_approximate_number_of_messages_visible(period=FIVE_MINUTES),
             0,
@@ -203,6 +209,26 @@ class Observability(Construct):
             description="instants the dispatcher sent had no run record 15 minutes later: run messages lost",
         )
         self._alarm("HeartbeatErrors", functions.heartbeat.metric_errors(period=FIVE_MINUTES), 0)
+        self._alarm("EventsErrors", functions.events.metric_errors(period=FIVE_MINUTES), 0)
+        self._alarm(
+            "EventStartP99",
+            signal("EventStartLatencySeconds", "p99", FIVE_MINUTES),
+            self.config.lateness_p99_threshold_seconds,
+            periods=3,
+            description="p99 event-to-start latency of runs started by events above the threshold for 15 minutes",
+        )
+        self._alarm(
+            "EventsRefused",
+            signal("EventsDropped", "Sum", FIVE_MINUTES, reason="not_owned"),
+            0,
+            description="a trigger's bucket or bus is no longer its team's (tags changed): its events are refused",
+        )
+        self._alarm(
+            "EventsRunFinishedUnpublished",
+            signal("RunEventsUnpublished", "Sum", FIVE_MINUTES),
+            0,
+            description="Run Finished events EventBridge did not take: consumers of the runs bus miss them",
+        )
         self._alarm(
             "DuplicateExecutions",
             signal("RunsByOutcome", "Sum", FIVE_MINUTES, outcome="duplicate_execution"),
@@ -329,6 +355,22 @@ class Observability(Construct):
                     signal("RunsByOutcome", "Sum", FIVE_MINUTES, outcome="duplicate"),
                     signal("RunsByOutcome", "Sum", FIVE_MINUTES, outcome="duplicate_execution"),
                 ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Events: received, matched, deduplicated, and dropped by reason",
+                left=[
+                    signal("EventsReceived", "Sum", FIVE_MINUTES),
+                    signal("EventsMatched", "Sum", FIVE_MINUTES),
+                    signal("EventsDeduplicated", "Sum", FIVE_MINUTES),
+                ],
+                right=[
+                    signal("EventsDropped", "Sum", FIVE_MINUTES, reason=reason)
+                    for reason in ("paused", "deleted", "stale_rule", "not_owned", "rate_limited", "malformed")
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Event-to-start latency p50 / p99 (s)",
+                left=[signal("EventStartLatencySeconds", stat, FIVE_MINUTES) for stat in ("p50", "p99")],
             ),
             cloudwatch.GraphWidget(
                 title="DLQ depth",

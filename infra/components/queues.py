@@ -9,9 +9,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.components.common import ESCALATION_TIMEOUT, PAGES_TIMEOUT, WORKER_TIMEOUT, resource_name
+from infra.components.common import ESCALATION_TIMEOUT, INTAKE_TIMEOUT, PAGES_TIMEOUT, WORKER_TIMEOUT, resource_name
 from infra.config import StageConfig
-from jobsched.core.names import PRIORITIES, WORK_QUEUES
+from jobsched.core.names import INTAKE_MAX_RECEIVES, INTAKE_QUEUE, PRIORITIES, WORK_QUEUES
 
 
 class Queues(Construct):
@@ -52,6 +52,15 @@ class Queues(Construct):
             "Pages",
             visibility_timeout=Duration.seconds(PAGES_TIMEOUT.to_seconds() * 6),
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=10, queue=self.pages_dead),
+        )
+
+        # Events matched by trigger rules (EventBridge sends them here; infra/components/functions.py).
+        self.intake_dead = self._queue(f"{INTAKE_QUEUE}Dlq", f"{INTAKE_QUEUE}-dlq")
+        self.intake = self._queue(
+            INTAKE_QUEUE,
+            INTAKE_QUEUE,
+            visibility_timeout=Duration.seconds(INTAKE_TIMEOUT.to_seconds() * 6),
+            dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=INTAKE_MAX_RECEIVES, queue=self.intake_dead),
         )
 
     def _queue(self, construct_id: str, logical_name: str, **options: Any) -> sqs.Queue:

@@ -40,10 +40,10 @@ from typing import Any
 
 from infra.local.alarms import LocalAlarms
 from infra.local.console import LocalConsole
-from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize_cached
+from infra.local.deploy import ACCOUNT, REGION, ROOT, Deployment, deploy, synthesize_cached
 from infra.local.logs import CapturedLogs
 from infra.local.statefiles import write_atomically
-from jobsched.core.names import Env
+from jobsched.core.names import OWNER_TAG, Env
 from jobsched.watch import signals
 
 log = logging.getLogger("jobsched.local")
@@ -53,6 +53,9 @@ TEAM_PATTERN = f"arn:aws:iam::{ACCOUNT}:role/team-{{team}}"
 LOCAL_FAILED_RECORD_RETRY = 5  # seconds before a failed record is offered again (AWS: the visibility timeout)
 LOCAL_RECEIVERS = 3  # ReceiveMessage loops per queue
 SNAPSHOT_EVERY = 1.0  # seconds: at most this much of the tables' writes is lost to a kill -9
+RUNTIME_FILE = "runtime.json"  # the API's URL and moto's endpoint, for `jobsched local put-event` and the like
+EXAMPLE_BUCKET = "examples-landing"  # team examples' bucket, sending its events to EventBridge
+EVENT_EXAMPLES = ("examples/events/orders-ready.yaml", "examples/events/landing-exports.yaml")
 TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 
 
@@ -104,6 +107,7 @@ class LocalRuntime:
         self.alarm_time_scale = alarm_time_scale or (60.0 / tick_seconds if tick_seconds else 1.0)
         self.alarms: LocalAlarms | None = None
         self.paused_rules: set[str] = set()  # functions whose schedule rule is disabled (pause_rule)
+        self.paused_sources: set[str] = set()  # functions whose queue is not polled (pause_source)
         self._tables_changed = threading.Event()
         self._dirty_lock = threading.Lock()
         self._dirty: dict[str, dict[str, dict[str, Any]]] = {}  # table -> key (JSON) -> key attributes
@@ -150,6 +154,8 @@ class LocalRuntime:
             timeout=10,
         ).close()
         log.info("moto server on %s", self.endpoint)
+        # Where `jobsched local put-event` and `put-object` find this stack's AWS.
+        (self.state_dir / RUNTIME_FILE).write_text(json.dumps({"api": self.api_url, "aws_endpoint": self.endpoint}))
         began = time.monotonic()
         template, reused = synthesize_cached(self.state_dir, examples=self.examples)
         if reused:
@@ -322,6 +328,8 @@ class LocalRuntime:
                 batch: int = source.batch_size,
                 function: str = function,
             ) -> None:
+                if function in self.paused_sources:
+                    return  # the function is "down": what arrives waits on its queue, as in SQS
                 messages = sqs.receive_message(
                     QueueUrl=url, MaxNumberOfMessages=batch, WaitTimeSeconds=1, AttributeNames=["All"]
                 ).get("Messages", [])
@@ -386,6 +394,11 @@ class LocalRuntime:
             every,
             self.alarm_time_scale,
         )
+
+    def pause_source(self, function: str, paused: bool = True) -> None:
+        """Stop (or resume) delivering a queue to its function (its deployed name): the function is down, and its
+        queue keeps what comes meanwhile."""
+        (self.paused_sources.add if paused else self.paused_sources.discard)(function)
 
     def pause_rule(self, function: str, paused: bool = True) -> None:
         """Disable (or enable again) the EventBridge rule of a scheduled function, e.g. the dispatcher's."""
@@ -497,7 +510,25 @@ class LocalRuntime:
         }
         for name, body in jobs.items():
             client.call("PUT", f"/teams/examples/jobs/{name}", body)
-        log.info("example jobs registered for team 'examples': %s", ", ".join(jobs))
+        # Jobs started by events, from their example files: an EventBridge pattern, and objects landing in a
+        # bucket of the team's that sends its events to EventBridge.
+        import boto3
+        import yaml
+
+        s3 = boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION)
+        s3.create_bucket(Bucket=EXAMPLE_BUCKET)
+        s3.put_bucket_tagging(Bucket=EXAMPLE_BUCKET, Tagging={"TagSet": [{"Key": OWNER_TAG, "Value": "examples"}]})
+        s3.put_bucket_notification_configuration(
+            Bucket=EXAMPLE_BUCKET, NotificationConfiguration={"EventBridgeConfiguration": {}}
+        )
+        for path in EVENT_EXAMPLES:
+            document = yaml.safe_load((ROOT / path).read_text())
+            client.call("PUT", f"/teams/{document['team']}/jobs/{document['name']}", document)
+        log.info(
+            "example jobs registered for team 'examples': %s, and the ones in %s",
+            ", ".join(jobs),
+            ", ".join(EVENT_EXAMPLES),
+        )
 
     def _start_callback_worker(self) -> None:
         """Plays the external worker of the example callback job: the sleep example heartbeats, then completes."""
@@ -627,6 +658,23 @@ class LocalRuntime:
             report.resent,
             report.leases_ended,
         )
+        self._redeploy_trigger_rules(jobs)
+
+    def _redeploy_trigger_rules(self, jobs: list[dict[str, Any]]) -> None:
+        """EventBridge keeps rules across outages; moto's died with the process: put back each stored job's."""
+        from jobsched.core.names import JobsKeys, Settings
+        from jobsched.core.records import StoredJob
+        from jobsched.wiring import build_rules
+
+        rules = build_rules(Settings.from_env())
+        if rules is None:
+            return
+        specs = [StoredJob.from_values(values).spec for values in jobs if values[JobsKeys.SK] == JobsKeys.SPEC]
+        with_triggers = [spec for spec in specs if spec.triggers]
+        for spec in with_triggers:
+            rules.deploy(spec.key, spec.team, list(enumerate(spec.triggers)))
+        if with_triggers:
+            log.info("trigger rules put back for %d jobs", len(with_triggers))
 
 
 def _example_lambda(name: str, payload: dict[str, Any]) -> dict[str, Any]:

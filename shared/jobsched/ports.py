@@ -37,7 +37,7 @@ from jobsched.core.records import (
     TaskState,
 )
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, TaskStatus
-from jobsched.core.spec import JobSpec
+from jobsched.core.spec import JobSpec, JobTrigger
 
 
 class JobsPort(Protocol):
@@ -168,6 +168,23 @@ class TriggerStorePort(JobsPort, Protocol):
     """Manual triggers: the idempotency keys that make a retried request start one run."""
 
     def reserve_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str: ...
+
+
+class EventIntakeStorePort(JobsPort, Protocol):
+    """Jobs, and per job the minute window of runs its events started (``max_runs_per_minute``)."""
+
+    def count_event_run(self, job: str, *, now: datetime, limit: int) -> bool: ...
+
+
+class TriggerRulesPort(Protocol):
+    """Each event or s3 trigger of a job as an EventBridge rule that delivers its matches to the intake queue.
+
+    ``deploy`` is idempotent (a rule is named by its job and its trigger's content); ``remove`` deletes the
+    rules of the given triggers and ignores rules already gone. ``TriggerRefused`` names the trigger at fault."""
+
+    def deploy(self, job: str, team: str, triggers: Sequence[tuple[int, JobTrigger]]) -> None: ...
+    def remove(self, job: str, triggers: Sequence[JobTrigger]) -> None: ...
+    def rules_on_bus(self, bus: str) -> int: ...
 
 
 class RunsPort(Protocol):

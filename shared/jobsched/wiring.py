@@ -14,6 +14,8 @@ from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues
 from jobsched.adapters.aws.rotation import Step, rotate
+from jobsched.adapters.aws.rules import TriggerRules
+from jobsched.adapters.aws.run_events import RunEvents
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.aws.targets import LambdaInvoker, TargetExecutor
 from jobsched.adapters.aws.workflows import Workflows
@@ -23,18 +25,21 @@ from jobsched.api.tokens import CallbackTokens
 from jobsched.console.actions import ActionStores
 from jobsched.console.widget import WidgetControls
 from jobsched.core.names import Env, Settings, reserved_prefixes
+from jobsched.core.records import Run
 from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import PageSender
 from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
 from jobsched.pipeline.dispatch import Dispatcher
+from jobsched.pipeline.intake import EventIntake
 from jobsched.pipeline.worker import Worker, heartbeat_checker
 from jobsched.ports import RunLogsPort
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.watch.heartbeat import HeartbeatChecker
 from jobsched.watch.observability import run_finished, run_retried
+from jobsched.watch.signals import emit
 
 
 def utc_now() -> datetime:
@@ -48,8 +53,32 @@ def team_sessions(role_arn: str | None) -> TeamSessions:
 
 
 def metered_runs(settings: Settings) -> RunsStore:
-    """The runs table, telling the SLI metrics of every run that ends or retries (whoever ends it)."""
-    return RunsStore(settings.runs_table, on_finished=run_finished, on_retrying=run_retried)
+    """The runs table, telling the SLI metrics of every run that ends or retries (whoever ends it), and
+    putting its "Run Finished" event on the deployment's bus."""
+    published = RunEvents(settings.event_bus)
+
+    def finished(run: Run) -> None:
+        run_finished(run)
+        if not published.publish(run):
+            emit("RunEventsUnpublished", 1)
+
+    return RunsStore(settings.runs_table, on_finished=finished, on_retrying=run_retried)
+
+
+def build_rules(settings: Settings) -> TriggerRules | None:
+    """Trigger rules, when the deployment has an intake queue (None: jobs with triggers are refused)."""
+    if not settings.intake_queue_arn:
+        return None
+    return TriggerRules(stage=settings.stage, intake_queue_arn=settings.intake_queue_arn)
+
+
+def build_intake(settings: Settings) -> EventIntake:
+    return EventIntake(
+        JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
+        metered_runs(settings),
+        WorkQueues(settings.queue_urls, shards=settings.queue_shards),
+        guard=build_guard(settings),
+    )
 
 
 def build_guard(settings: Settings) -> OwnershipGuard:
@@ -169,6 +198,11 @@ def default_worker() -> Worker:
 
 
 @cache
+def default_intake() -> EventIntake:
+    return build_intake(Settings.from_env())
+
+
+@cache
 def default_escalator() -> Escalator:
     return build_escalator(Settings.from_env())
 
@@ -184,7 +218,14 @@ def reset() -> None:
     global _lambda_invoker, _run_logs
     _lambda_invoker = None
     _run_logs = None
-    for cached in (default_dispatcher, default_heartbeat, default_worker, default_escalator, default_page_sender):
+    for cached in (
+        default_dispatcher,
+        default_heartbeat,
+        default_worker,
+        default_escalator,
+        default_page_sender,
+        default_intake,
+    ):
         cached.cache_clear()
     console_stores.cache_clear()
     team_sessions.cache_clear()
@@ -201,6 +242,7 @@ def build_api_services(settings: Settings) -> ApiServices:
         membership=MembershipCache(Membership.from_env, role_tags=iam_role_tags),
         clock=utc_now,
         dags=build_dag_deployer(settings),
+        rules=build_rules(settings),
         guard=build_guard(settings),
         egress=egress_policy(settings),
         logs=_run_logs or InsightsLogs(settings.log_groups),

@@ -49,6 +49,7 @@ class ApiClient:
             membership=MEMBERSHIP,
             clock=stack.clock,
             dags=stack.dags,
+            rules=stack.rules,
             guard=stack.guard,
             egress=AddressPolicy(),  # as deployed: literal private addresses are refused at PUT
         )

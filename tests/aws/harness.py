@@ -25,9 +25,11 @@ from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues
+from jobsched.adapters.aws.rules import TriggerRules
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.aws.targets import TargetExecutor
 from jobsched.adapters.aws.workflows import Workflows
+from jobsched.core.events import EventEnvelope
 from jobsched.core.messages import DagTaskFailure, WorkMessage, parse_work_message
 from jobsched.core.names import (
     JOBS_TABLE,
@@ -51,6 +53,7 @@ from jobsched.paging.events import EscalationEvent
 from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
 from jobsched.pipeline.dispatch import Dispatcher
+from jobsched.pipeline.intake import EventIntake, Received
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
 from jobsched.registry.jobs import put_job
@@ -168,7 +171,17 @@ class Stack:
             )["QueueUrl"]
             self.dlq_urls[priority] = dlq
         self.escalation_url = self.sqs.create_queue(QueueName="jobsched-test-escalations")["QueueUrl"]
-        self.settings = Settings(self.jobs_table, self.runs_table, dict(self.queue_urls), self.escalation_url)
+        self.intake_url = self.sqs.create_queue(QueueName="jobsched-test-Events")["QueueUrl"]
+        self.intake_arn = self.sqs.get_queue_attributes(QueueUrl=self.intake_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self.settings = Settings(
+            self.jobs_table,
+            self.runs_table,
+            dict(self.queue_urls),
+            self.escalation_url,
+            intake_queue_arn=self.intake_arn,
+        )
         self.jobs = JobsStore(self.jobs_table, self.dynamodb)
         self.runs = RunsStore(self.runs_table, self.dynamodb)
         self.queues: VirtualDelayQueues = (
@@ -199,6 +212,9 @@ class Stack:
             stepfunctions=self.stepfunctions,
         )
         self.dags = DagDeployer(self.workflows, dict(self.queue_urls))
+        self.events = boto3.client("events", region_name=REGION)
+        self.rules = TriggerRules(stage="test", intake_queue_arn=self.intake_arn, events=self.events)
+        self.intake = EventIntake(self.jobs, self.runs, self.queues, guard=self.guard)
         self.worker = Worker(
             jobs=self.jobs,
             runs=self.runs,
@@ -240,6 +256,7 @@ class Stack:
             Env.ESCALATION_TOPIC: self.default_topic,
             Env.API_URL: "https://api.example.com/dev",
             Env.PAGES_QUEUE: self.page_deliveries_url,
+            Env.INTAKE_QUEUE_ARN: self.intake_arn,
         }
 
     def topic(self, name: str, team: str | None = None) -> str:
@@ -344,8 +361,26 @@ class Stack:
         for resource in spec_resources(spec):
             if resource.kind is ResourceKind.FUNCTION and resource.short_name in self.lambdas.functions:
                 self.function(resource.short_name, {SHARED_TAG: "true"})
-        put_job(self.jobs, spec, now=self.clock(), principal=principal, dags=self.dags)
+        put_job(self.jobs, spec, now=self.clock(), principal=principal, dags=self.dags, rules=self.rules)
         return spec
+
+    def intake_messages(self) -> list[dict[str, Any]]:
+        """What the trigger rules delivered to the intake queue (received, not yet deleted)."""
+        messages: list[dict[str, Any]] = []
+        while True:
+            batch = self.sqs.receive_message(QueueUrl=self.intake_url, MaxNumberOfMessages=10, VisibilityTimeout=600)
+            if not batch.get("Messages"):
+                return messages
+            messages += batch["Messages"]
+
+    def deliver_events(self, *, deliveries: int = 1) -> list[Received]:
+        """Each delivered event to the intake ``deliveries`` times (EventBridge and SQS deliver at least once)."""
+        received = []
+        for raw in self.intake_messages():
+            envelope = EventEnvelope.model_validate_json(raw["Body"])
+            received += [self.intake.receive(envelope, now=self.clock()) for _ in range(deliveries)]
+            self.sqs.delete_message(QueueUrl=self.intake_url, ReceiptHandle=raw["ReceiptHandle"])
+        return received
 
     def tick(self) -> Any:
         return self.dispatcher.tick(self.clock())

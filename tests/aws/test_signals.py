@@ -197,7 +197,51 @@ def drive_every_handler(
         sample | {"body": m["Body"], "receiptHandle": m["ReceiptHandle"], "messageId": m["MessageId"]} for m in raw
     ]
     pages({"Records": records}, FakeContext())
+    drive_the_events_handler(deployed, as_deployed, monkeypatch)
     return emitted(capsys.readouterr().out)
+
+
+def drive_the_events_handler(deployed: Stack, as_deployed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events a trigger rule delivered: one started (then run by the worker), one redelivered, one rate-limited,
+    and a Run Finished the bus refuses (a bus that does not exist)."""
+    from functions.events.handler import handler as events_handler
+    from functions.worker.handler import handler as worker
+
+    as_deployed("events")
+    outbox = deployed.sqs.create_queue(QueueName="signals-outbox", tags={"jobsched-team": "ops"})["QueueUrl"]
+    deployed.register(
+        {
+            "name": "on-event",
+            "team": "ops",
+            "triggers": [{"event": {"pattern": {"source": ["com.acme.signals"]}}}],
+            "target": {"type": "sqs", "queue_url": outbox},
+            "concurrency": {"max_runs_per_minute": 1},
+        }
+    )
+    for n in (1, 2):
+        deployed.events.put_events(
+            Entries=[
+                {
+                    "Source": "com.acme.signals",
+                    "DetailType": "X",
+                    "Detail": json.dumps({"n": n}),
+                    "Time": deployed.clock(),
+                }
+            ]
+        )
+    raw = deployed.intake_messages()
+    template = json.loads((EVENTS / "worker_sqs_batch.json").read_text())["Records"][0]
+    records = [
+        template | {"body": m["Body"], "receiptHandle": m["ReceiptHandle"], "messageId": m["MessageId"]} for m in raw
+    ]
+    events_handler({"Records": [*records, records[0] | {"messageId": "again"}]}, FakeContext())
+    as_deployed("worker")
+    monkeypatch.setenv(Env.EVENT_BUS, "jobsched-nowhere")
+    from jobsched import wiring as services
+
+    services.reset()
+    started = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"], MaxNumberOfMessages=10)["Messages"]
+    worker(sqs_event(deployed, started), FakeContext())
 
 
 def test_every_metric_an_alarm_or_a_widget_queries_is_published_with_that_dimension_set(

@@ -15,10 +15,10 @@ from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
 from jobsched.core.records import AuditEntry, Run
-from jobsched.ports import EscalationStorePort, RegistryPort, TaskRunsPort, TriggerStorePort
+from jobsched.ports import EscalationStorePort, EventIntakeStorePort, RegistryPort, TaskRunsPort, TriggerStorePort
 
 
-class JobStore(EscalationStorePort, RegistryPort, TriggerStorePort, Protocol):
+class JobStore(EscalationStorePort, RegistryPort, TriggerStorePort, EventIntakeStorePort, Protocol):
     """Every port the Jobs table's adapters serve, and the history the API pages through."""
 
     def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]: ...

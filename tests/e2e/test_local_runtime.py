@@ -11,6 +11,8 @@ import json
 import os
 import random
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -589,3 +591,83 @@ def test_a_days_value_that_is_no_number_shows_the_default_range(runtime: LocalRu
     alpha = {"X-Jobsched-Principal": TEAM_PATTERN.format(team="alpha")}
     page = send(runtime, "GET", f"/console/teams/alpha/timeline?{urlencode({'days': days})}", alpha)
     assert page.status == 200 and b"nightly" in page.data
+
+
+def jobsched(runtime: LocalRuntime, *args: str) -> str:
+    """The CLI as a user types it, against this runtime's state directory."""
+    command = [str(Path(sys.executable).with_name("jobsched")), *args, "--state-dir", str(runtime.state_dir)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def example_runs(runtime: LocalRuntime, job: str) -> list[dict[str, Any]]:
+    status, body = call(runtime, "GET", f"/teams/examples/jobs/{job}/runs?limit=100", team="examples")
+    assert status == 200, body
+    return list(body["runs"])
+
+
+def test_an_event_put_with_the_cli_and_an_object_landing_start_the_example_jobs(runtime: LocalRuntime) -> None:
+    out = jobsched(
+        runtime,
+        "local",
+        "put-event",
+        "--source",
+        "com.acme.orders",
+        "--detail-type",
+        "OrderBatchReady",
+        "--detail",
+        '{"batch": 7}',
+    )
+    assert out.startswith("event ")
+    jobsched(
+        runtime,
+        "local",
+        "put-event",
+        "--source",
+        "com.acme.orders",
+        "--detail-type",
+        "OrderBatchReady",
+        "--detail",
+        '{"batch": 0}',
+    )  # the pattern wants batch > 0: EventBridge never delivers it
+    ran = wait_for(lambda: [r for r in example_runs(runtime, "orders-ready") if r["status"] == "SUCCEEDED"])
+    assert len(ran) == 1 and ran[0]["trigger"] == "event"
+    assert ran[0]["trigger_detail"]["source"] == "com.acme.orders"
+    for key in ("exports/2027-01-04.csv", "exports/2027-01-04.csv", "exports/readme.txt"):
+        jobsched(runtime, "local", "put-object", "examples-landing", key, "--body", "id,total\n1,10\n")
+    landed = wait_for(
+        lambda: (
+            len([r for r in example_runs(runtime, "landing-exports") if r["status"] == "SUCCEEDED"]) == 2
+            and example_runs(runtime, "landing-exports")
+        )
+    )
+    assert {r["trigger_detail"]["key"] for r in landed if r["trigger"] == "event"} == {"exports/2027-01-04.csv"}
+    time.sleep(2)  # nothing more comes: the .txt object matched no rule, and no delivery made a second run
+    assert len(example_runs(runtime, "orders-ready")) == 1
+    assert len([r for r in example_runs(runtime, "landing-exports") if r["trigger"] == "event"]) == 2
+
+
+def test_events_that_arrive_while_the_events_function_is_down_run_when_it_is_back(runtime: LocalRuntime) -> None:
+    before = len(example_runs(runtime, "orders-ready"))
+    runtime.pause_source("jobsched-local-Events")
+    try:
+        for batch in (11, 12, 13):
+            jobsched(
+                runtime,
+                "local",
+                "put-event",
+                "--source",
+                "com.acme.orders",
+                "--detail-type",
+                "OrderBatchReady",
+                "--detail",
+                json.dumps({"batch": batch}),
+            )
+        time.sleep(3)
+        assert len(example_runs(runtime, "orders-ready")) == before  # waiting on the intake queue, not lost
+    finally:
+        runtime.pause_source("jobsched-local-Events", paused=False)
+    wait_for(
+        lambda: len([r for r in example_runs(runtime, "orders-ready") if r["status"] == "SUCCEEDED"]) == before + 3
+    )

@@ -100,6 +100,7 @@ def test_functions_arm64_python313_traced_with_json_logs_and_env_from_names(dev:
         "jobsched-dev-Console",
         "jobsched-dev-ConsoleActions",
         "jobsched-dev-ConsoleAudit",
+        "jobsched-dev-Events",
     }
     for props in functions:
         assert props["Architectures"] == ["arm64"] and props["Runtime"] == "python3.13"
@@ -177,9 +178,12 @@ def test_function_roles_keep_no_permission_on_team_resources(dev: Template) -> N
                 assert function == "Worker" and "jobsched-dev-dag-" in resource
                 assert statement["Condition"] == {"StringLike": {"aws:ResourceTag/jobsched-job": "?*/?*"}}
                 continue
-            # Only the stack's own queues, topics and secret (resolved references), never a wildcard.
+            # Only the stack's own queues, topics, secret and runs bus (resolved references), never a wildcard.
             assert "*" not in resource.replace("/index/*", ""), (function, granted, resource)
-            assert granted <= {"sqs:SendMessage", "sns:Publish", "secretsmanager:GetSecretValue", "ssm:GetParameter"}
+            allowed = {"sqs:SendMessage", "sns:Publish", "secretsmanager:GetSecretValue", "ssm:GetParameter"}
+            assert granted <= allowed | {"events:PutEvents"}
+            if "events:PutEvents" in granted:  # Run Finished, on the deployment's own bus only
+                assert "FunctionsRunsBus" in resource, (function, resource)
             assert "Fn::GetAtt" in resource or any(ref in resource for ref in own_refs) or "Ref" in resource
 
 
@@ -192,6 +196,7 @@ def test_the_target_role_is_assumed_only_by_jobscheds_functions_with_a_team_tag(
         "FunctionsApiServiceRole",
         "FunctionsPagesServiceRole",
         "FunctionsHeartbeatServiceRole",
+        "FunctionsEventsServiceRole",  # reads the tags of a trigger's bucket or bus as the team, when events arrive
     }
 
     def principals(statement: dict[str, Any]) -> set[str]:
@@ -338,8 +343,11 @@ def test_console_actions_act_only_through_a_team_alias_that_iam_grants_by_the_ca
     template = dev[0]
     name, actions_fn = function_by_handler(template, "functions.console_actions.handler.handler")
     assert actions_fn["Architectures"] == ["arm64"]
-    # What an action may touch: the two tables, the work queues (trigger, rerun), and nothing else.
-    assert {a.split(":")[0] for a in role_actions(template, actions_fn)} <= {"dynamodb", "kms", "sqs", "xray"}
+    # What an action may touch: the two tables, the work queues (trigger, rerun), the runs bus (a cancelled run's
+    # Run Finished), and nothing else.
+    services = {a.split(":")[0] for a in role_actions(template, actions_fn)}
+    assert services <= {"dynamodb", "kms", "sqs", "xray", "events"}
+    assert {a for a in role_actions(template, actions_fn) if a.startswith("events:")} == {"events:PutEvents"}
     aliases = resources(template, "AWS::Lambda::Alias")
     assert {a["Name"] for a in aliases.values() if name in json.dumps(a["FunctionName"])} == {
         "team-payments",
@@ -508,7 +516,7 @@ def test_cloudwatch_may_publish_every_alarm_to_its_encrypted_topic(dev: Template
 def test_every_scheduled_or_queue_driven_component_and_every_dlq_is_alarmed(dev: Template) -> None:
     template = dev[0]
     names = {p["AlarmName"] for p in resources(template, "AWS::CloudWatch::Alarm").values()}
-    for component in ("Dispatcher", "Heartbeat", "Escalation", "Pages"):
+    for component in ("Dispatcher", "Heartbeat", "Escalation", "Pages", "Events"):
         assert f"jobsched-dev-{component}Errors" in names, component
     for ticking in ("Dispatcher", "Heartbeat"):
         [missed] = [
@@ -520,7 +528,7 @@ def test_every_scheduled_or_queue_driven_component_and_every_dlq_is_alarmed(dev:
     dead_letter_queues = [
         q["QueueName"] for q in resources(template, "AWS::SQS::Queue").values() if q["QueueName"].endswith("-dlq")
     ]
-    assert len(dead_letter_queues) == len(PRIORITIES) + 2  # work queues, escalations, pages
+    assert len(dead_letter_queues) == len(PRIORITIES) + 3  # work queues, escalations, pages, events
     alarmed = json.dumps(list(resources(template, "AWS::CloudWatch::Alarm").values()))
     dlq_ids = [n for n, r in template["Resources"].items() if r["Type"] == "AWS::SQS::Queue" and "Dlq" in n]
     for logical in dlq_ids:
@@ -581,7 +589,9 @@ def test_an_idle_non_prod_stage_pays_for_no_dashboards_traces_or_zero_counts(tmp
         if Env.JOBS_TABLE in f.get("Environment", {}).get("Variables", {})
     ]
     assert ours and {variables[Env.ZERO_METRICS] for variables in ours} == {"off"}
-    assert len(resources(template, "AWS::CloudWatch::Alarm")) == 28
+    assert (
+        len(resources(template, "AWS::CloudWatch::Alarm")) == 33
+    )  # alarms cost nothing while idle (no data, not breaching)
     prod, _ = synthesize(tmp_path / "prod", stage="prod")
     assert len(resources(prod, "AWS::CloudWatch::Dashboard")) == 4
     prod_functions = resources(prod, "AWS::Lambda::Function").values()

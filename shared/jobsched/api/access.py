@@ -21,7 +21,7 @@ from jobsched.api.tokens import CallbackTokens
 from jobsched.core.records import StoredJob
 from jobsched.core.runs import job_key
 from jobsched.pipeline.worker import Worker
-from jobsched.ports import DagDeploymentPort, RunLogsPort
+from jobsched.ports import DagDeploymentPort, RunLogsPort, TriggerRulesPort
 from jobsched.tenancy.egress import AddressPolicy
 from jobsched.tenancy.ownership import OwnershipGuard
 
@@ -39,6 +39,7 @@ class ApiServices:
     membership: Membership | MembershipCache
     clock: Callable[[], datetime]
     dags: DagDeploymentPort | None = None  # None: this deployment refuses DAG jobs
+    rules: TriggerRulesPort | None = None  # None: this deployment refuses jobs with event or s3 triggers
     guard: OwnershipGuard | None = None  # refuses jobs naming another team's (or jobsched's) resources
     egress: AddressPolicy | None = None  # refuses URLs whose literal address this stage may not reach
     logs: RunLogsPort | None = None  # a run's log lines (Logs Insights in AWS, captured lines locally)

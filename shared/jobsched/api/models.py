@@ -142,12 +142,27 @@ class TaskView(BaseModel):
     callback_token: str | None = Field(default=None, description="for RUNNING callback tasks: report with it")
 
 
+class TriggerDetailView(BaseModel):
+    """The event that started a run (trigger "event")."""
+
+    kind: str = Field(description="event (an EventBridge pattern) or s3 (an object created)")
+    event_id: str = Field(description="EventBridge's id of the event")
+    source: str
+    detail_type: str | None = None
+    bucket: str | None = None
+    key: str | None = None
+    size: int | None = None
+    etag: str | None = None
+    version: str | None = None
+
+
 class RunView(BaseModel):
     job: str
     run_id: str
     status: str
     attempt: int
-    trigger: str
+    trigger: str = Field(description="what started the run: schedule, manual, backfill or event")
+    trigger_detail: TriggerDetailView | None = Field(default=None, description="runs started by an event")
     scheduled_at: str
     fire_at: str
     started_at: str | None = None

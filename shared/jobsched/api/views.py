@@ -6,7 +6,16 @@ from dataclasses import asdict
 from datetime import datetime
 
 from jobsched.api.errors import ApiError
-from jobsched.api.models import BackfillView, IncidentView, JobHealthView, JobView, LogLineView, RunView, TaskView
+from jobsched.api.models import (
+    BackfillView,
+    IncidentView,
+    JobHealthView,
+    JobView,
+    LogLineView,
+    RunView,
+    TaskView,
+    TriggerDetailView,
+)
 from jobsched.api.tokens import CallbackTokens, token_expiry
 from jobsched.core.bounds import parse_bounded_int
 from jobsched.core.records import Incident, LogLine, Run, StoredJob
@@ -69,6 +78,7 @@ def run_view(run: Run, token: str | None) -> RunView:
         status=run.status.value,
         attempt=run.attempt,
         trigger=run.trigger,
+        trigger_detail=TriggerDetailView.model_validate(run.trigger_detail) if run.trigger_detail else None,
         scheduled_at=instant_text(run.scheduled_at),
         fire_at=instant_text(run.fire_at),
         started_at=moment_text(run.started_at) if run.started_at else None,

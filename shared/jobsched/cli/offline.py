@@ -210,6 +210,9 @@ def _fire_json(fire: Occurrence, skipped: list[Occurrence], compiled: CompiledSc
 def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_p99: float) -> None:
     """Size a deployment for job files: the peak minute of the next DAYS, the CDK settings and AWS quotas
     that peak needs (from the scale model, scripts/bench_scale.py), and the monthly cost."""
+    from collections import Counter
+
+    from jobsched.core.events import RULES_PER_BUS, trigger_bus
     from jobsched.planning.capacity import load_profile, size_for
 
     results = validate_files(paths)
@@ -245,4 +248,8 @@ def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_
     click.echo(f"  Lambda concurrent executions: >= {sizing.account_concurrency:,} (default 1,000)")
     click.echo(f"  DynamoDB table write throughput: >= {max(sizing.peak_wcu, 1):,.0f} units/s (default 40,000)")
     click.echo(f"  peak worker invocations at once: {sizing.peak_concurrency:,}")
+    rules = Counter(trigger_bus(trigger) for r in results if r.job is not None for trigger in r.job.triggers)
+    for bus, count in sorted(rules.items()):
+        over = " OVER: ask for more, or spread the triggers over team buses" if count > RULES_PER_BUS else ""
+        click.echo(f"  EventBridge rules on bus {bus}: {count:,} (default quota {RULES_PER_BUS} per bus){over}")
     click.echo(f"monthly cost: ${sizing.monthly_cost_usd:,.2f} (prod idle + runs at the measured price per run)")

@@ -14,6 +14,7 @@ import click
 from jobsched.cli import app
 from jobsched.cli.app import cli
 from jobsched.cli.offline import utc_text
+from jobsched.core.events import trigger_summary
 from jobsched.core.names import Env
 from jobsched.core.spec import JobSpec
 from jobsched.registry.jobfile import validate_files
@@ -406,6 +407,8 @@ def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> No
     owner, name = job_ref(job, team)
     body = client.call("GET", f"/teams/{owner}/jobs/{name}/runs/{run_id}").body
     emit(body, output, RUN_COLUMNS)
+    if output == "table" and body.get("trigger_detail"):
+        click.echo(f"started by: {trigger_summary(body['trigger_detail'])}")
     if output == "table" and body.get("tasks"):
         click.echo()
         emit(body["tasks"], output, TASK_COLUMNS)

@@ -14,6 +14,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from jobsched.console.palette import BACKGROUND, MUTED, TEXT, look
+from jobsched.core.events import trigger_summary
 from jobsched.core.records import Incident, Run, TaskState
 from jobsched.core.runs import TERMINAL, RunStatus, instant_text
 from jobsched.dag.definition import Graph
@@ -393,6 +394,7 @@ def run_view(run: Run, tasks: dict[str, TaskState], graph: Graph | None, order: 
         ("finished", instant_text(run.finished_at) if run.finished_at else DASH),
         ("late at start", f"{run.lateness_ms / 1000:.1f} s" if run.lateness_ms is not None else DASH),
         ("trigger", escape(run.trigger)),
+        *((("event", escape(trigger_summary(run.trigger_detail))),) if run.trigger_detail else ()),
         ("error", escape(run.error or DASH)),
         ("reason", escape(run.reason or DASH)),
     ]

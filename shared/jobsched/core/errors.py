@@ -200,6 +200,15 @@ class WorkflowsNotConfigured(RuntimeError):
     """This deployment has no state machine role or prefix, so DAG jobs cannot run here."""
 
 
+class TriggerRefused(Exception):
+    """EventBridge would not take a trigger's rule (its pattern, its bus, the bus's rule quota): a 422 on the
+    trigger's field, raised before the job is stored."""
+
+    def __init__(self, index: int, field: str, code: str, message: str) -> None:
+        super().__init__(message)
+        self.error = FieldError(f"triggers[{index}].{field}" if field else f"triggers[{index}]", code, message)
+
+
 class ChannelRefused(RuntimeError):
     """The job names a topic or webhook its team may not use; nothing was sent there."""
 

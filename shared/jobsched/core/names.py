@@ -72,6 +72,8 @@ class Env:
     MEMBERSHIP_PARAMETER = "JOBSCHED_MEMBERSHIP_PARAMETER"  # or the SSM parameter holding it (AWS)
     AWS_ENDPOINT = "JOBSCHED_AWS_ENDPOINT"  # one endpoint for every AWS service (moto in the local runtime)
     API = "JOBSCHED_API"  # the CLI's API URL
+    INTAKE_QUEUE_ARN = "JOBSCHED_INTAKE_QUEUE_ARN"  # where trigger rules deliver matched events (the API's rules)
+    EVENT_BUS = "JOBSCHED_EVENT_BUS"  # where "Run Finished" events are put (default: the account's default bus)
     CONSOLE_ACTIONS = "JOBSCHED_CONSOLE_ACTIONS_ARN"  # the console's actions function (its aliases: team-NAME)
     CONSOLE_TEAMS = "JOBSCHED_CONSOLE_TEAMS"  # comma-separated: the teams whose alias exists (CDK console_teams)
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
@@ -97,6 +99,7 @@ class JobsKeys:
     TEAM_PREFIX = "TEAM#"  # per-team quota items: pk "TEAM#{team}", sk "QUOTA"
     QUOTA = "QUOTA"
     RATE_PREFIX = "RATE#"  # per-team API request windows: pk "TEAM#{team}", sk "RATE#{minute}"
+    EVENT_RUNS_PREFIX = "EVENTS#"  # runs a job's events started in one minute: pk job, sk "EVENTS#{minute}"
     PRINCIPAL_PREFIX = "PRINCIPAL#"  # per-caller API request windows: pk "PRINCIPAL#{arn digest}", sk "RATE#{minute}"
     INCIDENT_PREFIX = "INCIDENT#"  # open incidents: pk subject (job, TARGET#..., SYSTEM), sk "INCIDENT#{class}"
     BREAKER = "BREAKER"  # per-target circuit breakers: pk "TARGET#{target}", sk "BREAKER"
@@ -241,6 +244,13 @@ WORK_QUEUES = {
 }
 
 
+# Events matched by trigger rules, before they are runs: their own queue and function, so a storm of events is
+# sorted (started, deduplicated, dropped) without standing in front of any team's scheduled runs.
+INTAKE_QUEUE = "Events"
+INTAKE_MAX_RECEIVES = 5  # then the dead-letter queue: an event that cannot be handled is kept, not lost
+INTAKE_CONCURRENCY = 5
+
+
 def physical_name(stage: str, logical_name: str) -> str:
     """The deployed name of a resource: jobsched-{stage}-{logical}."""
     return f"{PROJECT}-{stage}-{logical_name}"
@@ -275,6 +285,8 @@ class Settings:
     egress_allow: tuple[str, ...] = ()
     team_limits: TeamLimits = field(default_factory=TeamLimits)
     pages_queue_url: str | None = None  # None: pages are delivered by the escalation handler itself
+    intake_queue_arn: str | None = None  # None: this deployment refuses jobs with triggers
+    event_bus: str = "default"
     queue_shards: dict[str, tuple[str, ...]] = field(default_factory=dict)  # more than one queue per class
 
     @classmethod
@@ -302,6 +314,8 @@ class Settings:
             egress_allow=tuple(item.strip() for item in source.get(Env.EGRESS_ALLOW, "").split(",") if item.strip()),
             team_limits=TeamLimits.parse(source.get(Env.TEAM_LIMITS)),
             pages_queue_url=source.get(Env.PAGES_QUEUE) or None,
+            intake_queue_arn=source.get(Env.INTAKE_QUEUE_ARN) or None,
+            event_bus=source.get(Env.EVENT_BUS) or "default",
             queue_shards={
                 priority: tuple(urls)
                 for priority, urls in json.loads(source.get(Env.WORK_QUEUE_SHARDS) or "{}").items()

@@ -65,6 +65,9 @@ class StoredJob:
     paused_reason: str | None = None
     paused_by: str | None = None
     paused_at: datetime | None = None
+    # The last pause window, kept after the resume: an event that happened inside it is not run late.
+    last_paused_at: datetime | None = None
+    resumed_at: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -86,6 +89,8 @@ class StoredJob:
             paused_reason=reason if paused else None,
             paused_by=principal if paused else None,
             paused_at=now if paused else None,
+            last_paused_at=now if paused else self.last_paused_at,
+            resumed_at=self.resumed_at if paused else now,
         )
 
     def to_values(self) -> dict[str, Any]:
@@ -104,6 +109,8 @@ class StoredJob:
             "paused_reason": self.paused_reason,
             "paused_by": self.paused_by,
             "paused_at": instant_text(self.paused_at) if self.paused_at else None,
+            "last_paused_at": instant_text(self.last_paused_at) if self.last_paused_at else None,
+            "resumed_at": instant_text(self.resumed_at) if self.resumed_at else None,
         }
 
     @classmethod
@@ -118,6 +125,8 @@ class StoredJob:
             paused_reason=values.get("paused_reason"),
             paused_by=values.get("paused_by"),
             paused_at=parse_instant(values["paused_at"]) if values.get("paused_at") else None,
+            last_paused_at=parse_instant(values["last_paused_at"]) if values.get("last_paused_at") else None,
+            resumed_at=parse_instant(values["resumed_at"]) if values.get("resumed_at") else None,
         )
 
 
@@ -235,6 +244,8 @@ class Run:
     graph: dict[str, Any] | None = None  # DAG runs: the task graph the run started with
     # Attempts before the latest rerun: the retry policy counts attempts from here (a rerun gets its retries).
     attempt_base: int = 0
+    trigger_detail: dict[str, Any] | None = None  # event runs: the event that started it (kind, id, source...)
+    payload: Any = None  # what a manual trigger or an event passed to the target, instead of the job's payload
 
     @property
     def policy_attempt(self) -> int:
@@ -269,6 +280,8 @@ class Run:
             execution_arn=values.get("execution_arn"),
             graph=values.get("graph"),
             attempt_base=int(values.get("attempt_base", 0)),
+            trigger_detail=values.get("trigger_detail"),
+            payload=json.loads(values["payload"]) if values.get("payload") else None,
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:
@@ -283,6 +296,8 @@ class Run:
             spec_version=self.spec_version,
             trigger=self.trigger,
             correlation_id=self.correlation_id,
+            payload_override=self.payload,
+            trigger_detail=self.trigger_detail,
         )
 
 
@@ -357,6 +372,7 @@ class RunContext:
     correlation_id: str
     payload_override: Any = None
     task: str | None = None  # DAG runs: the task this attempt is of
+    trigger: str = "schedule"  # what started the run: schedule, manual, backfill or event
 
     @property
     def idempotency_key(self) -> str:
@@ -372,6 +388,7 @@ class RunContext:
             "scheduled_at": self.scheduled_at,
             "correlation_id": self.correlation_id,
             "idempotency_key": self.idempotency_key,
+            "trigger": self.trigger,
         }
         if self.task:
             envelope["task"] = self.task
@@ -447,6 +464,9 @@ def run_base_values(message: RunMessage, now: datetime, retention: timedelta) ->
         "correlation_id": message.correlation_id or message.run_id,
         "created_at": instant_text(now),
         RunsKeys.TTL: int((now + retention).timestamp()),
+        # Kept on the record so a retry rebuilt from it (a long wait, a lost worker) carries them too.
+        "trigger_detail": message.trigger_detail,
+        "payload": json.dumps(message.payload_override) if message.payload_override is not None else None,
     }
 
 

@@ -63,7 +63,7 @@ TERMINAL = frozenset(
     }
 )
 
-Trigger = Literal["schedule", "manual", "backfill"]
+Trigger = Literal["schedule", "manual", "backfill", "event"]
 
 
 def job_key(team: str, name: str) -> str:
@@ -112,6 +112,7 @@ class RunMessage(BaseModel):
     correlation_id: str = ""
     payload_override: JsonValue = None
     waiting_since: str | None = None  # set once the run's waiting record exists (re-sent waits skip the write)
+    trigger_detail: dict[str, JsonValue] | None = None  # event runs: the event that started it (kind, id, source...)
 
     @classmethod
     def scheduled(

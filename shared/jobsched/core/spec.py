@@ -34,6 +34,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from jobsched.core.bounds import Instant, is_stored
 from jobsched.core.durations import Duration, format_duration
+from jobsched.core.event_patterns import pattern_problems
 from jobsched.core.expressions import CronExpression, ExpressionError, parse_expression
 from jobsched.core.tz import UTC, available_zones, suggest_zone
 from jobsched.core.urls import ParsedUrl, UrlRefused, never_reachable, parse_url
@@ -44,6 +45,9 @@ MAX_SYNC_TARGET_TIMEOUT = timedelta(minutes=14)  # the worker Lambda itself stop
 MAX_ASYNC_TIMEOUT = timedelta(days=7)
 MAX_JITTER = timedelta(hours=1)
 MIN_PARKED_HEARTBEAT = timedelta(minutes=3)  # the heartbeat checker ticks each minute
+MAX_TRIGGERS = 5  # event and s3 triggers of one job (each is an EventBridge rule)
+DEFAULT_BUS = "default"
+DEFAULT_EVENT_RUNS_PER_MINUTE = 60
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -60,6 +64,7 @@ _EVENT_BUS = re.compile(
 )
 # A header value is one line of Latin-1 text (RFC 9110 field-value: visible characters, spaces, tabs, obs-text);
 # CR, LF and NUL would split or end the request, and http.client refuses them (and anything beyond Latin-1).
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 # Credentials belong in secret_headers (resolved at run time), never in the stored job.
@@ -560,6 +565,12 @@ class RetryPolicy(StrictModel):
 class Concurrency(StrictModel):
     max_running: int = Field(default=1, ge=1, le=1000)
     overlap: Literal["skip", "allow", "replace", "queue"] = "skip"
+    max_runs_per_minute: int = Field(
+        default=DEFAULT_EVENT_RUNS_PER_MINUTE,
+        ge=1,
+        le=1000,
+        description="runs started by events in one minute; later events of that minute are dropped and counted",
+    )
 
 
 class SecondaryContact(StrictModel):
@@ -620,6 +631,83 @@ class Escalation(StrictModel):
         if self.sns_topic is None and self.webhook is None:
             raise _fail("no_escalation_channel", "give sns_topic, webhook or both")
         return self
+
+
+# ---------------------------------------------------------------------------------------- triggers
+
+
+class EventTrigger(StrictModel):
+    """Runs start when an event on ``bus`` matches ``pattern`` (EventBridge's grammar; EventBridge matches)."""
+
+    bus: str = Field(
+        default=DEFAULT_BUS,
+        description="the default bus, or a bus tagged jobsched-team=<team> (or shared by the platform)",
+        json_schema_extra={"pattern": _EVENT_BUS.pattern},
+    )
+    pattern: dict[str, JsonValue] = Field(description="an EventBridge event pattern")
+
+    @field_validator("bus")
+    @classmethod
+    def _bus(cls, value: str) -> str:
+        if not _EVENT_BUS.fullmatch(value):
+            raise _fail("invalid_event_bus", "'{value}' is not an event bus name or ARN", value=value)
+        return value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _grammar(cls, data: Any, handler: ModelWrapValidatorHandler[EventTrigger]) -> EventTrigger:
+        # Checked on the raw pattern so every problem is reported with its path inside the pattern.
+        found = []
+        if isinstance(data, dict) and "pattern" in data:
+            found = pattern_problems(data["pattern"], shared_bus=data.get("bus", DEFAULT_BUS) == DEFAULT_BUS)
+        problems = [
+            InitErrorDetails(
+                type=_fail("invalid_event_pattern", "{message}", message=message), loc=("pattern", *loc), input=data
+            )
+            for loc, message in found
+        ]
+        return _validate_with(cls, data, handler, problems)
+
+
+class S3Trigger(StrictModel):
+    """Runs start when an object is created in ``bucket`` (its EventBridge notifications must be on)."""
+
+    bucket: str = Field(description="tagged jobsched-team=<team>", json_schema_extra={"pattern": _BUCKET.pattern})
+    prefix: str = Field(default="", max_length=1024)
+    suffix: str = Field(default="", max_length=1024)
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket(cls, value: str) -> str:
+        if not _BUCKET.fullmatch(value) or ".." in value:
+            raise _fail(
+                "invalid_bucket", "'{value}' is not an S3 bucket name (3-63 characters a-z, 0-9, '.', '-')", value=value
+            )
+        return value
+
+
+class JobTrigger(StrictModel):
+    """What starts a run besides the schedule: one of ``event`` or ``s3``."""
+
+    model_config = ConfigDict(
+        **StrictModel.model_config,
+        json_schema_extra={"oneOf": [{"required": ["event"]}, {"required": ["s3"]}]},
+    )
+
+    event: EventTrigger | None = None
+    s3: S3Trigger | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> JobTrigger:
+        if (self.event is None) == (self.s3 is None):
+            raise _fail(
+                "one_trigger_kind", "give exactly one of event (an EventBridge pattern) or s3 (object arrivals)"
+            )
+        return self
+
+    @property
+    def kind(self) -> Literal["event", "s3"]:
+        return "event" if self.event is not None else "s3"
 
 
 # --------------------------------------------------------------------------------------------- DAG
@@ -778,6 +866,9 @@ class JobSpec(StrictModel):
         default_factory=dict, max_length=50
     )
     schedule: Schedule | None = Field(default=None, description="absent: the job runs only when triggered")
+    triggers: list[JobTrigger] = Field(
+        default_factory=list, max_length=MAX_TRIGGERS, description="events that start runs, besides the schedule"
+    )
     target: Target | None = None
     dag: Dag | None = None
     retry: RetryPolicy = Field(default_factory=RetryPolicy)

@@ -155,6 +155,7 @@ class DagRuns:
                 scheduled_at=message.scheduled_at,
                 correlation_id=run.correlation_id,
                 task=message.task,
+                trigger=run.trigger,
             )
 
         attempt = self.attempts.execute(

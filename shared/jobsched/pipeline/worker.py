@@ -145,6 +145,7 @@ class Worker:
                 scheduled_at=message.scheduled_at,
                 correlation_id=run.correlation_id,
                 payload_override=message.payload_override,
+                trigger=message.trigger,
             )
 
         attempt = self.attempts.execute(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jobsched.core.errors import WorkflowsNotConfigured
+from jobsched.core.errors import SpecError, TriggerRefused, WorkflowsNotConfigured
+from jobsched.core.events import trigger_fingerprint
 from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
-from jobsched.core.spec import JobSpec
-from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort
+from jobsched.core.spec import JobSpec, JobTrigger
+from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort, TriggerRulesPort
 from jobsched.schedule.fires import first_fire, next_fire
 from jobsched.tenancy.quotas import QuotaExceeded
 
@@ -22,43 +23,95 @@ def put_job(
     dags: DagDeploymentPort | None = None,
     action: str = "replace",
     reason: str | None = None,
+    rules: TriggerRulesPort | None = None,
 ) -> tuple[StoredJob, bool]:
     """Create or replace; returns (stored job, created). ``expected_version`` guards a replace.
 
-    A DAG job's state machine is deployed first, so no stored DAG job lacks one. If the store write then
-    loses a race, the winner's definition is deployed again.
+    A DAG job's state machine is deployed first, so no stored DAG job lacks one; so are its triggers' rules,
+    so no stored trigger lacks its rule (a rule whose job is not stored delivers events the intake drops as
+    stale). Rules the new version no longer has are removed once it is stored. If the store write loses a
+    race, the winner's definition and rules are deployed again and this request's own new rules removed.
     """
     current = store.get(spec.key)
-    if current is None and expected_version is not None:
-        raise VersionConflict(f"{spec.key} does not exist (expected version {expected_version})")
-    if current is not None and expected_version is not None and current.version != expected_version:
-        raise VersionConflict(f"{spec.key} is at version {current.version}, not {expected_version}")
+    _check_admissible(store, spec, current, expected_version)
+    if spec.dag is not None:
+        if dags is None:
+            raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")
+        dags.deploy(spec)
+    _deploy_rules(rules, spec, kept=current.spec.triggers if current is not None else [])
+    try:
+        stored, created = _store_job(store, spec, current, now=now, principal=principal, action=action, reason=reason)
+    except Exception:
+        _restore_winner(store, spec, dags, rules)
+        raise
+    if rules is not None and current is not None:
+        rules.remove(spec.key, _only_in(current.spec.triggers, spec.triggers))
+    return stored, created
+
+
+def _check_admissible(store: RegistryPort, spec: JobSpec, current: StoredJob | None, expected: int | None) -> None:
+    if current is None and expected is not None:
+        raise VersionConflict(f"{spec.key} does not exist (expected version {expected})")
+    if current is not None and expected is not None and current.version != expected:
+        raise VersionConflict(f"{spec.key} is at version {current.version}, not {expected}")
     if current is None:
         # Counted, not reserved: concurrent creates may pass the limit by as many as race (the API's
         # rate and concurrency bound that), and a deleted job frees its place at once.
         limit = store.team_limits(spec.team).max_jobs
         if store.count_team_jobs(spec.team, at_least=limit) >= limit:
             raise QuotaExceeded("max_jobs", f"team {spec.team} has {limit} jobs, its max_jobs; delete one first")
-    if spec.dag is not None:
-        if dags is None:
-            raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")
-        dags.deploy(spec)
+
+
+def _restore_winner(
+    store: RegistryPort, spec: JobSpec, dags: DagDeploymentPort | None, rules: TriggerRulesPort | None
+) -> None:
+    """The store write lost: what the stored version needs is deployed again, this request's extras removed."""
+    winner = store.get(spec.key)
+    if dags is not None and winner is not None and winner.spec.dag is not None:
+        dags.deploy(winner.spec)
+    if rules is not None:
+        if winner is not None:
+            _deploy_rules(rules, winner.spec, kept=winner.spec.triggers)
+        rules.remove(spec.key, _only_in(spec.triggers, winner.spec.triggers if winner is not None else []))
+
+
+def _deploy_rules(rules: TriggerRulesPort | None, spec: JobSpec, *, kept: list[JobTrigger]) -> None:
+    """Every trigger's rule, or none new: a refused trigger removes the rules this call added (``kept``: the
+    triggers the stored version has, whose rules stay)."""
+    if spec.triggers and rules is None:
+        raise SpecError([TriggerRefused(0, "", "triggers_not_configured", "this deployment has no event intake").error])
+    if rules is None:
+        return
     try:
-        return _store_job(store, spec, current, now=now, principal=principal, action=action, reason=reason)
-    except Exception:
-        winner = store.get(spec.key)
-        if dags is not None and winner is not None and winner.spec.dag is not None:
-            dags.deploy(winner.spec)
-        raise
+        rules.deploy(spec.key, spec.team, list(enumerate(spec.triggers)))
+    except TriggerRefused as refused:
+        rules.remove(spec.key, _only_in(spec.triggers, kept))
+        raise SpecError([refused.error]) from None
+
+
+def _only_in(triggers: list[JobTrigger], other: list[JobTrigger]) -> list[JobTrigger]:
+    """The triggers of ``triggers`` that ``other`` does not have (by content)."""
+    kept = {trigger_fingerprint(trigger) for trigger in other}
+    return [trigger for trigger in triggers if trigger_fingerprint(trigger) not in kept]
 
 
 def delete_job(
-    store: RegistryPort, stored: StoredJob, *, now: datetime, principal: str, dags: DagDeploymentPort | None
+    store: RegistryPort,
+    stored: StoredJob,
+    *,
+    now: datetime,
+    principal: str,
+    dags: DagDeploymentPort | None,
+    rules: TriggerRulesPort | None = None,
 ) -> None:
+    """The job, then what it left behind: incidents, its state machine, its rules (events that still match
+    meanwhile are dropped by the intake: the job is gone)."""
     store.delete(stored, now=now, principal=principal)
     store.drop_incidents(stored.key)
     if stored.spec.dag is not None and dags is not None:
         dags.remove(stored.key)
+    if stored.spec.triggers and rules is not None:
+        rules.remove(stored.key, stored.spec.triggers)
 
 
 def _store_job(

@@ -22,9 +22,11 @@ from urllib.parse import urlsplit
 
 from jobsched.core.names import OWNER_TAG, SHARED_TAG
 from jobsched.core.spec import (
+    DEFAULT_BUS,
     EventBridgeTarget,
     HttpTarget,
     JobSpec,
+    JobTrigger,
     LambdaTarget,
     SqsTarget,
     StepFunctionsTarget,
@@ -42,6 +44,7 @@ class ResourceKind(Enum):
     TOPIC = "SNS topic"
     SECRET = "secret"
     PARAMETER = "SSM parameter"
+    BUCKET = "S3 bucket"  # an s3 trigger's: its objects are the team's data, never shared
 
     @property
     def shareable(self) -> bool:
@@ -108,6 +111,15 @@ def target_resources(target: Any, prefix: str = "target") -> list[ResourceRef]:
     return []
 
 
+def trigger_resources(trigger: JobTrigger, prefix: str = "trigger") -> list[ResourceRef]:
+    """What a trigger listens on: a team bus (the default bus is every team's), or a bucket."""
+    if trigger.s3 is not None:
+        return [ResourceRef(ResourceKind.BUCKET, trigger.s3.bucket, f"{prefix}.s3.bucket")]
+    if trigger.event is not None and trigger.event.bus != DEFAULT_BUS:
+        return [ResourceRef(ResourceKind.EVENT_BUS, trigger.event.bus, f"{prefix}.event.bus")]
+    return []
+
+
 def secret_resource(reference: str, field: str = "") -> ResourceRef:
     source, name, _ = parse_secret_ref(reference)
     return ResourceRef(ResourceKind.PARAMETER if source == "ssm" else ResourceKind.SECRET, name, field)
@@ -117,6 +129,8 @@ def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
     """Every resource a job names: its target or each DAG task's, and its escalation topics."""
     for path, target in spec.targets():
         yield from target_resources(target, path)
+    for index, trigger in enumerate(spec.triggers):
+        yield from trigger_resources(trigger, f"triggers[{index}]")
     if spec.escalation is not None:
         if spec.escalation.webhook_secret:
             yield secret_resource(spec.escalation.webhook_secret, "escalation.webhook_secret")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NAMESPACE",
     "emit_escalation",
+    "emit_event_received",
     "emit_run_outcome",
     "make_logger",
     "make_tracer",
@@ -35,13 +36,29 @@ def make_tracer(service: str) -> Tracer:
     return Tracer(service=f"jobsched-{service}")
 
 
-def emit_run_outcome(*, team: str, priority: str, action: str, lateness_seconds: float | None) -> None:
-    """One data point per processed run message: the SLIs success rate, lateness, duplicates, retries."""
+def emit_run_outcome(
+    *, team: str, priority: str, action: str, lateness_seconds: float | None, started_by_event: bool = False
+) -> None:
+    """One data point per processed run message: the SLIs success rate, lateness, duplicates, retries. A run
+    started by an event has no scheduled instant to be late for: its lateness is its event-to-start latency."""
     emit("RunOutcome", 1, team=team, priority=priority, outcome=action)
     # The same count by outcome alone: alarms cannot sum across teams, the SLO alarms read this one.
     emit("RunsByOutcome", 1, outcome=action)
-    if lateness_seconds is not None:
+    if lateness_seconds is not None and started_by_event:
+        emit("EventStartLatencySeconds", lateness_seconds)
+    elif lateness_seconds is not None:
         emit("FireLatenessSeconds", lateness_seconds, priority=priority)
+
+
+def emit_event_received(action: str, *, reason: str | None = None, matched: bool = False) -> None:
+    """One event off the intake queue and what became of it (``jobsched.pipeline.intake.Received``)."""
+    emit("EventsReceived", 1)
+    if matched:
+        emit("EventsMatched", 1)
+    if action in ("duplicate", "resent"):
+        emit("EventsDeduplicated", 1)
+    elif action == "dropped":
+        emit("EventsDropped", 1, reason=reason or "unknown")
 
 
 def emit_escalation(*, team: str, kind: str, pages: int, paused: bool) -> None:

@@ -30,6 +30,7 @@ class Component(StrEnum):
     HEARTBEAT = "heartbeat"
     ESCALATION = "escalation"
     PAGES = "pages"
+    EVENTS = "events"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ def _catalog(*definitions: MetricDef) -> dict[str, MetricDef]:
 
 COUNT, SECONDS = MetricUnit.Count, MetricUnit.Seconds
 W, D, H, E, P = Component.WORKER, Component.DISPATCHER, Component.HEARTBEAT, Component.ESCALATION, Component.PAGES
+EV = Component.EVENTS
 CATALOG = _catalog(
     # The worker: one data point per processed run message.
     MetricDef("RunOutcome", COUNT, ("team", "priority", "outcome"), W, "M1 success rate per team (dashboards)"),
@@ -59,11 +61,15 @@ CATALOG = _catalog(
         "attempt that ran twice, alarmed by DuplicateExecutions), M6 (waiting)",
     ),
     MetricDef("FireLatenessSeconds", SECONDS, ("priority",), W, "M2 fire lateness: FireLatenessP99"),
+    MetricDef(
+        "EventStartLatencySeconds", SECONDS, (), W, "event-to-start latency of runs started by events: EventStartP99"
+    ),
     MetricDef("RecordsReceived", COUNT, (), W, "worker batch sizes (debug)"),
     # Once per run, wherever it ends (worker, API callback, heartbeat time-out, DAG run, MISSED).
     MetricDef("RunsFinished", COUNT, ("outcome",), W, "M1 success rate: SloFastBurn, SloSlowBurn"),
     MetricDef("RunDurationSeconds", SECONDS, (), W, "M3 completion time p50/p95/p99 (dashboards)"),
     MetricDef("RunsRetried", COUNT, (), W, "M4 retry rate (on-call)"),
+    MetricDef("RunEventsUnpublished", COUNT, (), W, "Run Finished events EventBridge did not take (on-call)"),
     # The dispatcher: one data point per tick.
     MetricDef("DueJobs", COUNT, (), D, "due jobs per tick (debug)"),
     MetricDef("MessagesDispatched", COUNT, (), D, "run messages sent per tick (debug)"),
@@ -84,6 +90,18 @@ CATALOG = _catalog(
     MetricDef("Pages", COUNT, ("outcome",), E, "pages decided: one per incident (on-call)"),
     MetricDef("AutoPauses", COUNT, ("team",), E, "jobs auto-paused (on-call)"),
     MetricDef("PageDeliveries", COUNT, ("destination", "outcome"), P, "page delivery: retries, fallbacks"),
+    # The event intake: one data point per event a trigger rule delivered.
+    MetricDef("EventsReceived", COUNT, (), EV, "events delivered by trigger rules (dashboards)"),
+    MetricDef("EventsMatched", COUNT, (), EV, "events a current trigger of an active job matched (dashboards)"),
+    MetricDef("EventsDeduplicated", COUNT, (), EV, "redelivered events that named a run already there (dashboards)"),
+    MetricDef(
+        "EventsDropped",
+        COUNT,
+        ("reason",),
+        EV,
+        "events that started no run, by reason (deleted, stale_rule, paused, before_job, not_owned, rate_limited, "
+        "malformed): EventsRefused alarms on not_owned and malformed",
+    ),
 )
 
 

@@ -44,6 +44,7 @@ MISSING = frozenset(
         "InvalidParameter",
         "InvalidParameterException",
         "ValidationException",
+        "NoSuchBucket",
     }
 )
 
@@ -138,6 +139,14 @@ class AwsTagReader:
             return {tag["Key"]: tag["Value"] for tag in events.list_tags_for_resource(ResourceARN=arn)["Tags"]}
         if kind is ResourceKind.TOPIC:
             found = self.sessions.client(team, "sns").list_tags_for_resource(ResourceArn=name)["Tags"]
+            return {tag["Key"]: tag["Value"] for tag in found}
+        if kind is ResourceKind.BUCKET:
+            try:
+                found = self.sessions.client(team, "s3").get_bucket_tagging(Bucket=name)["TagSet"]
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") == "NoSuchTagSet":
+                    return {}  # a bucket without tags is nobody's: refused as untagged
+                raise
             return {tag["Key"]: tag["Value"] for tag in found}
         if kind is ResourceKind.SECRET:
             found = self.sessions.client(team, "secretsmanager").describe_secret(SecretId=name).get("Tags", [])

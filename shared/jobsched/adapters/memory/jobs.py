@@ -396,6 +396,15 @@ class MemoryJobs:
         assert reserved is not None
         return str(reserved["run_id"])
 
+    def count_event_run(self, job: str, *, now: datetime, limit: int) -> bool:
+        def count(item: Item | None) -> Item:
+            taken = int((item or {}).get("requests", 0))
+            if taken >= limit:
+                raise ConditionFailed()
+            return {"requests": taken + 1}
+
+        return self._applied(job, f"{JobsKeys.EVENT_RUNS_PREFIX}{now.strftime('%Y-%m-%dT%H:%M')}", count)
+
     # ---------------------------------------------------------------------------- team limits
 
     def team_limits(self, team: str, *, now: float | None = None) -> TeamLimits:

@@ -92,6 +92,7 @@ def router(access: Access) -> APIGatewayRouter:
             principal=caller.arn,
             expected_version=current.version,
             dags=services().dags,
+            rules=services().rules,
             action="rollback",
             reason=f"rollback to version {body.to_version}",
         )

@@ -71,6 +71,7 @@ def router(access: Access) -> APIGatewayRouter:
             principal=caller.arn,
             expected_version=expected,
             dags=services().dags,
+            rules=services().rules,
         )
         view = job_view(stored, services().clock())
         return Response(
@@ -139,7 +140,14 @@ def router(access: Access) -> APIGatewayRouter:
         expected = if_match_version(if_match)
         if expected is not None and expected != stored.version:
             raise VersionConflict(f"{stored.key} is at version {stored.version}, not {expected}")
-        remove_job(services().jobs, stored, now=services().clock(), principal=caller.arn, dags=services().dags)
+        remove_job(
+            services().jobs,
+            stored,
+            now=services().clock(),
+            principal=caller.arn,
+            dags=services().dags,
+            rules=services().rules,
+        )
         return Response(204, content_types.APPLICATION_JSON, None)
 
     return router

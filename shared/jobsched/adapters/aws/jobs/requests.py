@@ -27,12 +27,16 @@ class RequestsStore(JobsTable):
         digest = hashlib.sha256(principal.encode()).hexdigest()[:32]
         return self._count(f"{JobsKeys.PRINCIPAL_PREFIX}{digest}", now=now, limit=limit)
 
-    def _count(self, partition: str, *, now: datetime, limit: int) -> bool:
+    def count_event_run(self, job: str, *, now: datetime, limit: int) -> bool:
+        """Count one run started by an event in the job's current minute; False once ``limit`` is reached."""
+        return self._count(job, now=now, limit=limit, prefix=JobsKeys.EVENT_RUNS_PREFIX)
+
+    def _count(self, partition: str, *, now: datetime, limit: int, prefix: str = JobsKeys.RATE_PREFIX) -> bool:
         window = now.strftime("%Y-%m-%dT%H:%M")
         return update_if(
             self.db,
             TableName=self.table,
-            Key=self._key(partition, f"{JobsKeys.RATE_PREFIX}{window}"),
+            Key=self._key(partition, f"{prefix}{window}"),
             UpdateExpression="ADD requests :one SET expires_at = if_not_exists(expires_at, :expires)",
             ConditionExpression="attribute_not_exists(requests) OR requests < :limit",
             ExpressionAttributeValues=to_values({":one": 1, ":limit": limit, ":expires": int(now.timestamp()) + 3600}),

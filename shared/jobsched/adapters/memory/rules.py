@@ -1,0 +1,56 @@
+"""Trigger rules in memory: what the AWS adapter would have put on each bus, with its refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobsched.core.errors import TriggerRefused
+from jobsched.core.events import RULES_PER_BUS, envelope_template, rule_name, rule_pattern, trigger_bus
+from jobsched.core.spec import DEFAULT_BUS, JobTrigger
+
+
+@dataclass
+class MemoryRule:
+    bus: str
+    name: str
+    pattern: dict[str, Any]
+    template: str
+    tags: dict[str, str]
+
+
+@dataclass
+class MemoryRules:
+    stage: str = "test"
+    buses: set[str] = field(default_factory=lambda: {DEFAULT_BUS})
+    rules_per_bus: int = RULES_PER_BUS
+    rules: dict[tuple[str, str], MemoryRule] = field(default_factory=dict)
+
+    def deploy(self, job: str, team: str, triggers: Sequence[tuple[int, JobTrigger]]) -> None:
+        for index, trigger in triggers:
+            name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger)
+            where = "event.bus" if trigger.event is not None else "s3"
+            if bus not in self.buses:
+                raise TriggerRefused(index, where, "event_bus_not_found", f"event bus '{bus}' does not exist")
+            if (bus, name) not in self.rules and self.rules_on_bus(bus) >= self.rules_per_bus:
+                raise TriggerRefused(
+                    index,
+                    where,
+                    "rule_quota_reached",
+                    f"event bus '{bus}' holds its quota of rules ({self.rules_per_bus})",
+                )
+            self.rules[(bus, name)] = MemoryRule(
+                bus,
+                name,
+                rule_pattern(trigger),
+                envelope_template(job, trigger),
+                {"jobsched-team": team, "jobsched-job": job},
+            )
+
+    def remove(self, job: str, triggers: Sequence[JobTrigger]) -> None:
+        for trigger in triggers:
+            self.rules.pop((trigger_bus(trigger), rule_name(self.stage, job, trigger)), None)
+
+    def rules_on_bus(self, bus: str) -> int:
+        return sum(1 for rule_bus, _ in self.rules if rule_bus == bus)

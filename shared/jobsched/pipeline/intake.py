@@ -1,0 +1,155 @@
+"""Event intake: an event a job's rule matched becomes one run, or is dropped with a reason and counted.
+
+The order is what makes it exactly once and bounded:
+1. the job, its trigger and its state as stored now (a deleted job, a changed trigger, a pause drop it);
+2. the event's source checked again as the team's (tags change after a job is stored);
+3. the run named by the event (``EventEnvelope.run_id``): a run already there is a redelivery, re-sent only
+   if it never left SCHEDULED (a crash between the create and the send), never started twice;
+4. the job's ``max_runs_per_minute`` taken, one conditional counter write per minute window: a storm starts
+   at most that many runs a minute and drops the rest, counted (nothing queues without bound);
+5. the run created conditionally (a concurrent delivery of the same event loses here), then sent.
+A crash after any step leaves the intake message on its queue; its redelivery resumes at the first step not
+done. Overlap and ``max_running`` apply when the worker claims the run, as for scheduled runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from jobsched.core.event_patterns import RESERVED_SOURCE_PREFIXES
+from jobsched.core.events import EventEnvelope, s3_key_matches, trigger_fingerprint
+from jobsched.core.records import StoredJob
+from jobsched.core.runs import RunMessage, RunStatus, instant_text
+from jobsched.core.spec import DEFAULT_BUS, JobTrigger
+from jobsched.ports import EventIntakeStorePort, RunsPort, WorkQueuesPort
+from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, trigger_resources
+
+log = logging.getLogger(__name__)
+
+DropReason = Literal["deleted", "stale_rule", "paused", "before_job", "not_owned", "rate_limited", "malformed"]
+
+
+@dataclass(frozen=True)
+class Received:
+    """What became of one delivered event."""
+
+    action: Literal["started", "duplicate", "resent", "dropped"]
+    run_id: str | None = None
+    reason: DropReason | None = None
+    detail: str = ""
+    team: str | None = None
+
+    @property
+    def matched(self) -> bool:
+        """A current trigger of an active job matched it (whatever then became of it)."""
+        return self.action != "dropped" or self.reason in ("not_owned", "rate_limited")
+
+
+class EventIntake:
+    def __init__(
+        self,
+        jobs: EventIntakeStorePort,
+        runs: RunsPort,
+        queues: WorkQueuesPort,
+        *,
+        guard: OwnershipGuard | None = None,
+    ) -> None:
+        self.jobs, self.runs, self.queues, self.guard = jobs, runs, queues, guard
+
+    def receive(self, envelope: EventEnvelope, *, now: datetime) -> Received:
+        stored = self.jobs.get(envelope.job)
+        if stored is None:
+            return _dropped("deleted", "the job does not exist (deleted, or not yet stored)")
+        team = stored.spec.team
+        trigger = _current_trigger(stored, envelope.jobsched.trigger)
+        if trigger is None:
+            return _dropped("stale_rule", "the trigger whose rule matched is no longer the job's", team)
+        inactive = _inactive_at(stored, envelope.time)
+        if inactive is not None:
+            return _dropped(inactive[0], inactive[1], team)
+        refused = self._refusal(stored, trigger, envelope)
+        if refused is not None:
+            return _dropped("not_owned", refused, team)
+        run_id = envelope.run_id()
+        existing = self.runs.get(envelope.job, run_id)
+        if existing is not None:
+            return self._again(stored, existing.to_message(), existing.status)
+        limit = stored.spec.concurrency.max_runs_per_minute
+        if not self.jobs.count_event_run(envelope.job, now=now, limit=limit):
+            return _dropped("rate_limited", f"{limit} runs already started by events this minute", team)
+        message = RunMessage(
+            job=envelope.job,
+            team=team,
+            run_id=run_id,
+            scheduled_at=instant_text(envelope.time),
+            # The event's time: the run's lateness is then its event-to-start latency.
+            fire_at=instant_text(envelope.time),
+            spec_version=stored.version,
+            trigger="event",
+            correlation_id=f"{envelope.job}/{run_id}",
+            payload_override=envelope.payload(trigger.kind),
+            trigger_detail=envelope.trigger_detail(trigger.kind),
+        )
+        created = self.runs.create(
+            message,
+            status=RunStatus.SCHEDULED,
+            now=now,
+            retention=stored.spec.run_retention,
+            deadline=stored.spec.deadline,
+        )
+        if created is None:  # the same event, delivered twice at once: the other delivery created it
+            return Received("duplicate", run_id=run_id, team=team)
+        self.queues.send(stored.spec.priority, [(message, timedelta(0))])
+        return Received("started", run_id=run_id, team=team)
+
+    def _again(self, stored: StoredJob, message: RunMessage, status: RunStatus) -> Received:
+        if status is RunStatus.SCHEDULED:
+            # Created, then the intake died before sending (or the send is in flight): send again; the
+            # worker's claim admits one message of a run.
+            self.queues.send(stored.spec.priority, [(message, timedelta(0))])
+            return Received("resent", run_id=message.run_id, team=stored.spec.team)
+        return Received("duplicate", run_id=message.run_id, team=stored.spec.team)
+
+    def _refusal(self, stored: StoredJob, trigger: JobTrigger, envelope: EventEnvelope) -> str | None:
+        """Why this event may not start the team's run, now (None: it may)."""
+        if trigger.s3 is not None:
+            found = envelope.s3_object
+            if found is None or not s3_key_matches(trigger.s3, found["bucket"], found["key"]):
+                return "the event is not an object created under the trigger's bucket, prefix and suffix"
+        elif (
+            trigger.event is not None
+            and trigger.event.bus == DEFAULT_BUS
+            and envelope.source.startswith(RESERVED_SOURCE_PREFIXES)
+        ):
+            return f"source '{envelope.source}' is not for a trigger on the shared bus"
+        if self.guard is not None:
+            for resource in trigger_resources(trigger):
+                try:
+                    self.guard.check(resource, stored.spec.team)
+                except NotOwned as refused:
+                    return str(refused)
+        return None
+
+
+def _current_trigger(stored: StoredJob, fingerprint: str) -> JobTrigger | None:
+    return next((t for t in stored.spec.triggers if trigger_fingerprint(t) == fingerprint), None)
+
+
+def _inactive_at(stored: StoredJob, at: datetime) -> tuple[DropReason, str] | None:
+    """Why the job was not listening when the event happened: paused now, paused then (a resume does not
+    replay what arrived while paused), or not yet registered (a job deleted and registered again)."""
+    if stored.state == "PAUSED":
+        return "paused", "the job is paused"
+    if at < stored.created_at:
+        return "before_job", f"the event ({instant_text(at)}) is older than the job ({instant_text(stored.created_at)})"
+    paused_then = stored.last_paused_at, stored.resumed_at
+    if paused_then[0] is not None and paused_then[1] is not None and paused_then[0] <= at < paused_then[1]:
+        return "paused", "the event happened while the job was paused"
+    return None
+
+
+def _dropped(reason: DropReason, detail: str, team: str | None = None) -> Received:
+    return Received("dropped", reason=reason, detail=detail, team=team)

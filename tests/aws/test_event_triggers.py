@@ -1,0 +1,196 @@
+"""Runs started by events through EventBridge (moto, delivering as AWS does: infra/local/moto_patches.py).
+
+The trigger's rule matches (EventBridge's own matching), its input transformer wraps the event in the
+envelope, the intake queue holds it, and the intake makes it one run. The hard cases: redelivery, two
+identical objects in one second, another team's bucket, a pattern EventBridge would refuse.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from functions.events import handler as events_handler
+from jobsched.adapters.aws.run_events import DETAIL_TYPE, SOURCE
+from jobsched.core.events import job_rule_prefix
+from jobsched.core.runs import RunStatus
+from tests.aws.api_client import ApiClient, team_role
+from tests.aws.harness import REGION, FakeContext, Stack
+
+ORDERS = {"source": ["com.acme.orders"], "detail-type": ["OrderBatchReady"]}
+
+
+def job(triggers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"target": {"type": "lambda", "function": "echo"}, "triggers": triggers, **extra}
+
+
+def put_event(
+    stack: Stack, detail: dict[str, Any], *, source: str = "com.acme.orders", detail_type: str = "OrderBatchReady"
+) -> None:
+    entry = {"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail), "Time": stack.clock()}
+    response = boto3.client("events", region_name=REGION).put_events(Entries=[entry])
+    assert response["FailedEntryCount"] == 0
+
+
+def landing_bucket(stack: Stack, team: str, name: str = "acme-landing") -> Any:
+    """A team's bucket sending its events to EventBridge; the clock at real time (S3 stamps events with it)."""
+    stack.clock.now = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=name)
+    s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": [{"Key": "jobsched-team", "Value": team}]})
+    s3.put_bucket_notification_configuration(Bucket=name, NotificationConfiguration={"EventBridgeConfiguration": {}})
+    return s3
+
+
+def test_a_put_event_reaches_the_matching_job_once_however_often_it_is_delivered(stack: Stack) -> None:
+    api = ApiClient(stack)
+    created = api.call("PUT", "/teams/data/jobs/load-orders", job([{"event": {"pattern": ORDERS}}]))
+    assert created.status == 201, created.body
+    put_event(stack, {"batch": 7})
+    put_event(stack, {"batch": 8}, detail_type="SomethingElse")  # EventBridge does not match it: never delivered
+    received = stack.deliver_events(deliveries=3)
+    assert [r.action for r in received] == ["started", "resent", "resent"]
+    (run,) = stack.run_list("data/load-orders")
+    assert run.trigger == "event" and run.trigger_detail is not None
+    assert run.trigger_detail["source"] == "com.acme.orders" and run.trigger_detail["event_id"]
+    outcomes = stack.pump()
+    assert [o.action for o in outcomes].count("succeeded") == 1
+    ((_, event),) = [(name, event) for name, event in stack.lambdas.calls if name == "echo"]
+    assert event["payload"]["event"]["detail"] == {"batch": 7}
+    assert event["payload"]["trigger"]["kind"] == "event" and event["jobsched"]["trigger"] == "event"
+    (run,) = stack.run_list("data/load-orders")
+    assert run.status is RunStatus.SUCCEEDED
+
+
+def test_two_identical_objects_written_in_the_same_second_start_two_runs(stack: Stack) -> None:
+    s3 = landing_bucket(stack, "data")
+    api = ApiClient(stack)
+    body = job([{"s3": {"bucket": "acme-landing", "prefix": "exports/", "suffix": ".csv"}}])
+    assert api.call("PUT", "/teams/data/jobs/load-exports", body).status == 201
+    for key in ("exports/a.csv", "exports/a.csv", "exports/a.json", "other/a.csv"):
+        s3.put_object(Bucket="acme-landing", Key=key, Body=b"id,total\n1,10\n")
+    received = stack.deliver_events(deliveries=2)
+    assert sorted(r.action for r in received) == ["resent", "resent", "started", "started"]
+    runs = stack.run_list("data/load-exports")
+    assert len(runs) == 2
+    assert {run.trigger_detail["key"] for run in runs if run.trigger_detail} == {"exports/a.csv"}
+    assert all(run.trigger_detail and run.trigger_detail["etag"] and run.trigger_detail["size"] for run in runs)
+
+
+def test_another_teams_bucket_is_refused_at_put_and_again_when_its_events_arrive(stack: Stack) -> None:
+    s3 = landing_bucket(stack, "payments", "payments-landing")
+    api = ApiClient(stack)
+    refused = api.call(
+        "PUT", "/teams/data/jobs/steal", job([{"s3": {"bucket": "payments-landing"}}]), principal=team_role("data")
+    )
+    assert refused.status == 422
+    assert refused.body["error"]["errors"][0]["field"] == "triggers[0].s3.bucket"
+    assert refused.body["error"]["errors"][0]["code"] == "resource_not_owned"
+    assert stack.events.list_rules(NamePrefix=job_rule_prefix("test", "data/steal"))["Rules"] == []
+    # A bucket that is the team's when the job is stored and changes hands later: its events are refused.
+    landing_bucket(stack, "data", "data-landing")
+    assert api.call("PUT", "/teams/data/jobs/load", job([{"s3": {"bucket": "data-landing"}}])).status == 201
+    s3.put_bucket_tagging(Bucket="data-landing", Tagging={"TagSet": [{"Key": "jobsched-team", "Value": "payments"}]})
+    s3.put_object(Bucket="data-landing", Key="x.csv", Body=b"x")
+    (received,) = stack.deliver_events()
+    assert (received.action, received.reason) == ("dropped", "not_owned")
+    assert stack.run_list("data/load") == []
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [
+        ({"source": "com.acme"}, "triggers[0].event.pattern.source"),
+        (
+            {"source": ["com.acme"], "detail": {"n": [{"numeric": ["<", 1, ">", 5]}]}},
+            "triggers[0].event.pattern.detail.n[0].numeric",
+        ),
+        ({"detail-type": ["X"]}, "triggers[0].event.pattern.source"),
+        ({"source": ["aws.s3"]}, "triggers[0].event.pattern.source[0]"),
+    ],
+)
+def test_a_pattern_eventbridge_or_the_shared_bus_would_refuse_is_a_422_on_its_field(
+    stack: Stack, pattern: dict[str, Any], path: str
+) -> None:
+    response = ApiClient(stack).call("PUT", "/teams/data/jobs/bad", job([{"event": {"pattern": pattern}}]))
+    assert response.status == 422, response.body
+    assert path in [error["field"] for error in response.body["error"]["errors"]]
+    assert stack.jobs.get("data/bad") is None
+
+
+def test_changing_or_deleting_a_job_removes_its_rules(stack: Stack) -> None:
+    api = ApiClient(stack)
+    assert api.call("PUT", "/teams/data/jobs/load", job([{"event": {"pattern": ORDERS}}])).status == 201
+    prefix = job_rule_prefix("test", "data/load")
+    (first,) = stack.events.list_rules(NamePrefix=prefix)["Rules"]
+    changed = job([{"event": {"pattern": {"source": ["com.acme.billing"]}}}])
+    assert api.call("PUT", "/teams/data/jobs/load", changed).status == 200
+    (second,) = stack.events.list_rules(NamePrefix=prefix)["Rules"]
+    assert second["Name"] != first["Name"] and json.loads(second["EventPattern"]) == {"source": ["com.acme.billing"]}
+    tags = stack.events.list_tags_for_resource(ResourceARN=second["Arn"])["Tags"]
+    assert {"Key": "jobsched-team", "Value": "data"} in tags
+    assert api.call("DELETE", "/teams/data/jobs/load").status == 204
+    assert stack.events.list_rules(NamePrefix=prefix)["Rules"] == []
+
+
+def test_the_events_handler_makes_runs_and_counts_what_it_dropped(
+    deployed: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api = ApiClient(deployed)
+    assert api.call("PUT", "/teams/data/jobs/load", job([{"event": {"pattern": ORDERS}}])).status == 201
+    put_event(deployed, {"batch": 1})
+    messages = deployed.intake_messages()
+    records = [
+        {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": {},
+            "messageAttributes": {},
+            "md5OfBody": "",
+            "eventSource": "aws:sqs",
+            "eventSourceARN": deployed.intake_arn,
+            "awsRegion": REGION,
+        }
+        for m in messages
+    ]
+    records.append(dict(records[0], messageId="malformed", body="{not json"))
+    capsys.readouterr()
+    response = events_handler.handler({"Records": [*records, dict(records[0], messageId="again")]}, FakeContext())
+    assert response == {"batchItemFailures": []}
+    metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    counted = [(m["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"], m.get("reason")) for m in metrics]
+    assert counted.count(("EventsReceived", None)) == 3
+    assert ("EventsDropped", "malformed") in counted
+    assert counted.count(("EventsDeduplicated", None)) == 1
+    assert len(deployed.run_list("data/load")) == 1
+
+
+def test_every_finished_run_puts_run_finished_on_the_bus(deployed: Stack) -> None:
+    events = boto3.client("events", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="run-finished")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name="listen", EventPattern=json.dumps({"source": [SOURCE], "detail-type": [DETAIL_TYPE]}))
+    events.put_targets(Rule="listen", Targets=[{"Id": "q", "Arn": arn}])
+    from jobsched.core.names import Settings
+    from jobsched.wiring import metered_runs
+
+    deployed.runs = deployed.worker.runs = metered_runs(Settings.from_env())  # as deployed: publishing
+    deployed.register(
+        {
+            "name": "nightly",
+            "team": "data",
+            "schedule": {"expression": "* * * * *"},
+            "target": {"type": "lambda", "function": "echo"},
+        }
+    )
+    deployed.minutes(2)
+    bodies = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]]
+    detail = bodies[0]["detail"]
+    assert detail["team"] == "data" and detail["job"] == "nightly" and detail["status"] == "SUCCEEDED"
+    assert {"run_id", "logical_instant", "attempt", "duration_seconds", "trigger", "output_ref"} <= set(detail)
