@@ -35,6 +35,8 @@
   epoch seconds). S3's EventBridge notifications go to the default bus only, through each rule's targets
   and input transformers, with a fresh event id and a sequencer that grows with each write, as in AWS (moto
   sent them to every bus, untransformed, all with one sequencer, so two writes looked like one event).
+  In CloudFormation, ``Ref`` of an ``AWS::Events::EventBus`` is its name, as in AWS; moto 5.2 gave the
+  bus object itself, which then sat in the functions' environment and failed every GetFunction with 500.
 """
 
 from __future__ import annotations
@@ -266,6 +268,7 @@ def eventbridge_as_aws() -> None:
 
     send_to_targets._as_aws = True  # type: ignore[attr-defined]
     rule_class.send_to_targets = send_to_targets  # type: ignore[method-assign]
+    events_models.EventBus.physical_resource_id = property(lambda bus: bus.name)  # type: ignore[attr-defined]
 
     original_parse = EventTemplateParser.parse
 
