@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--storm", type=int, default=10_000, help="events within a minute for one job (0: skip)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    runtime = LocalRuntime(port=free_port(), examples=False).start()
+    runtime = LocalRuntime(port=free_port(), examples=True).start()
     try:
         import boto3
 

@@ -148,7 +148,15 @@ def test_team_isolation_through_the_gateway(runtime: LocalRuntime) -> None:
 
 def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
     status, page = call(runtime, "GET", "/teams/examples/jobs", team="examples")
-    assert status == 200 and {j["name"] for j in page["jobs"]} == {"hello", "flaky", "callback", "pipeline", "failing"}
+    assert status == 200 and {j["name"] for j in page["jobs"]} == {
+        "hello",
+        "flaky",
+        "callback",
+        "pipeline",
+        "failing",
+        "orders-ready",
+        "landing-exports",
+    }
 
 
 def test_a_dag_runs_end_to_end_on_its_state_machine(runtime: LocalRuntime) -> None:
