@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch
 from jobsched.core.limits import TeamLimits
 from jobsched.core.messages import WorkMessage
 from jobsched.core.records import (
@@ -170,8 +171,30 @@ class TriggerStorePort(JobsPort, Protocol):
     def reserve_idempotency_key(self, job: str, key: str, *, run_id: str, now: datetime, principal: str) -> str: ...
 
 
-class EventIntakeStorePort(JobsPort, Protocol):
-    """Jobs, and per job the minute window of runs its events started (``max_runs_per_minute``)."""
+class EventBatchesPort(Protocol):
+    """A batched trigger's numbered batches (``jobsched.core.events``): which one takes events now, adding an
+    event to it, and closing one to read its events.
+
+    ``start_batch`` moves the trigger's current batch from number ``after`` to ``after + 1`` and stores the new
+    batch open, returning it and the batch it replaced (whose run the caller makes sure of); if another call
+    moved it first, it changes nothing and returns the batch now current and None.
+    ``add_to_batch`` writes the event and its once-only marker in one transaction, conditional on the batch
+    being open, below ``max_events`` and opened no earlier than ``now - window``. ``close_batch`` is
+    idempotent: after it, ``add_to_batch`` answers closed for that batch, so the list it returns is final."""
+
+    def current_batch(self, job: str, trigger: str) -> EventBatch | None: ...
+    def start_batch(
+        self, job: str, trigger: str, *, after: int, run_id: str, now: datetime
+    ) -> tuple[EventBatch, EventBatch | None]: ...
+    def add_to_batch(
+        self, batch: EventBatch, event: BatchedEvent, *, now: datetime, window: timedelta, max_events: int
+    ) -> BatchAdded: ...
+    def mark_batch_sent(self, batch: EventBatch) -> None: ...
+    def close_batch(self, job: str, trigger: str, number: int) -> list[BatchedEvent]: ...
+
+
+class EventIntakeStorePort(JobsPort, EventBatchesPort, Protocol):
+    """Jobs, per job the minute window of runs its events started (``max_runs_per_minute``), and batches."""
 
     def count_event_run(self, job: str, *, now: datetime, limit: int) -> bool: ...
 

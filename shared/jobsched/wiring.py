@@ -151,8 +151,10 @@ def build_dag_deployer(settings: Settings) -> DagDeployer | None:
 def build_worker(
     settings: Settings, *, targets: TargetExecutor | None = None, clock: Callable[[], datetime] = utc_now
 ) -> Worker:
+    jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
     return Worker(
-        jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
+        jobs=jobs,
+        batches=jobs,
         runs=metered_runs(settings),
         queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         escalations=EscalationQueue(settings.escalation_queue_url),

@@ -223,6 +223,7 @@ class Stack:
             targets=self.targets,
             clock=clock,
             workflows=self.workflows,
+            batches=self.jobs,
         )
 
         # Pages: SNS topics in moto, each delivering to one SQS queue the tests read; webhooks recorded.

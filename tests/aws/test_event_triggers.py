@@ -81,6 +81,32 @@ def test_two_identical_objects_written_in_the_same_second_start_two_runs(stack: 
     assert all(run.trigger_detail and run.trigger_detail["etag"] and run.trigger_detail["size"] for run in runs)
 
 
+def test_a_batched_trigger_hands_one_run_the_list_of_its_windows_objects(stack: Stack) -> None:
+    s3 = landing_bucket(stack, "data")
+    api = ApiClient(stack)
+    trigger = {"s3": {"bucket": "acme-landing", "prefix": "exports/"}, "batch": {"window": "1m", "max_events": 50}}
+    assert api.call("PUT", "/teams/data/jobs/load-exports", job([trigger])).status == 201
+    for key in ("exports/a.csv", "exports/b.csv", "exports/c.csv"):
+        s3.put_object(Bucket="acme-landing", Key=key, Body=b"id,total\n1,10\n")
+    received = stack.deliver_events(deliveries=2)
+    assert sorted(r.action for r in received) == ["batched"] * 3 + ["duplicate"] * 3
+    (run,) = stack.run_list("data/load-exports")
+    assert run.status is RunStatus.SCHEDULED and run.trigger_detail is not None
+    stack.pump()
+    assert not [name for name, _ in stack.lambdas.calls if name == "echo"]  # the window is still open
+    stack.clock.now += timedelta(minutes=1, seconds=1)
+    outcomes = stack.pump(deliveries=2)
+    assert [o.action for o in outcomes].count("succeeded") == 1
+    ((_, event),) = [(name, event) for name, event in stack.lambdas.calls if name == "echo"]
+    payload = event["payload"]
+    assert payload["trigger"]["count"] == 3 and payload["trigger"]["batch"]["number"] == 1
+    assert sorted(e["key"] for e in payload["events"]) == ["exports/a.csv", "exports/b.csv", "exports/c.csv"]
+    # The next object opens the next batch: the first one's list is closed.
+    s3.put_object(Bucket="acme-landing", Key="exports/d.csv", Body=b"x")
+    (late,) = stack.deliver_events()
+    assert late.action == "batched" and late.run_id != run.run_id
+
+
 def test_another_teams_bucket_is_refused_at_put_and_again_when_its_events_arrive(stack: Stack) -> None:
     s3 = landing_bucket(stack, "payments", "payments-landing")
     api = ApiClient(stack)

@@ -200,6 +200,11 @@ class WorkflowsNotConfigured(RuntimeError):
     """This deployment has no state machine role or prefix, so DAG jobs cannot run here."""
 
 
+class BatchContention(Exception):
+    """A batched trigger's current batch kept changing while one event was added: the intake leaves the event
+    on its queue, and its redelivery adds it."""
+
+
 class TriggerRefused(Exception):
     """EventBridge would not take a trigger's rule (its pattern, its bus, the bus's rule quota): a 422 on the
     trigger's field, raised before the job is stored."""

@@ -5,20 +5,28 @@ target is the deployment's intake queue. The rule's input transformer wraps the 
 naming the job and the trigger (``envelope_template``), so the intake knows whose rule matched without matching
 anything itself: matching is EventBridge's own.
 
-A run started by an event is named by the event's identity (``event_run_id``): a redelivered event names the
-same run, and the runs table's conditional create lets one of them exist.
+A run started by an event is named by the event's identity (``EventEnvelope.run_id``): a redelivered event
+names the same run, and the runs table's conditional create lets one of them exist.
+
+A batched trigger's events go into numbered batches instead (``EventBatch``): each batch is one run, named by
+job, trigger and number (``batch_run_id``), that receives the batch's events as a list (``batch_payload``).
+An event is added to a batch only while the batch is open, not full and inside its window, in one
+transaction with the marker that makes it one entry however often it is delivered; the worker closes the
+batch before reading it, so nothing is added to a batch whose run has read its list.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from jobsched.core.runs import parse_instant, scheduled_run_id
+from jobsched.core.names import JobsKeys
+from jobsched.core.runs import instant_text, parse_instant, scheduled_run_id
 from jobsched.core.spec import DEFAULT_BUS, JobTrigger, S3Trigger
 
 MAX_EVENT_PAYLOAD_BYTES = 32 * 1024  # what a target receives of the event; larger ones lose their detail
@@ -26,11 +34,13 @@ S3_SOURCE = "aws.s3"
 S3_OBJECT_CREATED = "Object Created"
 RULE_PREFIX_HASH = 12  # characters of the job's digest in its rule names
 RULES_PER_BUS = 300  # EventBridge's default quota of rules per bus (adjustable): each trigger is one rule
+MAX_BATCH_PAYLOAD_BYTES = 256 * 1024  # a batched run's list of events, as its target receives it
+MAX_BATCH_DETAIL_BYTES = 1024  # an event's detail goes into a batch's list up to this size
 
 
 def trigger_fingerprint(trigger: JobTrigger) -> str:
     """A trigger's content as a short digest: a changed trigger is a new rule, never a rule changed in place."""
-    canonical = json.dumps(trigger.model_dump(exclude_none=True), sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(trigger.model_dump(mode="json", exclude_none=True), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -157,10 +167,23 @@ class EventEnvelope(BaseModel):
             return "s3:" + "|".join(str(s3[part] or "") for part in ("bucket", "key", "version", "etag", "sequencer"))
         return f"event:{self.event_id}"
 
+    def identity_digest(self) -> str:
+        return hashlib.sha256(self.identity().encode()).hexdigest()
+
     def run_id(self) -> str:
         """Time-sortable, and the same however often the event is delivered."""
-        digest = hashlib.sha256(self.identity().encode()).hexdigest()[:16]
-        return f"{scheduled_run_id(self.time)}-e-{digest}"
+        return f"{scheduled_run_id(self.time)}-e-{self.identity_digest()[:16]}"
+
+    def batched(self, kind: str) -> BatchedEvent:
+        """The event as one entry of a batch's list: what started it, when, and its detail if small."""
+        entry = {name: value for name, value in self.trigger_detail(kind).items() if name != "kind"}
+        entry["time"] = instant_text(self.time)
+        detail = json.dumps(self.detail, separators=(",", ":"))
+        if len(detail.encode()) <= MAX_BATCH_DETAIL_BYTES:
+            entry["detail"] = self.detail
+        else:
+            entry["detail_omitted"] = f"{len(detail.encode())} bytes"
+        return BatchedEvent(key=self.identity_digest()[:32], time=self.time, entry=entry)
 
     def trigger_detail(self, kind: str) -> dict[str, Any]:
         """What the run record, the CLI and the console show of the event that started the run."""
@@ -181,8 +204,87 @@ class EventEnvelope(BaseModel):
         return {"trigger": self.trigger_detail(kind), "event": event}
 
 
+def batch_run_id(job: str, trigger: str, number: int, opened_at: datetime) -> str:
+    """A batch's run: time-sortable by the batch's first event, the same for every event of the batch."""
+    digest = hashlib.sha256(f"{job}|{trigger}|{number}".encode()).hexdigest()[:16]
+    return f"{scheduled_run_id(opened_at)}-b-{digest}"
+
+
+@dataclass(frozen=True)
+class EventBatch:
+    """One batch of a trigger's events, as stored: its number (1, 2, ...), its run and when it opened."""
+
+    job: str
+    trigger: str  # the trigger's fingerprint
+    number: int
+    run_id: str
+    opened_at: datetime
+    run_sent: bool = False  # the batch's run is created and its message sent
+    count: int = 0  # events added (as last read)
+
+    @classmethod
+    def from_values(cls, job: str, trigger: str, values: dict[str, Any]) -> EventBatch:
+        """From the stored item (number, run_id, opened_at, run_sent, count)."""
+        return cls(
+            job=job,
+            trigger=trigger,
+            number=int(values["number"]),
+            run_id=str(values["run_id"]),
+            opened_at=parse_instant(str(values["opened_at"])),
+            run_sent=bool(values.get("run_sent")),
+            count=int(values.get("count", 0)),
+        )
+
+    def event_sort_key(self, event: BatchedEvent) -> str:
+        return f"{JobsKeys.batch_events(self.trigger, self.number)}{instant_text(event.time)}#{event.key}"
+
+
+@dataclass(frozen=True)
+class BatchedEvent:
+    """One event in a batch: ``key`` (its identity's digest) makes it one entry however often delivered."""
+
+    key: str
+    time: datetime
+    entry: dict[str, Any]
+
+
+BatchAdd = Literal["added", "filled", "duplicate", "closed"]
+
+
+@dataclass(frozen=True)
+class BatchAdded:
+    """added; filled (added, and the batch is now full: its run may start); duplicate (the event is in a
+    batch already); closed (the batch takes no more: closed, full or past its window; nothing written)."""
+
+    status: BatchAdd
+    run_sent: bool = True
+
+
+def batch_payload(detail: dict[str, Any], events: list[BatchedEvent]) -> dict[str, Any]:
+    """What a batched run's target receives: the trigger, the count and the events in time order, bounded
+    (entries past ``MAX_BATCH_PAYLOAD_BYTES`` are counted as omitted, never cut in half)."""
+    entries: list[dict[str, Any]] = []
+    size = 0
+    for event in sorted(events, key=lambda e: (e.time, e.key)):
+        entry_size = len(json.dumps(event.entry, separators=(",", ":")).encode()) + 1
+        if size + entry_size > MAX_BATCH_PAYLOAD_BYTES:
+            break
+        entries.append(event.entry)
+        size += entry_size
+    payload: dict[str, Any] = {"trigger": {**detail, "count": len(events)}, "events": entries}
+    if len(entries) < len(events):
+        payload["omitted"] = len(events) - len(entries)
+    return payload
+
+
 def trigger_summary(detail: dict[str, Any]) -> str:
     """One line of what started a run (the CLI's `jobsched run`, the console's run page)."""
+    batch = detail.get("batch")
+    if isinstance(batch, dict):
+        return (
+            f"batch {batch.get('number')} of {detail.get('kind')} events"
+            f" (window {batch.get('window')}, at most {batch.get('max_events')} events)"
+        )
     event = f"event {detail.get('event_id')}"
     if detail.get("kind") == "s3":
         return f"s3://{detail.get('bucket')}/{detail.get('key')} ({detail.get('size')} bytes, {event})"

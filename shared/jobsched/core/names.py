@@ -100,6 +100,25 @@ class JobsKeys:
     QUOTA = "QUOTA"
     RATE_PREFIX = "RATE#"  # per-team API request windows: pk "TEAM#{team}", sk "RATE#{minute}"
     EVENT_RUNS_PREFIX = "EVENTS#"  # runs a job's events started in one minute: pk job, sk "EVENTS#{minute}"
+    # A batched trigger's current batch: pk job, sk "BATCH#{trigger}" (number, run, state, count: one item per
+    # trigger, so adding an event is conditional on the batch it read being still the open one).
+    BATCH_PREFIX = "BATCH#"
+    BATCH_EVENT_PREFIX = "BATCHEVENT#"  # an event in a batch: sk "BATCHEVENT#{trigger}#{number:010d}#{time}#{key}"
+    BATCHED_PREFIX = "BATCHED#"  # an event already batched (once only): sk "BATCHED#{trigger}#{key}"
+
+    @staticmethod
+    def batch(trigger: str) -> str:
+        return f"{JobsKeys.BATCH_PREFIX}{trigger}"
+
+    @staticmethod
+    def batch_events(trigger: str, number: int) -> str:
+        """The sort-key prefix of one batch's events (each: this + "{time}#{key}", so they come in time order)."""
+        return f"{JobsKeys.BATCH_EVENT_PREFIX}{trigger}#{number:010d}#"
+
+    @staticmethod
+    def batched(trigger: str, key: str) -> str:
+        return f"{JobsKeys.BATCHED_PREFIX}{trigger}#{key}"
+
     PRINCIPAL_PREFIX = "PRINCIPAL#"  # per-caller API request windows: pk "PRINCIPAL#{arn digest}", sk "RATE#{minute}"
     INCIDENT_PREFIX = "INCIDENT#"  # open incidents: pk subject (job, TARGET#..., SYSTEM), sk "INCIDENT#{class}"
     BREAKER = "BREAKER"  # per-target circuit breakers: pk "TARGET#{target}", sk "BREAKER"

@@ -46,6 +46,9 @@ MAX_ASYNC_TIMEOUT = timedelta(days=7)
 MAX_JITTER = timedelta(hours=1)
 MIN_PARKED_HEARTBEAT = timedelta(minutes=3)  # the heartbeat checker ticks each minute
 MAX_TRIGGERS = 5  # event and s3 triggers of one job (each is an EventBridge rule)
+MAX_BATCH_EVENTS = 500  # events one batched run receives
+# A batch's run is sent once, delayed by the window: SQS delays a message by at most 15 minutes.
+MAX_BATCH_WINDOW = timedelta(minutes=15)
 DEFAULT_BUS = "default"
 DEFAULT_EVENT_RUNS_PER_MINUTE = 60
 
@@ -686,8 +689,16 @@ class S3Trigger(StrictModel):
         return value
 
 
+class TriggerBatch(StrictModel):
+    """Events of one trigger collected into one run: the batch opens at its first event and its run starts
+    when the window has passed or ``max_events`` have arrived, whichever is first."""
+
+    window: Annotated[Duration, _bounded(timedelta(seconds=10), MAX_BATCH_WINDOW)] = timedelta(minutes=5)
+    max_events: int = Field(default=100, ge=1, le=MAX_BATCH_EVENTS)
+
+
 class JobTrigger(StrictModel):
-    """What starts a run besides the schedule: one of ``event`` or ``s3``."""
+    """What starts a run besides the schedule: one of ``event`` or ``s3``, optionally batched."""
 
     model_config = ConfigDict(
         **StrictModel.model_config,
@@ -696,6 +707,7 @@ class JobTrigger(StrictModel):
 
     event: EventTrigger | None = None
     s3: S3Trigger | None = None
+    batch: TriggerBatch | None = Field(default=None, description="absent: one run per event")
 
     @model_validator(mode="after")
     def _one_kind(self) -> JobTrigger:
@@ -902,6 +914,19 @@ class JobSpec(StrictModel):
                     input=data,
                 )
             )
+        if isinstance(data, dict) and data.get("dag") is not None and isinstance(data.get("triggers"), list):
+            for index, trigger in enumerate(data["triggers"]):
+                if isinstance(trigger, dict) and trigger.get("batch") is not None:
+                    problems.append(
+                        InitErrorDetails(
+                            type=_fail(
+                                "batch_on_dag",
+                                "a batched trigger starts a job with a target; a DAG's runs take one event each",
+                            ),
+                            loc=("triggers", index, "batch"),
+                            input=trigger["batch"],
+                        )
+                    )
         return _validate_with(cls, data, handler, problems)
 
     @property

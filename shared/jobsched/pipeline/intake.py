@@ -19,15 +19,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from jobsched.core.durations import format_duration
+from jobsched.core.errors import BatchContention
 from jobsched.core.event_patterns import RESERVED_SOURCE_PREFIXES
-from jobsched.core.events import EventEnvelope, s3_key_matches, trigger_fingerprint
+from jobsched.core.events import EventBatch, EventEnvelope, batch_run_id, s3_key_matches, trigger_fingerprint
 from jobsched.core.records import StoredJob
-from jobsched.core.runs import RunMessage, RunStatus, instant_text
+from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import DEFAULT_BUS, JobTrigger
 from jobsched.ports import EventIntakeStorePort, RunsPort, WorkQueuesPort
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, trigger_resources
 
 log = logging.getLogger(__name__)
+
+BATCH_TRIES = 4  # batches started while adding one event before it is left for its redelivery
 
 DropReason = Literal["deleted", "stale_rule", "paused", "before_job", "not_owned", "rate_limited", "malformed"]
 
@@ -36,7 +40,7 @@ DropReason = Literal["deleted", "stale_rule", "paused", "before_job", "not_owned
 class Received:
     """What became of one delivered event."""
 
-    action: Literal["started", "duplicate", "resent", "dropped"]
+    action: Literal["started", "batched", "duplicate", "resent", "dropped"]
     run_id: str | None = None
     reason: DropReason | None = None
     detail: str = ""
@@ -73,6 +77,8 @@ class EventIntake:
         refused = self._refusal(stored, trigger, envelope)
         if refused is not None:
             return _dropped("not_owned", refused, team)
+        if trigger.batch is not None:
+            return self._batched(stored, trigger, envelope, now)
         run_id = envelope.run_id()
         existing = self.runs.get(envelope.job, run_id)
         if existing is not None:
@@ -104,6 +110,95 @@ class EventIntake:
             return Received("duplicate", run_id=run_id, team=team)
         self.queues.send(stored.spec.priority, [(message, timedelta(0))])
         return Received("started", run_id=run_id, team=team)
+
+    def _batched(self, stored: StoredJob, trigger: JobTrigger, envelope: EventEnvelope, now: datetime) -> Received:
+        """The event into its trigger's open batch, or a new batch when that one is closed, full or past its
+        window. Whoever starts a batch creates and sends its run (delayed by the window) before adding; the run
+        of a batch whose starter died is made sure of by the next event to use or replace that batch."""
+        assert trigger.batch is not None
+        job, fingerprint, team = envelope.job, envelope.jobsched.trigger, stored.spec.team
+        event = envelope.batched(trigger.kind)
+        batch = self.jobs.current_batch(job, fingerprint)
+        for _ in range(BATCH_TRIES):
+            if batch is None:
+                started = self._start_batch(stored, trigger, fingerprint, after=0, now=now)
+                if isinstance(started, Received):
+                    return started
+                batch = started
+            added = self.jobs.add_to_batch(
+                batch, event, now=now, window=trigger.batch.window, max_events=trigger.batch.max_events
+            )
+            if added.status == "duplicate":
+                return Received("duplicate", team=team)
+            if added.status == "closed":
+                started = self._start_batch(stored, trigger, fingerprint, after=batch.number, now=now)
+                if isinstance(started, Received):
+                    return started
+                batch = started
+                continue
+            if not added.run_sent:
+                self._send_batch_run(stored, trigger, batch, now)
+            if added.status == "filled":  # full: its run need not wait for the window's end
+                self._send_batch_run(stored, trigger, batch, now, at_once=True)
+            return Received("batched", run_id=batch.run_id, team=team)
+        raise BatchContention(f"{job}: the trigger's batch changed {BATCH_TRIES} times while adding one event")
+
+    def _start_batch(
+        self, stored: StoredJob, trigger: JobTrigger, fingerprint: str, *, after: int, now: datetime
+    ) -> EventBatch | Received:
+        """The batch after number ``after``, started by this call (then its run is sent here) or by another."""
+        job = stored.spec.key
+        run_id = batch_run_id(job, fingerprint, after + 1, now)
+        started, replaced = self.jobs.start_batch(job, fingerprint, after=after, run_id=run_id, now=now)
+        if replaced is not None and not replaced.run_sent and replaced.count:
+            self._send_batch_run(stored, trigger, replaced, now)  # its starter died before sending
+        if started.run_id != run_id:
+            return started  # another call started it, and sends its run
+        limit = stored.spec.concurrency.max_runs_per_minute
+        if not self.jobs.count_event_run(job, now=now, limit=limit):
+            # No run for this batch: close it so that no event waits in it.
+            self.jobs.close_batch(job, fingerprint, started.number)
+            return _dropped("rate_limited", f"{limit} runs already started by events this minute", stored.spec.team)
+        self._send_batch_run(stored, trigger, started, now)
+        return started
+
+    def _send_batch_run(
+        self, stored: StoredJob, trigger: JobTrigger, batch: EventBatch, now: datetime, *, at_once: bool = False
+    ) -> None:
+        """Create the batch's run (once) and send it, to start when the window has passed (or now, when full)."""
+        assert trigger.batch is not None
+        window_end = batch.opened_at + trigger.batch.window
+        message = RunMessage(
+            job=batch.job,
+            team=stored.spec.team,
+            run_id=batch.run_id,
+            scheduled_at=instant_text(batch.opened_at),
+            fire_at=instant_text(min(now, window_end) if at_once else window_end),
+            spec_version=stored.version,
+            trigger="event",
+            correlation_id=f"{batch.job}/{batch.run_id}",
+            trigger_detail={
+                "kind": trigger.kind,
+                "batch": {
+                    "number": batch.number,
+                    "trigger": batch.trigger,
+                    "window": format_duration(trigger.batch.window),
+                    "max_events": trigger.batch.max_events,
+                },
+            },
+        )
+        created = self.runs.create(
+            message,
+            status=RunStatus.SCHEDULED,
+            now=now,
+            retention=stored.spec.run_retention,
+            deadline=stored.spec.deadline,
+        )
+        existing = None if created is not None else self.runs.get(batch.job, batch.run_id)
+        if created is not None or (existing is not None and existing.status is RunStatus.SCHEDULED):
+            delay = max(timedelta(0), parse_instant(message.fire_at) - now)
+            self.queues.send(stored.spec.priority, [(message, delay)])
+        self.jobs.mark_batch_sent(batch)
 
     def _again(self, stored: StoredJob, message: RunMessage, status: RunStatus) -> Received:
         if status is RunStatus.SCHEDULED:

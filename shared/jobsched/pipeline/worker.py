@@ -15,7 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from pydantic import JsonValue
+
 from jobsched.core.errors import WorkflowsNotConfigured
+from jobsched.core.events import batch_payload
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
@@ -28,7 +31,16 @@ from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun
 from jobsched.pipeline.dag_tasks import DagRuns
 from jobsched.pipeline.decisions import already_settled, before_claim, lease_until, on_existing
 from jobsched.pipeline.recording import Records
-from jobsched.ports import EscalationsPort, JobsPort, RunsPort, TargetsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
+from jobsched.ports import (
+    EscalationsPort,
+    EventBatchesPort,
+    JobsPort,
+    RunsPort,
+    TargetsPort,
+    TaskRunsPort,
+    WorkflowsPort,
+    WorkQueuesPort,
+)
 from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, Breakers
 from jobsched.watch.heartbeat import HeartbeatChecker
 
@@ -46,6 +58,7 @@ class Worker:
     # Hooks for crash-injection tests: called right after the named step.
     after_step: Callable[[str], None] = field(default=lambda step: None)
     workflows: WorkflowsPort | None = None  # DAG jobs run on Step Functions
+    batches: EventBatchesPort | None = None  # batched triggers' events (the jobs store)
     breaker_failures: int = FAILURES_TO_OPEN  # consecutive failures of one target that open its circuit
     breaker_cool_down: timedelta = COOL_DOWN
 
@@ -144,7 +157,7 @@ class Worker:
                 attempt=run.attempt,
                 scheduled_at=message.scheduled_at,
                 correlation_id=run.correlation_id,
-                payload_override=message.payload_override,
+                payload_override=self._payload(message),
                 trigger=message.trigger,
             )
 
@@ -157,6 +170,16 @@ class Worker:
             lateness = (attempt.claimed.started_at or now) - fire_at
             return records.result(message, stored, attempt.claimed, attempt.result, lateness)
         return attempt
+
+    def _payload(self, message: RunMessage) -> JsonValue:
+        """What the target receives besides its own payload: a batched run's events, read once its batch is
+        closed (nothing is added to it after), so every attempt of the run receives the same list."""
+        detail = message.trigger_detail or {}
+        batch = detail.get("batch")
+        if not isinstance(batch, dict) or self.batches is None:
+            return message.payload_override
+        events = self.batches.close_batch(message.job, str(batch["trigger"]), int(str(batch["number"])))
+        return batch_payload(dict(detail), events)
 
     def _claim(self, message: RunMessage, stored: StoredJob, now: datetime) -> Run | Outcome:
         """Slots, then the claim. A DAG job's claimed run is handed to its state machine here (it executes no

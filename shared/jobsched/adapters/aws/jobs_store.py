@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobsched.adapters.aws.jobs.batches import BatchesStore
 from jobsched.adapters.aws.jobs.breakers import BreakersStore
 from jobsched.adapters.aws.jobs.dispatch_state import DispatchStateStore
 from jobsched.adapters.aws.jobs.incidents import IncidentsStore
@@ -26,7 +27,7 @@ from jobsched.core.limits import TeamLimits
 from jobsched.tenancy.quotas import CachedLimits
 
 
-class JobsStore(SpecsStore, DispatchStateStore, IncidentsStore, BreakersStore, SlotsStore, RequestsStore):
+class JobsStore(SpecsStore, DispatchStateStore, IncidentsStore, BreakersStore, SlotsStore, RequestsStore, BatchesStore):
     """The Jobs table: every aggregate's store over one table and one client."""
 
     def __init__(

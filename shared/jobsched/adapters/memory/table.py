@@ -8,6 +8,7 @@ is stored in the second case. Reads return copies, so no caller can change a sto
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import threading
@@ -124,6 +125,10 @@ class MemoryTable:
         except ConditionFailed:
             return False
         return True
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """Several writes as one: hold this while checking every condition, then writing (TransactWriteItems)."""
+        return self._lock
 
     def delete(self, pk: str, sk: str) -> Item | None:
         with self._lock:
