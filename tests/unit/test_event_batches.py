@@ -144,9 +144,7 @@ def test_the_run_of_a_batch_whose_starter_died_before_sending_is_sent_by_the_nex
 
 
 def test_a_storm_into_batches_is_bounded_by_max_runs_per_minute() -> None:
-    stack = Stack(
-        ORDERS | {"batch": {"window": "5m", "max_events": 10}}, concurrency={"max_runs_per_minute": 60}
-    )
+    stack = Stack(ORDERS | {"batch": {"window": "5m", "max_events": 10}}, concurrency={"max_runs_per_minute": 60})
     actions = Counter(
         stack.intake.receive(stack.envelope(order_event()), now=T0 + timedelta(seconds=i * 0.005)).action
         for i in range(10_000)
