@@ -101,6 +101,8 @@ def test_a_batched_trigger_hands_one_run_the_list_of_its_windows_objects(stack: 
     payload = event["payload"]
     assert payload["trigger"]["count"] == 3 and payload["trigger"]["batch"]["number"] == 1
     assert sorted(e["key"] for e in payload["events"]) == ["exports/a.csv", "exports/b.csv", "exports/c.csv"]
+    shown = api.call("GET", f"/teams/data/jobs/load-exports/runs/{run.run_id}")
+    assert shown.status == 200 and shown.body["trigger_detail"]["batch"]["number"] == 1, shown.body
     # The next object opens the next batch: the first one's list is closed.
     s3.put_object(Bucket="acme-landing", Key="exports/d.csv", Body=b"x")
     (late,) = stack.deliver_events()

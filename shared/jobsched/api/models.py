@@ -142,12 +142,22 @@ class TaskView(BaseModel):
     callback_token: str | None = Field(default=None, description="for RUNNING callback tasks: report with it")
 
 
+class TriggerBatchView(BaseModel):
+    """The batch of events a batched trigger's run received."""
+
+    number: int = Field(description="the trigger's batches are numbered 1, 2, ...")
+    trigger: str = Field(description="the trigger's fingerprint (a changed trigger is a new one)")
+    window: str
+    max_events: int
+
+
 class TriggerDetailView(BaseModel):
-    """The event that started a run (trigger "event")."""
+    """The event that started a run (trigger "event"), or for a batched trigger the batch."""
 
     kind: str = Field(description="event (an EventBridge pattern) or s3 (an object created)")
-    event_id: str = Field(description="EventBridge's id of the event")
-    source: str
+    event_id: str | None = Field(default=None, description="EventBridge's id of the event (not for a batch)")
+    source: str | None = None
+    batch: TriggerBatchView | None = Field(default=None, description="batched triggers: the run's batch")
     detail_type: str | None = None
     bucket: str | None = None
     key: str | None = None
