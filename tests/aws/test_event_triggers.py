@@ -66,6 +66,30 @@ def test_a_put_event_reaches_the_matching_job_once_however_often_it_is_delivered
     assert run.status is RunStatus.SUCCEEDED
 
 
+def test_an_event_too_large_for_the_payload_reaches_the_target_by_reference(stack: Stack) -> None:
+    api = ApiClient(stack)
+    assert api.call("PUT", "/teams/data/jobs/load-orders", job([{"event": {"pattern": ORDERS}}])).status == 201
+    rows = [{"order": i, "sku": f"SKU-{i:06d}", "note": "x" * 40} for i in range(800)]  # about 60 KB
+    put_event(stack, {"rows": rows})
+    (received,) = stack.deliver_events()
+    assert received.action == "started"
+    stack.pump()
+    ((_, event),) = [(name, event) for name, event in stack.lambdas.calls if name == "echo"]
+    payload = event["payload"]
+    assert "jobsched_omitted" in payload["event"]["detail"] and payload["trigger"]["source"] == "com.acme.orders"
+    path = payload["events_ref"]
+    assert path == f"/teams/data/jobs/load-orders/runs/{received.run_id}/events"
+    whole = api.call("GET", path)
+    assert whole.status == 200 and whole.body["events"][0]["detail"] == {"rows": rows}
+    # Only the team reads it; a run not started by an event has no events.
+    assert api.call("GET", path, principal=team_role("payments")).status == 403
+    assert api.call("PUT", "/teams/data/jobs/nightly", {"target": {"type": "callback"}}).status == 201
+    started = api.call("POST", "/teams/data/jobs/nightly/trigger", {})
+    assert started.status in (200, 201, 202), started.body
+    none = api.call("GET", f"/teams/data/jobs/nightly/runs/{started.body['run_id']}/events")
+    assert none.status == 404 and none.body["error"]["code"] == "no_events"
+
+
 def test_two_identical_objects_written_in_the_same_second_start_two_runs(stack: Stack) -> None:
     s3 = landing_bucket(stack, "data")
     api = ApiClient(stack)
@@ -103,6 +127,12 @@ def test_a_batched_trigger_hands_one_run_the_list_of_its_windows_objects(stack: 
     assert sorted(e["key"] for e in payload["events"]) == ["exports/a.csv", "exports/b.csv", "exports/c.csv"]
     shown = api.call("GET", f"/teams/data/jobs/load-exports/runs/{run.run_id}")
     assert shown.status == 200 and shown.body["trigger_detail"]["batch"]["number"] == 1, shown.body
+    listed = api.call("GET", f"/teams/data/jobs/load-exports/runs/{run.run_id}/events")
+    assert listed.status == 200 and sorted(e["key"] for e in listed.body["events"]) == [
+        "exports/a.csv",
+        "exports/b.csv",
+        "exports/c.csv",
+    ]
     # The next object opens the next batch: the first one's list is closed.
     s3.put_object(Bucket="acme-landing", Key="exports/d.csv", Body=b"x")
     (late,) = stack.deliver_events()

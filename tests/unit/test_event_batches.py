@@ -54,7 +54,8 @@ def test_events_inside_the_window_start_one_run_that_receives_their_list() -> No
     # The run waits for the window's end; its logical instant is the batch's first event's arrival.
     assert parse_instant(message.fire_at) == T0 + timedelta(minutes=1)
     assert run.scheduled_at == T0
-    payload = batch_payload(dict(message.trigger_detail or {}), close(stack, message))
+    payload = batch_payload(dict(message.trigger_detail or {}), close(stack, message), events_ref="/ref")
+    assert "events_ref" not in payload and "omitted" not in payload
     assert payload["trigger"]["count"] == 5 and payload["trigger"]["kind"] == "s3"
     assert sorted(event["key"] for event in payload["events"]) == [f"exports/{i}.csv" for i in range(5)]
     assert {"bucket", "size", "etag", "time", "event_id"} <= set(payload["events"][0])
@@ -174,7 +175,8 @@ def test_a_batch_list_is_bounded_and_says_how_many_it_left_out() -> None:
         BatchedEvent(key=f"{i:04d}", time=T0, entry={"event_id": str(i), "detail": {"pad": "x" * 900}})
         for i in range(500)
     ]
-    payload = batch_payload({"kind": "event"}, big)
+    payload = batch_payload({"kind": "event"}, big, events_ref="/teams/data/jobs/load/runs/r/events")
+    assert payload["events_ref"] == "/teams/data/jobs/load/runs/r/events"
     assert payload["trigger"]["count"] == 500
     assert 0 < len(payload["events"]) < 500 and payload["omitted"] == 500 - len(payload["events"])
     assert len(json.dumps(payload["events"], separators=(",", ":")).encode()) <= MAX_BATCH_PAYLOAD_BYTES

@@ -23,7 +23,19 @@ from jobsched.api.errors import (
     register_error_handlers,
     unsupported_media_type,
 )
-from jobsched.api.routes import admin, backfills, callbacks, health, history, jobs, logs, runs, schedule, validation
+from jobsched.api.routes import (
+    admin,
+    backfills,
+    callbacks,
+    health,
+    history,
+    jobs,
+    logs,
+    run_events,
+    runs,
+    schedule,
+    validation,
+)
 from jobsched.core.bounds import MAX_JSON_DEPTH, json_depth_exceeds, quoted
 from jobsched.core.logs import RUN_ID
 from jobsched.core.spec import NAME
@@ -46,7 +58,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     def openapi() -> Response[str]:
         return Response(200, content_types.APPLICATION_JSON, openapi_document(app))
 
-    for module in (validation, jobs, schedule, history, health, runs, logs, backfills, callbacks, admin):
+    for module in (validation, jobs, schedule, history, health, runs, run_events, logs, backfills, callbacks, admin):
         app.include_router(module.router(access))
     return app
 

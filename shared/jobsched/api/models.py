@@ -188,6 +188,16 @@ class RunView(BaseModel):
     logs: str = Field(default="", description="the run's log lines, from every component (GET this path)")
 
 
+class RunEvents(BaseModel):
+    """The events a run was started by, whole: an event larger than its payload's bound, or a batch's list."""
+
+    job: str
+    run_id: str
+    events: list[dict[str, JsonValue]] = Field(
+        description="one event for a run started by an event; a batch's entries, in time order, for a batch"
+    )
+
+
 class RunPage(BaseModel):
     runs: list[RunView]
     next_token: str | None = None

@@ -195,13 +195,19 @@ class EventEnvelope(BaseModel):
             shown |= {name: value for name, value in s3.items() if value not in (None, "") and name != "sequencer"}
         return {name: str(value)[:1024] if isinstance(value, str) else value for name, value in shown.items()}
 
-    def payload(self, kind: str) -> dict[str, Any]:
-        """What the target receives: the trigger and the event, bounded (a larger event without its detail)."""
+    @property
+    def size(self) -> int:
+        return len(json.dumps(self.event, separators=(",", ":")).encode())
+
+    def payload(self, kind: str, *, events_ref: str) -> dict[str, Any]:
+        """What the target receives: the trigger and the event, bounded: a larger event comes without its
+        detail and with ``events_ref``, the API path that returns it whole."""
         event: dict[str, Any] = dict(self.event)
-        size = len(json.dumps(event, separators=(",", ":")).encode())
-        if size > MAX_EVENT_PAYLOAD_BYTES:
-            event["detail"] = {"jobsched_omitted": f"the event is {size} bytes; its detail is not passed on"}
-        return {"trigger": self.trigger_detail(kind), "event": event}
+        shown: dict[str, Any] = {"trigger": self.trigger_detail(kind), "event": event}
+        if self.size > MAX_EVENT_PAYLOAD_BYTES:
+            event["detail"] = {"jobsched_omitted": f"the event is {self.size} bytes: GET events_ref for it whole"}
+            shown["events_ref"] = events_ref
+        return shown
 
 
 def batch_run_id(job: str, trigger: str, number: int, opened_at: datetime) -> str:
@@ -260,9 +266,16 @@ class BatchAdded:
     run_sent: bool = True
 
 
-def batch_payload(detail: dict[str, Any], events: list[BatchedEvent]) -> dict[str, Any]:
+def run_events_path(job: str, run_id: str) -> str:
+    """The API path that returns a run's events whole (a large event, or a batch's full list)."""
+    team, name = job.split("/", 1)
+    return f"/teams/{team}/jobs/{name}/runs/{run_id}/events"
+
+
+def batch_payload(detail: dict[str, Any], events: list[BatchedEvent], *, events_ref: str) -> dict[str, Any]:
     """What a batched run's target receives: the trigger, the count and the events in time order, bounded
-    (entries past ``MAX_BATCH_PAYLOAD_BYTES`` are counted as omitted, never cut in half)."""
+    (entries past ``MAX_BATCH_PAYLOAD_BYTES`` are counted as omitted, never cut in half, and ``events_ref``
+    is the API path that lists them all)."""
     entries: list[dict[str, Any]] = []
     size = 0
     for event in sorted(events, key=lambda e: (e.time, e.key)):
@@ -274,6 +287,7 @@ def batch_payload(detail: dict[str, Any], events: list[BatchedEvent]) -> dict[st
     payload: dict[str, Any] = {"trigger": {**detail, "count": len(events)}, "events": entries}
     if len(entries) < len(events):
         payload["omitted"] = len(events) - len(entries)
+        payload["events_ref"] = events_ref
     return payload
 
 

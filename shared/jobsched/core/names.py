@@ -105,6 +105,7 @@ class JobsKeys:
     BATCH_PREFIX = "BATCH#"
     BATCH_EVENT_PREFIX = "BATCHEVENT#"  # an event in a batch: sk "BATCHEVENT#{trigger}#{number:010d}#{time}#{key}"
     BATCHED_PREFIX = "BATCHED#"  # an event already batched (once only): sk "BATCHED#{trigger}#{key}"
+    KEPT_EVENT_PREFIX = "KEPTEVENT#"  # an event too large for its run's payload: sk "KEPTEVENT#{run_id}"
 
     @staticmethod
     def batch(trigger: str) -> str:

@@ -17,16 +17,24 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from jobsched.core.durations import format_duration
 from jobsched.core.errors import BatchContention
 from jobsched.core.event_patterns import RESERVED_SOURCE_PREFIXES
-from jobsched.core.events import EventBatch, EventEnvelope, batch_run_id, s3_key_matches, trigger_fingerprint
-from jobsched.core.records import StoredJob
+from jobsched.core.events import (
+    MAX_EVENT_PAYLOAD_BYTES,
+    EventBatch,
+    EventEnvelope,
+    batch_run_id,
+    run_events_path,
+    s3_key_matches,
+    trigger_fingerprint,
+)
+from jobsched.core.records import Run, StoredJob
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import DEFAULT_BUS, JobTrigger
-from jobsched.ports import EventIntakeStorePort, RunsPort, WorkQueuesPort
+from jobsched.ports import EventBatchesPort, EventIntakeStorePort, RunsPort, WorkQueuesPort
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, trigger_resources
 
 log = logging.getLogger(__name__)
@@ -86,6 +94,9 @@ class EventIntake:
         limit = stored.spec.concurrency.max_runs_per_minute
         if not self.jobs.count_event_run(envelope.job, now=now, limit=limit):
             return _dropped("rate_limited", f"{limit} runs already started by events this minute", team)
+        if envelope.size > MAX_EVENT_PAYLOAD_BYTES:
+            # Kept before the run exists, so a run never points at an event that is not there.
+            self.jobs.keep_event(envelope.job, run_id, dict(envelope.event), expires_at=now + stored.spec.run_retention)
         message = RunMessage(
             job=envelope.job,
             team=team,
@@ -96,7 +107,7 @@ class EventIntake:
             spec_version=stored.version,
             trigger="event",
             correlation_id=f"{envelope.job}/{run_id}",
-            payload_override=envelope.payload(trigger.kind),
+            payload_override=envelope.payload(trigger.kind, events_ref=run_events_path(envelope.job, run_id)),
             trigger_detail=envelope.trigger_detail(trigger.kind),
         )
         created = self.runs.create(
@@ -248,3 +259,19 @@ def _inactive_at(stored: StoredJob, at: datetime) -> tuple[DropReason, str] | No
 
 def _dropped(reason: DropReason, detail: str, team: str | None = None) -> Received:
     return Received("dropped", reason=reason, detail=detail, team=team)
+
+
+def run_events(store: EventBatchesPort, run: Run) -> list[dict[str, Any]] | None:
+    """The events that started ``run``, whole: a batch's entries, the event kept because it was large, or
+    the one in the run's payload (None: the run was not started by an event)."""
+    detail = run.trigger_detail or {}
+    batch = detail.get("batch")
+    if isinstance(batch, dict):
+        return [e.entry for e in store.batch_events(run.job, str(batch["trigger"]), int(str(batch["number"])))]
+    if run.trigger != "event":
+        return None
+    kept = store.kept_event(run.job, run.run_id)
+    if kept is not None:
+        return [kept]
+    payload = run.payload
+    return [payload["event"]] if isinstance(payload, dict) and isinstance(payload.get("event"), dict) else []

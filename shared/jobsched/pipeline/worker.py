@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pydantic import JsonValue
 
 from jobsched.core.errors import WorkflowsNotConfigured
-from jobsched.core.events import batch_payload
+from jobsched.core.events import batch_payload, run_events_path
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
@@ -179,7 +179,7 @@ class Worker:
         if not isinstance(batch, dict) or self.batches is None:
             return message.payload_override
         events = self.batches.close_batch(message.job, str(batch["trigger"]), int(str(batch["number"])))
-        return batch_payload(dict(detail), events)
+        return batch_payload(dict(detail), events, events_ref=run_events_path(message.job, message.run_id))
 
     def _claim(self, message: RunMessage, stored: StoredJob, now: datetime) -> Run | Outcome:
         """Slots, then the claim. A DAG job's claimed run is handed to its state machine here (it executes no

@@ -481,11 +481,21 @@ class MemoryJobs:
             return {**item, "state": "CLOSED"}
 
         self._applied(job, JobsKeys.batch(trigger), closed)
+        return self.batch_events(job, trigger, number)
+
+    def batch_events(self, job: str, trigger: str, number: int) -> list[BatchedEvent]:
         prefix = JobsKeys.batch_events(trigger, number)
         return [
             BatchedEvent(key=item["key"], time=parse_instant(item["time"]), entry=item["entry"])
             for item in self.table.partition(job, first=prefix, last=prefix + "\uffff")
         ]
+
+    def keep_event(self, job: str, run_id: str, event: dict[str, Any], *, expires_at: datetime) -> None:
+        self.table.put({JobsKeys.PK: job, JobsKeys.SK: f"{JobsKeys.KEPT_EVENT_PREFIX}{run_id}", "event": event})
+
+    def kept_event(self, job: str, run_id: str) -> dict[str, Any] | None:
+        item = self.table.get(job, f"{JobsKeys.KEPT_EVENT_PREFIX}{run_id}")
+        return dict(item["event"]) if item is not None else None
 
     # ---------------------------------------------------------------------------- team limits
 

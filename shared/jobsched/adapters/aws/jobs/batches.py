@@ -8,7 +8,9 @@ fails on the marker and writes nothing; an event racing a close or a new batch f
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
+from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -165,6 +167,9 @@ class BatchesStore(JobsTable):
             ExpressionAttributeNames={"#number": "number", "#state": "state"},
             ExpressionAttributeValues=to_values({":closed": "CLOSED", ":number": number}),
         )
+        return self.batch_events(job, trigger, number)
+
+    def batch_events(self, job: str, trigger: str, number: int) -> list[BatchedEvent]:
         return [
             BatchedEvent(key=str(item["key"]), time=parse_instant(str(item["time"])), entry=dict(item["entry"]))
             for item in every_item(
@@ -175,3 +180,23 @@ class BatchesStore(JobsTable):
                 ConsistentRead=True,
             )
         ]
+
+    def keep_event(self, job: str, run_id: str, event: dict[str, Any], *, expires_at: datetime) -> None:
+        # As JSON text: EventBridge's events are at most 256 KB, within DynamoDB's 400 KB item.
+        self.db.put_item(
+            TableName=self.table,
+            Item=to_item(
+                {
+                    JobsKeys.PK: job,
+                    JobsKeys.SK: f"{JobsKeys.KEPT_EVENT_PREFIX}{run_id}",
+                    "event": json.dumps(event, separators=(",", ":")),
+                    JobsKeys.TTL: int(expires_at.timestamp()),
+                }
+            ),
+        )
+
+    def kept_event(self, job: str, run_id: str) -> dict[str, Any] | None:
+        item = self.db.get_item(
+            TableName=self.table, Key=self._key(job, f"{JobsKeys.KEPT_EVENT_PREFIX}{run_id}"), ConsistentRead=True
+        ).get("Item")
+        return dict(json.loads(from_item(item)["event"])) if item else None
