@@ -180,3 +180,26 @@ def test_a_batch_list_is_bounded_and_says_how_many_it_left_out() -> None:
     assert payload["trigger"]["count"] == 500
     assert 0 < len(payload["events"]) < 500 and payload["omitted"] == 500 - len(payload["events"])
     assert len(json.dumps(payload["events"], separators=(",", ":")).encode()) <= MAX_BATCH_PAYLOAD_BYTES
+
+
+def test_an_event_that_slips_into_a_batch_the_limit_refused_still_gets_its_run() -> None:
+    stack = Stack(ORDERS | {"batch": {"window": "5m", "max_events": 1}}, concurrency={"max_runs_per_minute": 1})
+    assert stack.intake.receive(stack.envelope(order_event()), now=T0).action == "batched"  # batch 1: the limit
+    fingerprint = stack.envelope(order_event()).jobsched.trigger
+    slipped = stack.envelope(order_event()).batched("event")
+    count = stack.jobs.count_event_run
+
+    def refuse_after_another_intake_added(job: str, *, now: Any, limit: int) -> bool:
+        # Another intake found batch 2 open in the moment between its start and this refusal.
+        current = stack.jobs.current_batch(job, fingerprint)
+        assert current is not None and current.number == 2
+        added = stack.jobs.add_to_batch(current, slipped, now=now, window=timedelta(minutes=5), max_events=1)
+        assert added.status == "filled"
+        return count(job, now=now, limit=limit)
+
+    stack.jobs.count_event_run = refuse_after_another_intake_added  # type: ignore[method-assign]
+    refused = stack.intake.receive(stack.envelope(order_event()), now=T0 + timedelta(seconds=1))
+    assert (refused.action, refused.reason) == ("dropped", "rate_limited")
+    runs = {batch_of(m)["number"]: m for m in run_messages(stack)}
+    assert set(runs) == {1, 2}  # batch 2 has its run: the slipped event is not lost
+    assert [e.key for e in close(stack, runs[2])] == [slipped.key]

@@ -167,8 +167,10 @@ class EventIntake:
             return started  # another call started it, and sends its run
         limit = stored.spec.concurrency.max_runs_per_minute
         if not self.jobs.count_event_run(job, now=now, limit=limit):
-            # No run for this batch: close it so that no event waits in it.
-            self.jobs.close_batch(job, fingerprint, started.number)
+            # No run for this batch: closed, so that no event waits in it. An event another intake added in
+            # the moment before the close still gets the run (one over the limit, never an event lost).
+            if self.jobs.close_batch(job, fingerprint, started.number):
+                self._send_batch_run(stored, trigger, started, now)
             return _dropped("rate_limited", f"{limit} runs already started by events this minute", stored.spec.team)
         self._send_batch_run(stored, trigger, started, now)
         return started
