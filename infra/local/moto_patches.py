@@ -13,6 +13,10 @@
   converting "now" through naive datetimes; the clock is read with ``time.time()`` instead (the same
   value, without the conversions). And a long poll woke only when a message was sent, not when a delayed
   one became visible, so runs due at :00 were received up to a second late; it now looks every 0.1 s.
+- Deep queues (a storm of events, a catch-up backlog): moto's ReceiveMessage asked every message of the
+  queue whether it was visible before taking the first ten, and DeleteMessage walked the whole queue twice,
+  so a queue of 10,000 messages drained at a few messages a second with the server at 100% CPU. Visible
+  messages are now looked at lazily and a delete stops at its message (``deep_sqs_queues``).
 - A race in moto's SQS that AWS does not have: DeleteMessage rebuilds the queue's message list without
   the lock SendMessage appends under, so a message sent during a delete could vanish. Seen locally as
   runs never started (no record, nothing on the queue) once the dispatcher sent in parallel while
@@ -51,6 +55,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 _applied = False
@@ -245,6 +250,51 @@ def direct_dynamodb_responses() -> None:
     ActionResult.execute_result = execute_result  # type: ignore[method-assign]
 
 
+class _VisibleMessages:
+    """A queue's visible messages, looked at lazily: ReceiveMessage stops at the messages it takes and a long
+    poll at the first visible one, instead of asking every message of a deep queue whether it is visible."""
+
+    def __init__(self, messages: tuple[Any, ...]) -> None:
+        self._messages = messages
+
+    def __iter__(self) -> Iterator[Any]:
+        return (message for message in self._messages if message.visible and not message.delayed)
+
+    def __bool__(self) -> bool:
+        return any(True for _ in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def deep_sqs_queues() -> None:
+    """ReceiveMessage and DeleteMessage in time that grows with where the message is, not with the queue."""
+    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+    from moto.sqs.models import Queue
+
+    if getattr(Queue, "_deep_queues", False):
+        return
+
+    def messages(self: Any) -> _VisibleMessages:
+        return _VisibleMessages(tuple(self._messages))
+
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        with self._messages_lock:  # as atomic_sqs_delete: a send meanwhile is not lost
+            if receipt_handle in self.deleted_messages:
+                return  # deleting again succeeds, as in moto and AWS
+            for index, message in enumerate(self._messages):
+                if message.had_receipt_handle(receipt_handle):
+                    self.pending_messages.discard(message)
+                    self.deleted_messages.update(message.all_receipt_handles)
+                    del self._messages[index]
+                    return
+            raise ReceiptHandleIsInvalid()
+
+    Queue.messages = property(messages)  # type: ignore[method-assign,assignment]
+    Queue.delete_message = delete_message  # type: ignore[method-assign]
+    Queue._deep_queues = True  # type: ignore[attr-defined]
+
+
 def eventbridge_as_aws() -> None:
     """PutEvents and S3 notifications delivered as EventBridge delivers them (module docstring)."""
     from moto.events import models as events_models
@@ -341,6 +391,7 @@ def serve() -> None:
     fast_sqs_clock()
     prompt_long_polls()
     atomic_sqs_delete()
+    deep_sqs_queues()
     direct_dynamodb_responses()
     atomic_dynamodb_calls()
     eventbridge_as_aws()

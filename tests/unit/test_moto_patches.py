@@ -126,3 +126,59 @@ def test_item_operations_skip_the_shape_walk_and_everything_else_keeps_it(
     assert walked == ["DescribeTable"] and description["CreationDateTime"].year >= 2026
     with pytest.raises(dynamodb.exceptions.ConditionalCheckFailedException):
         dynamodb.put_item(TableName=TABLE, Item=ITEM, ConditionExpression="attribute_not_exists(pk)")
+
+
+def _queue_scenario() -> dict[str, Any]:
+    """What a client sees of a queue: received once each, delayed ones held, deletes, counts, bad receipts."""
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="deep")["QueueUrl"]
+    for start in range(0, 300, 10):
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {
+                    "Id": str(i),
+                    "MessageBody": f"m{start + i}",
+                    **({"DelaySeconds": 900} if (start + i) % 7 == 0 else {}),
+                }
+                for i in range(10)
+            ],
+        )
+    received: list[dict[str, Any]] = []
+    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300).get("Messages"):
+        received += batch
+    for message in received[::2]:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=received[0]["ReceiptHandle"])  # again: fine
+    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid):
+        sqs.delete_message(QueueUrl=url, ReceiptHandle="not-a-receipt")
+    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    # The undeleted ones come back when their visibility ends.
+    for message in received[1::2]:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    return {
+        "received": sorted(m["Body"] for m in received),
+        "visible": counts["ApproximateNumberOfMessages"],
+        "in_flight": counts["ApproximateNumberOfMessagesNotVisible"],
+        "delayed": counts["ApproximateNumberOfMessagesDelayed"],
+        "again": sorted(m["Body"] for m in again),
+    }
+
+
+def test_deep_queue_receives_and_deletes_answer_as_moto_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.sqs.models import Queue
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    with mock_aws():
+        before = _queue_scenario()
+    for name in ("messages", "delete_message"):
+        monkeypatch.setattr(Queue, name, Queue.__dict__[name])  # restored after the test
+    monkeypatch.setattr(Queue, "_deep_queues", False, raising=False)
+    moto_patches.deep_sqs_queues()
+    assert isinstance(Queue.__dict__["messages"], property) and Queue._deep_queues  # type: ignore[attr-defined]
+    with mock_aws():
+        after = _queue_scenario()
+    assert after == before
+    assert len(before["received"]) == 300 - 43 and before["delayed"] == "43" and len(before["again"]) == 10
