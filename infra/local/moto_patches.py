@@ -14,8 +14,9 @@
   value, without the conversions). And a long poll woke only when a message was sent, not when a delayed
   one became visible, so runs due at :00 were received up to a second late; it now looks every 0.1 s.
 - Deep queues (a storm of events, a catch-up backlog): moto's ReceiveMessage asked every message of the
-  queue whether it was visible before taking the first ten, and DeleteMessage walked the whole queue twice,
-  so a queue of 10,000 messages drained at a few messages a second with the server at 100% CPU. Visible
+  queue whether it was visible before taking the first ten, computed every attribute of the queue (three
+  of them walking it) for each message it took to check its retention, and DeleteMessage walked the whole
+  queue twice, so a queue of 10,000 messages drained at a few messages a second with the server at 100% CPU. Visible
   messages are now looked at lazily and a delete stops at its message (``deep_sqs_queues``).
 - A race in moto's SQS that AWS does not have: DeleteMessage rebuilds the queue's message list without
   the lock SendMessage appends under, so a message sent during a delete could vanish. Seen locally as
@@ -270,7 +271,7 @@ class _VisibleMessages:
 def deep_sqs_queues() -> None:
     """ReceiveMessage and DeleteMessage in time that grows with where the message is, not with the queue."""
     from moto.sqs.exceptions import ReceiptHandleIsInvalid
-    from moto.sqs.models import Queue
+    from moto.sqs.models import Queue, SQSBackend
 
     if getattr(Queue, "_deep_queues", False):
         return
@@ -290,8 +291,15 @@ def deep_sqs_queues() -> None:
                     return
             raise ReceiptHandleIsInvalid()
 
+    def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
+        # The queue's retention alone (moto computed every attribute, three of them walking the whole queue,
+        # for each message received).
+        retention = int(self.get_queue(queue_name).message_retention_period)
+        return bool(retention + message.sent_timestamp / 1000 > time.time())
+
     Queue.messages = property(messages)  # type: ignore[method-assign,assignment]
     Queue.delete_message = delete_message  # type: ignore[method-assign]
+    SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
     Queue._deep_queues = True  # type: ignore[attr-defined]
 
 

@@ -167,7 +167,7 @@ def _queue_scenario() -> dict[str, Any]:
 
 
 def test_deep_queue_receives_and_deletes_answer_as_moto_would(monkeypatch: pytest.MonkeyPatch) -> None:
-    from moto.sqs.models import Queue
+    from moto.sqs.models import Queue, SQSBackend
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
@@ -175,6 +175,8 @@ def test_deep_queue_receives_and_deletes_answer_as_moto_would(monkeypatch: pytes
         before = _queue_scenario()
     for name in ("messages", "delete_message"):
         monkeypatch.setattr(Queue, name, Queue.__dict__[name])  # restored after the test
+    retention = "is_message_valid_based_on_retention_period"
+    monkeypatch.setattr(SQSBackend, retention, SQSBackend.__dict__[retention])
     monkeypatch.setattr(Queue, "_deep_queues", False, raising=False)
     moto_patches.deep_sqs_queues()
     assert isinstance(Queue.__dict__["messages"], property) and Queue._deep_queues  # type: ignore[attr-defined]
