@@ -14,10 +14,12 @@
   value, without the conversions). And a long poll woke only when a message was sent, not when a delayed
   one became visible, so runs due at :00 were received up to a second late; it now looks every 0.1 s.
 - Deep queues (a storm of events, a catch-up backlog): moto's ReceiveMessage asked every message of the
-  queue whether it was visible before taking the first ten, computed every attribute of the queue (three
-  of them walking it) for each message it took to check its retention, and DeleteMessage walked the whole
-  queue twice, so a queue of 10,000 messages drained at a few messages a second with the server at 100% CPU. Visible
-  messages are now looked at lazily and a delete stops at its message (``deep_sqs_queues``).
+  queue whether it was visible before taking the first ten and computed every queue attribute (three of
+  them walk the queue) for each message it took, SendMessage computed them all for each message sent, and
+  DeleteMessage walked the whole queue twice: 10,000 events drained at a few a second with the server at
+  100% CPU. Visible messages are now looked at lazily, a delete stops at its message, and a send or a
+  receive reads only the attribute it needs (``deep_sqs_queues``, ``sqs_sends_read_one_attribute``). And
+  PutEvents compiled each input path of a rule's transformer for every event (``compiled_input_paths``).
 - A race in moto's SQS that AWS does not have: DeleteMessage rebuilds the queue's message list without
   the lock SendMessage appends under, so a message sent during a delete could vanish. Seen locally as
   runs never started (no record, nothing on the queue) once the dispatcher sent in parallel while
@@ -47,6 +49,7 @@
 from __future__ import annotations
 
 import base64
+import contextvars
 import copy
 import functools
 import itertools
@@ -268,6 +271,9 @@ class _VisibleMessages:
         return sum(1 for _ in self)
 
 
+_sending_to: contextvars.ContextVar[Any] = contextvars.ContextVar("sending_to", default=None)
+
+
 def deep_sqs_queues() -> None:
     """ReceiveMessage and DeleteMessage in time that grows with where the message is, not with the queue."""
     from moto.sqs.exceptions import ReceiptHandleIsInvalid
@@ -301,6 +307,44 @@ def deep_sqs_queues() -> None:
     Queue.delete_message = delete_message  # type: ignore[method-assign]
     SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
     Queue._deep_queues = True  # type: ignore[attr-defined]
+
+
+def sqs_sends_read_one_attribute() -> None:
+    """SendMessage reads one attribute of the queue (ContentBasedDeduplication): only that is computed."""
+    from moto.sqs.models import Queue, SQSBackend
+
+    if getattr(SQSBackend.send_message, "_one_attribute", False):
+        return
+    all_attributes = Queue.attributes.fget  # type: ignore[attr-defined]
+    original_send = SQSBackend.send_message
+
+    def attributes(self: Any) -> dict[str, Any]:
+        if _sending_to.get() is self:  # SendMessage reads only this of them (booleans as moto gives them)
+            if not self.fifo_queue:
+                return {}
+            found = self.content_based_deduplication
+            return {"ContentBasedDeduplication": str(found).lower() if isinstance(found, bool) else found}
+        return dict[str, Any](all_attributes(self))
+
+    def send_message(self: Any, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        sending = _sending_to.set(self.get_queue(queue_name))
+        try:
+            return original_send(self, queue_name, *args, **kwargs)
+        finally:
+            _sending_to.reset(sending)
+
+    send_message._one_attribute = True  # type: ignore[attr-defined]
+    Queue.attributes = property(attributes)  # type: ignore[method-assign,assignment]
+    SQSBackend.send_message = send_message  # type: ignore[method-assign]
+
+
+def compiled_input_paths() -> None:
+    """An input transformer's paths compiled once, not for every event delivered."""
+    import jsonpath_ng.ext as jsonpath
+
+    parse = getattr(jsonpath, "parse")  # noqa: B009 (not exported: mypy checks exports)
+    if not hasattr(parse, "cache_info"):
+        setattr(jsonpath, "parse", functools.lru_cache(maxsize=1024)(parse))  # noqa: B010
 
 
 def eventbridge_as_aws() -> None:
@@ -400,6 +444,8 @@ def serve() -> None:
     prompt_long_polls()
     atomic_sqs_delete()
     deep_sqs_queues()
+    sqs_sends_read_one_attribute()
+    compiled_input_paths()
     direct_dynamodb_responses()
     atomic_dynamodb_calls()
     eventbridge_as_aws()

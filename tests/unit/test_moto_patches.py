@@ -157,7 +157,15 @@ def _queue_scenario() -> dict[str, Any]:
     for message in received[1::2]:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
     again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    # A FIFO queue with content-based deduplication: the one attribute a send reads.
+    fifo = sqs.create_queue(
+        QueueName="deep.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    for body in ("a", "a", "b"):
+        sqs.send_message(QueueUrl=fifo, MessageBody=body, MessageGroupId="g")
+    fifo_counts = sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["All"])["Attributes"]
     return {
+        "fifo": (fifo_counts["ApproximateNumberOfMessages"], fifo_counts["ContentBasedDeduplication"]),
         "received": sorted(m["Body"] for m in received),
         "visible": counts["ApproximateNumberOfMessages"],
         "in_flight": counts["ApproximateNumberOfMessagesNotVisible"],
@@ -175,12 +183,15 @@ def test_deep_queue_receives_and_deletes_answer_as_moto_would(monkeypatch: pytes
         before = _queue_scenario()
     for name in ("messages", "delete_message"):
         monkeypatch.setattr(Queue, name, Queue.__dict__[name])  # restored after the test
-    retention = "is_message_valid_based_on_retention_period"
-    monkeypatch.setattr(SQSBackend, retention, SQSBackend.__dict__[retention])
+    monkeypatch.setattr(Queue, "attributes", Queue.__dict__["attributes"])
+    for name in ("is_message_valid_based_on_retention_period", "send_message"):
+        monkeypatch.setattr(SQSBackend, name, SQSBackend.__dict__[name])
     monkeypatch.setattr(Queue, "_deep_queues", False, raising=False)
     moto_patches.deep_sqs_queues()
+    moto_patches.sqs_sends_read_one_attribute()
     assert isinstance(Queue.__dict__["messages"], property) and Queue._deep_queues  # type: ignore[attr-defined]
     with mock_aws():
         after = _queue_scenario()
     assert after == before
     assert len(before["received"]) == 300 - 43 and before["delayed"] == "43" and len(before["again"]) == 10
+    assert before["fifo"] == ("2", "true")
