@@ -55,7 +55,11 @@ LOCAL_RECEIVERS = 3  # ReceiveMessage loops per queue
 SNAPSHOT_EVERY = 1.0  # seconds: at most this much of the tables' writes is lost to a kill -9
 RUNTIME_FILE = "runtime.json"  # the API's URL and moto's endpoint, for `jobsched local put-event` and the like
 EXAMPLE_BUCKET = "examples-landing"  # team examples' bucket, sending its events to EventBridge
-EVENT_EXAMPLES = ("examples/events/orders-ready.yaml", "examples/events/landing-exports.yaml")
+EVENT_EXAMPLES = (
+    "examples/events/orders-ready.yaml",
+    "examples/events/landing-exports.yaml",
+    "examples/events/landing-batches.yaml",
+)
 TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 
 

@@ -156,6 +156,7 @@ def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
         "failing",
         "orders-ready",
         "landing-exports",
+        "landing-batches",
     }
 
 
@@ -654,6 +655,19 @@ def test_an_event_put_with_the_cli_and_an_object_landing_start_the_example_jobs(
     time.sleep(2)  # nothing more comes: the .txt object matched no rule, and no delivery made a second run
     assert len(example_runs(runtime, "orders-ready")) == 1
     assert len([r for r in example_runs(runtime, "landing-exports") if r["trigger"] == "event"]) == 2
+
+
+def test_objects_landing_within_a_window_start_one_batched_run(runtime: LocalRuntime) -> None:
+    for part in (1, 2, 3):
+        jobsched(runtime, "local", "put-object", "examples-landing", f"batches/part-{part}.csv", "--body", "id\n1\n")
+    ran = wait_for(
+        lambda: [r for r in example_runs(runtime, "landing-batches") if r["status"] == "SUCCEEDED"], seconds=60
+    )
+    assert len(ran) == 1 and ran[0]["trigger_detail"]["batch"]["number"] >= 1
+    path = f"/teams/examples/jobs/landing-batches/runs/{ran[0]['run_id']}/events"
+    status, listed = call(runtime, "GET", path, team="examples")
+    assert status == 200
+    assert sorted(e["key"] for e in listed["events"]) == [f"batches/part-{part}.csv" for part in (1, 2, 3)]
 
 
 def test_events_that_arrive_while_the_events_function_is_down_run_when_it_is_back(runtime: LocalRuntime) -> None:

@@ -255,4 +255,4 @@ def test_the_event_examples_are_valid_jobs_and_capacity_counts_their_rules() -> 
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "examples/events/orders-ready.yaml: OK examples/orders-ready" in checked.stdout
     sized = subprocess.run([jobsched, "capacity", "examples/events"], cwd=root, capture_output=True, text=True)
-    assert "EventBridge rules on bus default: 2 (default quota 300 per bus)" in sized.stdout, sized.stdout
+    assert "EventBridge rules on bus default: 3 (default quota 300 per bus)" in sized.stdout, sized.stdout
