@@ -610,6 +610,21 @@ def jobsched(runtime: LocalRuntime, *args: str) -> str:
     return done.stdout
 
 
+def put_order_event(runtime: LocalRuntime, detail: dict[str, Any]) -> str:
+    """``jobsched local put-event`` as typed, with the orders example's source and detail type."""
+    return jobsched(
+        runtime,
+        "local",
+        "put-event",
+        "--source",
+        "com.acme.orders",
+        "--detail-type",
+        "OrderBatchReady",
+        "--detail",
+        json.dumps(detail),
+    )
+
+
 def example_runs(runtime: LocalRuntime, job: str) -> list[dict[str, Any]]:
     status, body = call(runtime, "GET", f"/teams/examples/jobs/{job}/runs?limit=100", team="examples")
     assert status == 200, body
@@ -617,29 +632,9 @@ def example_runs(runtime: LocalRuntime, job: str) -> list[dict[str, Any]]:
 
 
 def test_an_event_put_with_the_cli_and_an_object_landing_start_the_example_jobs(runtime: LocalRuntime) -> None:
-    out = jobsched(
-        runtime,
-        "local",
-        "put-event",
-        "--source",
-        "com.acme.orders",
-        "--detail-type",
-        "OrderBatchReady",
-        "--detail",
-        '{"batch": 7}',
-    )
+    out = put_order_event(runtime, {"batch": 7})
     assert out.startswith("event ")
-    jobsched(
-        runtime,
-        "local",
-        "put-event",
-        "--source",
-        "com.acme.orders",
-        "--detail-type",
-        "OrderBatchReady",
-        "--detail",
-        '{"batch": 0}',
-    )  # the pattern wants batch > 0: EventBridge never delivers it
+    put_order_event(runtime, {"batch": 0})  # the pattern wants batch > 0: EventBridge never delivers it
     ran = wait_for(lambda: [r for r in example_runs(runtime, "orders-ready") if r["status"] == "SUCCEEDED"])
     assert len(ran) == 1 and ran[0]["trigger"] == "event"
     assert ran[0]["trigger_detail"]["source"] == "com.acme.orders"
@@ -675,17 +670,7 @@ def test_events_that_arrive_while_the_events_function_is_down_run_when_it_is_bac
     runtime.pause_source("jobsched-local-Events")
     try:
         for batch in (11, 12, 13):
-            jobsched(
-                runtime,
-                "local",
-                "put-event",
-                "--source",
-                "com.acme.orders",
-                "--detail-type",
-                "OrderBatchReady",
-                "--detail",
-                json.dumps({"batch": batch}),
-            )
+            put_order_event(runtime, {"batch": batch})
         time.sleep(3)
         assert len(example_runs(runtime, "orders-ready")) == before  # waiting on the intake queue, not lost
     finally:

@@ -110,13 +110,7 @@ class EventIntake:
             payload_override=envelope.payload(trigger.kind, events_ref=run_events_path(envelope.job, run_id)),
             trigger_detail=envelope.trigger_detail(trigger.kind),
         )
-        created = self.runs.create(
-            message,
-            status=RunStatus.SCHEDULED,
-            now=now,
-            retention=stored.spec.run_retention,
-            deadline=stored.spec.deadline,
-        )
+        created = self._create(stored, message, now)
         if created is None:  # the same event, delivered twice at once: the other delivery created it
             return Received("duplicate", run_id=run_id, team=team)
         self.queues.send(stored.spec.priority, [(message, timedelta(0))])
@@ -200,18 +194,22 @@ class EventIntake:
                 },
             },
         )
-        created = self.runs.create(
+        created = self._create(stored, message, now)
+        existing = None if created is not None else self.runs.get(batch.job, batch.run_id)
+        if created is not None or (existing is not None and existing.status is RunStatus.SCHEDULED):
+            delay = max(timedelta(0), parse_instant(message.fire_at) - now)
+            self.queues.send(stored.spec.priority, [(message, delay)])
+        self.jobs.mark_batch_sent(batch)
+
+    def _create(self, stored: StoredJob, message: RunMessage, now: datetime) -> Run | None:
+        """The run SCHEDULED, once (None: it exists already)."""
+        return self.runs.create(
             message,
             status=RunStatus.SCHEDULED,
             now=now,
             retention=stored.spec.run_retention,
             deadline=stored.spec.deadline,
         )
-        existing = None if created is not None else self.runs.get(batch.job, batch.run_id)
-        if created is not None or (existing is not None and existing.status is RunStatus.SCHEDULED):
-            delay = max(timedelta(0), parse_instant(message.fire_at) - now)
-            self.queues.send(stored.spec.priority, [(message, delay)])
-        self.jobs.mark_batch_sent(batch)
 
     def _again(self, stored: StoredJob, message: RunMessage, status: RunStatus) -> Received:
         if status is RunStatus.SCHEDULED:
