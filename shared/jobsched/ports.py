@@ -199,9 +199,16 @@ class EventBatchesPort(Protocol):
 
 
 class EventIntakeStorePort(JobsPort, EventBatchesPort, Protocol):
-    """Jobs, per job the minute window of runs its events started (``max_runs_per_minute``), and batches."""
+    """Jobs, per job the minute window of runs its events started (``max_runs_per_minute``), batches, and the
+    upstream runs an all-of after trigger has seen per logical instant."""
 
     def count_event_run(self, job: str, *, now: datetime, limit: int) -> bool: ...
+    def note_upstream(
+        self, job: str, trigger: str, instant: datetime, upstream: str, run_id: str, *, expires_at: datetime
+    ) -> dict[str, str]:
+        """Add ``upstream``'s run to what the trigger has seen for ``instant`` (one atomic write) and return
+        all of it, upstream -> run id: the write that completes the set sees it complete."""
+        ...
 
 
 class TriggerRulesPort(Protocol):

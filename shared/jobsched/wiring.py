@@ -69,7 +69,7 @@ def build_rules(settings: Settings) -> TriggerRules | None:
     """Trigger rules, when the deployment has an intake queue (None: jobs with triggers are refused)."""
     if not settings.intake_queue_arn:
         return None
-    return TriggerRules(stage=settings.stage, intake_queue_arn=settings.intake_queue_arn)
+    return TriggerRules(stage=settings.stage, intake_queue_arn=settings.intake_queue_arn, runs_bus=settings.event_bus)
 
 
 def build_intake(settings: Settings) -> EventIntake:

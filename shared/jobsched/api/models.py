@@ -151,13 +151,22 @@ class TriggerBatchView(BaseModel):
     max_events: int
 
 
+class UpstreamRunView(BaseModel):
+    """An upstream run an after trigger's run came after."""
+
+    job: str
+    run_id: str
+    status: str | None = Field(default=None, description="the status of the finish that started the run")
+
+
 class TriggerDetailView(BaseModel):
     """The event that started a run (trigger "event"), or for a batched trigger the batch."""
 
-    kind: str = Field(description="event (an EventBridge pattern) or s3 (an object created)")
+    kind: str = Field(description="event (an EventBridge pattern), s3 (an object created) or after (upstream runs)")
     event_id: str | None = Field(default=None, description="EventBridge's id of the event (not for a batch)")
     source: str | None = None
     batch: TriggerBatchView | None = Field(default=None, description="batched triggers: the run's batch")
+    upstreams: list[UpstreamRunView] | None = Field(default=None, description="after triggers: the upstream runs")
     detail_type: str | None = None
     bucket: str | None = None
     key: str | None = None

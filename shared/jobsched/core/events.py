@@ -27,12 +27,14 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from jobsched.core.names import JobsKeys
 from jobsched.core.runs import instant_text, parse_instant, scheduled_run_id
-from jobsched.core.spec import DEFAULT_BUS, JobTrigger, S3Trigger
+from jobsched.core.spec import DEFAULT_BUS, AfterTrigger, JobTrigger, S3Trigger
 
 MAX_EVENT_PAYLOAD_BYTES = 32 * 1024  # what a target receives of the event; larger ones lose their detail
 S3_SOURCE = "aws.s3"
 S3_OBJECT_CREATED = "Object Created"
 RULE_PREFIX_HASH = 12  # characters of the job's digest in its rule names
+RUN_FINISHED_SOURCE = "jobsched"  # what every finished run puts (adapters/aws/run_events.py)
+RUN_FINISHED = "Run Finished"
 RULES_PER_BUS = 300  # EventBridge's default quota of rules per bus (adjustable): each trigger is one rule
 MAX_BATCH_PAYLOAD_BYTES = 256 * 1024  # a batched run's list of events, as its target receives it
 MAX_BATCH_DETAIL_BYTES = 1024  # an event's detail goes into a batch's list up to this size
@@ -53,8 +55,11 @@ def rule_name(stage: str, job: str, trigger: JobTrigger) -> str:
     return job_rule_prefix(stage, job) + trigger_fingerprint(trigger)
 
 
-def trigger_bus(trigger: JobTrigger) -> str:
-    """The bus the trigger's rule lives on (S3 sends its events to the default bus)."""
+def trigger_bus(trigger: JobTrigger, runs_bus: str = DEFAULT_BUS) -> str:
+    """The bus the trigger's rule lives on: S3 sends its events to the default bus, and Run Finished events
+    go to ``runs_bus`` (the deployment's own bus, where only jobsched may put)."""
+    if trigger.after is not None:
+        return runs_bus
     return trigger.event.bus if trigger.event is not None else DEFAULT_BUS
 
 
@@ -62,8 +67,29 @@ def rule_pattern(trigger: JobTrigger) -> dict[str, Any]:
     """The EventBridge pattern of a trigger's rule."""
     if trigger.event is not None:
         return dict(trigger.event.pattern)
+    if trigger.after is not None:
+        return after_pattern(trigger.after)
     assert trigger.s3 is not None
     return s3_pattern(trigger.s3)
+
+
+def after_pattern(after: AfterTrigger) -> dict[str, Any]:
+    """Run Finished of any of the upstream jobs, with one of the trigger's statuses."""
+    jobs = [
+        dict(zip(("team", "job"), ([part] for part in upstream.split("/", 1)), strict=True))
+        for upstream in after.upstreams
+    ]
+    detail: dict[str, Any] = {"status": [status.upper() for status in after.status]}
+    if len(jobs) == 1:
+        detail |= jobs[0]
+    else:
+        detail["$or"] = jobs
+    return {"source": [RUN_FINISHED_SOURCE], "detail-type": [RUN_FINISHED], "detail": detail}
+
+
+def after_run_id(instant: datetime) -> str:
+    """One run per logical instant whichever upstream finish (or redelivery, or rerun) reaches it first."""
+    return f"{scheduled_run_id(instant)}-a"
 
 
 def s3_pattern(s3: S3Trigger) -> dict[str, Any]:
@@ -293,6 +319,12 @@ def batch_payload(detail: dict[str, Any], events: list[BatchedEvent], *, events_
 
 def trigger_summary(detail: dict[str, Any]) -> str:
     """One line of what started a run (the CLI's `jobsched run`, the console's run page)."""
+    upstreams = detail.get("upstreams")
+    if isinstance(upstreams, list):
+        finished = ", ".join(
+            f"{u.get('job')} {u.get('run_id')} {u.get('status')}" for u in upstreams if isinstance(u, dict)
+        )
+        return f"after {finished}"
     batch = detail.get("batch")
     if isinstance(batch, dict):
         return (

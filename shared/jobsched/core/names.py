@@ -105,6 +105,10 @@ class JobsKeys:
     BATCH_PREFIX = "BATCH#"
     BATCH_EVENT_PREFIX = "BATCHEVENT#"  # an event in a batch: sk "BATCHEVENT#{trigger}#{number:010d}#{time}#{key}"
     BATCHED_PREFIX = "BATCHED#"  # an event already batched (once only): sk "BATCHED#{trigger}#{key}"
+    # Upstream runs an all-of after trigger has seen for one logical instant: sk "AFTER#{trigger}#{instant}",
+    # one attribute "up:{team/name}" per upstream (its run id), added atomically.
+    AFTER_PREFIX = "AFTER#"
+    UPSTREAM_ATTRIBUTE = "up:"
     KEPT_EVENT_PREFIX = "KEPTEVENT#"  # an event too large for its run's payload: sk "KEPTEVENT#{run_id}"
 
     @staticmethod

@@ -47,6 +47,7 @@ MAX_JITTER = timedelta(hours=1)
 MIN_PARKED_HEARTBEAT = timedelta(minutes=3)  # the heartbeat checker ticks each minute
 MAX_TRIGGERS = 5  # event and s3 triggers of one job (each is an EventBridge rule)
 MAX_BATCH_EVENTS = 500  # events one batched run receives
+MAX_UPSTREAMS = 10  # jobs one after trigger waits on
 # A batch's run is sent once, delayed by the window: SQS delays a message by at most 15 minutes.
 MAX_BATCH_WINDOW = timedelta(minutes=15)
 DEFAULT_BUS = "default"
@@ -100,6 +101,20 @@ def _check_name(value: str) -> str:
 
 
 Name = Annotated[str, AfterValidator(_check_name), WithJsonSchema({"type": "string", "pattern": NAME.pattern})]
+
+
+def _check_job_ref(value: str) -> str:
+    team, slash, name = value.partition("/")
+    if not slash or not NAME.fullmatch(team) or not NAME.fullmatch(name):
+        raise _fail("invalid_job_ref", "'{value}' is not a job: write team/name", value=value)
+    return value
+
+
+JobRef = Annotated[
+    str,
+    AfterValidator(_check_job_ref),
+    WithJsonSchema({"type": "string", "pattern": f"{NAME.pattern[:-1]}/{NAME.pattern[1:]}"}),
+]
 # What the "give sns_topic, webhook or both" validators require, said in the schema too.
 _A_CHANNEL: JsonDict = {
     "anyOf": [
@@ -697,29 +712,74 @@ class TriggerBatch(StrictModel):
     max_events: int = Field(default=100, ge=1, le=MAX_BATCH_EVENTS)
 
 
-class JobTrigger(StrictModel):
-    """What starts a run besides the schedule: one of ``event`` or ``s3``, optionally batched."""
+AfterStatus = Literal["succeeded", "failed", "timed_out"]
+
+
+def _succeeded_only() -> list[AfterStatus]:
+    return ["succeeded"]
+
+
+class AfterTrigger(StrictModel):
+    """Runs of this job when upstream jobs' runs finish: after ``job``, after ``any`` of several, or after
+    ``all`` of several have finished a run for the same logical instant. The run inherits that instant."""
 
     model_config = ConfigDict(
         **StrictModel.model_config,
-        json_schema_extra={"oneOf": [{"required": ["event"]}, {"required": ["s3"]}]},
+        json_schema_extra={"oneOf": [{"required": ["all"]}, {"required": ["any"]}, {"required": ["job"]}]},
+    )
+
+    all: list[JobRef] | None = Field(default=None, min_length=1, max_length=MAX_UPSTREAMS)
+    any: list[JobRef] | None = Field(default=None, min_length=1, max_length=MAX_UPSTREAMS)
+    job: JobRef | None = None
+    status: list[AfterStatus] = Field(
+        default_factory=_succeeded_only, min_length=1, max_length=3, description="the upstream runs' outcomes"
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> AfterTrigger:
+        given = [form for form in (self.all, self.any, self.job) if form is not None]
+        if len(given) != 1:
+            raise _fail("one_after_form", "give exactly one of all, any (lists of team/name) or job (one team/name)")
+        if len(set(self.upstreams)) != len(self.upstreams):
+            raise _fail("duplicate_upstream", "each upstream job once")
+        return self
+
+    @property
+    def upstreams(self) -> list[str]:
+        return list(self.all or self.any or ([self.job] if self.job else []))
+
+    @property
+    def needs_all(self) -> bool:
+        return self.all is not None and len(self.all) > 1
+
+
+class JobTrigger(StrictModel):
+    """What starts a run besides the schedule: one of ``event``, ``s3`` or ``after``, events optionally batched."""
+
+    model_config = ConfigDict(
+        **StrictModel.model_config,
+        json_schema_extra={"oneOf": [{"required": ["event"]}, {"required": ["s3"]}, {"required": ["after"]}]},
     )
 
     event: EventTrigger | None = None
     s3: S3Trigger | None = None
+    after: AfterTrigger | None = None
     batch: TriggerBatch | None = Field(default=None, description="absent: one run per event")
 
     @model_validator(mode="after")
     def _one_kind(self) -> JobTrigger:
-        if (self.event is None) == (self.s3 is None):
+        if sum(kind is not None for kind in (self.event, self.s3, self.after)) != 1:
             raise _fail(
-                "one_trigger_kind", "give exactly one of event (an EventBridge pattern) or s3 (object arrivals)"
+                "one_trigger_kind",
+                "give exactly one of event (an EventBridge pattern), s3 (object arrivals) or after (upstream jobs)",
             )
+        if self.after is not None and self.batch is not None:
+            raise _fail("batch_on_after", "an after trigger starts one run per logical instant: it takes no batch")
         return self
 
     @property
-    def kind(self) -> Literal["event", "s3"]:
-        return "event" if self.event is not None else "s3"
+    def kind(self) -> Literal["event", "s3", "after"]:
+        return "event" if self.event is not None else "s3" if self.s3 is not None else "after"
 
 
 # --------------------------------------------------------------------------------------------- DAG
@@ -878,6 +938,9 @@ class JobSpec(StrictModel):
         default_factory=dict, max_length=50
     )
     schedule: Schedule | None = Field(default=None, description="absent: the job runs only when triggered")
+    share_with: list[Name] = Field(
+        default_factory=list, max_length=50, description="other teams whose jobs may run after this job's runs"
+    )
     triggers: list[JobTrigger] = Field(
         default_factory=list, max_length=MAX_TRIGGERS, description="events that start runs, besides the schedule"
     )

@@ -26,6 +26,7 @@ from jobsched.core.events import (
     MAX_EVENT_PAYLOAD_BYTES,
     EventBatch,
     EventEnvelope,
+    after_run_id,
     batch_run_id,
     run_events_path,
     s3_key_matches,
@@ -33,7 +34,7 @@ from jobsched.core.events import (
 )
 from jobsched.core.records import Run, StoredJob
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
-from jobsched.core.spec import DEFAULT_BUS, JobTrigger
+from jobsched.core.spec import DEFAULT_BUS, AfterTrigger, JobTrigger
 from jobsched.ports import EventBatchesPort, EventIntakeStorePort, RunsPort, WorkQueuesPort
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, trigger_resources
 
@@ -48,7 +49,7 @@ DropReason = Literal["deleted", "stale_rule", "paused", "before_job", "not_owned
 class Received:
     """What became of one delivered event."""
 
-    action: Literal["started", "batched", "duplicate", "resent", "dropped"]
+    action: Literal["started", "batched", "noted", "duplicate", "resent", "dropped"]
     run_id: str | None = None
     reason: DropReason | None = None
     detail: str = ""
@@ -85,8 +86,15 @@ class EventIntake:
         refused = self._refusal(stored, trigger, envelope)
         if refused is not None:
             return _dropped("not_owned", refused, team)
+        if trigger.after is not None:
+            return self._after(stored, trigger, envelope, now)
         if trigger.batch is not None:
             return self._batched(stored, trigger, envelope, now)
+        return self._single(stored, trigger, envelope, now)
+
+    def _single(self, stored: StoredJob, trigger: JobTrigger, envelope: EventEnvelope, now: datetime) -> Received:
+        """One run for the event, named by the event's identity."""
+        team = stored.spec.team
         run_id = envelope.run_id()
         existing = self.runs.get(envelope.job, run_id)
         if existing is not None:
@@ -115,6 +123,77 @@ class EventIntake:
             return Received("duplicate", run_id=run_id, team=team)
         self.queues.send(stored.spec.priority, [(message, timedelta(0))])
         return Received("started", run_id=run_id, team=team)
+
+    def _after(self, stored: StoredJob, trigger: JobTrigger, envelope: EventEnvelope, now: datetime) -> Received:
+        """An upstream run finished: the downstream run for its logical instant, once (for all-of, once every
+        upstream has finished a run for that instant). The upstream run is read back, so only a run that
+        really ended so can start one (a forged or stale Run Finished cannot), and another team's upstream
+        must share with this team (checked again on arrival)."""
+        assert trigger.after is not None
+        team, detail = stored.spec.team, envelope.detail
+        finished = self._upstream_run(stored, trigger.after, detail)
+        if isinstance(finished, Received):
+            return finished
+        upstream = finished.job
+        instant, upstreams = finished.scheduled_at, {upstream: finished.run_id}
+        if trigger.after.needs_all:
+            upstreams = self.jobs.note_upstream(
+                envelope.job,
+                envelope.jobsched.trigger,
+                instant,
+                upstream,
+                finished.run_id,
+                expires_at=now + stored.spec.run_retention,
+            )
+            if set(upstreams) < set(trigger.after.upstreams):
+                return Received("noted", team=team)
+        run_id = after_run_id(instant)
+        existing = self.runs.get(envelope.job, run_id)
+        if existing is not None:
+            return self._again(stored, existing.to_message(), existing.status)
+        limit = stored.spec.concurrency.max_runs_per_minute
+        if not self.jobs.count_event_run(envelope.job, now=now, limit=limit):
+            return _dropped("rate_limited", f"{limit} runs already started by events this minute", team)
+        shown = {
+            "kind": "after",
+            "upstreams": [
+                {"job": name, "run_id": run, "status": detail.get("status") if name == upstream else None}
+                for name, run in sorted(upstreams.items())
+            ],
+        }
+        message = RunMessage(
+            job=envelope.job,
+            team=team,
+            run_id=run_id,
+            scheduled_at=instant_text(instant),  # the upstream's logical instant
+            fire_at=instant_text(envelope.time),  # lateness: from the upstream's finish to this start
+            spec_version=stored.version,
+            trigger="event",
+            correlation_id=f"{envelope.job}/{run_id}",
+            payload_override={"trigger": shown},
+            trigger_detail=shown,
+        )
+        if self._create(stored, message, now) is None:  # two upstream finishes at once: the other created it
+            return Received("duplicate", run_id=run_id, team=team)
+        self.queues.send(stored.spec.priority, [(message, timedelta(0))])
+        return Received("started", run_id=run_id, team=team)
+
+    def _upstream_run(self, stored: StoredJob, after: AfterTrigger, detail: dict[str, Any]) -> Run | Received:
+        """The upstream run a Run Finished names, read back; or why it may not start this job's run."""
+        team = stored.spec.team
+        upstream = f"{detail.get('team')}/{detail.get('job')}"
+        if upstream not in after.upstreams:
+            return _dropped("stale_rule", f"{upstream} is not an upstream of this trigger", team)
+        finished = self.runs.get(upstream, str(detail.get("run_id") or ""))
+        if finished is None or finished.status.value != detail.get("status"):
+            return _dropped("not_owned", f"no run {detail.get('run_id')} of {upstream} ended so", team)
+        if finished.status.value.lower() not in after.status:
+            return _dropped("stale_rule", f"{upstream} ended {finished.status.value}, not a status it waits for", team)
+        if upstream.split("/", 1)[0] != team:
+            shared = self.jobs.get(upstream)
+            if shared is None or team not in shared.spec.share_with:
+                return _dropped("not_owned", f"{upstream} does not share its runs with team {team}", team)
+        return finished
 
     def _batched(self, stored: StoredJob, trigger: JobTrigger, envelope: EventEnvelope, now: datetime) -> Received:
         """The event into its trigger's open batch, or a new batch when that one is closed, full or past its

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from jobsched.core.errors import SpecError, TriggerRefused, WorkflowsNotConfigured
+from jobsched.core.errors import FieldError, SpecError, TriggerRefused, WorkflowsNotConfigured
 from jobsched.core.events import trigger_fingerprint
 from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
 from jobsched.core.spec import JobSpec, JobTrigger
@@ -34,6 +34,7 @@ def put_job(
     """
     current = store.get(spec.key)
     _check_admissible(store, spec, current, expected_version)
+    check_dependencies(store, spec)
     if spec.dag is not None:
         if dags is None:
             raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")
@@ -47,6 +48,53 @@ def put_job(
     if rules is not None and current is not None:
         rules.remove(spec.key, _only_in(current.spec.triggers, spec.triggers))
     return stored, created
+
+
+MAX_DEPENDENCY_WALK = 200  # jobs read while looking for a cycle through after triggers
+
+
+def check_dependencies(store: JobsPort, spec: JobSpec) -> None:
+    """Every upstream of the job's after triggers exists, is the team's or shares with it, and does not run
+    (through its own after triggers) after this job: a cycle would start nothing ever, or loop."""
+    errors: list[FieldError] = []
+    for index, trigger in enumerate(spec.triggers):
+        if trigger.after is None:
+            continue
+        form = "all" if trigger.after.all else "any" if trigger.after.any else "job"
+        for position, upstream in enumerate(trigger.after.upstreams):
+            path = f"triggers[{index}].after.{form}" + (f"[{position}]" if form != "job" else "")
+            found = store.get(upstream) if upstream != spec.key else None
+            cycle = [spec.key, spec.key] if upstream == spec.key else _path_to(store, upstream, spec.key)
+            if cycle:
+                errors.append(FieldError(path, "dependency_cycle", "a cycle: " + " runs after ".join(cycle)))
+            elif found is None:
+                errors.append(FieldError(path, "unknown_job", f"no job {upstream}: register it first"))
+            elif found.spec.team != spec.team and spec.team not in found.spec.share_with:
+                errors.append(
+                    FieldError(path, "not_shared", f"{upstream} does not list team {spec.team} in its share_with")
+                )
+    if errors:
+        raise SpecError(errors)
+
+
+def _path_to(store: JobsPort, start: str, target: str) -> list[str] | None:
+    """``target`` and the chain of after triggers leading from ``start`` back to it, if there is one."""
+    came_from: dict[str, str | None] = {start: None}
+    queue = [start]
+    while queue and len(came_from) <= MAX_DEPENDENCY_WALK:
+        job = queue.pop(0)
+        stored = store.get(job)
+        for trigger in stored.spec.triggers if stored is not None else []:
+            for upstream in trigger.after.upstreams if trigger.after is not None else []:
+                if upstream == target:
+                    chain = [job]
+                    while (previous := came_from[chain[-1]]) is not None:
+                        chain.append(previous)
+                    return [target, *reversed(chain), target]
+                if upstream not in came_from:
+                    came_from[upstream] = job
+                    queue.append(upstream)
+    return None
 
 
 def _check_admissible(store: RegistryPort, spec: JobSpec, current: StoredJob | None, expected: int | None) -> None:

@@ -19,14 +19,17 @@ from jobsched.adapters.aws.clients import client
 from jobsched.core.errors import TriggerRefused
 from jobsched.core.events import envelope_template, rule_name, rule_pattern, trigger_bus
 from jobsched.core.names import JOB_TAG, OWNER_TAG, PROJECT
-from jobsched.core.spec import JobTrigger
+from jobsched.core.spec import DEFAULT_BUS, JobTrigger
 
 INTAKE_TARGET_ID = "intake"
 
 
 class TriggerRules:
-    def __init__(self, *, stage: str, intake_queue_arn: str, events: Any | None = None) -> None:
+    def __init__(
+        self, *, stage: str, intake_queue_arn: str, events: Any | None = None, runs_bus: str = DEFAULT_BUS
+    ) -> None:
         self.stage, self.intake_queue_arn, self._client = stage, intake_queue_arn, events
+        self.runs_bus = runs_bus  # where Run Finished events go: after triggers' rules live there
 
     @property
     def events(self) -> Any:
@@ -34,7 +37,7 @@ class TriggerRules:
 
     def deploy(self, job: str, team: str, triggers: Sequence[tuple[int, JobTrigger]]) -> None:
         for index, trigger in triggers:
-            name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger)
+            name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger, self.runs_bus)
             try:
                 self.events.put_rule(
                     Name=name,
@@ -62,7 +65,7 @@ class TriggerRules:
 
     def remove(self, job: str, triggers: Sequence[JobTrigger]) -> None:
         for trigger in triggers:
-            name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger)
+            name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger, self.runs_bus)
             try:
                 self.events.remove_targets(Rule=name, EventBusName=bus, Ids=[INTAKE_TARGET_ID])
                 self.events.delete_rule(Name=name, EventBusName=bus)
@@ -87,7 +90,7 @@ class TriggerRules:
 def _refusal(error: ClientError, index: int, trigger: JobTrigger, bus: str) -> Exception:
     code = str(error.response.get("Error", {}).get("Code", ""))
     message = str(error.response.get("Error", {}).get("Message", error))
-    field = "event.bus" if trigger.event is not None else "s3"
+    field = {"event": "event.bus", "s3": "s3", "after": "after"}[trigger.kind]
     if code == "InvalidEventPatternException":
         return TriggerRefused(
             index, "event.pattern" if trigger.event is not None else "s3", "invalid_event_pattern", message

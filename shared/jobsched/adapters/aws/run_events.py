@@ -15,13 +15,14 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.adapters.aws.clients import client
+from jobsched.core.events import RUN_FINISHED, RUN_FINISHED_SOURCE
 from jobsched.core.records import Run
 from jobsched.core.runs import instant_text, moment_text
 
 log = logging.getLogger(__name__)
 
-SOURCE = "jobsched"
-DETAIL_TYPE = "Run Finished"
+SOURCE = RUN_FINISHED_SOURCE
+DETAIL_TYPE = RUN_FINISHED
 
 
 def run_finished_detail(run: Run) -> dict[str, Any]:

@@ -397,6 +397,18 @@ class MemoryJobs:
         assert reserved is not None
         return str(reserved["run_id"])
 
+    def note_upstream(
+        self, job: str, trigger: str, instant: datetime, upstream: str, run_id: str, *, expires_at: datetime
+    ) -> dict[str, str]:
+        prefix = JobsKeys.UPSTREAM_ATTRIBUTE
+        seen = self.table.update(
+            job,
+            f"{JobsKeys.AFTER_PREFIX}{trigger}#{instant_text(instant)}",
+            lambda item: {**(item or {}), f"{prefix}{upstream}": run_id},
+        )
+        assert seen is not None
+        return {name[len(prefix) :]: str(value) for name, value in seen.items() if name.startswith(prefix)}
+
     def count_event_run(self, job: str, *, now: datetime, limit: int) -> bool:
         def count(item: Item | None) -> Item:
             taken = int((item or {}).get("requests", 0))

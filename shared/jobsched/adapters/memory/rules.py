@@ -26,11 +26,12 @@ class MemoryRules:
     buses: set[str] = field(default_factory=lambda: {DEFAULT_BUS})
     rules_per_bus: int = RULES_PER_BUS
     rules: dict[tuple[str, str], MemoryRule] = field(default_factory=dict)
+    runs_bus: str = DEFAULT_BUS  # where Run Finished events go (after triggers' rules)
 
     def deploy(self, job: str, team: str, triggers: Sequence[tuple[int, JobTrigger]]) -> None:
         for index, trigger in triggers:
-            name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger)
-            where = "event.bus" if trigger.event is not None else "s3"
+            name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger, self.runs_bus)
+            where = {"event": "event.bus", "s3": "s3", "after": "after"}[trigger.kind]
             if bus not in self.buses:
                 raise TriggerRefused(index, where, "event_bus_not_found", f"event bus '{bus}' does not exist")
             if (bus, name) not in self.rules and self.rules_on_bus(bus) >= self.rules_per_bus:
@@ -50,7 +51,7 @@ class MemoryRules:
 
     def remove(self, job: str, triggers: Sequence[JobTrigger]) -> None:
         for trigger in triggers:
-            self.rules.pop((trigger_bus(trigger), rule_name(self.stage, job, trigger)), None)
+            self.rules.pop((trigger_bus(trigger, self.runs_bus), rule_name(self.stage, job, trigger)), None)
 
     def rules_on_bus(self, bus: str) -> int:
         return sum(1 for rule_bus, _ in self.rules if rule_bus == bus)

@@ -31,6 +31,21 @@ class RequestsStore(JobsTable):
         """Count one run started by an event in the job's current minute; False once ``limit`` is reached."""
         return self._count(job, now=now, limit=limit, prefix=JobsKeys.EVENT_RUNS_PREFIX)
 
+    def note_upstream(
+        self, job: str, trigger: str, instant: datetime, upstream: str, run_id: str, *, expires_at: datetime
+    ) -> dict[str, str]:
+        updated = self.db.update_item(
+            TableName=self.table,
+            Key=self._key(job, f"{JobsKeys.AFTER_PREFIX}{trigger}#{instant_text(instant)}"),
+            UpdateExpression="SET #upstream = :run, expires_at = :expires",
+            ExpressionAttributeNames={"#upstream": f"{JobsKeys.UPSTREAM_ATTRIBUTE}{upstream}"},
+            ExpressionAttributeValues=to_values({":run": run_id, ":expires": int(expires_at.timestamp())}),
+            ReturnValues="ALL_NEW",
+        )
+        seen = from_item(updated["Attributes"])
+        prefix = JobsKeys.UPSTREAM_ATTRIBUTE
+        return {name[len(prefix) :]: str(value) for name, value in seen.items() if name.startswith(prefix)}
+
     def _count(self, partition: str, *, now: datetime, limit: int, prefix: str = JobsKeys.RATE_PREFIX) -> bool:
         window = now.strftime("%Y-%m-%dT%H:%M")
         return update_if(

@@ -1,0 +1,216 @@
+"""After triggers on the memory adapters: one downstream run per logical instant, whatever finishes, is
+redelivered, rerun or raced; refused at PUT when it can never run (unknown upstream, not shared, a cycle).
+
+The AWS path (Run Finished put on the bus, the trigger's rule, the intake queue) is tests/aws/test_event_triggers.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import Counter
+from datetime import timedelta
+from typing import Any, cast
+
+import pytest
+
+from jobsched.adapters.aws.run_events import run_finished_detail
+from jobsched.adapters.memory import MemoryJobs, MemoryRuns
+from jobsched.adapters.memory.queues import MemoryWorkQueues
+from jobsched.adapters.memory.rules import MemoryRules
+from jobsched.core.errors import SpecError
+from jobsched.core.events import EventEnvelope, after_pattern, trigger_fingerprint
+from jobsched.core.records import Run
+from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant, scheduled_run_id
+from jobsched.core.spec import JobSpec
+from jobsched.pipeline.intake import EventIntake
+from jobsched.registry.jobs import put_job
+
+T0 = parse_instant("2027-03-01T03:00:00Z")
+
+
+class Stack:
+    def __init__(self) -> None:
+        self.now = T0 + timedelta(minutes=10)
+        self.jobs, self.runs, self.rules = MemoryJobs(), MemoryRuns(), MemoryRules()
+        self.queues = MemoryWorkQueues(lambda: self.now)
+        self.intake = EventIntake(self.jobs, self.runs, self.queues)
+
+    def put(self, key: str, **body: Any) -> JobSpec:
+        team, name = key.split("/")
+        spec = JobSpec.model_validate({"name": name, "team": team, "target": {"type": "callback"}} | body)
+        put_job(self.jobs, spec, now=T0 - timedelta(days=1), principal="test", rules=self.rules)
+        return spec
+
+    def finish(self, job: str, status: RunStatus = RunStatus.SUCCEEDED, at: Any = T0) -> Run:
+        """An upstream run of instant ``at`` that ended with ``status``."""
+        message = RunMessage.scheduled(job=job, team=job.split("/")[0], at=at, fire_at=at, spec_version=1)
+        if self.runs.get(job, message.run_id) is None:
+            self.runs.create(message, status=RunStatus.SCHEDULED, now=at, retention=timedelta(days=30))
+        ended = self.runs.finish(
+            job,
+            message.run_id,
+            attempt=1,
+            status=status,
+            now=at + timedelta(minutes=1),
+            from_status=RunStatus.SCHEDULED,
+        )
+        run = self.runs.get(job, message.run_id)
+        assert run is not None, ended
+        return run
+
+    def delivered(self, downstream: JobSpec, run: Run, trigger: int = 0) -> EventEnvelope:
+        """The Run Finished event as the downstream's rule delivers it."""
+        header = {"job": downstream.key, "trigger": trigger_fingerprint(downstream.triggers[trigger])}
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "source": "jobsched",
+            "detail-type": "Run Finished",
+            "time": instant_text(self.now),
+            "detail": run_finished_detail(run),
+        }
+        return EventEnvelope.model_validate({"jobsched": header, "event": event})
+
+    def receive(self, downstream: JobSpec, run: Run) -> Any:
+        return self.intake.receive(self.delivered(downstream, run), now=self.now)
+
+    def downstream_runs(self, job: str) -> list[Run]:
+        return self.runs.history(job, limit=100)
+
+
+def test_a_run_after_one_job_inherits_its_instant_once_however_often_delivered() -> None:
+    stack = Stack()
+    stack.put("data/extract")
+    report = stack.put("data/report", triggers=[{"after": {"job": "data/extract"}}])
+    upstream = stack.finish("data/extract")
+    actions = [stack.receive(report, upstream).action for _ in range(3)]
+    assert actions == ["started", "resent", "resent"]
+    (run,) = stack.downstream_runs("data/report")
+    assert run.run_id == f"{scheduled_run_id(T0)}-a" and run.scheduled_at == T0
+    assert run.trigger_detail == {
+        "kind": "after",
+        "upstreams": [{"job": "data/extract", "run_id": upstream.run_id, "status": "SUCCEEDED"}],
+    }
+    # A rerun of the upstream finishes the same instant again: no second downstream run.
+    stack.runs.finish(
+        "data/report", run.run_id, attempt=1, status=RunStatus.SUCCEEDED, now=stack.now, from_status=RunStatus.SCHEDULED
+    )
+    rerun = stack.delivered(report, upstream)
+    cast(dict[str, Any], rerun.event["detail"])["attempt"] = 2
+    assert stack.intake.receive(rerun, now=stack.now).action == "duplicate"
+    assert len(stack.downstream_runs("data/report")) == 1
+
+
+def test_all_of_starts_once_when_the_last_upstream_of_an_instant_finishes() -> None:
+    stack = Stack()
+    stack.put("data/orders")
+    stack.put("data/customers")
+    report = stack.put("data/report", triggers=[{"after": {"all": ["data/orders", "data/customers"]}}])
+    orders = stack.finish("data/orders")
+    assert stack.receive(report, orders).action == "noted"
+    # Another instant's customers run does not complete this instant.
+    assert stack.receive(report, stack.finish("data/customers", at=T0 + timedelta(days=1))).action == "noted"
+    assert stack.downstream_runs("data/report") == []
+    assert stack.receive(report, stack.finish("data/customers")).action == "started"
+    assert stack.receive(report, orders).action == "resent"  # a redelivery after: the same run
+    (run,) = stack.downstream_runs("data/report")
+    assert run.scheduled_at == T0 and {u["job"] for u in run.trigger_detail["upstreams"]} == {  # type: ignore[index]
+        "data/orders",
+        "data/customers",
+    }
+
+
+def race_once() -> tuple[int, Counter[str]]:
+    """Eight deliveries at once, of two upstream finishes for one instant: (downstream runs, actions)."""
+    stack = Stack()
+    stack.put("data/orders")
+    stack.put("data/customers")
+    report = stack.put("data/report", triggers=[{"after": {"all": ["data/orders", "data/customers"]}}])
+    finished = [stack.finish("data/orders"), stack.finish("data/customers")]
+    barrier, actions, lock = threading.Barrier(8), Counter[str](), threading.Lock()
+
+    def deliver(run: Run) -> None:
+        barrier.wait()
+        got = stack.receive(report, run).action
+        with lock:
+            actions[got] += 1
+
+    threads = [threading.Thread(target=deliver, args=(finished[i % 2],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return len(stack.downstream_runs("data/report")), actions
+
+
+def test_two_upstreams_finishing_at_once_start_one_all_of_run_not_zero_not_two() -> None:
+    for _ in range(20):
+        runs, actions = race_once()
+        assert runs == 1 and actions["started"] == 1, actions
+
+
+def test_the_status_filter_and_a_forged_finish() -> None:
+    stack = Stack()
+    stack.put("data/extract")
+    report = stack.put("data/report", triggers=[{"after": {"job": "data/extract"}}])
+    cleanup = stack.put("data/cleanup", triggers=[{"after": {"job": "data/extract", "status": ["failed"]}}])
+    failed = stack.finish("data/extract", RunStatus.FAILED)
+    assert (stack.receive(report, failed).action, stack.receive(report, failed).reason) == ("dropped", "stale_rule")
+    assert stack.receive(cleanup, failed).action == "started"
+    # A Run Finished naming a run that never ended so (anyone may put on a shared bus): nothing starts.
+    forged_event = stack.delivered(report, stack.finish("data/extract", at=T0 + timedelta(hours=1)))
+    cast(dict[str, Any], forged_event.event["detail"])["run_id"] = "20270301T050000Z"
+    refused = stack.intake.receive(forged_event, now=stack.now)
+    assert (refused.action, refused.reason) == ("dropped", "not_owned")
+
+
+def test_another_teams_upstream_only_if_it_shares_with_the_team_at_put_and_on_arrival() -> None:
+    stack = Stack()
+    stack.put("payments/settle")
+    with pytest.raises(SpecError) as refused:
+        stack.put("data/report", triggers=[{"after": {"all": ["payments/settle", "data/nope"]}}])
+    assert [(e.path, e.code) for e in refused.value.errors] == [
+        ("triggers[0].after.all[0]", "not_shared"),
+        ("triggers[0].after.all[1]", "unknown_job"),
+    ]
+    assert stack.jobs.get("data/report") is None
+    stack.put("payments/settle", share_with=["data"])
+    report = stack.put("data/report", triggers=[{"after": {"job": "payments/settle"}}])
+    settled = stack.finish("payments/settle")
+    stack.put("payments/settle", share_with=[])  # no longer shared: its finishes are refused on arrival
+    got = stack.receive(report, settled)
+    assert (got.action, got.reason) == ("dropped", "not_owned")
+
+
+def test_cycles_through_after_triggers_are_refused_at_put() -> None:
+    stack = Stack()
+    with pytest.raises(SpecError) as itself:
+        stack.put("data/a", triggers=[{"after": {"job": "data/a"}}])
+    assert itself.value.errors[0].code == "dependency_cycle"
+    stack.put("data/a")
+    stack.put("data/b", triggers=[{"after": {"job": "data/a"}}])
+    stack.put("data/c", triggers=[{"after": {"any": ["data/b"]}}])
+    with pytest.raises(SpecError) as cycle:
+        stack.put("data/a", triggers=[{"after": {"job": "data/c"}}])
+    (error,) = cycle.value.errors
+    assert (error.path, error.code) == ("triggers[0].after.job", "dependency_cycle")
+    assert "data/a runs after data/c runs after data/b runs after data/a" in error.message
+
+
+def test_the_rule_listens_for_the_upstreams_run_finished_with_the_statuses() -> None:
+    stack = Stack()
+    for job in ("data/a", "payments/b"):
+        stack.put(job, share_with=["data"])
+    spec = stack.put("data/c", triggers=[{"after": {"any": ["data/a", "payments/b"], "status": ["succeeded"]}}])
+    assert spec.triggers[0].after is not None
+    assert after_pattern(spec.triggers[0].after) == {
+        "source": ["jobsched"],
+        "detail-type": ["Run Finished"],
+        "detail": {
+            "status": ["SUCCEEDED"],
+            "$or": [{"team": ["data"], "job": ["a"]}, {"team": ["payments"], "job": ["b"]}],
+        },
+    }
+    ((bus, _),) = [key for key, rule in stack.rules.rules.items() if rule.tags["jobsched-job"] == "data/c"]
+    assert bus == "default"  # the stage's runs bus (here the default)
