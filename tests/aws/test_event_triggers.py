@@ -252,3 +252,28 @@ def test_every_finished_run_puts_run_finished_on_the_bus(deployed: Stack) -> Non
     detail = bodies[0]["detail"]
     assert detail["team"] == "data" and detail["job"] == "nightly" and detail["status"] == "SUCCEEDED"
     assert {"run_id", "logical_instant", "attempt", "duration_seconds", "trigger", "output_ref"} <= set(detail)
+
+
+def test_a_job_after_another_runs_once_its_upstream_has_finished(deployed: Stack) -> None:
+    from jobsched.core.names import Settings
+    from jobsched.wiring import metered_runs
+
+    deployed.runs = deployed.worker.runs = metered_runs(Settings.from_env())  # as deployed: publishing
+    deployed.intake.runs = deployed.runs
+    api = ApiClient(deployed)
+    extract = {"schedule": {"expression": "* * * * *"}, "target": {"type": "lambda", "function": "echo"}}
+    assert api.call("PUT", "/teams/data/jobs/extract", extract).status == 201
+    report = {"target": {"type": "lambda", "function": "echo"}, "triggers": [{"after": {"job": "data/extract"}}]}
+    assert api.call("PUT", "/teams/data/jobs/report", report).status == 201
+    deployed.minutes(1)
+    (upstream,) = [r for r in deployed.run_list("data/extract") if r.status is RunStatus.SUCCEEDED]
+    received = deployed.deliver_events(deliveries=2)  # Run Finished, through the after trigger's rule
+    assert [r.action for r in received] == ["started", "resent"]
+    deployed.pump()
+    (run,) = deployed.run_list("data/report")
+    assert run.status is RunStatus.SUCCEEDED and run.scheduled_at == upstream.scheduled_at
+    assert run.trigger_detail is not None and run.trigger_detail["upstreams"] == [
+        {"job": "data/extract", "run_id": upstream.run_id, "status": "SUCCEEDED"}
+    ]
+    shown = api.call("GET", f"/teams/data/jobs/report/runs/{run.run_id}")
+    assert shown.status == 200 and shown.body["trigger_detail"]["upstreams"][0]["job"] == "data/extract"

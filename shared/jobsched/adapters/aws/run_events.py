@@ -54,13 +54,17 @@ class RunEvents:
         self.bus, self._client = bus, events
 
     def publish(self, run: Run) -> bool:
-        entry = {
+        entry: dict[str, Any] = {
             "Source": SOURCE,
             "DetailType": DETAIL_TYPE,
             "Detail": json.dumps(run_finished_detail(run), separators=(",", ":")),
             "EventBusName": self.bus,
             "Resources": [],
         }
+        if run.finished_at is not None:
+            entry["Time"] = (
+                run.finished_at
+            )  # the event's time is the run's end (a downstream's lateness counts from it)
         try:
             response = (self._client or client("events")).put_events(Entries=[entry])
         except (ClientError, BotoCoreError):
