@@ -214,3 +214,35 @@ def test_the_rule_listens_for_the_upstreams_run_finished_with_the_statuses() -> 
     }
     ((bus, _),) = [key for key, rule in stack.rules.rules.items() if rule.tags["jobsched-job"] == "data/c"]
     assert bus == "default"  # the stage's runs bus (here the default)
+
+
+def test_scheduled_upstreams_that_share_no_instant_are_refused_for_all_of() -> None:
+    stack = Stack()
+    stack.put("data/nightly", schedule={"expression": "0 3 * * *"})
+    stack.put("data/early", schedule={"expression": "0 4 * * *"})
+    stack.put("data/hourly", schedule={"expression": "0 * * * *"})
+    stack.put("data/manual")  # no schedule: its instants cannot be foretold
+    with pytest.raises(SpecError) as refused:
+        stack.put("data/report", triggers=[{"after": {"all": ["data/nightly", "data/early"]}}])
+    (error,) = refused.value.errors
+    assert (error.path, error.code) == ("triggers[0].after.all", "never_lines_up")
+    stack.put("data/report", triggers=[{"after": {"all": ["data/nightly", "data/hourly"]}}])  # 03:00 is shared
+    stack.put("data/other", triggers=[{"after": {"all": ["data/nightly", "data/manual"]}}])
+    stack.put("data/any", triggers=[{"after": {"any": ["data/nightly", "data/early"]}}])  # any: no need to line up
+
+
+def test_lint_finds_a_cycle_across_job_files(tmp_path: Any) -> None:
+    from jobsched.registry.lint import LintPolicy, lint
+
+    files = {
+        "a.yaml": "name: a\nteam: data\ntarget: {type: callback}\ntriggers: [{after: {job: data/c}}]\n",
+        "b.yaml": "name: b\nteam: data\ntarget: {type: callback}\ntriggers: [{after: {job: data/a}}]\n",
+        "c.yaml": "name: c\nteam: data\ntarget: {type: callback}\ntriggers: [{after: {any: [data/b, other/x]}}]\n",
+        "d.yaml": "name: d\nteam: data\ntarget: {type: callback}\ntriggers: [{after: {job: data/a}}]\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    findings = [f for f in lint([tmp_path], LintPolicy(), now=T0) if f.rule == "dependency-cycle"]
+    assert sorted(f.file.rsplit("/", 1)[-1] for f in findings) == ["a.yaml", "b.yaml", "c.yaml"]
+    assert all(f.severity == "error" for f in findings)
+    assert "data/a runs after data/c runs after data/b runs after data/a" in findings[0].message

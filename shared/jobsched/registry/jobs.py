@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from jobsched.core.errors import FieldError, SpecError, TriggerRefused, WorkflowsNotConfigured
 from jobsched.core.events import trigger_fingerprint
 from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
 from jobsched.core.spec import JobSpec, JobTrigger
 from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort, TriggerRulesPort
-from jobsched.schedule.fires import first_fire, next_fire
+from jobsched.schedule.fires import first_fire, next_fire, schedule_of
 from jobsched.tenancy.quotas import QuotaExceeded
 
 
@@ -34,7 +34,7 @@ def put_job(
     """
     current = store.get(spec.key)
     _check_admissible(store, spec, current, expected_version)
-    check_dependencies(store, spec)
+    check_dependencies(store, spec, now=now)
     if spec.dag is not None:
         if dags is None:
             raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")
@@ -51,16 +51,23 @@ def put_job(
 
 
 MAX_DEPENDENCY_WALK = 200  # jobs read while looking for a cycle through after triggers
+LINE_UP_INSTANTS = 1000  # each scheduled upstream's next instants compared for an all-of trigger
+LINE_UP_HORIZON = timedelta(days=400)
 
 
-def check_dependencies(store: JobsPort, spec: JobSpec) -> None:
+def check_dependencies(store: JobsPort, spec: JobSpec, *, now: datetime) -> None:
     """Every upstream of the job's after triggers exists, is the team's or shares with it, and does not run
-    (through its own after triggers) after this job: a cycle would start nothing ever, or loop."""
+    (through its own after triggers) after this job: a cycle would start nothing ever, or loop. An all-of
+    trigger whose scheduled upstreams share no logical instant would never start a run either."""
     errors: list[FieldError] = []
     for index, trigger in enumerate(spec.triggers):
         if trigger.after is None:
             continue
         form = "all" if trigger.after.all else "any" if trigger.after.any else "job"
+        if trigger.after.needs_all:
+            never = _never_lines_up(store, trigger.after.upstreams, now)
+            if never is not None:
+                errors.append(FieldError(f"triggers[{index}].after.all", "never_lines_up", never))
         for position, upstream in enumerate(trigger.after.upstreams):
             path = f"triggers[{index}].after.{form}" + (f"[{position}]" if form != "job" else "")
             found = store.get(upstream) if upstream != spec.key else None
@@ -75,6 +82,25 @@ def check_dependencies(store: JobsPort, spec: JobSpec) -> None:
                 )
     if errors:
         raise SpecError(errors)
+
+
+def _never_lines_up(store: JobsPort, upstreams: list[str], now: datetime) -> str | None:
+    """Why scheduled upstreams can never finish runs for one logical instant (None: they can, or some are not
+    scheduled, whose instants nobody can foretell). Bounded: each upstream's next instants, at most a year's."""
+    instants: dict[str, set[datetime]] = {}
+    for upstream in upstreams:
+        stored = store.get(upstream)
+        schedule = schedule_of(stored) if stored is not None else None
+        if schedule is None:
+            return None
+        fires = schedule.next_fires(now, LINE_UP_INSTANTS, horizon=LINE_UP_HORIZON)
+        instants[upstream] = {fire.at for fire in fires}
+    shared = set.intersection(*instants.values()) if instants else set()
+    if shared:
+        return None
+    return (
+        f"{' and '.join(upstreams)} share no logical instant in their next runs: a run after all of them never starts"
+    )
 
 
 def _path_to(store: JobsPort, start: str, target: str) -> list[str] | None:

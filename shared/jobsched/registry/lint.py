@@ -103,6 +103,7 @@ def lint(paths: Iterable[Path], policy: LintPolicy, *, now: datetime) -> list[Fi
         findings += _policy(job, policy)
         findings += _builtin(job, now)
     findings += _herds(jobs, policy, now)
+    findings += _dependency_cycles(jobs)
     order = {str(path): index for index, path in enumerate(find_job_files(paths))}
     return sorted(findings, key=lambda f: (order.get(f.file, 0), f.severity != "error", f.path, f.rule))
 
@@ -397,3 +398,50 @@ def _herds(jobs: list[_Job], policy: LintPolicy, now: datetime) -> list[Finding]
                 ),
             )
     return list(found.values())
+
+
+def _dependency_cycles(jobs: list[_Job]) -> list[Finding]:
+    """Jobs of these files that run after each other in a circle (PUT refuses the job that closes it)."""
+    by_key = {job.spec.key: job for job in jobs}
+    upstreams = {
+        key: [u for trigger in job.spec.triggers if trigger.after for u in trigger.after.upstreams if u in by_key]
+        for key, job in by_key.items()
+    }
+    found: list[Finding] = []
+    reported: set[str] = set()
+    for start in by_key:
+        chain = _cycle_from(start, upstreams)
+        if chain is None or start in reported:
+            continue
+        reported.update(chain)
+        for key in dict.fromkeys(chain):
+            found.append(
+                Finding(
+                    "dependency-cycle",
+                    "error",
+                    by_key[key].file,
+                    "triggers",
+                    "a cycle: " + " runs after ".join(chain),
+                    "remove one after trigger of the cycle (PUT refuses the job that closes it)",
+                )
+            )
+    return found
+
+
+def _cycle_from(start: str, upstreams: dict[str, list[str]]) -> list[str] | None:
+    """``start`` and the after triggers leading back to it, if there is such a chain (breadth first, without
+    recursion: a long chain of files cannot exhaust the stack)."""
+    came_from: dict[str, str] = {}
+    queue = [start]
+    while queue:
+        job = queue.pop(0)
+        for upstream in upstreams.get(job, []):
+            if upstream == start:
+                chain = [job]
+                while chain[-1] != start:
+                    chain.append(came_from[chain[-1]])
+                return [start, *reversed(chain[:-1]), start] if len(chain) > 1 else [start, start]
+            if upstream not in came_from and upstream != start:
+                came_from[upstream] = job
+                queue.append(upstream)
+    return None
