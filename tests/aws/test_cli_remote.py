@@ -175,3 +175,41 @@ def test_service_failures_exit_2(run_cli: Any, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(cli_module, "make_transport", lambda url: down)
     code, output = run_cli("get", "jobs", "--team", "payments")
     assert code == 2 and "cannot reach" in output
+
+
+def test_deps_shows_upstreams_and_downstreams_with_their_last_runs(run_cli: Any, stack: Stack, tmp_path: Path) -> None:
+    write_job(tmp_path, "extract", share_with=["data"])
+    write_job(tmp_path, "report", triggers=[{"after": {"job": "payments/extract"}}])
+    assert run_cli("apply", "-f", str(tmp_path))[0] == 0
+    stack.register(
+        {
+            "name": "mirror",
+            "team": "data",
+            "target": {"type": "lambda", "function": "echo"},
+            "triggers": [{"after": {"any": ["payments/extract"]}}],
+        }
+    )
+    stack.minutes(61)  # extract runs at the hour; report does not run here (no rule delivery in this test)
+    from datetime import timedelta
+
+    from jobsched.core.runs import RunMessage, RunStatus
+
+    now = stack.clock()
+    theirs = RunMessage.scheduled(job="data/mirror", team="data", at=now, fire_at=now, spec_version=1)
+    stack.runs.create(theirs, status=RunStatus.SCHEDULED, now=now, retention=timedelta(days=1))
+    code, output = run_cli("deps", "payments/extract")
+    assert code == 0, output
+    lines = output.splitlines()
+    assert lines[0] == "runs after: none" and lines[1] == "run after it:"
+    report = next(line for line in lines if line.startswith("payments/report"))
+    mirror = next(line for line in lines if line.startswith("data/mirror"))
+    assert "after, on succeeded" in report and "any of, on succeeded" in mirror
+    assert mirror.split()[-2:] == ["-", "-"]  # another team's downstream: none of its runs is shown
+    code, output = run_cli("deps", "payments/report", "-o", "json")
+    (upstream,) = json.loads(output)["upstreams"]
+    assert upstream["job"] == "payments/extract" and upstream["last_run"]["status"] == "SUCCEEDED"
+    # Changing the job's triggers moves its edge: extract no longer lists it.
+    write_job(tmp_path, "report")
+    assert run_cli("apply", "-f", str(tmp_path))[0] == 0
+    downstreams = json.loads(run_cli("deps", "payments/extract", "-o", "json")[1])["downstreams"]
+    assert [d["job"] for d in downstreams] == ["data/mirror"]

@@ -27,6 +27,7 @@ from jobsched.api.routes import (
     admin,
     backfills,
     callbacks,
+    dependencies,
     health,
     history,
     jobs,
@@ -58,7 +59,20 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
     def openapi() -> Response[str]:
         return Response(200, content_types.APPLICATION_JSON, openapi_document(app))
 
-    for module in (validation, jobs, schedule, history, health, runs, run_events, logs, backfills, callbacks, admin):
+    for module in (
+        validation,
+        jobs,
+        schedule,
+        history,
+        dependencies,
+        health,
+        runs,
+        run_events,
+        logs,
+        backfills,
+        callbacks,
+        admin,
+    ):
         app.include_router(module.router(access))
     return app
 

@@ -197,6 +197,29 @@ class RunView(BaseModel):
     logs: str = Field(default="", description="the run's log lines, from every component (GET this path)")
 
 
+class LastRunView(BaseModel):
+    run_id: str
+    status: str
+    scheduled_at: str
+
+
+class DependencyView(BaseModel):
+    job: str
+    how: str = Field(description="the after trigger: 'all of 2, on succeeded', 'any of, on failed', ...")
+    exists: bool
+    last_run: LastRunView | None = Field(
+        default=None, description="absent when the job has none, or it is another team's that does not share it"
+    )
+
+
+class DependenciesView(BaseModel):
+    """The jobs a job runs after, and the jobs that run after it."""
+
+    job: str
+    upstreams: list[DependencyView]
+    downstreams: list[DependencyView]
+
+
 class RunEvents(BaseModel):
     """The events a run was started by, whole: an event larger than its payload's bound, or a batch's list."""
 

@@ -321,6 +321,32 @@ def pause(job: str, team: str | None, reason: str, client: Any, output: str) -> 
     emit(client.call("POST", f"/teams/{owner}/jobs/{name}/pause", {"reason": reason}).body, output, JOB_COLUMNS)
 
 
+DEPENDENCY_COLUMNS = [
+    ("JOB", "job"),
+    ("TRIGGER", "how"),
+    ("LAST RUN", "run_id"),
+    ("STATUS", "status"),
+]
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@remote
+def deps(job: str, team: str | None, client: Any, output: str) -> None:
+    """The jobs JOB runs after (its after triggers) and the jobs that run after it, with their last runs."""
+    owner, name = job_ref(job, team)
+    body = client.call("GET", f"/teams/{owner}/jobs/{name}/dependencies").body
+    if output != "table":
+        emit(body, output)
+        return
+    for title, key in (("runs after", "upstreams"), ("run after it", "downstreams")):
+        rows = [{**row, **(row.get("last_run") or {})} for row in body[key]]
+        click.echo(f"{title}:" + ("" if rows else " none"))
+        if rows:
+            emit(rows, output, DEPENDENCY_COLUMNS)
+
+
 @cli.command()
 @click.argument("job")
 @click.option("--team")

@@ -108,6 +108,7 @@ class JobsKeys:
     # Upstream runs an all-of after trigger has seen for one logical instant: sk "AFTER#{trigger}#{instant}",
     # one attribute "up:{team/name}" per upstream (its run id), added atomically.
     AFTER_PREFIX = "AFTER#"
+    DOWNSTREAM_PREFIX = "DOWNSTREAM#"  # a job that runs after this one: pk upstream, sk "DOWNSTREAM#{team/name}"
     UPSTREAM_ATTRIBUTE = "up:"
     KEPT_EVENT_PREFIX = "KEPTEVENT#"  # an event too large for its run's payload: sk "KEPTEVENT#{run_id}"
 

@@ -47,7 +47,21 @@ def put_job(
         raise
     if rules is not None and current is not None:
         rules.remove(spec.key, _only_in(current.spec.triggers, spec.triggers))
+    _link_upstreams(store, spec.key, before=_upstreams(current.spec) if current else set(), after=_upstreams(spec))
     return stored, created
+
+
+def _upstreams(spec: JobSpec) -> set[str]:
+    return {upstream for trigger in spec.triggers if trigger.after for upstream in trigger.after.upstreams}
+
+
+def _link_upstreams(store: RegistryPort, job: str, *, before: set[str], after: set[str]) -> None:
+    """The reverse edges (upstream -> this job) that ``jobsched deps`` reads; a crash leaves at worst a stale
+    edge, which the reading side checks against the job's spec."""
+    for upstream in sorted(after):
+        store.link_downstream(upstream, job)
+    for upstream in sorted(before - after):
+        store.unlink_downstream(upstream, job)
 
 
 MAX_DEPENDENCY_WALK = 200  # jobs read while looking for a cycle through after triggers
@@ -186,6 +200,7 @@ def delete_job(
         dags.remove(stored.key)
     if stored.spec.triggers and rules is not None:
         rules.remove(stored.key, stored.spec.triggers)
+    _link_upstreams(store, stored.key, before=_upstreams(stored.spec), after=set())
 
 
 def _store_job(

@@ -18,6 +18,7 @@ from typing import Any
 
 from jobsched.adapters.aws.jobs.batches import BatchesStore
 from jobsched.adapters.aws.jobs.breakers import BreakersStore
+from jobsched.adapters.aws.jobs.dependencies import DependenciesStore
 from jobsched.adapters.aws.jobs.dispatch_state import DispatchStateStore
 from jobsched.adapters.aws.jobs.incidents import IncidentsStore
 from jobsched.adapters.aws.jobs.requests import RequestsStore
@@ -27,7 +28,16 @@ from jobsched.core.limits import TeamLimits
 from jobsched.tenancy.quotas import CachedLimits
 
 
-class JobsStore(SpecsStore, DispatchStateStore, IncidentsStore, BreakersStore, SlotsStore, RequestsStore, BatchesStore):
+class JobsStore(
+    SpecsStore,
+    DispatchStateStore,
+    IncidentsStore,
+    BreakersStore,
+    SlotsStore,
+    RequestsStore,
+    BatchesStore,
+    DependenciesStore,
+):
     """The Jobs table: every aggregate's store over one table and one client."""
 
     def __init__(

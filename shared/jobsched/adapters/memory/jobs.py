@@ -397,6 +397,18 @@ class MemoryJobs:
         assert reserved is not None
         return str(reserved["run_id"])
 
+    def link_downstream(self, upstream: str, downstream: str) -> None:
+        self.table.put(
+            {JobsKeys.PK: upstream, JobsKeys.SK: f"{JobsKeys.DOWNSTREAM_PREFIX}{downstream}", "job": downstream}
+        )
+
+    def unlink_downstream(self, upstream: str, downstream: str) -> None:
+        self.table.delete(upstream, f"{JobsKeys.DOWNSTREAM_PREFIX}{downstream}")
+
+    def downstreams(self, job: str) -> list[str]:
+        prefix = JobsKeys.DOWNSTREAM_PREFIX
+        return [str(item["job"]) for item in self.table.partition(job, first=prefix, last=prefix + "\uffff")]
+
     def note_upstream(
         self, job: str, trigger: str, instant: datetime, upstream: str, run_id: str, *, expires_at: datetime
     ) -> dict[str, str]:

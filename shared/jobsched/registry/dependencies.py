@@ -1,0 +1,62 @@
+"""A job's dependencies: the jobs it runs after (its after triggers) and the jobs that run after it (their
+after triggers name it), each with its last run. What ``jobsched deps`` and the API's dependencies route show.
+
+Downstreams are found through the reverse edges the registry writes when a job is stored
+(``RegistryPort.downstreams``), each checked against the downstream's current spec, so an edge a crash left
+behind shows nothing. Another team's downstream is shown by name only: its runs are that team's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobsched.core.records import Run, StoredJob
+from jobsched.core.spec import AfterTrigger
+from jobsched.ports import RegistryPort, RunsPort
+
+MAX_DOWNSTREAMS = 100  # shown per job
+
+
+@dataclass(frozen=True)
+class Dependency:
+    job: str
+    how: str  # "all of 2, on succeeded"
+    exists: bool
+    last_run: Run | None = None
+
+
+def describe(after: AfterTrigger) -> str:
+    form = f"all of {len(after.upstreams)}" if after.needs_all else "any of" if after.any else "after"
+    return f"{form}, on {' or '.join(after.status)}"
+
+
+def dependencies(store: RegistryPort, runs: RunsPort, stored: StoredJob) -> tuple[list[Dependency], list[Dependency]]:
+    """(upstreams, downstreams) of the job."""
+    team = stored.spec.team
+
+    def last_run(job: str) -> Run | None:
+        found = runs.history(job, limit=1)
+        return found[0] if found else None
+
+    upstreams = []
+    for trigger in stored.spec.triggers:
+        if trigger.after is None:
+            continue
+        for upstream in trigger.after.upstreams:
+            found = store.get(upstream)
+            # Another team's upstream shares its runs with this team (share_with), or shows nothing of them.
+            visible = found is not None and (found.spec.team == team or team in found.spec.share_with)
+            upstreams.append(
+                Dependency(
+                    upstream, describe(trigger.after), found is not None, last_run(upstream) if visible else None
+                )
+            )
+    downstreams = []
+    for downstream in store.downstreams(stored.key)[:MAX_DOWNSTREAMS]:
+        found = store.get(downstream)
+        naming = [t.after for t in found.spec.triggers if t.after and stored.key in t.after.upstreams] if found else []
+        if not naming:
+            continue  # an edge left behind: the job no longer runs after this one
+        own = downstream.split("/", 1)[0] == team
+        downstreams.append(Dependency(downstream, describe(naming[0]), True, last_run(downstream) if own else None))
+    return upstreams, downstreams
