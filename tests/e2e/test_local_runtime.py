@@ -652,6 +652,26 @@ def test_an_event_put_with_the_cli_and_an_object_landing_start_the_example_jobs(
     assert len([r for r in example_runs(runtime, "landing-exports") if r["trigger"] == "event"]) == 2
 
 
+def test_a_job_after_another_starts_when_the_upstream_run_finishes(runtime: LocalRuntime) -> None:
+    echo = {"type": "lambda", "function": "jobsched-example-echo"}
+    assert call(runtime, "PUT", "/teams/e2e/jobs/upstream", {"target": echo})[0] in (200, 201)
+    after = {"target": echo, "triggers": [{"after": {"job": "e2e/upstream"}}]}
+    assert call(runtime, "PUT", "/teams/e2e/jobs/downstream", after)[0] in (200, 201)
+    status, started = call(runtime, "POST", "/teams/e2e/jobs/upstream/trigger", {})
+    assert status in (200, 201, 202), started
+
+    def downstream_runs() -> list[dict[str, Any]]:
+        return list(call(runtime, "GET", "/teams/e2e/jobs/downstream/runs?limit=10")[1]["runs"])
+
+    ran = wait_for(lambda: [r for r in downstream_runs() if r["status"] == "SUCCEEDED"], seconds=60)
+    (run,) = ran
+    assert run["trigger_detail"]["upstreams"][0]["run_id"] == started["run_id"]
+    upstream = call(runtime, "GET", f"/teams/e2e/jobs/upstream/runs/{started['run_id']}")[1]
+    assert run["scheduled_at"] == upstream["scheduled_at"]  # the upstream's logical instant
+    time.sleep(2)
+    assert len(downstream_runs()) == 1
+
+
 def test_objects_landing_within_a_window_start_one_batched_run(runtime: LocalRuntime) -> None:
     for part in (1, 2, 3):
         jobsched(runtime, "local", "put-object", "examples-landing", f"batches/part-{part}.csv", "--body", "id\n1\n")
