@@ -48,8 +48,9 @@ def main() -> None:
         for upstream in everyone:
             put(client, upstream, {"schedule": {"expression": "* * * * *"}, "target": ECHO, "share_with": ["team-00"]})
         put(client, "team-00/after-all", {"target": ECHO, "triggers": [{"after": {"all": everyone}}]})
+        registered = time.time()  # upstream runs that ended before their downstream existed start nothing
         time.sleep(args.minutes * 60 + 20)
-        report(client, pairs, everyone)
+        report(client, pairs, everyone, registered)
     finally:
         runtime.stop()
 
@@ -64,11 +65,15 @@ def runs(client: Any, job: str) -> list[dict[str, Any]]:
     return list(client.call("GET", f"/teams/{team}/jobs/{name}/runs?limit=100").body["runs"])
 
 
-def report(client: Any, pairs: list[tuple[str, str]], everyone: list[str]) -> None:
+def report(client: Any, pairs: list[tuple[str, str]], everyone: list[str], registered: float) -> None:
     latencies: list[float] = []
     duplicates = missing = 0
     for upstream, downstream in pairs:
-        finished = {r["scheduled_at"]: r for r in runs(client, upstream) if r["finished_at"]}
+        finished = {
+            r["scheduled_at"]: r
+            for r in runs(client, upstream)
+            if r["finished_at"] and seconds(r["finished_at"]) > registered
+        }
         after = runs(client, downstream)
         per_instant: dict[str, int] = {}
         for run in after:
@@ -86,7 +91,12 @@ def report(client: Any, pairs: list[tuple[str, str]], everyone: list[str]) -> No
         p50, top = statistics.median(latencies), latencies[-1]
         print(f"  downstream start after the upstream's end: p50 {p50:.2f} s, p99 {p99:.2f} s, max {top:.2f} s")
     instants = [
-        {r["scheduled_at"] for r in runs(client, upstream) if r["status"] == "SUCCEEDED"} for upstream in everyone
+        {
+            r["scheduled_at"]
+            for r in runs(client, upstream)
+            if r["status"] == "SUCCEEDED" and seconds(r["finished_at"]) > registered
+        }
+        for upstream in everyone
     ]
     common = set.intersection(*instants)
     after_all = runs(client, "team-00/after-all")
