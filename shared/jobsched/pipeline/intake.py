@@ -96,12 +96,9 @@ class EventIntake:
         """One run for the event, named by the event's identity."""
         team = stored.spec.team
         run_id = envelope.run_id()
-        existing = self.runs.get(envelope.job, run_id)
-        if existing is not None:
-            return self._again(stored, existing.to_message(), existing.status)
-        limit = stored.spec.concurrency.max_runs_per_minute
-        if not self.jobs.count_event_run(envelope.job, now=now, limit=limit):
-            return _dropped("rate_limited", f"{limit} runs already started by events this minute", team)
+        settled = self._exists_or_limited(stored, run_id, now)
+        if settled is not None:
+            return settled
         if envelope.size > MAX_EVENT_PAYLOAD_BYTES:
             # Kept before the run exists, so a run never points at an event that is not there.
             self.jobs.keep_event(envelope.job, run_id, dict(envelope.event), expires_at=now + stored.spec.run_retention)
@@ -148,12 +145,9 @@ class EventIntake:
             if set(upstreams) < set(trigger.after.upstreams):
                 return Received("noted", team=team)
         run_id = after_run_id(instant)
-        existing = self.runs.get(envelope.job, run_id)
-        if existing is not None:
-            return self._again(stored, existing.to_message(), existing.status)
-        limit = stored.spec.concurrency.max_runs_per_minute
-        if not self.jobs.count_event_run(envelope.job, now=now, limit=limit):
-            return _dropped("rate_limited", f"{limit} runs already started by events this minute", team)
+        settled = self._exists_or_limited(stored, run_id, now)
+        if settled is not None:
+            return settled
         shown = {
             "kind": "after",
             "upstreams": [
@@ -279,6 +273,17 @@ class EventIntake:
             delay = max(timedelta(0), parse_instant(message.fire_at) - now)
             self.queues.send(stored.spec.priority, [(message, delay)])
         self.jobs.mark_batch_sent(batch)
+
+    def _exists_or_limited(self, stored: StoredJob, run_id: str, now: datetime) -> Received | None:
+        """A run already there (a redelivery: re-sent only while SCHEDULED), or the job's events have started
+        ``max_runs_per_minute`` runs this minute; None: the run may be created."""
+        existing = self.runs.get(stored.spec.key, run_id)
+        if existing is not None:
+            return self._again(stored, existing.to_message(), existing.status)
+        limit = stored.spec.concurrency.max_runs_per_minute
+        if not self.jobs.count_event_run(stored.spec.key, now=now, limit=limit):
+            return _dropped("rate_limited", f"{limit} runs already started by events this minute", stored.spec.team)
+        return None
 
     def _create(self, stored: StoredJob, message: RunMessage, now: datetime) -> Run | None:
         """The run SCHEDULED, once (None: it exists already)."""
