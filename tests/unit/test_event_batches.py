@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jobsched.core.events import MAX_BATCH_PAYLOAD_BYTES, BatchedEvent, batch_payload, trigger_summary
+from jobsched.core.events import MAX_BATCH_PAYLOAD_BYTES, BatchedEvent, batch_named, batch_payload, trigger_summary
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from tests.unit.test_event_intake import LANDING, ORDERS, T0, Stack, object_created, order_event
@@ -38,8 +38,9 @@ def batch_of(message: RunMessage) -> dict[str, Any]:
 
 def close(stack: Stack, message: RunMessage) -> list[BatchedEvent]:
     """What the worker does when the batch's run starts."""
-    batch = batch_of(message)
-    return stack.jobs.close_batch(message.job, str(batch["trigger"]), int(str(batch["number"])))
+    batch = batch_named(message.trigger_detail)
+    assert batch is not None
+    return stack.jobs.close_batch(message.job, *batch)
 
 
 def test_events_inside_the_window_start_one_run_that_receives_their_list() -> None:

@@ -63,6 +63,11 @@ def trigger_bus(trigger: JobTrigger, runs_bus: str = DEFAULT_BUS) -> str:
     return trigger.event.bus if trigger.event is not None else DEFAULT_BUS
 
 
+def rule_field(trigger: JobTrigger) -> str:
+    """The field of the trigger EventBridge's refusal of its rule is about (a missing bus, a full one)."""
+    return {"event": "event.bus", "s3": "s3", "after": "after"}[trigger.kind]
+
+
 def rule_pattern(trigger: JobTrigger) -> dict[str, Any]:
     """The EventBridge pattern of a trigger's rule."""
     if trigger.event is not None:
@@ -290,6 +295,12 @@ class BatchAdded:
 
     status: BatchAdd
     run_sent: bool = True
+
+
+def batch_named(detail: dict[str, Any] | None) -> tuple[str, int] | None:
+    """(trigger fingerprint, batch number) of a batched run, from its trigger detail (None: not a batch)."""
+    batch = (detail or {}).get("batch")
+    return (str(batch["trigger"]), int(str(batch["number"]))) if isinstance(batch, dict) else None
 
 
 def run_events_path(job: str, run_id: str) -> str:

@@ -997,6 +997,11 @@ class JobSpec(StrictModel):
         """team/name: the job's identity and the seed of its H values and jitter."""
         return f"{self.team}/{self.name}"
 
+    def upstreams(self) -> list[str]:
+        """The jobs this job runs after (every after trigger's upstreams, each once)."""
+        found = (upstream for trigger in self.triggers if trigger.after for upstream in trigger.after.upstreams)
+        return list(dict.fromkeys(found))
+
     def targets(self) -> list[tuple[str, Target]]:
         """(field path, target) of everything the job calls: its target, or each DAG task's."""
         if self.target is not None:

@@ -27,6 +27,7 @@ from jobsched.core.events import (
     EventBatch,
     EventEnvelope,
     after_run_id,
+    batch_named,
     batch_run_id,
     run_events_path,
     s3_key_matches,
@@ -94,7 +95,6 @@ class EventIntake:
 
     def _single(self, stored: StoredJob, trigger: JobTrigger, envelope: EventEnvelope, now: datetime) -> Received:
         """One run for the event, named by the event's identity."""
-        team = stored.spec.team
         run_id = envelope.run_id()
         settled = self._exists_or_limited(stored, run_id, now)
         if settled is not None:
@@ -102,24 +102,15 @@ class EventIntake:
         if envelope.size > MAX_EVENT_PAYLOAD_BYTES:
             # Kept before the run exists, so a run never points at an event that is not there.
             self.jobs.keep_event(envelope.job, run_id, dict(envelope.event), expires_at=now + stored.spec.run_retention)
-        message = RunMessage(
-            job=envelope.job,
-            team=team,
-            run_id=run_id,
-            scheduled_at=instant_text(envelope.time),
-            # The event's time: the run's lateness is then its event-to-start latency.
-            fire_at=instant_text(envelope.time),
-            spec_version=stored.version,
-            trigger="event",
-            correlation_id=f"{envelope.job}/{run_id}",
-            payload_override=envelope.payload(trigger.kind, events_ref=run_events_path(envelope.job, run_id)),
-            trigger_detail=envelope.trigger_detail(trigger.kind),
+        message = _event_run(
+            stored,
+            run_id,
+            instant=envelope.time,
+            fire_at=envelope.time,  # the run's lateness is then its event-to-start latency
+            detail=envelope.trigger_detail(trigger.kind),
+            payload=envelope.payload(trigger.kind, events_ref=run_events_path(envelope.job, run_id)),
         )
-        created = self._create(stored, message, now)
-        if created is None:  # the same event, delivered twice at once: the other delivery created it
-            return Received("duplicate", run_id=run_id, team=team)
-        self.queues.send(stored.spec.priority, [(message, timedelta(0))])
-        return Received("started", run_id=run_id, team=team)
+        return self._start(stored, message, now)  # a duplicate: the same event, delivered twice at once
 
     def _after(self, stored: StoredJob, trigger: JobTrigger, envelope: EventEnvelope, now: datetime) -> Received:
         """An upstream run finished: the downstream run for its logical instant, once (for all-of, once every
@@ -155,22 +146,11 @@ class EventIntake:
                 for name, run in sorted(upstreams.items())
             ],
         }
-        message = RunMessage(
-            job=envelope.job,
-            team=team,
-            run_id=run_id,
-            scheduled_at=instant_text(instant),  # the upstream's logical instant
-            fire_at=instant_text(envelope.time),  # lateness: from the upstream's finish to this start
-            spec_version=stored.version,
-            trigger="event",
-            correlation_id=f"{envelope.job}/{run_id}",
-            payload_override={"trigger": shown},
-            trigger_detail=shown,
+        # The upstream's logical instant; lateness counts from the upstream's finish (the event's time).
+        message = _event_run(
+            stored, run_id, instant=instant, fire_at=envelope.time, detail=shown, payload={"trigger": shown}
         )
-        if self._create(stored, message, now) is None:  # two upstream finishes at once: the other created it
-            return Received("duplicate", run_id=run_id, team=team)
-        self.queues.send(stored.spec.priority, [(message, timedelta(0))])
-        return Received("started", run_id=run_id, team=team)
+        return self._start(stored, message, now)  # a duplicate: two upstream finishes at once
 
     def _upstream_run(self, stored: StoredJob, after: AfterTrigger, detail: dict[str, Any]) -> Run | Received:
         """The upstream run a Run Finished names, read back; or why it may not start this job's run."""
@@ -232,13 +212,13 @@ class EventIntake:
             self._send_batch_run(stored, trigger, replaced, now)  # its starter died before sending
         if started.run_id != run_id:
             return started  # another call started it, and sends its run
-        limit = stored.spec.concurrency.max_runs_per_minute
-        if not self.jobs.count_event_run(job, now=now, limit=limit):
+        refused = self._over_limit(stored, now)
+        if refused is not None:
             # No run for this batch: closed, so that no event waits in it. An event another intake added in
             # the moment before the close still gets the run (one over the limit, never an event lost).
             if self.jobs.close_batch(job, fingerprint, started.number):
                 self._send_batch_run(stored, trigger, started, now)
-            return _dropped("rate_limited", f"{limit} runs already started by events this minute", stored.spec.team)
+            return refused
         self._send_batch_run(stored, trigger, started, now)
         return started
 
@@ -248,16 +228,12 @@ class EventIntake:
         """Create the batch's run (once) and send it, to start when the window has passed (or now, when full)."""
         assert trigger.batch is not None
         window_end = batch.opened_at + trigger.batch.window
-        message = RunMessage(
-            job=batch.job,
-            team=stored.spec.team,
-            run_id=batch.run_id,
-            scheduled_at=instant_text(batch.opened_at),
-            fire_at=instant_text(min(now, window_end) if at_once else window_end),
-            spec_version=stored.version,
-            trigger="event",
-            correlation_id=f"{batch.job}/{batch.run_id}",
-            trigger_detail={
+        message = _event_run(
+            stored,
+            batch.run_id,
+            instant=batch.opened_at,
+            fire_at=min(now, window_end) if at_once else window_end,
+            detail={
                 "kind": trigger.kind,
                 "batch": {
                     "number": batch.number,
@@ -280,10 +256,22 @@ class EventIntake:
         existing = self.runs.get(stored.spec.key, run_id)
         if existing is not None:
             return self._again(stored, existing.to_message(), existing.status)
+        return self._over_limit(stored, now)
+
+    def _over_limit(self, stored: StoredJob, now: datetime) -> Received | None:
+        """Counts one more run started by events this minute; the drop when that passes the job's limit."""
         limit = stored.spec.concurrency.max_runs_per_minute
-        if not self.jobs.count_event_run(stored.spec.key, now=now, limit=limit):
-            return _dropped("rate_limited", f"{limit} runs already started by events this minute", stored.spec.team)
-        return None
+        if self.jobs.count_event_run(stored.spec.key, now=now, limit=limit):
+            return None
+        return _dropped("rate_limited", f"{limit} runs already started by events this minute", stored.spec.team)
+
+    def _start(self, stored: StoredJob, message: RunMessage, now: datetime) -> Received:
+        """Create the run and send it; a duplicate if another delivery created it first."""
+        team = stored.spec.team
+        if self._create(stored, message, now) is None:
+            return Received("duplicate", run_id=message.run_id, team=team)
+        self.queues.send(stored.spec.priority, [(message, timedelta(0))])
+        return Received("started", run_id=message.run_id, team=team)
 
     def _create(self, stored: StoredJob, message: RunMessage, now: datetime) -> Run | None:
         """The run SCHEDULED, once (None: it exists already)."""
@@ -324,6 +312,31 @@ class EventIntake:
         return None
 
 
+def _event_run(
+    stored: StoredJob,
+    run_id: str,
+    *,
+    instant: datetime,
+    fire_at: datetime,
+    detail: dict[str, Any],
+    payload: dict[str, Any] | None = None,
+) -> RunMessage:
+    """The message of a run an event (or a batch, or an upstream's finish) starts."""
+    job = stored.spec.key
+    return RunMessage(
+        job=job,
+        team=stored.spec.team,
+        run_id=run_id,
+        scheduled_at=instant_text(instant),
+        fire_at=instant_text(fire_at),
+        spec_version=stored.version,
+        trigger="event",
+        correlation_id=f"{job}/{run_id}",
+        payload_override=payload,
+        trigger_detail=detail,
+    )
+
+
 def _current_trigger(stored: StoredJob, fingerprint: str) -> JobTrigger | None:
     return next((t for t in stored.spec.triggers if trigger_fingerprint(t) == fingerprint), None)
 
@@ -348,10 +361,9 @@ def _dropped(reason: DropReason, detail: str, team: str | None = None) -> Receiv
 def run_events(store: EventBatchesPort, run: Run) -> list[dict[str, Any]] | None:
     """The events that started ``run``, whole: a batch's entries, the event kept because it was large, or
     the one in the run's payload (None: the run was not started by an event)."""
-    detail = run.trigger_detail or {}
-    batch = detail.get("batch")
-    if isinstance(batch, dict):
-        return [e.entry for e in store.batch_events(run.job, str(batch["trigger"]), int(str(batch["number"])))]
+    batch = batch_named(run.trigger_detail)
+    if batch is not None:
+        return [event.entry for event in store.batch_events(run.job, *batch)]
     if run.trigger != "event":
         return None
     kept = store.kept_event(run.job, run.run_id)

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pydantic import JsonValue
 
 from jobsched.core.errors import WorkflowsNotConfigured
-from jobsched.core.events import batch_payload, run_events_path
+from jobsched.core.events import batch_named, batch_payload, run_events_path
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
@@ -174,12 +174,12 @@ class Worker:
     def _payload(self, message: RunMessage) -> JsonValue:
         """What the target receives besides its own payload: a batched run's events, read once its batch is
         closed (nothing is added to it after), so every attempt of the run receives the same list."""
-        detail = message.trigger_detail or {}
-        batch = detail.get("batch")
-        if not isinstance(batch, dict) or self.batches is None:
+        batch = batch_named(message.trigger_detail)
+        if batch is None or self.batches is None:
             return message.payload_override
-        events = self.batches.close_batch(message.job, str(batch["trigger"]), int(str(batch["number"])))
-        return batch_payload(dict(detail), events, events_ref=run_events_path(message.job, message.run_id))
+        events = self.batches.close_batch(message.job, *batch)
+        detail = dict(message.trigger_detail or {})
+        return batch_payload(detail, events, events_ref=run_events_path(message.job, message.run_id))
 
     def _claim(self, message: RunMessage, stored: StoredJob, now: datetime) -> Run | Outcome:
         """Slots, then the claim. A DAG job's claimed run is handed to its state machine here (it executes no

@@ -8,6 +8,7 @@ behind shows nothing. Another team's downstream is shown by name only: its runs 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from jobsched.core.records import Run, StoredJob
@@ -60,3 +61,30 @@ def dependencies(store: RegistryPort, runs: RunsPort, stored: StoredJob) -> tupl
         own = downstream.split("/", 1)[0] == team
         downstreams.append(Dependency(downstream, describe(naming[0]), True, last_run(downstream) if own else None))
     return upstreams, downstreams
+
+
+def cycle_through(
+    job: str, upstreams: Iterable[str], upstreams_of: Callable[[str], Iterable[str]], *, limit: int
+) -> list[str] | None:
+    """``[job, u1, ..., job]`` when ``job``, running after ``upstreams``, would run after itself through the
+    after triggers ``upstreams_of`` tells (breadth first, without recursion, at most ``limit`` jobs looked at)."""
+    came_from: dict[str, str | None] = {}
+    queue: list[str] = []
+    for upstream in upstreams:
+        if upstream == job:
+            return [job, job]
+        if upstream not in came_from:
+            came_from[upstream] = None
+            queue.append(upstream)
+    while queue and len(came_from) <= limit:
+        current = queue.pop(0)
+        for upstream in upstreams_of(current):
+            if upstream == job:
+                chain = [current]
+                while (previous := came_from[chain[-1]]) is not None:
+                    chain.append(previous)
+                return [job, *reversed(chain), job]
+            if upstream not in came_from:
+                came_from[upstream] = current
+                queue.append(upstream)
+    return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from jobsched.core.errors import FieldError, SpecError, TriggerRefused, WorkflowsNotConfigured
@@ -9,6 +11,7 @@ from jobsched.core.events import trigger_fingerprint
 from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
 from jobsched.core.spec import JobSpec, JobTrigger
 from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort, TriggerRulesPort
+from jobsched.registry.dependencies import cycle_through
 from jobsched.schedule.fires import first_fire, next_fire, schedule_of
 from jobsched.tenancy.quotas import QuotaExceeded
 
@@ -47,12 +50,10 @@ def put_job(
         raise
     if rules is not None and current is not None:
         rules.remove(spec.key, _only_in(current.spec.triggers, spec.triggers))
-    _link_upstreams(store, spec.key, before=_upstreams(current.spec) if current else set(), after=_upstreams(spec))
+    _link_upstreams(
+        store, spec.key, before=set(current.spec.upstreams()) if current else set(), after=set(spec.upstreams())
+    )
     return stored, created
-
-
-def _upstreams(spec: JobSpec) -> set[str]:
-    return {upstream for trigger in spec.triggers if trigger.after for upstream in trigger.after.upstreams}
 
 
 def _link_upstreams(store: RegistryPort, job: str, *, before: set[str], after: set[str]) -> None:
@@ -73,37 +74,58 @@ def check_dependencies(store: JobsPort, spec: JobSpec, *, now: datetime) -> None
     """Every upstream of the job's after triggers exists, is the team's or shares with it, and does not run
     (through its own after triggers) after this job: a cycle would start nothing ever, or loop. An all-of
     trigger whose scheduled upstreams share no logical instant would never start a run either."""
+
+    @functools.cache
+    def get(job: str) -> StoredJob | None:  # each job read once, however many paths reach it
+        return store.get(job)
+
+    def upstreams_of(job: str) -> list[str]:
+        found = get(job)
+        return found.spec.upstreams() if found is not None else []
+
     errors: list[FieldError] = []
     for index, trigger in enumerate(spec.triggers):
         if trigger.after is None:
             continue
         form = "all" if trigger.after.all else "any" if trigger.after.any else "job"
         if trigger.after.needs_all:
-            never = _never_lines_up(store, trigger.after.upstreams, now)
+            never = _never_lines_up(get, trigger.after.upstreams, now)
             if never is not None:
                 errors.append(FieldError(f"triggers[{index}].after.all", "never_lines_up", never))
         for position, upstream in enumerate(trigger.after.upstreams):
             path = f"triggers[{index}].after.{form}" + (f"[{position}]" if form != "job" else "")
-            found = store.get(upstream) if upstream != spec.key else None
-            cycle = [spec.key, spec.key] if upstream == spec.key else _path_to(store, upstream, spec.key)
-            if cycle:
-                errors.append(FieldError(path, "dependency_cycle", "a cycle: " + " runs after ".join(cycle)))
-            elif found is None:
-                errors.append(FieldError(path, "unknown_job", f"no job {upstream}: register it first"))
-            elif found.spec.team != spec.team and spec.team not in found.spec.share_with:
-                errors.append(
-                    FieldError(path, "not_shared", f"{upstream} does not list team {spec.team} in its share_with")
-                )
+            problem = _upstream_problem(spec, upstream, path, get, upstreams_of)
+            if problem is not None:
+                errors.append(problem)
     if errors:
         raise SpecError(errors)
 
 
-def _never_lines_up(store: JobsPort, upstreams: list[str], now: datetime) -> str | None:
+def _upstream_problem(
+    spec: JobSpec,
+    upstream: str,
+    path: str,
+    get: Callable[[str], StoredJob | None],
+    upstreams_of: Callable[[str], list[str]],
+) -> FieldError | None:
+    """Why ``spec`` may not run after ``upstream``: a cycle, no such job, or another team's not shared."""
+    cycle = cycle_through(spec.key, [upstream], upstreams_of, limit=MAX_DEPENDENCY_WALK)
+    if cycle:
+        return FieldError(path, "dependency_cycle", "a cycle: " + " runs after ".join(cycle))
+    found = get(upstream)
+    if found is None:
+        return FieldError(path, "unknown_job", f"no job {upstream}: register it first")
+    if found.spec.team != spec.team and spec.team not in found.spec.share_with:
+        return FieldError(path, "not_shared", f"{upstream} does not list team {spec.team} in its share_with")
+    return None
+
+
+def _never_lines_up(get: Callable[[str], StoredJob | None], upstreams: list[str], now: datetime) -> str | None:
     """Why scheduled upstreams can never finish runs for one logical instant (None: they can, or some are not
     scheduled, whose instants nobody can foretell). Bounded: each upstream's next instants, at most a year's."""
     instants: dict[str, set[datetime]] = {}
     for upstream in upstreams:
-        stored = store.get(upstream)
+        stored = get(upstream)
         schedule = schedule_of(stored) if stored is not None else None
         if schedule is None:
             return None
@@ -115,26 +137,6 @@ def _never_lines_up(store: JobsPort, upstreams: list[str], now: datetime) -> str
     return (
         f"{' and '.join(upstreams)} share no logical instant in their next runs: a run after all of them never starts"
     )
-
-
-def _path_to(store: JobsPort, start: str, target: str) -> list[str] | None:
-    """``target`` and the chain of after triggers leading from ``start`` back to it, if there is one."""
-    came_from: dict[str, str | None] = {start: None}
-    queue = [start]
-    while queue and len(came_from) <= MAX_DEPENDENCY_WALK:
-        job = queue.pop(0)
-        stored = store.get(job)
-        for trigger in stored.spec.triggers if stored is not None else []:
-            for upstream in trigger.after.upstreams if trigger.after is not None else []:
-                if upstream == target:
-                    chain = [job]
-                    while (previous := came_from[chain[-1]]) is not None:
-                        chain.append(previous)
-                    return [target, *reversed(chain), target]
-                if upstream not in came_from:
-                    came_from[upstream] = job
-                    queue.append(upstream)
-    return None
 
 
 def _check_admissible(store: RegistryPort, spec: JobSpec, current: StoredJob | None, expected: int | None) -> None:
@@ -200,7 +202,7 @@ def delete_job(
         dags.remove(stored.key)
     if stored.spec.triggers and rules is not None:
         rules.remove(stored.key, stored.spec.triggers)
-    _link_upstreams(store, stored.key, before=_upstreams(stored.spec), after=set())
+    _link_upstreams(store, stored.key, before=set(stored.spec.upstreams()), after=set())
 
 
 def _store_job(

@@ -23,6 +23,7 @@ from jobsched.core.durations import Duration, format_duration
 from jobsched.core.errors import SpecError
 from jobsched.core.expressions import CronExpression
 from jobsched.core.spec import JobSpec, StrictModel
+from jobsched.registry.dependencies import cycle_through
 from jobsched.registry.jobfile import find_job_files, parse_document, validate_document
 from jobsched.schedule.engine import CompiledSchedule, ScheduleTooExpensive
 from jobsched.schedule.fires import preview_schedule
@@ -403,15 +404,14 @@ def _herds(jobs: list[_Job], policy: LintPolicy, now: datetime) -> list[Finding]
 def _dependency_cycles(jobs: list[_Job]) -> list[Finding]:
     """Jobs of these files that run after each other in a circle (PUT refuses the job that closes it)."""
     by_key = {job.spec.key: job for job in jobs}
-    upstreams = {
-        key: [u for trigger in job.spec.triggers if trigger.after for u in trigger.after.upstreams if u in by_key]
-        for key, job in by_key.items()
-    }
+    upstreams = {key: [u for u in job.spec.upstreams() if u in by_key] for key, job in by_key.items()}
     found: list[Finding] = []
     reported: set[str] = set()
     for start in by_key:
-        chain = _cycle_from(start, upstreams)
-        if chain is None or start in reported:
+        if start in reported:
+            continue
+        chain = cycle_through(start, upstreams[start], lambda job: upstreams.get(job, []), limit=len(by_key))
+        if chain is None:
             continue
         reported.update(chain)
         for key in dict.fromkeys(chain):
@@ -426,22 +426,3 @@ def _dependency_cycles(jobs: list[_Job]) -> list[Finding]:
                 )
             )
     return found
-
-
-def _cycle_from(start: str, upstreams: dict[str, list[str]]) -> list[str] | None:
-    """``start`` and the after triggers leading back to it, if there is such a chain (breadth first, without
-    recursion: a long chain of files cannot exhaust the stack)."""
-    came_from: dict[str, str] = {}
-    queue = [start]
-    while queue:
-        job = queue.pop(0)
-        for upstream in upstreams.get(job, []):
-            if upstream == start:
-                chain = [job]
-                while chain[-1] != start:
-                    chain.append(came_from[chain[-1]])
-                return [start, *reversed(chain[:-1]), start] if len(chain) > 1 else [start, start]
-            if upstream not in came_from and upstream != start:
-                came_from[upstream] = job
-                queue.append(upstream)
-    return None

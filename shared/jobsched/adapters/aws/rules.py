@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client
 from jobsched.core.errors import TriggerRefused
-from jobsched.core.events import envelope_template, rule_name, rule_pattern, trigger_bus
+from jobsched.core.events import envelope_template, rule_field, rule_name, rule_pattern, trigger_bus
 from jobsched.core.names import JOB_TAG, OWNER_TAG, PROJECT
 from jobsched.core.spec import DEFAULT_BUS, JobTrigger
 
@@ -90,7 +90,7 @@ class TriggerRules:
 def _refusal(error: ClientError, index: int, trigger: JobTrigger, bus: str) -> Exception:
     code = str(error.response.get("Error", {}).get("Code", ""))
     message = str(error.response.get("Error", {}).get("Message", error))
-    field = {"event": "event.bus", "s3": "s3", "after": "after"}[trigger.kind]
+    field = rule_field(trigger)
     if code == "InvalidEventPatternException":
         return TriggerRefused(
             index, "event.pattern" if trigger.event is not None else "s3", "invalid_event_pattern", message

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.errors import TriggerRefused
-from jobsched.core.events import RULES_PER_BUS, envelope_template, rule_name, rule_pattern, trigger_bus
+from jobsched.core.events import RULES_PER_BUS, envelope_template, rule_field, rule_name, rule_pattern, trigger_bus
 from jobsched.core.spec import DEFAULT_BUS, JobTrigger
 
 
@@ -31,7 +31,7 @@ class MemoryRules:
     def deploy(self, job: str, team: str, triggers: Sequence[tuple[int, JobTrigger]]) -> None:
         for index, trigger in triggers:
             name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger, self.runs_bus)
-            where = {"event": "event.bus", "s3": "s3", "after": "after"}[trigger.kind]
+            where = rule_field(trigger)
             if bus not in self.buses:
                 raise TriggerRefused(index, where, "event_bus_not_found", f"event bus '{bus}' does not exist")
             if (bus, name) not in self.rules and self.rules_on_bus(bus) >= self.rules_per_bus:
