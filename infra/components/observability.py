@@ -230,6 +230,12 @@ class Observability(Construct):
             description="Run Finished events EventBridge did not take: consumers of the runs bus miss them",
         )
         self._alarm(
+            "WaitTimeouts",
+            signal("WaitTimeouts", "Sum", FIVE_MINUTES),
+            0,
+            description="runs or DAG tasks waited for their data (wait_for) until their timeout: data is late",
+        )
+        self._alarm(
             "DuplicateExecutions",
             signal("RunsByOutcome", "Sum", FIVE_MINUTES, outcome="duplicate_execution"),
             0,
@@ -371,6 +377,11 @@ class Observability(Construct):
             cloudwatch.GraphWidget(
                 title="Event-to-start latency p50 / p99 (s)",
                 left=[signal("EventStartLatencySeconds", stat, FIVE_MINUTES) for stat in ("p50", "p99")],
+            ),
+            cloudwatch.GraphWidget(
+                title="Waits for data: begun and timed out / wait p50, p95 (s)",
+                left=[signal("WaitsBegun", "Sum", FIVE_MINUTES), signal("WaitTimeouts", "Sum", FIVE_MINUTES)],
+                right=[signal("WaitSeconds", stat, FIVE_MINUTES) for stat in ("p50", "p95")],
             ),
             cloudwatch.GraphWidget(
                 title="DLQ depth",

@@ -668,15 +668,17 @@ class LocalRuntime:
         """EventBridge keeps rules across outages; moto's died with the process: put back each stored job's."""
         from jobsched.core.names import JobsKeys, Settings
         from jobsched.core.records import StoredJob
+        from jobsched.core.waits import job_rules
         from jobsched.wiring import build_rules
 
         rules = build_rules(Settings.from_env())
         if rules is None:
             return
         specs = [StoredJob.from_values(values).spec for values in jobs if values[JobsKeys.SK] == JobsKeys.SPEC]
-        with_triggers = [spec for spec in specs if spec.triggers]
-        for spec in with_triggers:
-            rules.deploy(spec.key, spec.team, list(enumerate(spec.triggers)))
+        with_triggers = [(spec, job_rules(spec)) for spec in specs]
+        with_triggers = [(spec, needed) for spec, needed in with_triggers if needed]
+        for spec, needed in with_triggers:
+            rules.deploy(spec.key, spec.team, needed)
         if with_triggers:
             log.info("trigger rules put back for %d jobs", len(with_triggers))
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch
+from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch, TriggerRule
 from jobsched.core.limits import TeamLimits
 from jobsched.core.messages import WorkMessage
 from jobsched.core.records import (
@@ -36,9 +36,10 @@ from jobsched.core.records import (
     StoredJob,
     TargetResult,
     TaskState,
+    Waiting,
 )
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, TaskStatus
-from jobsched.core.spec import JobSpec, JobTrigger
+from jobsched.core.spec import JobSpec
 
 
 class JobsPort(Protocol):
@@ -202,7 +203,22 @@ class EventBatchesPort(Protocol):
     def kept_event(self, job: str, run_id: str) -> dict[str, Any] | None: ...
 
 
-class EventIntakeStorePort(JobsPort, EventBatchesPort, Protocol):
+class DataChecksPort(Protocol):
+    """Whether an object a run waits for is there, read as the team (NotOwned: the bucket is not the team's)."""
+
+    def object_exists(self, team: str, bucket: str, key: str) -> bool: ...
+
+
+class WaitersPort(Protocol):
+    """Per job, its runs and DAG tasks waiting for data (``waiter``: a run id, or run id#task), each with the
+    work-queue message that wakes it. A hint, as a reverse edge is: the worker checks the run's own record."""
+
+    def add_waiter(self, job: str, waiter: str, message: str, *, expires_at: datetime) -> None: ...
+    def waiters(self, job: str, *, limit: int) -> dict[str, str]: ...
+    def drop_waiter(self, job: str, waiter: str) -> None: ...
+
+
+class EventIntakeStorePort(JobsPort, EventBatchesPort, WaitersPort, Protocol):
     """Jobs, per job the minute window of runs its events started (``max_runs_per_minute``), batches, and the
     upstream runs an all-of after trigger has seen per logical instant."""
 
@@ -216,13 +232,14 @@ class EventIntakeStorePort(JobsPort, EventBatchesPort, Protocol):
 
 
 class TriggerRulesPort(Protocol):
-    """Each event or s3 trigger of a job as an EventBridge rule that delivers its matches to the intake queue.
+    """Each trigger of a job (and each wait it can be woken from) as an EventBridge rule that delivers its
+    matches to the intake queue.
 
     ``deploy`` is idempotent (a rule is named by its job and its trigger's content); ``remove`` deletes the
     rules of the given triggers and ignores rules already gone. ``TriggerRefused`` names the trigger at fault."""
 
-    def deploy(self, job: str, team: str, triggers: Sequence[tuple[int, JobTrigger]]) -> None: ...
-    def remove(self, job: str, triggers: Sequence[JobTrigger]) -> None: ...
+    def deploy(self, job: str, team: str, rules: Sequence[TriggerRule]) -> None: ...
+    def remove(self, job: str, rules: Sequence[TriggerRule]) -> None: ...
     def rules_on_bus(self, bus: str) -> int: ...
 
 
@@ -245,6 +262,10 @@ class RunsPort(Protocol):
         reason: str | None = None,
         deadline: timedelta | None = None,
     ) -> Run | None: ...
+    def wait(
+        self, message: RunMessage, waiting: Waiting, *, now: datetime, retention: timedelta, deadline: timedelta | None
+    ) -> Run: ...
+    def succeeded_between(self, job: str, first: datetime, last: datetime) -> str | None: ...
     def claim_attempt(self, job: str, run_id: str, claim: AttemptClaim) -> Run: ...
     def to_retrying(
         self, job: str, run_id: str, *, attempt: int, now: datetime, next_attempt_at: datetime, error: str, wake: bool

@@ -8,6 +8,7 @@ from datetime import datetime
 from functools import cache
 
 from jobsched.adapters.aws.clients import client
+from jobsched.adapters.aws.data_checks import S3DataChecks
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.adapters.aws.notify import Notifier
@@ -38,7 +39,7 @@ from jobsched.ports import RunLogsPort
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.watch.heartbeat import HeartbeatChecker
-from jobsched.watch.observability import run_finished, run_retried
+from jobsched.watch.observability import run_finished, run_retried, wait_ended
 from jobsched.watch.signals import emit
 
 
@@ -161,6 +162,9 @@ def build_worker(
         targets=targets or build_targets(settings),
         clock=clock,
         workflows=build_workflows(settings),
+        checks=S3DataChecks(team_sessions(settings.target_role_arn), build_guard(settings)),
+        waiters=jobs,
+        wait_signal=wait_ended,
     )
 
 

@@ -17,7 +17,7 @@ from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.adapters.memory.queues import MemoryWorkQueues
 from jobsched.adapters.memory.rules import MemoryRules
 from jobsched.core.errors import SpecError
-from jobsched.core.events import EventEnvelope, envelope_template, trigger_fingerprint
+from jobsched.core.events import EventEnvelope, TriggerRule, envelope_template, trigger_fingerprint
 from jobsched.core.runs import RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.intake import EventIntake
@@ -217,7 +217,7 @@ def test_a_changed_trigger_replaces_its_rule_and_events_of_the_old_rule_are_drop
     put_job(stack.jobs, changed, now=T0 + timedelta(seconds=1), principal="test", rules=stack.rules)
     (new_rule,) = stack.rules.rules.values()
     assert new_rule.name != old_rule.name and new_rule.pattern == {"source": ["com.acme.billing"]}
-    assert new_rule.template == envelope_template("data/load", changed.triggers[0])
+    assert new_rule.template == envelope_template("data/load", TriggerRule(changed.triggers[0], "triggers[0]"))
     dropped = stack.intake.receive(old_envelope, now=T0 + timedelta(seconds=2))
     assert (dropped.action, dropped.reason) == ("dropped", "stale_rule")
 

@@ -191,6 +191,8 @@ class RunView(BaseModel):
     error: str | None = None
     output: str | None = None
     reason: str | None = None
+    waiting_for: list[str] | None = Field(default=None, description="WAITING runs: the wait_for conditions not met")
+    wait_started_at: str | None = Field(default=None, description="runs that waited for data: when the wait began")
     correlation_id: str
     callback_token: str | None = Field(default=None, description="for RUNNING callback runs: report with it")
     tasks: list[TaskView] | None = Field(default=None, description="DAG runs: every task, in dependency order")

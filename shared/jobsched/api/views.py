@@ -88,6 +88,8 @@ def run_view(run: Run, token: str | None) -> RunView:
         error=run.error,
         output=run.output,
         reason=run.reason,
+        waiting_for=run.waiting_for if run.status is RunStatus.WAITING else None,
+        wait_started_at=instant_text(run.wait_started_at) if run.wait_started_at else None,
         correlation_id=run.correlation_id,
         callback_token=token,
         logs=f"/teams/{team}/jobs/{name}/runs/{run.run_id}/logs",

@@ -209,9 +209,10 @@ class TriggerRefused(Exception):
     """EventBridge would not take a trigger's rule (its pattern, its bus, the bus's rule quota): a 422 on the
     trigger's field, raised before the job is stored."""
 
-    def __init__(self, index: int, field: str, code: str, message: str) -> None:
+    def __init__(self, where: int | str, field: str, code: str, message: str) -> None:
         super().__init__(message)
-        self.error = FieldError(f"triggers[{index}].{field}" if field else f"triggers[{index}]", code, message)
+        path = f"triggers[{where}]" if isinstance(where, int) else where  # a trigger's index, or a field's path
+        self.error = FieldError(f"{path}.{field}" if field else path, code, message)
 
 
 class ChannelRefused(RuntimeError):

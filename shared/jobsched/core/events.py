@@ -46,13 +46,36 @@ def trigger_fingerprint(trigger: JobTrigger) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+WAKE_PREFIX = "wake-"  # a rule (and its envelopes) that wakes waiting runs instead of starting one
+
+
+@dataclass(frozen=True)
+class TriggerRule:
+    """One EventBridge rule a job needs: a trigger that starts runs, or one that wakes its waiting runs."""
+
+    trigger: JobTrigger
+    path: str  # the field a refusal of the rule is about: triggers[i], or wait_for
+    wake: bool = False
+
+    @property
+    def fingerprint(self) -> str:
+        return (WAKE_PREFIX if self.wake else "") + trigger_fingerprint(self.trigger)
+
+    @property
+    def field(self) -> str:
+        """The field under ``path`` EventBridge's refusal of the rule (a missing bus, a full one) is about."""
+        if self.wake:
+            return "s3" if self.trigger.s3 is not None else "job"
+        return rule_field(self.trigger)
+
+
 def job_rule_prefix(stage: str, job: str) -> str:
     """Every rule of one job starts with this (EventBridge rule names: at most 64 of [.-_A-Za-z0-9])."""
     return f"jobsched-{stage}-{hashlib.sha256(job.encode()).hexdigest()[:RULE_PREFIX_HASH]}-"
 
 
-def rule_name(stage: str, job: str, trigger: JobTrigger) -> str:
-    return job_rule_prefix(stage, job) + trigger_fingerprint(trigger)
+def rule_name(stage: str, job: str, rule: TriggerRule) -> str:
+    return job_rule_prefix(stage, job) + rule.fingerprint
 
 
 def trigger_bus(trigger: JobTrigger, runs_bus: str = DEFAULT_BUS) -> str:
@@ -127,9 +150,9 @@ def s3_key_matches(s3: S3Trigger, bucket: str, key: str) -> bool:
     return len(key) >= len(s3.prefix) + len(s3.suffix)  # a wildcard's prefix and suffix do not overlap
 
 
-def envelope_template(job: str, trigger: JobTrigger) -> str:
+def envelope_template(job: str, rule: TriggerRule) -> str:
     """The rule target's InputTemplate: the whole matched event inside an envelope naming job and trigger."""
-    header = json.dumps({"job": job, "trigger": trigger_fingerprint(trigger)}, separators=(",", ":"))
+    header = json.dumps({"job": job, "trigger": rule.fingerprint}, separators=(",", ":"))
     return '{"jobsched":' + header + ',"event":<aws.events.event.json>}'
 
 

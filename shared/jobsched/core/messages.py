@@ -28,6 +28,7 @@ class DagTaskMessage(BaseModel):
     task: str
     retry_count: int = Field(ge=0, default=0)
     token: str
+    woken: bool = False  # sent by an event that may meet its wait_for: checked once, never re-sent
 
     @property
     def attempt(self) -> int:

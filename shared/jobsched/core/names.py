@@ -111,6 +111,9 @@ class JobsKeys:
     DOWNSTREAM_PREFIX = "DOWNSTREAM#"  # a job that runs after this one: pk upstream, sk "DOWNSTREAM#{team/name}"
     UPSTREAM_ATTRIBUTE = "up:"
     KEPT_EVENT_PREFIX = "KEPTEVENT#"  # an event too large for its run's payload: sk "KEPTEVENT#{run_id}"
+    # A run (or DAG task) waiting for data: sk "WAITER#{run_id}" or "WAITER#{run_id}#{task}", holding the message
+    # the intake sends when an event may meet its wait (expires when the wait would have timed out).
+    WAITER_PREFIX = "WAITER#"
 
     @staticmethod
     def batch(trigger: str) -> str:

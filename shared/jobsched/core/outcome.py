@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
+from jobsched.core.messages import DagTaskMessage
 from jobsched.core.records import Run
 from jobsched.core.runs import RunMessage
 
@@ -33,4 +34,4 @@ class Outcome:
     run: Run | None = None
     lateness: timedelta | None = None
     priority: str = "normal"  # the job's priority class, for metrics
-    resend: RunMessage | None = None  # what goes back on the queue for ``wait`` (default: the message itself)
+    resend: RunMessage | DagTaskMessage | None = None  # what goes back on the queue for ``wait`` (default: the message)

@@ -246,6 +246,8 @@ class Run:
     attempt_base: int = 0
     trigger_detail: dict[str, Any] | None = None  # event runs: the event that started it (kind, id, source...)
     payload: Any = None  # what a manual trigger or an event passed to the target, instead of the job's payload
+    waiting_for: list[str] | None = None  # a WAITING run: the conditions not yet met, as users read them
+    wait_started_at: datetime | None = None  # when it began waiting for its wait_for conditions
 
     @property
     def policy_attempt(self) -> int:
@@ -282,6 +284,8 @@ class Run:
             attempt_base=int(values.get("attempt_base", 0)),
             trigger_detail=values.get("trigger_detail"),
             payload=json.loads(values["payload"]) if values.get("payload") else None,
+            waiting_for=list(values["waiting_for"]) if values.get("waiting_for") else None,
+            wait_started_at=instant("wait_started_at"),
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:
@@ -334,6 +338,7 @@ class TaskState:
     lease_until: datetime | None = None
     error: str | None = None
     output: str | None = None
+    parked_at: datetime | None = None  # when it was first held (for its dependencies, or its data)
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> TaskState:
@@ -350,6 +355,7 @@ class TaskState:
             lease_until=instant("lease_until"),
             error=values.get("error"),
             output=values.get("output"),
+            parked_at=instant("parked_at"),
         )
 
 
@@ -513,6 +519,40 @@ def new_run_values(
     elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED, RunStatus.MISSED):
         values["finished_at"] = moment_text(now)
     return {name: value for name, value in values.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A run held WAITING: what it still waits for, since when, and until when (its wait's timeout)."""
+
+    reason: str
+    waiting_for: list[str]
+    since: datetime
+    until: datetime
+
+
+MAX_WAITING_SHOWN = 5
+MAX_WAIT_SCAN = 1000  # runs of an upstream read, newest first, looking for the one a job wait needs
+
+
+def succeeded_in(values: dict[str, Any], first: datetime, last: datetime) -> bool:
+    """A run record (as stored) that succeeded for a logical instant in [first, last]."""
+    if values.get("status") != RunStatus.SUCCEEDED.value or not values.get("scheduled_at"):
+        return False
+    return first <= parse_instant(str(values["scheduled_at"])) <= last
+
+
+def waiting_values(job: str, run_id: str, waiting: Waiting) -> dict[str, Any]:
+    """A WAITING run's attributes. It sits on the wakeups index at its wait's end, so the dispatcher sends it
+    then even if every poll message were lost (the worker then records the time-out)."""
+    return {
+        "status": RunStatus.WAITING.value,
+        "reason": truncate(waiting.reason),
+        "waiting_for": [str(truncate(item, 512)) for item in waiting.waiting_for[:MAX_WAITING_SHOWN]],
+        "next_attempt_at": instant_text(waiting.until),
+        RunsKeys.WAKE_SHARD: lease_shard(job, run_id),
+        RunsKeys.WAKE_AT: instant_text(waiting.until),
+    }
 
 
 def slots_to_evict(

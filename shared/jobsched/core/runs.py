@@ -42,6 +42,7 @@ class TaskStatus(StrEnum):
 
 class RunStatus(StrEnum):
     SCHEDULED = "SCHEDULED"  # created ahead of execution (manual triggers, backfills)
+    WAITING = "WAITING"  # waiting for its wait_for conditions (data, an upstream run), holding nothing
     RUNNING = "RUNNING"
     RETRYING = "RETRYING"  # between attempts
     SUCCEEDED = "SUCCEEDED"
@@ -112,6 +113,7 @@ class RunMessage(BaseModel):
     correlation_id: str = ""
     payload_override: JsonValue = None
     waiting_since: str | None = None  # set once the run's waiting record exists (re-sent waits skip the write)
+    woken: bool = False  # sent by an event that may meet its wait_for: checked once, never re-sent
     trigger_detail: dict[str, JsonValue] | None = None  # event runs: the event that started it (kind, id, source...)
 
     @classmethod

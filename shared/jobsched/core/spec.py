@@ -36,6 +36,7 @@ from jobsched.core.bounds import Instant, is_stored
 from jobsched.core.durations import Duration, format_duration
 from jobsched.core.event_patterns import pattern_problems
 from jobsched.core.expressions import CronExpression, ExpressionError, parse_expression
+from jobsched.core.templates import TemplateError, split_s3_uri
 from jobsched.core.tz import UTC, available_zones, suggest_zone
 from jobsched.core.urls import ParsedUrl, UrlRefused, never_reachable, parse_url
 
@@ -48,6 +49,8 @@ MIN_PARKED_HEARTBEAT = timedelta(minutes=3)  # the heartbeat checker ticks each 
 MAX_TRIGGERS = 5  # event and s3 triggers of one job (each is an EventBridge rule)
 MAX_BATCH_EVENTS = 500  # events one batched run receives
 MAX_UPSTREAMS = 10  # jobs one after trigger waits on
+MAX_WAIT_CONDITIONS = 5  # wait_for entries of a job or a DAG task (each is checked at every poll)
+MAX_WAIT_TIMEOUT = timedelta(days=2)
 # A batch's run is sent once, delayed by the window: SQS delays a message by at most 15 minutes.
 MAX_BATCH_WINDOW = timedelta(minutes=15)
 DEFAULT_BUS = "default"
@@ -654,6 +657,14 @@ class Escalation(StrictModel):
 # ---------------------------------------------------------------------------------------- triggers
 
 
+def _check_bucket(value: str) -> str:
+    if not _BUCKET.fullmatch(value) or ".." in value:
+        raise _fail(
+            "invalid_bucket", "'{value}' is not an S3 bucket name (3-63 characters a-z, 0-9, '.', '-')", value=value
+        )
+    return value
+
+
 class EventTrigger(StrictModel):
     """Runs start when an event on ``bus`` matches ``pattern`` (EventBridge's grammar; EventBridge matches)."""
 
@@ -697,11 +708,7 @@ class S3Trigger(StrictModel):
     @field_validator("bucket")
     @classmethod
     def _bucket(cls, value: str) -> str:
-        if not _BUCKET.fullmatch(value) or ".." in value:
-            raise _fail(
-                "invalid_bucket", "'{value}' is not an S3 bucket name (3-63 characters a-z, 0-9, '.', '-')", value=value
-            )
-        return value
+        return _check_bucket(value)
 
 
 class TriggerBatch(StrictModel):
@@ -782,6 +789,66 @@ class JobTrigger(StrictModel):
         return "event" if self.event is not None else "s3" if self.s3 is not None else "after"
 
 
+class WaitCondition(StrictModel):
+    """One condition a run waits on before it starts: an object in the team's bucket, or a run of a job."""
+
+    model_config = ConfigDict(
+        **StrictModel.model_config,
+        json_schema_extra={"oneOf": [{"required": ["s3"]}, {"required": ["job"]}]},
+    )
+
+    s3: str | None = Field(
+        default=None,
+        max_length=1100,
+        description="s3://bucket/key; the key may hold {logical_date} or {logical_date:%Y-%m-%d}",
+    )
+    job: JobRef | None = Field(default=None, description="a succeeded run of this job (team/name)")
+    within: Annotated[Duration, _bounded(timedelta(minutes=1), timedelta(days=31))] | None = Field(
+        default=None, description="job waits: the run's logical instant in [T - within, T] (default 24h)"
+    )
+
+    @field_validator("s3")
+    @classmethod
+    def _s3(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            bucket, _ = split_s3_uri(value)
+        except TemplateError as error:
+            raise _fail("invalid_s3_wait", "{message}", message=str(error)) from None
+        _check_bucket(bucket)
+        return value
+
+    @model_validator(mode="after")
+    def _one_form(self) -> WaitCondition:
+        if (self.s3 is None) == (self.job is None):
+            raise _fail("one_wait_form", "give exactly one of s3 (s3://bucket/key) or job (team/name)")
+        if self.s3 is not None and self.within is not None:
+            raise _fail("within_on_s3", "within applies to job waits; an s3 wait names its object by the date")
+        return self
+
+    @property
+    def window(self) -> timedelta:
+        return self.within or timedelta(hours=24)
+
+    @property
+    def bucket_and_key(self) -> tuple[str, str]:
+        assert self.s3 is not None
+        return split_s3_uri(self.s3)
+
+
+class WaitPolicy(StrictModel):
+    """How long a run waits for its ``wait_for`` conditions, and what it becomes when they are not met."""
+
+    timeout: Annotated[Duration, _bounded(timedelta(minutes=1), MAX_WAIT_TIMEOUT)] = timedelta(hours=1)
+    on_timeout: Literal["fail", "skip"] = Field(
+        default="fail", description="fail: FAILED, paged by the escalation; skip: recorded SKIPPED"
+    )
+
+
+WaitConditions = Annotated[list[WaitCondition], Field(max_length=MAX_WAIT_CONDITIONS)]
+
+
 # --------------------------------------------------------------------------------------------- DAG
 
 
@@ -806,9 +873,14 @@ class DagTask(StrictModel):
         default=None, description="callback tasks: fail the attempt when no heartbeat arrives for this long"
     )
     trigger_rule: Literal["all_success", "all_done"] = "all_success"
+    wait_for: WaitConditions = Field(
+        default_factory=list, description="conditions the task waits on once its dependencies have finished"
+    )
+    wait: WaitPolicy | None = Field(default=None, description="with wait_for: how long, and then what")
 
     @model_validator(mode="after")
     def _heartbeats(self) -> DagTask:
+        _check_wait_policy(self.wait_for, self.wait)
         if self.heartbeat_timeout is None:
             return self
         if self.target.type != "callback":
@@ -817,15 +889,20 @@ class DagTask(StrictModel):
                 "heartbeat_timeout applies to callback tasks (the worker itself runs {type} targets within timeout)",
                 type=self.target.type,
             )
-        if self.depends_on and self.heartbeat_timeout < MIN_PARKED_HEARTBEAT:
-            # While it waits for its dependencies the scheduler heartbeats the task once a minute.
+        if (self.depends_on or self.wait_for) and self.heartbeat_timeout < MIN_PARKED_HEARTBEAT:
+            # While it waits for its dependencies or its data the scheduler heartbeats the task once a minute.
             raise _fail(
                 "heartbeat_too_short",
-                "a task with depends_on needs heartbeat_timeout of at least {minimum} (got {value})",
+                "a task with depends_on or wait_for needs heartbeat_timeout of at least {minimum} (got {value})",
                 minimum=format_duration(MIN_PARKED_HEARTBEAT),
                 value=format_duration(self.heartbeat_timeout),
             )
         return self
+
+
+def _check_wait_policy(conditions: list[WaitCondition], policy: WaitPolicy | None) -> None:
+    if policy is not None and not conditions:
+        raise _fail("wait_without_wait_for", "wait says how long to wait for wait_for's conditions: give wait_for")
 
 
 class Dag(StrictModel):
@@ -953,6 +1030,10 @@ class JobSpec(StrictModel):
     deadline: Annotated[Duration, _bounded(timedelta(minutes=1), timedelta(days=31))] | None = None
     escalation: Escalation | None = None
     run_retention: Annotated[Duration, _bounded(timedelta(days=1), timedelta(days=400))] = timedelta(days=30)
+    wait_for: WaitConditions = Field(
+        default_factory=list, description="conditions a run waits on (WAITING, holding nothing) before it starts"
+    )
+    wait: WaitPolicy | None = Field(default=None, description="with wait_for: how long, and then what")
 
     @field_validator("tags")
     @classmethod
@@ -966,6 +1047,14 @@ class JobSpec(StrictModel):
     @classmethod
     def _one_kind_of_work(cls, data: Any, handler: ModelWrapValidatorHandler[JobSpec]) -> JobSpec:
         problems = []
+        if isinstance(data, dict) and data.get("wait") is not None and not data.get("wait_for"):
+            problems.append(
+                InitErrorDetails(
+                    type=_fail("wait_without_wait_for", "wait says how long to wait for wait_for's conditions"),
+                    loc=("wait",),
+                    input=data["wait"],
+                )
+            )
         if isinstance(data, dict) and (data.get("target") is None) == (data.get("dag") is None):
             problems.append(
                 InitErrorDetails(
@@ -998,9 +1087,17 @@ class JobSpec(StrictModel):
         return f"{self.team}/{self.name}"
 
     def upstreams(self) -> list[str]:
-        """The jobs this job runs after (every after trigger's upstreams, each once)."""
-        found = (upstream for trigger in self.triggers if trigger.after for upstream in trigger.after.upstreams)
+        """The jobs this job runs after or waits for (every after trigger's upstreams, every job wait), each once."""
+        found = [upstream for trigger in self.triggers if trigger.after for upstream in trigger.after.upstreams]
+        found += [condition.job for _, condition in self.wait_conditions() if condition.job is not None]
         return list(dict.fromkeys(found))
+
+    def wait_conditions(self) -> list[tuple[str, WaitCondition]]:
+        """(field path, condition) of every wait: the job's own, and each DAG task's."""
+        found = [(f"wait_for[{index}]", condition) for index, condition in enumerate(self.wait_for)]
+        for position, task in enumerate(self.dag.tasks if self.dag is not None else []):
+            found += [(f"dag.tasks[{position}].wait_for[{index}]", c) for index, c in enumerate(task.wait_for)]
+        return found
 
     def targets(self) -> list[tuple[str, Target]]:
         """(field path, target) of everything the job calls: its target, or each DAG task's."""

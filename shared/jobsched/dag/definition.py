@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.runs import TaskStatus
-from jobsched.core.spec import Dag, DagTask, JobSpec, RetryPolicy
+from jobsched.core.spec import Dag, DagTask, JobSpec, RetryPolicy, WaitPolicy
+from jobsched.core.waits import MAX_POLL
 
 STATE_MARGIN = timedelta(minutes=1)
 MAX_STATE_TIMEOUT = timedelta(days=365)  # Standard executions last at most a year
@@ -102,8 +103,16 @@ def attempt_timeout(task: DagTask) -> timedelta:
     return timeout
 
 
+def data_wait(task: DagTask) -> timedelta:
+    """The longest a task waits for its data (wait_for) once its dependencies are done, before its first attempt."""
+    if not task.wait_for:
+        return timedelta(0)
+    return (task.wait or WaitPolicy()).timeout + MAX_POLL
+
+
 def task_budget(spec: JobSpec, task: DagTask) -> timedelta:
-    """The longest a task can take: every attempt at its timeout, with the longest backoff between them."""
+    """The longest a task can take: its wait for data, then every attempt at its timeout, with the longest
+    backoff between them."""
     policy = task_retry(spec, task)
     waits = sum(
         (
@@ -112,7 +121,7 @@ def task_budget(spec: JobSpec, task: DagTask) -> timedelta:
         ),
         timedelta(0),
     )
-    return attempt_timeout(task) * policy.max_attempts + waits
+    return data_wait(task) + attempt_timeout(task) * policy.max_attempts + waits
 
 
 def ancestors_budget(spec: JobSpec) -> dict[str, timedelta]:
@@ -180,7 +189,7 @@ def _branch(spec: JobSpec, task: DagTask, queue_url: str, waiting: timedelta) ->
                 "token.$": "$$.Task.Token",
             },
         },
-        "TimeoutSeconds": _seconds(waiting + attempt_timeout(task) + STATE_MARGIN),
+        "TimeoutSeconds": _seconds(waiting + data_wait(task) + attempt_timeout(task) + STATE_MARGIN),
         "ResultPath": None,
         "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": failed}],
         "End": True,

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.messages import TASK_TERMINAL, DagTaskFailure, DagTaskMessage
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, StoredJob, TargetResult, TaskState
@@ -43,6 +44,7 @@ from jobsched.dag.definition import (
 )
 from jobsched.paging.events import Alerts
 from jobsched.pipeline.attempts import Attempts, AttemptSteps, Executed, Held
+from jobsched.pipeline.waiting import Met, Refused, Waits
 from jobsched.ports import JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
 
 TASK_STEPS = AttemptSteps(claimed="claim_task", executed="execute_task")
@@ -63,6 +65,7 @@ class DagRuns:
     alerts: Alerts
     clock: Callable[[], datetime]
     after_step: Callable[[str], None] = field(default=lambda step: None)  # crash-injection hook (tests)
+    waits: Waits | None = None  # tasks with wait_for
 
     # ------------------------------------------------------------------------------ start
 
@@ -123,8 +126,79 @@ class DagRuns:
         if decision == "skip":
             self._skip_task(message, stored, run, now)
             return Outcome("skipped", f"task {message.task} skipped", run=run, priority=priority)
-
+        if task.wait_for:
+            held = self._wait_for_data(message, stored, run, graph[message.task], task, now, priority)
+            if held is not None:
+                return held
         return self._execute(message, stored, run, task, now, priority)
+
+    def _wait_for_data(
+        self,
+        message: DagTaskMessage,
+        stored: StoredJob,
+        run: Run,
+        node: TaskNode,
+        task: DagTask,
+        now: datetime,
+        priority: str,
+    ) -> Outcome | None:
+        """A task whose dependencies are done and whose wait_for is not met: parked with its token (as for its
+        dependencies) and polled, woken by the events that may meet it; at its wait's end, failed or skipped.
+        Its wait counts from when its last dependency finished, or when it was first held."""
+        if self.waits is None:
+            raise WorkflowsNotConfigured("this worker has no data checks configured: tasks with wait_for cannot run")
+        tasks = self.runs.tasks(run.job, run.run_id)
+        mine = tasks.get(message.task)
+        held_since = [mine.parked_at] if mine is not None and mine.parked_at is not None else []
+        finished = [tasks[name].finished_at for name in node.depends_on if name in tasks]
+        since = max([moment for moment in [*held_since, *finished] if moment is not None], default=now)
+        verdict = self.waits.before_task(message, stored.spec, run, task, mine, since=since, now=now)
+        if verdict is None or isinstance(verdict, Met):
+            return None
+        if verdict == "skip":
+            self._skip_task(message, stored, run, now, reason=f"its wait for data timed out ({task.wait or 'wait'})")
+            return Outcome("skipped", f"task {message.task} skipped: its wait timed out", run=run, priority=priority)
+        if isinstance(verdict, Refused):
+            return self._fail_unclaimed(message, stored, run, task, now, priority, verdict.reason)
+        if (mine is None or mine.status is not TaskStatus.WAITING) and verdict.wait is not None:
+            self.runs.park_task(
+                run.job,
+                run.run_id,
+                message.task,
+                attempt=message.attempt,
+                token=message.token,
+                now=now,
+                expires_at=_expiry(run, stored.spec),
+                heartbeat_at=now + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD if task.heartbeat_timeout else None,
+            )
+        return replace(verdict, run=run, priority=priority)
+
+    def _fail_unclaimed(
+        self,
+        message: DagTaskMessage,
+        stored: StoredJob,
+        run: Run,
+        task: DagTask,
+        now: datetime,
+        priority: str,
+        error: str,
+    ) -> Outcome:
+        """Fail a task that never started (its wait timed out, or it may not wait on what it names): claimed, so
+        one delivery fails it, then recorded as a failure no retry can mend."""
+        claimed = self.runs.claim_task(
+            run.job,
+            run.run_id,
+            message.task,
+            attempt=message.attempt,
+            token=message.token,
+            now=now,
+            lease_until=now + LEASE_MARGIN,
+            expires_at=_expiry(run, stored.spec),
+        )
+        if not claimed:
+            return Outcome("duplicate", "another worker claimed this attempt", run=run, priority=priority)
+        failed = TargetResult("failed", error=error, retryable=False)
+        return self._record(run, stored, task, message.attempt, message.token, failed, priority)
 
     def _execute(
         self, message: DagTaskMessage, stored: StoredJob, run: Run, task: DagTask, now: datetime, priority: str
@@ -200,7 +274,15 @@ class DagRuns:
         # (and releases us) or finished before this read (and we go on now). Never neither.
         return decide(node, _statuses(self.runs.tasks(run.job, run.run_id)))
 
-    def _skip_task(self, message: DagTaskMessage, stored: StoredJob, run: Run, now: datetime) -> None:
+    def _skip_task(
+        self,
+        message: DagTaskMessage,
+        stored: StoredJob,
+        run: Run,
+        now: datetime,
+        *,
+        reason: str = "an upstream task did not succeed (trigger_rule all_success)",
+    ) -> None:
         self.runs.finish_task(
             run.job,
             run.run_id,
@@ -208,7 +290,7 @@ class DagRuns:
             status=TaskStatus.SKIPPED,
             now=now,
             expires_at=_expiry(run, stored.spec),
-            error="an upstream task did not succeed (trigger_rule all_success)",
+            error=reason,
         )
         self.workflows.succeed(message.token, {"task": message.task, "status": TaskStatus.SKIPPED.value})
         self.advance(run, stored)

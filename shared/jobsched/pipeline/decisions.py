@@ -72,10 +72,10 @@ def already_settled(existing: Run | None, message: RunMessage) -> bool:
 
 
 def claim_transition(existing: Run, message: RunMessage) -> Literal["first", "retry"] | None:
-    """Which existing record this delivery may start: a first attempt waiting (SCHEDULED) or recorded
+    """Which existing record this delivery may start: a first attempt waiting (SCHEDULED, WAITING) or recorded
     lost by the audit while its message was only late; or the next attempt of a RETRYING run."""
     if message.attempt == 1 and (
-        existing.status is RunStatus.SCHEDULED
+        existing.status in (RunStatus.SCHEDULED, RunStatus.WAITING)
         or (existing.status is RunStatus.MISSED and (existing.reason or "").startswith(LOST_PREFIX))
     ):
         return "first"

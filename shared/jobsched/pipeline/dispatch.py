@@ -416,16 +416,19 @@ class Dispatcher:
         return compiled
 
     def _wake_retries(self, now: datetime, report: TickReport, shards: list[int]) -> None:
-        """Retries whose backoff was longer than SQS can delay come back through here."""
+        """Retries whose backoff was longer than SQS can delay come back through here; so does a run waiting for
+        data at its wait's end (its polls do that too: this is the backstop that ends it if they were lost)."""
         until = now + self.lookahead
         for shard in shards:
             for run in self.runs.wakeups(shard, until):
-                if run.status is not RunStatus.RETRYING or run.next_attempt_at is None:
+                waiting = run.status is RunStatus.WAITING
+                if (run.status is not RunStatus.RETRYING and not waiting) or run.next_attempt_at is None:
                     continue
                 stored = self.jobs.get(run.job)
                 if stored is None:
                     continue
-                message = run.to_message(attempt=run.attempt + 1, fire_at=run.next_attempt_at)
+                attempt = run.attempt if waiting else run.attempt + 1
+                message = run.to_message(attempt=attempt, fire_at=run.fire_at if waiting else run.next_attempt_at)
                 self.queues.send(stored.spec.priority, [(message, run.next_attempt_at - now)])
                 if self.runs.clear_wake(run.job, run.run_id, attempt=run.attempt):
                     report.retries_woken += 1

@@ -24,6 +24,7 @@ from jobsched.core.errors import BatchContention
 from jobsched.core.event_patterns import RESERVED_SOURCE_PREFIXES
 from jobsched.core.events import (
     MAX_EVENT_PAYLOAD_BYTES,
+    WAKE_PREFIX,
     EventBatch,
     EventEnvelope,
     after_run_id,
@@ -33,9 +34,11 @@ from jobsched.core.events import (
     s3_key_matches,
     trigger_fingerprint,
 )
+from jobsched.core.messages import DagTaskFailure, parse_work_message
 from jobsched.core.records import Run, StoredJob
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import DEFAULT_BUS, AfterTrigger, JobTrigger
+from jobsched.core.waits import MAX_WAITERS_WOKEN, wake_rule
 from jobsched.ports import EventBatchesPort, EventIntakeStorePort, RunsPort, WorkQueuesPort
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, trigger_resources
 
@@ -50,7 +53,7 @@ DropReason = Literal["deleted", "stale_rule", "paused", "before_job", "not_owned
 class Received:
     """What became of one delivered event."""
 
-    action: Literal["started", "batched", "noted", "duplicate", "resent", "dropped"]
+    action: Literal["started", "batched", "noted", "duplicate", "resent", "dropped", "woke"]
     run_id: str | None = None
     reason: DropReason | None = None
     detail: str = ""
@@ -78,6 +81,8 @@ class EventIntake:
         if stored is None:
             return _dropped("deleted", "the job does not exist (deleted, or not yet stored)")
         team = stored.spec.team
+        if envelope.jobsched.trigger.startswith(WAKE_PREFIX):
+            return self._wake(stored, envelope)
         trigger = _current_trigger(stored, envelope.jobsched.trigger)
         if trigger is None:
             return _dropped("stale_rule", "the trigger whose rule matched is no longer the job's", team)
@@ -92,6 +97,25 @@ class EventIntake:
         if trigger.batch is not None:
             return self._batched(stored, trigger, envelope, now)
         return self._single(stored, trigger, envelope, now)
+
+    def _wake(self, stored: StoredJob, envelope: EventEnvelope) -> Received:
+        """An event that may meet the job's waits (its object created, its upstream's run succeeded): every
+        run and task of the job waiting for data is sent at once, to be checked (a woken delivery is never
+        sent again, so a storm of wakes costs checks, never messages that multiply)."""
+        team = stored.spec.team
+        rule = wake_rule(stored.spec, envelope.jobsched.trigger)
+        if rule is None:
+            return _dropped("stale_rule", "the job no longer waits on what this rule matched", team)
+        created = envelope.s3_object
+        s3 = rule.trigger.s3
+        if s3 is not None and (created is None or not s3_key_matches(s3, created["bucket"], created["key"])):
+            return _dropped("stale_rule", "the object is not one the job waits for", team)
+        waiting = self.jobs.waiters(envelope.job, limit=MAX_WAITERS_WOKEN)
+        messages = [(parse_work_message(body), timedelta(0)) for body in waiting.values()]
+        runs = [(message, delay) for message, delay in messages if not isinstance(message, DagTaskFailure)]
+        if runs:
+            self.queues.send(stored.spec.priority, runs)
+        return Received("woke", detail=f"{len(runs)} waiting runs and tasks woken", team=team)
 
     def _single(self, stored: StoredJob, trigger: JobTrigger, envelope: EventEnvelope, now: datetime) -> Received:
         """One run for the event, named by the event's identity."""

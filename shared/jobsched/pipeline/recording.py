@@ -35,7 +35,7 @@ class Records:
     stop_dag: Callable[[Run, JobSpec, str], None]  # a DAG run that timed out stops its execution
 
     def result(
-        self, message: RunMessage, stored: StoredJob, run: Run, result: TargetResult, lateness: timedelta
+        self, message: RunMessage, stored: StoredJob, run: Run, result: TargetResult, lateness: timedelta | None
     ) -> Outcome:
         """A target's (or a callback's) result for the claimed attempt ``run``."""
         spec = stored.spec

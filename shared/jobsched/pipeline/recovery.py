@@ -56,6 +56,8 @@ def _restart(worker: Worker, run: Run, spec: JobSpec, now: datetime, report: Rec
     message: RunMessage | None = None
     if run.status is RunStatus.SCHEDULED:
         message = run.to_message(attempt=1).model_copy(update={"waiting_since": instant_text(now)})
+    elif run.status is RunStatus.WAITING:
+        message = run.to_message(attempt=1)  # its wait goes on from its record: checked, then polled again
     elif run.status is RunStatus.RETRYING:
         report.resent += worker.send_retry(run.to_message(), spec, run)
     elif run.status is RunStatus.RUNNING and spec.dag is not None:

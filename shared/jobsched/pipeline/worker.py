@@ -31,13 +31,16 @@ from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun
 from jobsched.pipeline.dag_tasks import DagRuns
 from jobsched.pipeline.decisions import already_settled, before_claim, lease_until, on_existing
 from jobsched.pipeline.recording import Records
+from jobsched.pipeline.waiting import Met, Waits, WaitSignal
 from jobsched.ports import (
+    DataChecksPort,
     EscalationsPort,
     EventBatchesPort,
     JobsPort,
     RunsPort,
     TargetsPort,
     TaskRunsPort,
+    WaitersPort,
     WorkflowsPort,
     WorkQueuesPort,
 )
@@ -59,6 +62,9 @@ class Worker:
     after_step: Callable[[str], None] = field(default=lambda step: None)
     workflows: WorkflowsPort | None = None  # DAG jobs run on Step Functions
     batches: EventBatchesPort | None = None  # batched triggers' events (the jobs store)
+    checks: DataChecksPort | None = None  # wait_for's objects (the team's buckets)
+    waiters: WaitersPort | None = None  # runs and tasks waiting for data (the jobs store)
+    wait_signal: Callable[[WaitSignal, timedelta], None] = field(default=lambda kind, waited: None)
     breaker_failures: int = FAILURES_TO_OPEN  # consecutive failures of one target that open its circuit
     breaker_cool_down: timedelta = COOL_DOWN
 
@@ -92,6 +98,12 @@ class Worker:
         )
 
     @property
+    def waits(self) -> Waits:
+        if self.checks is None or self.waiters is None:
+            raise WorkflowsNotConfigured("this worker has no data checks configured: jobs with wait_for cannot run")
+        return Waits(self.jobs, self.waiters, self.runs, self.checks, self.alerts, self.wait_signal)
+
+    @property
     def dags(self) -> DagRuns:
         if self.workflows is None:
             raise WorkflowsNotConfigured("this worker has no Step Functions access configured")
@@ -106,6 +118,7 @@ class Worker:
             alerts=self.alerts,
             clock=self.clock,
             after_step=self.after_step,
+            waits=self.waits if self.checks is not None and self.waiters is not None else None,
         )
 
     def process_any(self, message: RunMessage | DagTaskMessage | DagTaskFailure) -> Outcome:
@@ -113,7 +126,7 @@ class Worker:
         if isinstance(message, DagTaskMessage):
             outcome = self.dags.process_task(message)
             if outcome.wait is not None:
-                self.queues.send(outcome.priority, [(message, outcome.wait)])
+                self.queues.send(outcome.priority, [(outcome.resend or message, outcome.wait)])
             return outcome
         if isinstance(message, DagTaskFailure):
             return self.dags.task_failed(message)
@@ -145,6 +158,9 @@ class Worker:
             if settled.action == "skip":
                 return records.skip(message, spec, now, settled.detail)
             return Outcome("superseded", settled.detail)
+        waited = self.waits.before_claim(message, stored, now) if spec.wait_for else None
+        if isinstance(waited, Outcome):
+            return waited
         existing = self.runs.get(message.job, message.run_id) if message.attempt > 1 else None
         if existing is not None and already_settled(existing, message):
             return self._resume_or_drop(existing, message, stored, now)
@@ -167,7 +183,9 @@ class Worker:
         if isinstance(attempt, Held):
             return records.held_back(message, stored, now, attempt.outcome)
         if isinstance(attempt, Executed):
-            lateness = (attempt.claimed.started_at or now) - fire_at
+            # A run that waited for data is not late: its wait is measured as such (WaitSeconds).
+            had_to_wait = isinstance(waited, Met) and waited.waited > timedelta(0)
+            lateness = None if had_to_wait else (attempt.claimed.started_at or now) - fire_at
             return records.result(message, stored, attempt.claimed, attempt.result, lateness)
         return attempt
 

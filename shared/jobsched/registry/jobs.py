@@ -7,9 +7,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from jobsched.core.errors import FieldError, SpecError, TriggerRefused, WorkflowsNotConfigured
-from jobsched.core.events import trigger_fingerprint
+from jobsched.core.events import TriggerRule
 from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
-from jobsched.core.spec import JobSpec, JobTrigger
+from jobsched.core.spec import JobSpec
+from jobsched.core.waits import job_rules
 from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort, TriggerRulesPort
 from jobsched.registry.dependencies import cycle_through
 from jobsched.schedule.fires import first_fire, next_fire, schedule_of
@@ -42,14 +43,14 @@ def put_job(
         if dags is None:
             raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")
         dags.deploy(spec)
-    _deploy_rules(rules, spec, kept=current.spec.triggers if current is not None else [])
+    _deploy_rules(rules, spec, kept=job_rules(current.spec) if current is not None else [])
     try:
         stored, created = _store_job(store, spec, current, now=now, principal=principal, action=action, reason=reason)
     except Exception:
         _restore_winner(store, spec, dags, rules)
         raise
     if rules is not None and current is not None:
-        rules.remove(spec.key, _only_in(current.spec.triggers, spec.triggers))
+        rules.remove(spec.key, _only_in(job_rules(current.spec), job_rules(spec)))
     _link_upstreams(
         store, spec.key, before=set(current.spec.upstreams()) if current else set(), after=set(spec.upstreams())
     )
@@ -71,8 +72,9 @@ LINE_UP_HORIZON = timedelta(days=400)
 
 
 def check_dependencies(store: JobsPort, spec: JobSpec, *, now: datetime) -> None:
-    """Every upstream of the job's after triggers exists, is the team's or shares with it, and does not run
-    (through its own after triggers) after this job: a cycle would start nothing ever, or loop. An all-of
+    """Every upstream of the job's after triggers and job waits exists, is the team's or shares with it, and
+    does not run (through its own after triggers or waits) after this job: a cycle would start nothing ever, or
+    loop, or wait until it times out. An all-of
     trigger whose scheduled upstreams share no logical instant would never start a run either."""
 
     @functools.cache
@@ -84,6 +86,7 @@ def check_dependencies(store: JobsPort, spec: JobSpec, *, now: datetime) -> None
         return found.spec.upstreams() if found is not None else []
 
     errors: list[FieldError] = []
+    named: list[tuple[str, str]] = []  # (field path, upstream job)
     for index, trigger in enumerate(spec.triggers):
         if trigger.after is None:
             continue
@@ -92,13 +95,18 @@ def check_dependencies(store: JobsPort, spec: JobSpec, *, now: datetime) -> None
             never = _never_lines_up(get, trigger.after.upstreams, now)
             if never is not None:
                 errors.append(FieldError(f"triggers[{index}].after.all", "never_lines_up", never))
-        for position, upstream in enumerate(trigger.after.upstreams):
-            path = f"triggers[{index}].after.{form}" + (f"[{position}]" if form != "job" else "")
-            problem = _upstream_problem(spec, upstream, path, get, upstreams_of)
-            if problem is not None:
-                errors.append(problem)
+        named += [(_after_path(index, form, position), up) for position, up in enumerate(trigger.after.upstreams)]
+    named += [(f"{path}.job", condition.job) for path, condition in spec.wait_conditions() if condition.job]
+    for path, upstream in named:
+        problem = _upstream_problem(spec, upstream, path, get, upstreams_of)
+        if problem is not None:
+            errors.append(problem)
     if errors:
         raise SpecError(errors)
+
+
+def _after_path(index: int, form: str, position: int) -> str:
+    return f"triggers[{index}].after.{form}" + (f"[{position}]" if form != "job" else "")
 
 
 def _upstream_problem(
@@ -161,28 +169,29 @@ def _restore_winner(
         dags.deploy(winner.spec)
     if rules is not None:
         if winner is not None:
-            _deploy_rules(rules, winner.spec, kept=winner.spec.triggers)
-        rules.remove(spec.key, _only_in(spec.triggers, winner.spec.triggers if winner is not None else []))
+            _deploy_rules(rules, winner.spec, kept=job_rules(winner.spec))
+        rules.remove(spec.key, _only_in(job_rules(spec), job_rules(winner.spec) if winner is not None else []))
 
 
-def _deploy_rules(rules: TriggerRulesPort | None, spec: JobSpec, *, kept: list[JobTrigger]) -> None:
-    """Every trigger's rule, or none new: a refused trigger removes the rules this call added (``kept``: the
-    triggers the stored version has, whose rules stay)."""
-    if spec.triggers and rules is None:
+def _deploy_rules(rules: TriggerRulesPort | None, spec: JobSpec, *, kept: list[TriggerRule]) -> None:
+    """Every trigger's and wait's rule, or none new: a refused rule removes the rules this call added (``kept``:
+    the rules the stored version has, which stay)."""
+    needed = job_rules(spec)
+    if needed and rules is None:
         raise SpecError([TriggerRefused(0, "", "triggers_not_configured", "this deployment has no event intake").error])
     if rules is None:
         return
     try:
-        rules.deploy(spec.key, spec.team, list(enumerate(spec.triggers)))
+        rules.deploy(spec.key, spec.team, needed)
     except TriggerRefused as refused:
-        rules.remove(spec.key, _only_in(spec.triggers, kept))
+        rules.remove(spec.key, _only_in(needed, kept))
         raise SpecError([refused.error]) from None
 
 
-def _only_in(triggers: list[JobTrigger], other: list[JobTrigger]) -> list[JobTrigger]:
-    """The triggers of ``triggers`` that ``other`` does not have (by content)."""
-    kept = {trigger_fingerprint(trigger) for trigger in other}
-    return [trigger for trigger in triggers if trigger_fingerprint(trigger) not in kept]
+def _only_in(rules: list[TriggerRule], other: list[TriggerRule]) -> list[TriggerRule]:
+    """The rules of ``rules`` that ``other`` does not have (by content)."""
+    kept = {rule.fingerprint for rule in other}
+    return [rule for rule in rules if rule.fingerprint not in kept]
 
 
 def delete_job(
@@ -200,8 +209,8 @@ def delete_job(
     store.drop_incidents(stored.key)
     if stored.spec.dag is not None and dags is not None:
         dags.remove(stored.key)
-    if stored.spec.triggers and rules is not None:
-        rules.remove(stored.key, stored.spec.triggers)
+    if rules is not None and job_rules(stored.spec):
+        rules.remove(stored.key, job_rules(stored.spec))
     _link_upstreams(store, stored.key, before=set(stored.spec.upstreams()), after=set())
 
 

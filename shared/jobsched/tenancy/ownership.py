@@ -126,11 +126,15 @@ def secret_resource(reference: str, field: str = "") -> ResourceRef:
 
 
 def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
-    """Every resource a job names: its target or each DAG task's, and its escalation topics."""
+    """Every resource a job names: its target or each DAG task's, its triggers' buses and buckets, the buckets
+    it waits on, and its escalation topics."""
     for path, target in spec.targets():
         yield from target_resources(target, path)
     for index, trigger in enumerate(spec.triggers):
         yield from trigger_resources(trigger, f"triggers[{index}]")
+    for path, condition in spec.wait_conditions():
+        if condition.s3 is not None:
+            yield ResourceRef(ResourceKind.BUCKET, condition.bucket_and_key[0], f"{path}.s3")
     if spec.escalation is not None:
         if spec.escalation.webhook_secret:
             yield secret_resource(spec.escalation.webhook_secret, "escalation.webhook_secret")

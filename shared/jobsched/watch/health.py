@@ -26,10 +26,11 @@ BAD = {RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.MISSED}
 
 def strip_cell(run: Run) -> str:
     """succeeded, retried (succeeded after a retry), failed, timed_out, missed, skipped, cancelled, running,
-    waiting (held back by max_running, a team limit or an open circuit, or a trigger not yet started)."""
+    waiting (held back by max_running, a team limit or an open circuit, a trigger not yet started, or waiting
+    for its data)."""
     if run.status is RunStatus.SUCCEEDED:
         return "retried" if run.attempt > 1 else "succeeded"
-    if run.status is RunStatus.SCHEDULED:
+    if run.status in (RunStatus.SCHEDULED, RunStatus.WAITING):
         return "waiting"
     if run.status in (RunStatus.RUNNING, RunStatus.RETRYING):
         return "running"

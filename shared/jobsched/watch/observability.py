@@ -7,6 +7,7 @@ structured logs (and the runs table), never into dimensions.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger, Tracer
@@ -59,6 +60,16 @@ def emit_event_received(action: str, *, reason: str | None = None, matched: bool
         emit("EventsDeduplicated", 1)
     elif action == "dropped":
         emit("EventsDropped", 1, reason=reason or "unknown")
+
+
+def wait_ended(kind: str, waited: timedelta) -> None:
+    """Waits for data: one begun, met (with how long it took) or timed out (alarmed: WaitTimeouts)."""
+    if kind == "begun":
+        emit("WaitsBegun", 1)
+        return
+    emit("WaitSeconds", waited.total_seconds())
+    if kind == "timed_out":
+        emit("WaitTimeouts", 1)
 
 
 def emit_escalation(*, team: str, kind: str, pages: int, paused: bool) -> None:

@@ -70,6 +70,10 @@ CATALOG = _catalog(
     MetricDef("RunDurationSeconds", SECONDS, (), W, "M3 completion time p50/p95/p99 (dashboards)"),
     MetricDef("RunsRetried", COUNT, (), W, "M4 retry rate (on-call)"),
     MetricDef("RunEventsUnpublished", COUNT, (), W, "Run Finished events EventBridge did not take (on-call)"),
+    # Waits for data (wait_for): one per wait begun, and per wait ended (met or timed out, with its length).
+    MetricDef("WaitsBegun", COUNT, (), W, "runs and DAG tasks that began waiting for data (on-call)"),
+    MetricDef("WaitSeconds", SECONDS, (), W, "how long waits for data lasted, p50/p95 (on-call)"),
+    MetricDef("WaitTimeouts", COUNT, (), W, "waits for data that timed out: WaitTimeouts"),
     # The dispatcher: one data point per tick.
     MetricDef("DueJobs", COUNT, (), D, "due jobs per tick (debug)"),
     MetricDef("MessagesDispatched", COUNT, (), D, "run messages sent per tick (debug)"),

@@ -17,9 +17,9 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client
 from jobsched.core.errors import TriggerRefused
-from jobsched.core.events import envelope_template, rule_field, rule_name, rule_pattern, trigger_bus
+from jobsched.core.events import TriggerRule, envelope_template, rule_name, rule_pattern, trigger_bus
 from jobsched.core.names import JOB_TAG, OWNER_TAG, PROJECT
-from jobsched.core.spec import DEFAULT_BUS, JobTrigger
+from jobsched.core.spec import DEFAULT_BUS
 
 INTAKE_TARGET_ID = "intake"
 
@@ -35,16 +35,17 @@ class TriggerRules:
     def events(self) -> Any:
         return self._client or client("events")
 
-    def deploy(self, job: str, team: str, triggers: Sequence[tuple[int, JobTrigger]]) -> None:
-        for index, trigger in triggers:
-            name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger, self.runs_bus)
+    def deploy(self, job: str, team: str, rules: Sequence[TriggerRule]) -> None:
+        for rule in rules:
+            trigger = rule.trigger
+            name, bus = rule_name(self.stage, job, rule), trigger_bus(trigger, self.runs_bus)
             try:
                 self.events.put_rule(
                     Name=name,
                     EventBusName=bus,
                     EventPattern=json.dumps(rule_pattern(trigger), separators=(",", ":")),
                     State="ENABLED",
-                    Description=f"{PROJECT} trigger {index} of {job}"[:512],
+                    Description=f"{PROJECT} {rule.path} of {job}"[:512],
                     Tags=[{"Key": OWNER_TAG, "Value": team}, {"Key": JOB_TAG, "Value": job}],
                 )
                 response = self.events.put_targets(
@@ -54,18 +55,18 @@ class TriggerRules:
                         {
                             "Id": INTAKE_TARGET_ID,
                             "Arn": self.intake_queue_arn,
-                            "InputTransformer": {"InputTemplate": envelope_template(job, trigger)},
+                            "InputTransformer": {"InputTemplate": envelope_template(job, rule)},
                         }
                     ],
                 )
             except ClientError as error:
-                raise _refusal(error, index, trigger, bus) from error
+                raise _refusal(error, rule, bus) from error
             if response.get("FailedEntryCount"):
                 raise RuntimeError(f"EventBridge refused the target of rule {name}: {response.get('FailedEntries')}")
 
-    def remove(self, job: str, triggers: Sequence[JobTrigger]) -> None:
-        for trigger in triggers:
-            name, bus = rule_name(self.stage, job, trigger), trigger_bus(trigger, self.runs_bus)
+    def remove(self, job: str, rules: Sequence[TriggerRule]) -> None:
+        for rule in rules:
+            name, bus = rule_name(self.stage, job, rule), trigger_bus(rule.trigger, self.runs_bus)
             try:
                 self.events.remove_targets(Rule=name, EventBusName=bus, Ids=[INTAKE_TARGET_ID])
                 self.events.delete_rule(Name=name, EventBusName=bus)
@@ -87,13 +88,14 @@ class TriggerRules:
                 return count
 
 
-def _refusal(error: ClientError, index: int, trigger: JobTrigger, bus: str) -> Exception:
+def _refusal(error: ClientError, rule: TriggerRule, bus: str) -> Exception:
     code = str(error.response.get("Error", {}).get("Code", ""))
     message = str(error.response.get("Error", {}).get("Message", error))
-    field = rule_field(trigger)
+    trigger, index = rule.trigger, rule.path
+    field = rule.field
     if code == "InvalidEventPatternException":
         return TriggerRefused(
-            index, "event.pattern" if trigger.event is not None else "s3", "invalid_event_pattern", message
+            index, "event.pattern" if trigger.event is not None else field, "invalid_event_pattern", message
         )
     if code == "ResourceNotFoundException":
         return TriggerRefused(index, field, "event_bus_not_found", f"event bus '{bus}' does not exist")

@@ -27,16 +27,20 @@ from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RunsKeys
 from jobsched.core.records import (
     LOST_PREFIX,
+    MAX_WAIT_SCAN,
     TASK_PREFIX,
     AttemptClaim,
     ParkedTask,
     Run,
     StaleAttempt,
     TaskState,
+    Waiting,
     lease_shard,
     new_run_values,
     running_values,
+    succeeded_in,
     task_partition,
+    waiting_values,
 )
 from jobsched.core.runs import (
     MAX_OUTPUT,
@@ -46,6 +50,7 @@ from jobsched.core.runs import (
     TaskStatus,
     instant_text,
     moment_text,
+    scheduled_run_id,
     truncate,
 )
 
@@ -123,6 +128,25 @@ class RunsStore:
         }
         return {values[RunsKeys.SK] for values in every_item(self.db, **request)}
 
+    def succeeded_between(self, job: str, first: datetime, last: datetime) -> str | None:
+        """The newest run of ``job`` that succeeded for a logical instant in [first, last] (its id), reading at
+        most ``MAX_WAIT_SCAN`` runs (run ids begin with their instant, so the key range is the window)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#job = :job AND #run BETWEEN :first AND :last",
+            "ExpressionAttributeNames": {"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
+            "ExpressionAttributeValues": to_values(
+                {":job": job, ":first": scheduled_run_id(first), ":last": scheduled_run_id(last) + "\uffff"}
+            ),
+            "ProjectionExpression": "#run, #status, scheduled_at",
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        for values in every_item(self.db, max_items=MAX_WAIT_SCAN, **request):
+            if succeeded_in(values, first, last):
+                return str(values[RunsKeys.SK])
+        return None
+
     # --------------------------------------------------------------------------- creation
 
     def create(
@@ -165,6 +189,50 @@ class RunsStore:
             self.on_finished(created)
         return created
 
+    def wait(
+        self, message: RunMessage, waiting: Waiting, *, now: datetime, retention: timedelta, deadline: timedelta | None
+    ) -> Run:
+        """The run WAITING for its wait_for conditions: created so; moved there from SCHEDULED (created before
+        its message came: an event's, an after trigger's, a manual run); or, already WAITING, what it waits for
+        updated. StaleAttempt if it is past waiting (claimed, ended)."""
+        created_values = new_run_values(
+            message,
+            status=RunStatus.WAITING,
+            now=now,
+            retention=retention,
+            lease_until=None,
+            external=False,
+            reason=None,
+            deadline=deadline,
+        )
+        created_values |= waiting_values(message.job, message.run_id, waiting)
+        created_values["wait_started_at"] = instant_text(waiting.since)
+        try:
+            self.db.put_item(
+                TableName=self.table,
+                Item=to_item(created_values),
+                ConditionExpression="attribute_not_exists(#run)",
+                ExpressionAttributeNames={"#run": RunsKeys.SK},
+            )
+            return Run.from_values(created_values)
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+        names = {"#status": "status"}
+        values: dict[str, Any] = {
+            ":scheduled": RunStatus.SCHEDULED.value,
+            ":one": 1,
+            ":since": instant_text(waiting.since),
+        }
+        sets = ["wait_started_at = if_not_exists(wait_started_at, :since)"]
+        for index, (name, value) in enumerate(waiting_values(message.job, message.run_id, waiting).items()):
+            names[f"#w{index}"] = name
+            sets.append(f"#w{index} = :w{index}")
+            values[f":w{index}"] = value
+        values[":waiting"] = RunStatus.WAITING.value
+        condition = "(#status = :scheduled OR #status = :waiting) AND attempt = :one"
+        return self._transition(message.job, message.run_id, "SET " + ", ".join(sets), condition, names, values)
+
     # -------------------------------------------------------------------------- transitions
 
     def claim_attempt(self, job: str, run_id: str, claim: AttemptClaim) -> Run:
@@ -194,7 +262,8 @@ class RunsStore:
             values[":lateness"] = claim.lateness_ms
         # A run that waited for a slot loses its "waiting since ..." reason when it starts (a lost one, its
         # "lost: ..." reason and finish time).
-        update = "SET " + ", ".join(sets) + " REMOVE next_attempt_at, wake_shard, wake_at, reason, finished_at"
+        removed = "next_attempt_at, wake_shard, wake_at, reason, finished_at, waiting_for"
+        update = "SET " + ", ".join(sets) + " REMOVE " + removed
         return self._transition(job, run_id, update, condition, names, values)
 
     def to_retrying(

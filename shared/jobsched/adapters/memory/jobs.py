@@ -409,6 +409,24 @@ class MemoryJobs:
         prefix = JobsKeys.DOWNSTREAM_PREFIX
         return [str(item["job"]) for item in self.table.partition(job, first=prefix, last=prefix + "\uffff")]
 
+    def add_waiter(self, job: str, waiter: str, message: str, *, expires_at: datetime) -> None:
+        self.table.put(
+            {
+                JobsKeys.PK: job,
+                JobsKeys.SK: f"{JobsKeys.WAITER_PREFIX}{waiter}",
+                "message": message,
+                JobsKeys.TTL: int(expires_at.timestamp()),
+            }
+        )
+
+    def waiters(self, job: str, *, limit: int) -> dict[str, str]:
+        prefix = JobsKeys.WAITER_PREFIX
+        found = list(self.table.partition(job, first=prefix, last=prefix + "\uffff"))[:limit]
+        return {str(item[JobsKeys.SK]).removeprefix(prefix): str(item["message"]) for item in found}
+
+    def drop_waiter(self, job: str, waiter: str) -> None:
+        self.table.delete(job, f"{JobsKeys.WAITER_PREFIX}{waiter}")
+
     def note_upstream(
         self, job: str, trigger: str, instant: datetime, upstream: str, run_id: str, *, expires_at: datetime
     ) -> dict[str, str]:

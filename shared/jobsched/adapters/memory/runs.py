@@ -12,16 +12,20 @@ from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RUNS_TABLE, RunsKeys
 from jobsched.core.records import (
     LOST_PREFIX,
+    MAX_WAIT_SCAN,
     TASK_PREFIX,
     AttemptClaim,
     ParkedTask,
     Run,
     StaleAttempt,
     TaskState,
+    Waiting,
     lease_shard,
     new_run_values,
     running_values,
+    succeeded_in,
     task_partition,
+    waiting_values,
 )
 from jobsched.core.runs import (
     MAX_OUTPUT,
@@ -31,6 +35,7 @@ from jobsched.core.runs import (
     TaskStatus,
     instant_text,
     moment_text,
+    scheduled_run_id,
     truncate,
 )
 
@@ -84,6 +89,13 @@ class MemoryRuns:
         for item in self.table.query_index(index, shard, instant_text(until)):
             yield Run.from_values(item)
 
+    def succeeded_between(self, job: str, first: datetime, last: datetime) -> str | None:
+        found = self.table.partition(job, first=scheduled_run_id(first), last=scheduled_run_id(last) + "\uffff")
+        for values in list(reversed(found))[:MAX_WAIT_SCAN]:
+            if succeeded_in(values, first, last):
+                return str(values[RunsKeys.SK])
+        return None
+
     # --------------------------------------------------------------------------- creation
 
     def create(
@@ -115,6 +127,40 @@ class MemoryRuns:
             self.on_finished(created)
         return created
 
+    def wait(
+        self, message: RunMessage, waiting: Waiting, *, now: datetime, retention: timedelta, deadline: timedelta | None
+    ) -> Run:
+        values = new_run_values(
+            message,
+            status=RunStatus.WAITING,
+            now=now,
+            retention=retention,
+            lease_until=None,
+            external=False,
+            reason=None,
+            deadline=deadline,
+        )
+        values |= waiting_values(message.job, message.run_id, waiting) | {
+            "wait_started_at": instant_text(waiting.since)
+        }
+        if self.table.put(values, if_absent=True):
+            return Run.from_values(values)
+
+        def change(item: Item | None) -> Item:
+            waits = item is not None and item.get("status") in (RunStatus.SCHEDULED.value, RunStatus.WAITING.value)
+            if item is None or not waits or int(item["attempt"]) != 1:
+                raise ConditionFailed
+            item |= waiting_values(message.job, message.run_id, waiting)
+            item.setdefault("wait_started_at", instant_text(waiting.since))
+            return item
+
+        try:
+            updated = self.table.update(message.job, message.run_id, change)
+        except ConditionFailed:
+            raise StaleAttempt(f"{message.job} {message.run_id}: no longer waiting") from None
+        assert updated is not None
+        return Run.from_values(updated)
+
     # -------------------------------------------------------------------------- transitions
 
     def claim_attempt(self, job: str, run_id: str, claim: AttemptClaim) -> Run:
@@ -132,7 +178,7 @@ class MemoryRuns:
         sets |= running_values(job, run_id, claim.now, claim.lease_until, claim.external)
         if expected in (RunStatus.SCHEDULED, RunStatus.MISSED) and claim.lateness_ms is not None:
             sets["lateness_ms"] = claim.lateness_ms
-        removes = ("next_attempt_at", RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, "reason", "finished_at")
+        removes = ("next_attempt_at", RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, "reason", "finished_at", "waiting_for")
         return self._transition(job, run_id, allowed, sets, removes)
 
     def to_retrying(

@@ -1,7 +1,10 @@
 """Which jobs run after a job: one item per downstream in the upstream's partition, written when the
-downstream is stored (a hint; ``registry.dependencies`` checks each against the downstream's spec)."""
+downstream is stored (a hint; ``registry.dependencies`` checks each against the downstream's spec).
+And which of a job's runs and tasks wait for data: one item each, holding the message that wakes it."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from jobsched.adapters.aws.dynamo import every_item, to_item, to_values
 from jobsched.adapters.aws.jobs.table import JobsTable
@@ -27,3 +30,25 @@ class DependenciesStore(JobsTable):
                 max_items=1000,
             )
         ]
+
+    def add_waiter(self, job: str, waiter: str, message: str, *, expires_at: datetime) -> None:
+        item = {
+            JobsKeys.PK: job,
+            JobsKeys.SK: f"{JobsKeys.WAITER_PREFIX}{waiter}",
+            "message": message,
+            JobsKeys.TTL: int(expires_at.timestamp()),
+        }
+        self.db.put_item(TableName=self.table, Item=to_item(item))
+
+    def waiters(self, job: str, *, limit: int) -> dict[str, str]:
+        found = every_item(
+            self.db,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues=to_values({":pk": job, ":prefix": JobsKeys.WAITER_PREFIX}),
+            max_items=limit,
+        )
+        return {str(item[JobsKeys.SK]).removeprefix(JobsKeys.WAITER_PREFIX): str(item["message"]) for item in found}
+
+    def drop_waiter(self, job: str, waiter: str) -> None:
+        self.db.delete_item(TableName=self.table, Key=self._key(job, f"{JobsKeys.WAITER_PREFIX}{waiter}"))

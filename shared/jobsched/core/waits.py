@@ -1,0 +1,100 @@
+"""Waits for data: what a run's ``wait_for`` conditions are for its logical instant, how often they are polled,
+and which events wake the runs waiting on them. Pure: the pipeline's ``waiting`` room checks and records.
+
+A waiting run holds nothing: no Lambda, no slot, no worker. Its message comes back by itself (an SQS delay,
+polls spaced by ``poll_delay``: 30 s, then as long as it has waited, at most 15 minutes), and an event that may
+satisfy it (the object's Object Created, the upstream job's Run Finished) sends it at once through the intake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from jobsched.core.durations import format_duration
+from jobsched.core.events import TriggerRule
+from jobsched.core.runs import instant_text
+from jobsched.core.spec import AfterTrigger, JobSpec, JobTrigger, S3Trigger, WaitCondition, WaitPolicy
+from jobsched.core.templates import render_key, static_prefix, static_suffix
+from jobsched.core.tz import UTC, get_zone
+
+FIRST_POLL = timedelta(seconds=30)
+MAX_WAITERS_WOKEN = 500  # waiting runs and tasks of one job that one event wakes (the rest are polled)
+MAX_POLL = timedelta(minutes=15)  # SQS's longest delay: a waiting run never needs the wakeups index to poll
+
+
+@dataclass(frozen=True)
+class Awaited:
+    """One condition made concrete for one run: an object, or a succeeded run of a job in a window."""
+
+    kind: Literal["s3", "job"]
+    bucket: str = ""
+    key: str = ""
+    job: str = ""
+    first: datetime | None = None  # job waits: the upstream run's logical instant in [first, last]
+    last: datetime | None = None
+
+    def describe(self) -> str:
+        if self.kind == "s3":
+            return f"s3://{self.bucket}/{self.key}"
+        assert self.first is not None and self.last is not None
+        return f"{self.job} (a succeeded run for {instant_text(self.first)}..{instant_text(self.last)})"
+
+
+def awaited(spec: JobSpec, conditions: list[WaitCondition], instant: datetime) -> list[Awaited]:
+    """The conditions for the run of ``instant``; object keys rendered in the job's schedule timezone."""
+    zone = get_zone(spec.schedule.timezone) if spec.schedule is not None else UTC
+    found = []
+    for condition in conditions:
+        if condition.s3 is not None:
+            bucket, key = condition.bucket_and_key
+            found.append(Awaited("s3", bucket=bucket, key=render_key(key, instant, zone)))
+        else:
+            assert condition.job is not None
+            found.append(Awaited("job", job=condition.job, first=instant - condition.window, last=instant))
+    return found
+
+
+def poll_delay(waited: timedelta) -> timedelta:
+    """The next check after having waited ``waited``: doubling from 30 s, at most 15 minutes apart."""
+    return min(max(FIRST_POLL, waited), MAX_POLL)
+
+
+def policy_of(policy: WaitPolicy | None) -> WaitPolicy:
+    return policy or WaitPolicy()
+
+
+def timed_out_reason(policy: WaitPolicy, pending: list[Awaited]) -> str:
+    return f"waited {format_duration(policy.timeout)} for " + ", ".join(item.describe() for item in pending)
+
+
+def waiting_reason(since: datetime, pending: list[Awaited]) -> str:
+    return "waiting for " + ", ".join(item.describe() for item in pending) + f" since {instant_text(since)}"
+
+
+def job_rules(spec: JobSpec) -> list[TriggerRule]:
+    """Every rule the job needs: its triggers', then those that wake its waiting runs and tasks."""
+    rules = [TriggerRule(trigger, f"triggers[{index}]") for index, trigger in enumerate(spec.triggers)]
+    return rules + wake_rules(spec)
+
+
+def wake_rules(spec: JobSpec) -> list[TriggerRule]:
+    """The rules that wake the job's waiting runs (and tasks): each waited-for bucket's Object Created under the
+    key's fixed prefix and suffix, each waited-for job's succeeded Run Finished. Each once."""
+    found: dict[str, TriggerRule] = {}
+    for path, condition in spec.wait_conditions():
+        if condition.s3 is not None:
+            bucket, key = condition.bucket_and_key
+            prefix, suffix = static_prefix(key), static_suffix(key)
+            trigger = JobTrigger(s3=S3Trigger(bucket=bucket, prefix=prefix, suffix="" if prefix == key else suffix))
+        else:
+            assert condition.job is not None
+            trigger = JobTrigger(after=AfterTrigger(job=condition.job))
+        rule = TriggerRule(trigger, path, wake=True)
+        found.setdefault(rule.fingerprint, rule)
+    return list(found.values())
+
+
+def wake_rule(spec: JobSpec, fingerprint: str) -> TriggerRule | None:
+    return next((rule for rule in wake_rules(spec) if rule.fingerprint == fingerprint), None)
