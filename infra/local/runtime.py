@@ -60,6 +60,10 @@ EVENT_EXAMPLES = (
     "examples/events/landing-exports.yaml",
     "examples/events/landing-batches.yaml",
 )
+# The domain reference's nightly DAG that waits for its file, registered with a short window: every 5 minutes,
+# its first task waiting 3 minutes for the day's _SUCCESS marker (the file itself says 03:00 and 2 hours).
+WAIT_EXAMPLE = "examples/jobs/nightly-waits-for-file.yaml"
+WAIT_EXAMPLE_SHORT = {"schedule": "*/5 * * * *", "timeout": "3m"}
 TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 
 
@@ -528,10 +532,15 @@ class LocalRuntime:
         for path in EVENT_EXAMPLES:
             document = yaml.safe_load((ROOT / path).read_text())
             client.call("PUT", f"/teams/{document['team']}/jobs/{document['name']}", document)
+        nightly = yaml.safe_load((ROOT / WAIT_EXAMPLE).read_text())
+        nightly["schedule"]["expression"] = WAIT_EXAMPLE_SHORT["schedule"]
+        nightly["dag"]["tasks"][0]["wait"]["timeout"] = WAIT_EXAMPLE_SHORT["timeout"]
+        client.call("PUT", f"/teams/{nightly['team']}/jobs/{nightly['name']}", nightly)
         log.info(
-            "example jobs registered for team 'examples': %s, and the ones in %s",
+            "example jobs registered for team 'examples': %s, and the ones in %s and %s (a short window)",
             ", ".join(jobs),
             ", ".join(EVENT_EXAMPLES),
+            WAIT_EXAMPLE,
         )
 
     def _start_callback_worker(self) -> None:

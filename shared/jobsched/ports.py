@@ -223,6 +223,12 @@ class EventIntakeStorePort(JobsPort, EventBatchesPort, WaitersPort, Protocol):
     upstream runs an all-of after trigger has seen per logical instant."""
 
     def count_event_run(self, job: str, *, now: datetime, limit: int) -> bool: ...
+    def carried(self, job: str, run_id: str, upstream_attempt: str) -> bool: ...
+    def mark_carried(self, job: str, run_id: str, upstream_attempt: str, *, expires_at: datetime) -> None:
+        """``run_id`` of ``job`` was rerun for ``upstream_attempt`` (team/name/run#attempt) of an upstream rerun
+        with its downstreams: a later delivery of that finish reruns it no more."""
+        ...
+
     def note_upstream(
         self, job: str, trigger: str, instant: datetime, upstream: str, run_id: str, *, expires_at: datetime
     ) -> dict[str, str]:
@@ -293,6 +299,7 @@ class RunsPort(Protocol):
         now: datetime,
         retention: timedelta,
         reason: str,
+        downstream: bool = False,
     ) -> Run: ...
     def end_lease(self, job: str, run_id: str, *, attempt: int, now: datetime) -> Run: ...
     def heartbeat(self, job: str, run_id: str, *, attempt: int, lease_until: datetime) -> Run: ...

@@ -21,6 +21,7 @@ from typing import Any
 
 import boto3
 
+from jobsched.adapters.aws.data_checks import S3DataChecks
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
@@ -224,6 +225,8 @@ class Stack:
             clock=clock,
             workflows=self.workflows,
             batches=self.jobs,
+            checks=S3DataChecks(self.sessions, self.guard),
+            waiters=self.jobs,
         )
 
         # Pages: SNS topics in moto, each delivering to one SQS queue the tests read; webhooks recorded.

@@ -198,7 +198,47 @@ def drive_every_handler(
     ]
     pages({"Records": records}, FakeContext())
     drive_the_events_handler(deployed, as_deployed, monkeypatch)
+    drive_a_wait_for_data(deployed, now)
     return emitted(capsys.readouterr().out)
+
+
+def drive_a_wait_for_data(deployed: Stack, now: datetime) -> None:
+    """A run that begins waiting for its object, and one whose wait (begun two minutes ago) times out."""
+    import boto3
+
+    from functions.worker.handler import handler as worker
+    from jobsched.core.records import Waiting
+    from jobsched.core.runs import RunMessage
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="signals-landing")
+    s3.put_bucket_tagging(Bucket="signals-landing", Tagging={"TagSet": [{"Key": "jobsched-team", "Value": "ops"}]})
+    deployed.register(
+        {
+            "name": "waits",
+            "team": "ops",
+            "target": {"type": "callback"},
+            "wait_for": [{"s3": "s3://signals-landing/ready"}],
+            "wait": {"timeout": "1m"},
+        }
+    )
+    late, fresh = (
+        RunMessage.scheduled(job="ops/waits", team="ops", at=now - timedelta(minutes=m), fire_at=now, spec_version=1)
+        for m in (2, 1)
+    )
+    since = now - timedelta(minutes=2)
+    deployed.runs.wait(
+        late,
+        Waiting("waiting", ["s3://signals-landing/ready"], since, since + timedelta(minutes=1)),
+        now=since,
+        retention=timedelta(days=1),
+        deadline=None,
+    )
+    url = deployed.queue_urls["normal"]
+    for message in (late, fresh):
+        deployed.sqs.send_message(QueueUrl=url, MessageBody=message.model_dump_json())
+        [delivery] = deployed.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"]
+        worker(sqs_event(deployed, [delivery]), FakeContext())
 
 
 def drive_the_events_handler(deployed: Stack, as_deployed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,7 +281,10 @@ def drive_the_events_handler(deployed: Stack, as_deployed: Any, monkeypatch: pyt
 
     services.reset()
     started = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"], MaxNumberOfMessages=10)["Messages"]
-    worker(sqs_event(deployed, started), FakeContext())
+    # One invocation per delivery: the run, then its redelivery (concurrent deliveries of one run are
+    # tests/aws/test_handler_reentrancy.py's; here each metric must come out whichever thread wins).
+    for delivery in started:
+        worker(sqs_event(deployed, [delivery]), FakeContext())
 
 
 def test_every_metric_an_alarm_or_a_widget_queries_is_published_with_that_dimension_set(

@@ -19,11 +19,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
 import pytest
 import urllib3
 
 from infra.local.runtime import DEFAULT_ADMIN, TEAM_PATTERN, LocalRuntime
+from jobsched.core.runs import parse_instant
 from tests.e2e import running_stack
 from tests.helpers import chromium, screenshot
 
@@ -157,6 +159,7 @@ def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
         "orders-ready",
         "landing-exports",
         "landing-batches",
+        "nightly-waits-for-file",
     }
 
 
@@ -698,3 +701,29 @@ def test_events_that_arrive_while_the_events_function_is_down_run_when_it_is_bac
     wait_for(
         lambda: len([r for r in example_runs(runtime, "orders-ready") if r["status"] == "SUCCEEDED"]) == before + 3
     )
+
+
+def test_the_nightly_dag_waits_for_its_file_and_runs_when_it_lands(runtime: LocalRuntime) -> None:
+    """The reference's example (examples/jobs/nightly-waits-for-file.yaml) under make run: its first task waits
+    for the day's _SUCCESS marker, holding nothing, and the object landing wakes it through S3's event."""
+    status, started = call(runtime, "POST", "/teams/examples/jobs/nightly-waits-for-file/trigger", {}, team="examples")
+    assert status in (200, 201, 202), started
+    run_path = f"/teams/examples/jobs/nightly-waits-for-file/runs/{started['run_id']}"
+
+    def first_task() -> dict[str, Any] | None:
+        tasks = call(runtime, "GET", run_path, team="examples")[1].get("tasks") or []
+        return next((task for task in tasks if task["name"] == "wait-for-file"), None)
+
+    waiting = wait_for(lambda: (task := first_task()) is not None and task["status"] == "WAITING", seconds=60)
+    assert waiting
+    day = parse_instant(started["scheduled_at"]).astimezone(ZoneInfo("Europe/Berlin")).strftime("%Y-%m-%d")
+    landed = time.monotonic()
+    jobsched(runtime, "local", "put-object", "examples-landing", f"exports/{day}/_SUCCESS", "--body", "")
+    done = wait_for(lambda: call(runtime, "GET", run_path, team="examples")[1]["status"] == "SUCCEEDED", seconds=90)
+    assert done and time.monotonic() - landed < 60  # woken by the event, not by a poll minutes later
+    tasks = call(runtime, "GET", run_path, team="examples")[1]["tasks"]
+    assert [(task["name"], task["status"]) for task in tasks] == [
+        ("wait-for-file", "SUCCEEDED"),
+        ("load", "SUCCEEDED"),
+        ("report", "SUCCEEDED"),
+    ]

@@ -590,7 +590,7 @@ def test_an_idle_non_prod_stage_pays_for_no_dashboards_traces_or_zero_counts(tmp
     ]
     assert ours and {variables[Env.ZERO_METRICS] for variables in ours} == {"off"}
     assert (
-        len(resources(template, "AWS::CloudWatch::Alarm")) == 33
+        len(resources(template, "AWS::CloudWatch::Alarm")) == 34
     )  # alarms cost nothing while idle (no data, not breaching)
     prod, _ = synthesize(tmp_path / "prod", stage="prod")
     assert len(resources(prod, "AWS::CloudWatch::Dashboard")) == 4

@@ -19,11 +19,12 @@ from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.adapters.memory.queues import MemoryWorkQueues
 from jobsched.adapters.memory.rules import MemoryRules
 from jobsched.core.errors import SpecError
-from jobsched.core.events import EventEnvelope, after_pattern, trigger_fingerprint
-from jobsched.core.records import Run
+from jobsched.core.events import EventEnvelope, after_pattern, after_run_id, trigger_fingerprint
+from jobsched.core.records import AttemptClaim, Run
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant, scheduled_run_id
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.intake import EventIntake
+from jobsched.pipeline.reruns import rerun_run
 from jobsched.registry.jobs import put_job
 
 T0 = parse_instant("2027-03-01T03:00:00Z")
@@ -246,3 +247,68 @@ def test_lint_finds_a_cycle_across_job_files(tmp_path: Any) -> None:
     assert sorted(f.file.rsplit("/", 1)[-1] for f in findings) == ["a.yaml", "b.yaml", "c.yaml"]
     assert all(f.severity == "error" for f in findings)
     assert "data/a runs after data/c runs after data/b runs after data/a" in findings[0].message
+
+
+def succeed_next_attempt(stack: Stack, job: str, run_id: str) -> Run:
+    """The reopened run's next attempt claimed and succeeded (what the worker does with a rerun's message)."""
+    run = stack.runs.get(job, run_id)
+    assert run is not None and run.status is RunStatus.RETRYING
+    claim = AttemptClaim(run.attempt + 1, RunStatus.RETRYING, run.attempt, stack.now, stack.now + timedelta(hours=1))
+    stack.runs.claim_attempt(job, run_id, claim)
+    return stack.runs.finish(job, run_id, attempt=run.attempt + 1, status=RunStatus.SUCCEEDED, now=stack.now)
+
+
+def test_rerun_downstream_reruns_the_jobs_after_it_once_per_upstream_attempt_and_on_down_the_chain() -> None:
+    stack = Stack()
+    stack.put("data/extract")
+    report = stack.put("data/report", triggers=[{"after": {"job": "data/extract"}}])
+    publish = stack.put("data/publish", triggers=[{"after": {"job": "data/report"}}])
+    upstream = stack.finish("data/extract")
+    [started] = [stack.receive(report, upstream).run_id]
+    assert started is not None
+    first = stack.runs.get("data/report", started)
+    assert first is not None
+    done = stack.runs.finish(
+        "data/report", started, attempt=1, status=RunStatus.SUCCEEDED, now=stack.now, from_status=RunStatus.SCHEDULED
+    )
+    assert stack.receive(publish, done).action == "started"
+    published = stack.runs.get("data/publish", after_run_id(done.scheduled_at))
+    assert published is not None
+    stack.runs.finish(
+        "data/publish",
+        published.run_id,
+        attempt=1,
+        status=RunStatus.SUCCEEDED,
+        now=stack.now,
+        from_status=RunStatus.SCHEDULED,
+    )
+    # A plain rerun of the upstream: the downstream already ran for the instant and is left alone.
+    rerun_run(
+        stack.jobs, stack.runs, stack.queues, "data/extract", upstream.run_id, now=stack.now, principal="t", force=True
+    )
+    again = succeed_next_attempt(stack, "data/extract", upstream.run_id)
+    assert stack.receive(report, again).action == "duplicate"
+    # With --downstream: the downstream runs again, once however often the finish is delivered ...
+    rerun_run(
+        stack.jobs,
+        stack.runs,
+        stack.queues,
+        "data/extract",
+        upstream.run_id,
+        now=stack.now,
+        principal="t",
+        force=True,
+        downstream=True,
+    )
+    carried = succeed_next_attempt(stack, "data/extract", upstream.run_id)
+    assert carried.downstream_attempt == carried.attempt == 3
+    assert [stack.receive(report, carried).action for _ in range(3)] == ["started", "duplicate", "duplicate"]
+    reopened = stack.runs.get("data/report", started)
+    assert reopened is not None and reopened.status is RunStatus.RETRYING and reopened.downstream_attempt == 2
+    # ... and once it has finished, a late redelivery of the upstream's finish reruns nothing more.
+    report_done = succeed_next_attempt(stack, "data/report", started)
+    assert stack.receive(report, carried).action == "duplicate"
+    # Down the chain: the report's rerun carries the publish job.
+    assert stack.receive(publish, report_done).action == "started"
+    chained = stack.runs.get("data/publish", published.run_id)
+    assert chained is not None and chained.status is RunStatus.RETRYING and chained.attempt == 1

@@ -56,6 +56,10 @@ class BackfillRequest(_Request):
     priority: Literal["high", "normal", "low"] | None = Field(
         default=None, description="the class its runs go to (default: the job's); one the team may use"
     )
+    downstream: bool = Field(
+        default=False,
+        description="instants run again carry the jobs after this one (their runs of the instant run again too)",
+    )
     status: list[RerunStatus] = Field(
         default_factory=list,
         max_length=6,
@@ -70,6 +74,9 @@ class RerunsRequest(BackfillRequest):
 
 class RerunRequest(_Request):
     force: bool = Field(default=False, description="also a run that SUCCEEDED")
+    downstream: bool = Field(
+        default=False, description="when the rerun finishes, rerun the runs of the same instant of the jobs after it"
+    )
 
 
 class CompleteRequest(_Request):

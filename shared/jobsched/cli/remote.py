@@ -384,15 +384,25 @@ def trigger(
 @click.option("--to", "end", required=True, help="ISO-8601 instant with offset.")
 @click.option("--max-in-flight", default=5, show_default=True, type=click.IntRange(1, 100))
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Show progress until done.")
+@click.option("--downstream", is_flag=True, help="Instants run again also rerun the jobs after this one.")
 @remote
 def backfill(
-    job: str, team: str | None, start: str, end: str, max_in_flight: int, wait: bool, client: Any, output: str
+    job: str,
+    team: str | None,
+    start: str,
+    end: str,
+    max_in_flight: int,
+    wait: bool,
+    downstream: bool,
+    client: Any,
+    output: str,
 ) -> None:
-    """Run a job's instants of a past range, at most --max-in-flight at a time."""
+    """Run a job's instants of a past range, at most --max-in-flight at a time. The jobs after it run for
+    each instant that had not run; with --downstream, also for those run again."""
     import time
 
     owner, name = job_ref(job, team)
-    body = {"from": start, "to": end, "max_in_flight": max_in_flight}
+    body = {"from": start, "to": end, "max_in_flight": max_in_flight, "downstream": downstream}
     progress = client.call("POST", f"/teams/{owner}/jobs/{name}/backfill", body).body
     path = f"/teams/{owner}/jobs/{name}/backfills/{progress['backfill_id']}"
     if wait and output == "table":

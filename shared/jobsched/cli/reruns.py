@@ -33,6 +33,7 @@ def statuses(value: str | None) -> list[str]:
 @click.argument("run_id", required=False)
 @click.option("--team")
 @click.option("--force", is_flag=True, help="Also a run that SUCCEEDED.")
+@click.option("--downstream", is_flag=True, help="When it finishes, rerun the jobs after it for the same instant.")
 @click.option("--from", "start", help="A range: ISO-8601 instant with offset.")
 @click.option("--to", "end", help="A range: ISO-8601 instant with offset.")
 @click.option("--status", "status_text", help=f"A range: which ended runs to run again ({','.join(RERUN_STATUSES)}).")
@@ -46,6 +47,7 @@ def rerun(
     run_id: str | None,
     team: str | None,
     force: bool,
+    downstream: bool,
     start: str | None,
     end: str | None,
     status_text: str | None,
@@ -63,11 +65,13 @@ def rerun(
     if cancel_id:
         emit(client.call("DELETE", f"{base}/backfills/{cancel_id}").body, output, PROGRESS_COLUMNS)
     elif run_id:
-        emit(client.call("POST", f"{base}/runs/{run_id}/rerun", {"force": force}).body, output, RUN_COLUMNS)
+        asked = {"force": force, "downstream": downstream}
+        emit(client.call("POST", f"{base}/runs/{run_id}/rerun", asked).body, output, RUN_COLUMNS)
     else:
         chosen = statuses(status_text)
         if not (start and end and chosen):
             raise click.UsageError("give RUN_ID, or a range: --from, --to and --status")
         body: dict[str, Any] = {"from": start, "to": end, "status": chosen, "max_in_flight": max_in_flight}
+        body["downstream"] = downstream
         body |= {k: v for k, v in (("rate_per_minute", rate_per_minute), ("priority", priority)) if v is not None}
         emit(client.call("POST", f"{base}/reruns", body).body, output, PROGRESS_COLUMNS)

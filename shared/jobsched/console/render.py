@@ -397,6 +397,11 @@ def run_view(run: Run, tasks: dict[str, TaskState], graph: Graph | None, order: 
         *((("event", escape(trigger_summary(run.trigger_detail))),) if run.trigger_detail else ()),
         ("error", escape(run.error or DASH)),
         ("reason", escape(run.reason or DASH)),
+        *(
+            (("waiting for", escape(", ".join(run.waiting_for))),)
+            if run.waiting_for and run.status is RunStatus.WAITING
+            else ()
+        ),
     ]
     table = "<table>" + "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in facts) + "</table>"
     if graph is None:

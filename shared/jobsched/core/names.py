@@ -114,6 +114,8 @@ class JobsKeys:
     # A run (or DAG task) waiting for data: sk "WAITER#{run_id}" or "WAITER#{run_id}#{task}", holding the message
     # the intake sends when an event may meet its wait (expires when the wait would have timed out).
     WAITER_PREFIX = "WAITER#"
+    # A downstream run rerun for one upstream attempt (rerun --downstream): sk "CARRIED#{run_id}#{team/name/run#n}".
+    CARRIED_PREFIX = "CARRIED#"
 
     @staticmethod
     def batch(trigger: str) -> str:

@@ -248,6 +248,7 @@ class Run:
     payload: Any = None  # what a manual trigger or an event passed to the target, instead of the job's payload
     waiting_for: list[str] | None = None  # a WAITING run: the conditions not yet met, as users read them
     wait_started_at: datetime | None = None  # when it began waiting for its wait_for conditions
+    downstream_attempt: int | None = None  # a rerun with --downstream: this attempt's finish reruns downstreams
 
     @property
     def policy_attempt(self) -> int:
@@ -286,6 +287,7 @@ class Run:
             payload=json.loads(values["payload"]) if values.get("payload") else None,
             waiting_for=list(values["waiting_for"]) if values.get("waiting_for") else None,
             wait_started_at=instant("wait_started_at"),
+            downstream_attempt=int(values["downstream_attempt"]) if values.get("downstream_attempt") else None,
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:

@@ -35,10 +35,11 @@ from jobsched.core.events import (
     trigger_fingerprint,
 )
 from jobsched.core.messages import DagTaskFailure, parse_work_message
-from jobsched.core.records import Run, StoredJob
-from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
+from jobsched.core.records import Run, StaleAttempt, StoredJob
+from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import DEFAULT_BUS, AfterTrigger, JobTrigger
 from jobsched.core.waits import MAX_WAITERS_WOKEN, wake_rule
+from jobsched.pipeline.reruns import reopen_and_send
 from jobsched.ports import EventBatchesPort, EventIntakeStorePort, RunsPort, WorkQueuesPort
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, trigger_resources
 
@@ -160,6 +161,10 @@ class EventIntake:
             if set(upstreams) < set(trigger.after.upstreams):
                 return Received("noted", team=team)
         run_id = after_run_id(instant)
+        if finished.downstream_attempt == finished.attempt:
+            carried = self._carry_rerun(stored, run_id, finished, now)
+            if carried is not None:
+                return carried
         settled = self._exists_or_limited(stored, run_id, now)
         if settled is not None:
             return settled
@@ -175,6 +180,30 @@ class EventIntake:
             stored, run_id, instant=instant, fire_at=envelope.time, detail=shown, payload={"trigger": shown}
         )
         return self._start(stored, message, now)  # a duplicate: two upstream finishes at once
+
+    def _carry_rerun(self, stored: StoredJob, run_id: str, upstream: Run, now: datetime) -> Received | None:
+        """The upstream's finish is of a rerun asked to carry its downstreams (``rerun --downstream``): this
+        job's run of the instant runs again, once per upstream attempt, and carries its own downstreams in
+        turn. None: there is no run of the instant yet, so it starts as any after run does.
+        Once only: a run already running again only gets the marker (a crash after the reopen); a finished one
+        is reopened unless the marker says this upstream attempt did it before (a late redelivery), and two
+        deliveries at once meet the reopen's condition."""
+        team = stored.spec.team
+        existing = self.runs.get(stored.spec.key, run_id)
+        if existing is None:
+            return None
+        marker = f"{upstream.job}/{upstream.run_id}#{upstream.attempt}"
+        expires_at = now + stored.spec.run_retention
+        if existing.status not in TERMINAL or self.jobs.carried(stored.spec.key, run_id, marker):
+            self.jobs.mark_carried(stored.spec.key, run_id, marker, expires_at=expires_at)
+            return Received("duplicate", run_id=run_id, team=team)
+        reason = f"rerun after {upstream.job} {upstream.run_id} attempt {upstream.attempt} (--downstream)"
+        try:
+            reopen_and_send(stored, existing, self.runs, self.queues, now=now, reason=reason, downstream=True)
+        except StaleAttempt:
+            return Received("duplicate", run_id=run_id, team=team)
+        self.jobs.mark_carried(stored.spec.key, run_id, marker, expires_at=expires_at)
+        return Received("started", run_id=run_id, detail="rerun with its upstream", team=team)
 
     def _upstream_run(self, stored: StoredJob, after: AfterTrigger, detail: dict[str, Any]) -> Run | Received:
         """The upstream run a Run Finished names, read back; or why it may not start this job's run."""

@@ -48,8 +48,10 @@ def rerun_run(
     now: datetime,
     principal: str,
     force: bool = False,
+    downstream: bool = False,
 ) -> Run:
-    """Run a finished run again with its own instant; returns the run as reopened (RETRYING)."""
+    """Run a finished run again with its own instant; returns the run as reopened (RETRYING). ``downstream``:
+    when this rerun finishes, the runs of the same instant of the jobs after it run again too (and theirs)."""
     stored = jobs.get(job)
     if stored is None:
         raise JobNotFound(job)
@@ -57,8 +59,15 @@ def rerun_run(
     if run is None:
         raise RunNotFound(f"no run {run_id} of {job}")
     check_rerunnable(stored, run, force=force)
-    reopened = reopen_and_send(stored, run, runs, queues, now=now, reason=f"rerun requested by {principal}")
-    details = {"run_id": run_id, "attempt": reopened.attempt + 1, "was": run.status.value, "force": force}
+    reason = f"rerun requested by {principal}" + (" with its downstreams" if downstream else "")
+    reopened = reopen_and_send(stored, run, runs, queues, now=now, reason=reason, downstream=downstream)
+    details = {
+        "run_id": run_id,
+        "attempt": reopened.attempt + 1,
+        "was": run.status.value,
+        "force": force,
+        "downstream": downstream,
+    }
     jobs.record_action(job, version=stored.version, now=now, principal=principal, action="rerun", details=details)
     return reopened
 
@@ -75,7 +84,14 @@ def check_rerunnable(stored: StoredJob, run: Run, *, force: bool) -> None:
 
 
 def reopen_and_send(
-    stored: StoredJob, run: Run, runs: RunsPort, queues: WorkQueuesPort, *, now: datetime, reason: str
+    stored: StoredJob,
+    run: Run,
+    runs: RunsPort,
+    queues: WorkQueuesPort,
+    *,
+    now: datetime,
+    reason: str,
+    downstream: bool = False,
 ) -> Run:
     """Steps 1-3 above, for one run whose status was read as ``run.status``."""
     reopened = runs.reopen(
@@ -86,6 +102,7 @@ def reopen_and_send(
         now=now,
         retention=stored.spec.run_retention,
         reason=f"{reason} (attempt {run.attempt} was {run.status.value})",
+        downstream=downstream,
     )
     message = reopened.to_message(attempt=reopened.attempt + 1, fire_at=now)
     queues.send(stored.spec.priority, [(message, timedelta(0))])

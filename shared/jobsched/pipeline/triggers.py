@@ -125,6 +125,7 @@ def start_backfill(
     statuses: frozenset[RunStatus] = frozenset(),
     rate_per_minute: int | None = None,
     priority: str | None = None,
+    downstream: bool = False,
 ) -> BackfillProgress:
     """The instants of [start, end] run at most ``max_in_flight`` (and ``rate_per_minute``) at a time.
 
@@ -169,6 +170,7 @@ def start_backfill(
             "rate_per_minute": rate_per_minute,
             "priority": priority,
             "rerun": 0,
+            "downstream": downstream,
         },
         cursor=start - timedelta(seconds=1),
         due_at=now,
@@ -182,6 +184,7 @@ def start_backfill(
         "max_in_flight": max_in_flight,
         "rate_per_minute": rate_per_minute,
         "priority": priority,
+        "downstream": downstream,
     }
     action = "reruns" if statuses else "backfill"
     jobs.record_action(job, version=stored.version, now=now, principal=principal, action=action, details=details)
@@ -276,7 +279,15 @@ class _BackfillStep:
         wanted = frozenset(RunStatus(value) for value in self.item.get("statuses") or ()) or NEVER_RAN
         if existing.status in wanted:
             try:
-                reopen_and_send(self.stored, existing, runs, queues, now=now, reason=f"rerun by backfill {backfill_id}")
+                reopen_and_send(
+                    self.stored,
+                    existing,
+                    runs,
+                    queues,
+                    now=now,
+                    reason=f"rerun by backfill {backfill_id}",
+                    downstream=bool(self.item.get("downstream")),
+                )
                 self.rerun += 1
             except StaleAttempt:
                 pass  # changed since it was read (rerun by someone else): waited for like any run in flight

@@ -177,7 +177,7 @@ def _deploy_rules(rules: TriggerRulesPort | None, spec: JobSpec, *, kept: list[T
     """Every trigger's and wait's rule, or none new: a refused rule removes the rules this call added (``kept``:
     the rules the stored version has, which stay)."""
     needed = job_rules(spec)
-    if needed and rules is None:
+    if spec.triggers and rules is None:  # waits alone need no rule to work: their polls find the data
         raise SpecError([TriggerRefused(0, "", "triggers_not_configured", "this deployment has no event intake").error])
     if rules is None:
         return

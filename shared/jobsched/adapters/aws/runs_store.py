@@ -334,11 +334,14 @@ class RunsStore:
         now: datetime,
         retention: timedelta,
         reason: str,
+        downstream: bool = False,
     ) -> Run:
         """A finished run (``expected_status`` at ``attempt``) -> RETRYING, due now, for a rerun: the next
         attempt's claim starts it, and the old attempt's late results stay refused (its attempt is past).
         It goes on the wakeups index, so the dispatcher sends the attempt if the rerun's message is lost;
-        its expiry moves to ``now + retention`` so it outlives the rerun."""
+        its expiry moves to ``now + retention`` so it outlives the rerun. ``downstream``: the rerun's
+        attempt carries the jobs after it (``downstream_attempt``: their runs of the instant run again when
+        this attempt finishes)."""
         values: dict[str, Any] = {
             ":from": expected_status.value,
             ":attempt": attempt,
@@ -349,9 +352,13 @@ class RunsStore:
             ":base": attempt,
             ":expires": int((now + retention).timestamp()),
         }
+        carry = ", downstream_attempt = :carry" if downstream else ""
+        if downstream:
+            values[":carry"] = attempt + 1
         update = (
             "SET #status = :retrying, next_attempt_at = :now, wake_shard = :shard, wake_at = :now,"
-            " #reason = :reason, attempt_base = :base, #expires = :expires REMOVE finished_at"
+            f" #reason = :reason, attempt_base = :base, #expires = :expires{carry} REMOVE finished_at"
+            + ("" if downstream else ", downstream_attempt")
         )
         names = {"#status": "status", "#reason": "reason", "#expires": RunsKeys.TTL}
         return self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)

@@ -427,6 +427,13 @@ class MemoryJobs:
     def drop_waiter(self, job: str, waiter: str) -> None:
         self.table.delete(job, f"{JobsKeys.WAITER_PREFIX}{waiter}")
 
+    def carried(self, job: str, run_id: str, upstream_attempt: str) -> bool:
+        return self.table.get(job, f"{JobsKeys.CARRIED_PREFIX}{run_id}#{upstream_attempt}") is not None
+
+    def mark_carried(self, job: str, run_id: str, upstream_attempt: str, *, expires_at: datetime) -> None:
+        sk = f"{JobsKeys.CARRIED_PREFIX}{run_id}#{upstream_attempt}"
+        self.table.put({JobsKeys.PK: job, JobsKeys.SK: sk, JobsKeys.TTL: int(expires_at.timestamp())})
+
     def note_upstream(
         self, job: str, trigger: str, instant: datetime, upstream: str, run_id: str, *, expires_at: datetime
     ) -> dict[str, str]:

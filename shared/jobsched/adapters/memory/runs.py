@@ -207,6 +207,7 @@ class MemoryRuns:
         now: datetime,
         retention: timedelta,
         reason: str,
+        downstream: bool = False,
     ) -> Run:
         sets: Item = {
             "status": RunStatus.RETRYING.value,
@@ -217,7 +218,10 @@ class MemoryRuns:
             "attempt_base": attempt,
             RunsKeys.TTL: int((now + retention).timestamp()),
         }
-        return self._transition(job, run_id, lambda item: _at(item, expected_status, attempt), sets, ("finished_at",))
+        if downstream:
+            sets["downstream_attempt"] = attempt + 1
+        removes = ("finished_at",) if downstream else ("finished_at", "downstream_attempt")
+        return self._transition(job, run_id, lambda item: _at(item, expected_status, attempt), sets, removes)
 
     def finish(
         self,

@@ -45,6 +45,7 @@ def router(access: Access) -> APIGatewayRouter:
             statuses=frozenset(RunStatus(status) for status in body.status),
             rate_per_minute=body.rate_per_minute,
             priority=body.priority,
+            downstream=body.downstream,
         )
         return Response(202, content_types.APPLICATION_JSON, backfill_view(progress))
 

@@ -110,6 +110,7 @@ def router(access: Access) -> APIGatewayRouter:
             now=s.clock(),
             principal=caller.arn,
             force=bool(body and body.force),
+            downstream=bool(body and body.downstream),
         )
         return Response(202, content_types.APPLICATION_JSON, run_view(run, None))
 

@@ -52,3 +52,15 @@ class DependenciesStore(JobsTable):
 
     def drop_waiter(self, job: str, waiter: str) -> None:
         self.db.delete_item(TableName=self.table, Key=self._key(job, f"{JobsKeys.WAITER_PREFIX}{waiter}"))
+
+    def carried(self, job: str, run_id: str, upstream_attempt: str) -> bool:
+        key = self._key(job, f"{JobsKeys.CARRIED_PREFIX}{run_id}#{upstream_attempt}")
+        return "Item" in self.db.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+
+    def mark_carried(self, job: str, run_id: str, upstream_attempt: str, *, expires_at: datetime) -> None:
+        item = {
+            JobsKeys.PK: job,
+            JobsKeys.SK: f"{JobsKeys.CARRIED_PREFIX}{run_id}#{upstream_attempt}",
+            JobsKeys.TTL: int(expires_at.timestamp()),
+        }
+        self.db.put_item(TableName=self.table, Item=to_item(item))
