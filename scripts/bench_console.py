@@ -90,6 +90,9 @@ class Stores:
     def open_incident_list(self, *, limit: int = 200) -> list[StoredIncident]:
         return []
 
+    def downstreams(self, job: str) -> list[str]:
+        return []
+
 
 class RunsView:
     """The runs side of the same stores (the console reads jobs and runs through two ports)."""
@@ -111,6 +114,9 @@ class RunsView:
 
     def tasks(self, job: str, run_id: str) -> dict[str, TaskState]:
         return {}
+
+    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
+        return self.page(job, limit=limit, newest_first=newest_first)[0]
 
 
 def main() -> None:

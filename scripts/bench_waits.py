@@ -8,7 +8,7 @@
    object lands after an hour without its event (met by a poll). Counted: S3 HeadObject, SQS requests,
    worker invocations, DynamoDB reads and writes; priced at us-east-1 on-demand list prices.
 
-    python scripts/bench_waits.py [--runs 30] [--skip-local]
+    python scripts/bench_waits.py [--runs 30] [--skip-local] | grep -v "^{"   # the handlers log JSON to stdout
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def cost_of_a_wait(title: str, *, lands_after: timedelta | None) -> None:
 def wake_latency(count: int) -> None:
     from infra.local.runtime import LocalRuntime, free_port
 
+    logging.getLogger().setLevel(logging.WARNING)
     runtime = LocalRuntime(port=free_port(), examples=True).start()
     try:
         import boto3

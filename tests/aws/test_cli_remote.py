@@ -213,3 +213,21 @@ def test_deps_shows_upstreams_and_downstreams_with_their_last_runs(run_cli: Any,
     assert run_cli("apply", "-f", str(tmp_path))[0] == 0
     downstreams = json.loads(run_cli("deps", "payments/extract", "-o", "json")[1])["downstreams"]
     assert [d["job"] for d in downstreams] == ["data/mirror"]
+
+
+def test_rerun_downstream_and_a_waiting_job_as_typed(run_cli: Any, stack: Stack, tmp_path: Path) -> None:
+    write_job(tmp_path, "extract")
+    write_job(tmp_path, "report", wait_for=[{"job": "payments/extract", "within": "2h"}], wait={"timeout": "3h"})
+    assert run_cli("apply", "-f", str(tmp_path))[0] == 0
+    stack.minutes(2)  # both run at 09:00: report's wait is met by extract's run of that hour
+    [extracted] = stack.run_list("payments/extract")
+    [reported] = stack.run_list("payments/report")
+    assert (extracted.status.value, reported.status.value) == ("SUCCEEDED", "SUCCEEDED")
+    code, output = run_cli("deps", "payments/report")
+    assert code == 0 and "payments/extract" in output and "waits for a succeeded run within 2h" in output
+    code, output = run_cli("rerun", "payments/extract", extracted.run_id, "--force", "--downstream")
+    assert code == 0, output
+    reopened = stack.runs.get("payments/extract", extracted.run_id)
+    assert reopened is not None and reopened.downstream_attempt == reopened.attempt + 1
+    [entry, *_] = json.loads(run_cli("history", "payments/extract", "-o", "json")[1])
+    assert entry["action"] == "rerun" and entry["details"]["downstream"] is True

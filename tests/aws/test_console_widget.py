@@ -156,3 +156,36 @@ def test_the_widget_shows_a_team_only_through_that_teams_alias(stack: Stack, clo
     assert "INC-42" in as_invoked("oncall", view="team", team="payments")
     assert "Not allowed" in as_invoked(None, view="incidents")
     assert "Type a team" in as_invoked("team-CONSOLE_TEAM", view="team", team="CONSOLE_TEAM")
+
+
+def test_a_jobs_page_shows_what_it_runs_after_or_waits_for_and_what_runs_after_it(stack: Stack, clock: Clock) -> None:
+    echo = {"type": "lambda", "function": "echo"}
+    stack.register({"name": "extract", "team": "ops", "schedule": {"expression": "0 * * * *"}, "target": echo})
+    stack.register({"name": "ledger", "team": "payments", "target": echo, "share_with": ["ops"]})
+    stack.register(
+        {
+            "name": "report",
+            "team": "ops",
+            "target": echo,
+            "triggers": [{"after": {"job": "ops/extract"}}],
+            "wait_for": [{"job": "payments/ledger", "within": "6h"}],
+        }
+    )
+    clock.set("2027-01-04T09:00:00Z")
+    stack.tick()
+    stack.pump()
+    now = clock()
+    context = {"timeRange": {"start": int((now.timestamp() - 86400) * 1000), "end": int(now.timestamp() * 1000)}}
+
+    def job_page(name: str) -> str:
+        params = {"view": "job", "team": "ops", "job": name}
+        return render_widget(
+            {"widgetContext": {**context, "params": params}, **params}, stack.jobs, stack.runs, now, viewer=OPS
+        )
+
+    report = job_page("report")
+    assert "<h2>Dependencies</h2>" in report
+    assert "ops/extract" in report and "after, on succeeded" in report
+    assert "payments/ledger" in report and "waits for a succeeded run within 6h" in report
+    extract = job_page("extract")
+    assert "ops/report" in extract and "20270104T090000Z" in extract  # its own last run

@@ -197,8 +197,8 @@ def test_duplicate_wakes_and_redeliveries_run_the_target_once_and_never_multiply
     stack = Stack()
     spec = stack.put("data/nightly", **NIGHTLY)
     message = stack.start()
-    for _ in range(3):  # events for other objects under the prefix: checked, not met, not re-sent
-        assert stack.wake(spec, object_created("exports/2027-03-01/_SUCCESS")).action == "woke"
+    for _ in range(3):  # the object's events before it can be read (or a stale one): checked, not re-sent
+        assert stack.wake(spec, object_created(FILE)).action == "woke"
     stack.deliver(stack.now)
     assert stack.queues.depth() == 1  # the one poll chain
     stack.checks.put(LANDING, FILE)
@@ -216,6 +216,10 @@ def test_an_object_outside_the_waited_key_or_bucket_wakes_nothing() -> None:
     stack.start()
     assert stack.wake(spec, object_created("imports/x.csv")).reason == "stale_rule"
     assert stack.wake(spec, object_created(FILE, bucket="other-bucket")).reason == "stale_rule"
+    depth = stack.queues.depth()
+    other_day = stack.wake(spec, object_created("exports/2027-03-02/_SUCCESS"))  # the rule matches; no run awaits it
+    assert (other_day.action, other_day.detail) == ("woke", "0 waiting runs and tasks woken")
+    assert stack.queues.depth() == depth
 
 
 def test_a_job_wait_is_met_by_a_succeeded_upstream_run_in_its_window_and_its_run_finished_wakes_it() -> None:

@@ -18,6 +18,7 @@ from jobsched.core.events import trigger_summary
 from jobsched.core.records import Incident, Run, TaskState
 from jobsched.core.runs import TERMINAL, RunStatus, instant_text
 from jobsched.dag.definition import Graph
+from jobsched.registry.dependencies import Dependency
 from jobsched.schedule.engine import Occurrence
 from jobsched.watch.health import JobHealth, strip_cell
 
@@ -160,6 +161,39 @@ def legend(outcomes: Iterable[str] = OUTCOMES_SHOWN) -> str:
 
 def link_text(text: str, href: str | None) -> str:
     return f'<a href="{escape(href)}">{escape(text)}</a>' if href else escape(text)
+
+
+def dependencies_view(upstreams: Sequence[Dependency], downstreams: Sequence[Dependency], links: Links) -> str:
+    """The jobs a job runs after or waits for, and those that run after it or wait for it, each with its last
+    run (another team's, by name only); nothing when it has none."""
+    if not upstreams and not downstreams:
+        return ""
+
+    def rows(title: str, found: Sequence[Dependency]) -> str:
+        lines = []
+        for item in found:
+            team_name, _, name = item.job.partition("/")
+            href = links(f"/teams/{team_name}/jobs/{name}") if item.exists else None
+            last = item.last_run
+            outcome = strip_cell(last) if last is not None else None
+            shown = (
+                f"{cell(outcome, title=look(outcome).label)} {escape(last.run_id)}"
+                if last is not None and outcome is not None
+                else DASH
+            )
+            missing = "" if item.exists else " <span class=muted>(no such job)</span>"
+            lines.append(
+                f"<tr><td>{title}</td><td>{link_text(item.job, href)}{missing}</td>"
+                f"<td class=muted>{escape(item.how)}</td><td>{shown}</td></tr>"
+            )
+        return "".join(lines)
+
+    return (
+        "<h2>Dependencies</h2><table><tr><th></th><th>job</th><th>how</th><th>last run</th></tr>"
+        + rows("after", upstreams)
+        + rows("before", downstreams)
+        + "</table>"
+    )
 
 
 # ------------------------------------------------------------------------------------------- team

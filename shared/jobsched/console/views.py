@@ -15,6 +15,7 @@ from jobsched.console.palette import look
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import instant_text
 from jobsched.dag.definition import graph_from_values
+from jobsched.registry.dependencies import dependencies
 from jobsched.schedule.engine import CompiledSchedule, Occurrence
 from jobsched.schedule.fires import next_fire, schedule_of
 from jobsched.watch.health import MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, strip_cell, worst_first
@@ -31,6 +32,7 @@ class ConsoleJobs(Protocol):
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None: ...
     def open_incidents(self, job: str) -> set[str]: ...
     def open_incident_list(self, *, limit: int = 200) -> list[StoredIncident]: ...
+    def downstreams(self, job: str) -> list[str]: ...
 
 
 class ConsoleRuns(Protocol):
@@ -39,6 +41,7 @@ class ConsoleRuns(Protocol):
     ) -> tuple[list[Run], str | None]: ...
     def get(self, job: str, run_id: str) -> Run | None: ...
     def tasks(self, job: str, run_id: str) -> dict[str, TaskState]: ...
+    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]: ...
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,10 @@ def job(
     runs_list = _runs_table(job_key, shown[:50], links)
     team_name, name = job_key.split("/", 1)
     head = _state_line(stored, controls)
-    return View(f"Job {job_key}", head + body + runs_list, _nav(links, ("teams", team_name), ("jobs", name)))
+    upstreams, downstreams = dependencies(jobs, runs, stored)
+    related = render.dependencies_view(upstreams, downstreams, links)
+    nav = _nav(links, ("teams", team_name), ("jobs", name))
+    return View(f"Job {job_key}", head + body + related + runs_list, nav)
 
 
 def run(

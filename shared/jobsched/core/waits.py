@@ -35,6 +35,11 @@ class Awaited:
     first: datetime | None = None  # job waits: the upstream run's logical instant in [first, last]
     last: datetime | None = None
 
+    @property
+    def wakes_on(self) -> str:
+        """What an event must be about to wake a run waiting on this: ``s3://bucket/key`` or ``job:team/name``."""
+        return f"s3://{self.bucket}/{self.key}" if self.kind == "s3" else f"job:{self.job}"
+
     def describe(self) -> str:
         if self.kind == "s3":
             return f"s3://{self.bucket}/{self.key}"

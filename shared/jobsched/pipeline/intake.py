@@ -100,9 +100,9 @@ class EventIntake:
         return self._single(stored, trigger, envelope, now)
 
     def _wake(self, stored: StoredJob, envelope: EventEnvelope) -> Received:
-        """An event that may meet the job's waits (its object created, its upstream's run succeeded): every
-        run and task of the job waiting for data is sent at once, to be checked (a woken delivery is never
-        sent again, so a storm of wakes costs checks, never messages that multiply)."""
+        """An event that may meet the job's waits (its object created, its upstream's run succeeded): the runs
+        and tasks of the job waiting on that object or job are sent at once, to be checked (a woken delivery
+        is never sent again, so a storm of wakes costs checks, never messages that multiply)."""
         team = stored.spec.team
         rule = wake_rule(stored.spec, envelope.jobsched.trigger)
         if rule is None:
@@ -111,7 +111,13 @@ class EventIntake:
         s3 = rule.trigger.s3
         if s3 is not None and (created is None or not s3_key_matches(s3, created["bucket"], created["key"])):
             return _dropped("stale_rule", "the object is not one the job waits for", team)
-        waiting = self.jobs.waiters(envelope.job, limit=MAX_WAITERS_WOKEN)
+        detail = envelope.detail
+        about = (
+            f"s3://{created['bucket']}/{created['key']}"
+            if created is not None
+            else f"job:{detail.get('team')}/{detail.get('job')}"
+        )
+        waiting = self.jobs.waiters(envelope.job, limit=MAX_WAITERS_WOKEN, awaiting=about)
         messages = [(parse_work_message(body), timedelta(0)) for body in waiting.values()]
         runs = [(message, delay) for message, delay in messages if not isinstance(message, DagTaskFailure)]
         if runs:

@@ -94,10 +94,16 @@ class Waits:
         waiting = Waiting(
             waiting_reason(since, pending), [item.describe() for item in pending], since, since + policy.timeout
         )
-        return self._keep_waiting(message, spec, existing, waiting, now)
+        return self._keep_waiting(message, spec, existing, waiting, pending, now)
 
     def _keep_waiting(
-        self, message: RunMessage, spec: JobSpec, existing: Run | None, waiting: Waiting, now: datetime
+        self,
+        message: RunMessage,
+        spec: JobSpec,
+        existing: Run | None,
+        waiting: Waiting,
+        pending: list[Awaited],
+        now: datetime,
     ) -> Outcome | None:
         """WAITING recorded (with its waiter, the first time) and the message sent again after the poll delay."""
         first = existing is None or existing.status is not RunStatus.WAITING
@@ -106,6 +112,7 @@ class Waits:
                 message.job,
                 message.run_id,
                 message.model_copy(update={"woken": True}).model_dump_json(),
+                awaits=[item.wakes_on for item in pending],
                 expires_at=waiting.until + timedelta(days=1),
             )
         unchanged = existing is not None and not first and existing.waiting_for == waiting.waiting_for
@@ -194,6 +201,7 @@ class Waits:
                 run.job,
                 waiter,
                 message.model_copy(update={"woken": True}).model_dump_json(),
+                awaits=[item.wakes_on for item in pending],
                 expires_at=since + policy.timeout + timedelta(days=1),
             )
             self.signal("begun", timedelta(0))

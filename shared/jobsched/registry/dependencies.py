@@ -1,5 +1,5 @@
-"""A job's dependencies: the jobs it runs after (its after triggers) and the jobs that run after it (their
-after triggers name it), each with its last run. What ``jobsched deps`` and the API's dependencies route show.
+"""A job's dependencies: the jobs it runs after (its after triggers) or waits for (its job waits), and the jobs
+that run after it or wait for it, each with its last run. What ``jobsched deps`` and the API's dependencies route show.
 
 Downstreams are found through the reverse edges the registry writes when a job is stored
 (``RegistryPort.downstreams``), each checked against the downstream's current spec, so an edge a crash left
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Protocol
 
+from jobsched.core.durations import format_duration
 from jobsched.core.records import Run, StoredJob
 from jobsched.core.spec import AfterTrigger
-from jobsched.ports import RegistryPort, RunsPort
 
 MAX_DOWNSTREAMS = 100  # shown per job
 
@@ -31,7 +33,18 @@ def describe(after: AfterTrigger) -> str:
     return f"{form}, on {' or '.join(after.status)}"
 
 
-def dependencies(store: RegistryPort, runs: RunsPort, stored: StoredJob) -> tuple[list[Dependency], list[Dependency]]:
+class DependencyStore(Protocol):
+    def get(self, job: str, *, consistent: bool = True) -> StoredJob | None: ...
+    def downstreams(self, job: str) -> list[str]: ...
+
+
+class RunHistory(Protocol):
+    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]: ...
+
+
+def dependencies(
+    store: DependencyStore, runs: RunHistory, stored: StoredJob
+) -> tuple[list[Dependency], list[Dependency]]:
     """(upstreams, downstreams) of the job."""
     team = stored.spec.team
 
@@ -52,15 +65,34 @@ def dependencies(store: RegistryPort, runs: RunsPort, stored: StoredJob) -> tupl
                     upstream, describe(trigger.after), found is not None, last_run(upstream) if visible else None
                 )
             )
+    for _, condition in stored.spec.wait_conditions():
+        if condition.job is None:
+            continue
+        found = store.get(condition.job)
+        visible = found is not None and (found.spec.team == team or team in found.spec.share_with)
+        last = last_run(condition.job) if visible else None
+        upstreams.append(Dependency(condition.job, waits_for(condition.window), found is not None, last))
     downstreams = []
     for downstream in store.downstreams(stored.key)[:MAX_DOWNSTREAMS]:
         found = store.get(downstream)
-        naming = [t.after for t in found.spec.triggers if t.after and stored.key in t.after.upstreams] if found else []
-        if not naming:
-            continue  # an edge left behind: the job no longer runs after this one
+        how = _how_it_depends(found, stored.key) if found else None
+        if how is None:
+            continue  # an edge left behind: the job no longer runs after this one, nor waits for it
         own = downstream.split("/", 1)[0] == team
-        downstreams.append(Dependency(downstream, describe(naming[0]), True, last_run(downstream) if own else None))
+        downstreams.append(Dependency(downstream, how, True, last_run(downstream) if own else None))
     return upstreams, downstreams
+
+
+def waits_for(window: timedelta) -> str:
+    return f"waits for a succeeded run within {format_duration(window)}"
+
+
+def _how_it_depends(downstream: StoredJob, upstream: str) -> str | None:
+    naming = [t.after for t in downstream.spec.triggers if t.after and upstream in t.after.upstreams]
+    if naming:
+        return describe(naming[0])
+    waits = [c for _, c in downstream.spec.wait_conditions() if c.job == upstream]
+    return waits_for(waits[0].window) if waits else None
 
 
 def cycle_through(

@@ -409,19 +409,24 @@ class MemoryJobs:
         prefix = JobsKeys.DOWNSTREAM_PREFIX
         return [str(item["job"]) for item in self.table.partition(job, first=prefix, last=prefix + "\uffff")]
 
-    def add_waiter(self, job: str, waiter: str, message: str, *, expires_at: datetime) -> None:
+    def add_waiter(self, job: str, waiter: str, message: str, *, awaits: list[str], expires_at: datetime) -> None:
         self.table.put(
             {
                 JobsKeys.PK: job,
                 JobsKeys.SK: f"{JobsKeys.WAITER_PREFIX}{waiter}",
                 "message": message,
+                "awaits": list(awaits),
                 JobsKeys.TTL: int(expires_at.timestamp()),
             }
         )
 
-    def waiters(self, job: str, *, limit: int) -> dict[str, str]:
+    def waiters(self, job: str, *, limit: int, awaiting: str | None = None) -> dict[str, str]:
         prefix = JobsKeys.WAITER_PREFIX
-        found = list(self.table.partition(job, first=prefix, last=prefix + "\uffff"))[:limit]
+        found = [
+            item
+            for item in self.table.partition(job, first=prefix, last=prefix + "\uffff")
+            if awaiting is None or awaiting in item.get("awaits", [])
+        ][:limit]
         return {str(item[JobsKeys.SK]).removeprefix(prefix): str(item["message"]) for item in found}
 
     def drop_waiter(self, job: str, waiter: str) -> None:

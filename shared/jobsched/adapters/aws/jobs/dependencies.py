@@ -5,6 +5,7 @@ And which of a job's runs and tasks wait for data: one item each, holding the me
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from jobsched.adapters.aws.dynamo import every_item, to_item, to_values
 from jobsched.adapters.aws.jobs.table import JobsTable
@@ -31,23 +32,26 @@ class DependenciesStore(JobsTable):
             )
         ]
 
-    def add_waiter(self, job: str, waiter: str, message: str, *, expires_at: datetime) -> None:
+    def add_waiter(self, job: str, waiter: str, message: str, *, awaits: list[str], expires_at: datetime) -> None:
         item = {
             JobsKeys.PK: job,
             JobsKeys.SK: f"{JobsKeys.WAITER_PREFIX}{waiter}",
             "message": message,
+            "awaits": awaits,
             JobsKeys.TTL: int(expires_at.timestamp()),
         }
         self.db.put_item(TableName=self.table, Item=to_item(item))
 
-    def waiters(self, job: str, *, limit: int) -> dict[str, str]:
-        found = every_item(
-            self.db,
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues=to_values({":pk": job, ":prefix": JobsKeys.WAITER_PREFIX}),
-            max_items=limit,
-        )
+    def waiters(self, job: str, *, limit: int, awaiting: str | None = None) -> dict[str, str]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": to_values({":pk": job, ":prefix": JobsKeys.WAITER_PREFIX}),
+        }
+        if awaiting is not None:
+            request["FilterExpression"] = "contains(awaits, :awaiting)"
+            request["ExpressionAttributeValues"] |= to_values({":awaiting": awaiting})
+        found = every_item(self.db, max_items=limit, **request)
         return {str(item[JobsKeys.SK]).removeprefix(JobsKeys.WAITER_PREFIX): str(item["message"]) for item in found}
 
     def drop_waiter(self, job: str, waiter: str) -> None:
