@@ -8,6 +8,7 @@ from moto import mock_aws
 
 from functions import forget_services
 from infra.local.gateway import LocalGateway
+from infra.local.moto_patches import fresh_task_token_per_attempt
 from jobsched.adapters.aws.clients import reset_clients
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import REGION, Clock, FakeLambdas, Stack
@@ -44,6 +45,16 @@ def stack(clock: Clock, lambdas: FakeLambdas, request: pytest.FixtureRequest) ->
     with mock_aws():
         reset_clients()
         yield Stack(clock, lambdas, in_memory_queues=in_memory)
+    reset_clients()
+
+
+@pytest.fixture
+def dag_stack(clock: Clock, lambdas: FakeLambdas) -> Iterator[Stack]:
+    """A stack whose state machines run: moto's Step Functions interpreter, in its own threads, in real time."""
+    fresh_task_token_per_attempt()
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        reset_clients()
+        yield Stack(clock, lambdas)
     reset_clients()
 
 

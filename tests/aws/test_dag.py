@@ -9,15 +9,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
-from infra.local.moto_patches import fresh_task_token_per_attempt
-from jobsched.adapters.aws.clients import reset_clients
 from jobsched.adapters.aws.workflows import ExecutionNotOurs
 from jobsched.core.names import OWNER_TAG
 from jobsched.core.records import Run, StaleAttempt, TaskState
@@ -25,19 +22,10 @@ from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.core.spec import JobSpec
 from jobsched.dag.definition import compile_definition, definition_text
 from jobsched.pipeline.worker import heartbeat_checker
-from tests.aws.harness import Clock, FakeLambdas, Stack
+from tests.aws.harness import Clock, Stack
 
 JOB = "data/etl"
 FIRST = "20270104T090000Z"  # the first instant of the hourly schedule after the clock's start
-
-
-@pytest.fixture
-def dag_stack(clock: Clock, lambdas: FakeLambdas) -> Iterator[Stack]:
-    fresh_task_token_per_attempt()
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        reset_clients()
-        yield Stack(clock, lambdas)
-    reset_clients()
 
 
 def lambda_task(name: str, *depends_on: str, function: str = "echo", **extra: Any) -> dict[str, Any]:

@@ -132,5 +132,11 @@ def test_cancel_rerun_and_backfill_start_and_cancel_are_in_the_history(
     entries = api.call("GET", "/teams/ops/jobs/cb/history", principal=OPS).body["entries"]
     assert [e["action"] for e in entries] == ["backfill_cancel", "backfill", "rerun", "cancel", "create"]
     assert entries[1]["details"]["from"] == "2027-01-04T07:00:00Z" and entries[1]["details"]["instants"] == 3
-    assert entries[2]["details"] == {"run_id": run.run_id, "attempt": 2, "was": "CANCELLED", "force": False}
+    assert entries[2]["details"] == {
+        "run_id": run.run_id,
+        "attempt": 2,
+        "was": "CANCELLED",
+        "force": False,
+        "downstream": False,
+    }
     assert entries[3]["details"]["run_id"] == run.run_id and all(e["principal"] == OPS for e in entries)

@@ -4,20 +4,14 @@ rule to the intake queue, and wakes the WAITING run; a DAG task waits the same w
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import pytest
-from moto import mock_aws
-
-from infra.local.moto_patches import fresh_task_token_per_attempt
-from jobsched.adapters.aws.clients import reset_clients
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.pipeline.triggers import trigger_run
 from tests.aws.api_client import ApiClient, team_role
-from tests.aws.harness import Clock, FakeLambdas, Stack
+from tests.aws.harness import Clock, Stack
 from tests.aws.test_dag import drive, lambda_task
 from tests.aws.test_event_triggers import landing_bucket
 
@@ -60,15 +54,6 @@ def test_a_run_waits_visibly_and_the_object_landing_in_s3_wakes_it_through_its_r
     assert done is not None and done.status is RunStatus.SUCCEEDED and done.attempt == 1
     assert done.wait_started_at is not None and done.waiting_for is None
     assert stack.jobs.waiters("data/load", limit=10) == {}
-
-
-@pytest.fixture
-def dag_stack(clock: Clock, lambdas: FakeLambdas) -> Iterator[Stack]:
-    fresh_task_token_per_attempt()
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        reset_clients()
-        yield Stack(clock, lambdas)
-    reset_clients()
 
 
 def nightly(timeout: str = "2h") -> dict[str, Any]:

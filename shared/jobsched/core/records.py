@@ -533,6 +533,25 @@ class Waiting:
     until: datetime
 
 
+def new_waiting_values(
+    message: RunMessage, waiting: Waiting, *, now: datetime, retention: timedelta, deadline: timedelta | None
+) -> dict[str, Any]:
+    """A run record first written WAITING (``RunsPort.wait`` when the run does not exist yet)."""
+    values = new_run_values(
+        message,
+        status=RunStatus.WAITING,
+        now=now,
+        retention=retention,
+        lease_until=None,
+        external=False,
+        reason=None,
+        deadline=deadline,
+    )
+    return (
+        values | waiting_values(message.job, message.run_id, waiting) | {"wait_started_at": instant_text(waiting.since)}
+    )
+
+
 MAX_WAITING_SHOWN = 5
 MAX_WAIT_SCAN = 1000  # runs of an upstream read, newest first, looking for the one a job wait needs
 

@@ -161,17 +161,21 @@ class DagRuns:
         if isinstance(verdict, Refused):
             return self._fail_unclaimed(message, stored, run, task, now, priority, verdict.reason)
         if (mine is None or mine.status is not TaskStatus.WAITING) and verdict.wait is not None:
-            self.runs.park_task(
-                run.job,
-                run.run_id,
-                message.task,
-                attempt=message.attempt,
-                token=message.token,
-                now=now,
-                expires_at=_expiry(run, stored.spec),
-                heartbeat_at=now + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD if task.heartbeat_timeout else None,
-            )
+            self._park(message, stored, run, task, now)
         return replace(verdict, run=run, priority=priority)
+
+    def _park(self, message: DagTaskMessage, stored: StoredJob, run: Run, task: DagTask, now: datetime) -> None:
+        """WAITING with its token (its state keeps running): heartbeated meanwhile if the task has heartbeats."""
+        self.runs.park_task(
+            run.job,
+            run.run_id,
+            message.task,
+            attempt=message.attempt,
+            token=message.token,
+            now=now,
+            expires_at=_expiry(run, stored.spec),
+            heartbeat_at=now + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD if task.heartbeat_timeout else None,
+        )
 
     def _fail_unclaimed(
         self,
@@ -185,6 +189,23 @@ class DagRuns:
     ) -> Outcome:
         """Fail a task that never started (its wait timed out, or it may not wait on what it names): claimed, so
         one delivery fails it, then recorded as a failure no retry can mend."""
+        claimed = self._claim_task(message, stored, run, lease_until=now + LEASE_MARGIN, now=now, priority=priority)
+        if isinstance(claimed, Outcome):
+            return claimed
+        failed = TargetResult("failed", error=error, retryable=False)
+        return self._record(run, stored, task, message.attempt, message.token, failed, priority)
+
+    def _claim_task(
+        self,
+        message: DagTaskMessage,
+        stored: StoredJob,
+        run: Run,
+        *,
+        lease_until: datetime,
+        now: datetime,
+        priority: str,
+    ) -> Run | Outcome:
+        """This attempt of the task, claimed by this call (one claimer per attempt), or why not."""
         claimed = self.runs.claim_task(
             run.job,
             run.run_id,
@@ -192,13 +213,12 @@ class DagRuns:
             attempt=message.attempt,
             token=message.token,
             now=now,
-            lease_until=now + LEASE_MARGIN,
+            lease_until=lease_until,
             expires_at=_expiry(run, stored.spec),
         )
         if not claimed:
             return Outcome("duplicate", "another worker claimed this attempt", run=run, priority=priority)
-        failed = TargetResult("failed", error=error, retryable=False)
-        return self._record(run, stored, task, message.attempt, message.token, failed, priority)
+        return run
 
     def _execute(
         self, message: DagTaskMessage, stored: StoredJob, run: Run, task: DagTask, now: datetime, priority: str
@@ -206,19 +226,8 @@ class DagRuns:
         """Claim this attempt of the task (one claimer per attempt), execute it, record the result."""
 
         def claim() -> Run | Outcome:
-            claimed = self.runs.claim_task(
-                run.job,
-                run.run_id,
-                message.task,
-                attempt=message.attempt,
-                token=message.token,
-                now=now,
-                lease_until=now + attempt_timeout(task) + LEASE_MARGIN,
-                expires_at=_expiry(run, stored.spec),
-            )
-            if not claimed:
-                return Outcome("duplicate", "another worker claimed this attempt", run=run, priority=priority)
-            return run
+            lease_until = now + attempt_timeout(task) + LEASE_MARGIN
+            return self._claim_task(message, stored, run, lease_until=lease_until, now=now, priority=priority)
 
         def context(_: Run) -> RunContext:
             return RunContext(
@@ -259,16 +268,7 @@ class DagRuns:
         if decision != "wait":
             return decision
         if mine is None or mine.status is not TaskStatus.WAITING:
-            self.runs.park_task(
-                run.job,
-                run.run_id,
-                message.task,
-                attempt=message.attempt,
-                token=message.token,
-                now=now,
-                expires_at=_expiry(run, stored.spec),
-                heartbeat_at=now + task.heartbeat_timeout - PARKED_HEARTBEAT_LEAD if task.heartbeat_timeout else None,
-            )
+            self._park(message, stored, run, task, now)
             self.after_step("park")
         # Read again after parking: a dependency finishing in between either sees our WAITING item
         # (and releases us) or finished before this read (and we go on now). Never neither.

@@ -37,6 +37,7 @@ from jobsched.core.records import (
     Waiting,
     lease_shard,
     new_run_values,
+    new_waiting_values,
     running_values,
     succeeded_in,
     task_partition,
@@ -195,18 +196,7 @@ class RunsStore:
         """The run WAITING for its wait_for conditions: created so; moved there from SCHEDULED (created before
         its message came: an event's, an after trigger's, a manual run); or, already WAITING, what it waits for
         updated. StaleAttempt if it is past waiting (claimed, ended)."""
-        created_values = new_run_values(
-            message,
-            status=RunStatus.WAITING,
-            now=now,
-            retention=retention,
-            lease_until=None,
-            external=False,
-            reason=None,
-            deadline=deadline,
-        )
-        created_values |= waiting_values(message.job, message.run_id, waiting)
-        created_values["wait_started_at"] = instant_text(waiting.since)
+        created_values = new_waiting_values(message, waiting, now=now, retention=retention, deadline=deadline)
         try:
             self.db.put_item(
                 TableName=self.table,

@@ -22,6 +22,7 @@ from jobsched.core.records import (
     Waiting,
     lease_shard,
     new_run_values,
+    new_waiting_values,
     running_values,
     succeeded_in,
     task_partition,
@@ -130,19 +131,7 @@ class MemoryRuns:
     def wait(
         self, message: RunMessage, waiting: Waiting, *, now: datetime, retention: timedelta, deadline: timedelta | None
     ) -> Run:
-        values = new_run_values(
-            message,
-            status=RunStatus.WAITING,
-            now=now,
-            retention=retention,
-            lease_until=None,
-            external=False,
-            reason=None,
-            deadline=deadline,
-        )
-        values |= waiting_values(message.job, message.run_id, waiting) | {
-            "wait_started_at": instant_text(waiting.since)
-        }
+        values = new_waiting_values(message, waiting, now=now, retention=retention, deadline=deadline)
         if self.table.put(values, if_absent=True):
             return Run.from_values(values)
 
