@@ -25,6 +25,7 @@ from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instan
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.intake import EventIntake
 from jobsched.pipeline.reruns import rerun_run
+from jobsched.pipeline.triggers import advance_backfill, start_backfill
 from jobsched.registry.jobs import put_job
 
 T0 = parse_instant("2027-03-01T03:00:00Z")
@@ -312,3 +313,42 @@ def test_rerun_downstream_reruns_the_jobs_after_it_once_per_upstream_attempt_and
     assert stack.receive(publish, report_done).action == "started"
     chained = stack.runs.get("data/publish", published.run_id)
     assert chained is not None and chained.status is RunStatus.RETRYING and chained.attempt == 1
+
+
+def test_a_backfill_of_an_upstream_carries_its_downstreams_one_run_per_instant() -> None:
+    """The backfill's runs finish like any run, and each Run Finished starts the downstream's run of its
+    instant; one that had run already is left alone (--downstream reruns it: see the test above)."""
+    stack = Stack()
+    stack.put("data/extract", schedule={"expression": "0 * * * *"})
+    report = stack.put("data/report", triggers=[{"after": {"job": "data/extract"}}])
+    already = stack.finish("data/extract", at=T0)
+    assert stack.receive(report, already).action == "started"
+    stack.runs.finish(
+        "data/report", after_run_id(T0), attempt=1, status=RunStatus.SUCCEEDED, now=T0, from_status=RunStatus.SCHEDULED
+    )
+    stack.now = T0 + timedelta(hours=4)
+    progress = start_backfill(
+        stack.jobs,
+        "data/extract",
+        start=T0,
+        end=T0 + timedelta(hours=3),
+        max_in_flight=10,
+        now=stack.now,
+        principal="t",
+        statuses=frozenset({RunStatus.SUCCEEDED}),
+    )
+    advance_backfill(stack.jobs, stack.runs, stack.queues, "data/extract", progress.backfill_id, now=stack.now)
+    sent = [queued.message for queued in stack.queues.receive("normal", limit=100, now=stack.now)]
+    assert sorted(m.run_id for m in sent if isinstance(m, RunMessage) and m.job == "data/extract") == [
+        "20270301T030000Z",
+        "20270301T040000Z",
+        "20270301T050000Z",
+        "20270301T060000Z",
+    ]
+    for hour in (1, 2, 3):  # the instants that had never run: their runs end, and start the downstream's
+        finished = stack.finish("data/extract", at=T0 + timedelta(hours=hour))
+        assert stack.receive(report, finished).action == "started"
+    rerun = succeed_next_attempt(stack, "data/extract", already.run_id)  # the one run again, without downstream
+    assert stack.receive(report, rerun).action == "duplicate"
+    instants = sorted(run.scheduled_at for run in stack.downstream_runs("data/report"))
+    assert instants == [T0 + timedelta(hours=hour) for hour in range(4)]
