@@ -213,6 +213,7 @@ def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_
     from collections import Counter
 
     from jobsched.core.events import RULES_PER_BUS, trigger_bus
+    from jobsched.core.waits import job_rules
     from jobsched.planning.capacity import load_profile, size_for
 
     results = validate_files(paths)
@@ -248,7 +249,8 @@ def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_
     click.echo(f"  Lambda concurrent executions: >= {sizing.account_concurrency:,} (default 1,000)")
     click.echo(f"  DynamoDB table write throughput: >= {max(sizing.peak_wcu, 1):,.0f} units/s (default 40,000)")
     click.echo(f"  peak worker invocations at once: {sizing.peak_concurrency:,}")
-    rules = Counter(trigger_bus(trigger) for r in results if r.job is not None for trigger in r.job.triggers)
+    # Every trigger is a rule, and so is every bucket or job a job waits on (its wake rules).
+    rules = Counter(trigger_bus(rule.trigger) for r in results if r.job is not None for rule in job_rules(r.job))
     for bus, count in sorted(rules.items()):
         over = " OVER: ask for more, or spread the triggers over team buses" if count > RULES_PER_BUS else ""
         click.echo(f"  EventBridge rules on bus {bus}: {count:,} (default quota {RULES_PER_BUS} per bus){over}")
