@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from jobsched.core.containers import TaskOutcome
 from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch, TriggerRule
 from jobsched.core.limits import TeamLimits
 from jobsched.core.messages import WorkMessage
@@ -203,6 +204,13 @@ class EventBatchesPort(Protocol):
     def kept_event(self, job: str, run_id: str) -> dict[str, Any] | None: ...
 
 
+class ContainersPort(Protocol):
+    """Tasks a container target started, read and stopped as the team (``adapters.aws.ecs_tasks``)."""
+
+    def describe(self, team: str, cluster: str, task_arn: str) -> TaskOutcome | None: ...
+    def stop(self, team: str, cluster: str, task_arn: str, reason: str) -> None: ...
+
+
 class DataChecksPort(Protocol):
     """Whether an object a run waits for is there, read as the team (NotOwned: the bucket is not the team's)."""
 
@@ -275,6 +283,7 @@ class RunsPort(Protocol):
         self, message: RunMessage, waiting: Waiting, *, now: datetime, retention: timedelta, deadline: timedelta | None
     ) -> Run: ...
     def succeeded_between(self, job: str, first: datetime, last: datetime) -> str | None: ...
+    def started_work(self, job: str, run_id: str, *, attempt: int, output: str) -> Run: ...
     def claim_attempt(self, job: str, run_id: str, claim: AttemptClaim) -> Run: ...
     def to_retrying(
         self, job: str, run_id: str, *, attempt: int, now: datetime, next_attempt_at: datetime, error: str, wake: bool

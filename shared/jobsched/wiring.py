@@ -6,9 +6,11 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from functools import cache
+from typing import Any
 
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.data_checks import S3DataChecks
+from jobsched.adapters.aws.ecs_tasks import EcsTasks
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.adapters.aws.notify import Notifier
@@ -32,6 +34,7 @@ from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import PageSender
 from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
+from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake
 from jobsched.pipeline.worker import Worker, heartbeat_checker
@@ -74,11 +77,17 @@ def build_rules(settings: Settings) -> TriggerRules | None:
 
 
 def build_intake(settings: Settings) -> EventIntake:
+    runs = metered_runs(settings)
+
+    def complete(*args: Any, **kwargs: Any) -> Any:  # a container's result, through the worker's rules
+        return default_worker().complete_external(*args, **kwargs)
+
     return EventIntake(
         JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
-        metered_runs(settings),
+        runs,
         WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         guard=build_guard(settings),
+        containers=ContainerResults(runs, complete),
     )
 
 
@@ -165,6 +174,7 @@ def build_worker(
         checks=S3DataChecks(team_sessions(settings.target_role_arn), build_guard(settings)),
         waiters=jobs,
         wait_signal=wait_ended,
+        containers=EcsTasks(team_sessions(settings.target_role_arn)),
     )
 
 

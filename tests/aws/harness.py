@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 
 from jobsched.adapters.aws.data_checks import S3DataChecks
+from jobsched.adapters.aws.ecs_tasks import EcsTasks
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
@@ -53,6 +54,7 @@ from jobsched.paging.delivery import Delivered, PageDelivery, PageNotDelivered, 
 from jobsched.paging.events import EscalationEvent
 from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
+from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake, Received
 from jobsched.pipeline.worker import Worker
@@ -227,7 +229,9 @@ class Stack:
             batches=self.jobs,
             checks=S3DataChecks(self.sessions, self.guard),
             waiters=self.jobs,
+            containers=EcsTasks(self.sessions),
         )
+        self.intake.containers = ContainerResults(self.runs, self.worker.complete_external)
 
         # Pages: SNS topics in moto, each delivering to one SQS queue the tests read; webhooks recorded.
         self.sns = boto3.client("sns", region_name=REGION)

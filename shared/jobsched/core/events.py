@@ -69,6 +69,23 @@ class TriggerRule:
         return rule_field(self.trigger)
 
 
+CONTAINER_TRIGGER = "container"  # the envelope of a container task's state change (one rule per deployment)
+CONTAINER_STARTED_BY = "jobsched-"  # the startedBy prefix of every task the scheduler starts
+
+
+def container_rule_pattern() -> dict[str, Any]:
+    """ECS Task State Change of tasks the scheduler started, once they have stopped (the deployment's rule)."""
+    return {
+        "source": ["aws.ecs"],
+        "detail-type": ["ECS Task State Change"],
+        "detail": {"lastStatus": ["STOPPED"], "startedBy": [{"prefix": CONTAINER_STARTED_BY}]},
+    }
+
+
+def container_envelope_template() -> str:
+    return '{"jobsched":{"job":"","trigger":"' + CONTAINER_TRIGGER + '"},"event":<aws.events.event.json>}'
+
+
 def job_rule_prefix(stage: str, job: str) -> str:
     """Every rule of one job starts with this (EventBridge rule names: at most 64 of [.-_A-Za-z0-9])."""
     return f"jobsched-{stage}-{hashlib.sha256(job.encode()).hexdigest()[:RULE_PREFIX_HASH]}-"

@@ -550,11 +550,116 @@ class CallbackTarget(_TargetBase):
     timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_ASYNC_TIMEOUT)] = timedelta(hours=1)
 
 
+_ECS_CLUSTER = re.compile(
+    r"^(?:[A-Za-z0-9_-]{1,255}|arn:aws[a-z-]*:ecs:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9_-]{1,255})$"
+)
+_TASK_DEFINITION = re.compile(
+    r"^(?:[A-Za-z0-9_-]{1,255}(?::\d{1,10})?"
+    r"|arn:aws[a-z-]*:ecs:[a-z0-9-]+:\d{12}:task-definition/[A-Za-z0-9_-]{1,255}:\d{1,10})$"
+)
+_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_COMMAND_BYTES = 8 * 1024  # a container override's command, all arguments together
+MAX_ENVIRONMENT_BYTES = 8 * 1024  # names and values together (ECS allows its overrides 8 KB in all)
+RESERVED_ENV_PREFIX = "JOBSCHED_"  # what the scheduler sets: a team may not override them
+
+
+def _check_pattern(value: str, pattern: re.Pattern[str], code: str, what: str) -> str:
+    if not pattern.fullmatch(value):
+        raise _fail(code, "'{value}' is not {what}", value=value, what=what)
+    return value
+
+
+class EcsNetwork(StrictModel):
+    """awsvpc networking (Fargate requires it): the team's subnets and security groups."""
+
+    subnets: list[str] = Field(min_length=1, max_length=16)
+    security_groups: list[str] = Field(default_factory=list, max_length=5)
+    assign_public_ip: bool = False
+
+    @field_validator("subnets")
+    @classmethod
+    def _subnets(cls, value: list[str]) -> list[str]:
+        return [_check_pattern(item, _SUBNET, "invalid_subnet", "a subnet id (subnet-...)") for item in value]
+
+    @field_validator("security_groups")
+    @classmethod
+    def _groups(cls, value: list[str]) -> list[str]:
+        return [
+            _check_pattern(i, _SECURITY_GROUP, "invalid_security_group", "a security group id (sg-...)") for i in value
+        ]
+
+
+class ContainerOverride(StrictModel):
+    """What one run changes in the task definition's container: bounded, so a job cannot make the task huge."""
+
+    name: str = Field(min_length=1, max_length=255, description="the container of the task definition")
+    command: list[str] | None = Field(default=None, max_length=100)
+    environment: dict[str, str] = Field(default_factory=dict, max_length=100)
+    cpu: int | None = Field(default=None, ge=128, le=16384, description="CPU units (1024 = 1 vCPU)")
+    memory: int | None = Field(default=None, ge=128, le=122880, description="MiB")
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and sum(len(part.encode()) for part in value) > MAX_COMMAND_BYTES:
+            raise _fail("command_too_large", "the command is over {limit} bytes", limit=MAX_COMMAND_BYTES)
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _check_pattern(name, _ENV_NAME, "invalid_env_name", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+            if name.startswith(RESERVED_ENV_PREFIX):
+                raise _fail("reserved_env_name", "'{name}': JOBSCHED_ variables are the scheduler's", name=name)
+        if sum(len(k.encode()) + len(v.encode()) for k, v in value.items()) > MAX_ENVIRONMENT_BYTES:
+            raise _fail("environment_too_large", "the environment is over {limit} bytes", limit=MAX_ENVIRONMENT_BYTES)
+        return value
+
+
+class EcsTarget(_TargetBase):
+    """A task on ECS (Fargate or EC2), started with RunTask once per attempt; no Lambda waits on it: its Task
+    State Change ends the run. Cluster and task definition must be the team's."""
+
+    type: Literal["ecs"]
+    cluster: str = Field(max_length=2048, json_schema_extra={"pattern": _ECS_CLUSTER.pattern})
+    task_definition: str = Field(max_length=2048, json_schema_extra={"pattern": _TASK_DEFINITION.pattern})
+    launch_type: Literal["FARGATE", "EC2"] | None = None
+    capacity_provider: str | None = Field(default=None, min_length=1, max_length=255)
+    network: EcsNetwork | None = None
+    container: ContainerOverride | None = None
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=10), MAX_ASYNC_TIMEOUT)] = timedelta(hours=1)
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        return _check_pattern(value, _ECS_CLUSTER, "invalid_cluster", "an ECS cluster name or ARN")
+
+    @field_validator("task_definition")
+    @classmethod
+    def _task_definition(cls, value: str) -> str:
+        return _check_pattern(
+            value, _TASK_DEFINITION, "invalid_task_definition", "a task definition family[:revision] or ARN"
+        )
+
+    @model_validator(mode="after")
+    def _capacity(self) -> EcsTarget:
+        if self.launch_type is not None and self.capacity_provider is not None:
+            raise _fail("launch_type_or_capacity_provider", "give launch_type or capacity_provider, not both")
+        if self.launch_type == "FARGATE" and self.network is None:
+            raise _fail("fargate_needs_network", "a FARGATE task needs network: {subnets: [...]} (awsvpc)")
+        return self
+
+
 Target = Annotated[
-    LambdaTarget | SqsTarget | StepFunctionsTarget | EventBridgeTarget | HttpTarget | CallbackTarget,
+    LambdaTarget | SqsTarget | StepFunctionsTarget | EventBridgeTarget | HttpTarget | CallbackTarget | EcsTarget,
     Field(discriminator="type"),
 ]
-TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callback")
+TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callback", "ecs")
+# Targets whose result arrives from outside (a callback, a container's state change): no worker waits for it.
+EXTERNAL_TARGETS = (CallbackTarget, EcsTarget)
 
 
 # --------------------------------------------------------------------------- retries, limits, alerts

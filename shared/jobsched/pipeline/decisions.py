@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from jobsched.core.records import LOST_PREFIX, Run, StoredJob, TargetResult
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, attempts_left, parse_instant
-from jobsched.core.spec import CallbackTarget, JobSpec
+from jobsched.core.spec import EXTERNAL_TARGETS, CallbackTarget, JobSpec
 from jobsched.dag.definition import run_budget
 
 
@@ -28,7 +28,7 @@ def target_of(spec: JobSpec) -> Any:
 
 def is_external(spec: JobSpec) -> bool:
     """Runs whose result arrives from outside (callbacks, DAG executions) are watched through leases."""
-    return spec.dag is not None or isinstance(spec.target, CallbackTarget)
+    return spec.dag is not None or isinstance(spec.target, EXTERNAL_TARGETS)
 
 
 def run_timeout(spec: JobSpec) -> timedelta:
@@ -99,8 +99,8 @@ def on_existing(existing: Run, message: RunMessage, spec: JobSpec, now: datetime
         if existing.lease_until and existing.lease_until > now:
             if spec.dag is not None:
                 return Verdict("start_dag")
-            if isinstance(target_of(spec), CallbackTarget):
-                return Verdict("duplicate", "callback run already waiting")
+            if isinstance(target_of(spec), EXTERNAL_TARGETS):
+                return Verdict("duplicate", "its result comes from outside (a callback, a container)")
             return Verdict("in_flight", "attempt in flight elsewhere")
         return Verdict("recover")
     return Verdict("duplicate", f"run is {existing.status.value} at attempt {existing.attempt}")

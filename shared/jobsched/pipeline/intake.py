@@ -23,6 +23,7 @@ from jobsched.core.durations import format_duration
 from jobsched.core.errors import BatchContention
 from jobsched.core.event_patterns import RESERVED_SOURCE_PREFIXES
 from jobsched.core.events import (
+    CONTAINER_TRIGGER,
     MAX_EVENT_PAYLOAD_BYTES,
     WAKE_PREFIX,
     EventBatch,
@@ -39,6 +40,7 @@ from jobsched.core.records import Run, StaleAttempt, StoredJob
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import DEFAULT_BUS, AfterTrigger, JobTrigger
 from jobsched.core.waits import MAX_WAITERS_WOKEN, wake_rule
+from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.reruns import reopen_and_send
 from jobsched.ports import EventBatchesPort, EventIntakeStorePort, RunsPort, WorkQueuesPort
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, trigger_resources
@@ -54,7 +56,7 @@ DropReason = Literal["deleted", "stale_rule", "paused", "before_job", "not_owned
 class Received:
     """What became of one delivered event."""
 
-    action: Literal["started", "batched", "noted", "duplicate", "resent", "dropped", "woke"]
+    action: Literal["started", "batched", "noted", "duplicate", "resent", "dropped", "woke", "ended"]
     run_id: str | None = None
     reason: DropReason | None = None
     detail: str = ""
@@ -74,10 +76,14 @@ class EventIntake:
         queues: WorkQueuesPort,
         *,
         guard: OwnershipGuard | None = None,
+        containers: ContainerResults | None = None,
     ) -> None:
         self.jobs, self.runs, self.queues, self.guard = jobs, runs, queues, guard
+        self.containers = containers
 
     def receive(self, envelope: EventEnvelope, *, now: datetime) -> Received:
+        if envelope.jobsched.trigger == CONTAINER_TRIGGER:
+            return self._container_stopped(envelope)
         stored = self.jobs.get(envelope.job)
         if stored is None:
             return _dropped("deleted", "the job does not exist (deleted, or not yet stored)")
@@ -98,6 +104,18 @@ class EventIntake:
         if trigger.batch is not None:
             return self._batched(stored, trigger, envelope, now)
         return self._single(stored, trigger, envelope, now)
+
+    def _container_stopped(self, envelope: EventEnvelope) -> Received:
+        """A container task the scheduler started has stopped: its run ends by its exit codes (``containers``)."""
+        if self.containers is None:
+            return _dropped("stale_rule", "this deployment runs no container targets")
+        recorded = self.containers.stopped(envelope.detail)
+        if recorded == "recorded":
+            return Received("ended", detail=str(envelope.detail.get("taskArn") or ""))
+        if recorded == "stale":
+            return Received("duplicate", detail="the attempt already ended, or is not this task's")
+        reason: DropReason = "not_owned" if recorded == "not_ours" else "malformed"
+        return _dropped(reason, f"the task is not the one its run's attempt started ({recorded})")
 
     def _wake(self, stored: StoredJob, envelope: EventEnvelope) -> Received:
         """An event that may meet the job's waits (its object created, its upstream's run succeeded): the runs

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from jobsched.core.records import Run, StaleAttempt
 from jobsched.core.runs import RunMessage, RunStatus, instant_text
-from jobsched.core.spec import CallbackTarget, JobSpec
+from jobsched.core.spec import EXTERNAL_TARGETS, JobSpec
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import JobsPort
 from jobsched.schedule.fires import next_fire
@@ -62,7 +62,7 @@ def _restart(worker: Worker, run: Run, spec: JobSpec, now: datetime, report: Rec
         report.resent += worker.send_retry(run.to_message(), spec, run)
     elif run.status is RunStatus.RUNNING and spec.dag is not None:
         message = run.to_message()  # the worker starts its execution again (same name: harmless if alive)
-    elif run.status is RunStatus.RUNNING and not isinstance(spec.target, CallbackTarget):
+    elif run.status is RunStatus.RUNNING and not isinstance(spec.target, EXTERNAL_TARGETS):
         try:
             worker.runs.end_lease(run.job, run.run_id, attempt=run.attempt, now=now)
         except StaleAttempt:

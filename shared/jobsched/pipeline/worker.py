@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from pydantic import JsonValue
 
+from jobsched.core.durations import format_duration
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.events import batch_named, batch_payload, run_events_path
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage
@@ -24,15 +25,17 @@ from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import Run, RunContext, StaleAttempt, StoredJob, TargetResult
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
-from jobsched.core.spec import JobSpec
+from jobsched.core.spec import EcsTarget, JobSpec
 from jobsched.paging.events import Alerts
 from jobsched.pipeline.attempts import Attempts, Executed, Held
 from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun
+from jobsched.pipeline.containers import reconcile, started_task
 from jobsched.pipeline.dag_tasks import DagRuns
 from jobsched.pipeline.decisions import already_settled, before_claim, lease_until, on_existing
 from jobsched.pipeline.recording import Records
 from jobsched.pipeline.waiting import Met, Waits, WaitSignal
 from jobsched.ports import (
+    ContainersPort,
     DataChecksPort,
     EscalationsPort,
     EventBatchesPort,
@@ -64,6 +67,7 @@ class Worker:
     batches: EventBatchesPort | None = None  # batched triggers' events (the jobs store)
     checks: DataChecksPort | None = None  # wait_for's objects (the team's buckets)
     waiters: WaitersPort | None = None  # runs and tasks waiting for data (the jobs store)
+    containers: ContainersPort | None = None  # container targets' tasks: described and stopped
     wait_signal: Callable[[WaitSignal, timedelta], None] = field(default=lambda kind, waited: None)
     breaker_failures: int = FAILURES_TO_OPEN  # consecutive failures of one target that open its circuit
     breaker_cool_down: timedelta = COOL_DOWN
@@ -227,14 +231,15 @@ class Worker:
         succeeded: bool,
         output: str | None = None,
         error: str | None = None,
+        retryable: bool = True,
     ) -> Run:
-        """A callback run's result: the same outcome rules as a target's (retry, fail, escalate, release).
-
-        StaleAttempt if the attempt is not the one running (retried, timed out, cancelled, finished).
+        """A callback's or a container's result: the same outcome rules as a target's (retry, fail, escalate,
+        release). StaleAttempt if the attempt is not the one running (retried, timed out, cancelled, finished).
         """
         stored, run = self._running_attempt(job, run_id, attempt)
         message = run.to_message()
-        result = TargetResult("succeeded", output=output) if succeeded else TargetResult("failed", error=error)
+        failed = TargetResult("failed", error=error, retryable=retryable)
+        result = TargetResult("succeeded", output=output) if succeeded else failed
         outcome = self.records.result(message, stored, run, result, (run.started_at or self.clock()) - run.fire_at)
         if outcome.action == "superseded" or outcome.run is None:
             raise StaleAttempt(outcome.detail or f"{job} {run_id} attempt {attempt} is no longer running")
@@ -263,6 +268,11 @@ class Worker:
         stored = self.jobs.get(run.job)
         if stored is None or run.status is not RunStatus.RUNNING or not run.lease_until or run.lease_until > now:
             return Outcome("duplicate", "not an expired lease")
+        if self.containers is not None and isinstance(stored.spec.target, EcsTarget):
+            timeout = format_duration(stored.spec.target.timeout)
+            result = reconcile(run, self.containers, reason=f"jobsched: the run timed out after {timeout}")
+            if result is not None:  # it stopped and its state change never came: recorded as that would have been
+                return self.records.result(run.to_message(), stored, run, result, None)
         return self.records.lost_attempt(run, run.to_message(), stored, now)
 
     def cancel(self, job: str, run_id: str) -> Run:
@@ -282,6 +292,10 @@ class Worker:
         )
         if stored is not None and stored.spec.dag is not None:
             self.dags.stop(cancelled, stored.spec, cause="cancelled by request")
+        if stored is not None and self.containers is not None and isinstance(stored.spec.target, EcsTarget):
+            started = started_task(run)
+            if started.get("task_arn"):
+                self.containers.stop(run.team, started["cluster"], started["task_arn"], "jobsched: cancelled")
         return cancelled
 
     def _running_attempt(self, job: str, run_id: str, attempt: int) -> tuple[StoredJob, Run]:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from jobsched.core.names import OWNER_TAG, SHARED_TAG
 from jobsched.core.spec import (
     DEFAULT_BUS,
+    EcsTarget,
     EventBridgeTarget,
     HttpTarget,
     JobSpec,
@@ -45,11 +46,19 @@ class ResourceKind(Enum):
     SECRET = "secret"
     PARAMETER = "SSM parameter"
     BUCKET = "S3 bucket"  # an s3 trigger's: its objects are the team's data, never shared
+    CLUSTER = "ECS cluster"  # an ecs target's: the team's, or one the platform shares
+    TASK_DEFINITION = "ECS task definition"  # the image, roles and command a container run uses: the team's
 
     @property
     def shareable(self) -> bool:
         """Only targets may be offered to every team; credentials and page channels stay one team's."""
-        return self in (ResourceKind.FUNCTION, ResourceKind.QUEUE, ResourceKind.STATE_MACHINE, ResourceKind.EVENT_BUS)
+        return self in (
+            ResourceKind.FUNCTION,
+            ResourceKind.QUEUE,
+            ResourceKind.STATE_MACHINE,
+            ResourceKind.EVENT_BUS,
+            ResourceKind.CLUSTER,
+        )
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,11 @@ def target_resources(target: Any, prefix: str = "target") -> list[ResourceRef]:
     if isinstance(target, HttpTarget):
         return [
             secret_resource(ref, f"{prefix}.secret_headers.{header}") for header, ref in target.secret_headers.items()
+        ]
+    if isinstance(target, EcsTarget):
+        return [
+            ResourceRef(ResourceKind.CLUSTER, target.cluster, f"{prefix}.cluster"),
+            ResourceRef(ResourceKind.TASK_DEFINITION, target.task_definition, f"{prefix}.task_definition"),
         ]
     return []
 

@@ -32,6 +32,8 @@ MISSING = frozenset(
         "AWS.SimpleQueueService.NonExistentQueue",
         "QueueDoesNotExist",
         "StateMachineDoesNotExist",
+        "ClusterNotFoundException",
+        "ClientException",  # ECS: no such task definition
         "InvalidArn",
         "NotFound",
         "NotFoundException",
@@ -141,18 +143,34 @@ class AwsTagReader:
             found = self.sessions.client(team, "sns").list_tags_for_resource(ResourceArn=name)["Tags"]
             return {tag["Key"]: tag["Value"] for tag in found}
         if kind is ResourceKind.BUCKET:
-            try:
-                found = self.sessions.client(team, "s3").get_bucket_tagging(Bucket=name)["TagSet"]
-            except ClientError as error:
-                if error.response.get("Error", {}).get("Code") == "NoSuchTagSet":
-                    return {}  # a bucket without tags is nobody's: refused as untagged
-                raise
-            return {tag["Key"]: tag["Value"] for tag in found}
+            return self._bucket_tags(team, name)
+        if kind in (ResourceKind.CLUSTER, ResourceKind.TASK_DEFINITION):
+            return self._ecs_tags(team, resource)
         if kind is ResourceKind.SECRET:
             found = self.sessions.client(team, "secretsmanager").describe_secret(SecretId=name).get("Tags", [])
             return {tag["Key"]: tag["Value"] for tag in found}
         found = self.sessions.client(team, "ssm").list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
         return {tag["Key"]: tag["Value"] for tag in found["TagList"]}
+
+    def _bucket_tags(self, team: str, name: str) -> dict[str, str]:
+        try:
+            found = self.sessions.client(team, "s3").get_bucket_tagging(Bucket=name)["TagSet"]
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "NoSuchTagSet":
+                return {}  # a bucket without tags is nobody's: refused as untagged
+            raise
+        return {tag["Key"]: tag["Value"] for tag in found}
+
+    def _ecs_tags(self, team: str, resource: ResourceRef) -> dict[str, str]:
+        ecs = self.sessions.client(team, "ecs")
+        if resource.kind is ResourceKind.TASK_DEFINITION:
+            found = ecs.describe_task_definition(taskDefinition=resource.name, include=["TAGS"])
+            return {tag["key"]: tag["value"] for tag in found.get("tags", [])}
+        clusters = ecs.describe_clusters(clusters=[resource.name], include=["TAGS"])["clusters"]
+        if not clusters or clusters[0].get("status") == "INACTIVE":
+            missing = {"Error": {"Code": "ClusterNotFoundException", "Message": resource.name}}
+            raise ClientError(missing, "DescribeClusters")
+        return {tag["key"]: tag["value"] for tag in clusters[0].get("tags", [])}
 
     def _arn(self, team: str, service_client: Any, service: str, resource: str) -> str:
         region = service_client.meta.region_name

@@ -370,6 +370,14 @@ class RunsStore:
         update = "SET lease_until = :lease, lease_expires_at = :lease"
         return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
 
+    def started_work(self, job: str, run_id: str, *, attempt: int, output: str) -> Run:
+        """What the RUNNING ``attempt`` started outside (a container's task), named on the run."""
+        names = {"#status": "status"}
+        values = {":running": RunStatus.RUNNING.value, ":attempt": attempt, ":output": truncate(output, MAX_OUTPUT)}
+        update = "SET #output = :output"
+        names["#output"] = "output"
+        return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
+
     def expired_leases(self, shard: int, now: datetime) -> Iterator[Run | ParkedTask]:
         """Runs waiting for an outside result whose lease has run out, and parked DAG tasks due a heartbeat
         (the sparse leases index only)."""

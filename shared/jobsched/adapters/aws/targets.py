@@ -15,10 +15,12 @@ from typing import Any, Protocol
 import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from jobsched.adapters.aws.ecs_tasks import EcsTasks
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import (
     CallbackTarget,
+    EcsTarget,
     EventBridgeTarget,
     HttpTarget,
     LambdaTarget,
@@ -103,6 +105,7 @@ class TargetExecutor:
         self.secret_resolver = secret_resolver or SessionSecretResolver(self.sessions)
         self.http = http or GuardedHttp(AddressPolicy())
         self.sleep = sleep
+        self.ecs = EcsTasks(self.sessions)
 
     def execute(self, target: Any, context: RunContext) -> TargetResult:
         try:
@@ -119,6 +122,7 @@ class TargetExecutor:
             EventBridgeTarget: self._eventbridge,
             HttpTarget: self._http,
             CallbackTarget: lambda _target, _context: TargetResult("pending", output="waiting for the callback"),
+            EcsTarget: self.ecs.start,
         }
         adapter = adapters.get(type(target))
         if adapter is None:

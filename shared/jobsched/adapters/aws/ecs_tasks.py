@@ -1,0 +1,124 @@
+"""ECS targets: one task per attempt, found again rather than started twice, stopped on demand.
+
+- ``startedBy`` is the attempt's token (``jobsched-`` and a digest of the run id, task and attempt): a redelivered
+  message, or a worker that died after RunTask and before its record, finds the attempt's task with ListTasks and
+  starts none. RunTask's ``clientToken`` is the same token, so a retried call is idempotent too.
+- The task carries the run in its environment (``JOBSCHED_JOB``, ``JOBSCHED_RUN_ID``, ``JOBSCHED_ATTEMPT``,
+  ``JOBSCHED_LOGICAL_INSTANT``, ``JOBSCHED_CORRELATION_ID``) and its tags, so a container can be idempotent.
+- No Lambda waits: the attempt is pending (its lease is the target's timeout) until the task's Task State Change
+  ends it (``pipeline.containers``), or the heartbeat checker finds its lease over and asks DescribeTasks.
+Calls are made as the team (its session), on a cluster and task definition checked to be the team's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from jobsched.adapters.aws.ownership import TeamSessions
+from jobsched.core.containers import TaskOutcome, task_outcome
+from jobsched.core.events import CONTAINER_STARTED_BY
+from jobsched.core.names import JOB_TAG, OWNER_TAG
+from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.spec import EcsTarget
+
+TOKEN_PREFIX = CONTAINER_STARTED_BY  # what the deployment's state-change rule matches on
+RUN_TAG = "jobsched-run"
+# RunTask failures worth another attempt (capacity comes back); the others will fail the same way again.
+RETRYABLE_FAILURES = ("RESOURCE:", "AGENT", "CAPACITY", "ResourceInitializationError")
+
+
+def attempt_token(context: RunContext) -> str:
+    """At most 64 characters ([a-z0-9-]): RunTask's clientToken and startedBy for this attempt."""
+    return TOKEN_PREFIX + hashlib.sha256(context.idempotency_key.encode()).hexdigest()[:40]
+
+
+def run_environment(context: RunContext) -> list[dict[str, str]]:
+    values = {
+        "JOBSCHED_JOB": context.job,
+        "JOBSCHED_RUN_ID": context.run_id,
+        "JOBSCHED_ATTEMPT": str(context.attempt),
+        "JOBSCHED_LOGICAL_INSTANT": context.scheduled_at,
+        "JOBSCHED_CORRELATION_ID": context.correlation_id,
+    }
+    if context.task:
+        values["JOBSCHED_TASK"] = context.task
+    return [{"name": name, "value": value} for name, value in values.items()]
+
+
+class EcsTasks:
+    def __init__(self, sessions: TeamSessions) -> None:
+        self.sessions = sessions
+
+    def start(self, target: EcsTarget, context: RunContext) -> TargetResult:
+        ecs = self.sessions.client(context.team, "ecs")
+        token = attempt_token(context)
+        for status in ("RUNNING", "STOPPED"):
+            found = ecs.list_tasks(cluster=target.cluster, startedBy=token, desiredStatus=status).get("taskArns", [])
+            if found:  # started before (a lost response, a redelivery): this attempt's task, not a second one
+                return pending(target, found[0])
+        response = ecs.run_task(**self._request(ecs, target, context, token))
+        failures = response.get("failures") or []
+        if failures or not response.get("tasks"):
+            reason = "; ".join(f"{f.get('reason', '?')} {f.get('detail', '')}".strip() for f in failures) or "no task"
+            retryable = any(marker in reason for marker in RETRYABLE_FAILURES)
+            return TargetResult("failed", error=f"RunTask: {reason}", retryable=retryable)
+        return pending(target, response["tasks"][0]["taskArn"])
+
+    def _request(self, ecs: Any, target: EcsTarget, context: RunContext, token: str) -> dict[str, Any]:
+        environment = run_environment(context)
+        if target.container is not None:
+            override: dict[str, Any] = {
+                "name": target.container.name,
+                "environment": [{"name": k, "value": v} for k, v in target.container.environment.items()] + environment,
+            }
+            if target.container.command is not None:
+                override["command"] = target.container.command
+            for field in ("cpu", "memory"):
+                if getattr(target.container, field) is not None:
+                    override[field] = getattr(target.container, field)
+            overrides = [override]
+        else:  # every container of the task definition learns which run it is
+            definition = ecs.describe_task_definition(taskDefinition=target.task_definition)["taskDefinition"]
+            overrides = [{"name": c["name"], "environment": environment} for c in definition["containerDefinitions"]]
+        request: dict[str, Any] = {
+            "cluster": target.cluster,
+            "taskDefinition": target.task_definition,
+            "count": 1,
+            "startedBy": token,
+            "clientToken": token,
+            "overrides": {"containerOverrides": overrides},
+            "tags": [
+                {"key": RUN_TAG, "value": context.run_id},
+                {"key": JOB_TAG, "value": context.job},
+                {"key": OWNER_TAG, "value": context.team},
+                {"key": "jobsched-attempt", "value": str(context.attempt)},
+            ],
+        }
+        if target.launch_type is not None:
+            request["launchType"] = target.launch_type
+        if target.capacity_provider is not None:
+            request["capacityProviderStrategy"] = [{"capacityProvider": target.capacity_provider, "weight": 1}]
+        if target.network is not None:
+            request["networkConfiguration"] = {
+                "awsvpcConfiguration": {
+                    "subnets": target.network.subnets,
+                    "securityGroups": target.network.security_groups,
+                    "assignPublicIp": "ENABLED" if target.network.assign_public_ip else "DISABLED",
+                }
+            }
+        return request
+
+    def describe(self, team: str, cluster: str, task_arn: str) -> TaskOutcome | None:
+        found = self.sessions.client(team, "ecs").describe_tasks(cluster=cluster, tasks=[task_arn]).get("tasks", [])
+        return task_outcome(found[0]) if found else None
+
+    def stop(self, team: str, cluster: str, task_arn: str, reason: str) -> None:
+        """StopTask: ECS sends the containers SIGTERM, then SIGKILL after their stop timeout."""
+        self.sessions.client(team, "ecs").stop_task(cluster=cluster, task=task_arn, reason=reason[:255])
+
+
+def pending(target: EcsTarget, task_arn: str) -> TargetResult:
+    """The attempt's task is started: the run waits for its Task State Change (the output names the task)."""
+    return TargetResult("pending", output=json.dumps({"cluster": target.cluster, "task_arn": task_arn}))

@@ -1,0 +1,87 @@
+"""Container runs (ECS tasks) end by their task's state change, never by a worker waiting for them.
+
+- ``stopped``: a Task State Change (STOPPED) the deployment's rule delivered. The run is named by the task's
+  environment (``JOBSCHED_JOB``, ``JOBSCHED_RUN_ID``, ``JOBSCHED_ATTEMPT``), and only the task recorded on that
+  attempt may end it: a task another team started with a copied environment, or an earlier attempt's task, ends
+  nothing. The result goes through the worker's ``complete_external``, fenced by the attempt like every result.
+- ``lease_over``: the heartbeat checker found the attempt's lease over (the target's timeout, or a state change
+  that never came). DescribeTasks says which: a task that stopped is recorded as its state change would have been;
+  one still running is stopped (SIGTERM, then SIGKILL after the container's stop timeout) and the attempt is
+  timed out like any lost attempt (retried by policy, else TIMED_OUT and paged).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from jobsched.core.containers import stopped_result, task_outcome
+from jobsched.core.records import Run, StaleAttempt, TargetResult
+from jobsched.ports import ContainersPort, RunsPort
+
+Recorded = Literal["recorded", "stale", "not_ours", "malformed"]
+
+
+def run_named_by(detail: dict[str, Any]) -> tuple[str, str, int] | None:
+    """(job, run id, attempt) from the task's container overrides (the scheduler set them at RunTask)."""
+    found: dict[str, str] = {}
+    for override in (detail.get("overrides") or {}).get("containerOverrides") or []:
+        for variable in override.get("environment") or []:
+            found.setdefault(str(variable.get("name")), str(variable.get("value")))
+    try:
+        return found["JOBSCHED_JOB"], found["JOBSCHED_RUN_ID"], int(found["JOBSCHED_ATTEMPT"])
+    except (KeyError, ValueError):
+        return None
+
+
+def started_task(run: Run) -> dict[str, str]:
+    """The cluster and task ARN the attempt started (``RunsPort.started_work``), or nothing."""
+    try:
+        started = json.loads(run.output or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return {k: str(v) for k, v in started.items()} if isinstance(started, dict) else {}
+
+
+class ContainerResults:
+    def __init__(self, runs: RunsPort, complete: Any) -> None:
+        # complete(job, run_id, attempt, succeeded=, output=, error=, retryable=): Worker.complete_external
+        self.runs, self.complete = runs, complete
+
+    def stopped(self, detail: dict[str, Any]) -> Recorded:
+        named = run_named_by(detail)
+        if named is None or detail.get("lastStatus") != "STOPPED":
+            return "malformed"
+        job, run_id, attempt = named
+        run = self.runs.get(job, run_id)
+        if run is None or run.attempt != attempt or run.status.value != "RUNNING":
+            return "stale"
+        if started_task(run).get("task_arn") != detail.get("taskArn"):
+            return "not_ours"
+        result = stopped_result(task_outcome(detail))
+        try:
+            self.complete(
+                job,
+                run_id,
+                attempt,
+                succeeded=result.outcome == "succeeded",
+                output=result.output,
+                error=result.error,
+                retryable=result.retryable,
+            )
+        except StaleAttempt:
+            return "stale"
+        return "recorded"
+
+
+def reconcile(run: Run, containers: ContainersPort, *, reason: str) -> TargetResult | None:
+    """At the lease's end: the task's result if it stopped (a state change that never came), else None after
+    stopping it with ``reason``."""
+    started = started_task(run)
+    if not started.get("task_arn"):
+        return None
+    outcome = containers.describe(run.team, started["cluster"], started["task_arn"])
+    if outcome is not None and outcome.status == "STOPPED":
+        return stopped_result(outcome)
+    containers.stop(run.team, started["cluster"], started["task_arn"], reason)
+    return None
