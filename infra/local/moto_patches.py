@@ -338,6 +338,19 @@ def sqs_sends_read_one_attribute() -> None:
     SQSBackend.send_message = send_message  # type: ignore[method-assign]
 
 
+def ecs_awsvpc_tasks() -> None:
+    """RunTask of an awsvpc task (every Fargate task) read its network interface's ``private_dns_name``, which
+    moto's NetworkInterface does not have: RunTask answered 500. AWS names it after the private address."""
+    from moto.ec2.models.elastic_network_interfaces import NetworkInterface
+
+    if not hasattr(NetworkInterface, "private_dns_name"):
+
+        def private_dns_name(self: Any) -> str:
+            return f"ip-{str(self.private_ip_address).replace('.', '-')}.ec2.internal"
+
+        NetworkInterface.private_dns_name = property(private_dns_name)  # type: ignore[assignment]
+
+
 def compiled_input_paths() -> None:
     """An input transformer's paths compiled once, not for every event delivered."""
     import jsonpath_ng.ext as jsonpath
@@ -446,6 +459,7 @@ def serve() -> None:
     deep_sqs_queues()
     sqs_sends_read_one_attribute()
     compiled_input_paths()
+    ecs_awsvpc_tasks()
     direct_dynamodb_responses()
     atomic_dynamodb_calls()
     eventbridge_as_aws()

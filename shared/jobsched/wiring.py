@@ -82,12 +82,13 @@ def build_intake(settings: Settings) -> EventIntake:
     def complete(*args: Any, **kwargs: Any) -> Any:  # a container's result, through the worker's rules
         return default_worker().complete_external(*args, **kwargs)
 
+    jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
     return EventIntake(
-        JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
+        jobs,
         runs,
         WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         guard=build_guard(settings),
-        containers=ContainerResults(runs, complete),
+        containers=ContainerResults(runs, complete, jobs),
     )
 
 

@@ -231,7 +231,7 @@ class Stack:
             waiters=self.jobs,
             containers=EcsTasks(self.sessions),
         )
-        self.intake.containers = ContainerResults(self.runs, self.worker.complete_external)
+        self.intake.containers = ContainerResults(self.runs, self.worker.complete_external, self.jobs)
 
         # Pages: SNS topics in moto, each delivering to one SQS queue the tests read; webhooks recorded.
         self.sns = boto3.client("sns", region_name=REGION)

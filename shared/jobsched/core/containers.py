@@ -4,9 +4,11 @@ container killed for memory) not retried. Pure: the adapter reads tasks, the pip
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from jobsched.core.events import CONTAINER_STARTED_BY
 from jobsched.core.records import TargetResult
 
 NOT_RETRIED = (  # (marker in a reason, what it is): another attempt fails the same way
@@ -14,6 +16,18 @@ NOT_RETRIED = (  # (marker in a reason, what it is): another attempt fails the s
     ("CannotPullContainerError", "the image could not be pulled"),
     ("CannotStartContainerError", "the container could not start"),
 )
+
+
+def attempt_token(job: str, run_id: str, attempt: int, task: str | None = None) -> str:
+    """The attempt's RunTask ``clientToken`` and ``startedBy`` (at most 64 of [a-z0-9-]): one task per attempt,
+    found again by it after a lost response, and matched by the deployment's state-change rule."""
+    named = f"{job}/{run_id}/{task or ''}#{attempt}"
+    return CONTAINER_STARTED_BY + hashlib.sha256(named.encode()).hexdigest()[:40]
+
+
+def cluster_name(cluster: str) -> str:
+    """``data-batch`` of ``data-batch`` or ``arn:aws:ecs:us-east-1:123456789012:cluster/data-batch``."""
+    return cluster.rsplit("/", 1)[-1] if cluster.startswith("arn:") else cluster
 
 
 @dataclass(frozen=True)

@@ -986,6 +986,8 @@ class DagTask(StrictModel):
     @model_validator(mode="after")
     def _heartbeats(self) -> DagTask:
         _check_wait_policy(self.wait_for, self.wait)
+        if self.target.type == "ecs":
+            raise _fail("ecs_task_in_dag", "an ecs target runs a job's runs; DAG tasks cannot run one yet")
         if self.heartbeat_timeout is None:
             return self
         if self.target.type != "callback":

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from jobsched.core.containers import stopped_result, task_outcome
+from jobsched.core.containers import attempt_token, cluster_name, stopped_result, task_outcome
 from jobsched.core.records import Run, StaleAttempt, TargetResult
-from jobsched.ports import ContainersPort, RunsPort
+from jobsched.core.spec import EcsTarget, JobSpec
+from jobsched.ports import ContainersPort, JobsPort, RunsPort
 
 Recorded = Literal["recorded", "stale", "not_ours", "malformed"]
 
@@ -44,9 +45,16 @@ def started_task(run: Run) -> dict[str, str]:
 
 
 class ContainerResults:
-    def __init__(self, runs: RunsPort, complete: Any) -> None:
+    def __init__(self, runs: RunsPort, complete: Any, jobs: JobsPort | None = None) -> None:
         # complete(job, run_id, attempt, succeeded=, output=, error=, retryable=): Worker.complete_external
-        self.runs, self.complete = runs, complete
+        self.runs, self.complete, self.jobs = runs, complete, jobs
+
+    def _attempts_task(self, run: Run, detail: dict[str, Any]) -> bool:
+        recorded = started_task(run).get("task_arn")
+        if recorded:
+            return bool(recorded == detail.get("taskArn"))
+        stored = self.jobs.get(run.job) if self.jobs is not None else None
+        return stored is not None and started_by_attempt(stored.spec, run, detail)
 
     def stopped(self, detail: dict[str, Any]) -> Recorded:
         named = run_named_by(detail)
@@ -56,7 +64,7 @@ class ContainerResults:
         run = self.runs.get(job, run_id)
         if run is None or run.attempt != attempt or run.status.value != "RUNNING":
             return "stale"
-        if started_task(run).get("task_arn") != detail.get("taskArn"):
+        if not self._attempts_task(run, detail):
             return "not_ours"
         result = stopped_result(task_outcome(detail))
         try:
@@ -74,12 +82,25 @@ class ContainerResults:
         return "recorded"
 
 
-def reconcile(run: Run, containers: ContainersPort, *, reason: str) -> TargetResult | None:
+def started_by_attempt(spec: JobSpec, run: Run, detail: dict[str, Any]) -> bool:
+    """A task the attempt started but did not get to record (a crash between RunTask and the record): its
+    startedBy is the attempt's token and it ran on the job's own cluster (another team cannot run tasks there)."""
+    if not isinstance(spec.target, EcsTarget):
+        return False
+    token = attempt_token(run.job, run.run_id, run.attempt)
+    cluster = cluster_name(str(detail.get("clusterArn") or ""))
+    return detail.get("startedBy") == token and cluster == cluster_name(spec.target.cluster)
+
+
+def reconcile(run: Run, target: EcsTarget, containers: ContainersPort, *, reason: str) -> TargetResult | None:
     """At the lease's end: the task's result if it stopped (a state change that never came), else None after
     stopping it with ``reason``."""
     started = started_task(run)
-    if not started.get("task_arn"):
-        return None
+    if not started.get("task_arn"):  # a crash between RunTask and its record: found by the attempt's token
+        found = containers.find(run.team, target.cluster, attempt_token(run.job, run.run_id, run.attempt))
+        if found is None:
+            return None
+        started = {"cluster": target.cluster, "task_arn": found}
     outcome = containers.describe(run.team, started["cluster"], started["task_arn"])
     if outcome is not None and outcome.status == "STOPPED":
         return stopped_result(outcome)

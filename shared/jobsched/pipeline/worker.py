@@ -270,7 +270,8 @@ class Worker:
             return Outcome("duplicate", "not an expired lease")
         if self.containers is not None and isinstance(stored.spec.target, EcsTarget):
             timeout = format_duration(stored.spec.target.timeout)
-            result = reconcile(run, self.containers, reason=f"jobsched: the run timed out after {timeout}")
+            reason = f"jobsched: the run timed out after {timeout}"
+            result = reconcile(run, stored.spec.target, self.containers, reason=reason)
             if result is not None:  # it stopped and its state change never came: recorded as that would have been
                 return self.records.result(run.to_message(), stored, run, result, None)
         return self.records.lost_attempt(run, run.to_message(), stored, now)

@@ -21,6 +21,7 @@ from jobsched.core.records import BreakerState, TargetResult
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import (
     CallbackTarget,
+    EcsTarget,
     EventBridgeTarget,
     HttpTarget,
     LambdaTarget,
@@ -48,8 +49,8 @@ def target_key(target: Any, team: str) -> str | None:
     if isinstance(target, HttpTarget):
         parts = urlsplit(str(target.url))
         return f"{team}:http:{parts.scheme}://{parts.netloc}"
-    if isinstance(target, CallbackTarget):
-        return None
+    if isinstance(target, CallbackTarget | EcsTarget):
+        return None  # their results come later, from outside: there is no call whose failures a circuit counts
     raise TypeError(f"unknown target {type(target).__name__}")
 
 

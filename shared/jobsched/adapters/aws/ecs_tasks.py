@@ -12,26 +12,22 @@ Calls are made as the team (its session), on a cluster and task definition check
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from jobsched.adapters.aws.ownership import TeamSessions
-from jobsched.core.containers import TaskOutcome, task_outcome
-from jobsched.core.events import CONTAINER_STARTED_BY
+from jobsched.core.containers import TaskOutcome, attempt_token, task_outcome
 from jobsched.core.names import JOB_TAG, OWNER_TAG
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import EcsTarget
 
-TOKEN_PREFIX = CONTAINER_STARTED_BY  # what the deployment's state-change rule matches on
 RUN_TAG = "jobsched-run"
 # RunTask failures worth another attempt (capacity comes back); the others will fail the same way again.
 RETRYABLE_FAILURES = ("RESOURCE:", "AGENT", "CAPACITY", "ResourceInitializationError")
 
 
-def attempt_token(context: RunContext) -> str:
-    """At most 64 characters ([a-z0-9-]): RunTask's clientToken and startedBy for this attempt."""
-    return TOKEN_PREFIX + hashlib.sha256(context.idempotency_key.encode()).hexdigest()[:40]
+def attempt_token_of(context: RunContext) -> str:
+    return attempt_token(context.job, context.run_id, context.attempt, context.task)
 
 
 def run_environment(context: RunContext) -> list[dict[str, str]]:
@@ -53,11 +49,10 @@ class EcsTasks:
 
     def start(self, target: EcsTarget, context: RunContext) -> TargetResult:
         ecs = self.sessions.client(context.team, "ecs")
-        token = attempt_token(context)
-        for status in ("RUNNING", "STOPPED"):
-            found = ecs.list_tasks(cluster=target.cluster, startedBy=token, desiredStatus=status).get("taskArns", [])
-            if found:  # started before (a lost response, a redelivery): this attempt's task, not a second one
-                return pending(target, found[0])
+        token = attempt_token_of(context)
+        found = self.find(context.team, target.cluster, token)
+        if found is not None:  # started before (a lost response, a redelivery): this attempt's task, not a second
+            return pending(target, found)
         response = ecs.run_task(**self._request(ecs, target, context, token))
         failures = response.get("failures") or []
         if failures or not response.get("tasks"):
@@ -113,6 +108,15 @@ class EcsTasks:
     def describe(self, team: str, cluster: str, task_arn: str) -> TaskOutcome | None:
         found = self.sessions.client(team, "ecs").describe_tasks(cluster=cluster, tasks=[task_arn]).get("tasks", [])
         return task_outcome(found[0]) if found else None
+
+    def find(self, team: str, cluster: str, token: str) -> str | None:
+        """The task an attempt started (by its token), running or stopped: after a crash before it was recorded."""
+        ecs = self.sessions.client(team, "ecs")
+        for status in ("RUNNING", "STOPPED"):
+            found = ecs.list_tasks(cluster=cluster, startedBy=token, desiredStatus=status).get("taskArns", [])
+            if found:
+                return str(found[0])
+        return None
 
     def stop(self, team: str, cluster: str, task_arn: str, reason: str) -> None:
         """StopTask: ECS sends the containers SIGTERM, then SIGKILL after their stop timeout."""

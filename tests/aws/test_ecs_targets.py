@@ -1,0 +1,260 @@
+"""ECS targets against moto: one task per attempt however the message is redelivered or the worker dies, the
+run ended only by its own task's state change, the lease's end reconciled, cancel and time-out stopping the task.
+
+moto records RunTask and runs nothing: the tests stop tasks and hand the intake the Task State Change AWS would
+send (its detail is DescribeTasks' task, which is what EventBridge carries)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
+from jobsched.core.runs import RunStatus
+from jobsched.core.spec import JobSpec
+from jobsched.pipeline.triggers import trigger_run
+from jobsched.pipeline.worker import heartbeat_checker
+from tests.aws.api_client import ApiClient, team_role
+from tests.aws.harness import REGION, Clock, Crash, Stack
+
+NETWORK: dict[str, Any] = {"subnets": ["subnet-0123456789abcdef0"], "security_groups": ["sg-0123456789abcdef0"]}
+
+
+@pytest.fixture(autouse=True)
+def network(stack: Stack) -> None:
+    """The team's subnet and security group (moto's RunTask checks that they exist)."""
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="etl", Description="etl", VpcId=vpc)["GroupId"]
+    NETWORK.update(subnets=[subnet], security_groups=[group])
+
+
+def cluster_and_definition(team: str, family: str = "nightly-etl") -> Any:
+    ecs = boto3.client("ecs", region_name=REGION)
+    tags = [{"key": "jobsched-team", "value": team}]
+    ecs.create_cluster(clusterName=f"{team}-batch", tags=tags)
+    ecs.register_task_definition(
+        family=family,
+        containerDefinitions=[{"name": "etl", "image": "example/etl:1", "memory": 512, "essential": True}],
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="256",
+        memory="512",
+        tags=tags,
+    )
+    return ecs
+
+
+def ecs_job(team: str = "data", **target: Any) -> dict[str, Any]:
+    return {
+        "name": "etl",
+        "team": team,
+        "retry": {"max_attempts": 1},
+        "target": {
+            "type": "ecs",
+            "cluster": f"{team}-batch",
+            "task_definition": "nightly-etl",
+            "launch_type": "FARGATE",
+            "network": NETWORK,
+            "container": {"name": "etl", "command": ["python", "-m", "etl"], "environment": {"MODE": "full"}},
+            "timeout": "30m",
+            **target,
+        },
+    }
+
+
+def start(stack: Stack, document: dict[str, Any]) -> str:
+    stack.register(document)
+    job = f"{document['team']}/{document['name']}"
+    run = trigger_run(stack.jobs, stack.runs, stack.queues, job, now=stack.clock(), principal="test")
+    stack.pump()
+    return run.run_id
+
+
+def tasks(ecs: Any, cluster: str = "data-batch") -> list[dict[str, Any]]:
+    arns = (
+        ecs.list_tasks(cluster=cluster)["taskArns"]
+        + ecs.list_tasks(cluster=cluster, desiredStatus="STOPPED")["taskArns"]
+    )
+    return ecs.describe_tasks(cluster=cluster, tasks=arns)["tasks"] if arns else []
+
+
+def state_change(task: dict[str, Any], exit_code: int | None, **detail: Any) -> EventEnvelope:
+    """The ECS Task State Change EventBridge delivers for a stopped task (through the deployment's rule)."""
+    body = json.loads(json.dumps(task, default=str)) | {"lastStatus": "STOPPED", "stopCode": "EssentialContainerExited"}
+    body["containers"] = [{**c, "exitCode": exit_code} for c in body.get("containers") or [{"name": "etl"}]]
+    event = {
+        "version": "0",
+        "id": "5b8b2fd6-0000-0000-0000-000000000000",
+        "source": "aws.ecs",
+        "detail-type": "ECS Task State Change",
+        "time": "2027-01-04T09:05:00Z",
+        "detail": body | detail,
+    }
+    return EventEnvelope.model_validate({"jobsched": {"job": "", "trigger": CONTAINER_TRIGGER}, "event": event})
+
+
+def test_the_spec_bounds_what_a_container_run_may_ask() -> None:
+    for bad, code in (
+        ({"launch_type": "FARGATE", "network": None}, "fargate_needs_network"),
+        ({"container": {"name": "etl", "environment": {"JOBSCHED_RUN_ID": "x"}}}, "reserved_env_name"),
+        ({"container": {"name": "etl", "command": ["x" * 9000]}}, "command_too_large"),
+        ({"cluster": "../other"}, "invalid_cluster"),
+        ({"launch_type": "EC2", "capacity_provider": "spot"}, "launch_type_or_capacity_provider"),
+    ):
+        with pytest.raises(ValueError) as refused:
+            JobSpec.model_validate(ecs_job(**bad))
+        assert code in str(refused.value), (bad, str(refused.value))
+
+
+def test_one_task_per_attempt_however_often_delivered_and_its_own_state_change_ends_the_run(stack: Stack) -> None:
+    ecs = cluster_and_definition("data")
+    run_id = start(stack, ecs_job())
+    [task] = tasks(ecs)
+    assert task["startedBy"].startswith("jobsched-")
+    environment = {e["name"]: e["value"] for e in task["overrides"]["containerOverrides"][0]["environment"]}
+    assert environment["JOBSCHED_RUN_ID"] == run_id and environment["JOBSCHED_ATTEMPT"] == "1"
+    assert environment["MODE"] == "full" and environment["JOBSCHED_JOB"] == "data/etl"
+    run = stack.runs.get("data/etl", run_id)
+    assert run is not None and run.status is RunStatus.RUNNING and task["taskArn"] in (run.output or "")
+    # The message again (SQS at least once), and the worker's own retry of the call: still one task.
+    stack.worker.process(run.to_message())
+    stack.targets.execute(JobSpec.model_validate(ecs_job()).target, _context(run))
+    assert len(tasks(ecs)) == 1
+    # Another task that copies the run's environment ends nothing.
+    assert stack.intake.receive(state_change(task | {"taskArn": task["taskArn"] + "x"}, 0), now=stack.clock()).reason
+    ended = stack.intake.receive(state_change(task, 0), now=stack.clock())
+    assert ended.action == "ended"
+    done = stack.runs.get("data/etl", run_id)
+    assert done is not None and done.status is RunStatus.SUCCEEDED
+    assert stack.intake.receive(state_change(task, 0), now=stack.clock()).action == "duplicate"
+
+
+def test_a_non_zero_exit_fails_the_run_with_its_code_and_an_oom_kill_is_not_retried(stack: Stack) -> None:
+    ecs = cluster_and_definition("data")
+    document = ecs_job() | {"retry": {"max_attempts": 3, "backoff": {"initial": "1m", "jitter": "none"}}}
+    run_id = start(stack, document)
+    [task] = tasks(ecs)
+    stack.intake.receive(state_change(task, 3, stoppedReason="Essential container in task exited"), now=stack.clock())
+    retrying = stack.runs.get("data/etl", run_id)
+    assert retrying is not None and retrying.status is RunStatus.RETRYING
+    assert "etl exited 3" in (retrying.error or "")
+    stack.clock.advance(timedelta(minutes=5))
+    outcomes = stack.pump()
+    second = [t for t in tasks(ecs) if t["taskArn"] != task["taskArn"]]
+    assert second, [(o.action, o.detail) for o in outcomes]
+    assert len(second) == 1  # attempt 2: its own task
+    oom = second[0] | {"containers": [{"name": "etl", "reason": "OutOfMemoryError: Container killed due to memory"}]}
+    stack.intake.receive(state_change(oom, 137), now=stack.clock())
+    failed = stack.runs.get("data/etl", run_id)
+    assert failed is not None and failed.status is RunStatus.FAILED and "out of memory" in (failed.error or "")
+
+
+def test_the_lease_end_stops_a_running_task_and_a_lost_state_change_is_read_back(stack: Stack, clock: Clock) -> None:
+    ecs = cluster_and_definition("data")
+    run_id = start(stack, ecs_job(timeout="10m"))
+    assert len(tasks(ecs)) == 1
+    clock.advance(timedelta(minutes=20))
+    heartbeat_checker(stack.runs, stack.worker).check(clock())
+    [stopped] = tasks(ecs)
+    assert stopped["lastStatus"] == "STOPPED" and "timed out after 10m" in stopped.get("stoppedReason", "")
+    run = stack.runs.get("data/etl", run_id)
+    assert run is not None and run.status is RunStatus.TIMED_OUT
+
+
+def test_cancel_stops_the_task(stack: Stack) -> None:
+    ecs = cluster_and_definition("data")
+    run_id = start(stack, ecs_job())
+    stack.worker.cancel("data/etl", run_id)
+    [task] = tasks(ecs)
+    assert task["lastStatus"] == "STOPPED" and task.get("stoppedReason") == "jobsched: cancelled"
+
+
+def test_another_teams_cluster_or_task_definition_is_refused_at_put_and_at_run(stack: Stack) -> None:
+    ecs = cluster_and_definition("payments")
+    api = ApiClient(stack)
+    refused = api.call("PUT", "/teams/data/jobs/etl", ecs_job(cluster="payments-batch"), principal=team_role("data"))
+    assert refused.status == 422, refused.body
+    fields = {e["field"] for e in refused.body["error"]["errors"]}
+    assert fields == {"target.cluster", "target.task_definition"}
+    assert tasks(ecs, "payments-batch") == []
+
+
+def _context(run: Any) -> Any:
+    from jobsched.core.records import RunContext
+
+    return RunContext(
+        job=run.job,
+        team=run.team,
+        run_id=run.run_id,
+        attempt=run.attempt,
+        scheduled_at=run.scheduled_at.isoformat(),
+        correlation_id=run.correlation_id,
+    )
+
+
+def test_a_worker_that_dies_between_runtask_and_its_record_leaves_one_task_that_still_ends_the_run(
+    stack: Stack, clock: Clock
+) -> None:
+    ecs = cluster_and_definition("data")
+
+    def die_after_runtask(step: str) -> None:
+        if step == "execute":
+            raise Crash(step)
+
+    stack.worker.after_step = die_after_runtask
+    stack.register(ecs_job())
+    run = trigger_run(stack.jobs, stack.runs, stack.queues, "data/etl", now=clock(), principal="test")
+    stack.pump()
+    assert stack.crashes == 1
+    stack.worker.after_step = lambda step: None
+    stack.pump()  # the message again: the run is RUNNING, its task is found, none is started
+    [task] = tasks(ecs)
+    recorded = stack.runs.get("data/etl", run.run_id)
+    assert recorded is not None and recorded.status is RunStatus.RUNNING and not recorded.output
+    # Its state change ends the run: the task was started by this attempt's token on the job's own cluster.
+    assert stack.intake.receive(state_change(task, 0), now=clock()).action == "ended"
+    done = stack.runs.get("data/etl", run.run_id)
+    assert done is not None and done.status is RunStatus.SUCCEEDED
+    assert stack.intake.receive(state_change(task, 1), now=clock()).action == "duplicate"  # redelivered: nothing
+
+
+def test_an_unrecorded_task_ends_the_run_only_from_the_jobs_cluster_with_the_attempts_token() -> None:
+    from jobsched.core.containers import attempt_token
+    from jobsched.core.records import Run
+    from jobsched.core.runs import parse_instant
+    from jobsched.pipeline.containers import started_by_attempt
+
+    spec = JobSpec.model_validate(ecs_job())
+    at = parse_instant("2027-01-04T09:00:00Z")
+    run = Run("data/etl", "r1", "data", RunStatus.RUNNING, 1, at, at, "manual", 1, "c")
+    token = attempt_token("data/etl", "r1", 1)
+    ours = {"startedBy": token, "clusterArn": "arn:aws:ecs:us-east-1:123456789012:cluster/data-batch"}
+    assert started_by_attempt(spec, run, ours)
+    assert not started_by_attempt(spec, run, ours | {"clusterArn": "arn:aws:ecs:us-east-1:1:cluster/payments-batch"})
+    assert not started_by_attempt(spec, run, ours | {"startedBy": attempt_token("data/etl", "r1", 2)})
+
+
+def test_a_lost_state_change_is_read_back_at_the_lease_end(stack: Stack, clock: Clock) -> None:
+    ecs = cluster_and_definition("data")
+    run_id = start(stack, ecs_job(timeout="10m"))
+    [task] = tasks(ecs)
+    ecs.stop_task(cluster="data-batch", task=task["taskArn"], reason="Essential container in task exited")
+    clock.advance(timedelta(minutes=20))
+    heartbeat_checker(stack.runs, stack.worker).check(clock())
+    run = stack.runs.get("data/etl", run_id)
+    # Recorded from DescribeTasks (moto's stopped container reports exit 0), not timed out, nothing stopped again.
+    assert run is not None and run.status is RunStatus.SUCCEEDED and "etl=0" in (run.output or "")
+    [stopped] = tasks(ecs)
+    assert stopped.get("stoppedReason") == "Essential container in task exited"
+
+
+def test_ecs_tasks_in_a_dag_are_refused_for_now() -> None:
+    document = {"name": "d", "team": "data", "dag": {"tasks": [{"name": "a", "target": ecs_job()["target"]}]}}
+    with pytest.raises(ValueError, match="ecs_task_in_dag"):
+        JobSpec.model_validate(document)
