@@ -119,6 +119,10 @@ def _acknowledge(stack: JobschedStack) -> None:
             f"the target role only: teams name their resources at run time; allowed only where {OWNER_TAG} equals "
             f"the session's team tag (or {SHARED_TAG}=true for targets); jobsched's own resources are denied"
         )
+    granular["AwsSolutions-IAM5[Resource::arn:aws:s3:::*/*]"] = (
+        "the target role only: HeadObject of a wait_for object, made only after the bucket's tags were read and "
+        f"found to be the session's team's ({OWNER_TAG}); S3 has no condition on bucket tags for object reads"
+    )
     granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service='sns', resource='*')}]"] = (
         f"the target role only: teams' escalation topics, allowed only where {OWNER_TAG} equals the session's team"
     )

@@ -223,6 +223,8 @@ def test_the_target_role_is_assumed_only_by_jobscheds_functions_with_a_team_tag(
         assert sorted(map(json.dumps, conditions)) == sorted(
             map(json.dumps, [OWN_TEAM, SHARED] if shareable else [OWN_TEAM])
         ), action
+    # A trigger's and a wait's bucket: its tags read as the team, then (waits) HeadObject of the awaited key.
+    assert "s3:GetBucketTagging" in by_action and by_action["s3:GetObject"][0]["Resource"] == "arn:aws:s3:::*/*"
     [deny] = [s for s in statements if s["Effect"] == "Deny"]
     denied = json.dumps(deny["Resource"])
     for own in (
