@@ -119,6 +119,15 @@ def _acknowledge(stack: JobschedStack) -> None:
             f"the target role only: teams name their resources at run time; allowed only where {OWNER_TAG} equals "
             f"the session's team tag (or {SHARED_TAG}=true for targets); jobsched's own resources are denied"
         )
+    for resource, why in (
+        ("task-definition/*", "RunTask only of a task definition tagged for the session's team"),
+        ("task/*", "tasks are named by ECS at start: tagging at RunTask, listing, reading and stopping them"),
+        ("container-instance/*", "ListTasks and DescribeTasks within a cluster, as ECS requires"),
+    ):
+        granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service='ecs', resource=resource)}]"] = (
+            f"the target role only: container targets; {why}; the adapter checks the cluster's and the task "
+            f"definition's {OWNER_TAG} tag before every RunTask"
+        )
     granular["AwsSolutions-IAM5[Resource::arn:aws:s3:::*/*]"] = (
         "the target role only: HeadObject of a wait_for object, made only after the bucket's tags were read and "
         f"found to be the session's team's ({OWNER_TAG}); S3 has no condition on bucket tags for object reads"

@@ -43,6 +43,7 @@ from infra.components.waivers import (
 from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.console.widget import ONCALL_ALIAS, PLACEHOLDER_ALIAS
+from jobsched.core.events import container_envelope_template, container_rule_pattern
 from jobsched.core.names import INTAKE_CONCURRENCY, OWNER_TAG, PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
 
@@ -307,6 +308,26 @@ class Functions(Construct):
                 resources=["*"],
                 conditions=from_rules,
             )
+        )
+        # Container runs end by their task's state change: one rule for the deployment (tasks the scheduler
+        # started carry a startedBy under the container prefix), named under the stage's prefix like the
+        # triggers' rules, so the queue's policy admits it.
+        events.CfnRule(
+            self,
+            "ContainerStateChanges",
+            name=f"{rule_prefix}container-state-changes",
+            description="jobsched: stopped ECS tasks this deployment started -> the intake queue",
+            event_pattern=container_rule_pattern(),
+            state="ENABLED",
+            targets=[
+                events.CfnRule.TargetProperty(
+                    id="intake",
+                    arn=queues.intake.queue_arn,
+                    input_transformer=events.CfnRule.InputTransformerProperty(
+                        input_template=container_envelope_template(), input_paths_map={}
+                    ),
+                )
+            ],
         )
         # The deployment's bus: "Run Finished" of every run, put only by jobsched's functions (a team cannot
         # forge one there), for teams' rules to build on.

@@ -68,6 +68,40 @@ class TargetRole(Construct):
                 self.role.add_to_policy(
                     iam.PolicyStatement(actions=actions, resources=[resource], conditions=condition)
                 )
+        # Container targets: a task of the team's task definition (its tags), started tagged; its task and
+        # execution roles may be passed to ECS only if tagged for the team. A cluster may be the team's or shared:
+        # the adapter checks its tags before RunTask. Reading and stopping tasks stays within ECS clusters.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecs:RunTask"], resources=[arn("ecs", "task-definition", "*")], conditions=own_team
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecs:TagResource"],
+                resources=[arn("ecs", "task", "*")],
+                conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}},
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecs:ListTasks", "ecs:DescribeTasks", "ecs:StopTask"],
+                resources=[arn("ecs", "task", "*"), arn("ecs", "container-instance", "*")],
+                conditions={"ArnLike": {"ecs:cluster": arn("ecs", "cluster", "*")}},
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[stack.format_arn(service="iam", region="", resource="role", resource_name="*")],
+                conditions={
+                    "StringEquals": {
+                        f"aws:ResourceTag/{OWNER_TAG}": f"${{aws:PrincipalTag/{OWNER_TAG}}}",
+                        "iam:PassedToService": "ecs-tasks.amazonaws.com",
+                    }
+                },
+            )
+        )
         for actions, resource in (
             (["secretsmanager:GetSecretValue"], arn("secretsmanager", "secret", "*", colon=True)),
             (["ssm:GetParameter"], arn("ssm", "parameter", "*")),
@@ -90,6 +124,9 @@ class TargetRole(Construct):
                     "secretsmanager:DescribeSecret",
                     "ssm:ListTagsForResource",
                     "s3:GetBucketTagging",
+                    "ecs:DescribeClusters",
+                    "ecs:DescribeTaskDefinition",
+                    "ecs:ListTagsForResource",
                     "states:DescribeExecution",
                 ],
                 resources=["*"],

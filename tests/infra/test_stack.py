@@ -390,7 +390,11 @@ def test_who_pressed_a_console_button_reaches_the_audit_function_from_the_stages
     [data] = selector["DataResources"]
     assert data["Type"] == "AWS::Lambda::Function" and actions_name in json.dumps(data["Values"])
     # CloudTrail's record of an Invoke of that function (by ARN or name) goes to the audit function.
-    [rule] = [p for p in resources(template, "AWS::Events::Rule").values() if "EventPattern" in p]
+    [rule] = [
+        p
+        for p in resources(template, "AWS::Events::Rule").values()
+        if p.get("EventPattern", {}).get("source") == ["aws.lambda"]
+    ]
     pattern = rule["EventPattern"]
     assert pattern["source"] == ["aws.lambda"] and pattern["detail"]["eventName"] == ["Invoke"]
     assert json.dumps(pattern["detail"]["requestParameters"]["functionName"]).count(actions_name) == 2
@@ -677,3 +681,27 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
     ):
         with pytest.raises(ValueError, match=key):
             StageConfig.from_context(App(context={key: bad}))
+
+
+def test_stopped_container_tasks_reach_the_intake_through_one_rule_and_the_target_role_may_run_only_teams_tasks(
+    dev: Template,
+) -> None:
+    from jobsched.core.events import container_envelope_template, container_rule_pattern
+
+    template = dev[0]
+    [rule] = [
+        p
+        for p in resources(template, "AWS::Events::Rule").values()
+        if p.get("Name", "").endswith("container-state-changes")
+    ]
+    assert rule["EventPattern"] == container_rule_pattern() and rule["Name"].startswith("jobsched-dev-")
+    [target] = rule["Targets"]
+    assert target["InputTransformer"]["InputTemplate"] == container_envelope_template()
+    statements = _policies_of(template, "FunctionsTargetsRoleDefaultPolicy")
+    [run_task] = [s for s in statements if "ecs:RunTask" in _actions(s)]
+    assert run_task["Condition"] == OWN_TEAM
+    [pass_role] = [s for s in statements if "iam:PassRole" in _actions(s)]
+    assert pass_role["Condition"]["StringEquals"]["iam:PassedToService"] == "ecs-tasks.amazonaws.com"
+    assert (
+        pass_role["Condition"]["StringEquals"]["aws:ResourceTag/jobsched-team"] == "${aws:PrincipalTag/jobsched-team}"
+    )
