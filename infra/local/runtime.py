@@ -64,6 +64,9 @@ EVENT_EXAMPLES = (
 # its first task waiting 3 minutes for the day's _SUCCESS marker (the file itself says 03:00 and 2 hours).
 WAIT_EXAMPLE = "examples/jobs/nightly-waits-for-file.yaml"
 WAIT_EXAMPLE_SHORT = {"schedule": "*/5 * * * *", "timeout": "3m"}
+# Container jobs (ECS): their files name placeholder subnets; make run gives them its own VPC's (moto checks them).
+CONTAINER_EXAMPLES = ("examples/containers/nightly-export.yaml", "examples/containers/failing-export.yaml")
+EXAMPLE_CLUSTER, EXAMPLE_TASK_DEFINITION = "examples-local", "examples-export"
 TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 
 
@@ -180,6 +183,7 @@ class LocalRuntime:
         self._start_ticks()
         self._start_pollers()
         self._start_escalation_watch()
+        self._start_container_agent()
         if self.examples:
             self._register_examples()
             self._start_callback_worker()
@@ -532,6 +536,11 @@ class LocalRuntime:
         for path in EVENT_EXAMPLES:
             document = yaml.safe_load((ROOT / path).read_text())
             client.call("PUT", f"/teams/{document['team']}/jobs/{document['name']}", document)
+        network = self._example_containers()
+        for path in CONTAINER_EXAMPLES:
+            document = yaml.safe_load((ROOT / path).read_text())
+            document["target"]["network"] |= network
+            client.call("PUT", f"/teams/{document['team']}/jobs/{document['name']}", document)
         nightly = yaml.safe_load((ROOT / WAIT_EXAMPLE).read_text())
         nightly["schedule"]["expression"] = WAIT_EXAMPLE_SHORT["schedule"]
         nightly["dag"]["tasks"][0]["wait"]["timeout"] = WAIT_EXAMPLE_SHORT["timeout"]
@@ -542,6 +551,49 @@ class LocalRuntime:
             ", ".join(EVENT_EXAMPLES),
             WAIT_EXAMPLE,
         )
+
+    def _start_container_agent(self) -> None:
+        """Plays ECS for the tasks the scheduler starts (infra/local/containers.py)."""
+        import boto3
+
+        from infra.local.containers import LocalContainerAgent
+
+        agent = LocalContainerAgent(
+            ecs=boto3.client("ecs", endpoint_url=self.endpoint, region_name=REGION),
+            events=boto3.client("events", endpoint_url=self.endpoint, region_name=REGION),
+        )
+        self.container_agent = agent
+        self._loop("container-agent", 0.5, agent.step)
+
+    def _example_containers(self) -> dict[str, Any]:
+        """Team examples' cluster and task definition (tagged for the team), and a VPC for their tasks."""
+        import boto3
+
+        tags = [{"key": OWNER_TAG, "value": "examples"}]
+        ecs = boto3.client("ecs", endpoint_url=self.endpoint, region_name=REGION)
+        ecs.create_cluster(clusterName=EXAMPLE_CLUSTER, tags=tags)
+        ecs.register_task_definition(
+            family=EXAMPLE_TASK_DEFINITION,
+            containerDefinitions=[
+                {
+                    "name": "export",
+                    "image": "python:3.11-slim",
+                    "essential": True,
+                    "memory": 512,
+                    "command": ["python3", "-c", "print('no command given')"],
+                }
+            ],
+            requiresCompatibilities=["FARGATE"],
+            networkMode="awsvpc",
+            cpu="256",
+            memory="512",
+            tags=tags,
+        )
+        ec2 = boto3.client("ec2", endpoint_url=self.endpoint, region_name=REGION)
+        vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.42.1.0/24")["Subnet"]["SubnetId"]
+        group = ec2.create_security_group(GroupName="examples-containers", Description="examples", VpcId=vpc)
+        return {"subnets": [subnet], "security_groups": [group["GroupId"]]}
 
     def _start_callback_worker(self) -> None:
         """Plays the external worker of the example callback job: the sleep example heartbeats, then completes."""

@@ -160,6 +160,8 @@ def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
         "landing-exports",
         "landing-batches",
         "nightly-waits-for-file",
+        "nightly-export",
+        "failing-export",
     }
 
 
@@ -737,3 +739,24 @@ def test_the_nightly_dag_waits_for_its_file_and_runs_when_it_lands(runtime: Loca
         ("load", "SUCCEEDED"),
         ("report", "SUCCEEDED"),
     ]
+
+
+def test_container_jobs_run_their_command_locally_and_end_by_the_tasks_exit_code(runtime: LocalRuntime) -> None:
+    """examples/containers: RunTask goes to moto, the runtime's container agent runs the command as a process,
+    and the task's state change (through the deployment's rule and the intake) ends the run."""
+
+    def trigger(name: str) -> str:
+        status, run = call(runtime, "POST", f"/teams/examples/jobs/{name}/trigger", {}, team="examples")
+        assert status in (200, 201, 202), run
+        return f"/teams/examples/jobs/{name}/runs/{run['run_id']}"
+
+    succeeded, failed = trigger("nightly-export"), trigger("failing-export")
+
+    def ended(path: str) -> dict[str, Any] | None:
+        run = call(runtime, "GET", path, team="examples")[1]
+        return run if run.get("status") in ("SUCCEEDED", "FAILED", "TIMED_OUT") else None
+
+    good = wait_for(lambda: ended(succeeded), seconds=60)
+    bad = wait_for(lambda: ended(failed), seconds=60)
+    assert good["status"] == "SUCCEEDED" and "export=0" in (good.get("output") or ""), good
+    assert bad["status"] == "FAILED" and "export exited 3" in (bad.get("error") or ""), bad
