@@ -175,6 +175,24 @@ def test_cancel_stops_the_task(stack: Stack) -> None:
     assert task["lastStatus"] == "STOPPED" and task.get("stoppedReason") == "jobsched: cancelled"
 
 
+def test_overlap_replace_stops_the_replaced_runs_task(stack: Stack, clock: Clock) -> None:
+    ecs = cluster_and_definition("data")
+    first = start(stack, ecs_job() | {"concurrency": {"max_running": 1, "overlap": "replace"}})
+    clock.advance(timedelta(seconds=1))
+    second = trigger_run(stack.jobs, stack.runs, stack.queues, "data/etl", now=clock(), principal="test").run_id
+    stack.pump()
+    replaced = stack.runs.get("data/etl", first)
+    assert replaced is not None and replaced.status is RunStatus.CANCELLED
+
+    def run_of(task: dict[str, Any]) -> str:
+        [override] = task["overrides"]["containerOverrides"]
+        return next(e["value"] for e in override["environment"] if e["name"] == "JOBSCHED_RUN_ID")
+
+    status = {run_of(task): (task["lastStatus"], task.get("stoppedReason", "")) for task in tasks(ecs)}
+    assert status[first] == ("STOPPED", "jobsched: replaced by a newer run (overlap: replace)")
+    assert status[second][0] != "STOPPED"
+
+
 def test_another_teams_cluster_or_task_definition_is_refused_at_put_and_at_run(stack: Stack) -> None:
     ecs = cluster_and_definition("payments")
     api = ApiClient(stack)

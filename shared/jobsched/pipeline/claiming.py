@@ -20,8 +20,9 @@ from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import AttemptClaim, Run, StaleAttempt, StoredJob
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
+from jobsched.pipeline.containers import stop_started_task
 from jobsched.pipeline.decisions import claim_transition, is_external, lease_until, overlap_policy
-from jobsched.ports import JobsPort, RunsPort
+from jobsched.ports import ContainersPort, JobsPort, RunsPort
 
 WAIT_WHEN_FULL = timedelta(seconds=30)  # a message for a job at max_running comes back after this
 
@@ -44,6 +45,7 @@ class NotClaimed:
 class Claims:
     jobs: JobsPort
     runs: RunsPort
+    containers: ContainersPort | None = None  # a replaced container run's task is stopped, not left running
 
     # -------------------------------------------------------------------------------- slots
 
@@ -112,6 +114,7 @@ class Claims:
                         error="replaced by a newer run (overlap: replace)",
                         from_status=run.status,
                     )
+                    stop_started_task(self.containers, run, "jobsched: replaced by a newer run (overlap: replace)")
             self.jobs.release_slot(job, JobsKeys.STATE, holder=run_id)
 
     # -------------------------------------------------------------------------------- the claim

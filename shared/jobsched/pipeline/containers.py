@@ -106,3 +106,10 @@ def reconcile(run: Run, target: EcsTarget, containers: ContainersPort, *, reason
         return stopped_result(outcome)
     containers.stop(run.team, started["cluster"], started["task_arn"], reason)
     return None
+
+
+def stop_started_task(containers: ContainersPort | None, run: Run, reason: str) -> None:
+    """A container run that ended by request (cancel, overlap: replace): its task is stopped, not left running."""
+    started = started_task(run)
+    if containers is not None and started.get("task_arn"):
+        containers.stop(run.team, started["cluster"], started["task_arn"], reason)

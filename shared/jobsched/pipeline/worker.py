@@ -29,7 +29,7 @@ from jobsched.core.spec import EcsTarget, JobSpec
 from jobsched.paging.events import Alerts
 from jobsched.pipeline.attempts import Attempts, Executed, Held
 from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun
-from jobsched.pipeline.containers import reconcile, started_task
+from jobsched.pipeline.containers import reconcile, stop_started_task
 from jobsched.pipeline.dag_tasks import DagRuns
 from jobsched.pipeline.decisions import already_settled, before_claim, lease_until, on_existing
 from jobsched.pipeline.recording import Records
@@ -83,7 +83,7 @@ class Worker:
 
     @property
     def claims(self) -> Claims:
-        return Claims(self.jobs, self.runs)
+        return Claims(self.jobs, self.runs, self.containers)
 
     @property
     def attempts(self) -> Attempts:
@@ -293,10 +293,8 @@ class Worker:
         )
         if stored is not None and stored.spec.dag is not None:
             self.dags.stop(cancelled, stored.spec, cause="cancelled by request")
-        if stored is not None and self.containers is not None and isinstance(stored.spec.target, EcsTarget):
-            started = started_task(run)
-            if started.get("task_arn"):
-                self.containers.stop(run.team, started["cluster"], started["task_arn"], "jobsched: cancelled")
+        if stored is not None and isinstance(stored.spec.target, EcsTarget):
+            stop_started_task(self.containers, run, "jobsched: cancelled")
         return cancelled
 
     def _running_attempt(self, job: str, run_id: str, attempt: int) -> tuple[StoredJob, Run]:
