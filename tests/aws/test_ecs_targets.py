@@ -186,7 +186,7 @@ def test_overlap_replace_stops_the_replaced_runs_task(stack: Stack, clock: Clock
 
     def run_of(task: dict[str, Any]) -> str:
         [override] = task["overrides"]["containerOverrides"]
-        return next(e["value"] for e in override["environment"] if e["name"] == "JOBSCHED_RUN_ID")
+        return str(next(e["value"] for e in override["environment"] if e["name"] == "JOBSCHED_RUN_ID"))
 
     status = {run_of(task): (task["lastStatus"], task.get("stoppedReason", "")) for task in tasks(ecs)}
     assert status[first] == ("STOPPED", "jobsched: replaced by a newer run (overlap: replace)")
