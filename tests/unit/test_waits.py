@@ -333,3 +333,13 @@ def test_object_keys_render_the_logical_date_in_the_schedules_timezone_and_nothi
     for bad in ("{logical_date.__class__}", "{logical_date:%c}", "{other}", "{logical_date:{x}}", "x}"):
         with pytest.raises(TemplateError):
             check_key_template(bad)
+
+
+def test_a_poll_of_a_long_key_that_finds_nothing_new_writes_nothing() -> None:
+    """The record keeps each condition bounded (512 characters); a poll compares what it would write so."""
+    stack = Stack()
+    stack.put("data/nightly", **(NIGHTLY | {"wait_for": [{"s3": "s3://acme-landing/" + "k" * 700}]}))
+    stack.start()
+    writes = stack.runs.table.capacity.writes
+    stack.deliver(T0 + timedelta(minutes=30))  # several polls, the same condition unmet
+    assert stack.runs.table.capacity.writes == writes

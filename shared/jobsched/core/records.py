@@ -563,13 +563,18 @@ def succeeded_in(values: dict[str, Any], first: datetime, last: datetime) -> boo
     return first <= parse_instant(str(values["scheduled_at"])) <= last
 
 
+def shown_waiting_for(waiting_for: list[str]) -> list[str]:
+    """What a WAITING record keeps of the conditions not met (bounded), and what a poll compares it with."""
+    return [str(truncate(item, 512)) for item in waiting_for[:MAX_WAITING_SHOWN]]
+
+
 def waiting_values(job: str, run_id: str, waiting: Waiting) -> dict[str, Any]:
     """A WAITING run's attributes. It sits on the wakeups index at its wait's end, so the dispatcher sends it
     then even if every poll message were lost (the worker then records the time-out)."""
     return {
         "status": RunStatus.WAITING.value,
         "reason": truncate(waiting.reason),
-        "waiting_for": [str(truncate(item, 512)) for item in waiting.waiting_for[:MAX_WAITING_SHOWN]],
+        "waiting_for": shown_waiting_for(waiting.waiting_for),
         "next_attempt_at": instant_text(waiting.until),
         RunsKeys.WAKE_SHARD: lease_shard(job, run_id),
         RunsKeys.WAKE_AT: instant_text(waiting.until),

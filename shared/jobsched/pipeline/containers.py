@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from jobsched.core.containers import attempt_token, cluster_name, stopped_result, task_outcome
 from jobsched.core.records import Run, StaleAttempt, TargetResult
+from jobsched.core.runs import RunStatus
 from jobsched.core.spec import EcsTarget, JobSpec
 from jobsched.ports import ContainersPort, JobsPort, RunsPort
 
@@ -62,7 +63,7 @@ class ContainerResults:
             return "malformed"
         job, run_id, attempt = named
         run = self.runs.get(job, run_id)
-        if run is None or run.attempt != attempt or run.status.value != "RUNNING":
+        if run is None or run.attempt != attempt or run.status is not RunStatus.RUNNING:
             return "stale"
         if not self._attempts_task(run, detail):
             return "not_ours"

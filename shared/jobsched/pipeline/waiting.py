@@ -24,8 +24,8 @@ from typing import Literal
 
 from jobsched.core.messages import DagTaskMessage
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Run, StaleAttempt, StoredJob, TaskState, Waiting
-from jobsched.core.runs import RunMessage, RunStatus, parse_instant
+from jobsched.core.records import Run, StaleAttempt, StoredJob, TaskState, Waiting, shown_waiting_for
+from jobsched.core.runs import RunMessage, RunStatus, TaskStatus, parse_instant
 from jobsched.core.spec import DagTask, JobSpec, WaitCondition, WaitPolicy
 from jobsched.core.waits import Awaited, awaited, policy_of, poll_delay, timed_out_reason, waiting_reason
 from jobsched.paging.events import Alerts
@@ -108,14 +108,11 @@ class Waits:
         """WAITING recorded (with its waiter, the first time) and the message sent again after the poll delay."""
         first = existing is None or existing.status is not RunStatus.WAITING
         if first:
-            self.waiters.add_waiter(
-                message.job,
-                message.run_id,
-                message.model_copy(update={"woken": True}).model_dump_json(),
-                awaits=[item.wakes_on for item in pending],
-                expires_at=waiting.until + timedelta(days=1),
-            )
-        unchanged = existing is not None and not first and existing.waiting_for == waiting.waiting_for
+            self._remember(message.job, message.run_id, message, pending, until=waiting.until)
+        # Compared as stored (bounded), or a long key would make every poll write.
+        unchanged = (
+            not first and existing is not None and existing.waiting_for == shown_waiting_for(waiting.waiting_for)
+        )
         if not unchanged:  # a poll that finds the same conditions unmet writes nothing
             try:
                 self.runs.wait(message, waiting, now=now, retention=spec.run_retention, deadline=spec.deadline)
@@ -184,7 +181,7 @@ class Waits:
             return pending
         waiter = task_waiter(run.run_id, message.task)
         if not pending:
-            if mine is not None and mine.status.value == "WAITING":
+            if mine is not None and mine.status is TaskStatus.WAITING:
                 self.waiters.drop_waiter(run.job, waiter)
                 self.signal("met", now - since)
             return Met(now - since)
@@ -196,17 +193,26 @@ class Waits:
         reason = waiting_reason(since, pending)
         if message.woken:
             return Outcome("waiting", "woken, " + reason)
-        if mine is None or mine.status.value != "WAITING":
-            self.waiters.add_waiter(
-                run.job,
-                waiter,
-                message.model_copy(update={"woken": True}).model_dump_json(),
-                awaits=[item.wakes_on for item in pending],
-                expires_at=since + policy.timeout + timedelta(days=1),
-            )
+        if mine is None or mine.status is not TaskStatus.WAITING:
+            self._remember(run.job, waiter, message, pending, until=since + policy.timeout)
             self.signal("begun", timedelta(0))
         delay = min(poll_delay(now - since), since + policy.timeout - now)
         return Outcome("waiting", reason, wait=delay, resend=message.model_copy(update={"woken": False}))
+
+    def _remember(
+        self,
+        job: str,
+        waiter: str,
+        message: RunMessage | DagTaskMessage,
+        pending: list[Awaited],
+        *,
+        until: datetime,
+    ) -> None:
+        """The waiter item an event wakes it from: its message marked woken, what it awaits (kept a day past
+        its wait's end)."""
+        woken = message.model_copy(update={"woken": True}).model_dump_json()
+        awaits = [item.wakes_on for item in pending]
+        self.waiters.add_waiter(job, waiter, woken, awaits=awaits, expires_at=until + timedelta(days=1))
 
     # ------------------------------------------------------------------------------ checks
 
