@@ -61,6 +61,9 @@ class JobschedStack(Stack):
         self.workflows = Workflows(self, "Workflows", config=config, queues=self.queues, functions=self.functions)
         self.api = Api(self, "Api", config=config, functions=self.functions)
         self.functions.escalation.add_environment(Env.API_URL, self.api.rest_api.url)  # links in pages
+        # Containers report progress and checkpoints to the API with a token for their attempt, which the worker
+        # signs with the callback secret when it starts their task.
+        self.functions.worker.add_environment(Env.API_URL, self.api.rest_api.url)
         self.observability = Observability(
             self,
             "Observability",

@@ -225,6 +225,7 @@ class Functions(Construct):
             removal_policy=RemovalPolicy.RETAIN if config.prod else RemovalPolicy.DESTROY,
         )
         self.callback_secret.grant_read(self.api)
+        self.callback_secret.grant_read(self.worker)  # it signs the tokens it hands to container tasks
         # Rotated monthly; the previous version keeps verifying tokens issued before (jobsched.api.tokens).
         self.rotation = self._function(
             "Rotation",
@@ -244,6 +245,7 @@ class Functions(Construct):
             if isinstance(child, lambda_.CfnPermission):
                 child.source_account = Stack.of(self).account
         self.api.add_environment(Env.CALLBACK_SECRET_NAME, self.callback_secret.secret_name)
+        self.worker.add_environment(Env.CALLBACK_SECRET_NAME, self.callback_secret.secret_name)
         self._grant_run_logs(config)
 
     def _event_intake(self, config: StageConfig, environment: dict[str, str], storage: Storage, queues: Queues) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.data_checks import S3DataChecks
-from jobsched.adapters.aws.ecs_tasks import EcsTasks
+from jobsched.adapters.aws.ecs_tasks import EcsTasks, RunCallbacks
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.adapters.aws.notify import Notifier
@@ -24,11 +24,11 @@ from jobsched.adapters.aws.targets import LambdaInvoker, TargetExecutor
 from jobsched.adapters.aws.workflows import Workflows
 from jobsched.api.access import ApiServices
 from jobsched.api.identity import Membership, MembershipCache, iam_role_tags
-from jobsched.api.tokens import CallbackTokens
+from jobsched.api.tokens import TOKEN_GRACE, CallbackTokens
 from jobsched.console.actions import ActionStores
 from jobsched.console.widget import WidgetControls
 from jobsched.core.names import Env, Settings, reserved_prefixes
-from jobsched.core.records import Run
+from jobsched.core.records import Run, RunContext
 from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import PageSender
@@ -106,7 +106,23 @@ def build_targets(settings: Settings, *, lambda_invoker: LambdaInvoker | None = 
         sessions=team_sessions(settings.target_role_arn),
         lambda_invoker=lambda_invoker,
         http=GuardedHttp(egress_policy(settings)),
+        callbacks=run_callbacks(),
     )
+
+
+def run_callbacks(clock: Callable[[], datetime] = utc_now) -> RunCallbacks | None:
+    """Containers report progress and checkpoints to the API with a token for their attempt; without the API's
+    URL or the signing secret (a worker deployed without them) they run without, and cannot checkpoint."""
+    api_url = os.environ.get(Env.API_URL)
+    if not api_url or not (os.environ.get(Env.CALLBACK_SECRET) or os.environ.get(Env.CALLBACK_SECRET_NAME)):
+        return None
+    tokens = CallbackTokens.from_env()
+
+    def issue(context: RunContext, valid_for: timedelta) -> str:
+        expires_at = clock() + valid_for + TOKEN_GRACE
+        return tokens.issue(context.job, context.run_id, context.attempt, context.task, expires_at=expires_at)
+
+    return RunCallbacks(api_url.rstrip("/"), issue)
 
 
 def build_dispatcher(settings: Settings) -> Dispatcher:

@@ -371,6 +371,8 @@ def test_the_api_shows_task_states_and_takes_a_callback_task_result(dag_stack: S
     assert tasks["b"]["status"] == "RUNNING" and tasks["b"]["depends_on"] == ["a"]
     token = tasks["b"]["callback_token"]
     assert api.callback("heartbeat", token).status == 200
+    kept_for_runs = api.callback("heartbeat", token, {"checkpoint": {"offset": 3}})  # said, not dropped silently
+    assert kept_for_runs.status == 422 and kept_for_runs.body["error"]["code"] == "progress_not_kept_for_tasks"
     done = api.callback("complete", token, {"status": "succeeded", "output": "ok"})
     assert done.status == 200, done.body
     drive(dag_stack, finished(dag_stack))

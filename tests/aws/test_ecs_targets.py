@@ -13,12 +13,15 @@ from typing import Any
 import boto3
 import pytest
 
+from jobsched.adapters.aws.ecs_tasks import EcsTasks
 from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
+from jobsched.core.names import Env
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.triggers import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
-from tests.aws.api_client import ApiClient, team_role
+from jobsched.wiring import run_callbacks
+from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import REGION, Clock, Crash, Stack
 
 NETWORK: dict[str, Any] = {"subnets": ["subnet-0123456789abcdef0"], "security_groups": ["sg-0123456789abcdef0"]}
@@ -276,3 +279,68 @@ def test_ecs_tasks_in_a_dag_are_refused_for_now() -> None:
     document = {"name": "d", "team": "data", "dag": {"tasks": [{"name": "a", "target": ecs_job()["target"]}]}}
     with pytest.raises(ValueError, match="ecs_task_in_dag"):
         JobSpec.model_validate(document)
+
+
+def environment_of(task: dict[str, Any]) -> dict[str, str]:
+    [override] = task["overrides"]["containerOverrides"]
+    return {e["name"]: e["value"] for e in override["environment"]}
+
+
+def test_a_container_checkpoints_through_the_api_and_its_retry_resumes_from_the_checkpoint(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(Env.API_URL, "https://api.example.com/prod/")
+    monkeypatch.setenv(Env.CALLBACK_SECRET, "test-secret-of-sufficient-length")  # what ApiClient verifies with
+    stack.targets.ecs = EcsTasks(stack.sessions, run_callbacks(clock))  # as deployed: the worker signs the task's token
+    api = ApiClient(stack)
+    ecs = cluster_and_definition("data")
+    retry = {"max_attempts": 2, "backoff": {"initial": "1s", "max": "1s", "jitter": "none"}}
+    run_id = start(stack, ecs_job() | {"retry": retry})
+    [first] = tasks(ecs)
+    told = environment_of(first)
+    assert told["JOBSCHED_API_URL"] == "https://api.example.com/prod" and "JOBSCHED_CHECKPOINT" not in told
+    token = told["JOBSCHED_CALLBACK_TOKEN"]
+    lease = stack.runs.get("data/etl", run_id).lease_until  # type: ignore[union-attr]
+    clock.advance(timedelta(minutes=5))
+    said = api.callback("heartbeat", token, {"progress": 40, "message": "partition 12 of 30", "checkpoint": {"p": 12}})
+    assert said.status == 200, said.body
+    assert said.body["progress"] | {"at": None} == {
+        "at": None,
+        "attempt": 1,
+        "percent": 40.0,
+        "message": "partition 12 of 30",
+        "checkpoint": {"p": 12},
+    }
+    assert stack.runs.get("data/etl", run_id).lease_until == lease, "heartbeats never extend a container's timeout"  # type: ignore[union-attr]
+    too_big = api.callback("heartbeat", token, {"checkpoint": {"rows": ["x" * 100] * 30}})
+    [refused] = too_big.body["error"]["errors"]
+    assert too_big.status == 422 and refused["code"] == "checkpoint_too_large" and refused["field"] == "checkpoint"
+    bad = api.callback("heartbeat", token, {"progress": 140})
+    assert bad.status == 422 and bad.body["error"]["errors"][0]["field"] == "progress", bad.body
+    # Killed (a Spot reclaim, SIGKILL: exit 137): the retry's task is told where to resume.
+    stack.intake.receive(state_change(first, 137), now=clock())
+    clock.advance(timedelta(seconds=5))
+    stack.pump()
+    [second] = [t for t in tasks(ecs) if t["taskArn"] != first["taskArn"]]
+    resumed = environment_of(second)
+    assert resumed["JOBSCHED_ATTEMPT"] == "2" and json.loads(resumed["JOBSCHED_CHECKPOINT"]) == {"p": 12}
+    # The first attempt's token speaks for that attempt only: its late reports are refused.
+    assert api.callback("heartbeat", token, {"checkpoint": {"p": 13}}).status == 409
+    # `jobsched heartbeat` inside the container: the token from its environment.
+    monkeypatch.setenv("JOBSCHED_CALLBACK_TOKEN", resumed["JOBSCHED_CALLBACK_TOKEN"])
+    jobsched = cli_as(api, "arn:aws:sts::123456789012:assumed-role/etl-task/x", monkeypatch)
+    code, out = jobsched("heartbeat", "--progress", "100", "--message", "all 30 partitions", "-o", "json")
+    assert code == 0 and json.loads(out)["message"] == "all 30 partitions", out
+    code, out = jobsched("heartbeat", "--checkpoint", "{p: 13")
+    assert code == 2 and "not JSON" in out, out
+    stack.intake.receive(state_change(second, 0), now=clock())
+    done = api.call("GET", f"/teams/data/jobs/etl/runs/{run_id}", principal=team_role("data"))
+    assert done.body["status"] == "SUCCEEDED" and done.body["progress"]["attempt"] == 2, done.body
+    assert done.body["progress"]["checkpoint"] == {"p": 12}
+
+
+def test_a_container_run_without_the_apis_address_or_secret_starts_without_a_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(Env.API_URL, raising=False)
+    assert run_callbacks() is None

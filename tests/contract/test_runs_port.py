@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobsched.core.records import LOST_PREFIX, AttemptClaim, Run, StaleAttempt, lease_shard
+from jobsched.core.records import LOST_PREFIX, AttemptClaim, Progress, Run, StaleAttempt, lease_shard
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from tests.contract.conftest import Stores
 
@@ -124,6 +124,44 @@ def test_a_crashed_attempt_is_taken_over_only_after_its_lease_ran_out(stores: St
     assert taken.attempt == 2
     with pytest.raises(StaleAttempt):
         stores.runs.heartbeat(JOB, run_id, attempt=1, lease_until=T0 + DAY)
+
+
+def test_progress_and_its_checkpoint_are_kept_for_the_next_attempt_and_a_succeeded_reruns_start_afresh(
+    stores: Stores,
+) -> None:
+    run_id = running(stores, external=True)
+    lease = stores.runs.get(JOB, run_id).lease_until  # type: ignore[union-attr]
+    said = Progress(T0 + timedelta(minutes=3), 1, 40.0, "partition 12 of 30", '{"partition":12}')
+    reported = stores.runs.heartbeat(JOB, run_id, attempt=1, lease_until=None, progress=said)
+    assert reported.progress == said and reported.lease_until == lease, "a container's lease is not extended"
+    # A later heartbeat without a checkpoint keeps the last one; a stale attempt's report changes nothing.
+    alive = Progress(T0 + timedelta(minutes=4), 1, 45.5)
+    kept = stores.runs.heartbeat(JOB, run_id, attempt=1, lease_until=None, progress=alive)
+    assert kept.progress is not None and kept.progress.checkpoint == '{"partition":12}'
+    assert kept.progress.percent == 45.5 and kept.progress.message == "partition 12 of 30"
+    with pytest.raises(StaleAttempt):
+        stores.runs.heartbeat(JOB, run_id, attempt=2, lease_until=None, progress=said)
+    retrying = stores.runs.to_retrying(
+        JOB, run_id, attempt=1, now=T0, next_attempt_at=T0 + timedelta(minutes=5), error="exit 137", wake=False
+    )
+    claimed = stores.runs.claim_attempt(
+        JOB,
+        run_id,
+        AttemptClaim(
+            expected_status=retrying.status,
+            expected_attempt=1,
+            attempt=2,
+            now=T0 + timedelta(minutes=5),
+            lease_until=T0 + timedelta(minutes=35),
+            external=True,
+        ),
+    )
+    assert claimed.progress is not None and claimed.progress.checkpoint == '{"partition":12}', "the retry resumes"
+    done = stores.runs.finish(JOB, run_id, attempt=2, status=RunStatus.SUCCEEDED, now=T0 + timedelta(minutes=9))
+    reopened = stores.runs.reopen(
+        JOB, run_id, expected_status=done.status, attempt=2, now=T0 + DAY, retention=DAY, reason="rerun"
+    )
+    assert reopened.progress is not None and reopened.progress.checkpoint is None, "its work was done"
 
 
 def test_a_missed_record_starts_only_when_the_audit_wrote_it_as_lost(stores: Stores) -> None:

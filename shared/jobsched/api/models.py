@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from pydantic.config import JsonDict
+from pydantic_core import PydanticCustomError
 
 from jobsched.core.bounds import WHOLE_NUMBER, Instant
+from jobsched.core.records import MAX_CHECKPOINT_BYTES, MAX_PROGRESS_MESSAGE, ProgressReport
 from jobsched.core.spec import JobSpec, Name
 
 _OBJECT: JsonDict = {"type": "object"}
@@ -83,6 +86,37 @@ class CompleteRequest(_Request):
     status: Literal["succeeded", "failed"]
     output: str | None = Field(default=None, max_length=10_000)
     error: str | None = Field(default=None, max_length=10_000)
+
+
+class HeartbeatRequest(_Request):
+    """What a long attempt reports with its heartbeat: all optional (an empty body only says it is alive)."""
+
+    progress: float | None = Field(default=None, ge=0, le=100, description="percent done")
+    message: str | None = Field(default=None, max_length=MAX_PROGRESS_MESSAGE, description="what it is doing")
+    checkpoint: JsonValue = Field(
+        default=None,
+        description=f"where the run's next attempt resumes (JSON, at most {MAX_CHECKPOINT_BYTES} bytes): a retry "
+        "receives it as JOBSCHED_CHECKPOINT",
+    )
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _small(cls, value: JsonValue) -> JsonValue:
+        if value is not None and len(checkpoint_text(value).encode()) > MAX_CHECKPOINT_BYTES:
+            raise PydanticCustomError(
+                "checkpoint_too_large",
+                "the checkpoint is over {limit} bytes as JSON: keep a key or an offset, and the data in your own store",
+                {"limit": MAX_CHECKPOINT_BYTES},
+            )
+        return value
+
+    def report(self) -> ProgressReport:
+        checkpoint = checkpoint_text(self.checkpoint) if self.checkpoint is not None else None
+        return ProgressReport(percent=self.progress, message=self.message, checkpoint=checkpoint)
+
+
+def checkpoint_text(value: JsonValue) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 class ErrorDetail(BaseModel):
@@ -182,6 +216,14 @@ class TriggerDetailView(BaseModel):
     version: str | None = None
 
 
+class ProgressView(BaseModel):
+    at: str = Field(description="when it was reported")
+    attempt: int = Field(description="the attempt that reported it (an earlier one's checkpoint is what resumes)")
+    percent: float | None = None
+    message: str | None = None
+    checkpoint: JsonValue = Field(default=None, description="the checkpoint the run's next attempt receives")
+
+
 class RunView(BaseModel):
     job: str
     run_id: str
@@ -202,6 +244,7 @@ class RunView(BaseModel):
     wait_started_at: str | None = Field(default=None, description="runs that waited for data: when the wait began")
     correlation_id: str
     callback_token: str | None = Field(default=None, description="for RUNNING callback runs: report with it")
+    progress: ProgressView | None = Field(default=None, description="what a long attempt last reported")
     tasks: list[TaskView] | None = Field(default=None, description="DAG runs: every task, in dependency order")
     logs: str = Field(default="", description="the run's log lines, from every component (GET this path)")
 

@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobsched.core.names import Env
+from jobsched.core.names import CALLBACK_TOKEN_HEADER, Env
 from jobsched.core.tz import UTC
 
-TOKEN_HEADER = "X-Jobsched-Token"
+TOKEN_HEADER = CALLBACK_TOKEN_HEADER
 TOKEN_GRACE = timedelta(hours=1)  # beyond the attempt's timeout: a late result is still fenced by the store
 KEY_CACHE_SECONDS = 300.0
 RELOAD_AT_MOST_EVERY_SECONDS = 30.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from datetime import datetime
 
@@ -12,13 +13,14 @@ from jobsched.api.models import (
     JobHealthView,
     JobView,
     LogLineView,
+    ProgressView,
     RunView,
     TaskView,
     TriggerDetailView,
 )
 from jobsched.api.tokens import CallbackTokens, token_expiry
 from jobsched.core.bounds import parse_bounded_int
-from jobsched.core.records import Incident, LogLine, Run, StoredJob
+from jobsched.core.records import Incident, LogLine, Progress, Run, StoredJob
 from jobsched.core.runs import RunStatus, instant_text, moment_text
 from jobsched.core.spec import CallbackTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
@@ -92,7 +94,18 @@ def run_view(run: Run, token: str | None) -> RunView:
         wait_started_at=instant_text(run.wait_started_at) if run.wait_started_at else None,
         correlation_id=run.correlation_id,
         callback_token=token,
+        progress=progress_view(run.progress) if run.progress is not None else None,
         logs=f"/teams/{team}/jobs/{name}/runs/{run.run_id}/logs",
+    )
+
+
+def progress_view(progress: Progress) -> ProgressView:
+    return ProgressView(
+        at=moment_text(progress.at),
+        attempt=progress.attempt,
+        percent=progress.percent,
+        message=progress.message,
+        checkpoint=json.loads(progress.checkpoint) if progress.checkpoint else None,
     )
 
 

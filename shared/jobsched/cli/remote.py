@@ -15,7 +15,7 @@ from jobsched.cli import app
 from jobsched.cli.app import cli
 from jobsched.cli.offline import utc_text
 from jobsched.core.events import trigger_summary
-from jobsched.core.names import Env
+from jobsched.core.names import CALLBACK_TOKEN_HEADER, Env, RunEnv
 from jobsched.core.spec import JobSpec
 from jobsched.registry.jobfile import validate_files
 from jobsched.schedule.fires import preview_schedule
@@ -34,7 +34,9 @@ def remote(function: Callable[..., None]) -> Callable[..., None]:
 
     from jobsched.client import LOCAL_API, ApiClient, ClientError, ServiceError
 
-    @click.option("--api", "api_url", envvar=Env.API, default=LOCAL_API, show_default=True, help="API base URL.")
+    @click.option(
+        "--api", "api_url", envvar=[Env.API, RunEnv.API_URL], default=LOCAL_API, show_default=True, help="API base URL."
+    )
     @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True)
     @functools.wraps(function)
     def wrapper(*args: Any, api_url: str, output: str, **kwargs: Any) -> None:
@@ -319,6 +321,28 @@ def pause(job: str, team: str | None, reason: str, client: Any, output: str) -> 
     """Pause a job: no new runs until resumed."""
     owner, name = job_ref(job, team)
     emit(client.call("POST", f"/teams/{owner}/jobs/{name}/pause", {"reason": reason}).body, output, JOB_COLUMNS)
+
+
+@cli.command()
+@click.option("--progress", type=click.FloatRange(0, 100), help="Percent done.")
+@click.option("--message", help="What the run is doing now (at most 200 characters are kept).")
+@click.option("--checkpoint", help="JSON: where the run's next attempt resumes (it gets it as JOBSCHED_CHECKPOINT).")
+@click.option("--token", envvar=RunEnv.CALLBACK_TOKEN, required=True, help="The attempt's callback token.")
+@remote
+def heartbeat(
+    progress: float | None, message: str | None, checkpoint: str | None, token: str, client: Any, output: str
+) -> None:
+    """From inside a run (a container, a callback worker): it is alive, how far it got, and its checkpoint.
+    In a container the API's URL and the token come from its environment; the call is signed with the
+    container's own credentials (its task role needs execute-api:Invoke on POST /callbacks/*)."""
+    body: dict[str, Any] = {k: v for k, v in {"progress": progress, "message": message}.items() if v is not None}
+    if checkpoint is not None:
+        try:
+            body["checkpoint"] = json.loads(checkpoint)
+        except json.JSONDecodeError as error:
+            raise click.BadParameter(f"not JSON: {error}", param_hint="--checkpoint") from None
+    said = client.call("POST", "/callbacks/heartbeat", body, headers={CALLBACK_TOKEN_HEADER: token}).body
+    emit(said.get("progress") or {}, output)
 
 
 DEPENDENCY_COLUMNS = [

@@ -79,6 +79,24 @@ class Env:
     QUEUES_BY_PRIORITY: ClassVar[dict[str, str]] = {"high": QUEUE_HIGH, "normal": QUEUE_NORMAL, "low": QUEUE_LOW}
 
 
+CALLBACK_TOKEN_HEADER = "X-Jobsched-Token"  # callbacks carry their token here, never in a URL (access logs keep URLs)
+
+
+class RunEnv:
+    """What a container run's environment tells it (the task's overrides): who it is, where to resume, and
+    where to report. ``JOBSCHED_API_URL`` is the deployment's API, as the functions' ``Env.API_URL`` names it."""
+
+    JOB = "JOBSCHED_JOB"
+    RUN_ID = "JOBSCHED_RUN_ID"
+    ATTEMPT = "JOBSCHED_ATTEMPT"
+    LOGICAL_INSTANT = "JOBSCHED_LOGICAL_INSTANT"
+    CORRELATION_ID = "JOBSCHED_CORRELATION_ID"
+    TASK = "JOBSCHED_TASK"
+    CHECKPOINT = "JOBSCHED_CHECKPOINT"  # the last checkpoint an earlier attempt of the run reported (JSON)
+    API_URL = Env.API_URL
+    CALLBACK_TOKEN = "JOBSCHED_CALLBACK_TOKEN"  # the attempt's token for POST /callbacks/heartbeat and /complete
+
+
 TARGET_PREFIX = "TARGET#"
 
 

@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, Literal
 
 from jobsched.core.bounds import STORED
@@ -249,6 +250,7 @@ class Run:
     waiting_for: list[str] | None = None  # a WAITING run: the conditions not yet met, as users read them
     wait_started_at: datetime | None = None  # when it began waiting for its wait_for conditions
     downstream_attempt: int | None = None  # a rerun with --downstream: this attempt's finish reruns downstreams
+    progress: Progress | None = None  # what a long attempt last reported (percent, message, its checkpoint)
 
     @property
     def policy_attempt(self) -> int:
@@ -288,6 +290,7 @@ class Run:
             waiting_for=list(values["waiting_for"]) if values.get("waiting_for") else None,
             wait_started_at=instant("wait_started_at"),
             downstream_attempt=int(values["downstream_attempt"]) if values.get("downstream_attempt") else None,
+            progress=Progress.from_values(values),
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:
@@ -305,6 +308,60 @@ class Run:
             payload_override=self.payload,
             trigger_detail=self.trigger_detail,
         )
+
+
+MAX_CHECKPOINT_BYTES = 2048  # a checkpoint's JSON: it rides on the run's item and in the next task's environment
+MAX_PROGRESS_MESSAGE = 200
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    """What an attempt says with a heartbeat (checked by the API: percent 0-100, a short message, a checkpoint
+    of at most ``MAX_CHECKPOINT_BYTES`` as JSON text)."""
+
+    percent: float | None = None
+    message: str | None = None
+    checkpoint: str | None = None
+
+    def at(self, now: datetime, attempt: int) -> Progress:
+        return Progress(now, attempt, self.percent, self.message, self.checkpoint)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a long attempt reported with its heartbeat: how far it is, and the checkpoint the run's next
+    attempt resumes from (kept on the run across attempts; JSON text, at most ``MAX_CHECKPOINT_BYTES``)."""
+
+    at: datetime
+    attempt: int
+    percent: float | None = None
+    message: str | None = None
+    checkpoint: str | None = None
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> Progress | None:
+        if not values.get("progress_at"):
+            return None
+        percent = values.get("progress_percent")
+        return cls(
+            at=parse_instant(values["progress_at"]),
+            attempt=int(values.get("progress_attempt", 0)),
+            percent=float(percent) if percent is not None else None,
+            message=values.get("progress_message"),
+            checkpoint=values.get("checkpoint"),
+        )
+
+    def values(self) -> dict[str, Any]:
+        """The run item's attributes (the checkpoint only when one is given: a heartbeat without one keeps
+        the last)."""
+        found: dict[str, Any] = {"progress_at": instant_text(self.at), "progress_attempt": self.attempt}
+        if self.percent is not None:  # a Decimal: what DynamoDB's numbers are made of (a float is refused)
+            found["progress_percent"] = Decimal(str(round(self.percent, 1)))
+        if self.message is not None:
+            found["progress_message"] = truncate(self.message, MAX_PROGRESS_MESSAGE)
+        if self.checkpoint is not None:
+            found["checkpoint"] = self.checkpoint
+        return found
 
 
 @dataclass(frozen=True)
@@ -381,6 +438,7 @@ class RunContext:
     payload_override: Any = None
     task: str | None = None  # DAG runs: the task this attempt is of
     trigger: str = "schedule"  # what started the run: schedule, manual, backfill or event
+    checkpoint: str | None = None  # the last checkpoint an earlier attempt of this run reported (JSON text)
 
     @property
     def idempotency_key(self) -> str:

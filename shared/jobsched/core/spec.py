@@ -660,6 +660,9 @@ Target = Annotated[
 TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callback", "ecs")
 # Targets whose result arrives from outside (a callback, a container's state change): no worker waits for it.
 EXTERNAL_TARGETS = (CallbackTarget, EcsTarget)
+# Targets that run as containers: their timeout is a wall-clock limit from the start (heartbeats report progress
+# and checkpoints but never extend it), and their task is stopped when the run ends early.
+CONTAINER_TARGETS = (EcsTarget,)
 
 
 # --------------------------------------------------------------------------- retries, limits, alerts

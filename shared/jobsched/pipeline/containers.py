@@ -16,6 +16,7 @@ import json
 from typing import Any, Literal
 
 from jobsched.core.containers import attempt_token, cluster_name, stopped_result, task_outcome
+from jobsched.core.names import RunEnv
 from jobsched.core.records import Run, StaleAttempt, TargetResult
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import EcsTarget, JobSpec
@@ -31,7 +32,7 @@ def run_named_by(detail: dict[str, Any]) -> tuple[str, str, int] | None:
         for variable in override.get("environment") or []:
             found.setdefault(str(variable.get("name")), str(variable.get("value")))
     try:
-        return found["JOBSCHED_JOB"], found["JOBSCHED_RUN_ID"], int(found["JOBSCHED_ATTEMPT"])
+        return found[RunEnv.JOB], found[RunEnv.RUN_ID], int(found[RunEnv.ATTEMPT])
     except (KeyError, ValueError):
         return None
 

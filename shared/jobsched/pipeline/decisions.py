@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from jobsched.core.records import LOST_PREFIX, Run, StoredJob, TargetResult
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, attempts_left, parse_instant
-from jobsched.core.spec import EXTERNAL_TARGETS, CallbackTarget, JobSpec
+from jobsched.core.spec import CONTAINER_TARGETS, EXTERNAL_TARGETS, CallbackTarget, JobSpec
 from jobsched.dag.definition import run_budget
 
 
@@ -45,7 +45,10 @@ def run_timeout(spec: JobSpec) -> timedelta:
 
 def lease_until(spec: JobSpec, start: datetime) -> datetime:
     """The one lease formula: an attempt started (or resumed, or waiting for a retry) at ``start`` holds
-    its run and its slots until then; past it, the attempt is lost."""
+    its run and its slots until then; past it, the attempt is lost. A container's is its timeout exactly: no
+    worker's life is at stake (the task runs apart), and the task is stopped when the timeout is reached."""
+    if spec.dag is None and isinstance(spec.target, CONTAINER_TARGETS):
+        return start + run_timeout(spec)
     return start + run_timeout(spec) + LEASE_MARGIN
 
 

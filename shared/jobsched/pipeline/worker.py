@@ -23,9 +23,9 @@ from jobsched.core.events import batch_named, batch_payload, run_events_path
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Run, RunContext, StaleAttempt, StoredJob, TargetResult
+from jobsched.core.records import Progress, ProgressReport, Run, RunContext, StaleAttempt, StoredJob, TargetResult
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
-from jobsched.core.spec import EcsTarget, JobSpec
+from jobsched.core.spec import CONTAINER_TARGETS, EcsTarget, JobSpec
 from jobsched.paging.events import Alerts
 from jobsched.pipeline.attempts import Attempts, Executed, Held
 from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun
@@ -179,6 +179,7 @@ class Worker:
                 correlation_id=run.correlation_id,
                 payload_override=self._payload(message),
                 trigger=message.trigger,
+                checkpoint=run.progress.checkpoint if run.progress is not None else None,
             )
 
         attempt = self.attempts.execute(
@@ -245,12 +246,20 @@ class Worker:
             raise StaleAttempt(outcome.detail or f"{job} {run_id} attempt {attempt} is no longer running")
         return outcome.run
 
-    def heartbeat_external(self, job: str, run_id: str, attempt: int) -> Run:
-        """Extend a callback run's lease by its heartbeat timeout (or target timeout)."""
+    def heartbeat_external(self, job: str, run_id: str, attempt: int, report: ProgressReport | None = None) -> Run:
+        """A callback or container attempt is alive, with what it reported (progress, a checkpoint its run's
+        next attempt resumes from). A callback's lease moves on by its heartbeat timeout (or target timeout); a
+        container's never does (its timeout counts from its start), so a task that heartbeats forever still
+        times out."""
         stored, _ = self._running_attempt(job, run_id, attempt)
         now = self.clock()  # once: the lease and the slot's expiry judgement use the same instant
+        progress = report.at(now, attempt) if report is not None else None
+        if isinstance(stored.spec.target, CONTAINER_TARGETS):
+            return self.runs.heartbeat(
+                job, run_id, attempt=attempt, lease_until=None, progress=progress or Progress(now, attempt)
+            )
         lease = lease_until(stored.spec, now)
-        updated = self.runs.heartbeat(job, run_id, attempt=attempt, lease_until=lease)
+        updated = self.runs.heartbeat(job, run_id, attempt=attempt, lease_until=lease, progress=progress)
         self.jobs.acquire_slot(
             job,
             JobsKeys.STATE,

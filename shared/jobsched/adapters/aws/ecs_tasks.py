@@ -13,11 +13,14 @@ Calls are made as the team (its session), on a cluster and task definition check
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.containers import TaskOutcome, attempt_token, task_outcome
-from jobsched.core.names import JOB_TAG, OWNER_TAG
+from jobsched.core.names import JOB_TAG, OWNER_TAG, RunEnv
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import EcsTarget
 
@@ -30,22 +33,39 @@ def attempt_token_of(context: RunContext) -> str:
     return attempt_token(context.job, context.run_id, context.attempt, context.task)
 
 
-def run_environment(context: RunContext) -> list[dict[str, str]]:
+@dataclass(frozen=True)
+class RunCallbacks:
+    """How a container reports back while it runs (heartbeats, progress, checkpoints): the API's URL and a
+    callback token for its attempt (``issue(context, valid_for)``), signed as the API's tokens are."""
+
+    api_url: str
+    issue: Callable[[RunContext, timedelta], str]
+
+
+def run_environment(
+    context: RunContext, callbacks: RunCallbacks | None = None, valid_for: timedelta = timedelta(hours=1)
+) -> list[dict[str, str]]:
+    """What the run's containers learn: who they are, the checkpoint to resume from, where to report."""
     values = {
-        "JOBSCHED_JOB": context.job,
-        "JOBSCHED_RUN_ID": context.run_id,
-        "JOBSCHED_ATTEMPT": str(context.attempt),
-        "JOBSCHED_LOGICAL_INSTANT": context.scheduled_at,
-        "JOBSCHED_CORRELATION_ID": context.correlation_id,
+        RunEnv.JOB: context.job,
+        RunEnv.RUN_ID: context.run_id,
+        RunEnv.ATTEMPT: str(context.attempt),
+        RunEnv.LOGICAL_INSTANT: context.scheduled_at,
+        RunEnv.CORRELATION_ID: context.correlation_id,
     }
     if context.task:
-        values["JOBSCHED_TASK"] = context.task
+        values[RunEnv.TASK] = context.task
+    if context.checkpoint is not None:
+        values[RunEnv.CHECKPOINT] = context.checkpoint
+    if callbacks is not None:
+        values[RunEnv.API_URL] = callbacks.api_url
+        values[RunEnv.CALLBACK_TOKEN] = callbacks.issue(context, valid_for)
     return [{"name": name, "value": value} for name, value in values.items()]
 
 
 class EcsTasks:
-    def __init__(self, sessions: TeamSessions) -> None:
-        self.sessions = sessions
+    def __init__(self, sessions: TeamSessions, callbacks: RunCallbacks | None = None) -> None:
+        self.sessions, self.callbacks = sessions, callbacks
 
     def start(self, target: EcsTarget, context: RunContext) -> TargetResult:
         ecs = self.sessions.client(context.team, "ecs")
@@ -62,7 +82,7 @@ class EcsTasks:
         return pending(target, response["tasks"][0]["taskArn"])
 
     def _request(self, ecs: Any, target: EcsTarget, context: RunContext, token: str) -> dict[str, Any]:
-        environment = run_environment(context)
+        environment = run_environment(context, self.callbacks, target.timeout)
         if target.container is not None:
             override: dict[str, Any] = {
                 "name": target.container.name,

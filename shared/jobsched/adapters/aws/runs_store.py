@@ -31,6 +31,7 @@ from jobsched.core.records import (
     TASK_PREFIX,
     AttemptClaim,
     ParkedTask,
+    Progress,
     Run,
     StaleAttempt,
     TaskState,
@@ -349,6 +350,8 @@ class RunsStore:
             "SET #status = :retrying, next_attempt_at = :now, wake_shard = :shard, wake_at = :now,"
             f" #reason = :reason, attempt_base = :base, #expires = :expires{carry} REMOVE finished_at"
             + ("" if downstream else ", downstream_attempt")
+            # A succeeded run's work is done: its rerun starts afresh, not from its checkpoint.
+            + (", checkpoint" if expected_status is RunStatus.SUCCEEDED else "")
         )
         names = {"#status": "status", "#reason": "reason", "#expires": RunsKeys.TTL}
         return self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
@@ -364,10 +367,21 @@ class RunsStore:
             {":now": instant_text(now), ":running": RunStatus.RUNNING.value, ":attempt": attempt},
         )
 
-    def heartbeat(self, job: str, run_id: str, *, attempt: int, lease_until: datetime) -> Run:
+    def heartbeat(
+        self, job: str, run_id: str, *, attempt: int, lease_until: datetime | None, progress: Progress | None = None
+    ) -> Run:
+        """The RUNNING ``attempt`` is alive: its lease moved to ``lease_until`` (None: a container's lease is
+        its timeout, never extended) and what it reported (``progress``) kept on the run."""
         names = {"#status": "status"}
-        values = {":running": RunStatus.RUNNING.value, ":attempt": attempt, ":lease": instant_text(lease_until)}
-        update = "SET lease_until = :lease, lease_expires_at = :lease"
+        values: dict[str, Any] = {":running": RunStatus.RUNNING.value, ":attempt": attempt}
+        sets = []
+        if lease_until is not None:
+            values[":lease"] = instant_text(lease_until)
+            sets += ["lease_until = :lease", "lease_expires_at = :lease"]
+        for index, (name, value) in enumerate((progress.values() if progress is not None else {}).items()):
+            names[f"#p{index}"], values[f":p{index}"] = name, value
+            sets.append(f"#p{index} = :p{index}")
+        update = "SET " + ", ".join(sets)
         return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
 
     def started_work(self, job: str, run_id: str, *, attempt: int, output: str) -> Run:

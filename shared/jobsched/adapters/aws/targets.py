@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from jobsched.adapters.aws.ecs_tasks import EcsTasks
+from jobsched.adapters.aws.ecs_tasks import EcsTasks, RunCallbacks
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import (
@@ -97,6 +97,7 @@ class TargetExecutor:
         http: Any | None = None,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        callbacks: RunCallbacks | None = None,
     ) -> None:
         self.guard = guard
         self.monotonic = monotonic
@@ -105,7 +106,7 @@ class TargetExecutor:
         self.secret_resolver = secret_resolver or SessionSecretResolver(self.sessions)
         self.http = http or GuardedHttp(AddressPolicy())
         self.sleep = sleep
-        self.ecs = EcsTasks(self.sessions)
+        self.ecs = EcsTasks(self.sessions, callbacks)
 
     def execute(self, target: Any, context: RunContext) -> TargetResult:
         try:

@@ -16,6 +16,7 @@ from jobsched.core.records import (
     TASK_PREFIX,
     AttemptClaim,
     ParkedTask,
+    Progress,
     Run,
     StaleAttempt,
     TaskState,
@@ -209,7 +210,9 @@ class MemoryRuns:
         }
         if downstream:
             sets["downstream_attempt"] = attempt + 1
-        removes = ("finished_at",) if downstream else ("finished_at", "downstream_attempt")
+        removes: tuple[str, ...] = ("finished_at",) if downstream else ("finished_at", "downstream_attempt")
+        if expected_status is RunStatus.SUCCEEDED:  # its work is done: a rerun starts afresh, not from its checkpoint
+            removes += ("checkpoint",)
         return self._transition(job, run_id, lambda item: _at(item, expected_status, attempt), sets, removes)
 
     def finish(
@@ -249,11 +252,14 @@ class MemoryRuns:
     def end_lease(self, job: str, run_id: str, *, attempt: int, now: datetime) -> Run:
         return self._transition(job, run_id, _running_at(attempt), {"lease_until": instant_text(now)}, ())
 
-    def heartbeat(self, job: str, run_id: str, *, attempt: int, lease_until: datetime) -> Run:
-        lease = instant_text(lease_until)
-        return self._transition(
-            job, run_id, _running_at(attempt), {"lease_until": lease, RunsKeys.LEASE_EXPIRES_AT: lease}, ()
-        )
+    def heartbeat(
+        self, job: str, run_id: str, *, attempt: int, lease_until: datetime | None, progress: Progress | None = None
+    ) -> Run:
+        sets: Item = progress.values() if progress is not None else {}
+        if lease_until is not None:
+            lease = instant_text(lease_until)
+            sets |= {"lease_until": lease, RunsKeys.LEASE_EXPIRES_AT: lease}
+        return self._transition(job, run_id, _running_at(attempt), sets, ())
 
     def started_work(self, job: str, run_id: str, *, attempt: int, output: str) -> Run:
         return self._transition(job, run_id, _running_at(attempt), {"output": truncate(output, MAX_OUTPUT)}, ())

@@ -9,9 +9,10 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import CompleteRequest, RunView
+from jobsched.api.models import CompleteRequest, HeartbeatRequest, RunView
 from jobsched.api.tokens import TOKEN_HEADER, CallbackTokenSubject
 from jobsched.api.views import run_view
+from jobsched.core.records import ProgressReport
 
 
 def router(access: Access) -> APIGatewayRouter:
@@ -29,14 +30,26 @@ def router(access: Access) -> APIGatewayRouter:
         tags=["callbacks"],
         summary="A callback run is still working: extend its lease",
     )
-    def heartbeat(token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None) -> RunView:
+    def heartbeat(
+        body: Annotated[HeartbeatRequest | None, Body()] = None,
+        token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None,
+    ) -> RunView:
         subject = subject_of(token)
+        report = body.report() if body is not None else None
         if subject.task is not None:
+            if report is not None and report != ProgressReport():
+                raise ApiError(
+                    422,
+                    "progress_not_kept_for_tasks",
+                    "a DAG task's heartbeat extends its lease only: progress and checkpoints are kept for runs",
+                    "checkpoint" if report.checkpoint is not None else "progress",
+                )
             worker = services().worker
             return run_view(
                 worker.dags.heartbeat_external(subject.job, subject.run_id, subject.task, subject.attempt), None
             )
-        return run_view(services().worker.heartbeat_external(subject.job, subject.run_id, subject.attempt), None)
+        worker = services().worker
+        return run_view(worker.heartbeat_external(subject.job, subject.run_id, subject.attempt, report), None)
 
     @router.post(
         "/callbacks/complete",
