@@ -9,7 +9,12 @@ from typing import Any
 
 import botocore.session
 
-from infra.local.moto_patches import direct_dynamodb_responses, ecs_awsvpc_tasks, eventbridge_as_aws
+from infra.local.moto_patches import (
+    direct_dynamodb_responses,
+    ecs_awsvpc_tasks,
+    ecs_tasks_run_until_stopped,
+    eventbridge_as_aws,
+)
 
 # moto's DynamoDB responses written directly (infra/local/moto_patches.py explains and checks it).
 direct_dynamodb_responses()
@@ -17,6 +22,8 @@ direct_dynamodb_responses()
 eventbridge_as_aws()
 # moto's RunTask of awsvpc (Fargate) tasks answered 500 (infra/local/moto_patches.py).
 ecs_awsvpc_tasks()
+# A task stays RUNNING until it exits or is stopped, not until it is described four times (moto_patches).
+ecs_tasks_run_until_stopped()
 # Every test starts from fresh clients (moto resets boto3's session; ours are rebuilt), and each new botocore
 # session parsed the service models' JSON again: 0.3 s of every test's setup. One loader for the process
 # (it only reads botocore's data files, and caches what it read) makes a new session cheap.

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.events import CONTAINER_STARTED_BY
+from jobsched.core.names import RunEnv
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ class LocalContainerAgent:
     events: Any
     running: dict[str, LocalTask] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
+    # (job, run id) -> how its last task ended (stop code, exit code): what a test reads of a stop
+    finished: dict[tuple[str, str], tuple[str, int | None]] = field(default_factory=dict)
 
     def step(self) -> None:
         """Start the tasks RunTask recorded, stop those StopTask marked, report those whose process ended."""
@@ -124,4 +127,10 @@ class LocalContainerAgent:
             "Resources": [task["taskArn"]],
         }
         self.events.put_events(Entries=[entry])
+        named = {
+            v["name"]: v["value"]
+            for o in task.get("overrides", {}).get("containerOverrides", [])
+            for v in o.get("environment", [])
+        }
+        self.finished[(named.get(RunEnv.JOB, ""), named.get(RunEnv.RUN_ID, ""))] = (stop_code, code)
         log.info("container task %s stopped: exit %s (%s)", task["taskArn"].rsplit("/", 1)[-1], code, stop_code)

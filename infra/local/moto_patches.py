@@ -351,6 +351,15 @@ def ecs_awsvpc_tasks() -> None:
         NetworkInterface.private_dns_name = property(private_dns_name)  # type: ignore[assignment]
 
 
+def ecs_tasks_run_until_stopped() -> None:
+    """moto moves a task a step towards STOPPED each time it is described (RUNNING, DEACTIVATING, STOPPING,
+    DEPROVISIONING, STOPPED), so a task described a few times looked stopped while it ran. An ECS task runs until
+    it exits or StopTask stops it: the states advance only after a billion descriptions here."""
+    from moto.moto_api import state_manager
+
+    state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
+
+
 def compiled_input_paths() -> None:
     """An input transformer's paths compiled once, not for every event delivered."""
     import jsonpath_ng.ext as jsonpath
@@ -460,6 +469,7 @@ def serve() -> None:
     sqs_sends_read_one_attribute()
     compiled_input_paths()
     ecs_awsvpc_tasks()
+    ecs_tasks_run_until_stopped()
     direct_dynamodb_responses()
     atomic_dynamodb_calls()
     eventbridge_as_aws()

@@ -65,7 +65,10 @@ EVENT_EXAMPLES = (
 WAIT_EXAMPLE = "examples/jobs/nightly-waits-for-file.yaml"
 WAIT_EXAMPLE_SHORT = {"schedule": "*/5 * * * *", "timeout": "3m"}
 # Container jobs (ECS): their files name placeholder subnets; make run gives them its own VPC's (moto checks them).
-CONTAINER_EXAMPLES = ("examples/containers/nightly-export.yaml", "examples/containers/failing-export.yaml")
+CONTAINER_EXAMPLES = tuple(
+    f"examples/containers/{name}.yaml"
+    for name in ("nightly-export", "failing-export", "slow-export", "resumable-export")
+)
 EXAMPLE_CLUSTER, EXAMPLE_TASK_DEFINITION = "examples-local", "examples-export"
 TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 

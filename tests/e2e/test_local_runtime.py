@@ -162,6 +162,8 @@ def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
         "nightly-waits-for-file",
         "nightly-export",
         "failing-export",
+        "slow-export",
+        "resumable-export",
     }
 
 
@@ -751,6 +753,7 @@ def test_container_jobs_run_their_command_locally_and_end_by_the_tasks_exit_code
         return f"/teams/examples/jobs/{name}/runs/{run['run_id']}"
 
     succeeded, failed = trigger("nightly-export"), trigger("failing-export")
+    slow, resumable = trigger("slow-export"), trigger("resumable-export")
 
     def ended(path: str) -> dict[str, Any] | None:
         run = call(runtime, "GET", path, team="examples")[1]
@@ -760,3 +763,15 @@ def test_container_jobs_run_their_command_locally_and_end_by_the_tasks_exit_code
     bad = wait_for(lambda: ended(failed), seconds=60)
     assert good["status"] == "SUCCEEDED" and "export=0" in (good.get("output") or ""), good
     assert bad["status"] == "FAILED" and "export exited 3" in (bad.get("error") or ""), bad
+    # Killed after its third partition, retried with the checkpoint, resumed at the fourth.
+    resumed = wait_for(lambda: ended(resumable), seconds=60)
+    assert resumed["status"] == "SUCCEEDED" and resumed["attempt"] == 2, json.dumps(resumed)
+    assert resumed["progress"]["checkpoint"] == {"partition": 6}, resumed
+    assert resumed["progress"]["message"] == "partition 6 of 6, resumed after 3 (attempt 2)", resumed
+    # Past its 15 s timeout: TIMED_OUT, and its task stopped (the process got SIGTERM).
+    timed_out = wait_for(lambda: ended(slow), seconds=60)
+    assert timed_out["status"] == "TIMED_OUT", timed_out
+    stopped = wait_for(
+        lambda: runtime.container_agent.finished.get(("examples/slow-export", slow.rsplit("/", 1)[-1])), seconds=30
+    )
+    assert stopped == ("UserInitiated", 143), stopped
