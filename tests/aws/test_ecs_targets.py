@@ -344,3 +344,23 @@ def test_a_container_run_without_the_apis_address_or_secret_starts_without_a_tok
 ) -> None:
     monkeypatch.delenv(Env.API_URL, raising=False)
     assert run_callbacks() is None
+
+
+def test_a_pause_with_cancel_running_stops_the_running_task_and_a_plain_pause_does_not(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ecs = cluster_and_definition("data")
+    api = ApiClient(stack)
+    run_id = start(stack, ecs_job())
+    plain = api.call("POST", "/teams/data/jobs/etl/pause", {"reason": "db upgrade"}, principal=team_role("data"))
+    assert plain.status == 200 and plain.body["cancelled_runs"] == []
+    assert [t["lastStatus"] for t in tasks(ecs)] == ["RUNNING"]
+    jobsched = cli_as(api, team_role("data"), monkeypatch)
+    code, out = jobsched("pause", "data/etl", "--reason", "bad data upstream", "--cancel-running")
+    assert code == 0 and f"cancelled: {run_id}" in out, out
+    [task] = tasks(ecs)
+    assert task["lastStatus"] == "STOPPED" and task.get("stoppedReason") == "jobsched: cancelled"
+    run = stack.runs.get("data/etl", run_id)
+    assert run is not None and run.status is RunStatus.CANCELLED
+    history = api.call("GET", "/teams/data/jobs/etl/history", principal=team_role("data")).body
+    assert any(e["action"] == "cancel" and e["details"]["run_id"] == run_id for e in history["entries"]), history

@@ -40,6 +40,9 @@ class _Request(BaseModel):
 
 class PauseRequest(_Request):
     reason: str = Field(min_length=1, max_length=500)
+    cancel_running: bool = Field(
+        default=False, description="also cancel the runs now running (their containers and executions are stopped)"
+    )
 
 
 class TriggerRequest(_Request):
@@ -161,6 +164,12 @@ class JobView(BaseModel):
     spec: dict[str, Any]
     open_incidents: list[IncidentView] | None = Field(
         default=None, description="GET of one job: its open incidents (one page each until a success resolves it)"
+    )
+
+
+class PauseView(JobView):
+    cancelled_runs: list[str] = Field(
+        default_factory=list, description="with cancel_running: the runs cancelled (their tasks stopped)"
     )
 
 

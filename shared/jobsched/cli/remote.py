@@ -316,11 +316,16 @@ def delete(job: str, team: str | None, yes: bool, client: Any, output: str) -> N
 @click.argument("job")
 @click.option("--team")
 @click.option("--reason", required=True)
+@click.option("--cancel-running", is_flag=True, help="Also cancel its running runs (containers are stopped).")
 @remote
-def pause(job: str, team: str | None, reason: str, client: Any, output: str) -> None:
+def pause(job: str, team: str | None, reason: str, cancel_running: bool, client: Any, output: str) -> None:
     """Pause a job: no new runs until resumed."""
     owner, name = job_ref(job, team)
-    emit(client.call("POST", f"/teams/{owner}/jobs/{name}/pause", {"reason": reason}).body, output, JOB_COLUMNS)
+    body = {"reason": reason, "cancel_running": cancel_running}
+    paused = client.call("POST", f"/teams/{owner}/jobs/{name}/pause", body).body
+    emit(paused, output, JOB_COLUMNS)
+    if output == "table" and paused.get("cancelled_runs"):
+        click.echo("cancelled: " + ", ".join(paused["cancelled_runs"]))
 
 
 @cli.command()

@@ -306,6 +306,18 @@ class Worker:
             stop_started_task(self.containers, run, "jobsched: cancelled")
         return cancelled
 
+    def cancel_running(self, job: str) -> list[Run]:
+        """Cancel every run of ``job`` that holds a running slot (a pause with --cancel-running): each is
+        CANCELLED and its work stopped (a container's task, a DAG's execution) as a cancel of that run is.
+        A run that finishes meanwhile is left as it finished."""
+        cancelled = []
+        for run_id in sorted(self.jobs.slot_holders(job, JobsKeys.STATE)):
+            try:
+                cancelled.append(self.cancel(job, run_id))
+            except StaleAttempt:
+                continue
+        return cancelled
+
     def _running_attempt(self, job: str, run_id: str, attempt: int) -> tuple[StoredJob, Run]:
         stored = self.jobs.get(job)
         run = self.runs.get(job, run_id)

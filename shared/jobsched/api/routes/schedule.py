@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
-from jobsched.api.models import JobView, PauseRequest, PreviewEntry
+from jobsched.api.models import JobView, PauseRequest, PauseView, PreviewEntry
 from jobsched.api.views import job_view
 from jobsched.core.bounds import Instant
 from jobsched.core.runs import instant_text, job_key
@@ -26,13 +26,23 @@ def router(access: Access) -> APIGatewayRouter:
         tags=["schedule"],
         summary="Pause a job, with a reason",
     )
-    def pause(team: str, name: str, body: Annotated[PauseRequest, Body()]) -> JobView:
+    def pause(team: str, name: str, body: Annotated[PauseRequest, Body()]) -> PauseView:
         caller = member(team)
         existing(team, name)
-        stored = pause_job(
-            services().jobs, job_key(team, name), now=services().clock(), principal=caller.arn, reason=body.reason
-        )
-        return job_view(stored, services().clock())
+        key = job_key(team, name)
+        stored = pause_job(services().jobs, key, now=services().clock(), principal=caller.arn, reason=body.reason)
+        cancelled = services().worker.cancel_running(key) if body.cancel_running else []
+        for run in cancelled:
+            services().jobs.record_action(
+                key,
+                version=stored.version,
+                now=services().clock(),
+                principal=caller.arn,
+                action="cancel",
+                details={"run_id": run.run_id, "attempt": run.attempt, "why": "paused with cancel_running"},
+            )
+        view = job_view(stored, services().clock())
+        return PauseView(**view.model_dump(), cancelled_runs=[run.run_id for run in cancelled])
 
     @router.post(
         "/teams/<team>/jobs/<name>/resume",
