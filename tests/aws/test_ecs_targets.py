@@ -124,7 +124,7 @@ def test_one_task_per_attempt_however_often_delivered_and_its_own_state_change_e
     assert environment["JOBSCHED_RUN_ID"] == run_id and environment["JOBSCHED_ATTEMPT"] == "1"
     assert environment["MODE"] == "full" and environment["JOBSCHED_JOB"] == "data/etl"
     run = stack.runs.get("data/etl", run_id)
-    assert run is not None and run.status is RunStatus.RUNNING and task["taskArn"] in (run.output or "")
+    assert run is not None and run.status is RunStatus.RUNNING and task["taskArn"] in (run.work or "")
     # The message again (SQS at least once), and the worker's own retry of the call: still one task.
     stack.worker.process(run.to_message())
     stack.targets.execute(JobSpec.model_validate(ecs_job()).target, _context(run))

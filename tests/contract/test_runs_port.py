@@ -157,7 +157,10 @@ def test_progress_and_its_checkpoint_are_kept_for_the_next_attempt_and_a_succeed
         ),
     )
     assert claimed.progress is not None and claimed.progress.checkpoint == '{"partition":12}', "the retry resumes"
+    started = stores.runs.started_work(JOB, run_id, attempt=2, work='{"task_arn":"t2","attempt":2}')
+    assert started.work == '{"task_arn":"t2","attempt":2}'
     done = stores.runs.finish(JOB, run_id, attempt=2, status=RunStatus.SUCCEEDED, now=T0 + timedelta(minutes=9))
+    assert done.work == started.work, "kept after the run ends: its logs are found by it"
     reopened = stores.runs.reopen(
         JOB, run_id, expected_status=done.status, attempt=2, now=T0 + DAY, retention=DAY, reason="rerun"
     )

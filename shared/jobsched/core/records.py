@@ -251,6 +251,7 @@ class Run:
     wait_started_at: datetime | None = None  # when it began waiting for its wait_for conditions
     downstream_attempt: int | None = None  # a rerun with --downstream: this attempt's finish reruns downstreams
     progress: Progress | None = None  # what a long attempt last reported (percent, message, its checkpoint)
+    work: str | None = None  # what the last attempt started outside (a container's task: JSON), kept after it ends
 
     @property
     def policy_attempt(self) -> int:
@@ -291,6 +292,7 @@ class Run:
             wait_started_at=instant("wait_started_at"),
             downstream_attempt=int(values["downstream_attempt"]) if values.get("downstream_attempt") else None,
             progress=Progress.from_values(values),
+            work=values.get("work"),
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:

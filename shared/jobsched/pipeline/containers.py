@@ -37,13 +37,21 @@ def run_named_by(detail: dict[str, Any]) -> tuple[str, str, int] | None:
         return None
 
 
-def started_task(run: Run) -> dict[str, str]:
-    """The cluster and task ARN the attempt started (``RunsPort.started_work``), or nothing."""
+def attempt_work(started: str, attempt: int) -> str:
+    """What the target said it started (``{"cluster", "task_arn"}``) as the run keeps it: with its attempt."""
+    return json.dumps(json.loads(started) | {"attempt": attempt}, separators=(",", ":"))
+
+
+def started_task(run: Run, *, any_attempt: bool = False) -> dict[str, str]:
+    """The cluster and task ARN the run's current attempt started (``RunsPort.started_work``), or nothing
+    (an earlier attempt's task is not this attempt's, unless ``any_attempt``: the last task, for its logs)."""
     try:
-        started = json.loads(run.output or "{}")
+        started = json.loads(run.work or "{}")
     except json.JSONDecodeError:
         return {}
-    return {k: str(v) for k, v in started.items()} if isinstance(started, dict) else {}
+    if not isinstance(started, dict) or not (any_attempt or started.get("attempt") == run.attempt):
+        return {}
+    return {k: str(v) for k, v in started.items()}
 
 
 class ContainerResults:

@@ -20,6 +20,7 @@ from jobsched.core.records import Run, StaleAttempt, StoredJob, TargetResult
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, instant_text, retry_delay
 from jobsched.core.spec import EcsTarget, JobSpec
 from jobsched.paging.events import Alerts
+from jobsched.pipeline.containers import attempt_work
 from jobsched.pipeline.decisions import lease_until, on_lost_attempt, on_result, ran_twice
 from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort
 
@@ -45,7 +46,8 @@ class Records:
             if decision == "pending":
                 if isinstance(spec.target, EcsTarget) and result.output:
                     # The attempt's task, on the run: its Task State Change must name this very task to end it.
-                    run = self.runs.started_work(run.job, run.run_id, attempt=run.attempt, output=result.output)
+                    work = attempt_work(result.output, run.attempt)
+                    run = self.runs.started_work(run.job, run.run_id, attempt=run.attempt, work=work)
                     return Outcome("pending", "waiting for its container", run=run, lateness=lateness)
                 return Outcome("pending", "waiting for the callback", run=run, lateness=lateness)
             if decision == "succeeded":

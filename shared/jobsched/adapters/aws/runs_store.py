@@ -384,12 +384,13 @@ class RunsStore:
         update = "SET " + ", ".join(sets)
         return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
 
-    def started_work(self, job: str, run_id: str, *, attempt: int, output: str) -> Run:
-        """What the RUNNING ``attempt`` started outside (a container's task), named on the run."""
+    def started_work(self, job: str, run_id: str, *, attempt: int, work: str) -> Run:
+        """What the RUNNING ``attempt`` started outside (a container's task), named on the run and kept after it
+        ends (its logs are found by it)."""
         names = {"#status": "status"}
-        values = {":running": RunStatus.RUNNING.value, ":attempt": attempt, ":output": truncate(output, MAX_OUTPUT)}
-        update = "SET #output = :output"
-        names["#output"] = "output"
+        values = {":running": RunStatus.RUNNING.value, ":attempt": attempt, ":work": truncate(work, MAX_OUTPUT)}
+        update = "SET #work = :work"
+        names["#work"] = "work"
         return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
 
     def expired_leases(self, shard: int, now: datetime) -> Iterator[Run | ParkedTask]:

@@ -261,8 +261,8 @@ class MemoryRuns:
             sets |= {"lease_until": lease, RunsKeys.LEASE_EXPIRES_AT: lease}
         return self._transition(job, run_id, _running_at(attempt), sets, ())
 
-    def started_work(self, job: str, run_id: str, *, attempt: int, output: str) -> Run:
-        return self._transition(job, run_id, _running_at(attempt), {"output": truncate(output, MAX_OUTPUT)}, ())
+    def started_work(self, job: str, run_id: str, *, attempt: int, work: str) -> Run:
+        return self._transition(job, run_id, _running_at(attempt), {"work": truncate(work, MAX_OUTPUT)}, ())
 
     def deadline_reported(self, job: str, run_id: str) -> bool:
         return self._removed_if(job, run_id, lambda item: RunsKeys.DEADLINE_SHARD in item, RunsKeys.DEADLINE_SHARD)
