@@ -116,6 +116,7 @@ def _acknowledge(stack: JobschedStack) -> None:
         ("events", "event-bus/*"),
         ("secretsmanager", "secret:*"),
         ("ssm", "parameter/*"),
+        ("logs", "log-group:*"),  # a container run's awslogs stream, for `jobsched logs`
     ):
         arn = scoped.format(service=service, resource=resource)
         granular[f"AwsSolutions-IAM5[Resource::{arn}]"] = (

@@ -106,6 +106,8 @@ class TargetRole(Construct):
             (["secretsmanager:GetSecretValue"], arn("secretsmanager", "secret", "*", colon=True)),
             (["ssm:GetParameter"], arn("ssm", "parameter", "*")),
             (["sns:Publish"], arn("sns", "*")),
+            # `jobsched logs` of a container run: its awslogs stream, in a log group tagged for the team.
+            (["logs:GetLogEvents"], arn("logs", "log-group", "*", colon=True)),
         ):
             self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[resource], conditions=own_team))
         # wait_for's objects: HeadObject (s3:GetObject) in any bucket, always after the bucket's tags were read
@@ -127,6 +129,7 @@ class TargetRole(Construct):
                     "ecs:DescribeClusters",
                     "ecs:DescribeTaskDefinition",
                     "ecs:ListTagsForResource",
+                    "logs:ListTagsForResource",
                     "states:DescribeExecution",
                 ],
                 resources=["*"],

@@ -6,6 +6,8 @@ scheduler starts (``startedBy`` under the container prefix):
 - when the process exits, the task is stopped in moto and its ``ECS Task State Change`` (STOPPED, the exit code,
   ``EssentialContainerExited``) is put on the default bus, where the deployment's rule sends it to the intake,
   as AWS would; AWS's at-least-once delivery is not played here (the tests deliver again);
+- what the process writes (stdout and stderr) goes to the container's awslogs stream, as the awslogs driver
+  sends it: ``{awslogs-stream-prefix}/{container}/{task id}`` in its ``awslogs-group``, a line an event;
 - StopTask (a timeout, a cancel) sends the process SIGTERM, and SIGKILL after the container's stop timeout
   (ECS's default, 30 s), and the state change says ``UserInitiated`` with the reason given.
 What is not emulated: images (the command runs on this machine's Python and shell), networking, CPU and memory
@@ -19,6 +21,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,12 +44,14 @@ class LocalTask:
     task: dict[str, Any]
     stopping_since: float | None = None
     stop_reason: str = ""
+    shipper: threading.Thread | None = None  # the awslogs driver's part: the process's lines to its stream
 
 
 @dataclass
 class LocalContainerAgent:
     ecs: Any
     events: Any
+    logs: Any = None  # CloudWatch Logs (moto's): where awslogs containers' lines go
     running: dict[str, LocalTask] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
     # (job, run id) -> how its last task ended (stop code, exit code): what a test reads of a stop
@@ -92,11 +97,29 @@ class LocalContainerAgent:
             self.done.add(arn)
             self._report(task, container["name"], None, "TaskFailedToStart", "no command to run locally")
             return
+        options = (container.get("logConfiguration") or {}).get("options") or {}
+        ships = self.logs is not None and {"awslogs-group", "awslogs-stream-prefix"} <= set(options)
+        output = subprocess.PIPE if ships else subprocess.DEVNULL
         process = subprocess.Popen(
-            [str(part) for part in command], env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [str(part) for part in command], env=environment, stdout=output, stderr=subprocess.STDOUT
         )
-        self.running[arn] = LocalTask(arn, cluster, container["name"], process, task)
+        local = LocalTask(arn, cluster, container["name"], process, task)
+        if ships:
+            stream = f"{options['awslogs-stream-prefix']}/{container['name']}/{arn.rsplit('/', 1)[-1]}"
+            local.shipper = threading.Thread(
+                target=self._ship, args=(process, options["awslogs-group"], stream), daemon=True
+            )
+            local.shipper.start()
+        self.running[arn] = local
         log.info("container task %s started: %s", arn.rsplit("/", 1)[-1], " ".join(map(str, command))[:200])
+
+    def _ship(self, process: subprocess.Popen[bytes], group: str, stream: str) -> None:
+        """Each line the process writes, as a log event of its stream (the awslogs driver's job)."""
+        assert process.stdout is not None
+        self.logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        for raw in process.stdout:
+            event = {"timestamp": int(time.time() * 1000), "message": raw.decode(errors="replace").rstrip("\n")}
+            self.logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[event])
 
     def _stop_requested(self, local: LocalTask) -> bool:
         [task] = self.ecs.describe_tasks(cluster=local.cluster, tasks=[local.arn])["tasks"]
@@ -107,6 +130,8 @@ class LocalContainerAgent:
 
     def _stopped(self, local: LocalTask, code: int) -> None:
         del self.running[local.arn]
+        if local.shipper is not None:  # its last lines are in the stream before the task is reported stopped
+            local.shipper.join(timeout=5)
         self.done.add(local.arn)
         if local.stopping_since is not None:
             stop_code, reason = "UserInitiated", local.stop_reason

@@ -70,6 +70,7 @@ CONTAINER_EXAMPLES = tuple(
     for name in ("nightly-export", "failing-export", "slow-export", "resumable-export")
 )
 EXAMPLE_CLUSTER, EXAMPLE_TASK_DEFINITION = "examples-local", "examples-export"
+EXAMPLE_LOG_GROUP = "/examples/containers"  # their awslogs group (tagged for team examples): `jobsched logs` reads it
 TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 
 
@@ -564,6 +565,7 @@ class LocalRuntime:
         agent = LocalContainerAgent(
             ecs=boto3.client("ecs", endpoint_url=self.endpoint, region_name=REGION),
             events=boto3.client("events", endpoint_url=self.endpoint, region_name=REGION),
+            logs=boto3.client("logs", endpoint_url=self.endpoint, region_name=REGION),
         )
         self.container_agent = agent
         self._loop("container-agent", 0.5, agent.step)
@@ -575,6 +577,8 @@ class LocalRuntime:
         tags = [{"key": OWNER_TAG, "value": "examples"}]
         ecs = boto3.client("ecs", endpoint_url=self.endpoint, region_name=REGION)
         ecs.create_cluster(clusterName=EXAMPLE_CLUSTER, tags=tags)
+        logs = boto3.client("logs", endpoint_url=self.endpoint, region_name=REGION)
+        logs.create_log_group(logGroupName=EXAMPLE_LOG_GROUP, tags={OWNER_TAG: "examples"})
         ecs.register_task_definition(
             family=EXAMPLE_TASK_DEFINITION,
             containerDefinitions=[
@@ -584,6 +588,14 @@ class LocalRuntime:
                     "essential": True,
                     "memory": 512,
                     "command": ["python3", "-c", "print('no command given')"],
+                    "logConfiguration": {
+                        "logDriver": "awslogs",
+                        "options": {
+                            "awslogs-group": EXAMPLE_LOG_GROUP,
+                            "awslogs-region": REGION,
+                            "awslogs-stream-prefix": "examples",
+                        },
+                    },
                 }
             ],
             requiresCompatibilities=["FARGATE"],

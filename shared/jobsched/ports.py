@@ -432,6 +432,14 @@ class DagDeploymentPort(Protocol):
     def remove(self, job: str) -> None: ...
 
 
+class ContainerLogsPort(Protocol):
+    """The lines a run's container wrote to its own log stream (awslogs), read as the run's team."""
+
+    def lines(
+        self, team: str, work: dict[str, str], *, since: datetime, until: datetime, limit: int
+    ) -> list[LogLine]: ...
+
+
 class RunLogsPort(Protocol):
     """A run's log lines from every component, by job and run id, oldest first."""
 

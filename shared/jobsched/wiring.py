@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from jobsched.adapters.aws.clients import client
+from jobsched.adapters.aws.container_logs import ContainerLogs
 from jobsched.adapters.aws.data_checks import S3DataChecks
 from jobsched.adapters.aws.ecs_tasks import EcsTasks, RunCallbacks
 from jobsched.adapters.aws.jobs_store import JobsStore
@@ -279,6 +280,7 @@ def build_api_services(settings: Settings) -> ApiServices:
         guard=build_guard(settings),
         egress=egress_policy(settings),
         logs=_run_logs or InsightsLogs(settings.log_groups),
+        container_logs=ContainerLogs(team_sessions(settings.target_role_arn), build_guard(settings)),
     )
 
 

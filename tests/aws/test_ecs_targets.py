@@ -7,16 +7,19 @@ send (its detail is DescribeTasks' task, which is what EventBridge carries)."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
 
+from jobsched.adapters.aws.container_logs import ContainerLogs
 from jobsched.adapters.aws.ecs_tasks import EcsTasks
+from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 from jobsched.core.names import Env
 from jobsched.core.runs import RunStatus
+from jobsched.core.tz import UTC
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.triggers import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
@@ -364,3 +367,49 @@ def test_a_pause_with_cancel_running_stops_the_running_task_and_a_plain_pause_do
     assert run is not None and run.status is RunStatus.CANCELLED
     history = api.call("GET", "/teams/data/jobs/etl/history", principal=team_role("data")).body
     assert any(e["action"] == "cancel" and e["details"]["run_id"] == run_id for e in history["entries"]), history
+
+
+def test_the_run_logs_join_the_containers_own_stream_and_never_read_another_teams_log_group(
+    stack: Stack, clock: Clock
+) -> None:
+    # CloudWatch Logs refuses events more than 2 hours ahead of the real time: this test runs at the real time.
+    clock.now = datetime.now(UTC).replace(microsecond=0)
+    ecs = cluster_and_definition("data")
+    logs = boto3.client("logs", region_name=REGION)
+    logs.create_log_group(logGroupName="/data/etl", tags={"jobsched-team": "data"})
+    logs.create_log_group(logGroupName="/payments/secrets", tags={"jobsched-team": "payments"})
+    awslogs = {"logDriver": "awslogs", "options": {"awslogs-group": "/data/etl", "awslogs-stream-prefix": "etl"}}
+    foreign = {"logDriver": "awslogs", "options": {"awslogs-group": "/payments/secrets", "awslogs-stream-prefix": "x"}}
+    ecs.register_task_definition(
+        family="nightly-etl",
+        containerDefinitions=[
+            {"name": "etl", "image": "example/etl:2", "memory": 512, "logConfiguration": awslogs},
+            {"name": "sidecar", "image": "example/peek:1", "memory": 128, "logConfiguration": foreign},
+        ],
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="256",
+        memory="1024",
+        tags=[{"key": "jobsched-team", "value": "data"}],
+    )
+    run_id = start(stack, ecs_job())
+    [task] = tasks(ecs)
+    task_id = task["taskArn"].rsplit("/", 1)[-1]
+    at = int(clock().timestamp() * 1000)
+    for group, stream, message in (
+        ("/data/etl", f"etl/etl/{task_id}", "loaded 1200 rows"),
+        ("/payments/secrets", f"x/sidecar/{task_id}", "card 4111-1111"),
+    ):
+        logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[{"timestamp": at, "message": message}])
+    stack.intake.receive(state_change(task, 0), now=clock())
+    api = ApiClient(stack)
+    api.services.logs = InsightsLogs(())  # no function log groups here: the container's lines only
+    api.services.container_logs = ContainerLogs(stack.sessions, stack.guard)
+    clock.advance(timedelta(minutes=1))
+    lines = api.call("GET", f"/teams/data/jobs/etl/runs/{run_id}/logs", principal=team_role("data")).body["lines"]
+    own = [(line["component"], line["message"]) for line in lines if line["component"].startswith("container:")]
+    assert ("container:etl", "loaded 1200 rows") in own, lines
+    assert not any("4111" in message for _, message in own), "another team's log group is never read"
+    [refused] = [message for component, message in own if component == "container:sidecar"]
+    assert refused.startswith("not shown: log group '/payments/secrets'"), refused

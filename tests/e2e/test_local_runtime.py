@@ -762,6 +762,10 @@ def test_container_jobs_run_their_command_locally_and_end_by_the_tasks_exit_code
     good = wait_for(lambda: ended(succeeded), seconds=60)
     bad = wait_for(lambda: ended(failed), seconds=60)
     assert good["status"] == "SUCCEEDED" and "export=0" in (good.get("output") or ""), good
+    # Its container's own line (awslogs, played by the agent) among the scheduler's, in the run's logs.
+    logs = call(runtime, "GET", f"{succeeded}/logs", team="examples")[1]["lines"]
+    said = [line for line in logs if line["component"] == "container:export"]
+    assert said and said[0]["message"].startswith("exporting "), logs
     assert bad["status"] == "FAILED" and "export exited 3" in (bad.get("error") or ""), bad
     # Killed after its third partition, retried with the checkpoint, resumed at the fourth.
     resumed = wait_for(lambda: ended(resumable), seconds=60)

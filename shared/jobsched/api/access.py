@@ -21,7 +21,7 @@ from jobsched.api.tokens import CallbackTokens
 from jobsched.core.records import StoredJob
 from jobsched.core.runs import job_key
 from jobsched.pipeline.worker import Worker
-from jobsched.ports import DagDeploymentPort, RunLogsPort, TriggerRulesPort
+from jobsched.ports import ContainerLogsPort, DagDeploymentPort, RunLogsPort, TriggerRulesPort
 from jobsched.tenancy.egress import AddressPolicy
 from jobsched.tenancy.ownership import OwnershipGuard
 
@@ -43,6 +43,7 @@ class ApiServices:
     guard: OwnershipGuard | None = None  # refuses jobs naming another team's (or jobsched's) resources
     egress: AddressPolicy | None = None  # refuses URLs whose literal address this stage may not reach
     logs: RunLogsPort | None = None  # a run's log lines (Logs Insights in AWS, captured lines locally)
+    container_logs: ContainerLogsPort | None = None  # a container run's own log stream (awslogs)
 
 
 @dataclass

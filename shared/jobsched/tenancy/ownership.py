@@ -47,6 +47,7 @@ class ResourceKind(Enum):
     PARAMETER = "SSM parameter"
     BUCKET = "S3 bucket"  # an s3 trigger's: its objects are the team's data, never shared
     CLUSTER = "ECS cluster"  # an ecs target's: the team's, or one the platform shares
+    LOG_GROUP = "log group"  # a container's awslogs group: the team's, read as the team for `jobsched logs`
     TASK_DEFINITION = "ECS task definition"  # the image, roles and command a container run uses: the team's
 
     @property

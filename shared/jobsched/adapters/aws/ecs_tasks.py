@@ -72,14 +72,15 @@ class EcsTasks:
         token = attempt_token_of(context)
         found = self.find(context.team, target.cluster, token)
         if found is not None:  # started before (a lost response, a redelivery): this attempt's task, not a second
-            return pending(target, found)
+            return pending(target, found, target.task_definition)
         response = ecs.run_task(**self._request(ecs, target, context, token))
         failures = response.get("failures") or []
         if failures or not response.get("tasks"):
             reason = "; ".join(f"{f.get('reason', '?')} {f.get('detail', '')}".strip() for f in failures) or "no task"
             retryable = any(marker in reason for marker in RETRYABLE_FAILURES)
             return TargetResult("failed", error=f"RunTask: {reason}", retryable=retryable)
-        return pending(target, response["tasks"][0]["taskArn"])
+        task = response["tasks"][0]
+        return pending(target, task["taskArn"], task.get("taskDefinitionArn") or target.task_definition)
 
     def _request(self, ecs: Any, target: EcsTarget, context: RunContext, token: str) -> dict[str, Any]:
         environment = run_environment(context, self.callbacks, target.timeout)
@@ -143,6 +144,8 @@ class EcsTasks:
         self.sessions.client(team, "ecs").stop_task(cluster=cluster, task=task_arn, reason=reason[:255])
 
 
-def pending(target: EcsTarget, task_arn: str) -> TargetResult:
-    """The attempt's task is started: the run waits for its Task State Change (the output names the task)."""
-    return TargetResult("pending", output=json.dumps({"cluster": target.cluster, "task_arn": task_arn}))
+def pending(target: EcsTarget, task_arn: str, task_definition: str) -> TargetResult:
+    """The attempt's task is started: the run waits for its Task State Change (the output names the task, and
+    the task definition its logs are found by once ECS has forgotten the stopped task)."""
+    started = {"cluster": target.cluster, "task_arn": task_arn, "task_definition": task_definition}
+    return TargetResult("pending", output=json.dumps(started))

@@ -144,6 +144,10 @@ class AwsTagReader:
             return {tag["Key"]: tag["Value"] for tag in found}
         if kind is ResourceKind.BUCKET:
             return self._bucket_tags(team, name)
+        if kind is ResourceKind.LOG_GROUP:
+            logs = self.sessions.client(team, "logs")
+            arn = name if name.startswith("arn:") else self._arn(team, logs, "logs", f"log-group:{name}")
+            return dict(logs.list_tags_for_resource(resourceArn=arn).get("tags", {}))
         if kind in (ResourceKind.CLUSTER, ResourceKind.TASK_DEFINITION):
             return self._ecs_tags(team, resource)
         if kind is ResourceKind.SECRET:

@@ -14,6 +14,7 @@ from jobsched.api.models import RunLogs
 from jobsched.api.views import log_line_view
 from jobsched.core.bounds import Instant
 from jobsched.core.logs import MAX_LINES, run_logs_query
+from jobsched.pipeline.containers import started_task
 
 
 def router(access: Access) -> APIGatewayRouter:
@@ -42,6 +43,10 @@ def router(access: Access) -> APIGatewayRouter:
         # From before the instant (the dispatcher sends up to 14 minutes ahead) to now.
         start = since if since is not None and since.tzinfo else run.scheduled_at - timedelta(minutes=15)
         lines = s.logs.lines(stored.key, run_id, since=start, until=s.clock(), limit=limit)
+        work = started_task(run, any_attempt=True)
+        if s.container_logs is not None and work:  # the container's own lines, among the scheduler's
+            own = s.container_logs.lines(stored.spec.team, work, since=start, until=s.clock(), limit=limit)
+            lines = sorted([*lines, *own], key=lambda line: line.at)[-limit:]
         return RunLogs(
             job=stored.key,
             run_id=run_id,
