@@ -10,6 +10,7 @@ from typing import Any
 import botocore.session
 
 from infra.local.moto_patches import (
+    batch_jobs_run_until_stopped,
     direct_dynamodb_responses,
     ecs_awsvpc_tasks,
     ecs_tasks_run_until_stopped,
@@ -24,6 +25,8 @@ eventbridge_as_aws()
 ecs_awsvpc_tasks()
 # A task stays RUNNING until it exits or is stopped, not until it is described four times (moto_patches).
 ecs_tasks_run_until_stopped()
+# A Batch job runs until it is terminated, not in Docker, nor succeeding at once (moto_patches).
+batch_jobs_run_until_stopped()
 # Every test starts from fresh clients (moto resets boto3's session; ours are rebuilt), and each new botocore
 # session parsed the service models' JSON again: 0.3 s of every test's setup. One loader for the process
 # (it only reads botocore's data files, and caches what it read) makes a new session cheap.

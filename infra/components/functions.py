@@ -43,7 +43,7 @@ from infra.components.waivers import (
 from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.console.widget import ONCALL_ALIAS, PLACEHOLDER_ALIAS
-from jobsched.core.events import container_envelope_template, container_rule_pattern
+from jobsched.core.events import container_envelope_template, container_rule_patterns
 from jobsched.core.names import INTAKE_CONCURRENCY, OWNER_TAG, PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
 
@@ -311,26 +311,27 @@ class Functions(Construct):
                 conditions=from_rules,
             )
         )
-        # Container runs end by their task's state change: one rule for the deployment (tasks the scheduler
-        # started carry a startedBy under the container prefix), named under the stage's prefix like the
-        # triggers' rules, so the queue's policy admits it.
-        events.CfnRule(
-            self,
-            "ContainerStateChanges",
-            name=f"{rule_prefix}container-state-changes",
-            description="jobsched: stopped ECS tasks this deployment started -> the intake queue",
-            event_pattern=container_rule_pattern(),
-            state="ENABLED",
-            targets=[
-                events.CfnRule.TargetProperty(
-                    id="intake",
-                    arn=queues.intake.queue_arn,
-                    input_transformer=events.CfnRule.InputTransformerProperty(
-                        input_template=container_envelope_template(), input_paths_map={}
-                    ),
-                )
-            ],
-        )
+        # Container runs end by their work's state change: one rule a kind for the deployment (ECS tasks the
+        # scheduler started carry a startedBy under the container prefix, Batch jobs a name under it), named
+        # under the stage's prefix like the triggers' rules, so the queue's policy admits them.
+        for name, pattern in container_rule_patterns().items():
+            events.CfnRule(
+                self,
+                "".join(part.title() for part in name.split("-")),  # ContainerStateChanges, BatchStateChanges
+                name=f"{rule_prefix}{name}",
+                description=f"jobsched: {pattern['detail-type'][0]} of work this deployment started -> the intake",
+                event_pattern=pattern,
+                state="ENABLED",
+                targets=[
+                    events.CfnRule.TargetProperty(
+                        id="intake",
+                        arn=queues.intake.queue_arn,
+                        input_transformer=events.CfnRule.InputTransformerProperty(
+                            input_template=container_envelope_template(), input_paths_map={}
+                        ),
+                    )
+                ],
+            )
         # The deployment's bus: "Run Finished" of every run, put only by jobsched's functions (a team cannot
         # forge one there), for teams' rules to build on.
         self.runs_bus = events.EventBus(self, "RunsBus", event_bus_name=resource_name(config, "runs"))

@@ -360,6 +360,38 @@ def ecs_tasks_run_until_stopped() -> None:
     state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
 
 
+def batch_jobs_run_until_stopped() -> None:
+    """moto runs a Batch job in Docker, or (without Docker) marks it SUCCEEDED the moment it is submitted. Here a
+    submitted job is RUNNING until it is terminated (then FAILED with the reason, as AWS ends a running job), so
+    what ends a run is its Batch Job State Change, as in AWS: the tests and the local agent send it."""
+    from datetime import datetime
+
+    from moto.batch.models import Job
+    from moto.batch_simple.models import BatchSimpleBackend
+    from moto.core.config import default_user_config
+
+    default_user_config["batch"] = {"use_docker": False}
+    if getattr(BatchSimpleBackend._mark_job_as_finished, "_runs", False):
+        return
+
+    def started(self: Any, include_start_attempt: bool, job: Any) -> None:
+        self.backend._jobs[job.job_id] = job
+        job.job_started_at = datetime.now()  # noqa: DTZ005 (moto keeps naive local times)
+        job.log_stream_name = job._stream_name
+        if include_start_attempt:
+            job._start_attempt()
+        job.status = "RUNNING"
+
+    def terminate(self: Any, reason: str) -> None:
+        if not self.job_stopped:
+            self.job_stopped_reason = reason
+            self._mark_stopped(success=False)
+
+    started._runs = True  # type: ignore[attr-defined]
+    BatchSimpleBackend._mark_job_as_finished = started  # type: ignore[method-assign]
+    Job.terminate = terminate  # type: ignore[method-assign]
+
+
 def compiled_input_paths() -> None:
     """An input transformer's paths compiled once, not for every event delivered."""
     import jsonpath_ng.ext as jsonpath
@@ -470,6 +502,7 @@ def serve() -> None:
     compiled_input_paths()
     ecs_awsvpc_tasks()
     ecs_tasks_run_until_stopped()
+    batch_jobs_run_until_stopped()
     direct_dynamodb_responses()
     atomic_dynamodb_calls()
     eventbridge_as_aws()

@@ -41,7 +41,7 @@ from jobsched.core.records import (
     Waiting,
 )
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, TaskStatus
-from jobsched.core.spec import JobSpec
+from jobsched.core.spec import ContainerTarget, JobSpec
 
 
 class JobsPort(Protocol):
@@ -206,11 +206,12 @@ class EventBatchesPort(Protocol):
 
 
 class ContainersPort(Protocol):
-    """Tasks a container target started, read and stopped as the team (``adapters.aws.ecs_tasks``)."""
+    """The work a container target started (an ECS task, a Batch job), found by its attempt's token, read and
+    stopped as the team. ``work`` is what the run keeps of it (``Run.work``: the task's or the job's ids)."""
 
-    def describe(self, team: str, cluster: str, task_arn: str) -> TaskOutcome | None: ...
-    def find(self, team: str, cluster: str, token: str) -> str | None: ...
-    def stop(self, team: str, cluster: str, task_arn: str, reason: str) -> None: ...
+    def find(self, team: str, target: ContainerTarget, token: str) -> dict[str, str] | None: ...
+    def describe(self, team: str, work: dict[str, str]) -> TaskOutcome | None: ...
+    def stop(self, team: str, work: dict[str, str], reason: str) -> None: ...
 
 
 class DataChecksPort(Protocol):

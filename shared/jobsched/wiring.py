@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
+from jobsched.adapters.aws.batch_jobs import BatchJobs, ContainerWork
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.container_logs import ContainerLogs
 from jobsched.adapters.aws.data_checks import S3DataChecks
@@ -192,7 +193,9 @@ def build_worker(
         checks=S3DataChecks(team_sessions(settings.target_role_arn), build_guard(settings)),
         waiters=jobs,
         wait_signal=wait_ended,
-        containers=EcsTasks(team_sessions(settings.target_role_arn)),
+        containers=ContainerWork(
+            EcsTasks(team_sessions(settings.target_role_arn)), BatchJobs(team_sessions(settings.target_role_arn))
+        ),
     )
 
 

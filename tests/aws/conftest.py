@@ -42,7 +42,7 @@ def lambdas() -> FakeLambdas:
 @pytest.fixture
 def stack(clock: Clock, lambdas: FakeLambdas, request: pytest.FixtureRequest) -> Iterator[Stack]:
     in_memory = request.node.get_closest_marker("in_memory_queues") is not None
-    with mock_aws():
+    with mock_aws(config={"batch": {"use_docker": False}}):
         reset_clients()
         yield Stack(clock, lambdas, in_memory_queues=in_memory)
     reset_clients()

@@ -21,6 +21,7 @@ from typing import Any
 
 import boto3
 
+from jobsched.adapters.aws.batch_jobs import BatchJobs, ContainerWork
 from jobsched.adapters.aws.data_checks import S3DataChecks
 from jobsched.adapters.aws.ecs_tasks import EcsTasks
 from jobsched.adapters.aws.jobs_store import JobsStore
@@ -229,7 +230,7 @@ class Stack:
             batches=self.jobs,
             checks=S3DataChecks(self.sessions, self.guard),
             waiters=self.jobs,
-            containers=EcsTasks(self.sessions),
+            containers=ContainerWork(EcsTasks(self.sessions), BatchJobs(self.sessions)),
         )
         self.intake.containers = ContainerResults(self.runs, self.worker.complete_external, self.jobs)
 

@@ -19,8 +19,8 @@ from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 from jobsched.core.names import Env
 from jobsched.core.runs import RunStatus
-from jobsched.core.tz import UTC
 from jobsched.core.spec import JobSpec
+from jobsched.core.tz import UTC
 from jobsched.pipeline.triggers import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.wiring import run_callbacks
@@ -280,7 +280,7 @@ def test_a_lost_state_change_is_read_back_at_the_lease_end(stack: Stack, clock: 
 
 def test_ecs_tasks_in_a_dag_are_refused_for_now() -> None:
     document = {"name": "d", "team": "data", "dag": {"tasks": [{"name": "a", "target": ecs_job()["target"]}]}}
-    with pytest.raises(ValueError, match="ecs_task_in_dag"):
+    with pytest.raises(ValueError, match="container_task_in_dag"):
         JobSpec.model_validate(document)
 
 

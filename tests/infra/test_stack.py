@@ -686,17 +686,14 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
 def test_stopped_container_tasks_reach_the_intake_through_one_rule_and_the_target_role_may_run_only_teams_tasks(
     dev: Template,
 ) -> None:
-    from jobsched.core.events import container_envelope_template, container_rule_pattern
+    from jobsched.core.events import container_envelope_template, container_rule_patterns
 
     template = dev[0]
-    [rule] = [
-        p
-        for p in resources(template, "AWS::Events::Rule").values()
-        if p.get("Name", "").endswith("container-state-changes")
-    ]
-    assert rule["EventPattern"] == container_rule_pattern() and rule["Name"].startswith("jobsched-dev-")
-    [target] = rule["Targets"]
-    assert target["InputTransformer"]["InputTemplate"] == container_envelope_template()
+    for name, pattern in container_rule_patterns().items():
+        [rule] = [p for p in resources(template, "AWS::Events::Rule").values() if p.get("Name", "").endswith(name)]
+        assert rule["EventPattern"] == pattern and rule["Name"].startswith("jobsched-dev-")
+        [target] = rule["Targets"]
+        assert target["InputTransformer"]["InputTemplate"] == container_envelope_template()
     statements = _policies_of(template, "FunctionsTargetsRoleDefaultPolicy")
     [run_task] = [s for s in statements if "ecs:RunTask" in _actions(s)]
     assert run_task["Condition"] == OWN_TEAM

@@ -3,7 +3,7 @@ another attempt cannot mend, and the run named by the task's environment."""
 
 from __future__ import annotations
 
-from jobsched.core.containers import TaskOutcome, attempt_token, cluster_name, stopped_result, task_outcome
+from jobsched.core.containers import TaskOutcome, attempt_token, short_name, stopped_result, task_outcome
 from jobsched.pipeline.containers import run_named_by
 
 
@@ -80,7 +80,5 @@ def test_an_attempts_token_is_short_stable_and_its_own() -> None:
     assert token.startswith("jobsched-") and token != attempt_token("data/etl", "20270104T090000Z", 2)
     assert token != attempt_token("data/other", "20270104T090000Z", 1)
     assert (
-        cluster_name("arn:aws:ecs:us-east-1:123456789012:cluster/data-batch")
-        == "data-batch"
-        == cluster_name("data-batch")
+        short_name("arn:aws:ecs:us-east-1:123456789012:cluster/data-batch") == "data-batch" == short_name("data-batch")
     )

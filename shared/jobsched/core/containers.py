@@ -25,9 +25,10 @@ def attempt_token(job: str, run_id: str, attempt: int, task: str | None = None) 
     return CONTAINER_STARTED_BY + hashlib.sha256(named.encode()).hexdigest()[:40]
 
 
-def cluster_name(cluster: str) -> str:
-    """``data-batch`` of ``data-batch`` or ``arn:aws:ecs:us-east-1:123456789012:cluster/data-batch``."""
-    return cluster.rsplit("/", 1)[-1] if cluster.startswith("arn:") else cluster
+def short_name(name: str) -> str:
+    """``data-batch`` of ``data-batch`` or ``arn:aws:ecs:us-east-1:123456789012:cluster/data-batch`` (a job
+    queue's ARN, ``...:job-queue/NAME``, the same way)."""
+    return name.rsplit("/", 1)[-1] if name.startswith("arn:") else name
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,34 @@ class TaskOutcome:
     stopped_reason: str = ""
     stop_code: str = ""  # EssentialContainerExited, TaskFailedToStart, UserInitiated, SpotInterruption, ...
     container_reasons: tuple[str, ...] = ()
+    failed: bool = False  # the service itself says the work failed (a Batch job FAILED), whatever the exit codes
+
+
+BATCH_DONE = ("SUCCEEDED", "FAILED")
+
+
+def batch_outcome(job: dict[str, Any]) -> TaskOutcome:
+    """DescribeJobs' job, or a Batch Job State Change's detail (the same shape), as a task outcome: a job that
+    ended is STOPPED; an array job's own status is its children's verdict (SUCCEEDED only if all did)."""
+    status = str(job.get("status") or "")
+    container = job.get("container") or {}
+    array = (job.get("arrayProperties") or {}).get("size")
+    name = "array" if array else "job"
+    code = container.get("exitCode")
+    if status == "SUCCEEDED" and code is None:
+        code = 0  # an array job's parent has no container of its own
+    summary = (job.get("arrayProperties") or {}).get("statusSummary") or {}
+    reason = str(job.get("statusReason") or "")
+    if array and summary:
+        reason = f"{reason} ({', '.join(f'{n} {s.lower()}' for s, n in sorted(summary.items()) if n)} of {array})"
+    return TaskOutcome(
+        status="STOPPED" if status in BATCH_DONE else status,
+        exit_codes={name: code},
+        stopped_reason=reason.strip(),
+        stop_code="",
+        container_reasons=tuple(str(r) for r in (container.get("reason"),) if r),
+        failed=status == "FAILED",
+    )
 
 
 def task_outcome(task: dict[str, Any]) -> TaskOutcome:
@@ -61,10 +90,12 @@ def stopped_result(outcome: TaskOutcome) -> TargetResult:
         if marker in reasons:
             return TargetResult("failed", error=f"{meaning}: {reasons.strip()}"[:1000], retryable=False)
     failed = {name: code for name, code in codes.items() if code != 0}
-    if codes and not failed and outcome.stop_code != "TaskFailedToStart":
+    if codes and not failed and outcome.stop_code != "TaskFailedToStart" and not outcome.failed:
         return TargetResult("succeeded", output=json_codes(codes))
-    detail = ", ".join(f"{name} exited {code}" for name, code in sorted(failed.items())) or "no container exited"
-    stopped = f" ({outcome.stop_code}: {outcome.stopped_reason})" if outcome.stop_code or outcome.stopped_reason else ""
+    detail = ", ".join(f"{name} exited {code}" for name, code in sorted(failed.items()))
+    detail = detail or ("the job failed" if outcome.failed else "no container exited")
+    said = ": ".join(part for part in (outcome.stop_code, outcome.stopped_reason) if part)
+    stopped = f" ({said})" if said else ""
     return TargetResult("failed", error=f"{detail}{stopped}"[:1000])
 
 

@@ -73,12 +73,21 @@ CONTAINER_TRIGGER = "container"  # the envelope of a container task's state chan
 CONTAINER_STARTED_BY = "jobsched-"  # the startedBy prefix of every task the scheduler starts
 
 
-def container_rule_pattern() -> dict[str, Any]:
-    """ECS Task State Change of tasks the scheduler started, once they have stopped (the deployment's rule)."""
+def container_rule_patterns() -> dict[str, dict[str, Any]]:
+    """The deployment's rules for the end of work the scheduler started, by rule name (under the stage's prefix):
+    ECS Task State Change of its tasks once stopped, Batch Job State Change of its jobs once ended (their
+    startedBy, or their name, is the attempt's token)."""
     return {
-        "source": ["aws.ecs"],
-        "detail-type": ["ECS Task State Change"],
-        "detail": {"lastStatus": ["STOPPED"], "startedBy": [{"prefix": CONTAINER_STARTED_BY}]},
+        "container-state-changes": {
+            "source": ["aws.ecs"],
+            "detail-type": ["ECS Task State Change"],
+            "detail": {"lastStatus": ["STOPPED"], "startedBy": [{"prefix": CONTAINER_STARTED_BY}]},
+        },
+        "batch-state-changes": {
+            "source": ["aws.batch"],
+            "detail-type": ["Batch Job State Change"],
+            "detail": {"status": ["SUCCEEDED", "FAILED"], "jobName": [{"prefix": CONTAINER_STARTED_BY}]},
+        },
     }
 
 

@@ -591,6 +591,22 @@ class EcsNetwork(StrictModel):
         ]
 
 
+def _bounded_command(value: list[str] | None) -> list[str] | None:
+    if value is not None and sum(len(part.encode()) for part in value) > MAX_COMMAND_BYTES:
+        raise _fail("command_too_large", "the command is over {limit} bytes", limit=MAX_COMMAND_BYTES)
+    return value
+
+
+def _bounded_environment(value: dict[str, str]) -> dict[str, str]:
+    for name in value:
+        _check_pattern(name, _ENV_NAME, "invalid_env_name", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        if name.startswith(RESERVED_ENV_PREFIX):
+            raise _fail("reserved_env_name", "'{name}': JOBSCHED_ variables are the scheduler's", name=name)
+    if sum(len(k.encode()) + len(v.encode()) for k, v in value.items()) > MAX_ENVIRONMENT_BYTES:
+        raise _fail("environment_too_large", "the environment is over {limit} bytes", limit=MAX_ENVIRONMENT_BYTES)
+    return value
+
+
 class ContainerOverride(StrictModel):
     """What one run changes in the task definition's container: bounded, so a job cannot make the task huge."""
 
@@ -600,23 +616,8 @@ class ContainerOverride(StrictModel):
     cpu: int | None = Field(default=None, ge=128, le=16384, description="CPU units (1024 = 1 vCPU)")
     memory: int | None = Field(default=None, ge=128, le=122880, description="MiB")
 
-    @field_validator("command")
-    @classmethod
-    def _command(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and sum(len(part.encode()) for part in value) > MAX_COMMAND_BYTES:
-            raise _fail("command_too_large", "the command is over {limit} bytes", limit=MAX_COMMAND_BYTES)
-        return value
-
-    @field_validator("environment")
-    @classmethod
-    def _environment(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            _check_pattern(name, _ENV_NAME, "invalid_env_name", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
-            if name.startswith(RESERVED_ENV_PREFIX):
-                raise _fail("reserved_env_name", "'{name}': JOBSCHED_ variables are the scheduler's", name=name)
-        if sum(len(k.encode()) + len(v.encode()) for k, v in value.items()) > MAX_ENVIRONMENT_BYTES:
-            raise _fail("environment_too_large", "the environment is over {limit} bytes", limit=MAX_ENVIRONMENT_BYTES)
-        return value
+    _command = field_validator("command")(staticmethod(_bounded_command))
+    _environment = field_validator("environment")(staticmethod(_bounded_environment))
 
 
 class EcsTarget(_TargetBase):
@@ -653,16 +654,71 @@ class EcsTarget(_TargetBase):
         return self
 
 
+_JOB_QUEUE = re.compile(
+    r"^(?:[A-Za-z0-9_-]{1,128}|arn:aws[a-z-]*:batch:[a-z0-9-]+:\d{12}:job-queue/[A-Za-z0-9_-]{1,128})$"
+)
+_JOB_DEFINITION = re.compile(
+    r"^(?:[A-Za-z0-9_-]{1,128}(?::\d{1,10})?"
+    r"|arn:aws[a-z-]*:batch:[a-z0-9-]+:\d{12}:job-definition/[A-Za-z0-9_-]{1,128}:\d{1,10})$"
+)
+MAX_ARRAY_SIZE = 10_000  # AWS Batch's own limit of an array job's children
+
+
+class BatchContainerOverride(StrictModel):
+    """What one run changes in the job definition's container: bounded like an ECS override."""
+
+    command: list[str] | None = Field(default=None, max_length=100)
+    environment: dict[str, str] = Field(default_factory=dict, max_length=100)
+    vcpus: float | None = Field(default=None, gt=0, le=256, description="vCPUs (0.25 steps on Fargate)")
+    memory: int | None = Field(default=None, ge=128, le=1_048_576, description="MiB")
+
+    _command = field_validator("command")(staticmethod(_bounded_command))
+    _environment = field_validator("environment")(staticmethod(_bounded_environment))
+
+
+class BatchTarget(_TargetBase):
+    """A job on AWS Batch (SubmitJob once per attempt; an array job when array_size is given, succeeding when
+    every child does). No Lambda waits: its Batch Job State Change ends the run. Queue and definition must be
+    the team's."""
+
+    type: Literal["batch"]
+    job_queue: str = Field(max_length=2048, json_schema_extra={"pattern": _JOB_QUEUE.pattern})
+    job_definition: str = Field(max_length=2048, json_schema_extra={"pattern": _JOB_DEFINITION.pattern})
+    array_size: int | None = Field(default=None, ge=2, le=MAX_ARRAY_SIZE, description="children of an array job")
+    container: BatchContainerOverride | None = None
+    timeout: Annotated[Duration, _bounded(timedelta(seconds=60), MAX_ASYNC_TIMEOUT)] = timedelta(hours=1)
+
+    @field_validator("job_queue")
+    @classmethod
+    def _job_queue(cls, value: str) -> str:
+        return _check_pattern(value, _JOB_QUEUE, "invalid_job_queue", "a Batch job queue name or ARN")
+
+    @field_validator("job_definition")
+    @classmethod
+    def _job_definition(cls, value: str) -> str:
+        return _check_pattern(
+            value, _JOB_DEFINITION, "invalid_job_definition", "a Batch job definition name[:revision] or ARN"
+        )
+
+
 Target = Annotated[
-    LambdaTarget | SqsTarget | StepFunctionsTarget | EventBridgeTarget | HttpTarget | CallbackTarget | EcsTarget,
+    LambdaTarget
+    | SqsTarget
+    | StepFunctionsTarget
+    | EventBridgeTarget
+    | HttpTarget
+    | CallbackTarget
+    | EcsTarget
+    | BatchTarget,
     Field(discriminator="type"),
 ]
-TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callback", "ecs")
+TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callback", "ecs", "batch")
 # Targets whose result arrives from outside (a callback, a container's state change): no worker waits for it.
-EXTERNAL_TARGETS = (CallbackTarget, EcsTarget)
+EXTERNAL_TARGETS = (CallbackTarget, EcsTarget, BatchTarget)
 # Targets that run as containers: their timeout is a wall-clock limit from the start (heartbeats report progress
 # and checkpoints but never extend it), and their task is stopped when the run ends early.
-CONTAINER_TARGETS = (EcsTarget,)
+CONTAINER_TARGETS = (EcsTarget, BatchTarget)
+ContainerTarget = EcsTarget | BatchTarget
 
 
 # --------------------------------------------------------------------------- retries, limits, alerts
@@ -989,8 +1045,12 @@ class DagTask(StrictModel):
     @model_validator(mode="after")
     def _heartbeats(self) -> DagTask:
         _check_wait_policy(self.wait_for, self.wait)
-        if self.target.type == "ecs":
-            raise _fail("ecs_task_in_dag", "an ecs target runs a job's runs; DAG tasks cannot run one yet")
+        if self.target.type in ("ecs", "batch"):
+            raise _fail(
+                "container_task_in_dag",
+                "an {type} target runs a job's runs; DAG tasks cannot run one yet",
+                type=self.target.type,
+            )
         if self.heartbeat_timeout is None:
             return self
         if self.target.type != "callback":

@@ -1,13 +1,16 @@
-"""Container runs (ECS tasks) end by their task's state change, never by a worker waiting for them.
+"""Container runs (ECS tasks, Batch jobs) end by their work's state change, never by a worker waiting for them.
 
-- ``stopped``: a Task State Change (STOPPED) the deployment's rule delivered. The run is named by the task's
-  environment (``JOBSCHED_JOB``, ``JOBSCHED_RUN_ID``, ``JOBSCHED_ATTEMPT``), and only the task recorded on that
-  attempt may end it: a task another team started with a copied environment, or an earlier attempt's task, ends
-  nothing. The result goes through the worker's ``complete_external``, fenced by the attempt like every result.
-- ``lease_over``: the heartbeat checker found the attempt's lease over (the target's timeout, or a state change
-  that never came). DescribeTasks says which: a task that stopped is recorded as its state change would have been;
-  one still running is stopped (SIGTERM, then SIGKILL after the container's stop timeout) and the attempt is
-  timed out like any lost attempt (retried by policy, else TIMED_OUT and paged).
+- ``stopped``: an ECS Task State Change (STOPPED) or a Batch Job State Change (SUCCEEDED or FAILED) the
+  deployment's rules delivered. The run is named by the work's environment (``JOBSCHED_JOB``,
+  ``JOBSCHED_RUN_ID``, ``JOBSCHED_ATTEMPT``), and only the work recorded on that attempt may end it (or, before
+  its record, the work carrying the attempt's token on the job's own cluster or queue): a task another team
+  started with a copied environment, or an earlier attempt's, ends nothing. An array job's children end
+  nothing; their parent does. The result goes through the worker's ``complete_external``, fenced by the
+  attempt like every result.
+- ``reconcile``: the heartbeat checker found the attempt's lease over (the target's timeout, or a state change
+  that never came). Describing the work says which: work that ended is recorded as its state change would have
+  been; work still running is stopped (SIGTERM, then SIGKILL after the container's stop timeout) and the
+  attempt is timed out like any lost attempt (retried by policy, else TIMED_OUT and paged).
 """
 
 from __future__ import annotations
@@ -15,22 +18,30 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from jobsched.core.containers import attempt_token, cluster_name, stopped_result, task_outcome
+from jobsched.core.containers import BATCH_DONE, attempt_token, batch_outcome, short_name, stopped_result, task_outcome
 from jobsched.core.names import RunEnv
 from jobsched.core.records import Run, StaleAttempt, TargetResult
 from jobsched.core.runs import RunStatus
-from jobsched.core.spec import EcsTarget, JobSpec
+from jobsched.core.spec import BatchTarget, ContainerTarget, EcsTarget, JobSpec
 from jobsched.ports import ContainersPort, JobsPort, RunsPort
 
 Recorded = Literal["recorded", "stale", "not_ours", "malformed"]
 
 
+def is_batch_job(detail: dict[str, Any]) -> bool:
+    return "jobId" in detail
+
+
 def run_named_by(detail: dict[str, Any]) -> tuple[str, str, int] | None:
-    """(job, run id, attempt) from the task's container overrides (the scheduler set them at RunTask)."""
+    """(job, run id, attempt) from the work's environment (the scheduler set it at RunTask or SubmitJob)."""
+    if is_batch_job(detail):
+        variables = (detail.get("container") or {}).get("environment") or []
+    else:
+        overrides = (detail.get("overrides") or {}).get("containerOverrides") or []
+        variables = [variable for override in overrides for variable in override.get("environment") or []]
     found: dict[str, str] = {}
-    for override in (detail.get("overrides") or {}).get("containerOverrides") or []:
-        for variable in override.get("environment") or []:
-            found.setdefault(str(variable.get("name")), str(variable.get("value")))
+    for variable in variables:
+        found.setdefault(str(variable.get("name")), str(variable.get("value")))
     try:
         return found[RunEnv.JOB], found[RunEnv.RUN_ID], int(found[RunEnv.ATTEMPT])
     except (KeyError, ValueError):
@@ -38,13 +49,13 @@ def run_named_by(detail: dict[str, Any]) -> tuple[str, str, int] | None:
 
 
 def attempt_work(started: str, attempt: int) -> str:
-    """What the target said it started (``{"cluster", "task_arn"}``) as the run keeps it: with its attempt."""
+    """What the target said it started (a task's or a job's ids) as the run keeps it: with its attempt."""
     return json.dumps(json.loads(started) | {"attempt": attempt}, separators=(",", ":"))
 
 
 def started_task(run: Run, *, any_attempt: bool = False) -> dict[str, str]:
-    """The cluster and task ARN the run's current attempt started (``RunsPort.started_work``), or nothing
-    (an earlier attempt's task is not this attempt's, unless ``any_attempt``: the last task, for its logs)."""
+    """What the run's current attempt started (``RunsPort.started_work``), or nothing (an earlier attempt's
+    work is not this attempt's, unless ``any_attempt``: the last work, for its logs)."""
     try:
         started = json.loads(run.work or "{}")
     except json.JSONDecodeError:
@@ -54,29 +65,36 @@ def started_task(run: Run, *, any_attempt: bool = False) -> dict[str, str]:
     return {k: str(v) for k, v in started.items()}
 
 
+def work_id(work: dict[str, Any]) -> str:
+    """The task's ARN or the job's id."""
+    return str(work.get("task_arn") or work.get("job_id") or "")
+
+
 class ContainerResults:
     def __init__(self, runs: RunsPort, complete: Any, jobs: JobsPort | None = None) -> None:
         # complete(job, run_id, attempt, succeeded=, output=, error=, retryable=): Worker.complete_external
         self.runs, self.complete, self.jobs = runs, complete, jobs
 
-    def _attempts_task(self, run: Run, detail: dict[str, Any]) -> bool:
-        recorded = started_task(run).get("task_arn")
+    def _attempts_work(self, run: Run, detail: dict[str, Any]) -> bool:
+        recorded = work_id(started_task(run))
         if recorded:
-            return bool(recorded == detail.get("taskArn"))
+            return recorded == str(detail.get("jobId") if is_batch_job(detail) else detail.get("taskArn"))
         stored = self.jobs.get(run.job) if self.jobs is not None else None
         return stored is not None and started_by_attempt(stored.spec, run, detail)
 
     def stopped(self, detail: dict[str, Any]) -> Recorded:
         named = run_named_by(detail)
-        if named is None or detail.get("lastStatus") != "STOPPED":
-            return "malformed"
+        batch = is_batch_job(detail)
+        ended = detail.get("status") in BATCH_DONE if batch else detail.get("lastStatus") == "STOPPED"
+        if named is None or not ended or (batch and "index" in (detail.get("arrayProperties") or {})):
+            return "malformed"  # not ended, not the scheduler's, or one child of an array job
         job, run_id, attempt = named
         run = self.runs.get(job, run_id)
         if run is None or run.attempt != attempt or run.status is not RunStatus.RUNNING:
             return "stale"
-        if not self._attempts_task(run, detail):
+        if not self._attempts_work(run, detail):
             return "not_ours"
-        result = stopped_result(task_outcome(detail))
+        result = stopped_result(batch_outcome(detail) if batch else task_outcome(detail))
         try:
             self.complete(
                 job,
@@ -93,33 +111,37 @@ class ContainerResults:
 
 
 def started_by_attempt(spec: JobSpec, run: Run, detail: dict[str, Any]) -> bool:
-    """A task the attempt started but did not get to record (a crash between RunTask and the record): its
-    startedBy is the attempt's token and it ran on the job's own cluster (another team cannot run tasks there)."""
-    if not isinstance(spec.target, EcsTarget):
-        return False
+    """Work the attempt started but did not get to record (a crash, a lost answer): it carries the attempt's
+    token (a task's startedBy, a job's name) and ran on the job's own cluster or queue (another team can run
+    nothing there)."""
     token = attempt_token(run.job, run.run_id, run.attempt)
-    cluster = cluster_name(str(detail.get("clusterArn") or ""))
-    return detail.get("startedBy") == token and cluster == cluster_name(spec.target.cluster)
+    if isinstance(spec.target, BatchTarget) and is_batch_job(detail):
+        queue = short_name(str(detail.get("jobQueue") or ""))
+        return detail.get("jobName") == token and queue == short_name(spec.target.job_queue)
+    if isinstance(spec.target, EcsTarget) and not is_batch_job(detail):
+        cluster = short_name(str(detail.get("clusterArn") or ""))
+        return detail.get("startedBy") == token and cluster == short_name(spec.target.cluster)
+    return False
 
 
-def reconcile(run: Run, target: EcsTarget, containers: ContainersPort, *, reason: str) -> TargetResult | None:
-    """At the lease's end: the task's result if it stopped (a state change that never came), else None after
+def reconcile(run: Run, target: ContainerTarget, containers: ContainersPort, *, reason: str) -> TargetResult | None:
+    """At the lease's end: the work's result if it ended (a state change that never came), else None after
     stopping it with ``reason``."""
-    started = started_task(run)
-    if not started.get("task_arn"):  # a crash between RunTask and its record: found by the attempt's token
-        found = containers.find(run.team, target.cluster, attempt_token(run.job, run.run_id, run.attempt))
+    work = started_task(run)
+    if not work_id(work):  # a crash, or a lost answer, before its record: found by the attempt's token
+        found = containers.find(run.team, target, attempt_token(run.job, run.run_id, run.attempt))
         if found is None:
             return None
-        started = {"cluster": target.cluster, "task_arn": found}
-    outcome = containers.describe(run.team, started["cluster"], started["task_arn"])
+        work = found
+    outcome = containers.describe(run.team, work)
     if outcome is not None and outcome.status == "STOPPED":
         return stopped_result(outcome)
-    containers.stop(run.team, started["cluster"], started["task_arn"], reason)
+    containers.stop(run.team, work, reason)
     return None
 
 
 def stop_started_task(containers: ContainersPort | None, run: Run, reason: str) -> None:
-    """A container run that ended by request (cancel, overlap: replace): its task is stopped, not left running."""
-    started = started_task(run)
-    if containers is not None and started.get("task_arn"):
-        containers.stop(run.team, started["cluster"], started["task_arn"], reason)
+    """A container run that ended by request (cancel, overlap: replace, a pause): its work is stopped."""
+    work = started_task(run)
+    if containers is not None and work_id(work):
+        containers.stop(run.team, work, reason)

@@ -18,7 +18,7 @@ from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import Run, StaleAttempt, StoredJob, TargetResult
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, instant_text, retry_delay
-from jobsched.core.spec import EcsTarget, JobSpec
+from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.events import Alerts
 from jobsched.pipeline.containers import attempt_work
 from jobsched.pipeline.decisions import lease_until, on_lost_attempt, on_result, ran_twice
@@ -44,7 +44,7 @@ class Records:
         decision = on_result(result, spec, run.policy_attempt)
         try:
             if decision == "pending":
-                if isinstance(spec.target, EcsTarget) and result.output:
+                if isinstance(spec.target, CONTAINER_TARGETS) and result.output:
                     # The attempt's task, on the run: its Task State Change must name this very task to end it.
                     work = attempt_work(result.output, run.attempt)
                     run = self.runs.started_work(run.job, run.run_id, attempt=run.attempt, work=work)

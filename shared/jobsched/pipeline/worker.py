@@ -25,7 +25,7 @@ from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import Progress, ProgressReport, Run, RunContext, StaleAttempt, StoredJob, TargetResult
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
-from jobsched.core.spec import CONTAINER_TARGETS, EcsTarget, JobSpec
+from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.events import Alerts
 from jobsched.pipeline.attempts import Attempts, Executed, Held
 from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun
@@ -277,7 +277,7 @@ class Worker:
         stored = self.jobs.get(run.job)
         if stored is None or run.status is not RunStatus.RUNNING or not run.lease_until or run.lease_until > now:
             return Outcome("duplicate", "not an expired lease")
-        if self.containers is not None and isinstance(stored.spec.target, EcsTarget):
+        if self.containers is not None and isinstance(stored.spec.target, CONTAINER_TARGETS):
             timeout = format_duration(stored.spec.target.timeout)
             reason = f"jobsched: the run timed out after {timeout}"
             result = reconcile(run, stored.spec.target, self.containers, reason=reason)
@@ -302,7 +302,7 @@ class Worker:
         )
         if stored is not None and stored.spec.dag is not None:
             self.dags.stop(cancelled, stored.spec, cause="cancelled by request")
-        if stored is not None and isinstance(stored.spec.target, EcsTarget):
+        if stored is not None and isinstance(stored.spec.target, CONTAINER_TARGETS):
             stop_started_task(self.containers, run, "jobsched: cancelled")
         return cancelled
 

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from jobsched.core.names import OWNER_TAG, SHARED_TAG
 from jobsched.core.spec import (
     DEFAULT_BUS,
+    BatchTarget,
     EcsTarget,
     EventBridgeTarget,
     HttpTarget,
@@ -49,6 +50,8 @@ class ResourceKind(Enum):
     CLUSTER = "ECS cluster"  # an ecs target's: the team's, or one the platform shares
     LOG_GROUP = "log group"  # a container's awslogs group: the team's, read as the team for `jobsched logs`
     TASK_DEFINITION = "ECS task definition"  # the image, roles and command a container run uses: the team's
+    JOB_QUEUE = "Batch job queue"  # a batch target's: the team's, or one the platform shares
+    JOB_DEFINITION = "Batch job definition"  # the image, roles and command a batch run uses: the team's
 
     @property
     def shareable(self) -> bool:
@@ -59,6 +62,7 @@ class ResourceKind(Enum):
             ResourceKind.STATE_MACHINE,
             ResourceKind.EVENT_BUS,
             ResourceKind.CLUSTER,
+            ResourceKind.JOB_QUEUE,
         )
 
 
@@ -122,6 +126,11 @@ def target_resources(target: Any, prefix: str = "target") -> list[ResourceRef]:
         return [
             ResourceRef(ResourceKind.CLUSTER, target.cluster, f"{prefix}.cluster"),
             ResourceRef(ResourceKind.TASK_DEFINITION, target.task_definition, f"{prefix}.task_definition"),
+        ]
+    if isinstance(target, BatchTarget):
+        return [
+            ResourceRef(ResourceKind.JOB_QUEUE, target.job_queue, f"{prefix}.job_queue"),
+            ResourceRef(ResourceKind.JOB_DEFINITION, target.job_definition, f"{prefix}.job_definition"),
         ]
     return []
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from botocore.exceptions import BotoCoreError
+
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.containers import TaskOutcome, attempt_token, task_outcome
 from jobsched.core.names import JOB_TAG, OWNER_TAG, RunEnv
@@ -70,17 +72,21 @@ class EcsTasks:
     def start(self, target: EcsTarget, context: RunContext) -> TargetResult:
         ecs = self.sessions.client(context.team, "ecs")
         token = attempt_token_of(context)
-        found = self.find(context.team, target.cluster, token)
+        found = self.find(context.team, target, token)
         if found is not None:  # started before (a lost response, a redelivery): this attempt's task, not a second
-            return pending(target, found, target.task_definition)
-        response = ecs.run_task(**self._request(ecs, target, context, token))
+            return pending(found)
+        try:
+            response = ecs.run_task(**self._request(ecs, target, context, token))
+        except BotoCoreError as lost:  # no answer: RunTask may have started it; never start another for this attempt
+            return unanswered(self.find(context.team, target, token), lost)
         failures = response.get("failures") or []
         if failures or not response.get("tasks"):
             reason = "; ".join(f"{f.get('reason', '?')} {f.get('detail', '')}".strip() for f in failures) or "no task"
             retryable = any(marker in reason for marker in RETRYABLE_FAILURES)
             return TargetResult("failed", error=f"RunTask: {reason}", retryable=retryable)
         task = response["tasks"][0]
-        return pending(target, task["taskArn"], task.get("taskDefinitionArn") or target.task_definition)
+        definition = task.get("taskDefinitionArn") or target.task_definition
+        return pending({"cluster": target.cluster, "task_arn": task["taskArn"], "task_definition": definition})
 
     def _request(self, ecs: Any, target: EcsTarget, context: RunContext, token: str) -> dict[str, Any]:
         environment = run_environment(context, self.callbacks, target.timeout)
@@ -126,26 +132,36 @@ class EcsTasks:
             }
         return request
 
-    def describe(self, team: str, cluster: str, task_arn: str) -> TaskOutcome | None:
-        found = self.sessions.client(team, "ecs").describe_tasks(cluster=cluster, tasks=[task_arn]).get("tasks", [])
+    def describe(self, team: str, work: dict[str, str]) -> TaskOutcome | None:
+        ecs = self.sessions.client(team, "ecs")
+        found = ecs.describe_tasks(cluster=work["cluster"], tasks=[work["task_arn"]]).get("tasks", [])
         return task_outcome(found[0]) if found else None
 
-    def find(self, team: str, cluster: str, token: str) -> str | None:
+    def find(self, team: str, target: EcsTarget, token: str) -> dict[str, str] | None:
         """The task an attempt started (by its token), running or stopped: after a crash before it was recorded."""
         ecs = self.sessions.client(team, "ecs")
         for status in ("RUNNING", "STOPPED"):
-            found = ecs.list_tasks(cluster=cluster, startedBy=token, desiredStatus=status).get("taskArns", [])
+            found = ecs.list_tasks(cluster=target.cluster, startedBy=token, desiredStatus=status).get("taskArns", [])
             if found:
-                return str(found[0])
+                return {"cluster": target.cluster, "task_arn": str(found[0]), "task_definition": target.task_definition}
         return None
 
-    def stop(self, team: str, cluster: str, task_arn: str, reason: str) -> None:
+    def stop(self, team: str, work: dict[str, str], reason: str) -> None:
         """StopTask: ECS sends the containers SIGTERM, then SIGKILL after their stop timeout."""
-        self.sessions.client(team, "ecs").stop_task(cluster=cluster, task=task_arn, reason=reason[:255])
+        ecs = self.sessions.client(team, "ecs")
+        ecs.stop_task(cluster=work["cluster"], task=work["task_arn"], reason=reason[:255])
 
 
-def pending(target: EcsTarget, task_arn: str, task_definition: str) -> TargetResult:
-    """The attempt's task is started: the run waits for its Task State Change (the output names the task, and
-    the task definition its logs are found by once ECS has forgotten the stopped task)."""
-    started = {"cluster": target.cluster, "task_arn": task_arn, "task_definition": task_definition}
-    return TargetResult("pending", output=json.dumps(started))
+def pending(work: dict[str, str]) -> TargetResult:
+    """The attempt's work is started: the run waits for its state change (the output names the task or the job,
+    and its definition, by which its logs are found once the service has forgotten it)."""
+    return TargetResult("pending", output=json.dumps(work))
+
+
+def unanswered(found: dict[str, str] | None, lost: Exception) -> TargetResult:
+    """A start whose answer was lost: the attempt's work if it can be found already, else pending without it:
+    its state change (matched by the attempt's token) or the reconcile at its timeout decides, and no second
+    start is made for the attempt (a retry would start a second while the first may run)."""
+    if found is not None:
+        return pending(found)
+    return TargetResult("pending", output=json.dumps({"unanswered": f"{type(lost).__name__}: {lost}"[:300]}))

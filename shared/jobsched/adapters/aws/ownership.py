@@ -25,6 +25,13 @@ from jobsched.tenancy.ownership import ResourceKind, ResourceRef
 
 SESSION_SECONDS = 3600
 RENEW_BEFORE_SECONDS = 300
+CONTAINER_KINDS = (
+    ResourceKind.CLUSTER,
+    ResourceKind.TASK_DEFINITION,
+    ResourceKind.JOB_QUEUE,
+    ResourceKind.JOB_DEFINITION,
+    ResourceKind.LOG_GROUP,
+)
 MISSING = frozenset(
     {
         "ResourceNotFoundException",
@@ -144,12 +151,8 @@ class AwsTagReader:
             return {tag["Key"]: tag["Value"] for tag in found}
         if kind is ResourceKind.BUCKET:
             return self._bucket_tags(team, name)
-        if kind is ResourceKind.LOG_GROUP:
-            logs = self.sessions.client(team, "logs")
-            arn = name if name.startswith("arn:") else self._arn(team, logs, "logs", f"log-group:{name}")
-            return dict(logs.list_tags_for_resource(resourceArn=arn).get("tags", {}))
-        if kind in (ResourceKind.CLUSTER, ResourceKind.TASK_DEFINITION):
-            return self._ecs_tags(team, resource)
+        if kind in CONTAINER_KINDS:
+            return self._container_tags(team, resource)
         if kind is ResourceKind.SECRET:
             found = self.sessions.client(team, "secretsmanager").describe_secret(SecretId=name).get("Tags", [])
             return {tag["Key"]: tag["Value"] for tag in found}
@@ -164,6 +167,31 @@ class AwsTagReader:
                 return {}  # a bucket without tags is nobody's: refused as untagged
             raise
         return {tag["Key"]: tag["Value"] for tag in found}
+
+    def _container_tags(self, team: str, resource: ResourceRef) -> dict[str, str]:
+        """Container targets' resources: ECS clusters and task definitions, Batch queues and job definitions,
+        and the log groups their containers write to."""
+        if resource.kind is ResourceKind.LOG_GROUP:
+            logs, name = self.sessions.client(team, "logs"), resource.name
+            arn = name if name.startswith("arn:") else self._arn(team, logs, "logs", f"log-group:{name}")
+            return dict(logs.list_tags_for_resource(resourceArn=arn).get("tags", {}))
+        if resource.kind in (ResourceKind.JOB_QUEUE, ResourceKind.JOB_DEFINITION):
+            return self._batch_tags(team, resource)
+        return self._ecs_tags(team, resource)
+
+    def _batch_tags(self, team: str, resource: ResourceRef) -> dict[str, str]:
+        batch = self.sessions.client(team, "batch")
+        if resource.kind is ResourceKind.JOB_QUEUE:
+            found = batch.describe_job_queues(jobQueues=[resource.name])["jobQueues"]
+        elif resource.name.startswith("arn:") or ":" in resource.name:  # name:revision or an ARN: that one
+            found = batch.describe_job_definitions(jobDefinitions=[resource.name])["jobDefinitions"]
+        else:  # a name alone: the revision a SubmitJob would run (the latest active one)
+            found = batch.describe_job_definitions(jobDefinitionName=resource.name, status="ACTIVE")["jobDefinitions"]
+            found = sorted(found, key=lambda definition: int(definition.get("revision", 0)))[-1:]
+        if not found:
+            missing = {"Error": {"Code": "ResourceNotFoundException", "Message": resource.name}}
+            raise ClientError(missing, "DescribeJobQueues" if resource.kind is ResourceKind.JOB_QUEUE else "Describe")
+        return dict(found[0].get("tags") or {})
 
     def _ecs_tags(self, team: str, resource: ResourceRef) -> dict[str, str]:
         ecs = self.sessions.client(team, "ecs")

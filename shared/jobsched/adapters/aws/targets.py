@@ -15,10 +15,12 @@ from typing import Any, Protocol
 import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from jobsched.adapters.aws.batch_jobs import BatchJobs
 from jobsched.adapters.aws.ecs_tasks import EcsTasks, RunCallbacks
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import (
+    BatchTarget,
     CallbackTarget,
     EcsTarget,
     EventBridgeTarget,
@@ -107,6 +109,7 @@ class TargetExecutor:
         self.http = http or GuardedHttp(AddressPolicy())
         self.sleep = sleep
         self.ecs = EcsTasks(self.sessions, callbacks)
+        self.batch = BatchJobs(self.sessions, callbacks)
 
     def execute(self, target: Any, context: RunContext) -> TargetResult:
         try:
@@ -124,6 +127,7 @@ class TargetExecutor:
             HttpTarget: self._http,
             CallbackTarget: lambda _target, _context: TargetResult("pending", output="waiting for the callback"),
             EcsTarget: self.ecs.start,
+            BatchTarget: self.batch.start,
         }
         adapter = adapters.get(type(target))
         if adapter is None:
