@@ -132,6 +132,15 @@ def _acknowledge(stack: JobschedStack) -> None:
             f"the target role only: container targets; {why}; the adapter checks the cluster's and the task "
             f"definition's {OWNER_TAG} tag before every RunTask"
         )
+    for resource, why in (
+        ("job-queue/*", "SubmitJob only to a job queue tagged for the session's team"),
+        ("job-definition/*", "SubmitJob only of a job definition tagged for the session's team"),
+        ("job/*", "jobs are named by Batch at submit: tagging them at SubmitJob, terminating only the team's"),
+    ):
+        granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service='batch', resource=resource)}]"] = (
+            f"the target role only: batch targets; {why}; the adapter checks the queue's and the definition's "
+            f"{OWNER_TAG} tag before every SubmitJob"
+        )
     granular["AwsSolutions-IAM5[Resource::arn:aws:s3:::*/*]"] = (
         "the target role only: HeadObject of a wait_for object, made only after the bucket's tags were read and "
         f"found to be the session's team's ({OWNER_TAG}); S3 has no condition on bucket tags for object reads"

@@ -90,6 +90,28 @@ class TargetRole(Construct):
                 conditions={"ArnLike": {"ecs:cluster": arn("ecs", "cluster", "*")}},
             )
         )
+        # Batch: SubmitJob only to a queue and of a definition tagged for the session's team (the adapter checks
+        # both before every submit); the job carries the team's tag, so only its jobs can be terminated. Roles
+        # are passed when a team registers its job definition, not at SubmitJob: no PassRole here.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["batch:SubmitJob"],
+                resources=[arn("batch", "job-queue", "*"), arn("batch", "job-definition", "*")],
+                conditions=own_team,
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["batch:TagResource"],
+                resources=[arn("batch", "job", "*")],
+                conditions={"StringEquals": {f"aws:RequestTag/{OWNER_TAG}": f"${{aws:PrincipalTag/{OWNER_TAG}}}"}},
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["batch:TerminateJob"], resources=[arn("batch", "job", "*")], conditions=own_team
+            )
+        )
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["iam:PassRole"],
@@ -130,6 +152,10 @@ class TargetRole(Construct):
                     "ecs:DescribeTaskDefinition",
                     "ecs:ListTagsForResource",
                     "logs:ListTagsForResource",
+                    "batch:DescribeJobQueues",
+                    "batch:DescribeJobDefinitions",
+                    "batch:ListJobs",
+                    "batch:DescribeJobs",
                     "states:DescribeExecution",
                 ],
                 resources=["*"],

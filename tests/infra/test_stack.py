@@ -697,6 +697,9 @@ def test_stopped_container_tasks_reach_the_intake_through_one_rule_and_the_targe
     statements = _policies_of(template, "FunctionsTargetsRoleDefaultPolicy")
     [run_task] = [s for s in statements if "ecs:RunTask" in _actions(s)]
     assert run_task["Condition"] == OWN_TEAM
+    for action in ("batch:SubmitJob", "batch:TerminateJob", "logs:GetLogEvents"):
+        [statement] = [s for s in statements if action in _actions(s)]
+        assert statement["Condition"] == OWN_TEAM, action
     [pass_role] = [s for s in statements if "iam:PassRole" in _actions(s)]
     assert pass_role["Condition"]["StringEquals"]["iam:PassedToService"] == "ecs-tasks.amazonaws.com"
     assert (
