@@ -159,3 +159,131 @@ class LocalContainerAgent:
         }
         self.finished[(named.get(RunEnv.JOB, ""), named.get(RunEnv.RUN_ID, ""))] = (stop_code, code)
         log.info("container task %s stopped: exit %s (%s)", task["taskArn"].rsplit("/", 1)[-1], code, stop_code)
+
+
+@dataclass
+class LocalBatchJob:
+    job: dict[str, Any]
+    processes: list[subprocess.Popen[bytes]]
+    stopping_since: float | None = None
+    stop_reason: str = ""
+
+
+@dataclass
+class LocalBatchAgent:
+    """Plays AWS Batch for the jobs the scheduler submits (their name under the container prefix): each job (each
+    child of an array job, with ``AWS_BATCH_JOB_ARRAY_INDEX``) runs its container's command as a local process
+    with the job's environment; when the processes end, the ``Batch Job State Change`` goes on the default bus
+    (SUCCEEDED if every process exited 0, else FAILED with the exit code, as Batch reports an array job by its
+    children). TerminateJob (a timeout, a cancel) sends SIGTERM, then SIGKILL after 30 s.
+    What is not emulated beyond the ECS agent's list: compute environments and scheduling (a job starts at once),
+    and moto's own record of a job that succeeded (it stays RUNNING there: moto has no call to end a job well;
+    the scheduler learns the outcome from the state change, as it does in AWS)."""
+
+    batch: Any
+    events: Any
+    running: dict[str, LocalBatchJob] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+    finished: dict[tuple[str, str], tuple[str, int | None]] = field(default_factory=dict)
+
+    def step(self) -> None:
+        """Start the jobs SubmitJob recorded, stop those TerminateJob ended, report those whose processes ended."""
+        for summary in self._submitted():
+            job_id = str(summary["jobId"])
+            if str(summary.get("jobName", "")).startswith(CONTAINER_STARTED_BY):
+                self._start(job_id)
+            else:
+                self.done.add(job_id)  # not the scheduler's: nothing to play
+        for job_id, local in list(self.running.items()):
+            codes = [process.poll() for process in local.processes]
+            if all(code is not None for code in codes):
+                self._ended(job_id, local, [code for code in codes if code is not None])
+                continue
+            if local.stopping_since is None and self._terminated(job_id, local):
+                local.stopping_since = time.monotonic()
+                for process in local.processes:
+                    if process.poll() is None:
+                        process.send_signal(signal.SIGTERM)
+            elif local.stopping_since is not None and time.monotonic() - local.stopping_since > STOP_TIMEOUT:
+                for process in local.processes:
+                    process.kill()
+
+    def _submitted(self) -> list[dict[str, Any]]:
+        found = []
+        for queue in self.batch.describe_job_queues().get("jobQueues", []):
+            listed = self.batch.list_jobs(jobQueue=queue["jobQueueName"], jobStatus="RUNNING")
+            found += [
+                summary
+                for summary in listed.get("jobSummaryList", [])
+                if summary["jobId"] not in self.running
+                and summary["jobId"] not in self.done
+                and ":" not in summary["jobId"]
+            ]
+        return found
+
+    def _start(self, job_id: str) -> None:
+        [job] = self.batch.describe_jobs(jobs=[job_id])["jobs"]
+        container = job.get("container") or {}
+        environment = {name: os.environ[name] for name in BASE_ENVIRONMENT if name in os.environ}
+        for variable in container.get("environment") or []:
+            environment[str(variable["name"])] = str(variable["value"])
+        command = [str(part) for part in container.get("command") or []]
+        size = int((job.get("arrayProperties") or {}).get("size") or 0)
+        if not command:
+            self.done.add(job_id)
+            self._report(job, "FAILED", None, "no command to run locally")
+            return
+        processes = [
+            subprocess.Popen(
+                command,
+                env=environment | ({"AWS_BATCH_JOB_ARRAY_INDEX": str(index)} if size else {}),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for index in range(size or 1)
+        ]
+        self.running[job_id] = LocalBatchJob(job, processes)
+        log.info("batch job %s started (%d processes): %s", job_id, len(processes), " ".join(command)[:200])
+
+    def _terminated(self, job_id: str, local: LocalBatchJob) -> bool:
+        [job] = self.batch.describe_jobs(jobs=[job_id])["jobs"]
+        if job.get("status") == "FAILED":  # TerminateJob ended it (moto, as patched, fails it at once)
+            local.stop_reason = str(job.get("statusReason") or "Terminated by user")
+            return True
+        return False
+
+    def _ended(self, job_id: str, local: LocalBatchJob, codes: list[int]) -> None:
+        del self.running[job_id]
+        self.done.add(job_id)
+        codes = [code if code >= 0 else 128 - code for code in codes]
+        failed = [code for code in codes if code != 0]
+        if local.stopping_since is not None:
+            self._report(local.job, "FAILED", failed[0] if failed else None, local.stop_reason)
+        elif failed:
+            reason = "Essential container in task exited"
+            self.batch.terminate_job(jobId=job_id, reason=reason)  # moto's record: FAILED too
+            self._report(local.job, "FAILED", failed[0], reason, failures=len(failed), size=len(codes))
+        else:
+            self._report(local.job, "SUCCEEDED", 0, "", size=len(codes))
+
+    def _report(
+        self, job: dict[str, Any], status: str, code: int | None, reason: str, *, failures: int = 0, size: int = 1
+    ) -> None:
+        """The Batch Job State Change AWS puts on the default bus (its detail is the job, as DescribeJobs has it)."""
+        detail = json.loads(json.dumps(job, default=str)) | {"status": status, "statusReason": reason}
+        detail["container"] = (detail.get("container") or {}) | {"exitCode": code}
+        if (job.get("arrayProperties") or {}).get("size"):
+            detail["arrayProperties"] = {
+                "size": size,
+                "statusSummary": {"SUCCEEDED": size - failures, "FAILED": failures},
+            }
+        entry = {
+            "Source": "aws.batch",
+            "DetailType": "Batch Job State Change",
+            "Detail": json.dumps(detail),
+            "Resources": [job.get("jobArn", "")],
+        }
+        self.events.put_events(Entries=[entry])
+        named = {v["name"]: v["value"] for v in (job.get("container") or {}).get("environment") or []}
+        self.finished[(named.get(RunEnv.JOB, ""), named.get(RunEnv.RUN_ID, ""))] = (status, code)
+        log.info("batch job %s ended: %s (exit %s)", job.get("jobId"), status, code)

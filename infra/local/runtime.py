@@ -69,6 +69,9 @@ CONTAINER_EXAMPLES = tuple(
     f"examples/containers/{name}.yaml"
     for name in ("nightly-export", "failing-export", "slow-export", "resumable-export")
 )
+# Batch jobs: team examples' own job queue and job definition (make run creates them).
+BATCH_EXAMPLES = ("examples/containers/reindex-shards.yaml", "examples/containers/failing-reindex.yaml")
+EXAMPLE_JOB_QUEUE, EXAMPLE_JOB_DEFINITION = "examples-batch", "examples-reindex"
 EXAMPLE_CLUSTER, EXAMPLE_TASK_DEFINITION = "examples-local", "examples-export"
 EXAMPLE_LOG_GROUP = "/examples/containers"  # their awslogs group (tagged for team examples): `jobsched logs` reads it
 TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
@@ -545,6 +548,10 @@ class LocalRuntime:
             document = yaml.safe_load((ROOT / path).read_text())
             document["target"]["network"] |= network
             client.call("PUT", f"/teams/{document['team']}/jobs/{document['name']}", document)
+        self._example_batch()
+        for path in BATCH_EXAMPLES:
+            document = yaml.safe_load((ROOT / path).read_text())
+            client.call("PUT", f"/teams/{document['team']}/jobs/{document['name']}", document)
         nightly = yaml.safe_load((ROOT / WAIT_EXAMPLE).read_text())
         nightly["schedule"]["expression"] = WAIT_EXAMPLE_SHORT["schedule"]
         nightly["dag"]["tasks"][0]["wait"]["timeout"] = WAIT_EXAMPLE_SHORT["timeout"]
@@ -560,7 +567,7 @@ class LocalRuntime:
         """Plays ECS for the tasks the scheduler starts (infra/local/containers.py)."""
         import boto3
 
-        from infra.local.containers import LocalContainerAgent
+        from infra.local.containers import LocalBatchAgent, LocalContainerAgent
 
         agent = LocalContainerAgent(
             ecs=boto3.client("ecs", endpoint_url=self.endpoint, region_name=REGION),
@@ -569,6 +576,38 @@ class LocalRuntime:
         )
         self.container_agent = agent
         self._loop("container-agent", 0.5, agent.step)
+        batch_agent = LocalBatchAgent(
+            batch=boto3.client("batch", endpoint_url=self.endpoint, region_name=REGION),
+            events=boto3.client("events", endpoint_url=self.endpoint, region_name=REGION),
+        )
+        self.batch_agent = batch_agent
+        self._loop("batch-agent", 0.5, batch_agent.step)
+
+    def _example_batch(self) -> None:
+        """Team examples' Batch job queue and job definition (tagged for the team), on an unmanaged compute
+        environment (the local agent plays its hosts)."""
+        import boto3
+
+        batch = boto3.client("batch", endpoint_url=self.endpoint, region_name=REGION)
+        iam = boto3.client("iam", endpoint_url=self.endpoint, region_name=REGION)
+        role = iam.create_role(RoleName="examples-batch-service", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        compute = batch.create_compute_environment(
+            computeEnvironmentName="examples-local", type="UNMANAGED", state="ENABLED", serviceRole=role
+        )["computeEnvironmentArn"]
+        tags = {OWNER_TAG: "examples"}
+        batch.create_job_queue(
+            jobQueueName=EXAMPLE_JOB_QUEUE,
+            state="ENABLED",
+            priority=1,
+            computeEnvironmentOrder=[{"order": 1, "computeEnvironment": compute}],
+            tags=tags,
+        )
+        batch.register_job_definition(
+            jobDefinitionName=EXAMPLE_JOB_DEFINITION,
+            type="container",
+            containerProperties={"image": "python:3.11-slim", "vcpus": 1, "memory": 512, "command": ["true"]},
+            tags=tags,
+        )
 
     def _example_containers(self) -> dict[str, Any]:
         """Team examples' cluster and task definition (tagged for the team), and a VPC for their tasks."""

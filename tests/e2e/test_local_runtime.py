@@ -164,6 +164,8 @@ def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
         "failing-export",
         "slow-export",
         "resumable-export",
+        "reindex-shards",
+        "failing-reindex",
     }
 
 
@@ -754,6 +756,7 @@ def test_container_jobs_run_their_command_locally_and_end_by_the_tasks_exit_code
 
     succeeded, failed = trigger("nightly-export"), trigger("failing-export")
     slow, resumable = trigger("slow-export"), trigger("resumable-export")
+    shards, broken = trigger("reindex-shards"), trigger("failing-reindex")
 
     def ended(path: str) -> dict[str, Any] | None:
         run = call(runtime, "GET", path, team="examples")[1]
@@ -767,6 +770,11 @@ def test_container_jobs_run_their_command_locally_and_end_by_the_tasks_exit_code
     said = [line for line in logs if line["component"] == "container:export"]
     assert said and said[0]["message"].startswith("exporting "), logs
     assert bad["status"] == "FAILED" and "export exited 3" in (bad.get("error") or ""), bad
+    # Batch: an array job of three children succeeds; a job exiting 2 fails with its code.
+    reindexed = wait_for(lambda: ended(shards), seconds=60)
+    assert reindexed["status"] == "SUCCEEDED" and reindexed["attempt"] == 1, json.dumps(reindexed)
+    failed_job = wait_for(lambda: ended(broken), seconds=60)
+    assert failed_job["status"] == "FAILED" and "job exited 2" in (failed_job.get("error") or ""), failed_job
     # Killed after its third partition, retried with the checkpoint, resumed at the fourth.
     resumed = wait_for(lambda: ended(resumable), seconds=60)
     assert resumed["status"] == "SUCCEEDED" and resumed["attempt"] == 2, json.dumps(resumed)
