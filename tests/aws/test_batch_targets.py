@@ -9,16 +9,19 @@ the state change AWS would send (its detail is DescribeJobs' job)."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ReadTimeoutError
 
+from jobsched.adapters.aws.container_logs import ContainerLogs
+from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
+from jobsched.core.tz import UTC
 from jobsched.pipeline.triggers import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.api_client import ApiClient, team_role
@@ -282,3 +285,35 @@ def test_another_teams_queue_or_definition_is_refused_at_put_and_at_run(stack: S
     assert run is not None
     assert run.status is RunStatus.FAILED and "another team" in (run.error or ""), run.error
     assert len(jobs_of(batch)) == 1 and run_id != second.run_id
+
+
+def test_the_run_logs_join_the_jobs_stream_only_from_a_log_group_tagged_for_the_team(
+    stack: Stack, clock: Clock
+) -> None:
+    clock.now = datetime.now(UTC).replace(microsecond=0)  # CloudWatch Logs refuses events far from the real time
+    batch = queue_and_definition("data")
+    run_id = start(stack, batch_job())
+    [job] = jobs_of(batch)
+    stream = job["container"]["logStreamName"]
+    logs = boto3.client("logs", region_name=REGION)
+    logs.create_log_group(logGroupName="/aws/batch/job")  # Batch's default group: every job of the account
+    logs.create_log_stream(logGroupName="/aws/batch/job", logStreamName=stream)
+    at = int(clock().timestamp() * 1000)
+    logs.put_log_events(
+        logGroupName="/aws/batch/job", logStreamName=stream, logEvents=[{"timestamp": at, "message": "shard 0 done"}]
+    )
+    stack.intake.receive(state_change(job, "SUCCEEDED"), now=clock())
+    api = ApiClient(stack)
+    api.services.logs = InsightsLogs(())
+    api.services.container_logs = ContainerLogs(stack.sessions, stack.guard)
+    path = f"/teams/data/jobs/reindex/runs/{run_id}/logs"
+
+    def said() -> list[str]:
+        lines = api.call("GET", path, principal=team_role("data")).body["lines"]
+        return [line["message"] for line in lines if line["component"] == "container:job"]
+
+    [refused] = said()
+    assert refused.startswith("not shown: log group '/aws/batch/job'"), refused
+    arn = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/batch/job"
+    logs.tag_resource(resourceArn=arn, tags={"jobsched-team": "data"})
+    assert said() == ["shard 0 done"]

@@ -18,6 +18,7 @@ from jobsched.core.tz import UTC
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, ResourceKind, ResourceRef
 
 MISSING_STREAM = ("ResourceNotFoundException",)
+BATCH_DEFAULT_LOG_GROUP = "/aws/batch/job"
 
 
 class ContainerLogs:
@@ -25,6 +26,8 @@ class ContainerLogs:
         self.sessions, self.guard = sessions, guard
 
     def lines(self, team: str, work: dict[str, str], *, since: datetime, until: datetime, limit: int) -> list[LogLine]:
+        if work.get("job_id"):
+            return self._batch_lines(team, work, since, until, limit)
         task_arn, definition = work.get("task_arn"), work.get("task_definition")
         if not task_arn or not definition:
             return []
@@ -48,6 +51,26 @@ class ContainerLogs:
                 continue
             found += self._events(team, group, stream, component, since, until, limit - len(found))
         return sorted(found, key=lambda line: line.at)[:limit]
+
+    def _batch_lines(
+        self, team: str, work: dict[str, str], since: datetime, until: datetime, limit: int
+    ) -> list[LogLine]:
+        """A Batch job's stream (DescribeJobs names it), in its definition's awslogs group or Batch's default
+        ``/aws/batch/job``, which is shared by every job of the account: its lines are shown only from a group
+        tagged for the team."""
+        batch = self.sessions.client(team, "batch")
+        found = batch.describe_jobs(jobs=[work["job_id"]]).get("jobs", [])
+        container = (found[0].get("container") or {}) if found else {}
+        stream = container.get("logStreamName")
+        if not stream:
+            return []
+        options = (container.get("logConfiguration") or {}).get("options") or {}
+        group = str(options.get("awslogs-group") or BATCH_DEFAULT_LOG_GROUP)
+        try:
+            self.guard.check(ResourceRef(ResourceKind.LOG_GROUP, group, "logConfiguration.awslogs-group"), team)
+        except NotOwned as refused:
+            return [LogLine(since, "container:job", "WARNING", f"not shown: {refused}", {"log_group": group})]
+        return self._events(team, group, str(stream), "container:job", since, until, limit)
 
     def _events(
         self, team: str, group: str, stream: str, component: str, since: datetime, until: datetime, limit: int
