@@ -17,6 +17,7 @@ from infra.components.api import Api
 from infra.components.dispatch import Dispatch
 from infra.components.examples import Examples
 from infra.components.functions import Functions
+from infra.components.kubernetes import KubernetesJobs
 from infra.components.observability import Observability
 from infra.components.queues import Queues
 from infra.components.storage import Storage
@@ -60,6 +61,9 @@ class JobschedStack(Stack):
         self.dispatch = Dispatch(self, "Dispatch", config=config, functions=self.functions)
         self.workflows = Workflows(self, "Workflows", config=config, queues=self.queues, functions=self.functions)
         self.api = Api(self, "Api", config=config, functions=self.functions)
+        self.kubernetes = KubernetesJobs(
+            self, "Kubernetes", config=config, functions=self.functions, queues=self.queues
+        )
         self.functions.escalation.add_environment(Env.API_URL, self.api.rest_api.url)  # links in pages
         # Containers report progress and checkpoints to the API with a token for their attempt, which the worker
         # signs with the callback secret when it starts their task.
@@ -171,6 +175,16 @@ def _acknowledge(stack: JobschedStack) -> None:
         "the API reads the tags of the caller's role to find its team (iam:ListRoleTags only)"
     )
     granular["AwsSolutions-IAM5[Action::*]"] = "a Deny of every action on jobsched's own resources (target role)"
+    kubernetes = scoped.format(service="states", resource=f"execution:{stack.kubernetes.name}:*")
+    granular[f"AwsSolutions-IAM5[Resource::{kubernetes}]"] = (
+        "the executions of the deployment's own kubernetes state machine (one per attempt, named at start)"
+    )
+    rules["AwsSolutions-SF1"] = (
+        "The kubernetes state machine's execution history (kept 90 days) holds each run's events and the run record "
+        "its outcome; logging ALL events to CloudWatch would add ingestion to every run"
+    )
+    if not stack.config.tracing:
+        rules["AwsSolutions-SF2"] = "X-Ray is off in this non-prod stage to keep its idle cost down (-c tracing=true)"
     prefix = stack.workflows.prefix
     for kind in ("stateMachine", "execution"):
         arn = scoped.format(service="states", resource=f"{kind}:{prefix}*")

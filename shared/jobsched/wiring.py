@@ -8,12 +8,14 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from jobsched.adapters.aws.batch_jobs import BatchJobs, ContainerWork
+from jobsched.adapters.aws.batch_jobs import BatchJobs
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.container_logs import ContainerLogs
+from jobsched.adapters.aws.container_work import ContainerWork
 from jobsched.adapters.aws.data_checks import S3DataChecks
 from jobsched.adapters.aws.ecs_tasks import EcsTasks, RunCallbacks
 from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.kubernetes_jobs import KubernetesJobs
 from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
@@ -109,7 +111,14 @@ def build_targets(settings: Settings, *, lambda_invoker: LambdaInvoker | None = 
         lambda_invoker=lambda_invoker,
         http=GuardedHttp(egress_policy(settings)),
         callbacks=run_callbacks(),
+        kubernetes_state_machine=os.environ.get(Env.KUBERNETES_STATE_MACHINE),
     )
+
+
+def container_work(settings: Settings) -> ContainerWork:
+    sessions = team_sessions(settings.target_role_arn)
+    kubernetes = KubernetesJobs(sessions, os.environ.get(Env.KUBERNETES_STATE_MACHINE))
+    return ContainerWork(EcsTasks(sessions), BatchJobs(sessions), kubernetes)
 
 
 def run_callbacks(clock: Callable[[], datetime] = utc_now) -> RunCallbacks | None:
@@ -193,9 +202,7 @@ def build_worker(
         checks=S3DataChecks(team_sessions(settings.target_role_arn), build_guard(settings)),
         waiters=jobs,
         wait_signal=wait_ended,
-        containers=ContainerWork(
-            EcsTasks(team_sessions(settings.target_role_arn)), BatchJobs(team_sessions(settings.target_role_arn))
-        ),
+        containers=container_work(settings),
     )
 
 

@@ -21,10 +21,12 @@ from typing import Any
 
 import boto3
 
-from jobsched.adapters.aws.batch_jobs import BatchJobs, ContainerWork
+from jobsched.adapters.aws.batch_jobs import BatchJobs
+from jobsched.adapters.aws.container_work import ContainerWork
 from jobsched.adapters.aws.data_checks import S3DataChecks
 from jobsched.adapters.aws.ecs_tasks import EcsTasks
 from jobsched.adapters.aws.jobs_store import JobsStore
+from jobsched.adapters.aws.kubernetes_jobs import KubernetesJobs
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues
@@ -67,6 +69,8 @@ from tests.helpers import Clock as Clock  # re-exported: the moto tests take the
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
+# The deployment's kubernetes state machine (tests/aws/test_kubernetes_targets.py creates it in moto).
+KUBERNETES_MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:jobsched-test-kubernetes"
 
 
 class Crash(BaseException):
@@ -206,6 +210,7 @@ class Stack:
             lambda_invoker=self.lambdas,
             http=self.http,
             sleep=lambda seconds: None,
+            kubernetes_state_machine=KUBERNETES_MACHINE,
         )
         self.escalation_queue = EscalationQueue(self.escalation_url, self.sqs)
         self.dispatcher = Dispatcher(self.jobs, self.runs, self.queues, escalations=self.escalation_queue)
@@ -230,7 +235,9 @@ class Stack:
             batches=self.jobs,
             checks=S3DataChecks(self.sessions, self.guard),
             waiters=self.jobs,
-            containers=ContainerWork(EcsTasks(self.sessions), BatchJobs(self.sessions)),
+            containers=ContainerWork(
+                EcsTasks(self.sessions), BatchJobs(self.sessions), KubernetesJobs(self.sessions, KUBERNETES_MACHINE)
+            ),
         )
         self.intake.containers = ContainerResults(self.runs, self.worker.complete_external, self.jobs)
 

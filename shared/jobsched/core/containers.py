@@ -44,6 +44,24 @@ class TaskOutcome:
 
 
 BATCH_DONE = ("SUCCEEDED", "FAILED")
+EXECUTION_DONE = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+
+
+def execution_outcome(execution: dict[str, Any]) -> TaskOutcome:
+    """DescribeExecution's answer, or a Step Functions Execution Status Change's detail, of a kubernetes target's
+    execution (its one state runs the Job and waits for it): SUCCEEDED when the Job completed; otherwise the
+    Job failed (its error and cause name why: BackoffLimitExceeded, DeadlineExceeded...), timed out or was
+    stopped."""
+    status = str(execution.get("status") or "")
+    if status not in EXECUTION_DONE:
+        return TaskOutcome(status=status, exit_codes={})
+    said = ": ".join(str(part) for part in (execution.get("error"), execution.get("cause")) if part)
+    return TaskOutcome(
+        status="STOPPED",
+        exit_codes={"job": 0 if status == "SUCCEEDED" else None},
+        stopped_reason=said or ("" if status == "SUCCEEDED" else f"the execution ended {status}"),
+        failed=status != "SUCCEEDED",
+    )
 
 
 def batch_outcome(job: dict[str, Any]) -> TaskOutcome:

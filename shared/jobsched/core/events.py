@@ -91,6 +91,16 @@ def container_rule_patterns() -> dict[str, dict[str, Any]]:
     }
 
 
+def kubernetes_rule_pattern(state_machine_arn: str) -> dict[str, Any]:
+    """The end of an execution of the deployment's kubernetes state machine (one per attempt of a kubernetes
+    target): the only executions this rule matches, so a forged or foreign execution never reaches the intake."""
+    return {
+        "source": ["aws.states"],
+        "detail-type": ["Step Functions Execution Status Change"],
+        "detail": {"stateMachineArn": [state_machine_arn], "status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]},
+    }
+
+
 def container_envelope_template() -> str:
     return '{"jobsched":{"job":"","trigger":"' + CONTAINER_TRIGGER + '"},"event":<aws.events.event.json>}'
 

@@ -66,6 +66,7 @@ class Env:
     # JSON {"normal": [url, ...], ...}: every work queue of each class, when a deployment has more than one
     # per class (CDK ``work_queues``); the QUEUE_* variables name the first.
     WORK_QUEUE_SHARDS = "JOBSCHED_WORK_QUEUE_SHARDS"
+    KUBERNETES_STATE_MACHINE = "JOBSCHED_KUBERNETES_STATE_MACHINE_ARN"  # runs kubernetes targets' Jobs
     CALLBACK_SECRET = "JOBSCHED_CALLBACK_SECRET"  # the callback-signing secret itself (local runtime, tests)
     CALLBACK_SECRET_NAME = "JOBSCHED_CALLBACK_SECRET_NAME"  # or its Secrets Manager name (AWS)
     MEMBERSHIP = "JOBSCHED_MEMBERSHIP"  # team membership as JSON (local runtime, tests)

@@ -701,6 +701,79 @@ class BatchTarget(_TargetBase):
         )
 
 
+_EKS_CLUSTER = re.compile(
+    r"^(?:[A-Za-z0-9][A-Za-z0-9_-]{0,99}|arn:aws[a-z-]*:eks:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9][A-Za-z0-9_-]{0,99})$"
+)
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,1023}$")
+# Kubernetes quantities: CPU as 500m, 0.5 or 2; memory as 512Mi, 4Gi, 1G or a number of bytes.
+_QUANTITY = re.compile(r"^(?:\d+(?:\.\d+)?)(?:m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+
+
+class ComputeResources(StrictModel):
+    cpu: str | None = Field(default=None, max_length=32, json_schema_extra={"pattern": _QUANTITY.pattern})
+    memory: str | None = Field(default=None, max_length=32, json_schema_extra={"pattern": _QUANTITY.pattern})
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_pattern(value, _QUANTITY, "invalid_quantity", "a Kubernetes quantity (500m, 2, 512Mi, 4Gi)")
+        return value
+
+
+class KubernetesResources(StrictModel):
+    requests: ComputeResources = Field(default_factory=ComputeResources)
+    limits: ComputeResources = Field(default_factory=ComputeResources)
+
+
+class KubernetesTarget(_TargetBase):
+    """A batch/v1 Job on an EKS cluster, run by the deployment's Step Functions state machine
+    (``eks:runJob.sync``): one execution per attempt, named by the attempt. The cluster must be the team's (or
+    shared by the platform), the namespace the team's own: ``TEAM`` or ``TEAM-...``."""
+
+    type: Literal["kubernetes"]
+    cluster: str = Field(max_length=2048, json_schema_extra={"pattern": _EKS_CLUSTER.pattern})
+    namespace: str = Field(max_length=63, description="the team's namespace: its name, or its name and a suffix")
+    image: str = Field(max_length=1024, json_schema_extra={"pattern": _IMAGE.pattern})
+    command: list[str] | None = Field(default=None, max_length=100)
+    args: list[str] | None = Field(default=None, max_length=100)
+    environment: dict[str, str] = Field(default_factory=dict, max_length=100)
+    resources: KubernetesResources = Field(default_factory=KubernetesResources)
+    service_account: str | None = Field(default=None, max_length=253)
+    ttl_after_finished: Annotated[Duration, _bounded(timedelta(0), timedelta(days=7))] = Field(
+        default=timedelta(hours=1), description="how long the finished Job stays for its logs (ttlSecondsAfterFinished)"
+    )
+    timeout: Annotated[Duration, _bounded(timedelta(minutes=1), MAX_ASYNC_TIMEOUT)] = timedelta(hours=1)
+
+    _command = field_validator("command")(staticmethod(_bounded_command))
+    _args = field_validator("args")(staticmethod(_bounded_command))
+    _environment = field_validator("environment")(staticmethod(_bounded_environment))
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        return _check_pattern(value, _EKS_CLUSTER, "invalid_eks_cluster", "an EKS cluster name or ARN")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return _check_pattern(value, _IMAGE, "invalid_image", "a container image reference")
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        return _check_pattern(value, _DNS_LABEL, "invalid_namespace", "a Kubernetes namespace (a DNS label)")
+
+    @field_validator("service_account")
+    @classmethod
+    def _service_account(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_pattern(value, _DNS_SUBDOMAIN, "invalid_service_account", "a Kubernetes service account name")
+        return value
+
+
 Target = Annotated[
     LambdaTarget
     | SqsTarget
@@ -709,16 +782,17 @@ Target = Annotated[
     | HttpTarget
     | CallbackTarget
     | EcsTarget
-    | BatchTarget,
+    | BatchTarget
+    | KubernetesTarget,
     Field(discriminator="type"),
 ]
-TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callback", "ecs", "batch")
+TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callback", "ecs", "batch", "kubernetes")
 # Targets whose result arrives from outside (a callback, a container's state change): no worker waits for it.
-EXTERNAL_TARGETS = (CallbackTarget, EcsTarget, BatchTarget)
+EXTERNAL_TARGETS = (CallbackTarget, EcsTarget, BatchTarget, KubernetesTarget)
 # Targets that run as containers: their timeout is a wall-clock limit from the start (heartbeats report progress
 # and checkpoints but never extend it), and their task is stopped when the run ends early.
-CONTAINER_TARGETS = (EcsTarget, BatchTarget)
-ContainerTarget = EcsTarget | BatchTarget
+CONTAINER_TARGETS = (EcsTarget, BatchTarget, KubernetesTarget)
+ContainerTarget = EcsTarget | BatchTarget | KubernetesTarget
 
 
 # --------------------------------------------------------------------------- retries, limits, alerts
@@ -1045,7 +1119,7 @@ class DagTask(StrictModel):
     @model_validator(mode="after")
     def _heartbeats(self) -> DagTask:
         _check_wait_policy(self.wait_for, self.wait)
-        if self.target.type in ("ecs", "batch"):
+        if self.target.type in ("ecs", "batch", "kubernetes"):
             raise _fail(
                 "container_task_in_dag",
                 "an {type} target runs a job's runs; DAG tasks cannot run one yet",

@@ -18,11 +18,20 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from jobsched.core.containers import BATCH_DONE, attempt_token, batch_outcome, short_name, stopped_result, task_outcome
+from jobsched.core.containers import (
+    BATCH_DONE,
+    EXECUTION_DONE,
+    attempt_token,
+    batch_outcome,
+    execution_outcome,
+    short_name,
+    stopped_result,
+    task_outcome,
+)
 from jobsched.core.names import RunEnv
 from jobsched.core.records import Run, StaleAttempt, TargetResult
 from jobsched.core.runs import RunStatus
-from jobsched.core.spec import BatchTarget, ContainerTarget, EcsTarget, JobSpec
+from jobsched.core.spec import BatchTarget, ContainerTarget, EcsTarget, JobSpec, KubernetesTarget
 from jobsched.ports import ContainersPort, JobsPort, RunsPort
 
 Recorded = Literal["recorded", "stale", "not_ours", "malformed"]
@@ -32,8 +41,20 @@ def is_batch_job(detail: dict[str, Any]) -> bool:
     return "jobId" in detail
 
 
+def is_execution(detail: dict[str, Any]) -> bool:
+    """A kubernetes target's execution (its Step Functions Execution Status Change)."""
+    return "executionArn" in detail
+
+
 def run_named_by(detail: dict[str, Any]) -> tuple[str, str, int] | None:
-    """(job, run id, attempt) from the work's environment (the scheduler set it at RunTask or SubmitJob)."""
+    """(job, run id, attempt) from the work's environment (the scheduler set it at RunTask or SubmitJob), or
+    from an execution's input."""
+    if is_execution(detail):
+        try:
+            run = json.loads(str(detail.get("input") or "{}")).get("jobsched") or {}
+            return str(run["job"]), str(run["run_id"]), int(run["attempt"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
     if is_batch_job(detail):
         variables = (detail.get("container") or {}).get("environment") or []
     else:
@@ -66,8 +87,12 @@ def started_task(run: Run, *, any_attempt: bool = False) -> dict[str, str]:
 
 
 def work_id(work: dict[str, Any]) -> str:
-    """The task's ARN or the job's id."""
-    return str(work.get("task_arn") or work.get("job_id") or "")
+    """The task's ARN, the job's id or the execution's ARN."""
+    return str(work.get("task_arn") or work.get("job_id") or work.get("execution_arn") or "")
+
+
+def detail_id(detail: dict[str, Any]) -> str:
+    return str(detail.get("executionArn") or detail.get("jobId") or detail.get("taskArn") or "")
 
 
 class ContainerResults:
@@ -78,14 +103,17 @@ class ContainerResults:
     def _attempts_work(self, run: Run, detail: dict[str, Any]) -> bool:
         recorded = work_id(started_task(run))
         if recorded:
-            return recorded == str(detail.get("jobId") if is_batch_job(detail) else detail.get("taskArn"))
+            return recorded == detail_id(detail)
         stored = self.jobs.get(run.job) if self.jobs is not None else None
         return stored is not None and started_by_attempt(stored.spec, run, detail)
 
     def stopped(self, detail: dict[str, Any]) -> Recorded:
         named = run_named_by(detail)
-        batch = is_batch_job(detail)
-        ended = detail.get("status") in BATCH_DONE if batch else detail.get("lastStatus") == "STOPPED"
+        batch, execution = is_batch_job(detail), is_execution(detail)
+        if execution:
+            ended = detail.get("status") in EXECUTION_DONE
+        else:
+            ended = detail.get("status") in BATCH_DONE if batch else detail.get("lastStatus") == "STOPPED"
         if named is None or not ended or (batch and "index" in (detail.get("arrayProperties") or {})):
             return "malformed"  # not ended, not the scheduler's, or one child of an array job
         job, run_id, attempt = named
@@ -94,7 +122,8 @@ class ContainerResults:
             return "stale"
         if not self._attempts_work(run, detail):
             return "not_ours"
-        result = stopped_result(batch_outcome(detail) if batch else task_outcome(detail))
+        outcome = execution_outcome(detail) if execution else batch_outcome(detail) if batch else task_outcome(detail)
+        result = stopped_result(outcome)
         try:
             self.complete(
                 job,
@@ -115,6 +144,9 @@ def started_by_attempt(spec: JobSpec, run: Run, detail: dict[str, Any]) -> bool:
     token (a task's startedBy, a job's name) and ran on the job's own cluster or queue (another team can run
     nothing there)."""
     token = attempt_token(run.job, run.run_id, run.attempt)
+    if isinstance(spec.target, KubernetesTarget) and is_execution(detail):
+        # Only the deployment's own state machine's executions reach here (its rule matches that machine).
+        return detail.get("name") == token
     if isinstance(spec.target, BatchTarget) and is_batch_job(detail):
         queue = short_name(str(detail.get("jobQueue") or ""))
         return detail.get("jobName") == token and queue == short_name(spec.target.job_queue)

@@ -40,7 +40,7 @@ from jobsched.core.records import Run, StaleAttempt, StoredJob
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import DEFAULT_BUS, AfterTrigger, JobTrigger
 from jobsched.core.waits import MAX_WAITERS_WOKEN, wake_rule
-from jobsched.pipeline.containers import ContainerResults, work_id
+from jobsched.pipeline.containers import ContainerResults, detail_id
 from jobsched.pipeline.reruns import reopen_and_send
 from jobsched.ports import EventBatchesPort, EventIntakeStorePort, RunsPort, WorkQueuesPort
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, trigger_resources
@@ -111,10 +111,7 @@ class EventIntake:
             return _dropped("stale_rule", "this deployment runs no container targets")
         recorded = self.containers.stopped(envelope.detail)
         if recorded == "recorded":
-            return Received(
-                "ended",
-                detail=work_id({"task_arn": envelope.detail.get("taskArn"), "job_id": envelope.detail.get("jobId")}),
-            )
+            return Received("ended", detail=detail_id(envelope.detail))
         if recorded == "stale":
             return Received("duplicate", detail="the attempt already ended, or is not this task's")
         reason: DropReason = "not_owned" if recorded == "not_ours" else "malformed"

@@ -29,6 +29,7 @@ from jobsched.core.spec import (
     HttpTarget,
     JobSpec,
     JobTrigger,
+    KubernetesTarget,
     LambdaTarget,
     SqsTarget,
     StepFunctionsTarget,
@@ -52,6 +53,8 @@ class ResourceKind(Enum):
     TASK_DEFINITION = "ECS task definition"  # the image, roles and command a container run uses: the team's
     JOB_QUEUE = "Batch job queue"  # a batch target's: the team's, or one the platform shares
     JOB_DEFINITION = "Batch job definition"  # the image, roles and command a batch run uses: the team's
+    EKS_CLUSTER = "EKS cluster"  # a kubernetes target's: the team's, or one the platform shares
+    NAMESPACE = "Kubernetes namespace"  # the team's by name: TEAM or TEAM-..., never another's nor the system's
 
     @property
     def shareable(self) -> bool:
@@ -63,6 +66,7 @@ class ResourceKind(Enum):
             ResourceKind.EVENT_BUS,
             ResourceKind.CLUSTER,
             ResourceKind.JOB_QUEUE,
+            ResourceKind.EKS_CLUSTER,
         )
 
 
@@ -127,6 +131,11 @@ def target_resources(target: Any, prefix: str = "target") -> list[ResourceRef]:
             ResourceRef(ResourceKind.CLUSTER, target.cluster, f"{prefix}.cluster"),
             ResourceRef(ResourceKind.TASK_DEFINITION, target.task_definition, f"{prefix}.task_definition"),
         ]
+    if isinstance(target, KubernetesTarget):
+        return [
+            ResourceRef(ResourceKind.EKS_CLUSTER, target.cluster, f"{prefix}.cluster"),
+            ResourceRef(ResourceKind.NAMESPACE, target.namespace, f"{prefix}.namespace"),
+        ]
     if isinstance(target, BatchTarget):
         return [
             ResourceRef(ResourceKind.JOB_QUEUE, target.job_queue, f"{prefix}.job_queue"),
@@ -171,6 +180,9 @@ def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
 
 def refusal(resource: ResourceRef, team: str, tags: dict[str, str] | None, reserved: tuple[str, ...]) -> str | None:
     """Why ``team`` may not use ``resource`` (None: it may). Pure: the rule, stated once."""
+    if resource.kind is ResourceKind.NAMESPACE:  # namespaces have no AWS tags: they are the team's by name
+        owned = resource.name == team or resource.name.startswith(f"{team}-")
+        return None if owned else f"is not the team's (a team's namespaces are named {team} or {team}-...)"
     if resource.is_reserved(reserved):
         return "is one of jobsched's own resources"
     if tags is None:
@@ -216,6 +228,8 @@ class OwnershipGuard:
         return NotOwned(resource, team, reason) if reason is not None else None
 
     def _tags(self, team: str, resource: ResourceRef) -> dict[str, str] | None:
+        if resource.kind is ResourceKind.NAMESPACE:
+            return {}  # nothing to read: the name decides (``refusal``)
         if resource.is_reserved(self.reserved):
             return None  # never read: the name alone decides
         key = (team, resource.kind, resource.name)

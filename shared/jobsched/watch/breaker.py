@@ -20,9 +20,7 @@ from jobsched.core.outcome import Outcome
 from jobsched.core.records import BreakerState, TargetResult
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import (
-    BatchTarget,
-    CallbackTarget,
-    EcsTarget,
+    EXTERNAL_TARGETS,
     EventBridgeTarget,
     HttpTarget,
     LambdaTarget,
@@ -50,7 +48,7 @@ def target_key(target: Any, team: str) -> str | None:
     if isinstance(target, HttpTarget):
         parts = urlsplit(str(target.url))
         return f"{team}:http:{parts.scheme}://{parts.netloc}"
-    if isinstance(target, CallbackTarget | EcsTarget | BatchTarget):
+    if isinstance(target, EXTERNAL_TARGETS):
         return None  # their results come later, from outside: there is no call whose failures a circuit counts
     raise TypeError(f"unknown target {type(target).__name__}")
 

@@ -21,12 +21,12 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError
 
-from jobsched.adapters.aws.ecs_tasks import RUN_TAG, EcsTasks, RunCallbacks, pending, run_environment, unanswered
+from jobsched.adapters.aws.ecs_tasks import RUN_TAG, RunCallbacks, pending, run_environment, unanswered
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.containers import TaskOutcome, attempt_token, batch_outcome
 from jobsched.core.names import JOB_TAG, OWNER_TAG
 from jobsched.core.records import RunContext, TargetResult
-from jobsched.core.spec import BatchTarget, ContainerTarget
+from jobsched.core.spec import BatchTarget
 
 BATCH_TIMEOUT_MARGIN_S = 300
 
@@ -101,25 +101,3 @@ class BatchJobs:
 
 def _work(target: BatchTarget, job_id: str) -> dict[str, str]:
     return {"job_queue": target.job_queue, "job_id": job_id, "job_definition": target.job_definition}
-
-
-class ContainerWork:
-    """The containers port over both kinds of container work: ECS tasks and Batch jobs (by target, or by
-    what the run keeps of the work)."""
-
-    def __init__(self, ecs: EcsTasks, batch: BatchJobs) -> None:
-        self.ecs, self.batch = ecs, batch
-
-    def find(self, team: str, target: ContainerTarget, token: str) -> dict[str, str] | None:
-        if isinstance(target, BatchTarget):
-            return self.batch.find(team, target, token)
-        return self.ecs.find(team, target, token)
-
-    def describe(self, team: str, work: dict[str, str]) -> TaskOutcome | None:
-        return self._of(work).describe(team, work)
-
-    def stop(self, team: str, work: dict[str, str], reason: str) -> None:
-        self._of(work).stop(team, work, reason)
-
-    def _of(self, work: dict[str, str]) -> EcsTasks | BatchJobs:
-        return self.batch if "job_id" in work else self.ecs

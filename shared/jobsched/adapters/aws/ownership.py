@@ -31,6 +31,7 @@ CONTAINER_KINDS = (
     ResourceKind.JOB_QUEUE,
     ResourceKind.JOB_DEFINITION,
     ResourceKind.LOG_GROUP,
+    ResourceKind.EKS_CLUSTER,
 )
 MISSING = frozenset(
     {
@@ -177,6 +178,9 @@ class AwsTagReader:
             return dict(logs.list_tags_for_resource(resourceArn=arn).get("tags", {}))
         if resource.kind in (ResourceKind.JOB_QUEUE, ResourceKind.JOB_DEFINITION):
             return self._batch_tags(team, resource)
+        if resource.kind is ResourceKind.EKS_CLUSTER:
+            name = resource.name.rsplit("/", 1)[-1]
+            return dict(self.sessions.client(team, "eks").describe_cluster(name=name)["cluster"].get("tags") or {})
         return self._ecs_tags(team, resource)
 
     def _batch_tags(self, team: str, resource: ResourceRef) -> dict[str, str]:

@@ -17,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.adapters.aws.batch_jobs import BatchJobs
 from jobsched.adapters.aws.ecs_tasks import EcsTasks, RunCallbacks
+from jobsched.adapters.aws.kubernetes_jobs import KubernetesJobs
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import (
@@ -25,6 +26,7 @@ from jobsched.core.spec import (
     EcsTarget,
     EventBridgeTarget,
     HttpTarget,
+    KubernetesTarget,
     LambdaTarget,
     SqsTarget,
     StepFunctionsTarget,
@@ -100,6 +102,7 @@ class TargetExecutor:
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         callbacks: RunCallbacks | None = None,
+        kubernetes_state_machine: str | None = None,
     ) -> None:
         self.guard = guard
         self.monotonic = monotonic
@@ -110,6 +113,7 @@ class TargetExecutor:
         self.sleep = sleep
         self.ecs = EcsTasks(self.sessions, callbacks)
         self.batch = BatchJobs(self.sessions, callbacks)
+        self.kubernetes = KubernetesJobs(self.sessions, kubernetes_state_machine, callbacks=callbacks)
 
     def execute(self, target: Any, context: RunContext) -> TargetResult:
         try:
@@ -128,6 +132,7 @@ class TargetExecutor:
             CallbackTarget: lambda _target, _context: TargetResult("pending", output="waiting for the callback"),
             EcsTarget: self.ecs.start,
             BatchTarget: self.batch.start,
+            KubernetesTarget: self.kubernetes.start,
         }
         adapter = adapters.get(type(target))
         if adapter is None:
