@@ -173,6 +173,10 @@ def test_function_roles_keep_no_permission_on_team_resources(dev: Template) -> N
             if not granted:
                 continue
             resource = json.dumps(statement["Resource"])
+            if granted == {"states:StartExecution"} and "jobsched-dev-kubernetes-jobs" in resource:
+                # Kubernetes targets' Jobs: only the deployment's own kubernetes state machine, by its exact name.
+                assert function == "Worker" and "*" not in resource and "Condition" not in statement
+                continue
             if granted == {"states:StartExecution"}:
                 # DAG starts: only jobsched's own machines, each tagged with its job.
                 assert function == "Worker" and "jobsched-dev-dag-" in resource
@@ -441,14 +445,17 @@ def test_workflow_role_and_scoped_pass_role(dev: Template) -> None:
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "states.amazonaws.com"}}
     [manage] = [s for s in statements if isinstance(s["Action"], list) and "states:CreateStateMachine" in s["Action"]]
     assert "stateMachine:jobsched-dev-dag-*" in json.dumps(manage["Resource"])
-    # Whoever starts, stops or reports on executions may do so only for the project's DAG machines.
+    # Whoever starts, stops or reports on executions may do so only for the project's DAG machines, and its one
+    # kubernetes machine (by its exact name).
     for name in ("FunctionsWorker", "FunctionsApi", "FunctionsHeartbeat"):
         [policy] = [p for n, p in resources(template, "AWS::IAM::Policy").items() if n.startswith(name)]
         for statement in policy["PolicyDocument"]["Statement"]:
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
             if any(action.startswith("states:") for action in actions) and "Condition" not in statement:
                 text = json.dumps(statement["Resource"])
-                assert "stateMachine:jobsched-dev-dag-*" in text or "execution:jobsched-dev-dag-*" in text, statement
+                owned = ("stateMachine:jobsched-dev-dag-*", "execution:jobsched-dev-dag-*")
+                kubernetes = ('stateMachine:jobsched-dev-kubernetes-jobs"', "execution:jobsched-dev-kubernetes-jobs:*")
+                assert any(part in text for part in owned + kubernetes), statement
     functions = resources(template, "AWS::Lambda::Function")
     worker = next(p for n, p in functions.items() if n.startswith("FunctionsWorker"))
     prefix = json.dumps(worker["Environment"]["Variables"]["JOBSCHED_STATE_MACHINE_PREFIX"])
@@ -694,6 +701,17 @@ def test_stopped_container_tasks_reach_the_intake_through_one_rule_and_the_targe
         assert rule["EventPattern"] == pattern and rule["Name"].startswith("jobsched-dev-")
         [target] = rule["Targets"]
         assert target["InputTransformer"]["InputTemplate"] == container_envelope_template()
+    # Kubernetes targets: only the deployment's kubernetes machine's executions reach the intake.
+    [kubernetes] = [
+        p
+        for p in resources(template, "AWS::Events::Rule").values()
+        if p.get("Name", "").endswith("kubernetes-state-changes")
+    ]
+    machine = json.dumps(kubernetes["EventPattern"]["detail"]["stateMachineArn"])
+    assert (
+        kubernetes["EventPattern"]["source"] == ["aws.states"]
+        and "stateMachine:jobsched-dev-kubernetes-jobs" in machine
+    )
     statements = _policies_of(template, "FunctionsTargetsRoleDefaultPolicy")
     [run_task] = [s for s in statements if "ecs:RunTask" in _actions(s)]
     assert run_task["Condition"] == OWN_TEAM
