@@ -16,6 +16,10 @@ processes them concurrently; each AWS call takes 6 ms in-region.
 Then a 5-task diamond DAG runs on moto's Step Functions interpreter: state transitions per run (billed
 at $25 per million), with and without a retried task, and the DynamoDB and SQS work per DAG run.
 
+Then container runs (ECS, Fargate) through the dispatcher, the worker and the intake that their task's state change
+reaches: what the scheduler adds to each (``container_run_cost_per_million_usd=``), with the task's own Fargate price
+for scale.
+
 Then ``cost_per_million_runs_usd=`` (on demand, blended over the minutely and hourly runs) and
 ``cost_per_million_runs_provisioned_usd=``, and last the monthly cost of a deployment with no jobs, item
 by item, for a non-prod and a prod stage (``scripts/idle_cost.py``): ``idle_cost_per_month_usd=`` and
@@ -25,6 +29,8 @@ by item, for a non-prod and a prod stage (``scripts/idle_cost.py``): ``idle_cost
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import math
 import os
 import sys
@@ -96,6 +102,15 @@ class Meter:
     write_units: Counter[str] = field(default_factory=Counter)
     read_units: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     aws_seconds: float = 0.0  # time spent inside moto (subtracted from measured compute)
+
+    @contextlib.contextmanager
+    def paused(self) -> Any:
+        """Calls the test makes in AWS's place (stopping a task ECS would stop itself) are not counted."""
+        counted, self.requests = self.requests, Counter()
+        try:
+            yield
+        finally:
+            self.requests = counted
 
     def wrap(self, client: Any, service: str) -> None:
         original = client._make_api_call
@@ -299,6 +314,112 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, floa
 
 
 PRICE_STATE_TRANSITION = 25e-6  # Step Functions Standard
+# A container run's end comes back as an ECS Task State Change: AWS service events on the default bus are free;
+# the rule's delivery is one SQS send to the intake queue, which the events function reads in batches of 10
+# (one receive and one delete a batch) in an invocation of about 50 ms at 256 MB.
+INTAKE_BATCH = 10
+INTAKE_SECONDS = 0.050
+# The work itself is the team's bill, printed for scale: Fargate (x86, us-east-1) per vCPU-hour and GB-hour.
+FARGATE_VCPU_HOUR, FARGATE_GB_HOUR = 0.04048, 0.004445
+
+
+def container_scenario(runs: int) -> list[str]:
+    """ECS container runs through the dispatcher, the worker (RunTask, its record) and the intake (the task's
+    state change ends the run): what the scheduler adds to each container run, per request and per unit."""
+    from infra.local.moto_patches import ecs_awsvpc_tasks, ecs_tasks_run_until_stopped
+    from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
+
+    ecs_awsvpc_tasks()
+    ecs_tasks_run_until_stopped()
+    with mock_aws():
+        clock = Clock("2027-01-04T08:59:00Z")
+        stack = Stack(clock, FakeLambdas(functions={}))
+        ec2 = stack.sessions.client("bench", "ec2")
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+        group = ec2.create_security_group(GroupName="bench", Description="bench", VpcId=vpc)["GroupId"]
+        ecs = stack.sessions.client("bench", "ecs")
+        tags = [{"key": "jobsched-team", "value": "bench"}]
+        ecs.create_cluster(clusterName="bench", tags=tags)
+        ecs.register_task_definition(
+            family="export",
+            containerDefinitions=[{"name": "export", "image": "example/export:1", "memory": 512}],
+            requiresCompatibilities=["FARGATE"],
+            networkMode="awsvpc",
+            cpu="256",
+            memory="512",
+            tags=tags,
+        )
+        jobs = 20
+        for index in range(jobs):
+            stack.register(
+                {
+                    "name": f"export-{index:02d}",
+                    "team": "bench",
+                    "schedule": {"expression": "* * * * *"},
+                    "target": {
+                        "type": "ecs",
+                        "cluster": "bench",
+                        "task_definition": "export",
+                        "launch_type": "FARGATE",
+                        "network": {"subnets": [subnet], "security_groups": [group]},
+                        "container": {"name": "export", "command": ["export"]},
+                    },
+                }
+            )
+        meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
+        meter.wrap(stack.dynamodb, "dynamodb")
+        meter.wrap(stack.sqs, "sqs")
+        meter.wrap(ecs, "ecs")
+        ended = 0
+        for _ in range(max(1, runs // jobs)):
+            stack.tick()
+            clock.advance(timedelta(minutes=1))
+            stack.pump()
+            arns = ecs.list_tasks(cluster="bench", desiredStatus="RUNNING")["taskArns"]
+            for task in ecs.describe_tasks(cluster="bench", tasks=arns)["tasks"] if arns else []:
+                with meter.paused():
+                    ecs.stop_task(cluster="bench", task=task["taskArn"], reason="done")
+                detail = json.loads(json.dumps(task, default=str)) | {
+                    "lastStatus": "STOPPED",
+                    "stopCode": "EssentialContainerExited",
+                    "containers": [{"name": "export", "exitCode": 0}],
+                }
+                event = {"source": "aws.ecs", "detail-type": "ECS Task State Change", "detail": detail}
+                envelope = EventEnvelope.model_validate(
+                    {"jobsched": {"job": "", "trigger": CONTAINER_TRIGGER}, "event": event}
+                )
+                ended += stack.intake.receive(envelope, now=clock()).action == "ended"
+    per_run = {key: value / ended for key, value in meter.requests.items()}
+    writes = sum(meter.write_units.values()) / ended
+    reads = sum(meter.read_units.values()) / ended
+    sqs = sum(v for k, v in per_run.items() if k.startswith("sqs.")) + 1 + 2 / INTAKE_BATCH
+    # A batch of ten runs concurrently: its invocation lasts about one record's time (its calls and 10 ms of
+    # compute), shared by the ten runs.
+    worker_s = (sum(per_run.values()) * AWS_CALL_SECONDS + 0.010) / ESM_BATCH
+    costs = {
+        "dynamodb writes": writes * PRICE_WRITE_UNIT,
+        "dynamodb reads": reads * PRICE_READ_UNIT,
+        "sqs requests (work queue, intake)": sqs * PRICE_SQS_REQUEST,
+        "worker lambda": PRICE_LAMBDA_REQUEST / ESM_BATCH + worker_s * WORKER_MEMORY_GB * PRICE_GB_SECOND,
+        "events lambda (the state change)": PRICE_LAMBDA_REQUEST / INTAKE_BATCH
+        + INTAKE_SECONDS * WORKER_MEMORY_GB * PRICE_GB_SECOND,
+        "ecs api calls (RunTask, ListTasks)": 0.0,
+    }
+    total = sum(costs.values()) * 1e6
+    fargate = (0.25 * FARGATE_VCPU_HOUR + 0.5 * FARGATE_GB_HOUR) * (10 / 60)
+    lines = [f"== container runs (ECS, Fargate): {ended} runs ended by their task's state change"]
+    lines += [f"  requests/run {key:34s} {value:6.3f}" for key, value in sorted(per_run.items())]
+    lines += [f"  write units/run {key:31s} {value / ended:6.3f}" for key, value in sorted(meter.write_units.items())]
+    lines += [f"  read units/run {key:32s} {value / ended:6.3f}" for key, value in sorted(meter.read_units.items())]
+    lines += [f"  $/million runs {key:32s} {value * 1e6:7.3f}" for key, value in costs.items()]
+    lines.append(f"  $/million runs {'TOTAL (the scheduler)':32s} {total:7.3f}")
+    lines.append(
+        f"  for scale, the task itself (the team's bill): 0.25 vCPU, 0.5 GB for 10 min on Fargate = "
+        f"${fargate * 1e6:,.0f} per million runs"
+    )
+    lines.append(f"container_run_cost_per_million_usd={total:.3f}")
+    return lines
 
 
 def dag_scenario(runs: int) -> list[str]:
@@ -381,6 +502,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--dag-runs", type=int, default=10, help="runs of the 5-task DAG (0: skip)")
     parser.add_argument("--skip-idle", action="store_true", help="leave out the idle deployment's monthly cost")
+    parser.add_argument("--container-runs", type=int, default=200, help="ECS container runs (0: skip)")
     args = parser.parse_args()
     for name, value in {
         "AWS_ACCESS_KEY_ID": "bench",
@@ -408,6 +530,8 @@ def main() -> None:
         totals.append((scenario.runs, total, provisioned))
     if args.dag_runs:
         print("\n".join(dag_scenario(args.dag_runs)))
+    if args.container_runs:
+        print("\n".join(container_scenario(args.container_runs)))
     runs_in_all = sum(runs for runs, _, _ in totals)
     blended = sum(runs * total for runs, total, _ in totals) / runs_in_all
     blended_provisioned = sum(runs * provisioned for runs, _, provisioned in totals) / runs_in_all
