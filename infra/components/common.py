@@ -7,10 +7,13 @@ from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from constructs import Construct
 
 from infra.config import StageConfig
+from jobsched.core.events import container_envelope_template
 from jobsched.core.names import physical_name
 from jobsched.watch.signals import CATALOG, NAMESPACE
 
@@ -23,6 +26,25 @@ LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 def resource_name(config: StageConfig, logical: str) -> str:
     return physical_name(config.stage, logical)
+
+
+def work_end_rule(
+    scope: Construct, construct_id: str, *, name: str, description: str, pattern: dict[str, Any], intake_arn: str
+) -> events.CfnRule:
+    """A rule that brings the end of work the scheduler started (a task, a job, an execution) to the intake,
+    wrapped in the container envelope."""
+    transformer = events.CfnRule.InputTransformerProperty(
+        input_template=container_envelope_template(), input_paths_map={}
+    )
+    return events.CfnRule(
+        scope,
+        construct_id,
+        name=name,
+        description=description,
+        event_pattern=pattern,
+        state="ENABLED",
+        targets=[events.CfnRule.TargetProperty(id="intake", arn=intake_arn, input_transformer=transformer)],
+    )
 
 
 def colon_arn_format() -> Any:

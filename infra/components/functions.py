@@ -26,6 +26,7 @@ from infra.components.common import (
     WORKER_TIMEOUT,
     lambda_code,
     resource_name,
+    work_end_rule,
 )
 from infra.components.queues import Queues
 from infra.components.storage import Storage
@@ -43,7 +44,7 @@ from infra.components.waivers import (
 from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.console.widget import ONCALL_ALIAS, PLACEHOLDER_ALIAS
-from jobsched.core.events import container_envelope_template, container_rule_patterns
+from jobsched.core.events import container_rule_patterns
 from jobsched.core.names import INTAKE_CONCURRENCY, OWNER_TAG, PRIORITIES, PROJECT, Env
 from jobsched.watch.signals import NAMESPACE
 
@@ -315,22 +316,13 @@ class Functions(Construct):
         # scheduler started carry a startedBy under the container prefix, Batch jobs a name under it), named
         # under the stage's prefix like the triggers' rules, so the queue's policy admits them.
         for name, pattern in container_rule_patterns().items():
-            events.CfnRule(
+            work_end_rule(
                 self,
                 "".join(part.title() for part in name.split("-")),  # ContainerStateChanges, BatchStateChanges
                 name=f"{rule_prefix}{name}",
                 description=f"jobsched: {pattern['detail-type'][0]} of work this deployment started -> the intake",
-                event_pattern=pattern,
-                state="ENABLED",
-                targets=[
-                    events.CfnRule.TargetProperty(
-                        id="intake",
-                        arn=queues.intake.queue_arn,
-                        input_transformer=events.CfnRule.InputTransformerProperty(
-                            input_template=container_envelope_template(), input_paths_map={}
-                        ),
-                    )
-                ],
+                pattern=pattern,
+                intake_arn=queues.intake.queue_arn,
             )
         # The deployment's bus: "Run Finished" of every run, put only by jobsched's functions (a team cannot
         # forge one there), for teams' rules to build on.

@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 
 from aws_cdk import Stack
-from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.components.common import colon_arn_format, resource_name
+from infra.components.common import colon_arn_format, resource_name, work_end_rule
 from infra.components.functions import Functions
 from infra.components.queues import Queues
 from infra.config import StageConfig
-from jobsched.core.events import container_envelope_template, kubernetes_rule_pattern
+from jobsched.core.events import kubernetes_rule_pattern
 from jobsched.core.kubernetes import state_machine_definition
 from jobsched.core.names import PROJECT, Env
 
@@ -62,20 +61,11 @@ class KubernetesJobs(Construct):
                 )
             )
             function.add_environment(Env.KUBERNETES_STATE_MACHINE, arn)
-        events.CfnRule(
+        work_end_rule(
             self,
             "StateChanges",
             name=f"{PROJECT}-{config.stage}-kubernetes-state-changes",
             description="jobsched: the end of each kubernetes target's execution -> the intake",
-            event_pattern=kubernetes_rule_pattern(arn),
-            state="ENABLED",
-            targets=[
-                events.CfnRule.TargetProperty(
-                    id="intake",
-                    arn=queues.intake.queue_arn,
-                    input_transformer=events.CfnRule.InputTransformerProperty(
-                        input_template=container_envelope_template(), input_paths_map={}
-                    ),
-                )
-            ],
+            pattern=kubernetes_rule_pattern(arn),
+            intake_arn=queues.intake.queue_arn,
         )
