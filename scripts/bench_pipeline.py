@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stac
 from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
-from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, IndexDefinition, TableDefinition
+from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, IndexDefinition, JobsKeys, TableDefinition
 from scripts.idle_cost import report as idle_cost_report
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
@@ -67,6 +67,42 @@ TARGET_SECONDS = 0.100
 ESM_BATCH = 10
 
 _deserialize = TypeDeserializer().deserialize
+# Lambda gives a function CPU in proportion to its memory: one vCPU at 1,769 MB.
+LAMBDA_MB_PER_VCPU = 1769
+DISPATCHER_IO_CONCURRENCY = 16  # the dispatcher's calls in flight (Dispatcher.io_concurrency)
+
+# What each item a run writes is for: the guarantee it carries (the breakdown the cost lines print).
+ITEM_KINDS = {
+    "job state": "the job's cursor (one run per instant), its running slots (max_running per job), the audit mark",
+    "team quota": "the team's running slots (max_running per team: no noisy neighbour)",
+    "run": "the run record: the claim (one attempt runs), its fencing, lease, result",
+    "other": "other items",
+}
+
+
+def item_kind(table: str, pk: str, sk: str) -> str:
+    """Which kind of item a write touched (see ``ITEM_KINDS``)."""
+    if table == RUNS_TABLE.logical_name:
+        return "run"
+    if pk.startswith(JobsKeys.TEAM_PREFIX) and sk == JobsKeys.QUOTA:
+        return "team quota"
+    if sk == JobsKeys.STATE:
+        return "job state"
+    return "other"
+
+
+def billed_seconds(
+    *, cpu_seconds: float, aws_calls: float, memory_gb: float, concurrency: float = 1, fixed_seconds: float = 0.0
+) -> float:
+    """What Lambda bills for work that used ``cpu_seconds`` of CPU (measured here, on a full core) and made
+    ``aws_calls`` calls ``concurrency`` at a time, plus ``fixed_seconds`` of waiting (a target's duration):
+    the CPU stretched to the function's share of a vCPU, the calls' latency, never below zero."""
+    share = min(1.0, memory_gb * 1000 / LAMBDA_MB_PER_VCPU)
+    return (
+        max(0.0, cpu_seconds) / share
+        + max(0.0, aws_calls) / max(1.0, concurrency) * AWS_CALL_SECONDS
+        + max(0.0, fixed_seconds)
+    )
 
 
 def attribute_size(value: dict[str, Any]) -> int:
@@ -101,7 +137,9 @@ class Meter:
     requests: Counter[str] = field(default_factory=Counter)
     write_units: Counter[str] = field(default_factory=Counter)
     read_units: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    aws_seconds: float = 0.0  # time spent inside moto (subtracted from measured compute)
+    aws_seconds: float = 0.0  # wall time spent inside moto
+    aws_cpu_seconds: float = 0.0  # CPU time spent inside moto, in the calling threads (subtracted from our CPU)
+    write_units_by_item: Counter[str] = field(default_factory=Counter)  # by what the item is (``item_kind``)
 
     @contextlib.contextmanager
     def paused(self) -> Any:
@@ -112,6 +150,10 @@ class Meter:
         finally:
             self.requests = counted
 
+    @property
+    def calls(self) -> int:
+        return sum(self.requests.values())
+
     def wrap(self, client: Any, service: str) -> None:
         original = client._make_api_call
 
@@ -119,9 +161,10 @@ class Meter:
             self.requests[f"{service}.{operation}"] += 1
             if service == "dynamodb" and operation in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"):
                 return self._write(original, operation, params)
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             response = original(operation, params)
             self.aws_seconds += time.perf_counter() - began
+            self.aws_cpu_seconds += time.thread_time() - cpu
             if service == "dynamodb":
                 self._read(operation, params, response)
             return response
@@ -132,6 +175,7 @@ class Meter:
     # ------------------------------------------------------------------------------ writes
 
     def _write(self, original: Any, operation: str, params: dict[str, Any]) -> Any:
+        cpu = time.thread_time()  # the meter's own reads of the item before and after count as moto's CPU too
         targets = self._write_targets(operation, params)
         before = {key: self._get(original, table, key) for table, key in targets}
         began = time.perf_counter()
@@ -149,11 +193,13 @@ class Meter:
                 new = old if failed else self._get(original, table, key)
                 units = max(1, math.ceil(max(item_size(old), item_size(new)) / 1024)) * factor
                 self.write_units[f"{self._logical(table)} table"] += units
+                self.write_units_by_item[item_kind(self._logical(table), key[1], key[2])] += units
                 if not failed:
                     for index in self.tables[table].indexes:
                         self.write_units[f"{self._logical(table)} index {index.name}"] += self._index_writes(
                             index, self.tables[table], old, new
                         )
+            self.aws_cpu_seconds += time.thread_time() - cpu
 
     def _write_targets(self, operation: str, params: dict[str, Any]) -> list[tuple[str, tuple[str, str, str]]]:
         def key_of(table: str, key_or_item: dict[str, Any]) -> tuple[str, tuple[str, str, str]]:
@@ -234,6 +280,7 @@ class Scenario:
     worker_compute_seconds: float = 0.0
     dispatcher_compute_seconds: float = 0.0
     messages_delivered: int = 0
+    dispatcher_calls: int = 0
 
 
 def run_scenario(
@@ -256,14 +303,17 @@ def run_scenario(
     meter.wrap(stack.sqs, "sqs")
     scenario = Scenario(name)
     for _ in range(steps):
-        began, moto_before = time.perf_counter(), meter.aws_seconds
+        # Our CPU: the process's CPU over the step less moto's, measured in the calling threads (a wall-clock
+        # difference went negative when the dispatcher had 16 calls in flight).
+        began, calls_before, moto_before = time.process_time(), meter.calls, meter.aws_cpu_seconds
         stack.tick()
-        scenario.dispatcher_compute_seconds += (time.perf_counter() - began) - (meter.aws_seconds - moto_before)
+        scenario.dispatcher_compute_seconds += (time.process_time() - began) - (meter.aws_cpu_seconds - moto_before)
+        scenario.dispatcher_calls += meter.calls - calls_before
         scenario.ticks += 1
         clock.advance(step)
-        began, moto_before = time.perf_counter(), meter.aws_seconds
+        began, moto_before = time.process_time(), meter.aws_cpu_seconds
         outcomes = stack.pump()
-        scenario.worker_compute_seconds += (time.perf_counter() - began) - (meter.aws_seconds - moto_before)
+        scenario.worker_compute_seconds += (time.process_time() - began) - (meter.aws_cpu_seconds - moto_before)
         scenario.messages_delivered += len(outcomes)
     scenario.runs = len(lambdas.calls)
     return scenario, meter
@@ -277,15 +327,24 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, floa
     writes = sum(meter.write_units.values()) / runs
     reads = sum(meter.read_units.values()) / runs
     worker_invocations = math.ceil(scenario.messages_delivered / ESM_BATCH) / runs
-    # A batch of ten runs concurrently: it lasts about as long as one record (compute + calls + target).
-    record_seconds = (
-        scenario.worker_compute_seconds / max(1, scenario.messages_delivered)
-        + (dynamo_calls + sqs_requests) * AWS_CALL_SECONDS
-        + TARGET_SECONDS
+    # A batch of ten: its records' calls and targets overlap (threads), their CPU does not (one interpreter on
+    # the function's share of a vCPU). Per run: the batch's billed time over its runs.
+    records = max(1, scenario.messages_delivered)
+    batch_seconds = billed_seconds(
+        cpu_seconds=scenario.worker_compute_seconds / records * ESM_BATCH,
+        aws_calls=dynamo_calls + sqs_requests,
+        memory_gb=WORKER_MEMORY_GB,
+        fixed_seconds=TARGET_SECONDS,
     )
-    worker_gb_s = worker_invocations * record_seconds * WORKER_MEMORY_GB
+    worker_gb_s = worker_invocations * batch_seconds * WORKER_MEMORY_GB
     dispatcher_invocations = scenario.ticks / runs
-    dispatcher_gb_s = (scenario.dispatcher_compute_seconds / runs + 0.002) * DISPATCHER_MEMORY_GB
+    dispatcher_seconds = billed_seconds(
+        cpu_seconds=scenario.dispatcher_compute_seconds,
+        aws_calls=scenario.dispatcher_calls,
+        memory_gb=DISPATCHER_MEMORY_GB,
+        concurrency=DISPATCHER_IO_CONCURRENCY,
+    )
+    dispatcher_gb_s = dispatcher_seconds / runs * DISPATCHER_MEMORY_GB
     costs = {
         "dynamodb writes": writes * PRICE_WRITE_UNIT,
         "dynamodb reads": reads * PRICE_READ_UNIT,
@@ -298,8 +357,19 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, floa
     lines += [f"  requests/run {key:34s} {value:6.3f}" for key, value in sorted(per_run.items())]
     lines += [f"  write units/run {key:31s} {value / runs:6.3f}" for key, value in sorted(meter.write_units.items())]
     lines += [f"  read units/run {key:32s} {value / runs:6.3f}" for key, value in sorted(meter.read_units.items())]
+    lines += [
+        f"  table write units/run by item: {kind:10s} {units / runs:6.3f}  ({ITEM_KINDS[kind]})"
+        for kind, units in sorted(meter.write_units_by_item.items())
+    ]
     lines.append(
         f"  lambda invocations/run: worker {worker_invocations:.3f}, dispatcher {dispatcher_invocations:.4f}, target 1"
+    )
+    record_cpu_ms = scenario.worker_compute_seconds / records * 1000
+    ticks = max(1, scenario.ticks)
+    lines.append(
+        f"  billed: worker batch {batch_seconds * 1000:.0f} ms ({record_cpu_ms:.2f} ms CPU a record), dispatcher "
+        f"{dispatcher_seconds / ticks * 1000:.0f} ms a tick ({scenario.dispatcher_compute_seconds / ticks * 1000:.1f}"
+        f" ms CPU, {scenario.dispatcher_calls / ticks:.0f} calls)"
     )
     lines += [f"  $/million runs {key:32s} {value * 1e6:7.3f}" for key, value in costs.items()]
     total = sum(costs.values()) * 1e6
