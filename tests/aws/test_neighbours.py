@@ -121,7 +121,10 @@ def test_every_team_is_held_to_its_max_running_by_default(stack: Stack, clock: C
     clock.advance(timedelta(minutes=1))
     outcomes = stack.pump()
     waiting = [o for o in outcomes if o.action == "waiting"]
-    assert len(waiting) == 1 and f"team greedy max_running {limit} reached" in waiting[0].detail
+    # One run held back, looking again after 1 s, 1 s, 2 s... (each look a new delivery of the same run).
+    assert waiting and all(f"team greedy max_running {limit} reached" in o.detail for o in waiting)
+    assert len({o.resend.run_id for o in waiting if o.resend is not None}) == 1
+    assert [o.wait.total_seconds() for o in waiting if o.wait is not None] == [1, 1, 2, 4, 8, 16, 30][: len(waiting)]
     running = [s for s in stack.jobs.slot_holders("TEAM#greedy", "QUOTA")]
     assert len(running) == limit
     [canary] = stack.run_list("quiet/canary")

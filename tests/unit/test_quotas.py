@@ -66,3 +66,15 @@ def test_run_messages_carry_their_team_as_the_fair_queue_group() -> None:
     message = RunMessage.scheduled(job="payments/ledger", team="payments", at=at, fire_at=at, spec_version=1)
     assert WorkQueues({"normal": "https://sqs/normal"}, sqs).send_each("normal", [(message, NOW)]) == set()
     assert sqs.entries[0]["MessageGroupId"] == "payments"
+
+
+def test_a_run_that_finds_its_slots_full_looks_again_soon_then_every_30_seconds() -> None:
+    from jobsched.pipeline.claiming import slot_wait, waiting_for_slots
+
+    assert [slot_wait(n).total_seconds() for n in range(9)] == [1, 1, 2, 4, 8, 16, 30, 30, 30]
+    at = utc("2027-01-04T09:00:00Z")
+    message = RunMessage.scheduled(job="t/j", team="t", at=at, fire_at=at, spec_version=1)
+    first = waiting_for_slots(message, "full")
+    assert first.wait == timedelta(seconds=1) and isinstance(first.resend, RunMessage)
+    assert first.resend.slot_waits == 1
+    assert first.resend.model_copy(update={"slot_waits": 0}) == message, "nothing else of the run changes"

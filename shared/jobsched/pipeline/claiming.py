@@ -24,7 +24,21 @@ from jobsched.pipeline.containers import stop_started_task
 from jobsched.pipeline.decisions import claim_transition, is_external, lease_until, overlap_policy
 from jobsched.ports import ContainersPort, JobsPort, RunsPort
 
-WAIT_WHEN_FULL = timedelta(seconds=30)  # a message for a job at max_running comes back after this
+WAIT_WHEN_FULL = timedelta(seconds=30)  # the longest a message for a job or team at max_running waits to look again
+# Slots usually free within seconds (most runs are short): a run that found them full looks again after 1 s, 1 s,
+# 2 s, 4 s... up to WAIT_WHEN_FULL, so the 21st run of a team limited to 20 starts about a second after a slot
+# frees, not 30 s later, and a long wait still costs a delivery only every 30 s.
+SLOT_WAITS = (1, 1, 2, 4, 8, 16)
+
+
+def slot_wait(waits: int) -> timedelta:
+    """How long a run that found its slots full ``waits`` times before waits now."""
+    return timedelta(seconds=SLOT_WAITS[waits]) if waits < len(SLOT_WAITS) else WAIT_WHEN_FULL
+
+
+def waiting_for_slots(message: RunMessage, detail: str) -> Outcome:
+    again = message.model_copy(update={"slot_waits": message.slot_waits + 1})
+    return Outcome("waiting", detail, wait=slot_wait(message.slot_waits), resend=again)
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,7 @@ class Claims:
                     ended=ended,
                 )
             if not taken.acquired:
-                return Outcome("waiting", f"max_running {limit} reached ({others})", wait=WAIT_WHEN_FULL)
+                return waiting_for_slots(message, f"max_running {limit} reached ({others})")
         # The team's share: one team's backlog or hung target holds at most max_running of the workers.
         quota = self.jobs.team_limits(spec.team).max_running
         team = self.jobs.acquire_slot(
@@ -89,7 +103,7 @@ class Claims:
         )
         if not team.acquired:
             self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
-            return Outcome("waiting", f"team {spec.team} max_running {quota} reached", wait=WAIT_WHEN_FULL)
+            return waiting_for_slots(message, f"team {spec.team} max_running {quota} reached")
         return None
 
     def ended_runs(self, holders: list[str], *, job: str | None = None) -> set[str]:

@@ -157,7 +157,8 @@ class Records:
             reason=f"waiting since {instant_text(now)}: {outcome.detail}",
             deadline=stored.spec.deadline,
         )
-        return replace(outcome, resend=message.model_copy(update={"waiting_since": instant_text(now)}))
+        again = outcome.resend if isinstance(outcome.resend, RunMessage) else message
+        return replace(outcome, resend=again.model_copy(update={"waiting_since": instant_text(now)}))
 
     def skip(self, message: RunMessage, spec: JobSpec, now: datetime, reason: str) -> Outcome:
         created = self.runs.create(
