@@ -8,14 +8,12 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from jobsched.adapters.aws.batch_jobs import BatchJobs
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.container_logs import ContainerLogs
 from jobsched.adapters.aws.container_work import ContainerWork
 from jobsched.adapters.aws.data_checks import S3DataChecks
-from jobsched.adapters.aws.ecs_tasks import EcsTasks, RunCallbacks
+from jobsched.adapters.aws.ecs_tasks import RunCallbacks
 from jobsched.adapters.aws.jobs_store import JobsStore
-from jobsched.adapters.aws.kubernetes_jobs import KubernetesJobs
 from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
@@ -115,12 +113,6 @@ def build_targets(settings: Settings, *, lambda_invoker: LambdaInvoker | None = 
     )
 
 
-def container_work(settings: Settings) -> ContainerWork:
-    sessions = team_sessions(settings.target_role_arn)
-    kubernetes = KubernetesJobs(sessions, os.environ.get(Env.KUBERNETES_STATE_MACHINE))
-    return ContainerWork(EcsTasks(sessions), BatchJobs(sessions), kubernetes)
-
-
 def run_callbacks(clock: Callable[[], datetime] = utc_now) -> RunCallbacks | None:
     """Containers report progress and checkpoints to the API with a token for their attempt; without the API's
     URL or the signing secret (a worker deployed without them) they run without, and cannot checkpoint."""
@@ -190,19 +182,21 @@ def build_worker(
     settings: Settings, *, targets: TargetExecutor | None = None, clock: Callable[[], datetime] = utc_now
 ) -> Worker:
     jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
+    targets = targets or build_targets(settings)
     return Worker(
         jobs=jobs,
         batches=jobs,
         runs=metered_runs(settings),
         queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         escalations=EscalationQueue(settings.escalation_queue_url),
-        targets=targets or build_targets(settings),
+        targets=targets,
         clock=clock,
         workflows=build_workflows(settings),
         checks=S3DataChecks(team_sessions(settings.target_role_arn), build_guard(settings)),
         waiters=jobs,
         wait_signal=wait_ended,
-        containers=container_work(settings),
+        # What the target adapters started, found, read and stopped by those same adapters.
+        containers=ContainerWork(targets.ecs, targets.batch, targets.kubernetes),
     )
 
 

@@ -1,12 +1,13 @@
-"""Container runs (ECS tasks, Batch jobs) end by their work's state change, never by a worker waiting for them.
+"""Container runs (ECS tasks, Batch jobs, Kubernetes Jobs) end by their work's state change, never by a worker
+waiting for them.
 
-- ``stopped``: an ECS Task State Change (STOPPED) or a Batch Job State Change (SUCCEEDED or FAILED) the
-  deployment's rules delivered. The run is named by the work's environment (``JOBSCHED_JOB``,
-  ``JOBSCHED_RUN_ID``, ``JOBSCHED_ATTEMPT``), and only the work recorded on that attempt may end it (or, before
-  its record, the work carrying the attempt's token on the job's own cluster or queue): a task another team
-  started with a copied environment, or an earlier attempt's, ends nothing. An array job's children end
-  nothing; their parent does. The result goes through the worker's ``complete_external``, fenced by the
-  attempt like every result.
+- ``stopped``: an ECS Task State Change (STOPPED), a Batch Job State Change (SUCCEEDED or FAILED) or a Step
+  Functions Execution Status Change (a Kubernetes Job's execution ended) the deployment's rules delivered. The
+  run is named by the work's environment (``JOBSCHED_JOB``, ``JOBSCHED_RUN_ID``, ``JOBSCHED_ATTEMPT``) or the
+  execution's input, and only the work recorded on that attempt may end it (or, before its record, the work
+  carrying the attempt's token on the job's own cluster or queue): a task another team started with a copied
+  environment, or an earlier attempt's, ends nothing. An array job's children end nothing; their parent does.
+  The result goes through the worker's ``complete_external``, fenced by the attempt like every result.
 - ``reconcile``: the heartbeat checker found the attempt's lease over (the target's timeout, or a state change
   that never came). Describing the work says which: work that ended is recorded as its state change would have
   been; work still running is stopped (SIGTERM, then SIGKILL after the container's stop timeout) and the
@@ -19,8 +20,7 @@ import json
 from typing import Any, Literal
 
 from jobsched.core.containers import (
-    BATCH_DONE,
-    EXECUTION_DONE,
+    TaskOutcome,
     attempt_token,
     batch_outcome,
     execution_outcome,
@@ -92,7 +92,15 @@ def work_id(work: dict[str, Any]) -> str:
 
 
 def detail_id(detail: dict[str, Any]) -> str:
+    """The id of the work a state change is about (as ``work_id`` names the work a run keeps)."""
     return str(detail.get("executionArn") or detail.get("jobId") or detail.get("taskArn") or "")
+
+
+def work_outcome(detail: dict[str, Any]) -> TaskOutcome:
+    """A state change's detail as an outcome (STOPPED once the work has ended), by the kind of work."""
+    if is_execution(detail):
+        return execution_outcome(detail)
+    return batch_outcome(detail) if is_batch_job(detail) else task_outcome(detail)
 
 
 class ContainerResults:
@@ -109,12 +117,9 @@ class ContainerResults:
 
     def stopped(self, detail: dict[str, Any]) -> Recorded:
         named = run_named_by(detail)
-        batch, execution = is_batch_job(detail), is_execution(detail)
-        if execution:
-            ended = detail.get("status") in EXECUTION_DONE
-        else:
-            ended = detail.get("status") in BATCH_DONE if batch else detail.get("lastStatus") == "STOPPED"
-        if named is None or not ended or (batch and "index" in (detail.get("arrayProperties") or {})):
+        outcome = work_outcome(detail)
+        child = is_batch_job(detail) and "index" in (detail.get("arrayProperties") or {})
+        if named is None or outcome.status != "STOPPED" or child:
             return "malformed"  # not ended, not the scheduler's, or one child of an array job
         job, run_id, attempt = named
         run = self.runs.get(job, run_id)
@@ -122,7 +127,6 @@ class ContainerResults:
             return "stale"
         if not self._attempts_work(run, detail):
             return "not_ours"
-        outcome = execution_outcome(detail) if execution else batch_outcome(detail) if batch else task_outcome(detail)
         result = stopped_result(outcome)
         try:
             self.complete(

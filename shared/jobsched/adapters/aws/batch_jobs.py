@@ -21,9 +21,16 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError
 
-from jobsched.adapters.aws.ecs_tasks import RUN_TAG, RunCallbacks, pending, run_environment, unanswered
+from jobsched.adapters.aws.ecs_tasks import (
+    RUN_TAG,
+    RunCallbacks,
+    attempt_token_of,
+    pending,
+    run_environment,
+    unanswered,
+)
 from jobsched.adapters.aws.ownership import TeamSessions
-from jobsched.core.containers import TaskOutcome, attempt_token, batch_outcome
+from jobsched.core.containers import TaskOutcome, batch_outcome
 from jobsched.core.names import JOB_TAG, OWNER_TAG
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import BatchTarget
@@ -36,7 +43,7 @@ class BatchJobs:
         self.sessions, self.callbacks = sessions, callbacks
 
     def start(self, target: BatchTarget, context: RunContext) -> TargetResult:
-        token = attempt_token(context.job, context.run_id, context.attempt, context.task)
+        token = attempt_token_of(context)
         found = self.find(context.team, target, token)
         if found is not None:
             return pending(found)

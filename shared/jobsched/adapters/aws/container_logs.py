@@ -39,17 +39,11 @@ class ContainerLogs:
             options = awslogs_options(container)
             if options is None:
                 continue
-            group, stream = (
-                options["awslogs-group"],
-                f"{options['awslogs-stream-prefix']}/{container['name']}/{task_id}",
-            )
+            stream = f"{options['awslogs-stream-prefix']}/{container['name']}/{task_id}"
             component = f"container:{container['name']}"
-            try:
-                self.guard.check(ResourceRef(ResourceKind.LOG_GROUP, group, "logConfiguration.awslogs-group"), team)
-            except NotOwned as refused:
-                found.append(LogLine(since, component, "WARNING", f"not shown: {refused}", {"log_group": group}))
-                continue
-            found += self._events(team, group, stream, component, since, until, limit - len(found))
+            found += self._owned_events(
+                team, options["awslogs-group"], stream, component, since, until, limit - len(found)
+            )
         return sorted(found, key=lambda line: line.at)[:limit]
 
     def _batch_lines(
@@ -66,11 +60,17 @@ class ContainerLogs:
             return []
         options = (container.get("logConfiguration") or {}).get("options") or {}
         group = str(options.get("awslogs-group") or BATCH_DEFAULT_LOG_GROUP)
+        return self._owned_events(team, group, str(stream), "container:job", since, until, limit)
+
+    def _owned_events(
+        self, team: str, group: str, stream: str, component: str, since: datetime, until: datetime, limit: int
+    ) -> list[LogLine]:
+        """The stream's lines if its group is the team's; else one line saying why they are not shown."""
         try:
             self.guard.check(ResourceRef(ResourceKind.LOG_GROUP, group, "logConfiguration.awslogs-group"), team)
         except NotOwned as refused:
-            return [LogLine(since, "container:job", "WARNING", f"not shown: {refused}", {"log_group": group})]
-        return self._events(team, group, str(stream), "container:job", since, until, limit)
+            return [LogLine(since, component, "WARNING", f"not shown: {refused}", {"log_group": group})]
+        return self._events(team, group, stream, component, since, until, limit)
 
     def _events(
         self, team: str, group: str, stream: str, component: str, since: datetime, until: datetime, limit: int

@@ -11,8 +11,7 @@ from jobsched.core.spec import BatchTarget, ContainerTarget, KubernetesTarget
 
 
 class ContainerWork:
-    """The containers port over both kinds of container work: ECS tasks and Batch jobs (by target, or by
-    what the run keeps of the work)."""
+    """The containers port over the target adapters of the three kinds (by target, or by the work's ids)."""
 
     def __init__(self, ecs: EcsTasks, batch: BatchJobs, kubernetes: KubernetesJobs) -> None:
         self.ecs, self.batch, self.kubernetes = ecs, batch, kubernetes

@@ -19,9 +19,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.adapters.aws.clients import client
-from jobsched.adapters.aws.ecs_tasks import RunCallbacks, pending, run_environment, unanswered
+from jobsched.adapters.aws.ecs_tasks import RunCallbacks, attempt_token_of, pending, run_environment, unanswered
 from jobsched.adapters.aws.ownership import TeamSessions
-from jobsched.core.containers import TaskOutcome, attempt_token, execution_outcome, short_name
+from jobsched.core.containers import TaskOutcome, execution_outcome, short_name
 from jobsched.core.kubernetes import execution_input, job_manifest
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import KubernetesTarget
@@ -46,7 +46,7 @@ class KubernetesJobs:
     def start(self, target: KubernetesTarget, context: RunContext) -> TargetResult:
         if not self.state_machine_arn:
             return TargetResult("failed", error="this deployment runs no kubernetes targets", retryable=False)
-        token = attempt_token(context.job, context.run_id, context.attempt, context.task)
+        token = attempt_token_of(context)
         found = self.find(context.team, target, token)
         if found is not None:
             return pending(found)
@@ -77,15 +77,10 @@ class KubernetesJobs:
         if not self.state_machine_arn:
             return None
         work = self._work(target, token)
-        try:
-            self.stepfunctions.describe_execution(executionArn=work["execution_arn"])
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ExecutionDoesNotExist":
-                return None
-            raise
-        return work
+        return work if self.describe(team, work) is not None else None
 
     def describe(self, team: str, work: dict[str, str]) -> TaskOutcome | None:
+        """The execution's outcome (STOPPED once it ended), or None if there is no such execution."""
         try:
             return execution_outcome(self.stepfunctions.describe_execution(executionArn=work["execution_arn"]))
         except ClientError as error:

@@ -20,6 +20,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client, client_config
+from jobsched.core.containers import short_name
 from jobsched.core.names import OWNER_TAG, Env
 from jobsched.tenancy.ownership import ResourceKind, ResourceRef
 
@@ -179,8 +180,8 @@ class AwsTagReader:
         if resource.kind in (ResourceKind.JOB_QUEUE, ResourceKind.JOB_DEFINITION):
             return self._batch_tags(team, resource)
         if resource.kind is ResourceKind.EKS_CLUSTER:
-            name = resource.name.rsplit("/", 1)[-1]
-            return dict(self.sessions.client(team, "eks").describe_cluster(name=name)["cluster"].get("tags") or {})
+            eks = self.sessions.client(team, "eks")
+            return dict(eks.describe_cluster(name=short_name(resource.name))["cluster"].get("tags") or {})
         return self._ecs_tags(team, resource)
 
     def _batch_tags(self, team: str, resource: ResourceRef) -> dict[str, str]:

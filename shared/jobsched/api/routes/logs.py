@@ -42,10 +42,11 @@ def router(access: Access) -> APIGatewayRouter:
             raise ApiError(404, "run_not_found", f"no run {run_id} of {stored.key}", "run_id")
         # From before the instant (the dispatcher sends up to 14 minutes ahead) to now.
         start = since if since is not None and since.tzinfo else run.scheduled_at - timedelta(minutes=15)
-        lines = s.logs.lines(stored.key, run_id, since=start, until=s.clock(), limit=limit)
+        now = s.clock()
+        lines = s.logs.lines(stored.key, run_id, since=start, until=now, limit=limit)
         work = started_task(run, any_attempt=True)
         if s.container_logs is not None and work:  # the container's own lines, among the scheduler's
-            own = s.container_logs.lines(stored.spec.team, work, since=start, until=s.clock(), limit=limit)
+            own = s.container_logs.lines(stored.spec.team, work, since=start, until=now, limit=limit)
             lines = sorted([*lines, *own], key=lambda line: line.at)[-limit:]
         return RunLogs(
             job=stored.key,
