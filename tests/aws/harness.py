@@ -21,12 +21,9 @@ from typing import Any
 
 import boto3
 
-from jobsched.adapters.aws.batch_jobs import BatchJobs
 from jobsched.adapters.aws.container_work import ContainerWork
 from jobsched.adapters.aws.data_checks import S3DataChecks
-from jobsched.adapters.aws.ecs_tasks import EcsTasks
 from jobsched.adapters.aws.jobs_store import JobsStore
-from jobsched.adapters.aws.kubernetes_jobs import KubernetesJobs
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues
@@ -60,6 +57,7 @@ from jobsched.paging.rules import Links
 from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake, Received
+from jobsched.pipeline.triggers import trigger_run
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
 from jobsched.registry.jobs import put_job
@@ -235,9 +233,7 @@ class Stack:
             batches=self.jobs,
             checks=S3DataChecks(self.sessions, self.guard),
             waiters=self.jobs,
-            containers=ContainerWork(
-                EcsTasks(self.sessions), BatchJobs(self.sessions), KubernetesJobs(self.sessions, KUBERNETES_MACHINE)
-            ),
+            containers=ContainerWork(self.targets.ecs, self.targets.batch, self.targets.kubernetes),
         )
         self.intake.containers = ContainerResults(self.runs, self.worker.complete_external, self.jobs)
 
@@ -379,6 +375,13 @@ class Stack:
                 self.function(resource.short_name, {SHARED_TAG: "true"})
         put_job(self.jobs, spec, now=self.clock(), principal=principal, dags=self.dags, rules=self.rules)
         return spec
+
+    def register_and_trigger(self, document: dict[str, Any]) -> str:
+        """The job registered, a manual run of it triggered and delivered: the run's id."""
+        spec = self.register(document)
+        run = trigger_run(self.jobs, self.runs, self.queues, spec.key, now=self.clock(), principal="test")
+        self.pump()
+        return run.run_id
 
     def intake_messages(self) -> list[dict[str, Any]]:
         """What the trigger rules delivered to the intake queue (received, not yet deleted)."""
@@ -561,3 +564,15 @@ def sqs_event(stack: Stack, messages: list[dict[str, Any]], priority: str = "nor
         record["eventSourceARN"] = arn
         records.append(record)
     return {"Records": records}
+
+
+def run_context(run: Run) -> RunContext:
+    """The context a target adapter gets for ``run``'s current attempt (to call an adapter again by hand)."""
+    return RunContext(
+        job=run.job,
+        team=run.team,
+        run_id=run.run_id,
+        attempt=run.attempt,
+        scheduled_at=run.scheduled_at.isoformat(),
+        correlation_id=run.correlation_id,
+    )

@@ -25,7 +25,7 @@ from jobsched.core.tz import UTC
 from jobsched.pipeline.triggers import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.api_client import ApiClient, team_role
-from tests.aws.harness import ACCOUNT, REGION, Clock, Stack
+from tests.aws.harness import ACCOUNT, REGION, Clock, Stack, run_context
 
 
 def queue_and_definition(team: str, *, queue: str | None = None, definition: str = "reindex") -> Any:
@@ -66,14 +66,6 @@ def batch_job(team: str = "data", **target: Any) -> dict[str, Any]:
             **target,
         },
     }
-
-
-def start(stack: Stack, document: dict[str, Any]) -> str:
-    stack.register(document)
-    job = f"{document['team']}/{document['name']}"
-    run = trigger_run(stack.jobs, stack.runs, stack.queues, job, now=stack.clock(), principal="test")
-    stack.pump()
-    return run.run_id
 
 
 def jobs_of(batch: Any, queue: str = "data-queue") -> list[dict[str, Any]]:
@@ -120,7 +112,7 @@ def test_the_spec_bounds_a_batch_run_and_refuses_it_in_a_dag() -> None:
 
 def test_one_job_per_attempt_however_often_delivered_and_its_own_state_change_ends_the_run(stack: Stack) -> None:
     batch = queue_and_definition("data")
-    run_id = start(stack, batch_job())
+    run_id = stack.register_and_trigger(batch_job())
     [job] = jobs_of(batch)
     assert job["jobName"].startswith("jobsched-") and job["status"] == "RUNNING"
     told = environment_of(job)
@@ -130,7 +122,7 @@ def test_one_job_per_attempt_however_often_delivered_and_its_own_state_change_en
     assert run is not None and run.status is RunStatus.RUNNING and job["jobId"] in (run.work or "")
     # The message again, and the adapter called again for the same attempt: still one job (found by its name).
     stack.worker.process(run.to_message())
-    context = _context(run)
+    context = run_context(run)
     assert stack.targets.execute(JobSpec.model_validate(batch_job()).target, context).outcome == "pending"
     assert len(jobs_of(batch)) == 1
     # A job another team submitted with a copied environment ends nothing; the job's own end does.
@@ -140,19 +132,6 @@ def test_one_job_per_attempt_however_often_delivered_and_its_own_state_change_en
     done = stack.runs.get("data/reindex", run_id)
     assert done is not None and done.status is RunStatus.SUCCEEDED
     assert stack.intake.receive(state_change(job, "SUCCEEDED"), now=stack.clock()).action == "duplicate"
-
-
-def _context(run: Any) -> Any:
-    from jobsched.core.records import RunContext
-
-    return RunContext(
-        job=run.job,
-        team=run.team,
-        run_id=run.run_id,
-        attempt=run.attempt,
-        scheduled_at=run.scheduled_at.isoformat(),
-        correlation_id=run.correlation_id,
-    )
 
 
 def test_a_lost_submit_answer_is_never_submitted_again_and_the_job_still_ends_the_run(
@@ -170,7 +149,7 @@ def test_a_lost_submit_answer_is_never_submitted_again_and_the_job_still_ends_th
 
     monkeypatch.setattr(client, "submit_job", submitted_then_lost)
     monkeypatch.setattr(client, "get_paginator", _nothing_listed_once(client.get_paginator))  # ListJobs lags
-    run_id = start(stack, batch_job())
+    run_id = stack.register_and_trigger(batch_job())
     [job] = jobs_of(batch)
     run = stack.runs.get("data/reindex", run_id)
     assert run is not None and run.status is RunStatus.RUNNING and job["jobId"] not in (run.work or "")
@@ -204,7 +183,7 @@ def _nothing_listed_once(paginator: Any) -> Any:
 
 def test_an_array_job_ends_by_its_parent_and_its_childrens_changes_end_nothing(stack: Stack) -> None:
     batch = queue_and_definition("data")
-    run_id = start(stack, batch_job(array_size=3))
+    run_id = stack.register_and_trigger(batch_job(array_size=3))
     parent = next(job for job in jobs_of(batch) if ":" not in job["jobId"])
     assert parent["arrayProperties"]["size"] == 3
     child = parent | {"jobId": parent["jobId"] + ":0", "arrayProperties": {"index": 0}}
@@ -222,7 +201,7 @@ def test_an_array_job_ends_by_its_parent_and_its_childrens_changes_end_nothing(s
 def test_an_out_of_memory_job_is_not_retried(stack: Stack) -> None:
     batch = queue_and_definition("data")
     document = batch_job() | {"retry": {"max_attempts": 3, "backoff": {"initial": "1m", "jitter": "none"}}}
-    run_id = start(stack, document)
+    run_id = stack.register_and_trigger(document)
     [job] = jobs_of(batch)
     oom = {"exitCode": 137, "reason": "OutOfMemoryError: Container killed due to memory usage"}
     stack.intake.receive(state_change(job, "FAILED", container=job["container"] | oom), now=stack.clock())
@@ -234,7 +213,7 @@ def test_the_lease_end_terminates_a_running_job_and_a_lost_state_change_is_read_
     stack: Stack, clock: Clock
 ) -> None:
     batch = queue_and_definition("data")
-    run_id = start(stack, batch_job(timeout="10m"))
+    run_id = stack.register_and_trigger(batch_job(timeout="10m"))
     clock.advance(timedelta(minutes=11))
     heartbeat_checker(stack.runs, stack.worker).check(clock())
     [job] = jobs_of(batch)
@@ -242,7 +221,7 @@ def test_the_lease_end_terminates_a_running_job_and_a_lost_state_change_is_read_
     run = stack.runs.get("data/reindex", run_id)
     assert run is not None and run.status is RunStatus.TIMED_OUT
     # A job that ended while its state change was lost: read back at the lease's end.
-    second = start(stack, batch_job(timeout="10m") | {"name": "reindex-2"})
+    second = stack.register_and_trigger(batch_job(timeout="10m") | {"name": "reindex-2"})
     [other] = [j for j in jobs_of(batch) if j["jobId"] != job["jobId"]]
     stack.sessions.client("data", "batch").terminate_job(jobId=other["jobId"], reason="Host EC2 terminated")
     clock.advance(timedelta(minutes=11))
@@ -253,7 +232,7 @@ def test_the_lease_end_terminates_a_running_job_and_a_lost_state_change_is_read_
 
 def test_cancel_terminates_the_job(stack: Stack) -> None:
     batch = queue_and_definition("data")
-    run_id = start(stack, batch_job())
+    run_id = stack.register_and_trigger(batch_job())
     stack.worker.cancel("data/reindex", run_id)
     [job] = jobs_of(batch)
     assert job["status"] == "FAILED" and job.get("statusReason") == "jobsched: cancelled"
@@ -273,7 +252,7 @@ def test_another_teams_queue_or_definition_is_refused_at_put_and_at_run(stack: S
     )
     assert refused.status == 422 and refused.body["error"]["errors"][0]["field"] == "target.job_definition"
     # Re-tagged after it was stored: the run is refused before anything is submitted.
-    run_id = start(stack, batch_job())
+    run_id = stack.register_and_trigger(batch_job())
     batch = boto3.client("batch", region_name=REGION)
     [first] = jobs_of(batch)
     stack.intake.receive(state_change(first, "SUCCEEDED"), now=stack.clock())
@@ -292,7 +271,7 @@ def test_the_run_logs_join_the_jobs_stream_only_from_a_log_group_tagged_for_the_
 ) -> None:
     clock.now = datetime.now(UTC).replace(microsecond=0)  # CloudWatch Logs refuses events far from the real time
     batch = queue_and_definition("data")
-    run_id = start(stack, batch_job())
+    run_id = stack.register_and_trigger(batch_job())
     [job] = jobs_of(batch)
     stream = job["container"]["logStreamName"]
     logs = boto3.client("logs", region_name=REGION)

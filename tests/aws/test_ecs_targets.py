@@ -25,7 +25,7 @@ from jobsched.pipeline.triggers import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.wiring import run_callbacks
 from tests.aws.api_client import ApiClient, cli_as, team_role
-from tests.aws.harness import REGION, Clock, Crash, Stack
+from tests.aws.harness import REGION, Clock, Crash, Stack, run_context
 
 NETWORK: dict[str, Any] = {"subnets": ["subnet-0123456789abcdef0"], "security_groups": ["sg-0123456789abcdef0"]}
 
@@ -74,14 +74,6 @@ def ecs_job(team: str = "data", **target: Any) -> dict[str, Any]:
     }
 
 
-def start(stack: Stack, document: dict[str, Any]) -> str:
-    stack.register(document)
-    job = f"{document['team']}/{document['name']}"
-    run = trigger_run(stack.jobs, stack.runs, stack.queues, job, now=stack.clock(), principal="test")
-    stack.pump()
-    return run.run_id
-
-
 def tasks(ecs: Any, cluster: str = "data-batch") -> list[dict[str, Any]]:
     arns = (
         ecs.list_tasks(cluster=cluster)["taskArns"]
@@ -120,7 +112,7 @@ def test_the_spec_bounds_what_a_container_run_may_ask() -> None:
 
 def test_one_task_per_attempt_however_often_delivered_and_its_own_state_change_ends_the_run(stack: Stack) -> None:
     ecs = cluster_and_definition("data")
-    run_id = start(stack, ecs_job())
+    run_id = stack.register_and_trigger(ecs_job())
     [task] = tasks(ecs)
     assert task["startedBy"].startswith("jobsched-")
     environment = {e["name"]: e["value"] for e in task["overrides"]["containerOverrides"][0]["environment"]}
@@ -130,7 +122,7 @@ def test_one_task_per_attempt_however_often_delivered_and_its_own_state_change_e
     assert run is not None and run.status is RunStatus.RUNNING and task["taskArn"] in (run.work or "")
     # The message again (SQS at least once), and the worker's own retry of the call: still one task.
     stack.worker.process(run.to_message())
-    stack.targets.execute(JobSpec.model_validate(ecs_job()).target, _context(run))
+    stack.targets.execute(JobSpec.model_validate(ecs_job()).target, run_context(run))
     assert len(tasks(ecs)) == 1
     # Another task that copies the run's environment ends nothing.
     assert stack.intake.receive(state_change(task | {"taskArn": task["taskArn"] + "x"}, 0), now=stack.clock()).reason
@@ -144,7 +136,7 @@ def test_one_task_per_attempt_however_often_delivered_and_its_own_state_change_e
 def test_a_non_zero_exit_fails_the_run_with_its_code_and_an_oom_kill_is_not_retried(stack: Stack) -> None:
     ecs = cluster_and_definition("data")
     document = ecs_job() | {"retry": {"max_attempts": 3, "backoff": {"initial": "1m", "jitter": "none"}}}
-    run_id = start(stack, document)
+    run_id = stack.register_and_trigger(document)
     [task] = tasks(ecs)
     stack.intake.receive(state_change(task, 3, stoppedReason="Essential container in task exited"), now=stack.clock())
     retrying = stack.runs.get("data/etl", run_id)
@@ -163,7 +155,7 @@ def test_a_non_zero_exit_fails_the_run_with_its_code_and_an_oom_kill_is_not_retr
 
 def test_the_lease_end_stops_a_running_task_and_a_lost_state_change_is_read_back(stack: Stack, clock: Clock) -> None:
     ecs = cluster_and_definition("data")
-    run_id = start(stack, ecs_job(timeout="10m"))
+    run_id = stack.register_and_trigger(ecs_job(timeout="10m"))
     assert len(tasks(ecs)) == 1
     clock.advance(timedelta(minutes=20))
     heartbeat_checker(stack.runs, stack.worker).check(clock())
@@ -175,7 +167,7 @@ def test_the_lease_end_stops_a_running_task_and_a_lost_state_change_is_read_back
 
 def test_cancel_stops_the_task(stack: Stack) -> None:
     ecs = cluster_and_definition("data")
-    run_id = start(stack, ecs_job())
+    run_id = stack.register_and_trigger(ecs_job())
     stack.worker.cancel("data/etl", run_id)
     [task] = tasks(ecs)
     assert task["lastStatus"] == "STOPPED" and task.get("stoppedReason") == "jobsched: cancelled"
@@ -183,7 +175,7 @@ def test_cancel_stops_the_task(stack: Stack) -> None:
 
 def test_overlap_replace_stops_the_replaced_runs_task(stack: Stack, clock: Clock) -> None:
     ecs = cluster_and_definition("data")
-    first = start(stack, ecs_job() | {"concurrency": {"max_running": 1, "overlap": "replace"}})
+    first = stack.register_and_trigger(ecs_job() | {"concurrency": {"max_running": 1, "overlap": "replace"}})
     clock.advance(timedelta(seconds=1))
     second = trigger_run(stack.jobs, stack.runs, stack.queues, "data/etl", now=clock(), principal="test").run_id
     stack.pump()
@@ -207,19 +199,6 @@ def test_another_teams_cluster_or_task_definition_is_refused_at_put_and_at_run(s
     fields = {e["field"] for e in refused.body["error"]["errors"]}
     assert fields == {"target.cluster", "target.task_definition"}
     assert tasks(ecs, "payments-batch") == []
-
-
-def _context(run: Any) -> Any:
-    from jobsched.core.records import RunContext
-
-    return RunContext(
-        job=run.job,
-        team=run.team,
-        run_id=run.run_id,
-        attempt=run.attempt,
-        scheduled_at=run.scheduled_at.isoformat(),
-        correlation_id=run.correlation_id,
-    )
 
 
 def test_a_worker_that_dies_between_runtask_and_its_record_leaves_one_task_that_still_ends_the_run(
@@ -266,7 +245,7 @@ def test_an_unrecorded_task_ends_the_run_only_from_the_jobs_cluster_with_the_att
 
 def test_a_lost_state_change_is_read_back_at_the_lease_end(stack: Stack, clock: Clock) -> None:
     ecs = cluster_and_definition("data")
-    run_id = start(stack, ecs_job(timeout="10m"))
+    run_id = stack.register_and_trigger(ecs_job(timeout="10m"))
     [task] = tasks(ecs)
     ecs.stop_task(cluster="data-batch", task=task["taskArn"], reason="Essential container in task exited")
     clock.advance(timedelta(minutes=20))
@@ -298,7 +277,7 @@ def test_a_container_checkpoints_through_the_api_and_its_retry_resumes_from_the_
     api = ApiClient(stack)
     ecs = cluster_and_definition("data")
     retry = {"max_attempts": 2, "backoff": {"initial": "1s", "max": "1s", "jitter": "none"}}
-    run_id = start(stack, ecs_job() | {"retry": retry})
+    run_id = stack.register_and_trigger(ecs_job() | {"retry": retry})
     [first] = tasks(ecs)
     told = environment_of(first)
     assert told["JOBSCHED_API_URL"] == "https://api.example.com/prod" and "JOBSCHED_CHECKPOINT" not in told
@@ -354,7 +333,7 @@ def test_a_pause_with_cancel_running_stops_the_running_task_and_a_plain_pause_do
 ) -> None:
     ecs = cluster_and_definition("data")
     api = ApiClient(stack)
-    run_id = start(stack, ecs_job())
+    run_id = stack.register_and_trigger(ecs_job())
     plain = api.call("POST", "/teams/data/jobs/etl/pause", {"reason": "db upgrade"}, principal=team_role("data"))
     assert plain.status == 200 and plain.body["cancelled_runs"] == []
     assert [t["lastStatus"] for t in tasks(ecs)] == ["RUNNING"]
@@ -392,7 +371,7 @@ def test_the_run_logs_join_the_containers_own_stream_and_never_read_another_team
         memory="1024",
         tags=[{"key": "jobsched-team", "value": "data"}],
     )
-    run_id = start(stack, ecs_job())
+    run_id = stack.register_and_trigger(ecs_job())
     [task] = tasks(ecs)
     task_id = task["taskArn"].rsplit("/", 1)[-1]
     at = int(clock().timestamp() * 1000)

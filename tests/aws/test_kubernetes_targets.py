@@ -21,7 +21,6 @@ from jobsched.core.kubernetes import job_manifest, state_machine_definition
 from jobsched.core.records import RunContext
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec, KubernetesTarget
-from jobsched.pipeline.triggers import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import ACCOUNT, KUBERNETES_MACHINE, REGION, Clock, Stack
@@ -150,13 +149,6 @@ def test_another_teams_cluster_or_namespace_is_refused_at_put(stack: Stack) -> N
     assert api.call("PUT", "/teams/data/jobs/train", kubernetes_job(), principal=team_role("data")).status == 201
 
 
-def start(stack: Stack, document: dict[str, Any]) -> str:
-    stack.register(document)
-    run = trigger_run(stack.jobs, stack.runs, stack.queues, "data/train", now=stack.clock(), principal="test")
-    stack.pump()
-    return run.run_id
-
-
 def executions(stepfunctions: Any) -> list[dict[str, Any]]:
     listed = stepfunctions.list_executions(stateMachineArn=KUBERNETES_MACHINE)["executions"]
     return [stepfunctions.describe_execution(executionArn=e["executionArn"]) for e in listed]
@@ -183,7 +175,7 @@ def status_change(execution: dict[str, Any], status: str, **detail: Any) -> Even
 
 def test_one_execution_per_attempt_and_its_own_end_ends_the_run(stack: Stack, machine: Any) -> None:
     cluster("data")
-    run_id = start(stack, kubernetes_job())
+    run_id = stack.register_and_trigger(kubernetes_job())
     [execution] = executions(machine)
     assert execution["name"].startswith("jobsched-") and execution["status"] == "RUNNING"
     given = json.loads(execution["input"])
@@ -209,7 +201,7 @@ def test_one_execution_per_attempt_and_its_own_end_ends_the_run(stack: Stack, ma
 
 def test_the_lease_end_stops_the_execution_and_the_run_times_out(stack: Stack, machine: Any, clock: Clock) -> None:
     cluster("data")
-    run_id = start(stack, kubernetes_job(timeout="10m"))
+    run_id = stack.register_and_trigger(kubernetes_job(timeout="10m"))
     clock.advance(timedelta(minutes=11))
     heartbeat_checker(stack.runs, stack.worker).check(clock())
     [execution] = executions(machine)
