@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stac
 from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
-from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, IndexDefinition, JobsKeys, TableDefinition
+from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, WORKER_BATCH, IndexDefinition, JobsKeys, TableDefinition
 from scripts.idle_cost import report as idle_cost_report
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
@@ -64,7 +64,7 @@ WORKER_MEMORY_GB = 0.256
 DISPATCHER_MEMORY_GB = 0.256
 AWS_CALL_SECONDS = 0.006  # modelled in-region latency of one DynamoDB/SQS call
 TARGET_SECONDS = 0.100
-ESM_BATCH = 10
+ESM_BATCH = WORKER_BATCH
 
 _deserialize = TypeDeserializer().deserialize
 # Lambda gives a function CPU in proportion to its memory: one vCPU at 1,769 MB.

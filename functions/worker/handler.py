@@ -16,7 +16,8 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.core.messages import DagTaskFailure, DagTaskMessage, parse_work_message
+from jobsched.core.messages import DagTaskFailure, DagTaskMessage, WorkMessage, parse_work_message
+from jobsched.pipeline.worker import WorkerBatch
 from jobsched.watch.observability import emit_run_outcome, make_logger, make_tracer
 from jobsched.watch.signals import emit
 from jobsched.wiring import default_worker
@@ -28,11 +29,7 @@ tracer = make_tracer("worker")
 copy_config_to_registered_loggers(source_logger=logger, include={"jobsched"})
 
 
-async def record_handler(record: SQSRecord) -> None:
-    await asyncio.to_thread(process_record, record)
-
-
-def process_record(record: SQSRecord) -> None:
+def process_record(record: SQSRecord, batch: WorkerBatch) -> None:
     message = parse_work_message(record.body)
     # Records run on pool threads at once: keys are per thread, cleared from the record that ran before.
     logger.thread_safe_clear_keys()
@@ -41,7 +38,7 @@ def process_record(record: SQSRecord) -> None:
         logger.thread_safe_append_keys(task=message.task)
     if not isinstance(message, DagTaskFailure):
         logger.thread_safe_append_keys(attempt=message.attempt, correlation_id=message.correlation_id or message.run_id)
-    outcome = default_worker().process_any(message)
+    outcome = default_worker().process_any(message, batch)
     priority = outcome.priority
     lateness = outcome.lateness.total_seconds() if outcome.lateness is not None else None
     started_by_event = getattr(message, "trigger", None) == "event"
@@ -64,6 +61,31 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
     # The processor holds the batch's records and failures: one per invocation, never shared (the local
     # runtime invokes a handler from several threads at once; tests/aws/test_handler_reentrancy.py).
     processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    return async_process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    batch = start_batch(event.get("Records", []))
+
+    async def record_handler(record: SQSRecord) -> None:
+        await asyncio.to_thread(process_record, record, batch)
+
+    try:
+        return async_process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    finally:
+        end_batch(batch)
+
+
+def start_batch(records: list[dict[str, Any]]) -> WorkerBatch:
+    """The batch's specs in one read and its runs' team slots in one write per team; a malformed record is
+    left out here and fails on its own in ``process_record``."""
+    return default_worker().start_batch([message for message in map(parsed, records) if message])
+
+
+def end_batch(batch: WorkerBatch) -> None:
+    default_worker().end_batch(batch)
+
+
+def parsed(record: dict[str, Any]) -> WorkMessage | DagTaskFailure | None:
+    try:
+        return parse_work_message(record["body"])
+    except (KeyError, TypeError, ValueError, AttributeError):  # not even a message: failed below, as such
+        return None

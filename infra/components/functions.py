@@ -45,7 +45,7 @@ from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.console.widget import ONCALL_ALIAS, PLACEHOLDER_ALIAS
 from jobsched.core.events import container_rule_patterns
-from jobsched.core.names import INTAKE_CONCURRENCY, OWNER_TAG, PRIORITIES, PROJECT, Env
+from jobsched.core.names import INTAKE_CONCURRENCY, OWNER_TAG, PRIORITIES, PROJECT, WORKER_BATCH, Env
 from jobsched.watch.signals import NAMESPACE
 
 ESCALATION_CONCURRENCY = 2  # the escalation and pages event sources' maximum, and the functions' reserve
@@ -190,7 +190,7 @@ class Functions(Construct):
                 self.worker.add_event_source(
                     sources.SqsEventSource(
                         queue,
-                        batch_size=10,
+                        batch_size=WORKER_BATCH,
                         report_batch_item_failures=True,
                         max_concurrency=config.burst.max_concurrency(priority),
                     )

@@ -34,6 +34,7 @@ from jobsched.core.records import (
     Run,
     RunContext,
     SlotResult,
+    SlotsTaken,
     StoredIncident,
     StoredJob,
     TargetResult,
@@ -130,7 +131,18 @@ class JobsPort(Protocol):
         now: datetime,
         ended: Callable[[list[str]], set[str]] | None = None,
     ) -> SlotResult: ...
+    def acquire_slots(
+        self,
+        pk: str,
+        sk: str,
+        *,
+        leases: dict[str, datetime],
+        limit: int,
+        now: datetime,
+        ended: Callable[[list[str]], set[str]] | None = None,
+    ) -> SlotsTaken: ...
     def release_slot(self, pk: str, sk: str, *, holder: str) -> None: ...
+    def release_slots(self, pk: str, sk: str, *, holders: list[str]) -> None: ...
     def slot_holders(self, pk: str, sk: str) -> dict[str, str]: ...
 
     # circuit breakers, incidents, team limits

@@ -40,6 +40,7 @@ from jobsched.core.names import (
     RUNS_TABLE,
     SHARED_TAG,
     WORK_QUEUES,
+    WORKER_BATCH,
     Env,
     Settings,
     reserved_prefixes,
@@ -436,18 +437,23 @@ class Stack:
             )
             if not due:
                 break
-            for raw in due:
-                message = parse_work_message(raw["Body"])
-                try:
-                    for _ in range(deliveries):
-                        outcome = self.worker.process_any(message)
-                        outcomes.append(outcome)
-                        if on_outcome:
-                            on_outcome(message, outcome)
-                except Crash:
-                    self.crashes += 1
-                    return outcomes  # the message stays: SQS delivers it again after its visibility timeout
-                del held[raw["MessageId"]]
+            for start in range(0, len(due), WORKER_BATCH):
+                # As the worker's event source: batches of ten, sharing their specs' read and team slots' write.
+                chunk = due[start : start + WORKER_BATCH]
+                messages = [parse_work_message(raw["Body"]) for raw in chunk]
+                batch = self.worker.start_batch(messages)
+                for raw, message in zip(chunk, messages, strict=True):
+                    try:
+                        for _ in range(deliveries):
+                            outcome = self.worker.process_any(message, batch)
+                            outcomes.append(outcome)
+                            if on_outcome:
+                                on_outcome(message, outcome)
+                    except Crash:
+                        self.crashes += 1
+                        return outcomes  # the message stays: SQS delivers it again after its visibility timeout
+                    del held[raw["MessageId"]]
+                self.worker.end_batch(batch)
         return outcomes
 
     def in_queue_order(self, priority: str = "normal") -> list[WorkMessage | DagTaskFailure]:

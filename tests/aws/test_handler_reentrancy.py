@@ -54,7 +54,7 @@ def test_concurrent_invocations_each_process_and_report_only_their_own_records(
     processed: list[str] = []
     lock = threading.Lock()
 
-    def fake(record: SQSRecord) -> None:
+    def fake(record: SQSRecord, *batch: object) -> None:
         with lock:
             processed.append(record.message_id)
         if record.body == "fail":
@@ -62,6 +62,9 @@ def test_concurrent_invocations_each_process_and_report_only_their_own_records(
             raise RuntimeError(f"{record.message_id} fails on purpose")
 
     monkeypatch.setattr(module, record_function, fake)
+    if hasattr(module, "start_batch"):  # the worker's batch (specs, team slots) is not what is tested here
+        monkeypatch.setattr(module, "start_batch", lambda records: None)
+        monkeypatch.setattr(module, "end_batch", lambda batch: None)
     handler: Callable[..., dict[str, Any]] = module.handler
 
     def invoke(invocation: int) -> dict[str, Any]:

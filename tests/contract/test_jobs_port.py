@@ -129,6 +129,49 @@ def test_slots_are_limited_idempotent_and_evict_expired_or_ended_holders(stores:
     assert stores.jobs.acquire_slot(team, "SLOTS#normal", holder="x", lease_until=lease, limit=1, now=T0).acquired
 
 
+def test_one_write_takes_slots_for_a_batch_in_order_as_far_as_there_is_room(stores: Stores) -> None:
+    """A worker batch takes its team's slots in one write: as many holders as fit, earliest first; holders
+    already in (a redelivery) keep theirs; ended runs are evicted to make room, in the same write."""
+    team = "TEAM#payments"
+    lease = T0 + timedelta(minutes=10)
+    leases = {holder: lease for holder in ("a", "b", "c")}
+    assert stores.jobs.acquire_slots(team, "QUOTA", leases={"x": lease}, limit=4, now=T0).granted == ["x"]
+    taken = stores.jobs.acquire_slots(team, "QUOTA", leases=leases, limit=4, now=T0)
+    assert taken.granted == ["a", "b", "c"]
+    more = {holder: lease for holder in ("c", "d", "e")}
+    assert stores.jobs.acquire_slots(team, "QUOTA", leases=more, limit=4, now=T0).granted == ["c"]
+    refused = stores.jobs.acquire_slots(team, "QUOTA", leases={"d": lease}, limit=4, now=T0)
+    assert refused.granted == [] and set(refused.holders) == {"x", "a", "b", "c"}
+    ended = stores.jobs.acquire_slots(
+        team, "QUOTA", leases={"d": lease, "e": lease}, limit=4, now=T0, ended=lambda hs: {"a", "x"} & set(hs)
+    )
+    assert ended.granted == ["d", "e"]
+    assert set(stores.jobs.slot_holders(team, "QUOTA")) == {"b", "c", "d", "e"}
+    stores.jobs.release_slots(team, "QUOTA", holders=["b", "d", "gone"])
+    assert set(stores.jobs.slot_holders(team, "QUOTA")) == {"c", "e"}
+
+
+def test_two_batches_racing_for_the_last_slots_never_hold_more_than_the_limit(stores: Stores) -> None:
+    """Batch A judges two slots free; before A writes, batch B takes one. A's write must fail (more than the
+    limit would be held) and A, judging again, takes the one left."""
+    team = "TEAM#payments"
+    lease = T0 + timedelta(minutes=10)
+    stores.jobs.acquire_slots(team, "QUOTA", leases={"r1": lease, "r2": lease}, limit=4, now=T0)
+    interfered: list[list[str]] = []
+
+    def ended_while_b_takes_a_slot(holders: list[str]) -> set[str]:
+        if not interfered:
+            interfered.append(stores.jobs.acquire_slots(team, "QUOTA", leases={"b": lease}, limit=4, now=T0).granted)
+        return set()
+
+    answer = stores.jobs.acquire_slots(
+        team, "QUOTA", leases={"a1": lease, "a2": lease, "a3": lease}, limit=4, now=T0, ended=ended_while_b_takes_a_slot
+    )
+    assert interfered == [["b"]]
+    assert answer.granted == ["a1"]
+    assert set(stores.jobs.slot_holders(team, "QUOTA")) == {"r1", "r2", "b", "a1"}
+
+
 def test_a_breaker_opens_at_the_threshold_once_and_reopens_after_its_cool_down(stores: Stores) -> None:
     cool = timedelta(minutes=5)
     results = [stores.jobs.breaker_failed("http://t", now=T0, threshold=3, cool_down=cool) for _ in range(4)]

@@ -286,6 +286,7 @@ class QueueDefinition:
 # A worker invocation runs its batch of ten concurrently but lasts as long as its slowest run, so a hung
 # target holds one invocation. A team's max_running (default 20, jobsched.tenancy.quotas) then holds at most 40%
 # of the normal and high classes' invocations however many of its runs hang; other teams keep the rest.
+WORKER_BATCH = 10  # records per worker invocation (the work queues' event sources): they share one team-slot write
 WORK_QUEUES = {
     "high": QueueDefinition("WorkHigh", "high", max_concurrency=50),
     "normal": QueueDefinition("WorkNormal", "normal", max_concurrency=50),

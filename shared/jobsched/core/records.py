@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -214,6 +214,21 @@ class DueEntry:
 class SlotResult:
     acquired: bool
     holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when not acquired
+
+    @classmethod
+    def of(cls, holder: str, taken: SlotsTaken) -> SlotResult:
+        return cls(True, {}) if holder in taken.granted else cls(False, taken.holders)
+
+
+@dataclass(frozen=True)
+class SlotsTaken:
+    added: list[str]  # the holders the write gave a slot, in the order asked
+    kept: list[str]  # those that held one already (their lease renewed)
+    holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when none was granted
+
+    @property
+    def granted(self) -> list[str]:
+        return self.kept + self.added
 
 
 class StaleAttempt(RuntimeError):
@@ -641,22 +656,42 @@ def waiting_values(job: str, run_id: str, waiting: Waiting) -> dict[str, Any]:
     }
 
 
-def slots_to_evict(
+@dataclass(frozen=True)
+class SlotJudgement:
+    """What one slot write does: the wanted holders it grants (in the order asked), those among them that
+    hold a slot already (their lease is renewed), and the holders it evicts (lazy release)."""
+
+    granted: list[str]
+    present: list[str]
+    evicted: list[str]
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.granted or self.present)
+
+
+def judge_slots(
     holders: dict[str, str],
-    holder: str,
+    wanted: Sequence[str],
     *,
     now: datetime,
     limit: int,
     ended: Callable[[list[str]], set[str]] | None,
-) -> list[str] | None:
-    """Which holders a slot write for ``holder`` evicts (lazy release): none when it holds one already, else
-    those whose lease expired and, only if still full, those whose runs ``ended``. None: no room."""
-    if holder in holders:
-        return []
-    stale = [h for h, lease in holders.items() if parse_instant(lease) <= now]
-    if len(holders) - len(stale) >= limit and ended is not None:
-        stale += sorted(ended([h for h in holders if h not in stale]))
-    return None if len(holders) - len(stale) >= limit else stale
+) -> SlotJudgement:
+    """Which of ``wanted`` a slot write takes, in order, with room for ``limit``. Holders whose lease expired
+    are evicted by any write that takes a slot; those whose runs ``ended`` only when the slots are still full
+    (asking costs a read)."""
+    present = [h for h in wanted if h in holders]
+    new = [h for h in dict.fromkeys(wanted) if h not in holders]
+    if not new:
+        return SlotJudgement([], present, [])
+    stale = [h for h, lease in holders.items() if parse_instant(lease) <= now and h not in present]
+    if len(holders) - len(stale) + len(new) > limit and ended is not None:
+        candidates = [h for h in holders if h not in stale and h not in present]
+        stale += sorted(ended(candidates)) if candidates else []
+    room = max(0, limit - (len(holders) - len(stale)))
+    granted = new[:room]
+    return SlotJudgement(granted, present, stale if granted else [])
 
 
 @dataclass(frozen=True)

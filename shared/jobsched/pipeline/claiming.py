@@ -12,7 +12,7 @@ Order of writes, and what a crash between them leaves:
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -41,6 +41,34 @@ def waiting_for_slots(message: RunMessage, detail: str) -> Outcome:
     return Outcome("waiting", detail, wait=slot_wait(message.slot_waits), resend=again)
 
 
+def team_holder(message: RunMessage) -> str:
+    """Who holds a team slot for a run: ``<team>/<name>/<run id>`` (``ended_runs`` splits it back)."""
+    return f"{message.job}/{message.run_id}"
+
+
+@dataclass
+class TeamSlots:
+    """The team slots a worker batch took for its runs, one write per team instead of one per run.
+
+    A run that reaches its claim takes its slot from here (``use``); the slots of runs that did not (they had
+    to wait for their job's slot, or were duplicates) are released when the batch ends, in one write per team.
+    A crash before that leaves them to expire with their lease, as a crash between a run's slot and its claim
+    always has."""
+
+    granted: dict[str, list[str]] = field(default_factory=dict)  # team -> holders this batch's write took
+    used: set[str] = field(default_factory=set)
+
+    def use(self, team: str, holder: str) -> bool:
+        if holder not in self.granted.get(team, ()):
+            return False
+        self.used.add(holder)  # a set's add is atomic: records of a batch run on threads
+        return True
+
+    def unused(self) -> dict[str, list[str]]:
+        left = {team: [h for h in holders if h not in self.used] for team, holders in self.granted.items()}
+        return {team: holders for team, holders in left.items() if holders}
+
+
 @dataclass(frozen=True)
 class SkipRun:
     """The job's overlap policy is ``skip`` and a run holds its slot: this run is recorded SKIPPED."""
@@ -63,8 +91,38 @@ class Claims:
 
     # -------------------------------------------------------------------------------- slots
 
-    def take_slots(self, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome | SkipRun | None:
-        """The job's slot (max_running, by its overlap policy) and the team's: None when both are held."""
+    def take_team_slots(self, runs: list[tuple[RunMessage, StoredJob]], now: datetime) -> TeamSlots:
+        """The team slots of a batch's runs that are ready to claim, earliest first, as many as the team has
+        room for: one write per team with two or more such runs (a lone run takes its own, nothing saved)."""
+        by_team: dict[str, dict[str, datetime]] = {}
+        per_job: dict[str, int] = {}
+        for message, stored in sorted(runs, key=lambda run: run[0].fire_at):
+            # No more than the job's own max_running: the rest would wait for the job's slot holding the team's.
+            per_job[message.job] = per_job.get(message.job, 0) + 1
+            if per_job[message.job] <= stored.spec.concurrency.max_running:
+                by_team.setdefault(stored.spec.team, {})[team_holder(message)] = lease_until(stored.spec, now)
+        slots = TeamSlots()
+        for team, leases in by_team.items():
+            if len(leases) < 2:
+                continue
+            quota = self.jobs.team_limits(team).max_running
+            key = f"{JobsKeys.TEAM_PREFIX}{team}"
+            taken = self.jobs.acquire_slots(
+                key, JobsKeys.QUOTA, leases=leases, limit=quota, now=now, ended=self.ended_runs
+            )
+            slots.granted[team] = taken.added
+        return slots
+
+    def release_team_slots(self, slots: TeamSlots) -> None:
+        """The slots a batch took for runs that did not claim (see ``TeamSlots``)."""
+        for team, holders in slots.unused().items():
+            self.jobs.release_slots(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA, holders=holders)
+
+    def take_slots(
+        self, message: RunMessage, stored: StoredJob, now: datetime, team_slots: TeamSlots | None = None
+    ) -> Outcome | SkipRun | None:
+        """The job's slot (max_running, by its overlap policy) and the team's (from the batch's ``team_slots``
+        when it took one for this run): None when both are held."""
         spec = stored.spec
         lease = lease_until(spec, now)
         limit = spec.concurrency.max_running
@@ -91,11 +149,13 @@ class Claims:
             if not taken.acquired:
                 return waiting_for_slots(message, f"max_running {limit} reached ({others})")
         # The team's share: one team's backlog or hung target holds at most max_running of the workers.
+        if team_slots is not None and team_slots.use(spec.team, team_holder(message)):
+            return None
         quota = self.jobs.team_limits(spec.team).max_running
         team = self.jobs.acquire_slot(
             f"{JobsKeys.TEAM_PREFIX}{spec.team}",
             JobsKeys.QUOTA,
-            holder=f"{message.job}/{message.run_id}",
+            holder=team_holder(message),
             lease_until=lease,
             limit=quota,
             now=now,

@@ -11,7 +11,7 @@ delay (a fresh message, so waiting never counts towards the dead-letter limit).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -20,7 +20,7 @@ from pydantic import JsonValue
 from jobsched.core.durations import format_duration
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.events import batch_named, batch_payload, run_events_path
-from jobsched.core.messages import DagTaskFailure, DagTaskMessage
+from jobsched.core.messages import DagTaskFailure, DagTaskMessage, WorkMessage
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import Progress, ProgressReport, Run, RunContext, StaleAttempt, StoredJob, TargetResult
@@ -28,7 +28,7 @@ from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.events import Alerts
 from jobsched.pipeline.attempts import Attempts, Executed, Held
-from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun
+from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun, TeamSlots
 from jobsched.pipeline.containers import reconcile, stop_started_task
 from jobsched.pipeline.dag_tasks import DagRuns
 from jobsched.pipeline.decisions import already_settled, before_claim, lease_until, on_existing
@@ -51,6 +51,14 @@ from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, Breakers
 from jobsched.watch.heartbeat import HeartbeatChecker
 
 EARLY_TOLERANCE = timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class WorkerBatch:
+    """What the records of one delivered batch share (``Worker.start_batch``)."""
+
+    specs: dict[str, StoredJob]
+    team_slots: TeamSlots
 
 
 @dataclass
@@ -125,7 +133,37 @@ class Worker:
             waits=self.waits if self.checks is not None and self.waiters is not None else None,
         )
 
-    def process_any(self, message: RunMessage | DagTaskMessage | DagTaskFailure) -> Outcome:
+    def start_batch(self, messages: Sequence[WorkMessage | DagTaskFailure]) -> WorkerBatch:
+        """What the records of one delivered batch share: their jobs' specs, read in one request, and the team
+        slots of the runs ready to claim, taken in one write per team (``Claims.take_team_slots``). The batch
+        is ended by ``end_batch`` once every record is processed."""
+        now = self.clock()
+        runs = [message for message in messages if isinstance(message, RunMessage)]
+        specs = self.jobs.get_many(sorted({message.job for message in runs})) if runs else {}
+        ready = [
+            (message, specs[message.job])
+            for message in runs
+            if message.job in specs
+            and parse_instant(message.fire_at) - now <= EARLY_TOLERANCE
+            and before_claim(message, specs[message.job]) is None
+            and not specs[message.job].spec.wait_for
+        ]
+        return WorkerBatch(specs, self.claims.take_team_slots(ready, now) if ready else TeamSlots())
+
+    def end_batch(self, batch: WorkerBatch) -> None:
+        self.claims.release_team_slots(batch.team_slots)
+
+    def process_batch(self, messages: Sequence[WorkMessage | DagTaskFailure]) -> list[Outcome]:
+        """One delivered batch, its records one after another (the Lambda handler runs them on threads)."""
+        batch = self.start_batch(messages)
+        try:
+            return [self.process_any(message, batch) for message in messages]
+        finally:
+            self.end_batch(batch)
+
+    def process_any(
+        self, message: RunMessage | DagTaskMessage | DagTaskFailure, batch: WorkerBatch | None = None
+    ) -> Outcome:
         """One work-queue message of any kind: a run, a DAG task, or a DAG task's failure report."""
         if isinstance(message, DagTaskMessage):
             outcome = self.dags.process_task(message)
@@ -134,27 +172,32 @@ class Worker:
             return outcome
         if isinstance(message, DagTaskFailure):
             return self.dags.task_failed(message)
-        return self.process(message)
+        return self.process(message, batch)
 
-    def process(self, message: RunMessage) -> Outcome:
+    def process(self, message: RunMessage, batch: WorkerBatch | None = None) -> Outcome:
         """Handle one delivery. The message can always be deleted afterwards: one that must wait has been
         sent again with a delay."""
         now = self.clock()
         fire_at = parse_instant(message.fire_at)
         # Eventually consistent (half the read cost): a version read a moment stale is caught by the checks
-        # below or by the conditional writes, never lets a run happen twice.
-        stored = self.jobs.get(message.job, consistent=False)
+        # below or by the conditional writes, never lets a run happen twice. A batch read them all at once.
+        if batch is not None and message.job in batch.specs:
+            stored: StoredJob | None = batch.specs[message.job]
+        else:
+            stored = self.jobs.get(message.job, consistent=False)
         if stored is None:
             return Outcome("superseded", "the job no longer exists")
         if fire_at - now > EARLY_TOLERANCE:
             outcome = Outcome("waiting", "before its instant", wait=fire_at - now)
         else:
-            outcome = self._process(message, stored, now, fire_at)
+            outcome = self._process(message, stored, now, fire_at, batch.team_slots if batch else None)
         if outcome.wait is not None:
             self.queues.send(stored.spec.priority, [(outcome.resend or message, outcome.wait)])
         return replace(outcome, priority=stored.spec.priority)
 
-    def _process(self, message: RunMessage, stored: StoredJob, now: datetime, fire_at: datetime) -> Outcome:
+    def _process(
+        self, message: RunMessage, stored: StoredJob, now: datetime, fire_at: datetime, team_slots: TeamSlots | None
+    ) -> Outcome:
         spec = stored.spec
         records = self.records
         settled = before_claim(message, stored)
@@ -183,7 +226,7 @@ class Worker:
             )
 
         attempt = self.attempts.execute(
-            spec.target, spec.team, now, claim=lambda: self._claim(message, stored, now), context=context
+            spec.target, spec.team, now, claim=lambda: self._claim(message, stored, now, team_slots), context=context
         )
         if isinstance(attempt, Held):
             return records.held_back(message, stored, now, attempt.outcome)
@@ -204,10 +247,12 @@ class Worker:
         detail = dict(message.trigger_detail or {})
         return batch_payload(detail, events, events_ref=run_events_path(message.job, message.run_id))
 
-    def _claim(self, message: RunMessage, stored: StoredJob, now: datetime) -> Run | Outcome:
+    def _claim(
+        self, message: RunMessage, stored: StoredJob, now: datetime, team_slots: TeamSlots | None
+    ) -> Run | Outcome:
         """Slots, then the claim. A DAG job's claimed run is handed to its state machine here (it executes no
         target itself): the outcome says the execution started."""
-        slots = self.claims.take_slots(message, stored, now)
+        slots = self.claims.take_slots(message, stored, now, team_slots)
         if isinstance(slots, SkipRun):
             return self.records.skip(message, stored.spec, now, slots.reason)
         if slots is not None:

@@ -20,14 +20,16 @@ from jobsched.core.records import (
     DueEntry,
     JobExists,
     JobState,
+    SlotJudgement,
     SlotResult,
+    SlotsTaken,
     StoredIncident,
     StoredJob,
     VersionConflict,
     audit_values,
     due_shard,
     job_state_values,
-    slots_to_evict,
+    judge_slots,
 )
 from jobsched.core.runs import instant_text, parse_instant
 from jobsched.core.spec import JobSpec
@@ -252,22 +254,42 @@ class MemoryJobs:
         now: datetime,
         ended: Callable[[list[str]], set[str]] | None = None,
     ) -> SlotResult:
+        return SlotResult.of(
+            holder, self.acquire_slots(pk, sk, leases={holder: lease_until}, limit=limit, now=now, ended=ended)
+        )
+
+    def acquire_slots(
+        self,
+        pk: str,
+        sk: str,
+        *,
+        leases: dict[str, datetime],
+        limit: int,
+        now: datetime,
+        ended: Callable[[list[str]], set[str]] | None = None,
+    ) -> SlotsTaken:
         holders = self.slot_holders(pk, sk)
-        for _ in range(3):
-            stale = slots_to_evict(holders, holder, now=now, limit=limit, ended=ended)
-            if stale is None:
-                return SlotResult(False, holders)
-            judged = {h: holders[h] for h in stale}
-            take = partial(_take_slot, holder=holder, lease=instant_text(lease_until), limit=limit, judged=judged)
+        for _ in range(4):
+            judged = judge_slots(holders, list(leases), now=now, limit=limit, ended=ended)
+            if not judged.writes:
+                return SlotsTaken([], [], holders)
+            expected = {h: holders[h] for h in judged.evicted}
+            written = {h: instant_text(leases[h]) for h in judged.present + judged.granted}
+            take = partial(_take_slots, judged=judged, written=written, limit=limit, expected=expected)
             if self._applied(pk, sk, take):
-                return SlotResult(True, {})
+                return SlotsTaken(judged.granted, judged.present, {})
             holders = self.slot_holders(pk, sk)
-        return SlotResult(False, holders)
+        return SlotsTaken([], [], holders)
 
     def release_slot(self, pk: str, sk: str, *, holder: str) -> None:
+        self.release_slots(pk, sk, holders=[holder])
+
+    def release_slots(self, pk: str, sk: str, *, holders: list[str]) -> None:
         def release(item: Item | None) -> Item:
             item = item or {}
-            (item.setdefault("slots", {})).pop(holder, None)
+            slots = item.setdefault("slots", {})
+            for holder in holders:
+                slots.pop(holder, None)
             return item
 
         self.table.update(pk, sk, release)
@@ -584,17 +606,19 @@ class MemoryJobs:
         return True
 
 
-def _take_slot(item: Item | None, *, holder: str, lease: str, limit: int, judged: dict[str, str]) -> Item:
-    """The slot write's condition and change: room for ``holder`` once the holders judged ended are evicted,
-    and those holders still hold exactly the lease they were judged by."""
+def _take_slots(
+    item: Item | None, *, judged: SlotJudgement, written: dict[str, str], limit: int, expected: dict[str, str]
+) -> Item:
+    """The slot write's condition and change (as ``SlotsStore._slot_write``): the present still hold theirs, the
+    evicted still hold exactly the lease they were judged by, and at most ``limit`` slots are left."""
     item = item or {}
     slots = dict(item.get("slots") or {})
-    if holder not in slots and len(slots) >= limit + len(judged):
+    if any(h not in slots for h in judged.present) or any(slots.get(h) != held for h, held in expected.items()):
         raise ConditionFailed
-    if any(slots.get(h) != held for h, held in judged.items()):
+    if judged.granted and len(slots) > limit + len(judged.evicted) - len(judged.granted):
         raise ConditionFailed
-    for evicted in judged:
+    for evicted in judged.evicted:
         slots.pop(evicted)
-    slots[holder] = lease
+    slots.update(written)
     item["slots"] = slots
     return item

@@ -12,7 +12,7 @@ from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, to_v
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import SlotResult, slots_to_evict
+from jobsched.core.records import SlotJudgement, SlotResult, SlotsTaken, judge_slots
 from jobsched.core.runs import instant_text
 
 
@@ -28,61 +28,105 @@ class SlotsStore(JobsTable):
         now: datetime,
         ended: Callable[[list[str]], set[str]] | None = None,
     ) -> SlotResult:
-        """Take one of ``limit`` slots for ``holder`` (idempotent for the same holder).
+        """Take one of ``limit`` slots for ``holder`` (idempotent for the same holder): ``acquire_slots``."""
+        return SlotResult.of(
+            holder, self.acquire_slots(pk, sk, leases={holder: lease_until}, limit=limit, now=now, ended=ended)
+        )
+
+    def acquire_slots(
+        self,
+        pk: str,
+        sk: str,
+        *,
+        leases: dict[str, datetime],
+        limit: int,
+        now: datetime,
+        ended: Callable[[list[str]], set[str]] | None = None,
+    ) -> SlotsTaken:
+        """Take slots for as many of ``leases``' holders as there is room for, in order, in one write.
 
         Slots are released lazily: a run that ends writes nothing here. When the slots are full, the
         holders whose runs have ended (``ended``: which of these holders' runs are terminal) and those
         whose lease has expired (their worker died) are evicted in the same conditional write that takes
-        the slot: one write per run instead of two, plus strongly consistent reads (a fifth of the price).
-        (Writing blind first and reading only on refusal would cost more: with lazy release the slots are
-        usually full of ended holders, and a refused conditional write is billed like a write.)
+        the slots. (Writing blind first and reading only on refusal would cost more: with lazy release the
+        slots are usually full of ended holders, and a refused conditional write is billed like a write.)
+        The first read is eventually consistent (half the price): the write's condition is on exactly what
+        was read, so a stale read fails the write and the holders are read again, strongly; so is a refusal.
         """
-        holders = self.slot_holders(pk, sk)
-        for _ in range(3):
-            stale = slots_to_evict(holders, holder, now=now, limit=limit, ended=ended)
-            if stale is None:
-                return SlotResult(False, holders)
-            names = {"#h": holder}
-            values: dict[str, Any] = {":lease": instant_text(lease_until), ":room": limit + len(stale)}
-            update = "SET slots.#h = :lease"
-            conditions = ["(attribute_exists(slots.#h) OR attribute_not_exists(slots) OR size(slots) < :room)"]
-            if stale:
-                update += " REMOVE " + ", ".join(f"slots.#s{index}" for index in range(len(stale)))
-            for index, evicted in enumerate(stale):
-                names[f"#s{index}"] = evicted
-                values[f":s{index}"] = holders[evicted]
-                conditions.append(f"slots.#s{index} = :s{index}")  # still the holder we judged ended
+        holders = self.slot_holders(pk, sk, consistent=False)
+        consistent = False
+        for _ in range(4):
+            judged = judge_slots(holders, list(leases), now=now, limit=limit, ended=ended)
+            if not judged.writes:
+                if consistent:
+                    return SlotsTaken([], [], holders)
+                holders, consistent = self.slot_holders(pk, sk), True  # refused on a stale read? read again
+                continue
             try:
-                self.db.update_item(
-                    TableName=self.table,
-                    Key=self._key(pk, sk),
-                    UpdateExpression=update,
-                    ConditionExpression=" AND ".join(conditions),
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues=to_values(values),
-                )
-                return SlotResult(True, {})
+                self.db.update_item(**self._slot_write(pk, sk, judged, holders, leases, limit))
+                return SlotsTaken(judged.granted, judged.present, {})
             except ClientError as error:
                 if not is_conditional_failure(error):
-                    if error.response.get("Error", {}).get("Code") == "ValidationException":
-                        # The item has no ``slots`` map yet (a quota item written without one).
-                        self._ensure_slots(pk, sk)
-                        holders = self.slot_holders(pk, sk)
-                        continue
-                    raise
-            holders = self.slot_holders(pk, sk)  # another worker changed them: judge again
-        return SlotResult(False, holders)
+                    if error.response.get("Error", {}).get("Code") != "ValidationException":
+                        raise
+                    self._ensure_slots(pk, sk)  # the item has no ``slots`` map yet (a quota item without one)
+            holders, consistent = self.slot_holders(pk, sk), True  # another worker changed them: judge again
+        return SlotsTaken([], [], holders)
+
+    def _slot_write(
+        self,
+        pk: str,
+        sk: str,
+        judged: SlotJudgement,
+        holders: dict[str, str],
+        leases: dict[str, datetime],
+        limit: int,
+    ) -> dict[str, Any]:
+        """The write: the granted holders' slots set, the present ones' leases renewed, the evicted removed;
+        on condition that the present still hold theirs, the evicted still hold exactly the lease they were
+        judged by, and the slots left after it number at most ``limit``."""
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        sets, conditions = [], []
+        for index, holder in enumerate(judged.present + judged.granted):
+            names[f"#h{index}"], values[f":l{index}"] = holder, instant_text(leases[holder])
+            sets.append(f"slots.#h{index} = :l{index}")
+            if holder in judged.present:
+                conditions.append(f"attribute_exists(slots.#h{index})")
+        for index, evicted in enumerate(judged.evicted):
+            names[f"#s{index}"], values[f":s{index}"] = evicted, holders[evicted]
+            conditions.append(f"slots.#s{index} = :s{index}")
+        if judged.granted:
+            values[":most"] = limit + len(judged.evicted) - len(judged.granted)
+            conditions.append("(attribute_not_exists(slots) OR size(slots) <= :most)")
+        update = "SET " + ", ".join(sets)
+        if judged.evicted:
+            update += " REMOVE " + ", ".join(f"slots.#s{index}" for index in range(len(judged.evicted)))
+        return {
+            "TableName": self.table,
+            "Key": self._key(pk, sk),
+            "UpdateExpression": update,
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": to_values(values),
+        }
 
     def release_slot(self, pk: str, sk: str, *, holder: str) -> None:
+        self.release_slots(pk, sk, holders=[holder])
+
+    def release_slots(self, pk: str, sk: str, *, holders: list[str]) -> None:
+        if not holders:
+            return
+        names = {f"#h{index}": holder for index, holder in enumerate(holders)}
         self.db.update_item(
             TableName=self.table,
             Key=self._key(pk, sk),
-            UpdateExpression="REMOVE slots.#h",
-            ExpressionAttributeNames={"#h": holder},
+            UpdateExpression="REMOVE " + ", ".join(f"slots.{name}" for name in names),
+            ExpressionAttributeNames=names,
         )
 
-    def slot_holders(self, pk: str, sk: str) -> dict[str, str]:
-        response = self.db.get_item(TableName=self.table, Key=self._key(pk, sk), ConsistentRead=True)
+    def slot_holders(self, pk: str, sk: str, *, consistent: bool = True) -> dict[str, str]:
+        response = self.db.get_item(TableName=self.table, Key=self._key(pk, sk), ConsistentRead=consistent)
         item = from_item(response.get("Item") or {})
         slots = item.get("slots") or {}
         return {str(k): str(v) for k, v in slots.items()}
