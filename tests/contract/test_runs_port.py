@@ -266,3 +266,26 @@ def test_a_runs_output_keeps_its_first_4000_characters(stores: Stores) -> None:
     run_id = running(stores)
     done = stores.runs.finish(JOB, run_id, attempt=1, status=RunStatus.SUCCEEDED, now=T0, output="x" * 10_000)
     assert done.output is not None and len(done.output) == 4_000 and done.output.endswith("... (+6017 chars)")
+
+
+def test_runs_waiting_for_a_slot_are_listed_oldest_first_and_woken_once_until_they_start(stores: Stores) -> None:
+    """A run held back by max_running is on its team's slot waits; a run that ends takes the oldest off to wake
+    it (two wakers cannot both take it); its claim or its end takes it off for good."""
+    waiting = [message(minute) for minute in (2, 0, 1)]
+    for index, first in enumerate(waiting):
+        stores.runs.create(first, status=RunStatus.SCHEDULED, now=T0, retention=DAY, reason="waiting")
+        assert stores.runs.wait_for_slot(JOB, first.run_id, team="payments", since=T0 + timedelta(seconds=index))
+    assert not stores.runs.wait_for_slot(JOB, running(stores, 5), team="payments", since=T0), "not waiting: running"
+    assert stores.runs.slot_waiters("payments", limit=5) == [(JOB, m.run_id) for m in waiting]
+    assert stores.runs.slot_waiters("other", limit=5) == []
+    oldest = stores.runs.take_slot_waiter(JOB, waiting[0].run_id)
+    assert oldest is not None and oldest.status is RunStatus.SCHEDULED and oldest.run_id == waiting[0].run_id
+    assert stores.runs.take_slot_waiter(JOB, waiting[0].run_id) is None, "another waker took it already"
+    assert stores.runs.slot_waiters("payments", limit=1) == [(JOB, waiting[1].run_id)]
+    claim = AttemptClaim(1, RunStatus.SCHEDULED, 1, T0, T0 + timedelta(minutes=15), False)
+    stores.runs.claim_attempt(JOB, waiting[1].run_id, claim)
+    stores.runs.finish(
+        JOB, waiting[2].run_id, attempt=1, status=RunStatus.SKIPPED, now=T0, from_status=RunStatus.SCHEDULED
+    )
+    assert stores.runs.slot_waiters("payments", limit=5) == []
+    assert stores.runs.take_slot_waiter(JOB, waiting[1].run_id) is None

@@ -185,6 +185,9 @@ class RunsKeys:
     DEADLINE_INDEX = "deadlines"
     DEADLINE_SHARD = "deadline_shard"  # present only while a run with an SLA deadline has not finished
     DEADLINE_AT = "deadline_at"
+    SLOT_WAIT_INDEX = "slot_waits"
+    SLOT_WAIT_TEAM = "slot_wait_team"  # present only while a first attempt waits for its job's or team's slot
+    SLOT_WAIT_SINCE = "slot_wait_since"
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,8 @@ RUNS_TABLE = TableDefinition(
         IndexDefinition(RunsKeys.WAKE_INDEX, (RunsKeys.WAKE_SHARD, "N"), (RunsKeys.WAKE_AT, "S")),
         # Unfinished runs of jobs with an SLA deadline: the heartbeat checker pages when one passes.
         IndexDefinition(RunsKeys.DEADLINE_INDEX, (RunsKeys.DEADLINE_SHARD, "N"), (RunsKeys.DEADLINE_AT, "S")),
+        # Runs of a team waiting for max_running, oldest first: a run that ends wakes the next one.
+        IndexDefinition(RunsKeys.SLOT_WAIT_INDEX, (RunsKeys.SLOT_WAIT_TEAM, "S"), (RunsKeys.SLOT_WAIT_SINCE, "S")),
     ),
     ttl_attribute=RunsKeys.TTL,
 )

@@ -214,10 +214,11 @@ class DueEntry:
 class SlotResult:
     acquired: bool
     holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when not acquired
+    full: bool = False  # every slot is held now (by the count the write judged): a later run may have to wait
 
     @classmethod
     def of(cls, holder: str, taken: SlotsTaken) -> SlotResult:
-        return cls(True, {}) if holder in taken.granted else cls(False, taken.holders)
+        return cls(True, {}, taken.full) if holder in taken.granted else cls(False, taken.holders, True)
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,7 @@ class SlotsTaken:
     added: list[str]  # the holders the write gave a slot, in the order asked
     kept: list[str]  # those that held one already (their lease renewed)
     holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when none was granted
+    full: bool = True  # every slot is held now, by the count the write judged (or the write was refused)
 
     @property
     def granted(self) -> list[str]:
@@ -664,6 +666,7 @@ class SlotJudgement:
     granted: list[str]
     present: list[str]
     evicted: list[str]
+    held_after: int  # slots held once the write is done, by the holders judged
 
     @property
     def writes(self) -> bool:
@@ -684,14 +687,22 @@ def judge_slots(
     present = [h for h in wanted if h in holders]
     new = [h for h in dict.fromkeys(wanted) if h not in holders]
     if not new:
-        return SlotJudgement([], present, [])
+        return SlotJudgement([], present, [], len(holders))
     stale = [h for h, lease in holders.items() if parse_instant(lease) <= now and h not in present]
-    if len(holders) - len(stale) + len(new) > limit and ended is not None:
-        candidates = [h for h in holders if h not in stale and h not in present]
-        stale += sorted(ended(candidates)) if candidates else []
+    short = len(holders) - len(stale) + len(new) - limit
+    if short > 0 and ended is not None:
+        # Asking costs a read per holder: first as many as are short, those that took their slots first (the
+        # earliest leases, most likely ended), then the rest only if too few of those had ended.
+        candidates = sorted((h for h in holders if h not in stale and h not in present), key=holders.__getitem__)
+        found = ended(candidates[:short]) if candidates else set()
+        if len(found) < short and candidates[short:]:
+            found |= ended(candidates[short:])
+        stale += sorted(found)
     room = max(0, limit - (len(holders) - len(stale)))
     granted = new[:room]
-    return SlotJudgement(granted, present, stale if granted else [])
+    if not granted:
+        return SlotJudgement([], present, [], len(holders))
+    return SlotJudgement(granted, present, stale, len(holders) - len(stale) + len(granted))
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,7 @@ class RunMessage(BaseModel):
     waiting_since: str | None = None  # set once the run's waiting record exists (re-sent waits skip the write)
     woken: bool = False  # sent by an event that may meet its wait_for: checked once, never re-sent
     slot_waits: int = Field(default=0, ge=0)  # how often it found its job's or team's max_running full
+    slot_woken: bool | None = None  # sent by a run of its team that ended, not by its own wait (Records.wake_next)
     trigger_detail: dict[str, JsonValue] | None = None  # event runs: the event that started it (kind, id, source...)
 
     @classmethod

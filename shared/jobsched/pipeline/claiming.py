@@ -57,6 +57,7 @@ class TeamSlots:
 
     granted: dict[str, list[str]] = field(default_factory=dict)  # team -> holders this batch's write took
     used: set[str] = field(default_factory=set)
+    full: set[str] = field(default_factory=set)  # teams whose slots this batch found all held
 
     def use(self, team: str, holder: str) -> bool:
         if holder not in self.granted.get(team, ()):
@@ -67,6 +68,14 @@ class TeamSlots:
     def unused(self) -> dict[str, list[str]]:
         left = {team: [h for h in holders if h not in self.used] for team, holders in self.granted.items()}
         return {team: holders for team, holders in left.items() if holders}
+
+
+@dataclass(frozen=True)
+class SlotsHeld:
+    """Both slots are held. ``crowded``: the team's slots (or a queueing job's) were all held when this run took
+    its own, so runs may be waiting behind it: when it ends it wakes the next (``Records.wake_next``)."""
+
+    crowded: bool
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,8 @@ class Claims:
                 key, JobsKeys.QUOTA, leases=leases, limit=quota, now=now, ended=self.ended_runs
             )
             slots.granted[team] = taken.added
+            if taken.full:
+                slots.full.add(team)
         return slots
 
     def release_team_slots(self, slots: TeamSlots) -> None:
@@ -120,9 +131,9 @@ class Claims:
 
     def take_slots(
         self, message: RunMessage, stored: StoredJob, now: datetime, team_slots: TeamSlots | None = None
-    ) -> Outcome | SkipRun | None:
+    ) -> Outcome | SkipRun | SlotsHeld:
         """The job's slot (max_running, by its overlap policy) and the team's (from the batch's ``team_slots``
-        when it took one for this run): None when both are held."""
+        when it took one for this run)."""
         spec = stored.spec
         lease = lease_until(spec, now)
         limit = spec.concurrency.max_running
@@ -148,9 +159,11 @@ class Claims:
                 )
             if not taken.acquired:
                 return waiting_for_slots(message, f"max_running {limit} reached ({others})")
+        # Runs wait behind a full job only if it queues (others are skipped or replace the running one).
+        job_crowded = taken.full and overlap_policy(message, spec) == "queue"
         # The team's share: one team's backlog or hung target holds at most max_running of the workers.
         if team_slots is not None and team_slots.use(spec.team, team_holder(message)):
-            return None
+            return SlotsHeld(job_crowded or spec.team in team_slots.full)
         quota = self.jobs.team_limits(spec.team).max_running
         team = self.jobs.acquire_slot(
             f"{JobsKeys.TEAM_PREFIX}{spec.team}",
@@ -161,10 +174,12 @@ class Claims:
             now=now,
             ended=self.ended_runs,
         )
+        if team_slots is not None and team.full:
+            team_slots.full.add(spec.team)
         if not team.acquired:
             self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
             return waiting_for_slots(message, f"team {spec.team} max_running {quota} reached")
-        return None
+        return SlotsHeld(job_crowded or team.full)
 
     def ended_runs(self, holders: list[str], *, job: str | None = None) -> set[str]:
         """Which slot holders' runs have ended (slots are released lazily, see ``JobsPort.acquire_slot``).

@@ -17,12 +17,14 @@ from datetime import datetime, timedelta
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import Run, StaleAttempt, StoredJob, TargetResult
-from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, instant_text, retry_delay
+from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, instant_text, parse_instant, retry_delay
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.events import Alerts
 from jobsched.pipeline.containers import attempt_work
 from jobsched.pipeline.decisions import lease_until, on_lost_attempt, on_result, ran_twice
 from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort
+
+WAKE_CANDIDATES = 5  # waiters read per wake: runs ending at once take different ones
 
 
 @dataclass
@@ -141,24 +143,57 @@ class Records:
         if spec.dag is not None:
             self.stop_dag(run, spec, error)
         self.alerts.run_ended_badly(run, "run timed out")
+        self.wake_next(spec.team)
         return Outcome("failed", error, run=run)
 
-    def held_back(self, message: RunMessage, stored: StoredJob, now: datetime, outcome: Outcome) -> Outcome:
+    def held_back(
+        self, message: RunMessage, stored: StoredJob, now: datetime, outcome: Outcome, *, for_slot: bool = False
+    ) -> Outcome:
         """A first attempt that must wait (max_running, the team's limit, an open circuit) gets its run record
         now, SCHEDULED with the reason, so it is visible, counted and under its SLA deadline while it waits.
-        Written once: the re-sent message carries ``waiting_since``. The claim later starts this record."""
-        if outcome.action != "waiting" or message.attempt != 1 or message.waiting_since is not None:
+        Written once: the re-sent message carries ``waiting_since``. The claim later starts this record.
+        A wait ``for_slot`` (max_running) also puts the run on its team's slot waits, oldest first, where a run
+        of the team that ends finds it (``wake_next``); a woken run that found the slots taken again goes back
+        there, in its old place."""
+        if outcome.action != "waiting" or message.attempt != 1:
             return outcome
-        self.runs.create(
-            message,
-            status=RunStatus.SCHEDULED,
-            now=now,
-            retention=stored.spec.run_retention,
-            reason=f"waiting since {instant_text(now)}: {outcome.detail}",
-            deadline=stored.spec.deadline,
-        )
+        if message.waiting_since is None:
+            self.runs.create(
+                message,
+                status=RunStatus.SCHEDULED,
+                now=now,
+                retention=stored.spec.run_retention,
+                reason=f"waiting since {instant_text(now)}: {outcome.detail}",
+                deadline=stored.spec.deadline,
+            )
+        elif not (for_slot and message.slot_woken):
+            return outcome
+        since = parse_instant(message.waiting_since) if message.waiting_since else now
+        if for_slot:
+            self.runs.wait_for_slot(message.job, message.run_id, team=stored.spec.team, since=since)
         again = outcome.resend if isinstance(outcome.resend, RunMessage) else message
-        return replace(outcome, resend=again.model_copy(update={"waiting_since": instant_text(now)}))
+        return replace(
+            outcome, resend=again.model_copy(update={"waiting_since": instant_text(since), "slot_woken": None})
+        )
+
+    def wake_next(self, team: str) -> Run | None:
+        """A run of ``team`` ended, so a slot of its team (and of its job) is free: released lazily, the next
+        claim evicts it. The team's longest-waiting run is sent now, instead of at its next look (after up to
+        30 s). Several runs ending at once each take a different waiter off the index; a woken run that finds
+        the slot taken after all goes back (``held_back``), and its own delayed look stays the fallback."""
+        for job, run_id in self.runs.slot_waiters(team, limit=WAKE_CANDIDATES):
+            woken = self.runs.take_slot_waiter(job, run_id)
+            if woken is None:
+                continue  # another run that ended woke it, or it started on its own look
+            stored = self.jobs.get(job, consistent=False)
+            if stored is None:
+                return None
+            message = woken.to_message().model_copy(
+                update={"waiting_since": instant_text(woken.fire_at), "slot_woken": True, "slot_waits": 1}
+            )
+            self.queues.send(stored.spec.priority, [(message, timedelta(0))])
+            return woken
+        return None
 
     def skip(self, message: RunMessage, spec: JobSpec, now: datetime, reason: str) -> Outcome:
         created = self.runs.create(

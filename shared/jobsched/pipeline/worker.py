@@ -53,6 +53,16 @@ from jobsched.watch.heartbeat import HeartbeatChecker
 EARLY_TOLERANCE = timedelta(seconds=1)
 
 
+ENDED = ("succeeded", "failed")  # outcomes that end a run, freeing its slots
+
+
+@dataclass
+class Crowding:
+    """Whether runs may wait behind this one (``SlotsHeld.crowded``), learnt at its claim."""
+
+    value: bool
+
+
 @dataclass(frozen=True)
 class WorkerBatch:
     """What the records of one delivered batch share (``Worker.start_batch``)."""
@@ -225,8 +235,14 @@ class Worker:
                 checkpoint=run.progress.checkpoint if run.progress is not None else None,
             )
 
+        # A run that waited for a slot, or took one of the last, may have runs waiting behind it.
+        crowded = Crowding(message.slot_waits > 0)
         attempt = self.attempts.execute(
-            spec.target, spec.team, now, claim=lambda: self._claim(message, stored, now, team_slots), context=context
+            spec.target,
+            spec.team,
+            now,
+            claim=lambda: self._claim(message, stored, now, team_slots, crowded),
+            context=context,
         )
         if isinstance(attempt, Held):
             return records.held_back(message, stored, now, attempt.outcome)
@@ -234,7 +250,10 @@ class Worker:
             # A run that waited for data is not late: its wait is measured as such (WaitSeconds).
             had_to_wait = isinstance(waited, Met) and waited.waited > timedelta(0)
             lateness = None if had_to_wait else (attempt.claimed.started_at or now) - fire_at
-            return records.result(message, stored, attempt.claimed, attempt.result, lateness)
+            outcome = records.result(message, stored, attempt.claimed, attempt.result, lateness)
+            if crowded.value and outcome.action in ENDED:
+                records.wake_next(spec.team)
+            return outcome
         return attempt
 
     def _payload(self, message: RunMessage) -> JsonValue:
@@ -248,15 +267,16 @@ class Worker:
         return batch_payload(detail, events, events_ref=run_events_path(message.job, message.run_id))
 
     def _claim(
-        self, message: RunMessage, stored: StoredJob, now: datetime, team_slots: TeamSlots | None
+        self, message: RunMessage, stored: StoredJob, now: datetime, team_slots: TeamSlots | None, crowded: Crowding
     ) -> Run | Outcome:
         """Slots, then the claim. A DAG job's claimed run is handed to its state machine here (it executes no
         target itself): the outcome says the execution started."""
         slots = self.claims.take_slots(message, stored, now, team_slots)
         if isinstance(slots, SkipRun):
             return self.records.skip(message, stored.spec, now, slots.reason)
-        if slots is not None:
-            return self.records.held_back(message, stored, now, slots)
+        if isinstance(slots, Outcome):
+            return self.records.held_back(message, stored, now, slots, for_slot=True)
+        crowded.value = crowded.value or slots.crowded
         self.after_step("slots")
         claimed = self.claims.claim(message, stored, now)
         if isinstance(claimed, NotClaimed):
@@ -289,6 +309,8 @@ class Worker:
         outcome = self.records.result(message, stored, run, result, (run.started_at or self.clock()) - run.fire_at)
         if outcome.action == "superseded" or outcome.run is None:
             raise StaleAttempt(outcome.detail or f"{job} {run_id} attempt {attempt} is no longer running")
+        if outcome.action in ENDED:  # long runs (callbacks, containers): whether others wait is not known here
+            self.records.wake_next(stored.spec.team)
         return outcome.run
 
     def heartbeat_external(self, job: str, run_id: str, attempt: int, report: ProgressReport | None = None) -> Run:
@@ -349,6 +371,8 @@ class Worker:
             self.dags.stop(cancelled, stored.spec, cause="cancelled by request")
         if stored is not None and isinstance(stored.spec.target, CONTAINER_TARGETS):
             stop_started_task(self.containers, run, "jobsched: cancelled")
+        if stored is not None and run.status is RunStatus.RUNNING:
+            self.records.wake_next(stored.spec.team)
         return cancelled
 
     def cancel_running(self, job: str) -> list[Run]:

@@ -56,6 +56,8 @@ from jobsched.core.runs import (
     truncate,
 )
 
+SLOT_WAIT_ATTRIBUTES = f"{RunsKeys.SLOT_WAIT_TEAM}, {RunsKeys.SLOT_WAIT_SINCE}"  # removed when the run starts or ends
+
 
 class RunsStore:
     def __init__(
@@ -253,7 +255,7 @@ class RunsStore:
             values[":lateness"] = claim.lateness_ms
         # A run that waited for a slot loses its "waiting since ..." reason when it starts (a lost one, its
         # "lost: ..." reason and finish time).
-        removed = "next_attempt_at, wake_shard, wake_at, reason, finished_at, waiting_for"
+        removed = "next_attempt_at, wake_shard, wake_at, reason, finished_at, waiting_for, " + SLOT_WAIT_ATTRIBUTES
         update = "SET " + ", ".join(sets) + " REMOVE " + removed
         return self._transition(job, run_id, update, condition, names, values)
 
@@ -309,7 +311,8 @@ class RunsStore:
             values[":reason"] = truncate(reason)
         else:
             names.pop("#reason")
-        update = sets + " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at, deadline_shard, deadline_at"
+        update = sets + " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at, deadline_shard, deadline_at, "
+        update += SLOT_WAIT_ATTRIBUTES
         finished = self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
         if self.on_finished is not None:
             self.on_finished(finished)
@@ -444,6 +447,50 @@ class RunsStore:
             run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
             if run is not None:
                 yield run
+
+    def wait_for_slot(self, job: str, run_id: str, *, team: str, since: datetime) -> bool:
+        """Put a first attempt held back by max_running on its team's slot waits (False: it is past waiting)."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(job, run_id),
+            UpdateExpression=f"SET {RunsKeys.SLOT_WAIT_TEAM} = :team, {RunsKeys.SLOT_WAIT_SINCE} = :since",
+            ConditionExpression="#status = :scheduled AND attempt = :one",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=to_values(
+                {":team": team, ":since": instant_text(since), ":scheduled": RunStatus.SCHEDULED.value, ":one": 1}
+            ),
+        )
+
+    def slot_waiters(self, team: str, *, limit: int) -> list[tuple[str, str]]:
+        """(job, run id) of the team's runs waiting for a slot, longest waiting first (the index's keys only)."""
+        response = self.db.query(
+            TableName=self.table,
+            IndexName=RunsKeys.SLOT_WAIT_INDEX,
+            KeyConditionExpression="#team = :team",
+            ExpressionAttributeNames={"#team": RunsKeys.SLOT_WAIT_TEAM},
+            ExpressionAttributeValues=to_values({":team": team}),
+            Limit=limit,
+        )
+        return [(values[RunsKeys.PK], values[RunsKeys.SK]) for values in map(from_item, response.get("Items", []))]
+
+    def take_slot_waiter(self, job: str, run_id: str) -> Run | None:
+        """Take a waiting run off its team's slot waits to wake it; None if another waker (or its claim) did."""
+        try:
+            response = self.db.update_item(
+                TableName=self.table,
+                Key=self._key(job, run_id),
+                UpdateExpression=f"REMOVE {SLOT_WAIT_ATTRIBUTES}",
+                ConditionExpression=f"attribute_exists({RunsKeys.SLOT_WAIT_TEAM}) AND #status = :scheduled",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=to_values({":scheduled": RunStatus.SCHEDULED.value}),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return None
+            raise
+        return Run.from_values(from_item(response["Attributes"]))
 
     def clear_wake(self, job: str, run_id: str, *, attempt: int) -> bool:
         """Take a retry off the wakeups index once its message is on a queue; False if already taken."""

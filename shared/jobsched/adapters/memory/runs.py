@@ -3,6 +3,7 @@ conditional on status and attempt exactly as in ``aws.runs_store`` (the contract
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -169,7 +170,7 @@ class MemoryRuns:
         if expected in (RunStatus.SCHEDULED, RunStatus.MISSED) and claim.lateness_ms is not None:
             sets["lateness_ms"] = claim.lateness_ms
         removes = ("next_attempt_at", RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, "reason", "finished_at", "waiting_for")
-        return self._transition(job, run_id, allowed, sets, removes)
+        return self._transition(job, run_id, allowed, sets, removes + SLOT_WAIT)
 
     def to_retrying(
         self, job: str, run_id: str, *, attempt: int, now: datetime, next_attempt_at: datetime, error: str, wake: bool
@@ -243,6 +244,7 @@ class MemoryRuns:
             RunsKeys.WAKE_AT,
             RunsKeys.DEADLINE_SHARD,
             RunsKeys.DEADLINE_AT,
+            *SLOT_WAIT,
         )
         finished = self._transition(job, run_id, lambda item: _at(item, from_status, attempt), sets, removes)
         if self.on_finished is not None:
@@ -266,6 +268,27 @@ class MemoryRuns:
 
     def deadline_reported(self, job: str, run_id: str) -> bool:
         return self._removed_if(job, run_id, lambda item: RunsKeys.DEADLINE_SHARD in item, RunsKeys.DEADLINE_SHARD)
+
+    def wait_for_slot(self, job: str, run_id: str, *, team: str, since: datetime) -> bool:
+        sets = {RunsKeys.SLOT_WAIT_TEAM: team, RunsKeys.SLOT_WAIT_SINCE: instant_text(since)}
+        try:
+            self._transition(job, run_id, lambda item: _at(item, RunStatus.SCHEDULED, 1), sets, ())
+        except StaleAttempt:
+            return False
+        return True
+
+    def slot_waiters(self, team: str, *, limit: int) -> list[tuple[str, str]]:
+        waiting = self.table.query_index(RunsKeys.SLOT_WAIT_INDEX, team, "\uffff")
+        return [(str(item[RunsKeys.PK]), str(item[RunsKeys.SK])) for item in itertools.islice(waiting, limit)]
+
+    def take_slot_waiter(self, job: str, run_id: str) -> Run | None:
+        def waiting(item: Item) -> bool:
+            return RunsKeys.SLOT_WAIT_TEAM in item and item.get("status") == RunStatus.SCHEDULED.value
+
+        try:
+            return self._transition(job, run_id, waiting, {}, SLOT_WAIT)
+        except StaleAttempt:
+            return None
 
     def clear_wake(self, job: str, run_id: str, *, attempt: int) -> bool:
         def waiting(item: Item) -> bool:
@@ -457,6 +480,9 @@ class MemoryRuns:
         except ConditionFailed:
             return False
         return True
+
+
+SLOT_WAIT = (RunsKeys.SLOT_WAIT_TEAM, RunsKeys.SLOT_WAIT_SINCE)  # removed when the run starts or ends
 
 
 def _at(item: Item, status: RunStatus, attempt: int) -> bool:

@@ -1,8 +1,11 @@
-"""A worker batch takes its team's slots in one write (#31): cheaper, and every team limit still holds.
+"""Team slots (#31): taken by a worker batch in one write, and handed on at once when a run ends.
 
 The team slot used to be one conditional write per run. A batch of ten delivered to one worker invocation now
 takes the slots of its runs that are ready to claim, team by team, in one write; the runs that then do not claim
 (their job's slot is full, a duplicate) give theirs back when the batch ends.
+
+A run held back by max_running used to look again only after its backoff (1 s, 1 s, 2 s... up to 30 s). It now
+waits on its team's slot waits, and a run of the team that ends sends the longest-waiting one at once.
 """
 
 from __future__ import annotations
@@ -103,3 +106,49 @@ def test_a_batch_delivered_twice_runs_each_run_once(stack: Stack, clock: Clock, 
     outcomes = stack.pump(deliveries=2)  # SQS delivers at least once: every record of the batch twice
     assert Counter(o.action for o in outcomes) == {"succeeded": 6, "duplicate": 6}
     assert len(lambdas.calls) == 6
+
+
+def limited_team_with_a_waiting_run(stack: Stack, clock: Clock, limit: int) -> tuple[list[Outcome], str]:
+    """``limit`` + 1 callback jobs of a team limited to ``limit``: all but one run, that one waits (its id)."""
+    stack.jobs.set_team_limits("batch", {"max_running": limit})
+    names = [f"hold{i}" for i in range(limit + 1)]
+    outcomes = first_minute(stack, clock, names, {"type": "callback", "timeout": "1h"})
+    assert Counter(o.action for o in outcomes) == {"pending": limit, "waiting": 1}
+    for _ in range(4):  # it looks again after 1 s, 1 s, 2 s, 4 s: its next look is 8 s away
+        clock.advance(timedelta(seconds=4))
+        assert [o.action for o in stack.pump(rounds=1)] == ["waiting"]
+    [(job, run_id)] = stack.runs.slot_waiters("batch", limit=5)
+    return [o for o in outcomes if o.action == "pending"], f"{job}#{run_id}"
+
+
+@pytest.mark.in_memory_queues
+def test_a_run_that_ends_starts_its_teams_waiting_run_at_once_not_at_its_next_look(stack: Stack, clock: Clock) -> None:
+    running, waiting = limited_team_with_a_waiting_run(stack, clock, 2)
+    job, run_id = waiting.split("#")
+    ended = running[0].run
+    assert ended is not None
+    stack.worker.complete_external(ended.job, ended.run_id, 1, succeeded=True)
+    woken = stack.pump(rounds=1)  # the clock has not moved: only a message sent with no delay is due
+    assert [o.action for o in woken] == ["pending"], [(o.action, o.detail, o.run and o.run.run_id) for o in woken]
+    [started] = [r for r in stack.run_list(job) if r.run_id == run_id]
+    assert started.status is RunStatus.RUNNING and started.started_at == clock()
+    assert stack.runs.slot_waiters("batch", limit=5) == []
+    clock.advance(timedelta(seconds=10))
+    later = stack.pump()  # its own delayed look comes after all: it finds its run started
+    assert [o.action for o in later] == ["duplicate"]
+    assert [r.attempt for r in stack.run_list(job) if r.run_id == run_id] == [1]
+
+
+@pytest.mark.in_memory_queues
+def test_a_woken_run_that_finds_the_slot_taken_again_waits_in_its_old_place(stack: Stack, clock: Clock) -> None:
+    running, waiting = limited_team_with_a_waiting_run(stack, clock, 1)
+    ended = running[0].run
+    assert ended is not None
+    stack.worker.complete_external(ended.job, ended.run_id, 1, succeeded=True)
+    lease = clock() + timedelta(hours=1)
+    assert stack.jobs.acquire_slot(
+        TEAM_ITEM, JobsKeys.QUOTA, holder="batch/other/x", lease_until=lease, limit=2, now=clock()
+    ).acquired
+    again = stack.pump(rounds=1)
+    assert [o.action for o in again] == ["waiting"]
+    assert [f"{job}#{run_id}" for job, run_id in stack.runs.slot_waiters("batch", limit=5)] == [waiting]
