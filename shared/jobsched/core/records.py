@@ -214,11 +214,10 @@ class DueEntry:
 class SlotResult:
     acquired: bool
     holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when not acquired
-    full: bool = False  # every slot is held now (by the count the write judged): a later run may have to wait
 
     @classmethod
     def of(cls, holder: str, taken: SlotsTaken) -> SlotResult:
-        return cls(True, {}, taken.full) if holder in taken.granted else cls(False, taken.holders, True)
+        return cls(True, {}) if holder in taken.granted else cls(False, taken.holders)
 
 
 @dataclass(frozen=True)
@@ -226,7 +225,6 @@ class SlotsTaken:
     added: list[str]  # the holders the write gave a slot, in the order asked
     kept: list[str]  # those that held one already (their lease renewed)
     holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when none was granted
-    full: bool = True  # every slot is held now, by the count the write judged (or the write was refused)
 
     @property
     def granted(self) -> list[str]:
@@ -666,7 +664,6 @@ class SlotJudgement:
     granted: list[str]
     present: list[str]
     evicted: list[str]
-    held_after: int  # slots held once the write is done, by the holders judged
 
     @property
     def writes(self) -> bool:
@@ -687,7 +684,7 @@ def judge_slots(
     present = [h for h in wanted if h in holders]
     new = [h for h in dict.fromkeys(wanted) if h not in holders]
     if not new:
-        return SlotJudgement([], present, [], len(holders))
+        return SlotJudgement([], present, [])
     stale = [h for h, lease in holders.items() if parse_instant(lease) <= now and h not in present]
     short = len(holders) - len(stale) + len(new) - limit
     if short > 0 and ended is not None:
@@ -700,9 +697,7 @@ def judge_slots(
         stale += sorted(found)
     room = max(0, limit - (len(holders) - len(stale)))
     granted = new[:room]
-    if not granted:
-        return SlotJudgement([], present, [], len(holders))
-    return SlotJudgement(granted, present, stale, len(holders) - len(stale) + len(granted))
+    return SlotJudgement(granted, present, stale if granted else [])
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ class TeamSlots:
 
     granted: dict[str, list[str]] = field(default_factory=dict)  # team -> holders this batch's write took
     used: set[str] = field(default_factory=set)
-    full: set[str] = field(default_factory=set)  # teams whose slots this batch found all held
+    refused: set[str] = field(default_factory=set)  # teams some of whose runs found no slot: runs wait behind
 
     def use(self, team: str, holder: str) -> bool:
         if holder not in self.granted.get(team, ()):
@@ -72,8 +72,9 @@ class TeamSlots:
 
 @dataclass(frozen=True)
 class SlotsHeld:
-    """Both slots are held. ``crowded``: the team's slots (or a queueing job's) were all held when this run took
-    its own, so runs may be waiting behind it: when it ends it wakes the next (``Records.wake_next``)."""
+    """Both slots are held. ``crowded``: runs of its team were refused a slot in its batch, so they wait behind
+    it: when it ends it wakes the next (``Records.wake_next``). (Slots are released lazily, so a full slots map
+    does not say that anyone waits: it is full of ended runs most of the time.)"""
 
     crowded: bool
 
@@ -120,8 +121,8 @@ class Claims:
                 key, JobsKeys.QUOTA, leases=leases, limit=quota, now=now, ended=self.ended_runs
             )
             slots.granted[team] = taken.added
-            if taken.full:
-                slots.full.add(team)
+            if len(taken.granted) < len(leases):
+                slots.refused.add(team)
         return slots
 
     def release_team_slots(self, slots: TeamSlots) -> None:
@@ -159,11 +160,9 @@ class Claims:
                 )
             if not taken.acquired:
                 return waiting_for_slots(message, f"max_running {limit} reached ({others})")
-        # Runs wait behind a full job only if it queues (others are skipped or replace the running one).
-        job_crowded = taken.full and overlap_policy(message, spec) == "queue"
         # The team's share: one team's backlog or hung target holds at most max_running of the workers.
         if team_slots is not None and team_slots.use(spec.team, team_holder(message)):
-            return SlotsHeld(job_crowded or spec.team in team_slots.full)
+            return SlotsHeld(spec.team in team_slots.refused)
         quota = self.jobs.team_limits(spec.team).max_running
         team = self.jobs.acquire_slot(
             f"{JobsKeys.TEAM_PREFIX}{spec.team}",
@@ -174,12 +173,12 @@ class Claims:
             now=now,
             ended=self.ended_runs,
         )
-        if team_slots is not None and team.full:
-            team_slots.full.add(spec.team)
         if not team.acquired:
+            if team_slots is not None:
+                team_slots.refused.add(spec.team)
             self.jobs.release_slot(message.job, JobsKeys.STATE, holder=message.run_id)
             return waiting_for_slots(message, f"team {spec.team} max_running {quota} reached")
-        return SlotsHeld(job_crowded or team.full)
+        return SlotsHeld(team_slots is not None and spec.team in team_slots.refused)
 
     def ended_runs(self, holders: list[str], *, job: str | None = None) -> set[str]:
         """Which slot holders' runs have ended (slots are released lazily, see ``JobsPort.acquire_slot``).

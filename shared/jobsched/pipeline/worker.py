@@ -235,7 +235,7 @@ class Worker:
                 checkpoint=run.progress.checkpoint if run.progress is not None else None,
             )
 
-        # A run that waited for a slot, or took one of the last, may have runs waiting behind it.
+        # A run that waited for a slot, or took one while others of its batch were refused, has runs behind it.
         crowded = Crowding(message.slot_waits > 0)
         attempt = self.attempts.execute(
             spec.target,

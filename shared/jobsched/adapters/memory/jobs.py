@@ -277,7 +277,7 @@ class MemoryJobs:
             written = {h: instant_text(leases[h]) for h in judged.present + judged.granted}
             take = partial(_take_slots, judged=judged, written=written, limit=limit, expected=expected)
             if self._applied(pk, sk, take):
-                return SlotsTaken(judged.granted, judged.present, {}, full=judged.held_after >= limit)
+                return SlotsTaken(judged.granted, judged.present, {})
             holders = self.slot_holders(pk, sk)
         return SlotsTaken([], [], holders)
 

@@ -64,7 +64,7 @@ class SlotsStore(JobsTable):
                 continue
             try:
                 self.db.update_item(**self._slot_write(pk, sk, judged, holders, leases, limit))
-                return SlotsTaken(judged.granted, judged.present, {}, full=judged.held_after >= limit)
+                return SlotsTaken(judged.granted, judged.present, {})
             except ClientError as error:
                 if not is_conditional_failure(error):
                     if error.response.get("Error", {}).get("Code") != "ValidationException":
