@@ -27,6 +27,7 @@ from jobsched.core.records import (
     BreakerState,
     DispatchState,
     DueEntry,
+    JobsSnapshot,
     JobState,
     LogLine,
     ParkedTask,
@@ -130,7 +131,9 @@ class JobsPort(Protocol):
         limit: int,
         now: datetime,
         ended: Callable[[list[str]], set[str]] | None = None,
+        read: dict[str, str] | None = None,
     ) -> SlotResult: ...
+    def snapshot(self, jobs: list[str]) -> JobsSnapshot: ...
     def acquire_slots(
         self,
         pk: str,
@@ -140,6 +143,7 @@ class JobsPort(Protocol):
         limit: int,
         now: datetime,
         ended: Callable[[list[str]], set[str]] | None = None,
+        read: dict[str, str] | None = None,
     ) -> SlotsTaken: ...
     def release_slot(self, pk: str, sk: str, *, holder: str) -> None: ...
     def release_slots(self, pk: str, sk: str, *, holders: list[str]) -> None: ...
@@ -147,6 +151,7 @@ class JobsPort(Protocol):
 
     # circuit breakers, incidents, team limits
     def breaker(self, key: str) -> BreakerState: ...
+    def breakers(self, keys: list[str]) -> dict[str, BreakerState]: ...
     def breaker_failed(
         self, key: str, *, now: datetime, threshold: int, cool_down: timedelta
     ) -> Literal["opened", "reopened"] | None: ...

@@ -249,3 +249,41 @@ def test_two_workers_evicting_the_same_ended_run_get_one_slot_between_them(store
     assert interfered == [True]
     assert not answer.acquired
     assert set(stores.jobs.slot_holders(JOB, "STATE")) == {"r1", "b"}
+
+
+def test_a_worker_batch_reads_its_jobs_and_breakers_in_one_request_each(stores: Stores) -> None:
+    """Specs, slot holders and open incidents of several jobs at once; breakers of several targets, every one
+    asked for answered (closed when never written)."""
+    create(stores)
+    create(stores, "other", next_visit_at=None)
+    lease = T0 + timedelta(minutes=10)
+    stores.jobs.acquire_slot(JOB, "STATE", holder="r1", lease_until=lease, limit=1, now=T0)
+    stores.jobs.mark_incident(JOB, "failing", is_open=True)
+    snapshot = stores.jobs.snapshot([JOB, "payments/other", "payments/gone"])
+    assert sorted(snapshot.specs) == [JOB, "payments/other"] and snapshot.specs[JOB].spec.name == "job"
+    assert snapshot.slots[JOB] == {"r1": instant_text(lease)} and snapshot.slots["payments/other"] == {}
+    assert snapshot.incidents == {JOB: {"failing"}, "payments/other": set()}
+    cool = timedelta(minutes=5)
+    for _ in range(3):
+        stores.jobs.breaker_failed("payments:lambda:db", now=T0, threshold=3, cool_down=cool)
+    breakers = stores.jobs.breakers(["payments:lambda:db", "payments:lambda:fine"])
+    assert breakers["payments:lambda:db"].holds(T0) and breakers["payments:lambda:db"] == stores.jobs.breaker(
+        "payments:lambda:db"
+    )
+    assert not breakers["payments:lambda:fine"].holds(T0) and breakers["payments:lambda:fine"].failures == 0
+
+
+def test_slots_judged_on_holders_read_earlier_still_hold_the_limit(stores: Stores) -> None:
+    """A batch read the holders before another worker took the last slot: its write fails on what it read,
+    and it judges again on a fresh read (a refusal on a stale read is confirmed too)."""
+    create(stores)
+    lease = T0 + timedelta(minutes=10)
+    earlier = stores.jobs.slot_holders(JOB, "STATE")
+    assert stores.jobs.acquire_slot(JOB, "STATE", holder="b", lease_until=lease, limit=1, now=T0).acquired
+    late = stores.jobs.acquire_slot(JOB, "STATE", holder="a", lease_until=lease, limit=1, now=T0, read=earlier)
+    assert not late.acquired and set(late.holders) == {"b"}
+    stale_full = {"gone": instant_text(lease)}
+    stores.jobs.release_slot(JOB, "STATE", holder="b")
+    assert stores.jobs.acquire_slot(
+        JOB, "STATE", holder="a", lease_until=lease, limit=1, now=T0, read=stale_full
+    ).acquired

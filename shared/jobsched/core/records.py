@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -707,6 +707,35 @@ class BreakerState:
 
     def holds(self, now: datetime) -> bool:
         return self.open_until is not None and self.open_until > now
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> BreakerState:
+        until = values.get("open_until")
+        return cls(int(values.get("failures", 0)), parse_instant(until) if until else None)
+
+
+@dataclass(frozen=True)
+class JobsSnapshot:
+    """What a worker batch reads of its jobs before its records run, in one eventually consistent request
+    instead of up to three reads a run: the specs and each job's STATE (its slot holders, its open incidents)."""
+
+    specs: dict[str, StoredJob]
+    slots: dict[str, dict[str, str]]  # job -> holder -> lease
+    incidents: dict[str, set[str]]  # job -> open incident classes
+
+
+def jobs_snapshot(items: Iterable[dict[str, Any]]) -> JobsSnapshot:
+    """A snapshot from the SPEC and STATE items read (any order)."""
+    snapshot = JobsSnapshot({}, {}, {})
+    for values in items:
+        if values[JobsKeys.SK] == JobsKeys.SPEC:
+            stored = StoredJob.from_values(values)
+            snapshot.specs[stored.key] = stored
+        else:
+            job = str(values[JobsKeys.PK])
+            snapshot.slots[job] = {str(k): str(v) for k, v in (values.get("slots") or {}).items()}
+            snapshot.incidents[job] = set(values.get(JobsKeys.INCIDENTS) or ())
+    return snapshot
 
 
 HISTORY_RETENTION = timedelta(days=400)  # a job's history (each spec version in full) is kept this long

@@ -105,11 +105,13 @@ class Alerts:
             )
         )
 
-    def succeeded(self, before: Run, finished: Run, spec: JobSpec) -> None:
+    def succeeded(self, before: Run, finished: Run, spec: JobSpec, *, open_incidents: set[str] | None = None) -> None:
         """After a success: report a deadline it missed, and resolve the job's open incidents (if it has any:
-        one eventually consistent read, so healthy jobs send no event)."""
+        one eventually consistent read, so healthy jobs send no event; ``open_incidents`` when a worker batch
+        read them before the run: one opened while it ran is resolved by the job's next success)."""
         missed = self._check_deadline(before, spec)
-        if not self.jobs.open_incidents(finished.job):
+        incidents = open_incidents if open_incidents is not None else self.jobs.open_incidents(finished.job)
+        if not incidents:
             return
         self.publish(
             EscalationEvent.about_run(

@@ -131,17 +131,31 @@ class Claims:
             self.jobs.release_slots(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA, holders=holders)
 
     def take_slots(
-        self, message: RunMessage, stored: StoredJob, now: datetime, team_slots: TeamSlots | None = None
+        self,
+        message: RunMessage,
+        stored: StoredJob,
+        now: datetime,
+        team_slots: TeamSlots | None = None,
+        *,
+        read: dict[str, str] | None = None,
     ) -> Outcome | SkipRun | SlotsHeld:
         """The job's slot (max_running, by its overlap policy) and the team's (from the batch's ``team_slots``
-        when it took one for this run)."""
+        when it took one for this run). ``read``: the job's slot holders as its batch read them."""
         spec = stored.spec
         lease = lease_until(spec, now)
         limit = spec.concurrency.max_running
         ended = partial(self.ended_runs, job=message.job)
-        taken = self.jobs.acquire_slot(
-            message.job, JobsKeys.STATE, holder=message.run_id, lease_until=lease, limit=limit, now=now, ended=ended
+        take = partial(
+            self.jobs.acquire_slot,
+            message.job,
+            JobsKeys.STATE,
+            holder=message.run_id,
+            lease_until=lease,
+            limit=limit,
+            now=now,
+            ended=ended,
         )
+        taken = take(read=read)
         if not taken.acquired:
             policy = overlap_policy(message, spec)
             others = ", ".join(sorted(taken.holders)) or "?"
@@ -149,15 +163,7 @@ class Claims:
                 return SkipRun(f"overlap: skip (still running: {others})")
             if policy == "replace":
                 self._cancel_holders(message.job, taken.holders, now)
-                taken = self.jobs.acquire_slot(
-                    message.job,
-                    JobsKeys.STATE,
-                    holder=message.run_id,
-                    lease_until=lease,
-                    limit=limit,
-                    now=now,
-                    ended=ended,
-                )
+                taken = take()
             if not taken.acquired:
                 return waiting_for_slots(message, f"max_running {limit} reached ({others})")
         # The team's share: one team's backlog or hung target holds at most max_running of the workers.

@@ -38,9 +38,17 @@ class Records:
     stop_dag: Callable[[Run, JobSpec, str], None]  # a DAG run that timed out stops its execution
 
     def result(
-        self, message: RunMessage, stored: StoredJob, run: Run, result: TargetResult, lateness: timedelta | None
+        self,
+        message: RunMessage,
+        stored: StoredJob,
+        run: Run,
+        result: TargetResult,
+        lateness: timedelta | None,
+        *,
+        open_incidents: set[str] | None = None,
     ) -> Outcome:
-        """A target's (or a callback's) result for the claimed attempt ``run``."""
+        """A target's (or a callback's) result for the claimed attempt ``run`` (``open_incidents``: the job's, when
+        a worker batch read them)."""
         spec = stored.spec
         now = self.clock()
         decision = on_result(result, spec, run.policy_attempt)
@@ -57,7 +65,7 @@ class Records:
                     run.job, run.run_id, attempt=run.attempt, status=RunStatus.SUCCEEDED, now=now, output=result.output
                 )
                 self.after_step("record")
-                self.alerts.succeeded(run, finished, spec)
+                self.alerts.succeeded(run, finished, spec, open_incidents=open_incidents)
                 return Outcome("succeeded", run=finished, lateness=lateness)
             if decision == "retry":
                 return self.retry(message, spec, run, result.error or "failed", now, lateness)

@@ -23,7 +23,17 @@ from jobsched.core.events import batch_named, batch_payload, run_events_path
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage, WorkMessage
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Progress, ProgressReport, Run, RunContext, StaleAttempt, StoredJob, TargetResult
+from jobsched.core.records import (
+    BreakerState,
+    JobsSnapshot,
+    Progress,
+    ProgressReport,
+    Run,
+    RunContext,
+    StaleAttempt,
+    StoredJob,
+    TargetResult,
+)
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.events import Alerts
@@ -47,7 +57,7 @@ from jobsched.ports import (
     WorkflowsPort,
     WorkQueuesPort,
 )
-from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, Breakers
+from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, Breakers, target_key
 from jobsched.watch.heartbeat import HeartbeatChecker
 
 EARLY_TOLERANCE = timedelta(seconds=1)
@@ -65,10 +75,16 @@ class Crowding:
 
 @dataclass(frozen=True)
 class WorkerBatch:
-    """What the records of one delivered batch share (``Worker.start_batch``)."""
+    """What the records of one delivered batch share (``Worker.start_batch``): its jobs' specs and STATE, its
+    targets' breakers, and the team slots taken for its runs."""
 
-    specs: dict[str, StoredJob]
+    jobs: JobsSnapshot
+    breakers: dict[str, BreakerState]
     team_slots: TeamSlots
+
+    @property
+    def specs(self) -> dict[str, StoredJob]:
+        return self.jobs.specs
 
 
 @dataclass
@@ -144,12 +160,15 @@ class Worker:
         )
 
     def start_batch(self, messages: Sequence[WorkMessage | DagTaskFailure]) -> WorkerBatch:
-        """What the records of one delivered batch share: their jobs' specs, read in one request, and the team
-        slots of the runs ready to claim, taken in one write per team (``Claims.take_team_slots``). The batch
+        """What the records of one delivered batch share: their jobs' specs and STATE items (slot holders, open
+        incidents), read in one request; their targets' breakers, in another; and the team slots of the runs
+        ready to claim, taken in one write per team (``Claims.take_team_slots``). Every read is eventually
+        consistent, as the reads of one record were: the writes' conditions guard what they decide. The batch
         is ended by ``end_batch`` once every record is processed."""
         now = self.clock()
         runs = [message for message in messages if isinstance(message, RunMessage)]
-        specs = self.jobs.get_many(sorted({message.job for message in runs})) if runs else {}
+        snapshot = self.jobs.snapshot(sorted({message.job for message in runs})) if runs else JobsSnapshot({}, {}, {})
+        specs = snapshot.specs
         ready = [
             (message, specs[message.job])
             for message in runs
@@ -158,7 +177,9 @@ class Worker:
             and before_claim(message, specs[message.job]) is None
             and not specs[message.job].spec.wait_for
         ]
-        return WorkerBatch(specs, self.claims.take_team_slots(ready, now) if ready else TeamSlots())
+        keys = sorted({key for _, stored in ready if (key := target_key(stored.spec.target, stored.spec.team))})
+        breakers = self.jobs.breakers(keys) if keys else {}
+        return WorkerBatch(snapshot, breakers, self.claims.take_team_slots(ready, now) if ready else TeamSlots())
 
     def end_batch(self, batch: WorkerBatch) -> None:
         self.claims.release_team_slots(batch.team_slots)
@@ -200,13 +221,13 @@ class Worker:
         if fire_at - now > EARLY_TOLERANCE:
             outcome = Outcome("waiting", "before its instant", wait=fire_at - now)
         else:
-            outcome = self._process(message, stored, now, fire_at, batch.team_slots if batch else None)
+            outcome = self._process(message, stored, now, fire_at, batch)
         if outcome.wait is not None:
             self.queues.send(stored.spec.priority, [(outcome.resend or message, outcome.wait)])
         return replace(outcome, priority=stored.spec.priority)
 
     def _process(
-        self, message: RunMessage, stored: StoredJob, now: datetime, fire_at: datetime, team_slots: TeamSlots | None
+        self, message: RunMessage, stored: StoredJob, now: datetime, fire_at: datetime, batch: WorkerBatch | None
     ) -> Outcome:
         spec = stored.spec
         records = self.records
@@ -237,11 +258,16 @@ class Worker:
 
         # A run that waited for a slot, or took one while others of its batch were refused, has runs behind it.
         crowded = Crowding(message.slot_waits > 0)
-        attempt = self.attempts.execute(
+        attempts = (
+            Attempts(self.targets, replace(self.breakers, known=batch.breakers), self.after_step)
+            if batch
+            else self.attempts
+        )
+        attempt = attempts.execute(
             spec.target,
             spec.team,
             now,
-            claim=lambda: self._claim(message, stored, now, team_slots, crowded),
+            claim=lambda: self._claim(message, stored, now, batch, crowded),
             context=context,
         )
         if isinstance(attempt, Held):
@@ -250,7 +276,10 @@ class Worker:
             # A run that waited for data is not late: its wait is measured as such (WaitSeconds).
             had_to_wait = isinstance(waited, Met) and waited.waited > timedelta(0)
             lateness = None if had_to_wait else (attempt.claimed.started_at or now) - fire_at
-            outcome = records.result(message, stored, attempt.claimed, attempt.result, lateness)
+            incidents = batch.jobs.incidents.get(message.job) if batch else None
+            outcome = records.result(
+                message, stored, attempt.claimed, attempt.result, lateness, open_incidents=incidents
+            )
             if crowded.value and outcome.action in ENDED:
                 records.wake_next(spec.team)
             return outcome
@@ -267,11 +296,15 @@ class Worker:
         return batch_payload(detail, events, events_ref=run_events_path(message.job, message.run_id))
 
     def _claim(
-        self, message: RunMessage, stored: StoredJob, now: datetime, team_slots: TeamSlots | None, crowded: Crowding
+        self, message: RunMessage, stored: StoredJob, now: datetime, batch: WorkerBatch | None, crowded: Crowding
     ) -> Run | Outcome:
         """Slots, then the claim. A DAG job's claimed run is handed to its state machine here (it executes no
         target itself): the outcome says the execution started."""
-        slots = self.claims.take_slots(message, stored, now, team_slots)
+        if batch is None:
+            slots = self.claims.take_slots(message, stored, now)
+        else:
+            read = batch.jobs.slots.get(message.job)
+            slots = self.claims.take_slots(message, stored, now, batch.team_slots, read=read)
         if isinstance(slots, SkipRun):
             return self.records.skip(message, stored.spec, now, slots.reason)
         if isinstance(slots, Outcome):

@@ -10,7 +10,7 @@ Half-open: once the cool-down has passed, runs go through again; a failure re-op
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -86,11 +86,13 @@ class Breakers:
     clock: Callable[[], datetime]
     failures_to_open: int = FAILURES_TO_OPEN
     cool_down: timedelta = COOL_DOWN
+    known: dict[str, BreakerState] = field(default_factory=dict)  # read already, by a worker batch
 
     def check(self, target: Any, team: str, now: datetime) -> tuple[str | None, BreakerState, Outcome | None]:
-        """The team's breaker for the target (one eventually consistent read); an Outcome to wait if open."""
+        """The team's breaker for the target (one eventually consistent read, unless a worker batch read it
+        with the others of its targets); an Outcome to wait if open."""
         key = target_key(target, team) if target is not None else None
-        state = self.jobs.breaker(key) if key else BreakerState()
+        state = (self.known[key] if key in self.known else self.jobs.breaker(key)) if key else BreakerState()
         if not state.holds(now):
             return key, state, None
         assert state.open_until is not None
@@ -106,6 +108,9 @@ class Breakers:
         now = self.clock()
         if result.outcome == "failed" and result.retryable:
             change = self.jobs.breaker_failed(key, now=now, threshold=self.failures_to_open, cool_down=self.cool_down)
+            if change is not None and key in self.known:
+                # The rest of the batch that read it closed holds back from now on, as a fresh read would.
+                self.known[key] = BreakerState(self.failures_to_open, now + self.cool_down)
             if change == "opened":
                 self.alerts.publish(
                     circuit_event("circuit_open", key, now, failures=self.failures_to_open, error=result.error)

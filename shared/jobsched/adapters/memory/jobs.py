@@ -19,6 +19,7 @@ from jobsched.core.records import (
     DispatchState,
     DueEntry,
     JobExists,
+    JobsSnapshot,
     JobState,
     SlotJudgement,
     SlotResult,
@@ -29,6 +30,7 @@ from jobsched.core.records import (
     audit_values,
     due_shard,
     job_state_values,
+    jobs_snapshot,
     judge_slots,
 )
 from jobsched.core.runs import instant_text, parse_instant
@@ -52,6 +54,10 @@ class MemoryJobs:
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]:
         found = self.table.get_batch([(job, JobsKeys.SPEC) for job in jobs], consistent=False)
         return {stored.key: stored for stored in (StoredJob.from_values(item) for item in found)}
+
+    def snapshot(self, jobs: list[str]) -> JobsSnapshot:
+        keys = [(job, sk) for job in dict.fromkeys(jobs) for sk in (JobsKeys.SPEC, JobsKeys.STATE)]
+        return jobs_snapshot(self.table.get_batch(keys, consistent=False))
 
     def create(
         self, spec: JobSpec, *, now: datetime, principal: str, next_visit_at: datetime | None, cursor: datetime
@@ -253,9 +259,11 @@ class MemoryJobs:
         limit: int,
         now: datetime,
         ended: Callable[[list[str]], set[str]] | None = None,
+        read: dict[str, str] | None = None,
     ) -> SlotResult:
         return SlotResult.of(
-            holder, self.acquire_slots(pk, sk, leases={holder: lease_until}, limit=limit, now=now, ended=ended)
+            holder,
+            self.acquire_slots(pk, sk, leases={holder: lease_until}, limit=limit, now=now, ended=ended, read=read),
         )
 
     def acquire_slots(
@@ -267,12 +275,16 @@ class MemoryJobs:
         limit: int,
         now: datetime,
         ended: Callable[[list[str]], set[str]] | None = None,
+        read: dict[str, str] | None = None,
     ) -> SlotsTaken:
-        holders = self.slot_holders(pk, sk)
+        holders, fresh = (read, False) if read is not None else (self.slot_holders(pk, sk), True)
         for _ in range(4):
             judged = judge_slots(holders, list(leases), now=now, limit=limit, ended=ended)
             if not judged.writes:
-                return SlotsTaken([], [], holders)
+                if fresh:
+                    return SlotsTaken([], [], holders)
+                holders, fresh = self.slot_holders(pk, sk), True  # refused on what the caller read: read again
+                continue
             expected = {h: holders[h] for h in judged.evicted}
             written = {h: instant_text(leases[h]) for h in judged.present + judged.granted}
             take = partial(_take_slots, judged=judged, written=written, limit=limit, expected=expected)
@@ -301,9 +313,15 @@ class MemoryJobs:
     # ---------------------------------------------------------------- breakers and incidents
 
     def breaker(self, key: str) -> BreakerState:
-        values = self.table.get(TARGET_PREFIX + key, JobsKeys.BREAKER, consistent=False) or {}
-        until = values.get("open_until")
-        return BreakerState(int(values.get("failures", 0)), parse_instant(until) if until else None)
+        return BreakerState.from_values(self.table.get(TARGET_PREFIX + key, JobsKeys.BREAKER, consistent=False) or {})
+
+    def breakers(self, keys: list[str]) -> dict[str, BreakerState]:
+        wanted = [(TARGET_PREFIX + key, JobsKeys.BREAKER) for key in dict.fromkeys(keys)]
+        found = {
+            str(item[JobsKeys.PK]).removeprefix(TARGET_PREFIX): BreakerState.from_values(item)
+            for item in self.table.get_batch(wanted, consistent=False)
+        }
+        return {key: found.get(key, BreakerState()) for key in keys}
 
     def breaker_failed(
         self, key: str, *, now: datetime, threshold: int, cool_down: timedelta

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from jobsched.adapters.aws.dynamo import from_item, to_values, update_if
+from jobsched.adapters.aws.dynamo import batch_get, from_item, to_values, update_if
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.names import TARGET_PREFIX, JobsKeys
 from jobsched.core.records import BreakerState
-from jobsched.core.runs import instant_text, parse_instant
+from jobsched.core.runs import instant_text
 
 
 class BreakersStore(JobsTable):
@@ -17,9 +17,16 @@ class BreakersStore(JobsTable):
         response = self.db.get_item(
             TableName=self.table, Key=self._key(TARGET_PREFIX + key, JobsKeys.BREAKER), ConsistentRead=False
         )
-        values = from_item(response.get("Item") or {})
-        until = values.get("open_until")
-        return BreakerState(int(values.get("failures", 0)), parse_instant(until) if until else None)
+        return BreakerState.from_values(from_item(response.get("Item") or {}))
+
+    def breakers(self, keys: list[str]) -> dict[str, BreakerState]:
+        """Several breakers in one BatchGetItem (eventually consistent); every key asked is answered."""
+        wanted = [self._key(TARGET_PREFIX + key, JobsKeys.BREAKER) for key in dict.fromkeys(keys)]
+        found = {
+            str(values[JobsKeys.PK]).removeprefix(TARGET_PREFIX): BreakerState.from_values(values)
+            for values in batch_get(self.db, self.table, wanted, ConsistentRead=False)
+        }
+        return {key: found.get(key, BreakerState()) for key in keys}
 
     def breaker_failed(
         self, key: str, *, now: datetime, threshold: int, cool_down: timedelta

@@ -27,10 +27,12 @@ class SlotsStore(JobsTable):
         limit: int,
         now: datetime,
         ended: Callable[[list[str]], set[str]] | None = None,
+        read: dict[str, str] | None = None,
     ) -> SlotResult:
         """Take one of ``limit`` slots for ``holder`` (idempotent for the same holder): ``acquire_slots``."""
         return SlotResult.of(
-            holder, self.acquire_slots(pk, sk, leases={holder: lease_until}, limit=limit, now=now, ended=ended)
+            holder,
+            self.acquire_slots(pk, sk, leases={holder: lease_until}, limit=limit, now=now, ended=ended, read=read),
         )
 
     def acquire_slots(
@@ -42,6 +44,7 @@ class SlotsStore(JobsTable):
         limit: int,
         now: datetime,
         ended: Callable[[list[str]], set[str]] | None = None,
+        read: dict[str, str] | None = None,
     ) -> SlotsTaken:
         """Take slots for as many of ``leases``' holders as there is room for, in order, in one write.
 
@@ -50,10 +53,11 @@ class SlotsStore(JobsTable):
         whose lease has expired (their worker died) are evicted in the same conditional write that takes
         the slots. (Writing blind first and reading only on refusal would cost more: with lazy release the
         slots are usually full of ended holders, and a refused conditional write is billed like a write.)
-        The first read is eventually consistent (half the price): the write's condition is on exactly what
-        was read, so a stale read fails the write and the holders are read again, strongly; so is a refusal.
+        The first read is eventually consistent (half the price), or ``read`` when the caller has them already
+        (a worker batch's ``JobsSnapshot``): the write's condition is on exactly what was read, so a stale read
+        fails the write and the holders are read again, strongly; so is a refusal.
         """
-        holders = self.slot_holders(pk, sk, consistent=False)
+        holders = read if read is not None else self.slot_holders(pk, sk, consistent=False)
         consistent = False
         for _ in range(4):
             judged = judge_slots(holders, list(leases), now=now, limit=limit, ended=ended)

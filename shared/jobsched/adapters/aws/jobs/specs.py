@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from jobsched.adapters.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import AuditEntry, JobExists, JobState, StoredJob, audit_values
+from jobsched.core.records import AuditEntry, JobExists, JobsSnapshot, JobState, StoredJob, audit_values, jobs_snapshot
 from jobsched.core.spec import JobSpec
 
 CONSOLE_REQUEST_KEPT = timedelta(days=2)  # CloudTrail delivers within minutes; a day of outage still fits
@@ -32,6 +32,11 @@ class SpecsStore(JobsTable):
             StoredJob.from_values(values) for values in batch_get(self.db, self.table, keys, ConsistentRead=False)
         )
         return {job.key: job for job in stored}
+
+    def snapshot(self, jobs: list[str]) -> JobsSnapshot:
+        """Specs and STATE items in one BatchGetItem (eventually consistent: see ``JobsSnapshot``)."""
+        keys = [self._key(job, sk) for job in dict.fromkeys(jobs) for sk in (JobsKeys.SPEC, JobsKeys.STATE)]
+        return jobs_snapshot(batch_get(self.db, self.table, keys, ConsistentRead=False))
 
     def create(
         self, spec: JobSpec, *, now: datetime, principal: str, next_visit_at: datetime | None, cursor: datetime
