@@ -177,7 +177,8 @@ class Worker:
             and before_claim(message, specs[message.job]) is None
             and not specs[message.job].spec.wait_for
         ]
-        keys = sorted({key for _, stored in ready if (key := target_key(stored.spec.target, stored.spec.team))})
+        targets = [(stored.spec.target, stored.spec.team) for _, stored in ready if stored.spec.target is not None]
+        keys = sorted({key for target, team in targets if (key := target_key(target, team))})
         breakers = self.jobs.breakers(keys) if keys else {}
         return WorkerBatch(snapshot, breakers, self.claims.take_team_slots(ready, now) if ready else TeamSlots())
 
