@@ -700,6 +700,31 @@ def judge_slots(
     return SlotJudgement(granted, present, stale if granted else [])
 
 
+def take_slots_in_rounds(
+    holders: dict[str, str],
+    wanted: Sequence[str],
+    *,
+    confirmed: bool,
+    reread: Callable[[], dict[str, str]],
+    write: Callable[[SlotJudgement, dict[str, str]], bool],
+    now: datetime,
+    limit: int,
+    ended: Callable[[list[str]], set[str]] | None,
+    rounds: int = 4,
+) -> SlotsTaken:
+    """The slot-taking loop every store runs: judge ``holders`` (as read; ``confirmed`` when read strongly),
+    ``write`` the judgement conditionally on exactly them (False: the condition failed), and on a failed write
+    or a refusal judged on an unconfirmed read, ``reread`` strongly and judge again."""
+    for _ in range(rounds):
+        judged = judge_slots(holders, wanted, now=now, limit=limit, ended=ended)
+        if judged.writes and write(judged, holders):
+            return SlotsTaken(judged.granted, judged.present, {})
+        if not judged.writes and confirmed:
+            return SlotsTaken([], [], holders)
+        holders, confirmed = reread(), True  # another worker changed them, or the read was stale: judge again
+    return SlotsTaken([], [], holders)
+
+
 @dataclass(frozen=True)
 class BreakerState:
     failures: int = 0

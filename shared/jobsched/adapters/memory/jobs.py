@@ -31,7 +31,7 @@ from jobsched.core.records import (
     due_shard,
     job_state_values,
     jobs_snapshot,
-    judge_slots,
+    take_slots_in_rounds,
 )
 from jobsched.core.runs import instant_text, parse_instant
 from jobsched.core.spec import JobSpec
@@ -277,21 +277,22 @@ class MemoryJobs:
         ended: Callable[[list[str]], set[str]] | None = None,
         read: dict[str, str] | None = None,
     ) -> SlotsTaken:
-        holders, fresh = (read, False) if read is not None else (self.slot_holders(pk, sk), True)
-        for _ in range(4):
-            judged = judge_slots(holders, list(leases), now=now, limit=limit, ended=ended)
-            if not judged.writes:
-                if fresh:
-                    return SlotsTaken([], [], holders)
-                holders, fresh = self.slot_holders(pk, sk), True  # refused on what the caller read: read again
-                continue
+        def write(judged: SlotJudgement, holders: dict[str, str]) -> bool:
             expected = {h: holders[h] for h in judged.evicted}
             written = {h: instant_text(leases[h]) for h in judged.present + judged.granted}
             take = partial(_take_slots, judged=judged, written=written, limit=limit, expected=expected)
-            if self._applied(pk, sk, take):
-                return SlotsTaken(judged.granted, judged.present, {})
-            holders = self.slot_holders(pk, sk)
-        return SlotsTaken([], [], holders)
+            return self._applied(pk, sk, take)
+
+        return take_slots_in_rounds(
+            read if read is not None else self.slot_holders(pk, sk),
+            list(leases),
+            confirmed=read is None,  # a read of its own is current; one the caller made may be stale
+            reread=partial(self.slot_holders, pk, sk),
+            write=write,
+            now=now,
+            limit=limit,
+            ended=ended,
+        )
 
     def release_slot(self, pk: str, sk: str, *, holder: str) -> None:
         self.release_slots(pk, sk, holders=[holder])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -12,7 +13,7 @@ from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, to_v
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import SlotJudgement, SlotResult, SlotsTaken, judge_slots
+from jobsched.core.records import SlotJudgement, SlotResult, SlotsTaken, take_slots_in_rounds
 from jobsched.core.runs import instant_text
 
 
@@ -57,25 +58,28 @@ class SlotsStore(JobsTable):
         (a worker batch's ``JobsSnapshot``): the write's condition is on exactly what was read, so a stale read
         fails the write and the holders are read again, strongly; so is a refusal.
         """
-        holders = read if read is not None else self.slot_holders(pk, sk, consistent=False)
-        consistent = False
-        for _ in range(4):
-            judged = judge_slots(holders, list(leases), now=now, limit=limit, ended=ended)
-            if not judged.writes:
-                if consistent:
-                    return SlotsTaken([], [], holders)
-                holders, consistent = self.slot_holders(pk, sk), True  # refused on a stale read? read again
-                continue
+
+        def write(judged: SlotJudgement, holders: dict[str, str]) -> bool:
             try:
                 self.db.update_item(**self._slot_write(pk, sk, judged, holders, leases, limit))
-                return SlotsTaken(judged.granted, judged.present, {})
+                return True
             except ClientError as error:
                 if not is_conditional_failure(error):
                     if error.response.get("Error", {}).get("Code") != "ValidationException":
                         raise
                     self._ensure_slots(pk, sk)  # the item has no ``slots`` map yet (a quota item without one)
-            holders, consistent = self.slot_holders(pk, sk), True  # another worker changed them: judge again
-        return SlotsTaken([], [], holders)
+                return False
+
+        return take_slots_in_rounds(
+            read if read is not None else self.slot_holders(pk, sk, consistent=False),
+            list(leases),
+            confirmed=False,
+            reread=partial(self.slot_holders, pk, sk),
+            write=write,
+            now=now,
+            limit=limit,
+            ended=ended,
+        )
 
     def _slot_write(
         self,
