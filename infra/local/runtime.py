@@ -352,6 +352,16 @@ class LocalRuntime:
                 messages = sqs.receive_message(
                     QueueUrl=url, MaxNumberOfMessages=batch, WaitTimeSeconds=1, AttributeNames=["All"]
                 ).get("Messages", [])
+                if messages and function in self.paused_sources:
+                    # Paused while this receive was waiting: hand the messages back rather than deliver them.
+                    sqs.change_message_visibility_batch(
+                        QueueUrl=url,
+                        Entries=[
+                            {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                            for n, m in enumerate(messages)
+                        ],
+                    )
+                    return
                 if messages:
                     pool.submit(self._deliver, sqs, url, arn, handler, function, messages)
 
