@@ -519,7 +519,15 @@ class LocalRuntime:
                 "retry": {"max_attempts": 3, "backoff": {"initial": "2s", "max": "10s"}},
                 "dag": {
                     "tasks": [
-                        {"name": "extract", "target": _example_lambda("echo", {"step": "extract"})},
+                        {
+                            "name": "extract",
+                            "target": _example_lambda("echo", {"step": "extract"}),
+                            # Quality gates: the echo's answer must name its step; a warning if it has no rows.
+                            "checks": [
+                                {"name": "named-step", "expect": 'output.echo.payload.step == "extract"'},
+                                {"name": "has-rows", "expect": "output.echo.payload.rows > 0", "severity": "warn"},
+                            ],
+                        },
                         {"name": "orders", "depends_on": ["extract"], "target": _example_lambda("echo", {})},
                         {
                             "name": "customers",

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from jobsched.core.checks import CheckResult
 from jobsched.core.containers import TaskOutcome
 from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch, TriggerRule
 from jobsched.core.limits import TeamLimits
@@ -320,6 +321,7 @@ class RunsPort(Protocol):
         error: str | None = None,
         from_status: RunStatus = RunStatus.RUNNING,
         reason: str | None = None,
+        checks: Sequence[CheckResult] = (),
     ) -> Run: ...
     def reopen(
         self,
@@ -391,6 +393,7 @@ class TaskRunsPort(RunsPort, Protocol):
         attempt: int | None = None,
         output: str | None = None,
         error: str | None = None,
+        checks: Sequence[CheckResult] = (),
     ) -> bool: ...
     def retry_task(self, job: str, run_id: str, task: str, *, attempt: int, now: datetime, error: str) -> bool: ...
 

@@ -57,6 +57,24 @@ class TestJobs:
         assert {"schedule.expression", "schedule.timezone", "target"} <= fields
         assert api.call("GET", "/teams/payments/jobs/hourly").status == 404, "nothing stored"
 
+    def test_checks_that_cannot_be_evaluated_are_a_422_on_their_field_and_store_nothing(self, api: ApiClient) -> None:
+        sqs = {"type": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/q"}
+        for body, code, field in (
+            (JOB | {"checks": [{"expect": "output.rows >"}]}, "invalid_check", "checks[0].expect"),
+            (
+                JOB | {"checks": [{"expect": "output.rows > 0"}, {"json_schema": {"pattern": "(a+)+$"}}]},
+                "invalid_check_schema",
+                "checks[1].json_schema",
+            ),
+            (JOB | {"checks": [{"severity": "warn"}]}, "check_form", "checks[0]"),
+            ({"target": sqs, "checks": [{"expect": "output > 1"}]}, "checks_need_output", "checks"),
+        ):
+            response = put(api, body=body)
+            assert response.status == 422, response.body
+            (error,) = response.body["error"]["errors"]
+            assert (error["code"], error["field"]) == (code, field), error
+        assert api.call("GET", "/teams/payments/jobs/hourly").status == 404, "nothing stored"
+
     def test_body_naming_another_job_is_refused(self, api: ApiClient) -> None:
         assert_error(put(api, body=JOB | {"name": "other"}), 422, "path_mismatch", "name")
 

@@ -59,15 +59,15 @@ def wait_for(check: Callable[[], Any], seconds: float = 30.0) -> Any:
     raise AssertionError(f"not within {seconds} s")
 
 
-def run_of(runtime: LocalRuntime, job: str, run_id: str) -> dict[str, Any]:
+def run_of(runtime: LocalRuntime, job: str, run_id: str, team: str = "e2e") -> dict[str, Any]:
     """The run, or {"status": None} while it does not exist yet."""
-    status, body = call(runtime, "GET", f"/teams/e2e/jobs/{job}/runs/{run_id}")
+    status, body = call(runtime, "GET", f"/teams/{team}/jobs/{job}/runs/{run_id}", team=team)
     return body if status == 200 else {"status": None}
 
 
-def finished(runtime: LocalRuntime, job: str, run_id: str) -> Callable[[], Any]:
+def finished(runtime: LocalRuntime, job: str, run_id: str, team: str = "e2e") -> Callable[[], Any]:
     def check() -> Any:
-        run = run_of(runtime, job, run_id)
+        run = run_of(runtime, job, run_id, team)
         return run if run["status"] in ("SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED") else None
 
     return check
@@ -98,6 +98,34 @@ def test_a_flaky_job_is_retried_to_success(runtime: LocalRuntime) -> None:
     assert status == 202
     done = wait_for(finished(runtime, "flaky", run["run_id"]))
     assert done["status"] == "SUCCEEDED" and done["attempt"] == 3
+
+
+def test_the_example_pipelines_checks_pass_block_or_warn_and_the_warning_pages_once(runtime: LocalRuntime) -> None:
+    base = "/teams/examples/jobs/pipeline"
+    started = call(runtime, "POST", f"{base}/trigger", {}, team="examples")[1]
+    found = wait_for(
+        lambda: (
+            (run := run_of(runtime, "pipeline", started["run_id"], "examples"))["status"] not in (None, "SCHEDULED")
+            and run
+        )
+    )
+    if found["status"] == "SKIPPED":  # its schedule's run is still going (overlap: skip): watch that one
+        started = call(runtime, "GET", f"{base}/runs?status=RUNNING", team="examples")[1]["runs"][0]
+    done = wait_for(finished(runtime, "pipeline", started["run_id"], "examples"), 90)
+    assert done["status"] == "SUCCEEDED"  # a warning check does not fail the run
+    extract = next(task for task in done["tasks"] if task["name"] == "extract")
+    assert extract["checks"] == [
+        {"name": "named-step", "severity": "error", "passed": True, "message": None},
+        {
+            "name": "has-rows",
+            "severity": "warn",
+            "passed": False,
+            "message": "output.echo.payload.rows is missing",
+        },
+    ]
+    assert [c["name"] for c in done["checks"]] == ["extract: has-rows"]
+    pages = wait_for(lambda: [p for p in runtime.escalations if "examples/pipeline" in p["subject"]], 20)
+    assert pages[0]["subject"].startswith("[jobsched, warning] examples/pipeline: warning check failed")
 
 
 def test_a_job_that_keeps_failing_ends_failed_with_one_escalation(runtime: LocalRuntime) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from datetime import timedelta
@@ -237,3 +238,14 @@ def test_the_actions_team_is_the_invoked_alias_never_the_event() -> None:
     assert team_of_alias(ACTIONS_FN) is None
     assert team_of_alias(f"{ACTIONS_FN}:$LATEST") is None
     assert team_of_alias(f"{ACTIONS_FN}:7") is None
+
+
+def test_the_run_page_shows_each_check_passed_or_failed_with_why() -> None:
+    checks = [
+        {"name": "has-rows", "severity": "error", "passed": True},
+        {"name": "lists-files", "severity": "warn", "passed": False, "message": "output: 'files' is <required>"},
+    ]
+    checked = dataclasses.replace(run("2027-01-04T09:00:00Z", RunStatus.SUCCEEDED), checks=checks)
+    page = render.run_view(checked, {}, None, [], NOW)
+    assert "\u2713 has-rows<br>\u2717 lists-files (warning): output: &#x27;files&#x27; is &lt;required&gt;" in page
+    assert "checks" not in render.run_view(run("2027-01-04T09:00:00Z", RunStatus.SUCCEEDED), {}, None, [], NOW)

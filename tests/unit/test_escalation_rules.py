@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from jobsched.core.records import Incident
 from jobsched.paging.events import EscalationEvent
-from jobsched.paging.rules import Channel, Policy, decide_open, decide_resolve
+from jobsched.paging.rules import Channel, Policy, decide_open, decide_resolve, render
 
 NOW = datetime(2027, 1, 4, 9, tzinfo=UTC)
 POLICY = Policy(
@@ -62,8 +62,22 @@ def test_resolve_notifies_each_contact_that_was_paged_and_nothing_without_an_inc
 
 def test_a_late_success_resolves_failures_but_not_lateness() -> None:
     late = EscalationEvent(kind="run_succeeded", subject="t/j", occurred_at="x", on_time=False)
-    assert late.resolves() == ("failing",)
-    assert EscalationEvent(kind="run_succeeded", subject="t/j", occurred_at="x").resolves() == ("failing", "late")
+    assert late.resolves() == ("failing", "quality")
+    on_time = EscalationEvent(kind="run_succeeded", subject="t/j", occurred_at="x")
+    assert on_time.resolves() == ("failing", "late", "quality")
+
+
+def test_a_success_with_a_failed_warning_check_keeps_the_quality_incident_and_pages_at_warning_severity() -> None:
+    warned = EscalationEvent(kind="run_succeeded", subject="t/j", occurred_at="x", warned=True)
+    assert warned.resolves() == ("failing", "late")
+    decision = decide_open(None, failure(1, "checks_warned"), POLICY, NOW)
+    assert decision.incident is not None and decision.incident.incident_class == "quality"
+    (page,) = decision.pages
+    assert page.title.startswith("[jobsched, warning] ") and "warning check failed" in page.title
+    text, document = render(page, {})
+    assert document["severity"] == "warning" and "severity: warning" in text
+    late = decide_open(None, failure(1, "deadline_missed"), POLICY, NOW).pages[0]
+    assert render(late, {})[1]["severity"] == "critical"
 
 
 def test_deadline_and_circuit_incidents_page_on_the_first_event() -> None:

@@ -178,6 +178,15 @@ class JobPage(BaseModel):
     next_token: str | None = None
 
 
+class CheckView(BaseModel):
+    """One quality gate's result on the output (``checks:`` of the job or task)."""
+
+    name: str
+    severity: Literal["error", "warn"]
+    passed: bool
+    message: str | None = Field(default=None, description="why it failed")
+
+
 class TaskView(BaseModel):
     name: str
     status: str = Field(
@@ -189,6 +198,7 @@ class TaskView(BaseModel):
     finished_at: str | None = None
     error: str | None = None
     output: str | None = None
+    checks: list[CheckView] | None = Field(default=None, description="its output's checks, when it has any")
     callback_token: str | None = Field(default=None, description="for RUNNING callback tasks: report with it")
 
 
@@ -248,6 +258,9 @@ class RunView(BaseModel):
     next_attempt_at: str | None = None
     error: str | None = None
     output: str | None = None
+    checks: list[CheckView] | None = Field(
+        default=None, description="the output's checks (a DAG run: the checks its tasks failed, named task: check)"
+    )
     reason: str | None = None
     waiting_for: list[str] | None = Field(default=None, description="WAITING runs: the wait_for conditions not met")
     wait_started_at: str | None = Field(default=None, description="runs that waited for data: when the wait began")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from datetime import datetime
+from typing import Any
 
 from jobsched.api.errors import ApiError
 from jobsched.api.models import (
     BackfillView,
+    CheckView,
     IncidentView,
     JobHealthView,
     JobView,
@@ -89,6 +91,7 @@ def run_view(run: Run, token: str | None) -> RunView:
         next_attempt_at=instant_text(run.next_attempt_at) if run.next_attempt_at else None,
         error=run.error,
         output=run.output,
+        checks=check_views(run.checks),
         reason=run.reason,
         waiting_for=run.waiting_for if run.status is RunStatus.WAITING else None,
         wait_started_at=instant_text(run.wait_started_at) if run.wait_started_at else None,
@@ -97,6 +100,10 @@ def run_view(run: Run, token: str | None) -> RunView:
         progress=progress_view(run.progress) if run.progress is not None else None,
         logs=f"/teams/{team}/jobs/{name}/runs/{run.run_id}/logs",
     )
+
+
+def check_views(checks: list[dict[str, Any]] | None) -> list[CheckView] | None:
+    return [CheckView.model_validate(check) for check in checks] if checks else None
 
 
 def progress_view(progress: Progress) -> ProgressView:
@@ -135,6 +142,7 @@ def task_views(run: Run, spec: JobSpec, runs: TaskRunsPort, tokens: CallbackToke
                 finished_at=instant_text(state.finished_at) if state and state.finished_at else None,
                 error=state.error if state else None,
                 output=state.output if state else None,
+                checks=check_views(state.checks) if state else None,
                 callback_token=tokens.issue(
                     run.job,
                     run.run_id,

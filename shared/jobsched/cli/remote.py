@@ -117,6 +117,7 @@ TASK_COLUMNS = [
     ("FINISHED", "finished_at"),
     ("ERROR", "error"),
 ]
+CHECK_COLUMNS = [("CHECK", "name"), ("SEVERITY", "severity"), ("PASSED", "passed"), ("WHY", "message")]
 
 
 @cli.command()
@@ -474,6 +475,9 @@ def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> No
     emit(body, output, RUN_COLUMNS)
     if output == "table" and body.get("trigger_detail"):
         click.echo(f"started by: {trigger_summary(body['trigger_detail'])}")
+    if output == "table" and body.get("checks"):
+        click.echo()
+        emit(body["checks"], output, CHECK_COLUMNS)
     if output == "table" and body.get("tasks"):
         click.echo()
         emit(body["tasks"], output, TASK_COLUMNS)

@@ -6,11 +6,11 @@ output (see README, "The console"); a team page of 500 jobs is well under it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from html import escape
-from typing import Protocol
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from jobsched.console.palette import BACKGROUND, MUTED, TEXT, look
@@ -417,6 +417,17 @@ def _team_timeline_row(team: str, index: int, row: JobInstants, start: datetime,
 # ------------------------------------------------------------------------------------------- run
 
 
+def checks_summary(checks: Sequence[Mapping[str, Any]]) -> str:
+    """Each check on one line: passed or failed, its severity when it only warns, and why it failed."""
+    lines = []
+    for check in checks:
+        mark = "\u2713" if check.get("passed") else "\u2717"
+        severity = " (warning)" if check.get("severity") == "warn" else ""
+        why = f": {check['message']}" if check.get("message") else ""
+        lines.append(escape(f"{mark} {check.get('name')}{severity}{why}"))
+    return "<br>".join(lines)
+
+
 def run_view(run: Run, tasks: dict[str, TaskState], graph: Graph | None, order: Sequence[str], now: datetime) -> str:
     """The run's attempt and timings; for a DAG run, a Gantt chart of its tasks and its dependency graph."""
     outcome = strip_cell(run)
@@ -430,6 +441,7 @@ def run_view(run: Run, tasks: dict[str, TaskState], graph: Graph | None, order: 
         ("trigger", escape(run.trigger)),
         *((("event", escape(trigger_summary(run.trigger_detail))),) if run.trigger_detail else ()),
         ("error", escape(run.error or DASH)),
+        *((("checks", checks_summary(run.checks)),) if run.checks else ()),
         ("reason", escape(run.reason or DASH)),
         *(
             (("waiting for", escape(", ".join(run.waiting_for))),)

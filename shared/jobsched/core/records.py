@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from jobsched.core.bounds import STORED
 from jobsched.core.names import LEASE_SHARDS, JobsKeys, RunsKeys, due_shard_count
@@ -28,6 +28,9 @@ from jobsched.core.runs import (
     truncate,
 )
 from jobsched.core.spec import JobSpec
+
+if TYPE_CHECKING:
+    from jobsched.core.checks import CheckResult
 
 JobState = Literal["ACTIVE", "PAUSED"]
 TargetOutcome = Literal["succeeded", "failed", "pending"]
@@ -131,7 +134,7 @@ class StoredJob:
         )
 
 
-IncidentClass = Literal["failing", "late", "circuit", "dispatcher"]
+IncidentClass = Literal["failing", "late", "circuit", "dispatcher", "quality"]
 Role = Literal["primary", "secondary"]
 
 
@@ -267,6 +270,7 @@ class Run:
     downstream_attempt: int | None = None  # a rerun with --downstream: this attempt's finish reruns downstreams
     progress: Progress | None = None  # what a long attempt last reported (percent, message, its checkpoint)
     work: str | None = None  # what the last attempt started outside (a container's task: JSON), kept after it ends
+    checks: list[dict[str, Any]] | None = None  # the last outcome's check results (name, severity, passed, message)
 
     @property
     def policy_attempt(self) -> int:
@@ -308,6 +312,7 @@ class Run:
             downstream_attempt=int(values["downstream_attempt"]) if values.get("downstream_attempt") else None,
             progress=Progress.from_values(values),
             work=values.get("work"),
+            checks=_checks(values),
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:
@@ -415,6 +420,7 @@ class TaskState:
     error: str | None = None
     output: str | None = None
     parked_at: datetime | None = None  # when it was first held (for its dependencies, or its data)
+    checks: list[dict[str, Any]] | None = None  # its output's check results
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> TaskState:
@@ -432,6 +438,7 @@ class TaskState:
             error=values.get("error"),
             output=values.get("output"),
             parked_at=instant("parked_at"),
+            checks=_checks(values),
         )
 
 
@@ -484,6 +491,12 @@ class TargetResult:
     output: str | None = None
     error: str | None = None
     retryable: bool = True
+    body: str | None = None  # what the target returned, whole, when output adds to it (HTTP: the status)
+    checks: tuple[CheckResult, ...] = ()  # the job's or task's checks on it (core.checks.judge)
+
+
+def _checks(values: dict[str, Any]) -> list[dict[str, Any]] | None:
+    return [dict(check) for check in values["checks"]] if values.get("checks") else None
 
 
 def due_shard(job: str) -> int:

@@ -4,13 +4,15 @@ opened...). One event each; the handler pages once per incident (``paging.rules`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from jobsched.core.checks import CheckResult
+from jobsched.core.checks import warned as warned_checks
 from jobsched.core.records import IncidentClass, Run
 from jobsched.core.runs import RunStatus, instant_text
 from jobsched.core.spec import JobSpec
@@ -28,6 +30,7 @@ EventKind = Literal[
     "run_succeeded",
     "circuit_closed",
     "dispatcher_recovered",
+    "checks_warned",
 ]
 
 
@@ -47,6 +50,7 @@ class EscalationEvent(BaseModel):
     error: str | None = None
     lateness_seconds: float | None = None
     on_time: bool | None = None  # run_succeeded: within its deadline (resolves a ``late`` incident)
+    warned: bool | None = None  # run_succeeded: a warning check failed (the ``quality`` incident stays open)
     target: str | None = None
     count: int = 1  # missed_schedule: instants missed; dispatcher_stalled: overdue jobs
     detail: str | None = None
@@ -71,7 +75,8 @@ class EscalationEvent(BaseModel):
 
     def resolves(self) -> tuple[IncidentClass, ...]:
         if self.kind == "run_succeeded":
-            return ("failing", "late") if self.on_time is not False else ("failing",)
+            resolved: tuple[IncidentClass, ...] = ("failing", "late") if self.on_time is not False else ("failing",)
+            return resolved if self.warned else (*resolved, "quality")
         if self.kind == "circuit_closed":
             return ("circuit",)
         if self.kind == "dispatcher_recovered":
@@ -105,19 +110,50 @@ class Alerts:
             )
         )
 
-    def succeeded(self, before: Run, finished: Run, spec: JobSpec, *, open_incidents: set[str] | None = None) -> None:
-        """After a success: report a deadline it missed, and resolve the job's open incidents (if it has any:
-        one eventually consistent read, so healthy jobs send no event; ``open_incidents`` when a worker batch
-        read them before the run: one opened while it ran is resolved by the job's next success)."""
+    def succeeded(
+        self,
+        before: Run,
+        finished: Run,
+        spec: JobSpec,
+        *,
+        open_incidents: set[str] | None = None,
+        checks: Sequence[CheckResult] = (),
+        already_warned: bool = False,
+    ) -> None:
+        """After a success: report a deadline it missed and warning checks that failed, and resolve the job's
+        open incidents (if it has any: one eventually consistent read, so healthy jobs send no event;
+        ``open_incidents`` when a worker batch read them before the run: one opened while it ran is resolved by
+        the job's next success). A success with a failed warning check (``already_warned``: one a DAG task
+        paged for) leaves its ``quality`` incident open."""
         missed = self._check_deadline(before, spec)
+        warned = self.checks_warned(finished, checks) or already_warned
         incidents = open_incidents if open_incidents is not None else self.jobs.open_incidents(finished.job)
         if not incidents:
             return
         self.publish(
             EscalationEvent.about_run(
-                "run_succeeded", finished, self.clock(), attempt=finished.attempt, on_time=not missed
+                "run_succeeded", finished, self.clock(), attempt=finished.attempt, on_time=not missed, warned=warned
             )
         )
+
+    def checks_warned(self, run: Run, checks: Sequence[CheckResult], *, task: str | None = None) -> bool:
+        """Page at warning severity when warning checks failed (a ``quality`` incident); True if any did."""
+        failed = warned_checks(checks)
+        if not failed:
+            return False
+        where = f"task {task}: " if task else ""
+        self.publish(
+            EscalationEvent.about_run(
+                "checks_warned",
+                run,
+                self.clock(),
+                attempt=run.attempt,
+                count=len(failed),
+                error=(where + "; ".join(f"check {c.name}: {c.message}" for c in failed))[:1000],
+                detail=f"{where}{len(failed)} warning check(s) failed",
+            )
+        )
+        return True
 
     def _check_deadline(self, run: Run, spec: JobSpec) -> bool:
         """True if the run finished after its SLA deadline. Reported here unless the checker already did."""

@@ -12,6 +12,8 @@ the scheduler itself ("SYSTEM").
 - ``late`` opens on deadline_missed (once per run); a run that succeeds within its deadline resolves it.
 - ``circuit`` opens on circuit_open; circuit_closed resolves it.
 - ``dispatcher`` opens on dispatcher_stalled; dispatcher_recovered resolves it.
+- ``quality`` opens on checks_warned (a ``severity: warn`` check failed) and pages at warning severity; a
+  run_succeeded whose warning checks passed resolves it.
 Resolving sends one notice to every contact that was paged. Every event carries an id; an event seen
 before (SQS redelivery) changes nothing.
 """
@@ -37,6 +39,7 @@ OPENS: dict[str, IncidentClass] = {
     "circuit_open": "circuit",
     "dispatcher_stalled": "dispatcher",
     "job_quarantined": "failing",  # the job stopped firing: its team must act (the platform is alarmed too)
+    "checks_warned": "quality",  # a warning check failed: paged once, at warning severity, until a clean success
 }
 MAX_SEEN = 200  # event ids kept per incident for deduplication (a redelivery comes within minutes)
 
@@ -159,6 +162,7 @@ def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent
         "deadline_missed": "deadline missed",
         "circuit_open": "target circuit open",
         "dispatcher_stalled": "dispatcher stalled",
+        "checks_warned": "warning check failed",
     }.get(incident.first_kind, incident.first_kind)
     prefix = {
         "opened": "[jobsched] ",
@@ -166,6 +170,8 @@ def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent
         "paused": "[jobsched, job paused] ",
         "resolved": "[jobsched, resolved] ",
     }[notice]
+    if incident.incident_class == "quality" and notice != "resolved":
+        prefix = "[jobsched, warning] "
     title = f"{prefix}{incident.subject}: {what}"
     if notice != "resolved" and incident.failures > 1:
         title += f" ({incident.failures} in a row)"
@@ -219,6 +225,11 @@ def _console_escape(text: str) -> str:
     return "'" + urllib.parse.quote(text, safe="").replace("%", "*")
 
 
+def page_severity(incident: dict[str, Any]) -> Literal["warning", "critical"]:
+    """Warning for a failed warning check (the run still succeeded); critical for everything else."""
+    return "warning" if incident.get("class") == "quality" else "critical"
+
+
 def render(page: Page, links: dict[str, str]) -> tuple[str, dict[str, Any]]:
     """The page as text (SNS: email and chat) and as JSON (webhooks, SNS subscribers that parse it)."""
     event = page.event
@@ -238,12 +249,15 @@ def render(page: Page, links: dict[str, str]) -> tuple[str, dict[str, Any]]:
         if event.get(key) is not None and not (key == "count" and event.get("kind") != "missed_schedule"):
             lines.append(f"{label}: {event[key]}")
     incident = page.incident
+    severity = page_severity(incident)
+    lines.append(f"severity: {severity}")
     lines.append(f"incident: open since {incident['opened_at']}, {incident['failures']} event(s)")
     if page.notice == "paused":
         lines.append("the job was paused: resume it with `jobsched resume` once fixed")
     lines += ["", *[f"{name}: {url}" for name, url in links.items()]]
     document = {
         "notice": page.notice,
+        "severity": severity,
         "role": page.role,
         "title": page.title,
         "event": event,

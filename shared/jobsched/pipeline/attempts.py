@@ -4,18 +4,19 @@
 2. the attempt is claimed (the caller's claim: ``claiming.Claims.claim`` for a run, ``TaskRunsPort.claim_task``
    for a DAG task), one claimer per attempt;
 3. the target is executed with the attempt's context (the idempotency key is run id + task + attempt);
-4. the result is counted on the circuit.
+4. the result is counted on the circuit, then judged by the job's or task's checks (``core.checks``).
 What the result means (finish, retry, fail) is the caller's to record: ``recording`` for runs,
 ``dag_tasks`` for tasks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from jobsched.core.checks import CheckLike, evaluate
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.ports import TargetsPort
@@ -60,6 +61,7 @@ class Attempts:
         claim: Callable[[], Claimed | Outcome],
         context: Callable[[Claimed], RunContext],
         steps: AttemptSteps = AttemptSteps(),
+        checks: Sequence[CheckLike] = (),
     ) -> Executed[Claimed] | Held | Outcome:
         """Held (circuit open), the claim's own outcome when it did not claim (or claimed and handed the attempt
         on, as a DAG job's start does), or the executed attempt with its result."""
@@ -72,5 +74,22 @@ class Attempts:
         self.after_step(steps.claimed)
         result = self.targets.execute(target, context(claimed))
         self.after_step(steps.executed)
-        self.breakers.record(key, breaker, result)
-        return Executed(claimed, result)
+        self.breakers.record(key, breaker, result)  # the target's own answer: a failed check is not its fault
+        return Executed(claimed, judge(result, checks))
+
+
+def judge(result: TargetResult, checks: Sequence[CheckLike]) -> TargetResult:
+    """A succeeded result with its checks applied: failed (not retried) when an error-severity check fails."""
+    if result.outcome != "succeeded" or not checks:
+        return result
+    results = evaluate(checks, result.body if result.body is not None else result.output)
+    blocking = next((r for r in results if not r.passed and r.severity == "error"), None)
+    if blocking is None:
+        return replace(result, checks=results)
+    return replace(
+        result,
+        outcome="failed",
+        error=f"check {blocking.name} failed: {blocking.message}",
+        retryable=False,
+        checks=results,
+    )

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from jobsched.core.checks import CheckResult
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.messages import TASK_TERMINAL, DagTaskFailure, DagTaskMessage
 from jobsched.core.outcome import Outcome
@@ -43,13 +44,14 @@ from jobsched.dag.definition import (
     task_retry,
 )
 from jobsched.paging.events import Alerts
-from jobsched.pipeline.attempts import Attempts, AttemptSteps, Executed, Held
+from jobsched.pipeline.attempts import Attempts, AttemptSteps, Executed, Held, judge
 from jobsched.pipeline.waiting import Met, Refused, Waits
 from jobsched.ports import JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
 
 TASK_STEPS = AttemptSteps(claimed="claim_task", executed="execute_task")
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
 TASK_UNKNOWN = "jobsched.UnknownTask"
+MAX_RUN_CHECKS = 20  # failed task checks copied to a DAG run's record (each task's own are on its item)
 # A parked task is heartbeated this long before its HeartbeatSeconds would run out (the checker ticks each
 # minute; the spec requires heartbeat_timeout >= 3 minutes for tasks with dependencies).
 PARKED_HEARTBEAT_LEAD = timedelta(minutes=2)
@@ -242,7 +244,7 @@ class DagRuns:
             )
 
         attempt = self.attempts.execute(
-            task.target, stored.spec.team, now, claim=claim, context=context, steps=TASK_STEPS
+            task.target, stored.spec.team, now, claim=claim, context=context, steps=TASK_STEPS, checks=task.checks
         )
         if isinstance(attempt, Held):
             return replace(attempt.outcome, run=run, priority=priority)
@@ -329,7 +331,8 @@ class DagRuns:
         error: str | None,
     ) -> Run:
         stored, run, state, task = self._running_task(job, run_id, task_name, attempt)
-        result = TargetResult("succeeded", output=output) if succeeded else TargetResult("failed", error=error)
+        failed = TargetResult("failed", error=error)
+        result = judge(TargetResult("succeeded", output=output), task.checks) if succeeded else failed
         assert state.token is not None
         self._record(run, stored, task, attempt, state.token, result, stored.spec.priority)
         return self.runs.get(job, run_id) or run
@@ -413,6 +416,7 @@ class DagRuns:
             None,
         )
         status = RunStatus.SUCCEEDED if result is TaskStatus.SUCCEEDED else RunStatus.FAILED
+        failed_checks = tasks_failed_checks(graph, tasks)
         error = None
         if failing is not None:
             error = f"task {failing.name} {failing.status.value.lower()}: {failing.error or 'no detail'}"
@@ -425,13 +429,16 @@ class DagRuns:
                 now=self.clock(),
                 output=summary,
                 error=error,
+                checks=failed_checks,
             )
         except StaleAttempt:
             return  # finished by a concurrent task or a redelivery
         if status is RunStatus.FAILED:
             self.alerts.run_ended_badly(finished, f"DAG run failed: {error}")
         else:
-            self.alerts.succeeded(run, finished, stored.spec)
+            # Each task's warnings were paged as it finished: the run's success only keeps the incident open.
+            warned = any(check.severity == "warn" for check in failed_checks)
+            self.alerts.succeeded(run, finished, stored.spec, already_warned=warned)
 
     def _record(
         self,
@@ -448,7 +455,7 @@ class DagRuns:
         name = task.name
         superseded = Outcome("superseded", f"task {name} attempt {attempt} is no longer running", priority=priority)
 
-        def finish(status: TaskStatus, *, output: str | None = None, error: str | None = None) -> bool:
+        def finish(status: TaskStatus, *, error: str | None = None) -> bool:
             expires_at = _expiry(run, stored.spec)
             return runs.finish_task(
                 run.job,
@@ -458,14 +465,16 @@ class DagRuns:
                 now=now,
                 expires_at=expires_at,
                 attempt=attempt,
-                output=output,
+                output=result.output,
                 error=error,
+                checks=result.checks,
             )
 
         if result.outcome == "succeeded":
-            if not finish(TaskStatus.SUCCEEDED, output=result.output):
+            if not finish(TaskStatus.SUCCEEDED):
                 return superseded
             self.after_step("record_task")
+            self.alerts.checks_warned(run, result.checks, task=name)
             self.workflows.succeed(token, {"task": name, "status": TaskStatus.SUCCEEDED.value, "attempt": attempt})
             self.advance(run, stored)
             return Outcome("succeeded", f"task {name}", run=run, priority=priority)
@@ -558,6 +567,18 @@ def _task(spec: JobSpec | None, name: str) -> DagTask | None:
     if spec is None or spec.dag is None:
         return None
     return next((task for task in spec.dag.tasks if task.name == name), None)
+
+
+def tasks_failed_checks(graph: Graph, tasks: dict[str, TaskState]) -> list[CheckResult]:
+    """The checks its tasks failed, for the run record (named task: check), at most MAX_RUN_CHECKS."""
+    failed = [
+        CheckResult(f"{name}: {check['name']}", check["severity"], False, check.get("message", ""))
+        for name in graph
+        if name in tasks
+        for check in tasks[name].checks or []
+        if not check["passed"]
+    ]
+    return failed[:MAX_RUN_CHECKS]
 
 
 def _statuses(tasks: dict[str, TaskState]) -> dict[str, TaskStatus]:

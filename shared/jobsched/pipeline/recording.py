@@ -61,23 +61,32 @@ class Records:
                     return Outcome("pending", "waiting for its container", run=run, lateness=lateness)
                 return Outcome("pending", "waiting for the callback", run=run, lateness=lateness)
             if decision == "succeeded":
-                finished = self.runs.finish(
-                    run.job, run.run_id, attempt=run.attempt, status=RunStatus.SUCCEEDED, now=now, output=result.output
-                )
+                finished = self._finish(run, RunStatus.SUCCEEDED, result, now)
                 self.after_step("record")
-                self.alerts.succeeded(run, finished, spec, open_incidents=open_incidents)
+                self.alerts.succeeded(run, finished, spec, open_incidents=open_incidents, checks=result.checks)
                 return Outcome("succeeded", run=finished, lateness=lateness)
             if decision == "retry":
                 return self.retry(message, spec, run, result.error or "failed", now, lateness)
-            failed = self.runs.finish(
-                run.job, run.run_id, attempt=run.attempt, status=RunStatus.FAILED, now=now, error=result.error
-            )
+            failed = self._finish(run, RunStatus.FAILED, result, now)
         except StaleAttempt as error:
             # Cancelled, or taken over after our lease expired: our result must not overwrite theirs.
             return self._stale_result(run, str(error))
         self.after_step("record")
         self.alerts.run_ended_badly(failed, "run failed")
         return Outcome("failed", result.error or "", run=failed, lateness=lateness)
+
+    def _finish(self, run: Run, status: RunStatus, result: TargetResult, now: datetime) -> Run:
+        """The attempt's end, fenced by its number: its output, error and check results on the run."""
+        return self.runs.finish(
+            run.job,
+            run.run_id,
+            attempt=run.attempt,
+            status=status,
+            now=now,
+            output=result.output,
+            error=result.error,
+            checks=result.checks,
+        )
 
     def _stale_result(self, run: Run, error: str) -> Outcome:
         """Our result was refused. If the run ended at this very attempt (not cancelled), the attempt was

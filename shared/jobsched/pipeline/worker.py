@@ -37,7 +37,7 @@ from jobsched.core.records import (
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.events import Alerts
-from jobsched.pipeline.attempts import Attempts, Executed, Held
+from jobsched.pipeline.attempts import Attempts, Executed, Held, judge
 from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun, TeamSlots
 from jobsched.pipeline.containers import reconcile, stop_started_task
 from jobsched.pipeline.dag_tasks import DagRuns
@@ -270,6 +270,7 @@ class Worker:
             now,
             claim=lambda: self._claim(message, stored, now, batch, crowded),
             context=context,
+            checks=spec.checks,
         )
         if isinstance(attempt, Held):
             return records.held_back(message, stored, now, attempt.outcome)
@@ -339,7 +340,8 @@ class Worker:
         stored, run = self._running_attempt(job, run_id, attempt)
         message = run.to_message()
         failed = TargetResult("failed", error=error, retryable=retryable)
-        result = TargetResult("succeeded", output=output) if succeeded else failed
+        # A callback's output passes the job's checks like a target's answer (containers have none: refused at PUT).
+        result = judge(TargetResult("succeeded", output=output), stored.spec.checks) if succeeded else failed
         outcome = self.records.result(message, stored, run, result, (run.started_at or self.clock()) - run.fire_at)
         if outcome.action == "superseded" or outcome.run is None:
             raise StaleAttempt(outcome.detail or f"{job} {run_id} attempt {attempt} is no longer running")

@@ -84,6 +84,9 @@ def emit_escalation(*, team: str, kind: str, pages: int, paused: bool) -> None:
 def run_finished(run: Run) -> None:
     """M1 and M3: the run reached its terminal status (told once, by the runs store)."""
     emit("RunsFinished", 1, outcome=run.status.value.lower())
+    for check in run.checks or ():
+        if not check.get("passed"):
+            emit("ChecksFailed", 1, severity=str(check.get("severity")))
     if run.started_at is not None and run.finished_at is not None:
         emit("RunDurationSeconds", max(0.0, (run.finished_at - run.started_at).total_seconds()))
 

@@ -69,6 +69,13 @@ CATALOG = _catalog(
     MetricDef("RunsFinished", COUNT, ("outcome",), W, "M1 success rate: SloFastBurn, SloSlowBurn"),
     MetricDef("RunDurationSeconds", SECONDS, (), W, "M3 completion time p50/p95/p99 (dashboards)"),
     MetricDef("RunsRetried", COUNT, (), W, "M4 retry rate (on-call)"),
+    MetricDef(
+        "ChecksFailed",
+        COUNT,
+        ("severity",),
+        W,
+        "quality gates failed on finished runs (error: the run failed; warn: it succeeded, and paged) (dashboards)",
+    ),
     MetricDef("RunEventsUnpublished", COUNT, (), W, "Run Finished events EventBridge did not take (on-call)"),
     # Waits for data (wait_for): one per wait begun, and per wait ended (met or timed out, with its length).
     MetricDef("WaitsBegun", COUNT, (), W, "runs and DAG tasks that began waiting for data (on-call)"),

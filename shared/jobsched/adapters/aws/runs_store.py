@@ -7,7 +7,7 @@ never changed by a loser.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,6 +23,7 @@ from jobsched.adapters.aws.dynamo import (
     to_values,
     update_if,
 )
+from jobsched.core.checks import CheckResult
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RunsKeys
 from jobsched.core.records import (
@@ -294,6 +295,7 @@ class RunsStore:
         error: str | None = None,
         from_status: RunStatus = RunStatus.RUNNING,
         reason: str | None = None,
+        checks: Sequence[CheckResult] = (),
     ) -> Run:
         """``from_status`` at ``attempt`` -> a terminal status. StaleAttempt if anything else is stored."""
         names = {"#status": "status", "#error": "error", "#output": "output", "#reason": "reason"}
@@ -311,8 +313,9 @@ class RunsStore:
             values[":reason"] = truncate(reason)
         else:
             names.pop("#reason")
+        sets, removed = _with_checks(sets, values, checks)
         update = sets + " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at, deadline_shard, deadline_at, "
-        update += SLOT_WAIT_ATTRIBUTES
+        update += SLOT_WAIT_ATTRIBUTES + removed
         finished = self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
         if self.on_finished is not None:
             self.on_finished(finished)
@@ -618,6 +621,7 @@ class RunsStore:
         attempt: int | None = None,
         output: str | None = None,
         error: str | None = None,
+        checks: Sequence[CheckResult] = (),
     ) -> bool:
         """Record a task's outcome. With ``attempt``: only while that attempt runs (fencing: a late result
         of an attempt the state machine gave up on changes nothing). Without: any unfinished task (skips,
@@ -629,7 +633,9 @@ class RunsStore:
             ":error": truncate(error),
             ":output": truncate(output, MAX_OUTPUT),
         }
-        update = "SET #status = :status, finished_at = :now, #error = :error, #output = :output, #ttl = :ttl"
+        update, removed = _with_checks(
+            "SET #status = :status, finished_at = :now, #error = :error, #output = :output, #ttl = :ttl", values, checks
+        )
         if attempt is not None:
             values |= {":attempt": attempt, ":running": TaskStatus.RUNNING.value}
             condition = "attempt = :attempt AND #status = :running"
@@ -637,9 +643,8 @@ class RunsStore:
             values |= {":zero": 0, **_terminal_values()}
             update += ", attempt = if_not_exists(attempt, :zero)"
             condition = "attribute_not_exists(#sk) OR NOT #status IN (:t0, :t1, :t2, :t3, :t4)"
-        return self._task_update(
-            job, run_id, task, update + " REMOVE lease_until, lease_shard, lease_expires_at", condition, values
-        )
+        update += " REMOVE lease_until, lease_shard, lease_expires_at" + removed
+        return self._task_update(job, run_id, task, update, condition, values)
 
     def retry_task(self, job: str, run_id: str, task: str, *, attempt: int, now: datetime, error: str) -> bool:
         """RUNNING ``attempt`` -> RETRYING: the state machine retries after its backoff."""
@@ -704,6 +709,14 @@ class RunsStore:
     @staticmethod
     def _key(job: str, run_id: str) -> dict[str, Any]:
         return to_item({RunsKeys.PK: job, RunsKeys.SK: run_id})
+
+
+def _with_checks(sets: str, values: dict[str, Any], checks: Sequence[CheckResult]) -> tuple[str, str]:
+    """(the SET clause, what to add to REMOVE): an outcome's check results replace the last attempt's."""
+    if not checks:
+        return sets, ", checks"
+    values[":checks"] = [check.as_values() for check in checks]
+    return sets + ", checks = :checks", ""
 
 
 def _terminal_values() -> dict[str, str]:

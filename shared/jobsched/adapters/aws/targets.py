@@ -298,7 +298,7 @@ class TargetExecutor:
                 continue
             text = response.data.decode(errors="replace")
             if 200 <= response.status < 300:
-                return TargetResult("succeeded", output=f"HTTP {response.status}: {text}")
+                return TargetResult("succeeded", output=f"HTTP {response.status}: {text}", body=text)
             last_error = f"HTTP {response.status}: {text}"
             if response.status < 500 and response.status != 429:
                 return TargetResult("failed", error=last_error, retryable=False)  # the request itself is wrong

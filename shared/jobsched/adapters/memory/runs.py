@@ -4,11 +4,12 @@ conditional on status and attempt exactly as in ``aws.runs_store`` (the contract
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
+from jobsched.core.checks import CheckResult
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RUNS_TABLE, RunsKeys
 from jobsched.core.records import (
@@ -228,6 +229,7 @@ class MemoryRuns:
         error: str | None = None,
         from_status: RunStatus = RunStatus.RUNNING,
         reason: str | None = None,
+        checks: Sequence[CheckResult] = (),
     ) -> Run:
         sets: Item = {
             "status": status.value,
@@ -235,6 +237,8 @@ class MemoryRuns:
             "error": truncate(error),
             "output": truncate(output, MAX_OUTPUT),
         }
+        if checks:
+            sets["checks"] = [check.as_values() for check in checks]
         if reason is not None:
             sets["reason"] = truncate(reason)
         removes = (
@@ -245,6 +249,7 @@ class MemoryRuns:
             RunsKeys.DEADLINE_SHARD,
             RunsKeys.DEADLINE_AT,
             *SLOT_WAIT,
+            *(() if checks else ("checks",)),
         )
         finished = self._transition(job, run_id, lambda item: _at(item, from_status, attempt), sets, removes)
         if self.on_finished is not None:
@@ -391,6 +396,7 @@ class MemoryRuns:
         attempt: int | None = None,
         output: str | None = None,
         error: str | None = None,
+        checks: Sequence[CheckResult] = (),
     ) -> bool:
         def unfinished(item: Item | None) -> bool:
             if attempt is not None:
@@ -404,7 +410,9 @@ class MemoryRuns:
             "output": truncate(output, MAX_OUTPUT),
             RunsKeys.TTL: expires_at,
         }
-        removes = ("lease_until", RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT)
+        if checks:
+            sets["checks"] = [check.as_values() for check in checks]
+        removes = ("lease_until", RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT, *(() if checks else ("checks",)))
         return self._task_update(job, run_id, task, unfinished, sets, removes, default_attempt=0)
 
     def retry_task(self, job: str, run_id: str, task: str, *, attempt: int, now: datetime, error: str) -> bool:

@@ -1,0 +1,320 @@
+"""Quality gates on what a target returned: ``checks:`` on a job or a DAG task. Pure.
+
+A target can succeed and still hand back nothing useful (the domain reference's "misleading success metric": an
+extract that "succeeded" with zero rows). A check is either an assertion, ``output.rows > 0`` or
+``len(output.files) >= 1``, or a JSON Schema the output must match. ``severity: error`` fails the attempt (not
+retried: the target answered, its data did not pass); ``warn`` records the failure, counts it and pages at
+warning severity, and the run still succeeds.
+
+Every check is bounded work whatever a team writes: an assertion is a path, an operator and a JSON literal
+parsed here (never ``eval``); a schema is limited to keywords whose cost is linear in the output (no
+``pattern``, whose regular expressions can backtrack for minutes, no ``$ref``, no ``uniqueItems``); the output
+is checked only up to MAX_CHECKED_OUTPUT bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+MAX_CHECKS = 10  # per job or task
+MAX_EXPECT_CHARS = 256
+MAX_PATH_STEPS = 16
+MAX_SCHEMA_BYTES = 8 * 1024
+MAX_SCHEMA_DEPTH = 8
+MAX_CHECKED_OUTPUT = 1024 * 1024  # bytes of output parsed for checks; larger outputs fail their checks
+MAX_CHECK_MESSAGE = 300
+
+Severity = Literal["error", "warn"]
+OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    ">=": lambda a, b: a >= b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    "<": lambda a, b: a < b,
+}
+ORDERING = frozenset({">", ">=", "<", "<="})
+# One step of a path: .name, ["any name"] or [index].
+STEP = re.compile(r'\.(?P<name>[A-Za-z_][A-Za-z0-9_\-]{0,127})|\["(?P<quoted>[^"\\]{0,128})"\]|\[(?P<index>\d{1,6})\]')
+ASSERTION = re.compile(
+    r"^\s*(?:(?P<len>len)\(\s*(?P<lpath>output(?:[^()\s\[]|\[(?:\"[^\"\]]*\"|[^\]\"]*)\])*)\s*\)"
+    r"|(?P<path>output(?:[^()\s=!<>\[]|\[(?:\"[^\"\]]*\"|[^\]\"]*)\])*))"
+    r"\s*(?P<op>==|!=|>=|<=|>|<)\s*(?P<literal>.+?)\s*$"
+)
+# JSON Schema keywords whose checking work grows linearly with the output.
+SCHEMA_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "minProperties",
+        "maxProperties",
+        "enum",
+        "const",
+        "title",
+        "description",
+    }
+)
+SCHEMA_SUBSCHEMAS = ("properties",)  # keywords whose values map names to subschemas
+SCHEMA_SUBSCHEMA = ("items", "additionalProperties")  # keywords whose value is a subschema (or a boolean)
+
+
+class CheckDefinitionError(ValueError):
+    """A check that cannot be evaluated as written: the message says what is allowed."""
+
+
+# ------------------------------------------------------------------------------- assertions
+
+
+PathStep = str | int
+
+
+@dataclass(frozen=True)
+class Assertion:
+    text: str
+    path: tuple[PathStep, ...]
+    length: bool  # len(path) rather than the value at path
+    operator: str
+    literal: Any
+
+    def describe_path(self) -> str:
+        shown = "output" + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in self.path)
+        return f"len({shown})" if self.length else shown
+
+
+def parse_assertion(text: str) -> Assertion:
+    """``output.rows > 0`` -> Assertion; CheckDefinitionError naming the form otherwise."""
+    if len(text) > MAX_EXPECT_CHARS:
+        raise CheckDefinitionError(f"an assertion is at most {MAX_EXPECT_CHARS} characters")
+    found = ASSERTION.match(text)
+    if found is None:
+        raise CheckDefinitionError(
+            "an assertion is PATH OP VALUE: PATH is output, output.name, output[0] or len(output.list); OP one of "
+            + " ".join(OPERATORS)
+            + '; VALUE a JSON number, "string", true, false or null (e.g. output.rows > 0)'
+        )
+    path = _parse_path(found["lpath"] or found["path"])
+    try:
+        literal = json.loads(found["literal"])
+    except ValueError:
+        raise CheckDefinitionError(
+            f"'{found['literal']}' is not a JSON value: write numbers as 10, strings in double quotes, "
+            "true, false or null"
+        ) from None
+    if isinstance(literal, dict | list):
+        raise CheckDefinitionError("compare with a number, a string, true, false or null (not a list or an object)")
+    operator = found["op"]
+    length = found["len"] is not None
+    if operator in ORDERING and not (_is_number(literal) or isinstance(literal, str)):
+        raise CheckDefinitionError(f"{operator} compares numbers or strings (got {found['literal']})")
+    if length and not _is_number(literal):
+        raise CheckDefinitionError("len(...) is a number: compare it with a number")
+    return Assertion(text.strip(), path, length, operator, literal)
+
+
+def _parse_path(text: str) -> tuple[PathStep, ...]:
+    rest = text.removeprefix("output")
+    steps: list[PathStep] = []
+    while rest:
+        found = STEP.match(rest)
+        if found is None:
+            raise CheckDefinitionError(
+                f"'{text}': a path is output followed by .name, [\"name\"] or [index] steps (e.g. output.files[0])"
+            )
+        if found["index"] is not None:
+            steps.append(int(found["index"]))
+        else:
+            steps.append(found["name"] if found["name"] is not None else found["quoted"])
+        rest = rest[found.end() :]
+    if len(steps) > MAX_PATH_STEPS:
+        raise CheckDefinitionError(f"a path has at most {MAX_PATH_STEPS} steps")
+    return tuple(steps)
+
+
+_MISSING = object()
+
+
+def value_at(document: Any, path: Sequence[PathStep]) -> Any:
+    """The value at ``path`` in ``document``; _MISSING when a step does not exist."""
+    current = document
+    for step in path:
+        in_list = isinstance(step, int) and isinstance(current, list) and step < len(current)
+        if not (in_list or (isinstance(step, str) and isinstance(current, dict) and step in current)):
+            return _MISSING
+        current = current[step]
+    return current
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if _is_number(value):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def holds(assertion: Assertion, output: Any) -> str | None:
+    """None when the assertion holds for ``output``; otherwise why not, as users read it."""
+    where = assertion.describe_path()
+    value = value_at(output, assertion.path)
+    if value is _MISSING:
+        return f"{where.removeprefix('len(').removesuffix(')')} is missing"
+    if assertion.length:
+        if not isinstance(value, list | dict | str):
+            return f"{where}: {_kind(value)} has no length"
+        value = len(value)
+    literal = assertion.literal
+    if assertion.operator in ORDERING:
+        numbers = _is_number(value) and _is_number(literal)
+        if not (numbers or (isinstance(value, str) and isinstance(literal, str))):
+            return f"{where} is {_kind(value)}; {assertion.operator} {_shown(literal)} needs {_kind(literal)}"
+    elif _kind(value) != _kind(literal):  # 1 == true is false here, as in JSON
+        return None if assertion.operator == "!=" else f"{where} is {_shown(value)}, expected == {_shown(literal)}"
+    if OPERATORS[assertion.operator](value, literal):
+        return None
+    return f"{where} is {_shown(value)}, expected {assertion.operator} {_shown(literal)}"
+
+
+# ------------------------------------------------------------------------------------ schemas
+
+
+def check_schema(schema: Mapping[str, Any]) -> None:
+    """A schema is valid JSON Schema and uses only linear-cost keywords; CheckDefinitionError otherwise."""
+    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
+        raise CheckDefinitionError(f"a schema is at most {MAX_SCHEMA_BYTES} bytes as JSON")
+    _check_keywords(schema, "", 0)
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(dict(schema))
+    except SchemaError as error:
+        raise CheckDefinitionError(f"not a valid JSON Schema: {error.message}"[:MAX_CHECK_MESSAGE]) from None
+
+
+def _check_keywords(schema: Any, where: str, depth: int) -> None:
+    if isinstance(schema, bool):
+        return
+    if not isinstance(schema, Mapping):
+        raise CheckDefinitionError(f"{where or 'the schema'} must be an object (a schema) or a boolean")
+    if depth > MAX_SCHEMA_DEPTH:
+        raise CheckDefinitionError(f"schemas nest at most {MAX_SCHEMA_DEPTH} levels")
+    unknown = sorted(set(schema) - SCHEMA_KEYWORDS)
+    if unknown:
+        raise CheckDefinitionError(
+            f"{where or 'the schema'} uses {', '.join(unknown)}; allowed keywords: {', '.join(sorted(SCHEMA_KEYWORDS))}"
+        )
+    for keyword in SCHEMA_SUBSCHEMAS:
+        children = schema.get(keyword)
+        if isinstance(children, Mapping):
+            for name, child in children.items():
+                _check_keywords(child, f"{where}{keyword}.{name}.", depth + 1)
+    for keyword in SCHEMA_SUBSCHEMA:
+        if keyword in schema:
+            _check_keywords(schema[keyword], f"{where}{keyword}.", depth + 1)
+
+
+def schema_problem(schema: Mapping[str, Any], output: Any) -> str | None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    error = best_match(Draft202012Validator(dict(schema)).iter_errors(output))
+    if error is None:
+        return None
+    where = "output" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return f"{where}: {error.message}"
+
+
+# ---------------------------------------------------------------------------------- evaluation
+
+
+class CheckLike(Protocol):
+    """A check as the spec gives it (core.spec.OutputCheck)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def expect(self) -> str | None: ...
+    @property
+    def json_schema(self) -> dict[str, Any] | None: ...
+    @property
+    def severity(self) -> Severity: ...
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    severity: Severity
+    passed: bool
+    message: str = ""
+
+    def as_values(self) -> dict[str, Any]:
+        values: dict[str, Any] = {"name": self.name, "severity": self.severity, "passed": self.passed}
+        if self.message:
+            values["message"] = self.message
+        return values
+
+
+def parse_output(text: str | None) -> tuple[Any, str | None]:
+    """(the output as JSON, None) or (None, why it cannot be checked)."""
+    if text is None or not text.strip():
+        return None, "the target returned no output"
+    if len(text.encode()) > MAX_CHECKED_OUTPUT:
+        return None, f"the output is larger than {MAX_CHECKED_OUTPUT // 1024} KB, too large to check"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None, "the output is not JSON"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, "the output is not JSON"
+    return value, None
+
+
+def evaluate(checks: Sequence[CheckLike], text: str | None) -> tuple[CheckResult, ...]:
+    """Every check against the output text: all are evaluated, not only up to the first failure."""
+    if not checks:
+        return ()
+    output, unreadable = parse_output(text)
+    results = []
+    for check in checks:
+        if unreadable is not None:
+            problem: str | None = unreadable
+        elif check.expect is not None:
+            problem = holds(parse_assertion(check.expect), output)
+        else:
+            problem = schema_problem(check.json_schema or {}, output)
+        results.append(CheckResult(check.label, check.severity, problem is None, (problem or "")[:MAX_CHECK_MESSAGE]))
+    return tuple(results)
+
+
+def warned(results: Sequence[CheckResult]) -> list[CheckResult]:
+    return [r for r in results if not r.passed and r.severity == "warn"]
