@@ -1,0 +1,132 @@
+"""Data between DAG tasks: ``"{{ tasks.extract.output.files }}"`` in a task's payload. Pure.
+
+A string of a payload that is one reference becomes the referenced value itself (a list stays a list); a
+reference inside a longer string is replaced by the value's text (a string as is, anything else as JSON).
+Only ``{{ tasks.`` opens a reference: other braces in a payload are the team's own and are left alone.
+
+A reference names an upstream task (one the task depends on, directly or through others) whose target
+returns output (``lambda``, ``http``, ``callback``), then a path into that output: ``.name``, ``["a name"]``,
+``[0]``. Everything is checked when the job is PUT; at run time a path that is not in the output (an
+``all_done`` task after a failed upstream, an upstream that returned something else) fails the task with the
+reference named, not retried. The work is bounded: at most MAX_REFERENCES references a task, outputs of at
+most MAX_TASK_OUTPUT bytes (larger data goes to the team's own S3 and its URI is the output), a rendered
+payload within the target's payload limit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jobsched.core.checks import CheckDefinitionError, PathStep, describe_path, parse_steps, value_at
+
+MAX_REFERENCES = 20  # per task payload
+MAX_TASK_OUTPUT = 32 * 1024  # bytes of one task's output its downstream tasks may read
+REFERENCE = re.compile(r"\{\{\s*(?P<text>tasks\.[^{}]{0,300}?)\s*\}\}")
+ROOT = re.compile(r"^tasks\.(?P<task>[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\.output(?P<path>.*)$")
+
+
+class ReferenceError(ValueError):
+    """A reference that cannot be resolved as written: the message says what is allowed."""
+
+
+class MissingValue(ValueError):
+    """At run time: the referenced value is not in the upstream's output."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    text: str  # as written, without the braces
+    task: str
+    path: tuple[PathStep, ...]
+
+    def describe(self) -> str:
+        return f"tasks.{self.task}.{describe_path(self.path)}"
+
+
+def parse_reference(text: str) -> Reference:
+    found = ROOT.match(text.strip())
+    if found is None:
+        raise ReferenceError(
+            f"'{{{{ {text.strip()} }}}}': a reference is tasks.TASK.output followed by .name, [\"name\"] or [index] "
+            "steps (e.g. {{ tasks.extract.output.files }})"
+        )
+    try:
+        path = parse_steps(found["path"], text.strip())
+    except CheckDefinitionError as error:
+        raise ReferenceError(str(error)) from None
+    return Reference(text.strip(), found["task"], path)
+
+
+def references_in(payload: Any) -> list[tuple[str, Reference]]:
+    """(where in the payload, reference) of every reference, in document order; ReferenceError for a bad one."""
+    found: list[tuple[str, Reference]] = []
+
+    def visit(value: Any, where: str) -> None:
+        if isinstance(value, str):
+            for match in REFERENCE.finditer(value):
+                if len(found) >= MAX_REFERENCES:
+                    raise ReferenceError(f"at most {MAX_REFERENCES} references in one task's payload")
+                found.append((where, parse_reference(match["text"])))
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                visit(item, f"{where}.{key}" if where else str(key))
+        elif isinstance(value, Sequence):
+            for index, item in enumerate(value):
+                visit(item, f"{where}[{index}]")
+
+    visit(payload, "")
+    return found
+
+
+def referenced_tasks(payload: Any) -> set[str]:
+    return {reference.task for _, reference in references_in(payload)}
+
+
+def parse_output(text: str | None) -> Any:
+    """A task's output as its downstream tasks read it: JSON when it is JSON, else the text as a string."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def render(payload: Any, outputs: Mapping[str, Any]) -> Any:
+    """The payload with every reference replaced from ``outputs`` (task -> parsed output); MissingValue names
+    the first reference whose value is not there."""
+    if isinstance(payload, str):
+        return _render_text(payload, outputs)
+    if isinstance(payload, Mapping):
+        return {key: render(value, outputs) for key, value in payload.items()}
+    if isinstance(payload, list):
+        return [render(value, outputs) for value in payload]
+    return payload
+
+
+def _render_text(text: str, outputs: Mapping[str, Any]) -> Any:
+    whole = REFERENCE.fullmatch(text.strip())
+    if whole is not None:
+        return _value(parse_reference(whole["text"]), outputs)
+
+    def one(match: re.Match[str]) -> str:
+        value = _value(parse_reference(match["text"]), outputs)
+        return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+    return REFERENCE.sub(one, text)
+
+
+def _value(reference: Reference, outputs: Mapping[str, Any]) -> Any:
+    if reference.task not in outputs:
+        raise MissingValue(f"{reference.describe()}: task {reference.task} has no output")
+    value = value_at(outputs[reference.task], reference.path)
+    if value is MISSING:
+        raise MissingValue(f"{reference.describe()} is missing from {reference.task}'s output")
+    return value
+
+
+MISSING = value_at({}, ("absent",))  # the marker value_at returns for a path not in the document
