@@ -40,6 +40,7 @@ from jobsched.core.records import (
     StoredIncident,
     StoredJob,
     TargetResult,
+    TaskOutput,
     TaskState,
     Waiting,
 )
@@ -396,6 +397,10 @@ class TaskRunsPort(RunsPort, Protocol):
         checks: Sequence[CheckResult] = (),
     ) -> bool: ...
     def retry_task(self, job: str, run_id: str, task: str, *, attempt: int, now: datetime, error: str) -> bool: ...
+    def put_task_output(
+        self, job: str, run_id: str, task: str, *, attempt: int, text: str, expires_at: int
+    ) -> bool: ...
+    def task_outputs(self, job: str, run_id: str, tasks: Sequence[str]) -> dict[str, TaskOutput]: ...
 
 
 class WorkQueuesPort(Protocol):

@@ -98,3 +98,22 @@ def test_a_task_that_never_started_is_skipped_or_cancelled_at_attempt_zero(store
     assert (skipped.status, skipped.attempt, skipped.error) == (TaskStatus.SKIPPED, 0, "upstream failed")
     assert set(stores.runs.tasks(JOB, RUN)) == {"c"}
     assert stores.runs.tasks(JOB, "20270105T090000Z") == {}
+
+
+def test_a_task_output_is_kept_for_its_attempt_and_a_stale_attempt_never_overwrites_a_later_one(
+    stores: Stores,
+) -> None:
+    dag_run(stores)
+
+    def put(attempt: int, text: str) -> bool:
+        return stores.runs.put_task_output(JOB, RUN, "extract", attempt=attempt, text=text, expires_at=EXPIRES)
+
+    assert stores.runs.task_outputs(JOB, RUN, ["extract"]) == {}
+    assert put(1, '{"rows": 1}') is True
+    assert put(2, '{"rows": 2}') is True  # the retry's own output replaces the first attempt's
+    assert put(1, '{"rows": 1}') is False  # a late writer of attempt 1
+    assert put(2, '{"rows": 2}') is True  # the same attempt again (a redelivery): idempotent
+    found = stores.runs.task_outputs(JOB, RUN, ["extract", "extract", "absent"])
+    assert {name: (o.attempt, o.text) for name, o in found.items()} == {"extract": (2, '{"rows": 2}')}
+    # Outputs live apart from the tasks: listing the tasks never reads (or bills) them.
+    assert stores.runs.tasks(JOB, RUN) == {}

@@ -41,6 +41,7 @@ OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
 ORDERING = frozenset({">", ">=", "<", "<="})
 # One step of a path: .name, ["any name"] or [index].
 STEP = re.compile(r'\.(?P<name>[A-Za-z_][A-Za-z0-9_\-]{0,127})|\["(?P<quoted>[^"\\]{0,128})"\]|\[(?P<index>\d{1,6})\]')
+STEP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,127}")
 ASSERTION = re.compile(
     r"^\s*(?:(?P<len>len)\(\s*(?P<lpath>output(?:[^()\s\[]|\[(?:\"[^\"\]]*\"|[^\]\"]*)\])*)\s*\)"
     r"|(?P<path>output(?:[^()\s=!<>\[]|\[(?:\"[^\"\]]*\"|[^\]\"]*)\])*))"
@@ -94,8 +95,21 @@ class Assertion:
     literal: Any
 
     def describe_path(self) -> str:
-        shown = "output" + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in self.path)
+        shown = describe_path(self.path)
         return f"len({shown})" if self.length else shown
+
+
+def describe_path(path: Sequence[PathStep]) -> str:
+    """output.files[0], output["a name"]: a path as users write it."""
+    shown = "output"
+    for step in path:
+        if isinstance(step, int):
+            shown += f"[{step}]"
+        elif STEP_NAME.fullmatch(step):
+            shown += f".{step}"
+        else:
+            shown += f'["{step}"]'
+    return shown
 
 
 def parse_assertion(text: str) -> Assertion:
@@ -109,7 +123,8 @@ def parse_assertion(text: str) -> Assertion:
             + " ".join(OPERATORS)
             + '; VALUE a JSON number, "string", true, false or null (e.g. output.rows > 0)'
         )
-    path = _parse_path(found["lpath"] or found["path"])
+    whole = found["lpath"] or found["path"]
+    path = parse_steps(whole.removeprefix("output"), whole)
     try:
         literal = json.loads(found["literal"])
     except ValueError:
@@ -128,8 +143,8 @@ def parse_assertion(text: str) -> Assertion:
     return Assertion(text.strip(), path, length, operator, literal)
 
 
-def _parse_path(text: str) -> tuple[PathStep, ...]:
-    rest = text.removeprefix("output")
+def parse_steps(rest: str, text: str) -> tuple[PathStep, ...]:
+    """The steps after ``output`` (``.name``, ``["name"]``, ``[index]``); ``text`` is the whole, for messages."""
     steps: list[PathStep] = []
     while rest:
         found = STEP.match(rest)
@@ -147,16 +162,16 @@ def _parse_path(text: str) -> tuple[PathStep, ...]:
     return tuple(steps)
 
 
-_MISSING = object()
+MISSING = object()  # what value_at returns for a path not in the document
 
 
 def value_at(document: Any, path: Sequence[PathStep]) -> Any:
-    """The value at ``path`` in ``document``; _MISSING when a step does not exist."""
+    """The value at ``path`` in ``document``; MISSING when a step does not exist."""
     current = document
     for step in path:
         in_list = isinstance(step, int) and isinstance(current, list) and step < len(current)
         if not (in_list or (isinstance(step, str) and isinstance(current, dict) and step in current)):
-            return _MISSING
+            return MISSING
         current = current[step]
     return current
 
@@ -186,7 +201,7 @@ def holds(assertion: Assertion, output: Any) -> str | None:
     """None when the assertion holds for ``output``; otherwise why not, as users read it."""
     where = assertion.describe_path()
     value = value_at(output, assertion.path)
-    if value is _MISSING:
+    if value is MISSING:
         return f"{where.removeprefix('len(').removesuffix(')')} is missing"
     if assertion.length:
         if not isinstance(value, list | dict | str):

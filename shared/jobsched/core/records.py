@@ -42,6 +42,19 @@ def task_partition(job: str, run_id: str) -> str:
     return f"{job}#{run_id}"
 
 
+def output_partition(job: str, run_id: str) -> str:
+    """The outputs its downstream tasks read, apart from the tasks: reading the tasks never reads them."""
+    return f"{job}#{run_id}#outputs"
+
+
+@dataclass(frozen=True)
+class TaskOutput:
+    """What a task returned (JSON text, at most core.references.MAX_TASK_OUTPUT bytes), for its downstream."""
+
+    attempt: int
+    text: str
+
+
 # The reason of a MISSED record written by the lost-message audit: the only MISSED a late message may start.
 LOST_PREFIX = "lost: "
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobsched.core.checks import CheckDefinitionError, PathStep, describe_path, parse_steps, value_at
+from jobsched.core.checks import MISSING, CheckDefinitionError, PathStep, describe_path, parse_steps, value_at
 
 MAX_REFERENCES = 20  # per task payload
 MAX_TASK_OUTPUT = 32 * 1024  # bytes of one task's output its downstream tasks may read
@@ -56,21 +56,37 @@ def parse_reference(text: str) -> Reference:
         )
     try:
         path = parse_steps(found["path"], text.strip())
-    except CheckDefinitionError as error:
-        raise ReferenceError(str(error)) from None
+    except CheckDefinitionError:
+        raise ReferenceError(
+            f"'{{{{ {text.strip()} }}}}': after tasks.TASK.output come .name, [\"name\"] or [index] steps "
+            "(e.g. {{ tasks.extract.output.files[0] }})"
+        ) from None
     return Reference(text.strip(), found["task"], path)
 
 
 def references_in(payload: Any) -> list[tuple[str, Reference]]:
     """(where in the payload, reference) of every reference, in document order; ReferenceError for a bad one."""
+    found, problems = scan(payload)
+    if problems:
+        raise ReferenceError(problems[0][1])
+    return found
+
+
+def scan(payload: Any) -> tuple[list[tuple[str, Reference]], list[tuple[str, str]]]:
+    """Every reference of the payload, and (where, why) of every one that cannot be parsed."""
     found: list[tuple[str, Reference]] = []
+    problems: list[tuple[str, str]] = []
 
     def visit(value: Any, where: str) -> None:
         if isinstance(value, str):
             for match in REFERENCE.finditer(value):
-                if len(found) >= MAX_REFERENCES:
-                    raise ReferenceError(f"at most {MAX_REFERENCES} references in one task's payload")
-                found.append((where, parse_reference(match["text"])))
+                if len(found) + len(problems) >= MAX_REFERENCES:
+                    problems.append((where, f"at most {MAX_REFERENCES} references in one task's payload"))
+                    return
+                try:
+                    found.append((where, parse_reference(match["text"])))
+                except ReferenceError as error:
+                    problems.append((where, str(error)))
         elif isinstance(value, Mapping):
             for key, item in value.items():
                 visit(item, f"{where}.{key}" if where else str(key))
@@ -79,7 +95,17 @@ def references_in(payload: Any) -> list[tuple[str, Reference]]:
                 visit(item, f"{where}[{index}]")
 
     visit(payload, "")
-    return found
+    return found, problems
+
+
+def has_reference(payload: Any) -> bool:
+    if isinstance(payload, str):
+        return REFERENCE.search(payload) is not None
+    if isinstance(payload, Mapping):
+        return any(has_reference(value) for value in payload.values())
+    if isinstance(payload, list):
+        return any(has_reference(value) for value in payload)
+    return False
 
 
 def referenced_tasks(payload: Any) -> set[str]:
@@ -127,6 +153,3 @@ def _value(reference: Reference, outputs: Mapping[str, Any]) -> Any:
     if value is MISSING:
         raise MissingValue(f"{reference.describe()} is missing from {reference.task}'s output")
     return value
-
-
-MISSING = value_at({}, ("absent",))  # the marker value_at returns for a path not in the document

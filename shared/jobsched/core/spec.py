@@ -37,6 +37,8 @@ from jobsched.core.checks import MAX_CHECKS, MAX_EXPECT_CHARS, CheckDefinitionEr
 from jobsched.core.durations import Duration, format_duration
 from jobsched.core.event_patterns import pattern_problems
 from jobsched.core.expressions import CronExpression, ExpressionError, parse_expression
+from jobsched.core.references import has_reference, referenced_tasks
+from jobsched.core.references import scan as scan_references
 from jobsched.core.templates import TemplateError, split_s3_uri
 from jobsched.core.tz import UTC, available_zones, suggest_zone
 from jobsched.core.urls import ParsedUrl, UrlRefused, never_reachable, parse_url
@@ -1239,12 +1241,66 @@ class Dag(StrictModel):
         ]
         return _validate_with(cls, data, handler, problems)
 
+    @model_validator(mode="after")
+    def _references(self) -> Dag:
+        problems = reference_problems(self.tasks)
+        if problems:
+            raise ValidationError.from_exception_data(
+                "Dag",
+                [
+                    InitErrorDetails(type=_fail(code, "{message}", message=message), loc=loc, input=None)
+                    for loc, code, message in problems
+                ],
+            )
+        return self
+
+    def referenced_outputs(self) -> set[str]:
+        """Tasks whose output a downstream task's payload reads: only theirs are kept for the run."""
+        return {name for task in self.tasks for name in referenced_tasks(getattr(task.target, "payload", None))}
+
     def order(self) -> list[str]:
         """Task names in a dependency order (stable for the same spec)."""
         sorter: TopologicalSorter[str] = TopologicalSorter()
         for task in self.tasks:
             sorter.add(task.name, *task.depends_on)
         return list(sorter.static_order())
+
+
+def reference_problems(tasks: list[DagTask]) -> list[tuple[tuple[str | int, ...], str, str]]:
+    """(location, code, message) of every payload reference that cannot resolve: a bad form, an unknown task, a
+    task not upstream (its output would not exist yet), or an upstream whose target returns no output."""
+    by_name = {task.name: task for task in tasks}
+
+    def ancestors(name: str) -> set[str]:
+        seen: set[str] = set()
+        pending = list(by_name[name].depends_on)
+        while pending:
+            current = pending.pop()
+            if current not in seen and current in by_name:
+                seen.add(current)
+                pending.extend(by_name[current].depends_on)
+        return seen
+
+    problems: list[tuple[tuple[str | int, ...], str, str]] = []
+    for index, task in enumerate(tasks):
+        location: tuple[str | int, ...] = ("tasks", index, "target", "payload")
+        found, unparsed = scan_references(getattr(task.target, "payload", None))
+        problems += [(location, "invalid_reference", f"{where}: {why}" if where else why) for where, why in unparsed]
+        upstream = ancestors(task.name) if found else set()
+        for where, reference in found:
+            at = f"{where}: " if where else ""
+            if reference.task not in by_name:
+                known = ", ".join(sorted(by_name))
+                message = f"{at}unknown task '{reference.task}'; tasks in this DAG: {known}"
+                problems.append((location, "unknown_task_reference", message))
+            elif reference.task not in upstream:
+                message = f"{at}task '{reference.task}' is not upstream of '{task.name}': add it to depends_on"
+                problems.append((location, "not_upstream", message))
+            elif by_name[reference.task].target.type not in OUTPUT_TARGETS:
+                kind = by_name[reference.task].target.type
+                message = f"{at}task '{reference.task}' ({kind}) returns no output; {', '.join(OUTPUT_TARGETS)} do"
+                problems.append((location, "no_output", message))
+    return problems
 
 
 def dag_problems(shape: list[tuple[Any, Any]]) -> list[tuple[tuple[str | int, ...], str]]:
@@ -1355,6 +1411,17 @@ class JobSpec(StrictModel):
 
     _checks_target = field_validator("checks")(_check_checks_target)
 
+    @field_validator("target")
+    @classmethod
+    def _no_references(cls, value: Target | None) -> Target | None:
+        payload = getattr(value, "payload", None)
+        if payload is not None and has_reference(payload):
+            raise _fail(
+                "reference_outside_dag",
+                "{{ tasks.NAME.output }} reads an upstream task's output: only DAG tasks have upstream tasks",
+            )
+        return value
+
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: dict[str, str]) -> dict[str, str]:
@@ -1408,6 +1475,10 @@ class JobSpec(StrictModel):
                 )
             )
         return _validate_with(cls, data, handler, problems)
+
+    def dag_outputs(self) -> set[str]:
+        """The DAG's tasks whose output a downstream task reads (none for a single-target job)."""
+        return self.dag.referenced_outputs() if self.dag is not None else set()
 
     @property
     def key(self) -> str:

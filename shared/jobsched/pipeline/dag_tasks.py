@@ -15,18 +15,22 @@ Step Functions owns retries, backoff and timeouts of each task; the run record o
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from jobsched.core.checks import CheckResult
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.messages import TASK_TERMINAL, DagTaskFailure, DagTaskMessage
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, StoredJob, TargetResult, TaskState
+from jobsched.core.references import MAX_TASK_OUTPUT, MissingValue, has_reference, parse_output, referenced_tasks
+from jobsched.core.references import render as render_references
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, TaskStatus, instant_text
-from jobsched.core.spec import CallbackTarget, DagTask, JobSpec
+from jobsched.core.spec import MAX_PAYLOAD_BYTES, CallbackTarget, DagTask, JobSpec
 from jobsched.dag.definition import (
     TASK_FAILED,
     TASK_LOST,
@@ -128,11 +132,52 @@ class DagRuns:
         if decision == "skip":
             self._skip_task(message, stored, run, now)
             return Outcome("skipped", f"task {message.task} skipped", run=run, priority=priority)
+        return self._start(message, stored, run, graph[message.task], task, now, priority)
+
+    def _start(
+        self,
+        message: DagTaskMessage,
+        stored: StoredJob,
+        run: Run,
+        node: TaskNode,
+        task: DagTask,
+        now: datetime,
+        priority: str,
+    ) -> Outcome:
+        """A task whose dependencies allow it to run: its data waited for, its inputs resolved, then executed."""
         if task.wait_for:
-            held = self._wait_for_data(message, stored, run, graph[message.task], task, now, priority)
+            held = self._wait_for_data(message, stored, run, node, task, now, priority)
             if held is not None:
                 return held
-        return self._execute(message, stored, run, task, now, priority)
+        inputs = self._inputs(run, task)
+        if isinstance(inputs, Unresolved):
+            return self._fail_unclaimed(message, stored, run, task, now, priority, inputs.error)
+        return self._execute(message, stored, run, task, now, priority, payload=inputs)
+
+    def _inputs(self, run: Run, task: DagTask) -> Any:
+        """The task's payload with its references to upstream outputs resolved (None: it has none), or why not.
+        Only an upstream that SUCCEEDED has an output to read, and only the one its final attempt wrote."""
+        payload = getattr(task.target, "payload", None)
+        if payload is None or not has_reference(payload):
+            return None
+        states = self.runs.tasks(run.job, run.run_id)
+        succeeded = {
+            name: states[name].attempt
+            for name in referenced_tasks(payload)
+            if name in states and states[name].status is TaskStatus.SUCCEEDED
+        }
+        stored = self.runs.task_outputs(run.job, run.run_id, list(succeeded))
+        outputs = {
+            name: parse_output(found.text) for name, found in stored.items() if found.attempt == succeeded.get(name)
+        }
+        try:
+            rendered = render_references(payload, outputs)
+        except MissingValue as missing:
+            return Unresolved(f"{missing}")
+        size = len(json.dumps(rendered, separators=(",", ":")).encode())
+        if size > MAX_PAYLOAD_BYTES:
+            return Unresolved(f"payload of {size} bytes with its references resolved; at most {MAX_PAYLOAD_BYTES}")
+        return rendered
 
     def _wait_for_data(
         self,
@@ -223,7 +268,15 @@ class DagRuns:
         return run
 
     def _execute(
-        self, message: DagTaskMessage, stored: StoredJob, run: Run, task: DagTask, now: datetime, priority: str
+        self,
+        message: DagTaskMessage,
+        stored: StoredJob,
+        run: Run,
+        task: DagTask,
+        now: datetime,
+        priority: str,
+        *,
+        payload: Any = None,
     ) -> Outcome:
         """Claim this attempt of the task (one claimer per attempt), execute it, record the result."""
 
@@ -241,6 +294,7 @@ class DagRuns:
                 correlation_id=run.correlation_id,
                 task=message.task,
                 trigger=run.trigger,
+                payload_override=payload,
             )
 
         attempt = self.attempts.execute(
@@ -470,6 +524,12 @@ class DagRuns:
                 checks=result.checks,
             )
 
+        if result.outcome == "succeeded" and name in stored.spec.dag_outputs():
+            kept = self._keep_output(run, stored, name, attempt, result)
+            if isinstance(kept, TargetResult):
+                return self._record(run, stored, task, attempt, token, kept, priority)
+            if not kept:
+                return superseded
         if result.outcome == "succeeded":
             if not finish(TaskStatus.SUCCEEDED):
                 return superseded
@@ -492,6 +552,26 @@ class DagRuns:
             return Outcome("retrying", f"task {name} attempt {attempt} failed: {error}", run=run, priority=priority)
         self.advance(run, stored)
         return Outcome("failed", f"task {name}: {error}", run=run, priority=priority)
+
+    def _keep_output(
+        self, run: Run, stored: StoredJob, name: str, attempt: int, result: TargetResult
+    ) -> bool | TargetResult:
+        """Store what a task returned for the downstream tasks that read it, before its success is recorded (a
+        reader that sees the success finds the output). False: a later attempt's output is there already; a
+        failed result: the output is too large to pass on."""
+        text = result.body if result.body is not None else (result.output or "")
+        size = len(text.encode())
+        if size > MAX_TASK_OUTPUT:
+            return TargetResult(
+                "failed",
+                error=f"output_too_large: {size} bytes, and at most {MAX_TASK_OUTPUT} pass to downstream tasks; write "
+                "larger data to the team's S3 and return its s3:// URI",
+                retryable=False,
+                checks=result.checks,
+            )
+        return self.runs.put_task_output(
+            run.job, run.run_id, name, attempt=attempt, text=text, expires_at=_expiry(run, stored.spec)
+        )
 
     def _again(
         self, message: DagTaskMessage, stored: StoredJob, run: Run, graph: Graph, mine: TaskState, now: datetime
@@ -561,6 +641,13 @@ class DagRuns:
             retry_count=state.attempt - 1,
             token=state.token,
         )
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A task's payload whose references cannot be resolved: the task fails with this, not retried."""
+
+    error: str
 
 
 def _task(spec: JobSpec | None, name: str) -> DagTask | None:

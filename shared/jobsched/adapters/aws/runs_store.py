@@ -35,11 +35,13 @@ from jobsched.core.records import (
     Progress,
     Run,
     StaleAttempt,
+    TaskOutput,
     TaskState,
     Waiting,
     lease_shard,
     new_run_values,
     new_waiting_values,
+    output_partition,
     running_values,
     succeeded_in,
     task_partition,
@@ -663,6 +665,37 @@ class RunsStore:
             },
         )
 
+    def put_task_output(self, job: str, run_id: str, task: str, *, attempt: int, text: str, expires_at: int) -> bool:
+        """The output of ``attempt``, unless a later attempt's is already there (a late, stale writer)."""
+        return update_if(
+            self.db,
+            TableName=self.table,
+            Key=to_item({RunsKeys.PK: output_partition(job, run_id), RunsKeys.SK: task}),
+            UpdateExpression="SET attempt = :attempt, #text = :text, #ttl = :ttl",
+            ConditionExpression="attribute_not_exists(attempt) OR attempt <= :attempt",
+            ExpressionAttributeNames={"#text": "text", "#ttl": RunsKeys.TTL},
+            ExpressionAttributeValues=to_values({":attempt": attempt, ":text": text, ":ttl": expires_at}),
+        )
+
+    def task_outputs(self, job: str, run_id: str, tasks: Sequence[str]) -> dict[str, TaskOutput]:
+        """The outputs of ``tasks`` (at most 100: a DAG's limit), read strongly: each was written before its task
+        was recorded finished, so a reader that saw the finish sees the output."""
+        names = list(dict.fromkeys(tasks))
+        found: dict[str, TaskOutput] = {}
+        if not names:
+            return found
+        keys = [to_item({RunsKeys.PK: output_partition(job, run_id), RunsKeys.SK: name}) for name in names]
+        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        for _ in range(10):  # unprocessed keys (throttling) are asked again
+            response = self.db.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(self.table, []):
+                values = from_item(item)
+                found[values[RunsKeys.SK]] = TaskOutput(int(values["attempt"]), values["text"])
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return found
+        raise OutputsUnread(f"{job} {run_id}: outputs still unprocessed after 10 reads (throttled)")
+
     def _task_update(
         self, job: str, run_id: str, task: str, update: str, condition: str, values: dict[str, Any]
     ) -> bool:
@@ -709,6 +742,10 @@ class RunsStore:
     @staticmethod
     def _key(job: str, run_id: str) -> dict[str, Any]:
         return to_item({RunsKeys.PK: job, RunsKeys.SK: run_id})
+
+
+class OutputsUnread(RuntimeError):
+    """The table kept throttling the read: the task message fails and comes back (nothing was written)."""
 
 
 def _with_checks(sets: str, values: dict[str, Any], checks: Sequence[CheckResult]) -> tuple[str, str]:

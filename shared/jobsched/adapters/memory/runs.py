@@ -21,11 +21,13 @@ from jobsched.core.records import (
     Progress,
     Run,
     StaleAttempt,
+    TaskOutput,
     TaskState,
     Waiting,
     lease_shard,
     new_run_values,
     new_waiting_values,
+    output_partition,
     running_values,
     succeeded_in,
     task_partition,
@@ -421,6 +423,26 @@ class MemoryRuns:
 
         sets: Item = {"status": TaskStatus.RETRYING.value, "finished_at": instant_text(now), "error": truncate(error)}
         return self._task_update(job, run_id, task, running, sets, ("lease_until",))
+
+    def put_task_output(self, job: str, run_id: str, task: str, *, attempt: int, text: str, expires_at: int) -> bool:
+        """The output of ``attempt``, unless a later attempt's is already there (a late, stale writer)."""
+
+        def change(item: Item | None) -> Item:
+            if item is not None and int(item["attempt"]) > attempt:
+                raise ConditionFailed
+            pk = output_partition(job, run_id)
+            return {RunsKeys.PK: pk, RunsKeys.SK: task, "attempt": attempt, "text": text, RunsKeys.TTL: expires_at}
+
+        try:
+            self.table.update(output_partition(job, run_id), task, change)
+        except ConditionFailed:
+            return False
+        return True
+
+    def task_outputs(self, job: str, run_id: str, tasks: Sequence[str]) -> dict[str, TaskOutput]:
+        keys = [(output_partition(job, run_id), task) for task in dict.fromkeys(tasks)]
+        items = self.table.get_batch(keys) if keys else []
+        return {item[RunsKeys.SK]: TaskOutput(int(item["attempt"]), item["text"]) for item in items}
 
     def _task_update(
         self,

@@ -1,0 +1,100 @@
+"""References to upstream outputs in a DAG task's payload (core.references): checked at PUT, rendered at run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from jobsched.core.references import MAX_REFERENCES, MissingValue, parse_output, render
+from jobsched.core.spec import JobSpec
+
+
+def task(name: str, *depends_on: str, payload: Any = None, kind: str = "lambda") -> dict[str, Any]:
+    target: dict[str, Any] = (
+        {"type": "lambda", "function": "f"}
+        if kind == "lambda"
+        else {"type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/q"}
+    )
+    if payload is not None:
+        target["payload"] = payload
+    return {"name": name, "depends_on": list(depends_on), "target": target}
+
+
+def dag(*tasks: dict[str, Any]) -> dict[str, Any]:
+    return {"name": "etl", "team": "data", "dag": {"tasks": list(tasks)}}
+
+
+def errors(document: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], str]]:
+    with pytest.raises(ValidationError) as refused:
+        JobSpec.model_validate(document)
+    return [(e["type"], e["loc"], e["msg"]) for e in refused.value.errors()]
+
+
+def test_references_to_upstream_outputs_are_accepted_and_only_read_outputs_are_kept() -> None:
+    spec = JobSpec.model_validate(
+        dag(
+            task("extract"),
+            task("transform", "extract"),
+            task("load", "transform", payload={"files": "{{ tasks.extract.output.files }}", "x": "{{ other }}"}),
+        )
+    )
+    assert spec.dag_outputs() == {"extract"}  # transitive: extract is upstream of load through transform
+
+
+def test_every_reference_that_cannot_resolve_is_reported_at_its_task_with_where_and_why() -> None:
+    payload = {
+        "a": "{{ tasks.nope.output }}",
+        "b": ["{{ tasks.side.output }}"],
+        "c": "{{ tasks.queue.output }}",
+        "d": "{{ tasks.extract.output..x }}",
+        "e": "{{ tasks.load.output }}",
+    }
+    found = errors(
+        dag(task("extract"), task("queue", kind="sqs"), task("side"), task("load", "extract", "queue", payload=payload))
+    )
+    where = ("dag", "tasks", 3, "target", "payload")
+    assert [(code, loc) for code, loc, _ in found] == [
+        ("invalid_reference", where),
+        ("unknown_task_reference", where),
+        ("not_upstream", where),
+        ("no_output", where),
+        ("not_upstream", where),  # itself
+    ]
+    messages = [message for _, _, message in found]
+    assert messages[1] == "a: unknown task 'nope'; tasks in this DAG: extract, load, queue, side"
+    assert messages[2] == "b[0]: task 'side' is not upstream of 'load': add it to depends_on"
+    assert messages[3] == "c: task 'queue' (sqs) returns no output; lambda, http, callback do"
+
+
+def test_references_are_bounded_and_refused_outside_a_dag() -> None:
+    many = {f"k{i}": "{{ tasks.extract.output }}" for i in range(MAX_REFERENCES + 1)}
+    [(code, _, message)] = errors(dag(task("extract"), task("load", "extract", payload=many)))
+    assert code == "invalid_reference" and f"at most {MAX_REFERENCES} references" in message
+    single = {"name": "j", "team": "t", "target": {"type": "lambda", "function": "f", "payload": "{{tasks.a.output}}"}}
+    assert [code for code, _, _ in errors(single)] == ["reference_outside_dag"]
+
+
+def test_rendering_keeps_a_whole_reference_typed_and_interpolates_embedded_ones() -> None:
+    outputs = {"extract": {"files": ["a.csv", "b.csv"], "rows": 3, "name": "day"}, "plain": parse_output("not json")}
+    payload = {
+        "files": "{{ tasks.extract.output.files }}",
+        "rows": " {{tasks.extract.output.rows}} ",
+        "text": "{{ tasks.extract.output.name }}: {{ tasks.extract.output.files }} ({{ tasks.plain.output }})",
+        "nested": [{"first": "{{ tasks.extract.output.files[0] }}"}],
+        "kept": "{{ not.ours }} and {{ tasks }}",
+        "number": 7,
+    }
+    assert render(payload, outputs) == {
+        "files": ["a.csv", "b.csv"],
+        "rows": 3,
+        "text": 'day: ["a.csv","b.csv"] (not json)',
+        "nested": [{"first": "a.csv"}],
+        "kept": "{{ not.ours }} and {{ tasks }}",
+        "number": 7,
+    }
+    with pytest.raises(MissingValue, match=r"tasks.extract.output.files\[5\] is missing from extract's output"):
+        render("{{ tasks.extract.output.files[5] }}", outputs)
+    with pytest.raises(MissingValue, match="task load has no output"):
+        render("{{ tasks.load.output }}", outputs)
