@@ -534,7 +534,14 @@ class LocalRuntime:
                             "depends_on": ["extract"],
                             "target": _example_lambda("flaky", {"fail_times": 1}),
                         },
-                        {"name": "load", "depends_on": ["orders", "customers"], "target": _example_lambda("echo", {})},
+                        {
+                            "name": "load",
+                            "depends_on": ["orders", "customers"],
+                            # Data between tasks: what extract returned, read from its output by reference.
+                            "target": _example_lambda(
+                                "echo", {"from_extract": "{{ tasks.extract.output.echo.payload }}"}
+                            ),
+                        },
                         {
                             "name": "cleanup",
                             "depends_on": ["load"],

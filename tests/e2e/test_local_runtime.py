@@ -100,7 +100,9 @@ def test_a_flaky_job_is_retried_to_success(runtime: LocalRuntime) -> None:
     assert done["status"] == "SUCCEEDED" and done["attempt"] == 3
 
 
-def test_the_example_pipelines_checks_pass_block_or_warn_and_the_warning_pages_once(runtime: LocalRuntime) -> None:
+def test_the_example_pipelines_checks_warn_and_page_once_and_its_load_reads_the_extracts_output(
+    runtime: LocalRuntime,
+) -> None:
     base = "/teams/examples/jobs/pipeline"
     started = call(runtime, "POST", f"{base}/trigger", {}, team="examples")[1]
     found = wait_for(
@@ -124,6 +126,8 @@ def test_the_example_pipelines_checks_pass_block_or_warn_and_the_warning_pages_o
         },
     ]
     assert [c["name"] for c in done["checks"]] == ["extract: has-rows"]
+    load = next(task for task in done["tasks"] if task["name"] == "load")
+    assert json.loads(load["output"])["echo"]["payload"] == {"from_extract": {"step": "extract"}}  # by reference
     pages = wait_for(lambda: [p for p in runtime.escalations if "examples/pipeline" in p["subject"]], 20)
     assert pages[0]["subject"].startswith("[jobsched, warning] examples/pipeline: warning check failed")
 
