@@ -224,9 +224,14 @@ def test_a_team_without_an_alias_gets_no_buttons_and_is_told_why() -> None:
     assert "<cwdb-action" not in page and "console_teams" in page
 
 
-def test_rerun_is_offered_only_for_a_finished_run_and_forced_for_a_succeeded_one() -> None:
+def test_rerun_is_offered_only_for_a_finished_run_forced_for_a_succeeded_one_and_from_failure_for_a_dag() -> None:
     assert render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.RUNNING), dag=False) == []
-    assert render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.FAILED), dag=True) == []
+    [from_failure, every_task] = render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.FAILED), dag=True)
+    assert (from_failure.action, from_failure.label) == ("rerun_from_failure", "Rerun from failure")
+    assert "keep their outcome and output" in from_failure.confirmation
+    assert (every_task.action, every_task.label, every_task.force) == ("rerun", "Rerun all tasks", False)
+    [dag_succeeded] = render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.SUCCEEDED), dag=True)
+    assert dag_succeeded.force and dag_succeeded.action == "rerun"
     [failed] = render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.FAILED), dag=False)
     assert failed.action == "rerun" and not failed.force and failed.run_id == "20270316T100000Z"
     [succeeded] = render.run_buttons(run("2027-03-16T10:00:00Z", RunStatus.SUCCEEDED), dag=False)

@@ -66,7 +66,7 @@ MAPPED: dict[type[Exception], tuple[int, str, str | None, Callable[[Any], str]]]
     RunNotFound: (404, "run_not_found", "run_id", str),
     RunInFlight: (409, "run_in_flight", None, str),
     RerunRefused: (409, "rerun_refused", "force", str),
-    RerunUnsupported: (422, "unsupported", "dag", str),
+    RerunUnsupported: (422, "invalid_rerun", "tasks", str),
 }
 
 
@@ -186,7 +186,8 @@ def _mapped(
     status: int, code: str, field: str | None, message: Callable[[Any], str]
 ) -> Callable[[Exception], Response[str]]:
     def handle(error: Exception) -> Response[str]:
-        return error_response(status, code, message(error), field)
+        # An error that knows its request field (RerunUnsupported: tasks or from_failure) names it.
+        return error_response(status, code, message(error), getattr(error, "field", None) or field)
 
     return handle
 

@@ -81,7 +81,17 @@ class RerunsRequest(BackfillRequest):
 class RerunRequest(_Request):
     force: bool = Field(default=False, description="also a run that SUCCEEDED")
     downstream: bool = Field(
-        default=False, description="when the rerun finishes, rerun the runs of the same instant of the jobs after it"
+        default=False,
+        description="when the rerun finishes, rerun the runs of the same instant of the jobs after it; with "
+        "tasks: also every task that depends on them",
+    )
+    from_failure: bool = Field(
+        default=False,
+        description="DAG runs: keep the tasks that succeeded (and their outputs); run the others and what depends "
+        "on them",
+    )
+    tasks: list[Annotated[str, Field(max_length=63)]] | None = Field(
+        default=None, max_length=100, description="DAG runs: run these tasks again (with downstream: and theirs)"
     )
 
 

@@ -33,7 +33,17 @@ def statuses(value: str | None) -> list[str]:
 @click.argument("run_id", required=False)
 @click.option("--team")
 @click.option("--force", is_flag=True, help="Also a run that SUCCEEDED.")
-@click.option("--downstream", is_flag=True, help="When it finishes, rerun the jobs after it for the same instant.")
+@click.option(
+    "--downstream",
+    is_flag=True,
+    help="When it finishes, rerun the jobs after it for the same instant; with --tasks: and the tasks after them.",
+)
+@click.option(
+    "--from-failure",
+    is_flag=True,
+    help="A DAG run: keep what succeeded, run the failed tasks and what depends on them.",
+)
+@click.option("--tasks", "task_names", metavar="A,B", help="A DAG run: run these tasks again (comma-separated).")
 @click.option("--from", "start", help="A range: ISO-8601 instant with offset.")
 @click.option("--to", "end", help="A range: ISO-8601 instant with offset.")
 @click.option("--status", "status_text", help=f"A range: which ended runs to run again ({','.join(RERUN_STATUSES)}).")
@@ -48,6 +58,8 @@ def rerun(
     team: str | None,
     force: bool,
     downstream: bool,
+    from_failure: bool,
+    task_names: str | None,
     start: str | None,
     end: str | None,
     status_text: str | None,
@@ -59,13 +71,16 @@ def rerun(
     output: str,
 ) -> None:
     """Run again, with its own scheduled instant: one run (TEAM/JOB RUN_ID), or every run of a range
-    that ended in --status (TEAM/JOB --from --to --status FAILED,MISSED). Same run ids, new attempts."""
+    that ended in --status (TEAM/JOB --from --to --status FAILED,MISSED). Same run ids, new attempts. A DAG
+    run is re-executed: every task, or --from-failure, or --tasks a,b [--downstream]."""
     owner, name = job_ref(job, team)
     base = f"/teams/{owner}/jobs/{name}"
     if cancel_id:
         emit(client.call("DELETE", f"{base}/backfills/{cancel_id}").body, output, PROGRESS_COLUMNS)
     elif run_id:
-        asked = {"force": force, "downstream": downstream}
+        asked: dict[str, Any] = {"force": force, "downstream": downstream, "from_failure": from_failure}
+        if task_names:
+            asked["tasks"] = [name.strip() for name in task_names.split(",") if name.strip()]
         emit(client.call("POST", f"{base}/runs/{run_id}/rerun", asked).body, output, RUN_COLUMNS)
     else:
         chosen = statuses(status_text)

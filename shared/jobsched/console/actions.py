@@ -1,4 +1,5 @@
-"""The console's actions: pause (with a reason), resume, trigger and rerun, from a button on a page.
+"""The console's actions: pause (with a reason), resume, trigger and rerun (a DAG run also from its failure),
+from a button on a page.
 
 Each action runs the API's own domain functions (``pause_job``, ``resume_job``, ``trigger_run``,
 ``rerun_run``) behind the API's own checks: the principal must act for the job's team
@@ -23,14 +24,14 @@ from jobsched.core.logs import JOB, RUN_ID
 from jobsched.core.records import CONSOLE_PRINCIPAL_PREFIX, StoredJob
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import NAME
-from jobsched.pipeline.reruns import rerun_run
+from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from jobsched.pipeline.triggers import trigger_run
-from jobsched.ports import RunsPort, TriggerStorePort, WorkQueuesPort
+from jobsched.ports import TaskRunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job, resume_job
 from jobsched.schedule.fires import next_fire
 
-ActionKind = Literal["pause", "resume", "trigger", "rerun"]
-ACTIONS: tuple[ActionKind, ...] = ("pause", "resume", "trigger", "rerun")
+ActionKind = Literal["pause", "resume", "trigger", "rerun", "rerun_from_failure"]
+ACTIONS: tuple[ActionKind, ...] = ("pause", "resume", "trigger", "rerun", "rerun_from_failure")
 MAX_REASON = 500  # as the API's PauseRequest
 CONSOLE_ALIAS_PREFIX = "team-"  # the actions function's alias per team: its name is the team's authority
 
@@ -48,7 +49,7 @@ class ConfirmingJobs(Protocol):
 @dataclass(frozen=True)
 class ActionStores:
     jobs: ActionJobs
-    runs: RunsPort
+    runs: TaskRunsPort
     queues: WorkQueuesPort
 
 
@@ -165,7 +166,22 @@ def _carry_out(request: ActionRequest, principal: Principal, stores: ActionStore
         return ActionResult(True, f"Triggered {job}", f"Run {run.run_id} is queued.", 202)
     if request.run_id is None:
         return ActionResult(False, "Not done", "run_id: which run to rerun", 422)
-    run = rerun_run(jobs, stores.runs, stores.queues, job, request.run_id, now=now, principal=who, force=request.force)
+    from_failure = request.action == "rerun_from_failure"  # a DAG run: keep what succeeded, run the rest
+    run = rerun_run(
+        jobs,
+        stores.runs,
+        stores.queues,
+        job,
+        request.run_id,
+        now=now,
+        principal=who,
+        force=request.force,
+        selection=TaskSelection(from_failure=from_failure),
+    )
+    if run.rerun_tasks is not None:
+        tasks = ", ".join(run.rerun_tasks)
+        detail = f"Attempt {run.attempt + 1} of {job} for {instant_text(run.scheduled_at)} runs again: {tasks}."
+        return ActionResult(True, f"Rerunning {request.run_id}", detail, 202)
     return ActionResult(
         True,
         f"Rerunning {request.run_id}",

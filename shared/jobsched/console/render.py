@@ -59,7 +59,7 @@ MARKED_KINDS = ("dst gap", "dst overlap", "blackout")  # reasons a timeline mark
 class Button:
     """An action offered on a page: what it does, to which job (and run), and the question it asks first."""
 
-    action: str  # pause | resume | trigger | rerun (jobsched.console.actions)
+    action: str  # pause | resume | trigger | rerun | rerun_from_failure (jobsched.console.actions)
     job: str
     label: str
     confirmation: str
@@ -87,15 +87,30 @@ def job_buttons(job: str, state: str) -> list[Button]:
 
 
 def run_buttons(run: Run, *, dag: bool) -> list[Button]:
-    """Rerun a finished run with its own instant; a SUCCEEDED one only when asked twice (force)."""
-    if dag or run.status not in TERMINAL:
+    """Rerun a finished run with its own instant; a SUCCEEDED one only when asked twice (force). A DAG run that
+    did not succeed is also offered a re-execution from its failure (its succeeded tasks kept)."""
+    if run.status not in TERMINAL:
         return []
     force = run.status is RunStatus.SUCCEEDED
-    question = f"Run {run.job} again for {instant_text(run.scheduled_at)} (run {run.run_id}, a new attempt)?"
+    when = f"{instant_text(run.scheduled_at)} (run {run.run_id}, a new attempt)"
+    question = f"Run {run.job} again for {when}?" if not dag else f"Run every task of {run.job} again for {when}?"
     if force:
-        question += " It SUCCEEDED: the target will run it a second time."
-    label = "Rerun anyway" if force else "Rerun"
-    return [Button("rerun", run.job, label, question, run_id=run.run_id, force=force)]
+        question += " It SUCCEEDED: the target will run it a second time." if not dag else " It SUCCEEDED."
+    label = "Rerun anyway" if force else "Rerun all tasks" if dag else "Rerun"
+    offered = [Button("rerun", run.job, label, question, run_id=run.run_id, force=force)]
+    if dag and not force:
+        keep = f"Run the failed tasks of {run.job} and what depends on them again for {when}? Tasks that succeeded"
+        offered.insert(
+            0,
+            Button(
+                "rerun_from_failure",
+                run.job,
+                "Rerun from failure",
+                keep + " keep their outcome and output.",
+                run_id=run.run_id,
+            ),
+        )
+    return offered
 
 
 def buttons(controls: Controls | None, shown: Sequence[Button]) -> str:

@@ -27,12 +27,15 @@ class DagTaskMessage(BaseModel):
     correlation_id: str = ""
     task: str
     retry_count: int = Field(ge=0, default=0)
+    # The task's attempts before this execution (a re-execution of the run continues its attempts, so a late
+    # result of an attempt of the execution before stays refused).
+    attempt_base: int = Field(ge=0, default=0)
     token: str
     woken: bool = False  # sent by an event that may meet its wait_for: checked once, never re-sent
 
     @property
     def attempt(self) -> int:
-        return self.retry_count + 1
+        return self.attempt_base + self.retry_count + 1
 
 
 class DagTaskFailure(BaseModel):
@@ -47,6 +50,7 @@ class DagTaskFailure(BaseModel):
     task: str
     error: str | None = None
     cause: str | None = None
+    execution: str | None = None  # the execution that gave up: a report of one before a re-execution is stale
 
 
 WorkMessage = RunMessage | DagTaskMessage  # what the scheduler itself puts on a work queue

@@ -284,6 +284,7 @@ class Run:
     progress: Progress | None = None  # what a long attempt last reported (percent, message, its checkpoint)
     work: str | None = None  # what the last attempt started outside (a container's task: JSON), kept after it ends
     checks: list[dict[str, Any]] | None = None  # the last outcome's check results (name, severity, passed, message)
+    rerun_tasks: list[str] | None = None  # a DAG run's re-execution: the tasks its new execution runs again
 
     @property
     def policy_attempt(self) -> int:
@@ -326,6 +327,7 @@ class Run:
             progress=Progress.from_values(values),
             work=values.get("work"),
             checks=_checks(values),
+            rerun_tasks=list(values["rerun_tasks"]) if values.get("rerun_tasks") is not None else None,
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:

@@ -155,7 +155,7 @@ def compile_definition(spec: JobSpec, *, queue_url: str) -> dict[str, Any]:
     if spec.dag is None:
         raise ValueError(f"{spec.key} is not a DAG job")
     waits = ancestors_budget(spec)
-    branches = [_branch(spec, task, queue_url, waits[task.name]) for task in spec.dag.tasks]
+    branches = [_branch(spec, task, index, queue_url, waits[task.name]) for index, task in enumerate(spec.dag.tasks)]
     return {
         "Comment": f"jobsched {spec.key}: compiled from the job spec; changes are overwritten on apply",
         "StartAt": TASKS_STATE,
@@ -169,7 +169,7 @@ def definition_text(definition: dict[str, Any]) -> str:
     return json.dumps(definition, sort_keys=True, separators=(",", ":"))
 
 
-def _branch(spec: JobSpec, task: DagTask, queue_url: str, waiting: timedelta) -> dict[str, Any]:
+def _branch(spec: JobSpec, task: DagTask, index: int, queue_url: str, waiting: timedelta) -> dict[str, Any]:
     failed = f"{task.name} failed"
     state: dict[str, Any] = {
         "Type": "Task",
@@ -186,6 +186,7 @@ def _branch(spec: JobSpec, task: DagTask, queue_url: str, waiting: timedelta) ->
                 "correlation_id.$": "$.correlation_id",
                 "task": task.name,
                 "retry_count.$": "$$.State.RetryCount",
+                "attempt_base.$": f"$.bases[{index}]",  # the task's attempts before this execution (re-execution)
                 "token.$": "$$.Task.Token",
             },
         },
@@ -224,6 +225,7 @@ def _branch(spec: JobSpec, task: DagTask, queue_url: str, waiting: timedelta) ->
                 "task": task.name,
                 "error.$": "$.error.Error",
                 "cause.$": "$.error.Cause",
+                "execution.$": "$$.Execution.Id",
             },
         },
         "ResultPath": None,
@@ -236,5 +238,28 @@ def _seconds(duration: timedelta) -> int:
     return max(1, min(math.ceil(duration.total_seconds()), int(MAX_STATE_TIMEOUT.total_seconds())))
 
 
-def execution_input(*, job: str, team: str, run_id: str, scheduled_at: str, correlation_id: str) -> dict[str, str]:
-    return {"job": job, "team": team, "run_id": run_id, "scheduled_at": scheduled_at, "correlation_id": correlation_id}
+def execution_input(
+    *, job: str, team: str, run_id: str, scheduled_at: str, correlation_id: str, bases: list[int]
+) -> dict[str, Any]:
+    """``bases``: each task's attempts before this execution, in the spec's task order (0s for a first run)."""
+    return {
+        "job": job,
+        "team": team,
+        "run_id": run_id,
+        "scheduled_at": scheduled_at,
+        "correlation_id": correlation_id,
+        "bases": bases,
+    }
+
+
+def descendants(graph: Graph, names: set[str]) -> set[str]:
+    """``names`` and every task that depends on one of them, directly or through others."""
+    found = set(names)
+    changed = True
+    while changed:
+        changed = False
+        for name, node in graph.items():
+            if name not in found and any(dependency in found for dependency in node.depends_on):
+                found.add(name)
+                changed = True
+    return found

@@ -82,6 +82,9 @@ class DagRuns:
         of that name ahead of the run, and a redelivery starts (or finds) the same one."""
         spec = stored.spec
         assert spec.dag is not None
+        bases = [0] * len(spec.dag.tasks)
+        if run.rerun_tasks is not None:  # a re-execution: its tasks to run again go back to PENDING first
+            bases = self._prepare_rerun(run, spec, set(run.rerun_tasks))
         execution = self.runs.set_workflow(
             run.job,
             run.run_id,
@@ -97,10 +100,27 @@ class DagRuns:
                 run_id=run.run_id,
                 scheduled_at=message.scheduled_at,
                 correlation_id=run.correlation_id,
+                bases=bases,
             ),
         )
         self.after_step("execution")
         return Outcome("pending", f"execution {run.run_id} started", run=run)
+
+    def _prepare_rerun(self, run: Run, spec: JobSpec, again: set[str]) -> list[int]:
+        """Each task's attempt base for the new execution: a task to run again continues after its last attempt
+        (base = that attempt, so its first is the next one); a kept task's message names its last attempt (base
+        = attempt - 1), finds it SUCCEEDED and reports that, with its output kept. Tasks to run again are reset
+        to PENDING first, so a downstream task never decides on their old outcome."""
+        assert spec.dag is not None
+        tasks = self.runs.tasks(run.job, run.run_id)
+        self.runs.reset_tasks(run.job, run.run_id, sorted(again & set(tasks)))
+        self.after_step("reset_tasks")
+        bases = []
+        for task in spec.dag.tasks:
+            state = tasks.get(task.name)
+            attempt = state.attempt if state is not None else 0
+            bases.append(attempt if task.name in again else max(0, attempt - 1))
+        return bases
 
     # ------------------------------------------------------------------------------ tasks
 
@@ -357,6 +377,9 @@ class DagRuns:
         run = self.runs.get(notice.job, notice.run_id)
         if run is None or stored is None or run.status in TERMINAL:
             return Outcome("duplicate", "run finished")
+        if run.graph is None or (notice.execution is not None and notice.execution != run.execution_arn):
+            # The run was re-executed since: this report is about a task of the execution before.
+            return Outcome("superseded", f"a report of {notice.execution}, not the run's execution")
         status = TaskStatus.TIMED_OUT if notice.error in TIMEOUT_ERRORS else TaskStatus.FAILED
         detail = f"{notice.error}: {notice.cause}" if notice.cause else (notice.error or "failed")
         self.runs.finish_task(

@@ -334,13 +334,15 @@ class RunsStore:
         retention: timedelta,
         reason: str,
         downstream: bool = False,
+        rerun_tasks: Sequence[str] | None = None,
     ) -> Run:
         """A finished run (``expected_status`` at ``attempt``) -> RETRYING, due now, for a rerun: the next
         attempt's claim starts it, and the old attempt's late results stay refused (its attempt is past).
         It goes on the wakeups index, so the dispatcher sends the attempt if the rerun's message is lost;
         its expiry moves to ``now + retention`` so it outlives the rerun. ``downstream``: the rerun's
         attempt carries the jobs after it (``downstream_attempt``: their runs of the instant run again when
-        this attempt finishes)."""
+        this attempt finishes). ``rerun_tasks``: a DAG run's re-execution, a new execution that runs these tasks
+        again and keeps the others' outcomes and outputs."""
         values: dict[str, Any] = {
             ":from": expected_status.value,
             ":attempt": attempt,
@@ -360,7 +362,12 @@ class RunsStore:
             + ("" if downstream else ", downstream_attempt")
             # A succeeded run's work is done: its rerun starts afresh, not from its checkpoint.
             + (", checkpoint" if expected_status is RunStatus.SUCCEEDED else "")
+            # A re-execution's start records its execution and the job's DAG as it is now.
+            + (", execution_arn, graph" if rerun_tasks is not None else ", rerun_tasks")
         )
+        if rerun_tasks is not None:
+            update = update.replace(" REMOVE ", ", rerun_tasks = :again REMOVE ", 1)
+            values[":again"] = list(rerun_tasks)
         names = {"#status": "status", "#reason": "reason", "#expires": RunsKeys.TTL}
         return self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
 
@@ -664,6 +671,18 @@ class RunsStore:
                 ":error": truncate(error),
             },
         )
+
+    def reset_tasks(self, job: str, run_id: str, tasks: Sequence[str]) -> None:
+        """Finished tasks -> PENDING at their attempt, for a re-execution (one still unfinished is left as is)."""
+        for task in tasks:
+            self._task_update(
+                job,
+                run_id,
+                task,
+                "SET #status = :pending REMOVE #token, finished_at, #error, #output, checks, lease_until, parked_at",
+                "#status IN (:t0, :t1, :t2, :t3, :t4)",
+                {":pending": TaskStatus.PENDING.value, **_terminal_values()},
+            )
 
     def put_task_output(self, job: str, run_id: str, task: str, *, attempt: int, text: str, expires_at: int) -> bool:
         """The output of ``attempt``, unless a later attempt's is already there (a late, stale writer)."""

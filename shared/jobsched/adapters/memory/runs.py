@@ -202,6 +202,7 @@ class MemoryRuns:
         retention: timedelta,
         reason: str,
         downstream: bool = False,
+        rerun_tasks: Sequence[str] | None = None,
     ) -> Run:
         sets: Item = {
             "status": RunStatus.RETRYING.value,
@@ -217,6 +218,11 @@ class MemoryRuns:
         removes: tuple[str, ...] = ("finished_at",) if downstream else ("finished_at", "downstream_attempt")
         if expected_status is RunStatus.SUCCEEDED:  # its work is done: a rerun starts afresh, not from its checkpoint
             removes += ("checkpoint",)
+        if rerun_tasks is not None:  # a DAG re-execution: a new execution, which runs these tasks again
+            sets["rerun_tasks"] = list(rerun_tasks)
+            removes += ("execution_arn", "graph")  # recorded again, as the job's DAG is now, by its start
+        else:
+            removes += ("rerun_tasks",)
         return self._transition(job, run_id, lambda item: _at(item, expected_status, attempt), sets, removes)
 
     def finish(
@@ -423,6 +429,17 @@ class MemoryRuns:
 
         sets: Item = {"status": TaskStatus.RETRYING.value, "finished_at": instant_text(now), "error": truncate(error)}
         return self._task_update(job, run_id, task, running, sets, ("lease_until",))
+
+    def reset_tasks(self, job: str, run_id: str, tasks: Sequence[str]) -> None:
+        """Finished tasks -> PENDING at their attempt, for a re-execution (one still unfinished is left as is)."""
+
+        def finished(item: Item | None) -> bool:
+            return item is not None and TaskStatus(item["status"]) in TASK_TERMINAL
+
+        for task in tasks:
+            sets: Item = {"status": TaskStatus.PENDING.value}
+            removes = ("token", "finished_at", "error", "output", "checks", "lease_until", "parked_at")
+            self._task_update(job, run_id, task, finished, sets, removes)
 
     def put_task_output(self, job: str, run_id: str, task: str, *, attempt: int, text: str, expires_at: int) -> bool:
         """The output of ``attempt``, unless a later attempt's is already there (a late, stale writer)."""

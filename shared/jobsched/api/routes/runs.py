@@ -15,7 +15,7 @@ from jobsched.api.tokens import token_expiry
 from jobsched.api.views import run_view, task_views
 from jobsched.core.runs import RunStatus, job_key
 from jobsched.core.spec import CallbackTarget
-from jobsched.pipeline.reruns import rerun_run
+from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from jobsched.pipeline.triggers import trigger_run
 
 
@@ -111,6 +111,11 @@ def router(access: Access) -> APIGatewayRouter:
             principal=caller.arn,
             force=bool(body and body.force),
             downstream=bool(body and body.downstream),
+            selection=TaskSelection(
+                from_failure=bool(body and body.from_failure),
+                tasks=tuple(body.tasks or ()) if body else (),
+                downstream=bool(body and body.downstream and body.tasks),
+            ),
         )
         return Response(202, content_types.APPLICATION_JSON, run_view(run, None))
 
