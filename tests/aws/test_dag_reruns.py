@@ -59,7 +59,7 @@ def pipeline(lambdas: FakeLambdas) -> dict[str, Any]:
     return state
 
 
-def failed_run(stack: Stack, clock: Clock) -> None:
+def ran_once(stack: Stack, clock: Clock) -> None:
     start_run(
         stack,
         clock,
@@ -68,6 +68,10 @@ def failed_run(stack: Stack, clock: Clock) -> None:
         ),
     )
     drive(stack, finished(stack))
+
+
+def failed_run(stack: Stack, clock: Clock) -> None:
+    ran_once(stack, clock)
     assert run_of(stack).status is RunStatus.FAILED
     assert {n: s.status for n, s in tasks_of(stack).items()} == {
         "extract": TaskStatus.SUCCEEDED,
@@ -115,14 +119,7 @@ def test_named_tasks_rerun_alone_or_with_their_downstream_tasks(
     dag_stack: Stack, clock: Clock, lambdas: FakeLambdas, pipeline: dict[str, Any]
 ) -> None:
     pipeline["transform_up"] = True
-    start_run(
-        dag_stack,
-        clock,
-        dag_job(
-            lambda_task("extract", function="extract"), lambda_task("transform", "extract", function="transform"), LOAD
-        ),
-    )
-    drive(dag_stack, finished(dag_stack))
+    ran_once(dag_stack, clock)
     assert run_of(dag_stack).status is RunStatus.SUCCEEDED
 
     assert rerun(dag_stack, clock, tasks=("transform",)).rerun_tasks == ["transform"]  # a succeeded run: allowed
@@ -212,8 +209,8 @@ def test_the_console_run_page_re_executes_a_dag_run_from_its_failure(
     failed_run(dag_stack, clock)
     controls = WidgetControls(ACTIONS_FN, frozenset({"data"}))
     params = {"view": "run", "team": "data", "job": "etl", "run_id": FIRST}
-    event = {"widgetContext": {"params": params}}
-    page = render_widget(event, dag_stack.jobs, dag_stack.runs, clock(), controls, viewer=Viewer("data"))
+    shown: dict[str, Any] = {"widgetContext": {"params": params}}
+    page = render_widget(shown, dag_stack.jobs, dag_stack.runs, clock(), controls, viewer=Viewer("data"))
     bodies = [json.loads(body) for body in re.findall(r'<cwdb-action action="call"[^>]*>([^<]+)<', page)]
     assert [body["action"] for body in bodies] == ["rerun_from_failure", "rerun"]
     event = {**bodies[0], "widgetContext": {"forms": {"all": {}}, "params": params}}
