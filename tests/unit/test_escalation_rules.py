@@ -84,3 +84,15 @@ def test_deadline_and_circuit_incidents_page_on_the_first_event() -> None:
     for kind in ("deadline_missed", "circuit_open", "dispatcher_stalled"):
         decision = decide_open(None, failure(1, kind), POLICY, NOW)
         assert [p.notice for p in decision.pages] == ["opened"] and decision.pause_reason is None
+
+
+def test_an_approval_request_pages_at_info_severity_and_its_decision_resolves_it() -> None:
+    opened = decide_open(None, failure(1, "approval_requested"), POLICY, NOW)
+    assert opened.incident is not None and opened.incident.incident_class == "approval"
+    (page,) = opened.pages  # on the first request, whatever after_failures says
+    assert page.title == "[jobsched, approval] t/j: approval requested"
+    assert render(page, {})[1]["severity"] == "info"
+    decided = EscalationEvent(kind="approval_decided", subject="t/j", occurred_at="x", run_id="r1")
+    assert decided.resolves() == ("approval",)
+    resolved = decide_resolve(opened.incident, decided)
+    assert resolved.resolved and [p.notice for p in resolved.pages] == ["resolved"]

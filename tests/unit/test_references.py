@@ -65,7 +65,7 @@ def test_every_reference_that_cannot_resolve_is_reported_at_its_task_with_where_
     messages = [message for _, _, message in found]
     assert messages[1] == "a: unknown task 'nope'; tasks in this DAG: extract, load, queue, side"
     assert messages[2] == "b[0]: task 'side' is not upstream of 'load': add it to depends_on"
-    assert messages[3] == "c: task 'queue' (sqs) returns no output; lambda, http, callback do"
+    assert messages[3] == "c: task 'queue' (sqs) returns no output; lambda, http, callback, approval do"
 
 
 def test_references_are_bounded_and_refused_outside_a_dag() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from jobsched.core.durations import format_duration, parse_duration
 from jobsched.core.errors import FieldError, SpecError
@@ -471,3 +472,17 @@ def test_syntax_errors_give_the_line() -> None:
     with pytest.raises(SpecError) as caught:
         parse_document("name: x\nteam: [unclosed\n")
     assert caught.value.errors[0].code == "syntax" and "line" in caught.value.errors[0].message
+
+
+def test_an_approval_is_a_dag_task_only_and_its_timeout_is_bounded() -> None:
+    approval = {"type": "approval", "message": "Delete them?"}
+    with pytest.raises(ValidationError) as alone:
+        JobSpec.model_validate({"name": "j", "team": "t", "target": approval})
+    assert [e["type"] for e in alone.value.errors()] == ["approval_outside_dag"]
+    with pytest.raises(ValidationError) as too_long:
+        JobSpec.model_validate(
+            {"name": "j", "team": "t", "dag": {"tasks": [{"name": "a", "target": approval | {"timeout": "30d"}}]}}
+        )
+    assert [e["loc"][-1] for e in too_long.value.errors()] == ["timeout"]
+    spec = JobSpec.model_validate({"name": "j", "team": "t", "dag": {"tasks": [{"name": "a", "target": approval}]}})
+    assert spec.dag is not None and spec.dag.tasks[0].target.timeout == timedelta(hours=24)

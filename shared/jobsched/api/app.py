@@ -25,6 +25,7 @@ from jobsched.api.errors import (
 )
 from jobsched.api.routes import (
     admin,
+    approvals,
     backfills,
     callbacks,
     dependencies,
@@ -67,6 +68,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         dependencies,
         health,
         runs,
+        approvals,
         run_events,
         logs,
         backfills,

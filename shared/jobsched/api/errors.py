@@ -18,6 +18,7 @@ from jobsched.api.models import ErrorBody, ErrorDetail, ErrorResponse, JobBody
 from jobsched.api.tokens import TOKEN_HEADER, InvalidToken
 from jobsched.core.errors import FieldError, SpecError, WorkflowsNotConfigured, field_errors_from
 from jobsched.core.records import JobExists, JobNotFound, StaleAttempt, VersionConflict
+from jobsched.pipeline.approvals import NotAnApproval, NothingToDecide
 from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight, RunNotFound
 from jobsched.pipeline.triggers import BackfillLimit, BackfillTooLarge, NoSchedule
 from jobsched.schedule.engine import ScheduleTooExpensive
@@ -67,6 +68,8 @@ MAPPED: dict[type[Exception], tuple[int, str, str | None, Callable[[Any], str]]]
     RunInFlight: (409, "run_in_flight", None, str),
     RerunRefused: (409, "rerun_refused", "force", str),
     RerunUnsupported: (422, "invalid_rerun", "tasks", str),
+    NotAnApproval: (422, "not_an_approval", "task", str),
+    NothingToDecide: (409, "nothing_to_decide", "task", str),
 }
 
 

@@ -95,6 +95,10 @@ class RerunRequest(_Request):
     )
 
 
+class DecisionRequest(_Request):
+    comment: str = Field(default="", max_length=1000, description="why: kept with the decision and in the history")
+
+
 class CompleteRequest(_Request):
     status: Literal["succeeded", "failed"]
     output: str | None = Field(default=None, max_length=10_000)

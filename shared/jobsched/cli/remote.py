@@ -492,3 +492,37 @@ def cancel(job: str, run_id: str, team: str | None, client: Any, output: str) ->
     """Cancel a run that has not finished."""
     owner, name = job_ref(job, team)
     emit(client.call("POST", f"/teams/{owner}/jobs/{name}/runs/{run_id}/cancel").body, output, RUN_COLUMNS)
+
+
+def _decide(
+    job: str, run_id: str, task: str, team: str | None, comment: str, client: Any, output: str, verb: str
+) -> None:
+    owner, name = job_ref(job, team)
+    path = f"/teams/{owner}/jobs/{name}/runs/{run_id}/tasks/{task}/{verb}"
+    body = client.call("POST", path, {"comment": comment}).body
+    emit(body, output, RUN_COLUMNS)
+    if output == "table" and body.get("tasks"):
+        click.echo()
+        emit(body["tasks"], output, TASK_COLUMNS)
+
+
+def _decision_command(verb: str, summary: str) -> None:
+    """``jobsched approve`` and ``jobsched reject``: the same arguments, a different answer."""
+
+    @cli.command(name=verb, help=summary)
+    @click.argument("job")
+    @click.argument("run_id")
+    @click.argument("task")
+    @click.option("--team")
+    @click.option("--comment", default="", help="Why: kept with the decision and in the job's history.")
+    @remote
+    def command(job: str, run_id: str, task: str, team: str | None, comment: str, client: Any, output: str) -> None:
+        _decide(job, run_id, task, team, comment, client, output, verb)
+
+
+_decision_command(
+    "approve", "Approve a DAG run's waiting approval TASK: the tasks after it run. You are recorded as the approver."
+)
+_decision_command(
+    "reject", "Reject a DAG run's waiting approval TASK: it fails, and the tasks that need it are skipped."
+)

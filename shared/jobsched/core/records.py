@@ -147,7 +147,7 @@ class StoredJob:
         )
 
 
-IncidentClass = Literal["failing", "late", "circuit", "dispatcher", "quality"]
+IncidentClass = Literal["failing", "late", "circuit", "dispatcher", "quality", "approval"]
 Role = Literal["primary", "secondary"]
 
 

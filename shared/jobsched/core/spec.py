@@ -553,6 +553,17 @@ class CallbackTarget(_TargetBase):
     timeout: Annotated[Duration, _bounded(timedelta(seconds=1), MAX_ASYNC_TIMEOUT)] = timedelta(hours=1)
 
 
+class ApprovalTarget(_TargetBase):
+    """A DAG task that waits for a person: a member of the team approves or rejects it (API, CLI, console). It
+    holds nothing while it waits (the state's task token); ``timeout`` ends the wait (TIMED_OUT). Never retried."""
+
+    type: Literal["approval"]
+    timeout: Annotated[Duration, _bounded(timedelta(minutes=1), MAX_ASYNC_TIMEOUT)] = timedelta(hours=24)
+    message: str = Field(
+        default="", max_length=1000, description="what the approver is asked (in the page and the run view)"
+    )
+
+
 _ECS_CLUSTER = re.compile(
     r"^(?:[A-Za-z0-9_-]{1,255}|arn:aws[a-z-]*:ecs:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9_-]{1,255})$"
 )
@@ -784,14 +795,26 @@ Target = Annotated[
     | EventBridgeTarget
     | HttpTarget
     | CallbackTarget
+    | ApprovalTarget
     | EcsTarget
     | BatchTarget
     | KubernetesTarget,
     Field(discriminator="type"),
 ]
-TARGET_TYPES = ("lambda", "sqs", "stepfunctions", "eventbridge", "http", "callback", "ecs", "batch", "kubernetes")
+TARGET_TYPES = (
+    "lambda",
+    "sqs",
+    "stepfunctions",
+    "eventbridge",
+    "http",
+    "callback",
+    "approval",
+    "ecs",
+    "batch",
+    "kubernetes",
+)
 # Targets whose result arrives from outside (a callback, a container's state change): no worker waits for it.
-EXTERNAL_TARGETS = (CallbackTarget, EcsTarget, BatchTarget, KubernetesTarget)
+EXTERNAL_TARGETS = (CallbackTarget, ApprovalTarget, EcsTarget, BatchTarget, KubernetesTarget)
 # Targets that run as containers: their timeout is a wall-clock limit from the start (heartbeats report progress
 # and checkpoints but never extend it), and their task is stopped when the run ends early.
 CONTAINER_TARGETS = (EcsTarget, BatchTarget, KubernetesTarget)
@@ -1092,7 +1115,8 @@ WaitConditions = Annotated[list[WaitCondition], Field(max_length=MAX_WAIT_CONDIT
 
 # ------------------------------------------------------------------------------------------ checks
 
-OUTPUT_TARGETS = ("lambda", "http", "callback")  # targets that hand back what they produced
+OUTPUT_TARGETS = ("lambda", "http", "callback", "approval")  # targets that hand back what they produced (an
+# approval: its decision, who made it and their comment)
 
 
 class OutputCheck(StrictModel):
@@ -1414,6 +1438,8 @@ class JobSpec(StrictModel):
     @field_validator("target")
     @classmethod
     def _no_references(cls, value: Target | None) -> Target | None:
+        if isinstance(value, ApprovalTarget):
+            raise _fail("approval_outside_dag", "an approval is a task of a DAG: it holds back the tasks after it")
         payload = getattr(value, "payload", None)
         if payload is not None and has_reference(payload):
             raise _fail(

@@ -95,6 +95,8 @@ def run_result(graph: Graph, statuses: Mapping[str, TaskStatus]) -> TaskStatus |
 
 
 def task_retry(spec: JobSpec, task: DagTask) -> RetryPolicy:
+    if task.target.type == "approval":
+        return RetryPolicy(max_attempts=1)  # a person's answer is not retried; a rejection stands
     return task.retry or spec.retry
 
 

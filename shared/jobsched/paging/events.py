@@ -31,6 +31,8 @@ EventKind = Literal[
     "circuit_closed",
     "dispatcher_recovered",
     "checks_warned",
+    "approval_requested",
+    "approval_decided",
 ]
 
 
@@ -81,6 +83,8 @@ class EscalationEvent(BaseModel):
             return ("circuit",)
         if self.kind == "dispatcher_recovered":
             return ("dispatcher",)
+        if self.kind == "approval_decided":
+            return ("approval",)
         return ()
 
 
@@ -134,6 +138,17 @@ class Alerts:
             EscalationEvent.about_run(
                 "run_succeeded", finished, self.clock(), attempt=finished.attempt, on_time=not missed, warned=warned
             )
+        )
+
+    def approval_requested(self, run: Run, task: str, message: str) -> None:
+        """A DAG run waits for a person: the team's channel is paged with the question and a link to the run."""
+        detail = f"task {task} waits for approval" + (f": {message}" if message else "")
+        self.publish(EscalationEvent.about_run("approval_requested", run, self.clock(), detail=detail[:1000]))
+
+    def approval_decided(self, run: Run, task: str, decision: str) -> None:
+        """Approved, rejected or timed out: the approval's page is resolved."""
+        self.publish(
+            EscalationEvent.about_run("approval_decided", run, self.clock(), detail=f"task {task}: {decision}")
         )
 
     def checks_warned(self, run: Run, checks: Sequence[CheckResult], *, task: str | None = None) -> bool:

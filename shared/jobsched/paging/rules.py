@@ -12,6 +12,8 @@ the scheduler itself ("SYSTEM").
 - ``late`` opens on deadline_missed (once per run); a run that succeeds within its deadline resolves it.
 - ``circuit`` opens on circuit_open; circuit_closed resolves it.
 - ``dispatcher`` opens on dispatcher_stalled; dispatcher_recovered resolves it.
+- ``approval`` opens on approval_requested (a DAG task waits for a person) and pages at info severity with a
+  link to the run; approval_decided (approved, rejected, timed out) resolves it.
 - ``quality`` opens on checks_warned (a ``severity: warn`` check failed) and pages at warning severity; a
   run_succeeded whose warning checks passed resolves it.
 Resolving sends one notice to every contact that was paged. Every event carries an id; an event seen
@@ -40,6 +42,7 @@ OPENS: dict[str, IncidentClass] = {
     "dispatcher_stalled": "dispatcher",
     "job_quarantined": "failing",  # the job stopped firing: its team must act (the platform is alarmed too)
     "checks_warned": "quality",  # a warning check failed: paged once, at warning severity, until a clean success
+    "approval_requested": "approval",  # a DAG task waits for a person of the team: resolved when decided
 }
 MAX_SEEN = 200  # event ids kept per incident for deduplication (a redelivery comes within minutes)
 
@@ -163,6 +166,7 @@ def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent
         "circuit_open": "target circuit open",
         "dispatcher_stalled": "dispatcher stalled",
         "checks_warned": "warning check failed",
+        "approval_requested": "approval requested",
     }.get(incident.first_kind, incident.first_kind)
     prefix = {
         "opened": "[jobsched] ",
@@ -170,8 +174,8 @@ def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent
         "paused": "[jobsched, job paused] ",
         "resolved": "[jobsched, resolved] ",
     }[notice]
-    if incident.incident_class == "quality" and notice != "resolved":
-        prefix = "[jobsched, warning] "
+    if incident.incident_class in ("quality", "approval") and notice != "resolved":
+        prefix = "[jobsched, warning] " if incident.incident_class == "quality" else "[jobsched, approval] "
     title = f"{prefix}{incident.subject}: {what}"
     if notice != "resolved" and incident.failures > 1:
         title += f" ({incident.failures} in a row)"
@@ -225,9 +229,10 @@ def _console_escape(text: str) -> str:
     return "'" + urllib.parse.quote(text, safe="").replace("%", "*")
 
 
-def page_severity(incident: dict[str, Any]) -> Literal["warning", "critical"]:
-    """Warning for a failed warning check (the run still succeeded); critical for everything else."""
-    return "warning" if incident.get("class") == "quality" else "critical"
+def page_severity(incident: dict[str, Any]) -> Literal["info", "warning", "critical"]:
+    """Warning for a failed warning check (the run still succeeded), info for an approval someone is asked
+    for; critical for everything else."""
+    return {"quality": "warning", "approval": "info"}.get(str(incident.get("class")), "critical")  # type: ignore[return-value]
 
 
 def render(page: Page, links: dict[str, str]) -> tuple[str, dict[str, Any]]:

@@ -30,7 +30,7 @@ from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, Sto
 from jobsched.core.references import MAX_TASK_OUTPUT, MissingValue, has_reference, parse_output, referenced_tasks
 from jobsched.core.references import render as render_references
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, TaskStatus, instant_text
-from jobsched.core.spec import MAX_PAYLOAD_BYTES, CallbackTarget, DagTask, JobSpec
+from jobsched.core.spec import MAX_PAYLOAD_BYTES, ApprovalTarget, CallbackTarget, DagTask, JobSpec
 from jobsched.dag.definition import (
     TASK_FAILED,
     TASK_LOST,
@@ -324,6 +324,9 @@ class DagRuns:
             return replace(attempt.outcome, run=run, priority=priority)
         if not isinstance(attempt, Executed):
             return attempt
+        if attempt.result.outcome == "pending" and isinstance(task.target, ApprovalTarget):
+            self.alerts.approval_requested(run, message.task, task.target.message)
+            return Outcome("pending", f"task {message.task} waits for approval", run=run, priority=priority)
         if attempt.result.outcome == "pending":
             return Outcome("pending", f"task {message.task} waits for its callback", run=run, priority=priority)
         return self._record(run, stored, task, message.attempt, message.token, attempt.result, priority)
@@ -391,6 +394,9 @@ class DagRuns:
             expires_at=_expiry(run, stored.spec),
             error=detail,
         )
+        task = _task(stored.spec, notice.task)
+        if task is not None and isinstance(task.target, ApprovalTarget):
+            self.alerts.approval_decided(run, notice.task, f"nobody decided: {status.value.lower()}")
         self.advance(run, stored)
         return Outcome("failed", f"task {notice.task} {status.value.lower()}", run=run, priority=stored.spec.priority)
 
@@ -406,9 +412,15 @@ class DagRuns:
         succeeded: bool,
         output: str | None,
         error: str | None,
+        decision: bool = False,
     ) -> Run:
+        """A callback task's result, or (``decision``) an approval task's answer: an approval is decided only
+        through ``approvals.decide``, which checks the person, never with a callback token."""
         stored, run, state, task = self._running_task(job, run_id, task_name, attempt)
-        failed = TargetResult("failed", error=error)
+        if isinstance(task.target, ApprovalTarget) != decision:
+            wanted = "approved or rejected by a member of the team" if not decision else "completed by its callback"
+            raise StaleAttempt(f"{job} {run_id} task {task_name} is {wanted}")
+        failed = TargetResult("failed", error=error, retryable=not decision)
         result = judge(TargetResult("succeeded", output=output), task.checks) if succeeded else failed
         assert state.token is not None
         self._record(run, stored, task, attempt, state.token, result, stored.spec.priority)

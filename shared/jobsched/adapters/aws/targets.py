@@ -21,6 +21,7 @@ from jobsched.adapters.aws.kubernetes_jobs import KubernetesJobs
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import (
+    ApprovalTarget,
     BatchTarget,
     CallbackTarget,
     EcsTarget,
@@ -130,6 +131,7 @@ class TargetExecutor:
             EventBridgeTarget: self._eventbridge,
             HttpTarget: self._http,
             CallbackTarget: lambda _target, _context: TargetResult("pending", output="waiting for the callback"),
+            ApprovalTarget: lambda _target, _context: TargetResult("pending", output="waiting for approval"),
             EcsTarget: self.ecs.start,
             BatchTarget: self.batch.start,
             KubernetesTarget: self.kubernetes.start,

@@ -1,0 +1,125 @@
+"""Approval tasks on moto's Step Functions interpreter: a DAG run waits for a person of the team, holding
+nothing; the team's channel is paged with a link; approved (the tasks after it run and may read who approved),
+rejected (FAILED, not retried, the tasks after it skipped) or timed out; the approver in the history."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobsched.core.messages import DagTaskFailure
+from jobsched.core.records import StaleAttempt
+from jobsched.core.runs import RunStatus, TaskStatus
+from jobsched.dag.definition import compile_definition
+from jobsched.paging.events import EscalationEvent
+from tests.aws.api_client import ApiClient, cli_as, team_role
+from tests.aws.harness import Clock, FakeLambdas, Stack
+from tests.aws.test_dag import FIRST, JOB, dag_job, drive, finished, run_of, start_run, tasks_of
+
+APPROVE = {
+    "name": "approve",
+    "target": {"type": "approval", "timeout": "2h", "message": "Delete the 40 snapshots listed in the report?"},
+}
+CLEANUP = {
+    "name": "cleanup",
+    "depends_on": ["approve"],
+    "target": {
+        "type": "lambda",
+        "function": "cleanup",
+        "payload": {"approved_by": "{{ tasks.approve.output.by }}", "why": "{{ tasks.approve.output.comment }}"},
+    },
+}
+PATH = f"/teams/data/jobs/etl/runs/{FIRST}/tasks/approve"
+
+
+@pytest.fixture
+def waiting(dag_stack: Stack, clock: Clock, lambdas: FakeLambdas) -> Stack:
+    """The run started; its approval task waits (RUNNING, its token held by the state, no Lambda running)."""
+    lambdas.functions["cleanup"] = lambda event: {"deleted": 40}
+    start_run(dag_stack, clock, dag_job(APPROVE, CLEANUP, retry={"max_attempts": 3}))
+    drive(dag_stack, lambda: (t := tasks_of(dag_stack).get("approve")) is not None and t.status is TaskStatus.RUNNING)
+    return dag_stack
+
+
+def test_an_approval_pages_the_team_with_a_link_and_approved_the_tasks_after_it_run(
+    waiting: Stack, lambdas: FakeLambdas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [requested] = [e for e in waiting.escalations() if e["kind"] == "approval_requested"]
+    assert requested["detail"] == "task approve waits for approval: Delete the 40 snapshots listed in the report?"
+    waiting.escalator.handle(EscalationEvent.model_validate(requested))
+    [page] = waiting.pages()
+    assert page["subject"].startswith("[jobsched, approval] data/etl: approval requested")
+    assert "severity: info" in page["message"] and f"/teams/data/jobs/etl/runs/{FIRST}" in page["message"]
+
+    api = ApiClient(waiting)
+    outsider = api.call("POST", f"{PATH}/approve", {"comment": "ok"}, principal=team_role("payments"))
+    assert outsider.status == 403  # only the team's members decide
+    code, output = cli_as(api, team_role("data"), monkeypatch)(
+        "approve", "data/etl", FIRST, "approve", "--comment", "checked the list"
+    )
+    assert code == 0, output
+    drive(waiting, finished(waiting))
+    assert run_of(waiting).status is RunStatus.SUCCEEDED
+    [(_, cleanup)] = [(n, e) for n, e in lambdas.calls if n == "cleanup"]
+    assert cleanup["payload"] == {"approved_by": team_role("data"), "why": "checked the list"}
+    approve = tasks_of(waiting)["approve"]
+    assert json.loads(approve.output or "{}") == {
+        "decision": "approved",
+        "by": team_role("data"),
+        "comment": "checked the list",
+    }
+    history = api.call("GET", "/teams/data/jobs/etl/history").body["entries"]
+    entry = next(e for e in history if e["action"] == "approved")
+    assert entry["principal"] == team_role("data") and entry["details"]["comment"] == "checked the list"
+    again = api.call("POST", f"{PATH}/approve", principal=team_role("data"))
+    assert again.status == 409 and again.body["error"]["code"] == "nothing_to_decide"
+
+
+def test_a_rejected_approval_fails_unretried_and_skips_what_needs_it(waiting: Stack, lambdas: FakeLambdas) -> None:
+    api = ApiClient(waiting)
+    rejected = api.call("POST", f"{PATH}/reject", {"comment": "list is wrong"}, principal=team_role("data"))
+    assert rejected.status == 200, rejected.body
+    drive(waiting, finished(waiting))
+    tasks = tasks_of(waiting)
+    assert (tasks["approve"].status, tasks["approve"].attempt) == (TaskStatus.FAILED, 1)  # job retries 3: not used
+    assert tasks["approve"].error == f"rejected by {team_role('data')}: list is wrong"
+    assert tasks["cleanup"].status is TaskStatus.SKIPPED and not [n for n, _ in lambdas.calls if n == "cleanup"]
+    assert run_of(waiting).status is RunStatus.FAILED
+
+
+def test_an_unanswered_approval_times_out_and_a_late_answer_changes_nothing(waiting: Stack) -> None:
+    # The state's TimeoutSeconds (2 h + its margin) ends the wait; its Catch sends what it sends in AWS.
+    run = run_of(waiting)
+    notice = DagTaskFailure(
+        job=JOB,
+        team="data",
+        run_id=FIRST,
+        task="approve",
+        error="States.Timeout",
+        cause="",
+        execution=run.execution_arn,
+    )
+    waiting.worker.dags.task_failed(notice)
+    assert tasks_of(waiting)["approve"].status is TaskStatus.TIMED_OUT
+    drive(waiting, finished(waiting))
+    assert run_of(waiting).status is RunStatus.FAILED and tasks_of(waiting)["cleanup"].status is TaskStatus.SKIPPED
+    late = ApiClient(waiting).call("POST", f"{PATH}/approve", principal=team_role("data"))
+    assert late.status == 409
+    kinds = [e["kind"] for e in waiting.escalations()]
+    assert "approval_decided" in kinds
+
+
+def test_an_approval_is_never_decided_with_a_callback_token_and_its_state_waits_without_retries(
+    waiting: Stack,
+) -> None:
+    with pytest.raises(StaleAttempt, match="approved or rejected by a member of the team"):
+        waiting.worker.dags.complete_external(JOB, FIRST, "approve", 1, succeeded=True, output="{}", error=None)
+    view = ApiClient(waiting).call("GET", f"/teams/data/jobs/etl/runs/{FIRST}", principal=team_role("data")).body
+    assert next(t for t in view["tasks"] if t["name"] == "approve")["callback_token"] is None
+    stored = waiting.jobs.get(JOB)
+    assert stored is not None
+    state = compile_definition(stored.spec, queue_url="q")["States"]["tasks"]["Branches"][0]["States"]["approve"]
+    assert "Retry" not in state and state["TimeoutSeconds"] == 2 * 3600 + 60
+    bad = ApiClient(waiting).call("POST", f"/teams/data/jobs/etl/runs/{FIRST}/tasks/cleanup/approve")
+    assert bad.status == 422 and bad.body["error"]["code"] == "not_an_approval"
