@@ -10,8 +10,16 @@ from pydantic import ValidationError
 
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage, parse_work_message
 from jobsched.core.runs import RunMessage, TaskStatus
-from jobsched.core.spec import JobSpec
-from jobsched.dag.definition import TaskNode, compile_definition, decide, definition_text, run_budget, run_result
+from jobsched.core.spec import MAX_DAG_TASKS, JobSpec
+from jobsched.dag.definition import (
+    MAX_DEFINITION_BYTES,
+    TaskNode,
+    compile_definition,
+    decide,
+    definition_text,
+    run_budget,
+    run_result,
+)
 
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/jobsched-test-WorkNormal"
 
@@ -154,3 +162,24 @@ def test_work_messages_of_each_kind_parse() -> None:
     }
     notice = parse_work_message(json.dumps(failure))
     assert isinstance(notice, DagTaskFailure) and notice.task == "a"
+
+
+def test_the_largest_dag_a_spec_can_make_compiles_far_below_step_functions_definition_quota() -> None:
+    """The 100-task limit keeps every definition under the 1 MB quota: measured with the longest task names, each
+    task depending on as many others as it can, retries, heartbeats and a queue URL longer than any real one."""
+    names = [f"t{index:03d}-" + "x" * 58 for index in range(MAX_DAG_TASKS)]
+    tasks = [
+        {
+            "name": name,
+            "depends_on": names[max(0, index - 20) : index],
+            "target": {"type": "callback", "timeout": "7d"},
+            "heartbeat_timeout": "1d",
+            "retry": {"max_attempts": 20, "backoff": {"initial": "1h", "max": "1d"}},
+        }
+        for index, name in enumerate(names)
+    ]
+    spec = JobSpec.model_validate({"name": "big", "team": "t", "dag": {"tasks": tasks}})
+    size = len(definition_text(compile_definition(spec, queue_url="https://" + "q" * 248)).encode())
+    assert size < MAX_DEFINITION_BYTES / 4, size
+    with pytest.raises(ValidationError, match="101 tasks; at most 100"):
+        JobSpec.model_validate({"name": "big", "team": "t", "dag": {"tasks": [*tasks, {**tasks[0], "name": "extra"}]}})

@@ -30,6 +30,9 @@ from jobsched.core.spec import Dag, DagTask, JobSpec, RetryPolicy, WaitPolicy
 from jobsched.core.waits import MAX_POLL
 
 STATE_MARGIN = timedelta(minutes=1)
+# Step Functions' quota on a state machine's definition. Not checked at PUT: the task limit (100) keeps every
+# definition far below it (test_dag_compile measures the largest a spec can make).
+MAX_DEFINITION_BYTES = 1024 * 1024
 MAX_STATE_TIMEOUT = timedelta(days=365)  # Standard executions last at most a year
 TASKS_STATE = "tasks"
 
