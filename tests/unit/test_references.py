@@ -98,3 +98,23 @@ def test_rendering_keeps_a_whole_reference_typed_and_interpolates_embedded_ones(
         render("{{ tasks.extract.output.files[5] }}", outputs)
     with pytest.raises(MissingValue, match="task load has no output"):
         render("{{ tasks.load.output }}", outputs)
+
+
+def test_a_map_runs_over_one_upstream_reference_with_a_synchronous_target_and_only_it_reads_item() -> None:
+    over = {"over": "{{ tasks.extract.output.parts }}", "max_concurrency": 5}
+    ok = dag(task("extract"), {**task("each", "extract", payload={"part": "{{ item.key }}"}), "map": over})
+    assert JobSpec.model_validate(ok).dag_outputs() == {"extract"}
+    callback = {"name": "each", "depends_on": ["extract"], "target": {"type": "callback"}, "map": over}
+    assert [(code, loc) for code, loc, _ in errors(dag(task("extract"), callback))] == [
+        ("map_target", ("dag", "tasks", 1, "map"))
+    ]
+    literal = {**task("each", "extract"), "map": {"over": "[1, 2, 3]"}}
+    assert [code for code, _, _ in errors(dag(task("extract"), literal))] == ["invalid_map"]
+    sideways = {**task("each"), "map": over}
+    assert [(code, loc) for code, loc, _ in errors(dag(task("extract"), sideways))] == [
+        ("not_upstream", ("dag", "tasks", 1, "map", "over"))
+    ]
+    stray = task("load", "extract", payload={"part": "{{ item }}"})
+    assert [code for code, _, _ in errors(dag(task("extract"), stray))] == ["item_outside_map"]
+    too_wide = {**task("each", "extract"), "map": {**over, "max_concurrency": 41}}
+    assert [loc[-1] for _, loc, _ in errors(dag(task("extract"), too_wide))] == ["max_concurrency"]

@@ -201,6 +201,15 @@ class CheckView(BaseModel):
     message: str | None = Field(default=None, description="why it failed")
 
 
+class MapItemsView(BaseModel):
+    """A map task's items so far: one record each, under the task."""
+
+    total: int = Field(description="items that have started")
+    succeeded: int
+    failed: int = Field(description="failed or timed out (after their retries)")
+    running: int = Field(description="running, or waiting to be retried")
+
+
 class TaskView(BaseModel):
     name: str
     status: str = Field(
@@ -213,6 +222,7 @@ class TaskView(BaseModel):
     error: str | None = None
     output: str | None = None
     checks: list[CheckView] | None = Field(default=None, description="its output's checks, when it has any")
+    items: MapItemsView | None = Field(default=None, description="a map task: its items done, failed and running")
     callback_token: str | None = Field(default=None, description="for RUNNING callback tasks: report with it")
 
 

@@ -15,6 +15,7 @@ from jobsched.api.models import (
     JobHealthView,
     JobView,
     LogLineView,
+    MapItemsView,
     ProgressView,
     RunView,
     TaskView,
@@ -22,8 +23,8 @@ from jobsched.api.models import (
 )
 from jobsched.api.tokens import CallbackTokens, token_expiry
 from jobsched.core.bounds import parse_bounded_int
-from jobsched.core.records import Incident, LogLine, Progress, Run, StoredJob
-from jobsched.core.runs import RunStatus, instant_text, moment_text
+from jobsched.core.records import Incident, LogLine, Progress, Run, StoredJob, TaskState
+from jobsched.core.runs import RunStatus, TaskStatus, instant_text, moment_text
 from jobsched.core.spec import CallbackTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
 from jobsched.pipeline.triggers import BackfillProgress
@@ -102,6 +103,13 @@ def run_view(run: Run, token: str | None) -> RunView:
     )
 
 
+def map_items(task: str, states: dict[str, TaskState]) -> MapItemsView:
+    found = [state.status for name, state in states.items() if name.startswith(f"{task}[")]
+    succeeded = sum(1 for status in found if status is TaskStatus.SUCCEEDED)
+    failed = sum(1 for status in found if status in (TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.CANCELLED))
+    return MapItemsView(total=len(found), succeeded=succeeded, failed=failed, running=len(found) - succeeded - failed)
+
+
 def check_views(checks: list[dict[str, Any]] | None) -> list[CheckView] | None:
     return [CheckView.model_validate(check) for check in checks] if checks else None
 
@@ -127,6 +135,7 @@ def task_views(run: Run, spec: JobSpec, runs: TaskRunsPort, tokens: CallbackToke
         if isinstance(task.target, CallbackTarget)
     }
     order = spec.dag.order() if spec.dag else []
+    mapped = {task.name for task in (spec.dag.tasks if spec.dag else []) if task.map is not None}
     names = [name for name in order if name in graph] + [name for name in graph if name not in order]
     views = []
     for name in names:
@@ -143,6 +152,7 @@ def task_views(run: Run, spec: JobSpec, runs: TaskRunsPort, tokens: CallbackToke
                 error=state.error if state else None,
                 output=state.output if state else None,
                 checks=check_views(state.checks) if state else None,
+                items=map_items(name, states) if name in mapped else None,
                 callback_token=tokens.issue(
                     run.job,
                     run.run_id,

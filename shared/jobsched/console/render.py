@@ -488,7 +488,10 @@ def gantt(run: Run, tasks: dict[str, TaskState], order: Sequence[str], now: date
     start = run.started_at or run.scheduled_at
     ends = [(t.finished_at or now) for t in tasks.values() if t.started_at] + [run.finished_at or now]
     span = max((max(ends) - start).total_seconds(), 1.0)
-    bars = "".join(_gantt_row(index, name, tasks.get(name), start, span, now) for index, name in enumerate(order))
+    bars = "".join(
+        _gantt_row(index, name, tasks.get(name), start, span, now, items=_items_note(name, tasks))
+        for index, name in enumerate(order)
+    )
     bottom = 6 + len(order) * GANTT_ROW + 12
     axis = (
         f'<text x="{GANTT_LEFT}" y="{bottom}" font-size="10" fill="{MUTED}">0 s</text>'
@@ -501,7 +504,19 @@ def gantt(run: Run, tasks: dict[str, TaskState], order: Sequence[str], now: date
     )
 
 
-def _gantt_row(index: int, name: str, state: TaskState | None, start: datetime, span: float, now: datetime) -> str:
+def _items_note(name: str, tasks: dict[str, TaskState]) -> str:
+    """A map task's items, grouped on its bar: how many, and how many succeeded and failed."""
+    found = [state.status.value for key, state in tasks.items() if key.startswith(f"{name}[")]
+    if not found:
+        return ""
+    succeeded = found.count("SUCCEEDED")
+    failed = sum(found.count(status) for status in ("FAILED", "TIMED_OUT", "CANCELLED"))
+    return f" [{len(found)} items: {succeeded} succeeded, {failed} failed, {len(found) - succeeded - failed} running]"
+
+
+def _gantt_row(
+    index: int, name: str, state: TaskState | None, start: datetime, span: float, now: datetime, *, items: str = ""
+) -> str:
     y = 6 + index * GANTT_ROW
     outcome = task_outcome(state)
     shown = look(outcome)
@@ -518,8 +533,10 @@ def _gantt_row(index: int, name: str, state: TaskState | None, start: datetime, 
     x1 = GANTT_LEFT + ((state.finished_at or now) - start).total_seconds() / span * GANTT_WIDTH
     took = ((state.finished_at or now) - state.started_at).total_seconds()
     retry = f", attempt {state.attempt}" if state.attempt > 1 else ""
-    title = f"{name}: {shown.label}{retry}, {took:.1f} s" + (f" ({state.error})" if state.error else "")
+    title = f"{name}: {shown.label}{retry}, {took:.1f} s" + (f" ({state.error})" if state.error else "") + items
     marker = f"{shown.symbol} x{state.attempt}" if state.attempt > 1 else shown.symbol
+    if items:
+        marker += items.split(":")[0].replace("[", " ")  # the bar says how many items it stands for
     return (
         f'{label}<g><title>{escape(title)}</title><rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 3):.1f}" '
         f'height="14" rx="2" fill="{shown.colour}"/><text x="{x0 + 3:.1f}" y="{y + 13}" font-size="11" '

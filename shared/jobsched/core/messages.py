@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,10 +32,25 @@ class DagTaskMessage(BaseModel):
     attempt_base: int = Field(ge=0, default=0)
     token: str
     woken: bool = False  # sent by an event that may meet its wait_for: checked once, never re-sent
+    # A map task's messages: one per item (its index and value), and the one after every item (the Map state's
+    # results: each item's answer, or {"failed": true} for one that finally failed).
+    item_index: int | None = Field(default=None, ge=0)
+    item: Any = None
+    map_done: bool = False
+    results: list[Any] | None = None
 
     @property
     def attempt(self) -> int:
         return self.attempt_base + self.retry_count + 1
+
+    @property
+    def record(self) -> str:
+        """The task record this message is about: the task, or one item of a map task (``name[index]``)."""
+        return self.task if self.item_index is None else item_record(self.task, self.item_index)
+
+
+def item_record(task: str, index: int) -> str:
+    return f"{task}[{index}]"
 
 
 class DagTaskFailure(BaseModel):

@@ -25,8 +25,9 @@ from jobsched.core.checks import MISSING, CheckDefinitionError, PathStep, descri
 
 MAX_REFERENCES = 20  # per task payload
 MAX_TASK_OUTPUT = 32 * 1024  # bytes of one task's output its downstream tasks may read
-REFERENCE = re.compile(r"\{\{\s*(?P<text>tasks\.[^{}]{0,300}?)\s*\}\}")
+REFERENCE = re.compile(r"\{\{\s*(?P<text>(?:tasks\.|item\b)[^{}]{0,300}?)\s*\}\}")
 ROOT = re.compile(r"^tasks\.(?P<task>[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\.output(?P<path>.*)$")
+ITEM = ""  # the task a reference names when it reads a map task's item (``{{ item.path }}``), not an output
 
 
 class ReferenceError(ValueError):
@@ -44,10 +45,20 @@ class Reference:
     path: tuple[PathStep, ...]
 
     def describe(self) -> str:
+        if self.task == ITEM:
+            return "item" + describe_path(self.path).removeprefix("output")
         return f"tasks.{self.task}.{describe_path(self.path)}"
 
 
 def parse_reference(text: str) -> Reference:
+    if text.strip() == "item" or text.strip().startswith(("item.", "item[")):
+        try:
+            return Reference(text.strip(), ITEM, parse_steps(text.strip().removeprefix("item"), text.strip()))
+        except CheckDefinitionError:
+            raise ReferenceError(
+                f"'{{{{ {text.strip()} }}}}': after item come .name, [\"name\"] or [index] steps"
+                " (e.g. {{ item.key }})"
+            ) from None
     found = ROOT.match(text.strip())
     if found is None:
         raise ReferenceError(
@@ -109,7 +120,7 @@ def has_reference(payload: Any) -> bool:
 
 
 def referenced_tasks(payload: Any) -> set[str]:
-    return {reference.task for _, reference in references_in(payload)}
+    return {reference.task for _, reference in references_in(payload) if reference.task != ITEM}
 
 
 def parse_output(text: str | None) -> Any:
@@ -123,8 +134,8 @@ def parse_output(text: str | None) -> Any:
 
 
 def render(payload: Any, outputs: Mapping[str, Any]) -> Any:
-    """The payload with every reference replaced from ``outputs`` (task -> parsed output); MissingValue names
-    the first reference whose value is not there."""
+    """The payload with every reference replaced from ``outputs`` (task -> parsed output, and ITEM -> a map
+    task's item); MissingValue names the first reference whose value is not there."""
     if isinstance(payload, str):
         return _render_text(payload, outputs)
     if isinstance(payload, Mapping):
@@ -147,9 +158,12 @@ def _render_text(text: str, outputs: Mapping[str, Any]) -> Any:
 
 
 def _value(reference: Reference, outputs: Mapping[str, Any]) -> Any:
+    if reference.task == ITEM and ITEM not in outputs:
+        raise MissingValue(f"{reference.describe()}: only a map task's items have an item")
     if reference.task not in outputs:
         raise MissingValue(f"{reference.describe()}: task {reference.task} has no output")
     value = value_at(outputs[reference.task], reference.path)
     if value is MISSING:
-        raise MissingValue(f"{reference.describe()} is missing from {reference.task}'s output")
+        source = "the item" if reference.task == ITEM else f"{reference.task}'s output"
+        raise MissingValue(f"{reference.describe()} is missing from {source}")
     return value

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import date, timedelta
 from functools import cache
 from graphlib import CycleError, TopologicalSorter
@@ -37,6 +38,8 @@ from jobsched.core.checks import MAX_CHECKS, MAX_EXPECT_CHARS, CheckDefinitionEr
 from jobsched.core.durations import Duration, format_duration
 from jobsched.core.event_patterns import pattern_problems
 from jobsched.core.expressions import CronExpression, ExpressionError, parse_expression
+from jobsched.core.references import ITEM as ITEM_REFERENCE
+from jobsched.core.references import REFERENCE as REFERENCE_WHOLE
 from jobsched.core.references import has_reference, referenced_tasks
 from jobsched.core.references import scan as scan_references
 from jobsched.core.templates import TemplateError, split_s3_uri
@@ -1183,6 +1186,22 @@ def _check_checks_target(checks: list[OutputCheck], info: ValidationInfo) -> lis
 
 # --------------------------------------------------------------------------------------------- DAG
 
+MAX_MAP_ITEMS = 1000  # items of one map task (an inline Map state; the list is an upstream output of <= 32 KB)
+MAX_MAP_CONCURRENCY = 40  # items running at once: what an inline Map state runs
+MAP_TARGETS = ("lambda", "http", "sqs", "stepfunctions", "eventbridge")  # called once per item, synchronously
+
+
+class MapSpec(StrictModel):
+    """Fan-out: the task's target runs once per item of a list an upstream task returned."""
+
+    over: str = Field(
+        max_length=300, description="the list: one reference to an upstream output, e.g. {{ tasks.list.output.parts }}"
+    )
+    max_concurrency: int = Field(default=10, ge=1, le=MAX_MAP_CONCURRENCY)
+    tolerated_failure_percentage: float = Field(
+        default=0, ge=0, le=100, description="the task still succeeds while at most this share of its items failed"
+    )
+
 
 class DagTask(StrictModel):
     # What _heartbeats requires, said in the schema: a heartbeat_timeout only on a callback task.
@@ -1210,8 +1229,29 @@ class DagTask(StrictModel):
     )
     wait: WaitPolicy | None = Field(default=None, description="with wait_for: how long, and then what")
     checks: Checks = Field(default_factory=list, description="quality gates on the task's output")
+    map: MapSpec | None = Field(
+        default=None, description="run the target once per item of an upstream task's list ({{ item }} in the payload)"
+    )
 
     _checks_target = field_validator("checks")(_check_checks_target)
+
+    @field_validator("map")
+    @classmethod
+    def _map_target(cls, value: MapSpec | None, info: ValidationInfo) -> MapSpec | None:
+        target = info.data.get("target")
+        if value is not None and target is not None and target.type not in MAP_TARGETS:
+            raise _fail(
+                "map_target",
+                "a map runs its target once per item and waits for each: {allowed} targets can; {type} cannot",
+                allowed=", ".join(MAP_TARGETS),
+                type=target.type,
+            )
+        if value is not None and not REFERENCE_WHOLE.fullmatch(value.over.strip()):
+            raise _fail(
+                "invalid_map",
+                "over is one reference to a list an upstream task returned, e.g. {{ tasks.list.output.parts }}",
+            )
+        return value
 
     @model_validator(mode="after")
     def _heartbeats(self) -> DagTask:
@@ -1279,8 +1319,14 @@ class Dag(StrictModel):
         return self
 
     def referenced_outputs(self) -> set[str]:
-        """Tasks whose output a downstream task's payload reads: only theirs are kept for the run."""
-        return {name for task in self.tasks for name in referenced_tasks(getattr(task.target, "payload", None))}
+        """Tasks whose output a downstream task reads (its payload, or the list its map runs over): only theirs are
+        kept for the run."""
+        return {
+            name
+            for task in self.tasks
+            for place in (getattr(task.target, "payload", None), task.map.over if task.map else None)
+            for name in referenced_tasks(place)
+        }
 
     def order(self) -> list[str]:
         """Task names in a dependency order (stable for the same spec)."""
@@ -1307,23 +1353,46 @@ def reference_problems(tasks: list[DagTask]) -> list[tuple[tuple[str | int, ...]
 
     problems: list[tuple[tuple[str | int, ...], str, str]] = []
     for index, task in enumerate(tasks):
-        location: tuple[str | int, ...] = ("tasks", index, "target", "payload")
-        found, unparsed = scan_references(getattr(task.target, "payload", None))
-        problems += [(location, "invalid_reference", f"{where}: {why}" if where else why) for where, why in unparsed]
-        upstream = ancestors(task.name) if found else set()
-        for where, reference in found:
-            at = f"{where}: " if where else ""
-            if reference.task not in by_name:
-                known = ", ".join(sorted(by_name))
-                message = f"{at}unknown task '{reference.task}'; tasks in this DAG: {known}"
-                problems.append((location, "unknown_task_reference", message))
-            elif reference.task not in upstream:
-                message = f"{at}task '{reference.task}' is not upstream of '{task.name}': add it to depends_on"
-                problems.append((location, "not_upstream", message))
-            elif by_name[reference.task].target.type not in OUTPUT_TARGETS:
-                kind = by_name[reference.task].target.type
-                message = f"{at}task '{reference.task}' ({kind}) returns no output; {', '.join(OUTPUT_TARGETS)} do"
-                problems.append((location, "no_output", message))
+        places: list[tuple[tuple[str | int, ...], Any]] = [
+            (("tasks", index, "target", "payload"), getattr(task.target, "payload", None))
+        ]
+        if task.map is not None:
+            places.append((("tasks", index, "map", "over"), task.map.over))
+        for location, value in places:
+            problems += _place_problems(task, location, value, by_name, ancestors)
+    return problems
+
+
+def _place_problems(
+    task: DagTask,
+    location: tuple[str | int, ...],
+    value: Any,
+    by_name: dict[str, DagTask],
+    ancestors: Callable[[str], set[str]],
+) -> list[tuple[tuple[str | int, ...], str, str]]:
+    """The problems of the references in one place of a task (its payload, or its map's list)."""
+    problems: list[tuple[tuple[str | int, ...], str, str]] = []
+    found, unparsed = scan_references(value)
+    problems += [(location, "invalid_reference", f"{where}: {why}" if where else why) for where, why in unparsed]
+    upstream = ancestors(task.name) if found else set()
+    for where, reference in found:
+        at = f"{where}: " if where else ""
+        if reference.task == ITEM_REFERENCE:
+            if task.map is None or location[-1] == "over":
+                message = f"{at}{{{{ item }}}} is the item of a map task's payload; '{task.name}' has no map"
+                problems.append((location, "item_outside_map", message))
+            continue
+        if reference.task not in by_name:
+            known = ", ".join(sorted(by_name))
+            message = f"{at}unknown task '{reference.task}'; tasks in this DAG: {known}"
+            problems.append((location, "unknown_task_reference", message))
+        elif reference.task not in upstream:
+            message = f"{at}task '{reference.task}' is not upstream of '{task.name}': add it to depends_on"
+            problems.append((location, "not_upstream", message))
+        elif by_name[reference.task].target.type not in OUTPUT_TARGETS:
+            kind = by_name[reference.task].target.type
+            message = f"{at}task '{reference.task}' ({kind}) returns no output; {', '.join(OUTPUT_TARGETS)} do"
+            problems.append((location, "no_output", message))
     return problems
 
 

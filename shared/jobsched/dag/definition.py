@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.runs import TaskStatus
-from jobsched.core.spec import Dag, DagTask, JobSpec, RetryPolicy, WaitPolicy
+from jobsched.core.spec import MAX_MAP_ITEMS, Dag, DagTask, JobSpec, RetryPolicy, WaitPolicy
 from jobsched.core.waits import MAX_POLL
 
 STATE_MARGIN = timedelta(minutes=1)
@@ -115,9 +115,8 @@ def data_wait(task: DagTask) -> timedelta:
     return (task.wait or WaitPolicy()).timeout + MAX_POLL
 
 
-def task_budget(spec: JobSpec, task: DagTask) -> timedelta:
-    """The longest a task can take: its wait for data, then every attempt at its timeout, with the longest
-    backoff between them."""
+def attempts_budget(spec: JobSpec, task: DagTask) -> timedelta:
+    """Every attempt of the task (or of one map item) at its timeout, with the longest backoff between them."""
     policy = task_retry(spec, task)
     waits = sum(
         (
@@ -126,7 +125,20 @@ def task_budget(spec: JobSpec, task: DagTask) -> timedelta:
         ),
         timedelta(0),
     )
-    return data_wait(task) + attempt_timeout(task) * policy.max_attempts + waits
+    return attempt_timeout(task) * policy.max_attempts + waits
+
+
+def map_rounds(task: DagTask) -> int:
+    """How many items one after another a map task may run at most: its largest list, max_concurrency at once."""
+    assert task.map is not None
+    return math.ceil(MAX_MAP_ITEMS / task.map.max_concurrency)
+
+
+def task_budget(spec: JobSpec, task: DagTask) -> timedelta:
+    """The longest a task can take: its wait for data, then every attempt at its timeout, with the longest
+    backoff between them (a map task: that for each round of its largest list)."""
+    rounds = map_rounds(task) if task.map is not None else 1
+    return data_wait(task) + attempts_budget(spec, task) * rounds
 
 
 def ancestors_budget(spec: JobSpec) -> dict[str, timedelta]:
@@ -174,9 +186,11 @@ def definition_text(definition: dict[str, Any]) -> str:
     return json.dumps(definition, sort_keys=True, separators=(",", ":"))
 
 
-def _branch(spec: JobSpec, task: DagTask, index: int, queue_url: str, waiting: timedelta) -> dict[str, Any]:
-    failed = f"{task.name} failed"
-    state: dict[str, Any] = {
+def _task_state(
+    spec: JobSpec, task: DagTask, queue_url: str, body: dict[str, Any], timeout: timedelta
+) -> dict[str, Any]:
+    """A state that sends the worker a message with its token and waits for the answer."""
+    return {
         "Type": "Task",
         "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
         "Parameters": {
@@ -191,31 +205,91 @@ def _branch(spec: JobSpec, task: DagTask, index: int, queue_url: str, waiting: t
                 "correlation_id.$": "$.correlation_id",
                 "task": task.name,
                 "retry_count.$": "$$.State.RetryCount",
-                "attempt_base.$": f"$.bases[{index}]",  # the task's attempts before this execution (re-execution)
                 "token.$": "$$.Task.Token",
+                **body,
             },
         },
-        "TimeoutSeconds": _seconds(waiting + data_wait(task) + attempt_timeout(task) + STATE_MARGIN),
+        "TimeoutSeconds": _seconds(timeout),
         "ResultPath": None,
-        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": failed}],
-        "End": True,
     }
-    if task.heartbeat_timeout is not None:
-        state["HeartbeatSeconds"] = _seconds(task.heartbeat_timeout)
+
+
+def _retry(spec: JobSpec, task: DagTask) -> list[dict[str, Any]]:
     policy = task_retry(spec, task)
-    if policy.max_attempts > 1:
-        backoff = policy.backoff
-        state["Retry"] = [
-            {
-                "ErrorEquals": list(RETRIED_ERRORS),
-                "IntervalSeconds": _seconds(backoff.initial),
-                "BackoffRate": backoff.multiplier,
-                "MaxAttempts": policy.max_attempts - 1,
-                "MaxDelaySeconds": _seconds(backoff.max),
-                # Step Functions has FULL and NONE; "equal" jitter is the closest to FULL it offers.
-                "JitterStrategy": "NONE" if backoff.jitter == "none" else "FULL",
-            }
-        ]
+    if policy.max_attempts <= 1:
+        return []
+    backoff = policy.backoff
+    return [
+        {
+            "ErrorEquals": list(RETRIED_ERRORS),
+            "IntervalSeconds": _seconds(backoff.initial),
+            "BackoffRate": backoff.multiplier,
+            "MaxAttempts": policy.max_attempts - 1,
+            "MaxDelaySeconds": _seconds(backoff.max),
+            # Step Functions has FULL and NONE; "equal" jitter is the closest to FULL it offers.
+            "JitterStrategy": "NONE" if backoff.jitter == "none" else "FULL",
+        }
+    ]
+
+
+def _map_states(spec: JobSpec, task: DagTask, index: int, queue_url: str, waiting: timedelta) -> dict[str, Any]:
+    """A map task: the worker resolves its list (the first state's answer is the items), an inline Map state runs
+    one task state per item (retried by the task's policy; an item that finally fails is caught, so the others go
+    on), then the worker judges the items against the tolerated failure percentage."""
+    assert task.map is not None
+    items, done, failed = f"{task.name} items", f"{task.name} done", f"{task.name} failed"
+    catch = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": failed}]
+    base = f"$.bases[{index}]"
+    resolve = _task_state(spec, task, queue_url, {"attempt_base.$": base}, waiting + data_wait(task) + STATE_MARGIN)
+    resolve |= {"ResultPath": "$.map", "Catch": catch, "Next": items}
+    item_body = {"attempt_base.$": "$.base", "item_index.$": "$.index", "item.$": "$.item"}
+    item = _task_state(spec, task, queue_url, item_body, attempt_timeout(task) + STATE_MARGIN)
+    item |= {"Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "item failed"}], "End": True}
+    if retry := _retry(spec, task):
+        item["Retry"] = retry
+    fan_out = {
+        "Type": "Map",
+        "ItemsPath": "$.map.items",
+        "MaxConcurrency": task.map.max_concurrency,
+        "ItemSelector": {
+            "job.$": "$.job",
+            "team.$": "$.team",
+            "run_id.$": "$.run_id",
+            "scheduled_at.$": "$.scheduled_at",
+            "correlation_id.$": "$.correlation_id",
+            "base.$": base,
+            "index.$": "$$.Map.Item.Index",
+            "item.$": "$$.Map.Item.Value",
+        },
+        "ItemProcessor": {
+            "ProcessorConfig": {"Mode": "INLINE"},
+            "StartAt": "item",
+            "States": {"item": item, "item failed": {"Type": "Pass", "Result": {"failed": True}, "End": True}},
+        },
+        "ResultPath": "$.results",
+        "Catch": catch,
+        "Next": done,
+    }
+    judged = {"attempt_base.$": base, "map_done": True, "results.$": "$.results"}
+    judge = _task_state(spec, task, queue_url, judged, STATE_MARGIN * 2)
+    judge |= {"Catch": catch, "End": True}
+    return {task.name: resolve, items: fan_out, done: judge}
+
+
+def _branch(spec: JobSpec, task: DagTask, index: int, queue_url: str, waiting: timedelta) -> dict[str, Any]:
+    failed = f"{task.name} failed"
+    if task.map is not None:
+        states = _map_states(spec, task, index, queue_url, waiting)
+    else:
+        body = {"attempt_base.$": f"$.bases[{index}]"}  # the task's attempts before this execution (re-execution)
+        timeout = waiting + data_wait(task) + attempt_timeout(task) + STATE_MARGIN
+        state = _task_state(spec, task, queue_url, body, timeout)
+        state |= {"Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": failed}], "End": True}
+        if task.heartbeat_timeout is not None:
+            state["HeartbeatSeconds"] = _seconds(task.heartbeat_timeout)
+        if retry := _retry(spec, task):
+            state["Retry"] = retry
+        states = {task.name: state}
     report = {
         "Type": "Task",
         "Resource": "arn:aws:states:::sqs:sendMessage",
@@ -236,7 +310,7 @@ def _branch(spec: JobSpec, task: DagTask, index: int, queue_url: str, waiting: t
         "ResultPath": None,
         "End": True,
     }
-    return {"StartAt": task.name, "States": {task.name: state, failed: report}}
+    return {"StartAt": task.name, "States": {**states, failed: report}}
 
 
 def _seconds(duration: timedelta) -> int:

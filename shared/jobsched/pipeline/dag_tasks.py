@@ -27,10 +27,10 @@ from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.messages import TASK_TERMINAL, DagTaskFailure, DagTaskMessage
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, StoredJob, TargetResult, TaskState
-from jobsched.core.references import MAX_TASK_OUTPUT, MissingValue, has_reference, parse_output, referenced_tasks
+from jobsched.core.references import ITEM, MAX_TASK_OUTPUT, MissingValue, has_reference, parse_output, referenced_tasks
 from jobsched.core.references import render as render_references
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, TaskStatus, instant_text
-from jobsched.core.spec import MAX_PAYLOAD_BYTES, ApprovalTarget, CallbackTarget, DagTask, JobSpec
+from jobsched.core.spec import MAX_MAP_ITEMS, MAX_PAYLOAD_BYTES, ApprovalTarget, CallbackTarget, DagTask, JobSpec
 from jobsched.dag.definition import (
     TASK_FAILED,
     TASK_LOST,
@@ -45,6 +45,7 @@ from jobsched.dag.definition import (
     graph_of,
     graph_to_values,
     run_result,
+    task_budget,
     task_retry,
 )
 from jobsched.paging.events import Alerts
@@ -55,6 +56,7 @@ from jobsched.ports import JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
 TASK_STEPS = AttemptSteps(claimed="claim_task", executed="execute_task")
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
 TASK_UNKNOWN = "jobsched.UnknownTask"
+NO_ITEM = object()  # a task's payload is resolved without an item (only a map task's items have one)
 MAX_RUN_CHECKS = 20  # failed task checks copied to a DAG run's record (each task's own are on its item)
 # A parked task is heartbeated this long before its HeartbeatSeconds would run out (the checker ticks each
 # minute; the spec requires heartbeat_timeout >= 3 minutes for tasks with dependencies).
@@ -113,12 +115,14 @@ class DagRuns:
         to PENDING first, so a downstream task never decides on their old outcome."""
         assert spec.dag is not None
         tasks = self.runs.tasks(run.job, run.run_id)
-        self.runs.reset_tasks(run.job, run.run_id, sorted(again & set(tasks)))
+        # A map task's items share its base: past every attempt of the task and of each of its items.
+        owner = {name: name.split("[", 1)[0] for name in tasks}
+        self.runs.reset_tasks(run.job, run.run_id, sorted(name for name in tasks if owner[name] in again))
         self.after_step("reset_tasks")
         bases = []
         for task in spec.dag.tasks:
-            state = tasks.get(task.name)
-            attempt = state.attempt if state is not None else 0
+            attempts = [state.attempt for name, state in tasks.items() if owner[name] == task.name]
+            attempt = max(attempts, default=0)
             bases.append(attempt if task.name in again else max(0, attempt - 1))
         return bases
 
@@ -140,11 +144,15 @@ class DagRuns:
             return Outcome("failed", f"unknown task {message.task}", run=run, priority=priority)
 
         tasks = self.runs.tasks(run.job, run.run_id)
-        mine = tasks.get(message.task)
+        if message.map_done:
+            return self._judge_map(message, stored, run, task, tasks, priority)
+        mine = tasks.get(message.record)
         if mine is not None and mine.attempt > message.attempt:
             return Outcome("duplicate", f"task is at attempt {mine.attempt}", run=run, priority=priority)
         if mine is not None and mine.attempt == message.attempt and mine.status is not TaskStatus.WAITING:
             return self._again(message, stored, run, graph, mine, now)
+        if message.item_index is not None:  # one item of a map task that started: its dependencies are done
+            return self._run_item(message, stored, run, task, now, priority)
 
         decision = self._decide(message, stored, run, graph[message.task], task, mine, tasks, now)
         if decision == "wait":
@@ -169,35 +177,115 @@ class DagRuns:
             held = self._wait_for_data(message, stored, run, node, task, now, priority)
             if held is not None:
                 return held
-        inputs = self._inputs(run, task)
+        if task.map is not None:
+            return self._resolve_map(message, stored, run, task, now, priority)
+        inputs = self._resolved(run, getattr(task.target, "payload", None))
         if isinstance(inputs, Unresolved):
             return self._fail_unclaimed(message, stored, run, task, now, priority, inputs.error)
         return self._execute(message, stored, run, task, now, priority, payload=inputs)
 
-    def _inputs(self, run: Run, task: DagTask) -> Any:
-        """The task's payload with its references to upstream outputs resolved (None: it has none), or why not.
-        Only an upstream that SUCCEEDED has an output to read, and only the one its final attempt wrote."""
-        payload = getattr(task.target, "payload", None)
-        if payload is None or not has_reference(payload):
+    def _resolved(self, run: Run, value: Any, *, item: Any = NO_ITEM) -> Any:
+        """``value`` (a payload, a map's list) with its references resolved from upstream outputs (and a map
+        item's value); None when it has none; Unresolved saying why not. Only an upstream that SUCCEEDED has an
+        output to read, and only the one its final attempt wrote."""
+        if value is None or not has_reference(value):
             return None
-        states = self.runs.tasks(run.job, run.run_id)
+        names = referenced_tasks(value)
+        states = self.runs.tasks(run.job, run.run_id) if names else {}
         succeeded = {
             name: states[name].attempt
-            for name in referenced_tasks(payload)
+            for name in names
             if name in states and states[name].status is TaskStatus.SUCCEEDED
         }
-        stored = self.runs.task_outputs(run.job, run.run_id, list(succeeded))
+        stored = self.runs.task_outputs(run.job, run.run_id, list(succeeded)) if succeeded else {}
         outputs = {
             name: parse_output(found.text) for name, found in stored.items() if found.attempt == succeeded.get(name)
         }
+        if item is not NO_ITEM:
+            outputs[ITEM] = item
         try:
-            rendered = render_references(payload, outputs)
+            rendered = render_references(value, outputs)
         except MissingValue as missing:
             return Unresolved(f"{missing}")
         size = len(json.dumps(rendered, separators=(",", ":")).encode())
         if size > MAX_PAYLOAD_BYTES:
             return Unresolved(f"payload of {size} bytes with its references resolved; at most {MAX_PAYLOAD_BYTES}")
         return rendered
+
+    # ------------------------------------------------------------------------------ map tasks
+
+    def _resolve_map(
+        self, message: DagTaskMessage, stored: StoredJob, run: Run, task: DagTask, now: datetime, priority: str
+    ) -> Outcome:
+        """A map task whose dependencies are done: its list, read from the upstream output, is the answer to its
+        first state; the Map state then sends one message per item. The task stays RUNNING until it is judged."""
+        assert task.map is not None
+        items = self._resolved(run, task.map.over.strip())
+        if isinstance(items, Unresolved):
+            return self._fail_unclaimed(message, stored, run, task, now, priority, items.error)
+        if not isinstance(items, list):
+            error = (
+                f"map over {task.map.over.strip()}: {type(items).__name__ if items is not None else 'null'}, not a list"
+            )
+            return self._fail_unclaimed(message, stored, run, task, now, priority, error)
+        if len(items) > MAX_MAP_ITEMS:
+            error = f"map over {task.map.over.strip()}: {len(items)} items; at most {MAX_MAP_ITEMS}"
+            return self._fail_unclaimed(message, stored, run, task, now, priority, error)
+        claimed = self._claim_task(
+            message, stored, run, lease_until=now + task_budget(stored.spec, task), now=now, priority=priority
+        )
+        if isinstance(claimed, Outcome):
+            return claimed
+        self.workflows.succeed(message.token, {"items": items})
+        return Outcome("pending", f"task {task.name}: {len(items)} items", run=run, priority=priority)
+
+    def _run_item(
+        self, message: DagTaskMessage, stored: StoredJob, run: Run, task: DagTask, now: datetime, priority: str
+    ) -> Outcome:
+        inputs = self._resolved(run, getattr(task.target, "payload", None), item=message.item)
+        if isinstance(inputs, Unresolved):
+            return self._fail_unclaimed(message, stored, run, task, now, priority, inputs.error)
+        return self._execute(message, stored, run, task, now, priority, payload=inputs)
+
+    def _judge_map(
+        self,
+        message: DagTaskMessage,
+        stored: StoredJob,
+        run: Run,
+        task: DagTask,
+        tasks: dict[str, TaskState],
+        priority: str,
+    ) -> Outcome:
+        """Every item has ended: the map task succeeds if no more than its tolerated share of items failed.
+        The Map state's results say which (an item caught after its last failure or time-out is {"failed": true})."""
+        assert task.map is not None
+        mine = tasks.get(task.name)
+        if mine is None or mine.status is not TaskStatus.RUNNING:
+            if mine is not None and mine.status in TASK_TERMINAL:
+                self.workflows.succeed(message.token, {"task": task.name, "status": mine.status.value})
+            return Outcome("duplicate", f"map task {task.name} already judged", run=run, priority=priority)
+        results = message.results or []
+        failed = sum(1 for result in results if isinstance(result, dict) and result.get("failed"))
+        share = 100.0 * failed / len(results) if results else 0.0
+        summary = json.dumps({"items": len(results), "succeeded": len(results) - failed, "failed": failed})
+        now = self.clock()
+        for name, state in tasks.items():  # items the state machine timed out never reported: they end here
+            if name.startswith(f"{task.name}[") and state.status not in TASK_TERMINAL:
+                self.runs.finish_task(
+                    run.job,
+                    run.run_id,
+                    name,
+                    status=TaskStatus.TIMED_OUT,
+                    now=now,
+                    expires_at=_expiry(run, stored.spec),
+                )
+        if share <= task.map.tolerated_failure_percentage:
+            result = TargetResult("succeeded", output=summary)
+        else:
+            tolerated = f"{task.map.tolerated_failure_percentage:g}%"
+            error = f"{failed} of {len(results)} items failed ({share:.0f}%; tolerated {tolerated})"
+            result = TargetResult("failed", output=summary, error=error, retryable=False)
+        return self._record(run, stored, task, mine.attempt, message.token, result, priority)
 
     def _wait_for_data(
         self,
@@ -260,7 +348,7 @@ class DagRuns:
         if isinstance(claimed, Outcome):
             return claimed
         failed = TargetResult("failed", error=error, retryable=False)
-        return self._record(run, stored, task, message.attempt, message.token, failed, priority)
+        return self._record(run, stored, task, message.attempt, message.token, failed, priority, record=message.record)
 
     def _claim_task(
         self,
@@ -276,7 +364,7 @@ class DagRuns:
         claimed = self.runs.claim_task(
             run.job,
             run.run_id,
-            message.task,
+            message.record,
             attempt=message.attempt,
             token=message.token,
             now=now,
@@ -312,7 +400,7 @@ class DagRuns:
                 attempt=message.attempt,
                 scheduled_at=message.scheduled_at,
                 correlation_id=run.correlation_id,
-                task=message.task,
+                task=message.record,  # an item's own idempotency key: run id + task[index] + attempt
                 trigger=run.trigger,
                 payload_override=payload,
             )
@@ -329,7 +417,9 @@ class DagRuns:
             return Outcome("pending", f"task {message.task} waits for approval", run=run, priority=priority)
         if attempt.result.outcome == "pending":
             return Outcome("pending", f"task {message.task} waits for its callback", run=run, priority=priority)
-        return self._record(run, stored, task, message.attempt, message.token, attempt.result, priority)
+        return self._record(
+            run, stored, task, message.attempt, message.token, attempt.result, priority, record=message.record
+        )
 
     def _decide(
         self,
@@ -493,7 +583,7 @@ class DagRuns:
         self, run: Run, stored: StoredJob, graph: Graph, tasks: dict[str, TaskState], result: TaskStatus
     ) -> None:
         counts: dict[str, int] = {}
-        for state in tasks.values():
+        for state in (tasks[name] for name in graph if name in tasks):  # the tasks, not a map task's items
             counts[state.status.value.lower()] = counts.get(state.status.value.lower(), 0) + 1
         summary = f"{len(graph)} tasks: " + ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
         failing = next(
@@ -538,10 +628,13 @@ class DagRuns:
         token: str,
         result: TargetResult,
         priority: str,
+        *,
+        record: str | None = None,
     ) -> Outcome:
+        """An attempt's outcome on the task's record (``record``: one item of a map task), reported to its token."""
         now = self.clock()
         runs = self.runs
-        name = task.name
+        name = record or task.name
         superseded = Outcome("superseded", f"task {name} attempt {attempt} is no longer running", priority=priority)
 
         def finish(status: TaskStatus, *, error: str | None = None) -> bool:
@@ -562,7 +655,7 @@ class DagRuns:
         if result.outcome == "succeeded" and name in stored.spec.dag_outputs():
             kept = self._keep_output(run, stored, name, attempt, result)
             if isinstance(kept, TargetResult):
-                return self._record(run, stored, task, attempt, token, kept, priority)
+                return self._record(run, stored, task, attempt, token, kept, priority, record=record)
             if not kept:
                 return superseded
         if result.outcome == "succeeded":
@@ -624,7 +717,7 @@ class DagRuns:
         if mine.status is TaskStatus.RETRYING:
             self.workflows.fail(message.token, TASK_FAILED, mine.error or "failed")
             return Outcome("duplicate", f"task {mine.name} retry reported again", run=run, priority=priority)
-        task = _task(stored.spec, mine.name)
+        task = _task(stored.spec, message.task)  # an item's record is named task[index]; its task is the map task
         if task is not None and isinstance(task.target, CallbackTarget):
             return Outcome("duplicate", f"task {mine.name} waits for its callback", run=run, priority=priority)
         if mine.lease_until is not None and mine.lease_until > now:
@@ -641,6 +734,7 @@ class DagRuns:
                 message.token,
                 TargetResult("failed", error=f"{TASK_LOST}: attempt {mine.attempt} lost (its worker stopped)"),
                 priority,
+                record=mine.name,
             )
         return Outcome("duplicate", "task no longer in the job", run=run, priority=priority)
 
