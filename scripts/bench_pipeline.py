@@ -14,7 +14,8 @@ Modelled, and printed as assumptions: the worker's event source delivers full ba
 processes them concurrently; each AWS call takes 6 ms in-region.
 
 Then a 5-task diamond DAG runs on moto's Step Functions interpreter: state transitions per run (billed
-at $25 per million), with and without a retried task, and the DynamoDB and SQS work per DAG run.
+at $25 per million), with and without a retried task, and the DynamoDB and SQS work per DAG run; then the
+example pipeline (examples/jobs/cost-cleanup.yaml: checks, data between tasks, a map, an approval), approved at once.
 
 Then container runs (ECS, Fargate) through the dispatcher, the worker and the intake that their task's state change
 reaches: what the scheduler adds to each (``container_run_cost_per_million_usd=``), with the task's own Fargate price
@@ -43,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stack lives with the tests
 
+import yaml
 from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
@@ -50,6 +52,8 @@ from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, WORKER_BATCH, IndexDefin
 from scripts.idle_cost import report as idle_cost_report
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
+ROOT = Path(__file__).resolve().parents[1]
+PIPELINE_EXAMPLE = "examples/jobs/cost-cleanup.yaml"  # checks, data between tasks, a map, an approval
 PRICE_WRITE_UNIT = 0.625e-6
 PRICE_READ_UNIT = 0.125e-6
 PRICE_SQS_REQUEST = 0.40e-6
@@ -567,6 +571,59 @@ def dag_scenario(runs: int) -> list[str]:
     return lines
 
 
+def pipeline_scenario(runs: int) -> list[str]:
+    """The example pipeline (examples/jobs/cost-cleanup.yaml: checks, data between tasks, a map over three
+    accounts, an approval) on moto's Step Functions interpreter: transitions and work per run, approved at once."""
+    from infra.local.moto_patches import fresh_task_token_per_attempt
+    from jobsched.core.runs import TaskStatus
+    from jobsched.pipeline.approvals import decide
+
+    fresh_task_token_per_attempt()
+    document = yaml.safe_load((ROOT / PIPELINE_EXAMPLE).read_text())
+    document["schedule"] = {"expression": "* * * * *"}
+    lines = [f"== DAG: the example pipeline ({PIPELINE_EXAMPLE}), {runs} runs"]
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        clock = Clock("2027-01-04T08:59:00Z")
+        stack = Stack(clock, FakeLambdas(functions={"jobsched-example-echo": lambda event: {"echo": event}}))
+        stack.register(document)
+        job = f"{document['team']}/{document['name']}"
+        meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
+        meter.wrap(stack.dynamodb, "dynamodb")
+        meter.wrap(stack.sqs, "sqs")
+        counts = []
+        for _ in range(runs):
+            stack.tick()
+            clock.advance(timedelta(minutes=1))
+            run_id = clock().strftime("%Y%m%dT%H%M00Z")
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                stack.pump()
+                run = stack.runs.get(job, run_id)
+                if run is not None and run.status.value not in ("RUNNING", "SCHEDULED"):
+                    break
+                waiting = stack.runs.tasks(job, run_id).get("approve-deletion") if run is not None else None
+                if waiting is not None and waiting.status is TaskStatus.RUNNING:
+                    decide(
+                        stack.jobs, stack.worker.dags, job, run_id, "approve-deletion",
+                        approved=True, principal="bench", now=clock(),
+                    )  # fmt: skip
+                time.sleep(0.02)
+            assert run is not None and run.execution_arn, f"run {run_id} did not start"
+            assert run.status.value == "SUCCEEDED", f"{run_id}: {run.status} {run.error}"
+            while stack.stepfunctions.describe_execution(executionArn=run.execution_arn)["status"] == "RUNNING":
+                time.sleep(0.02)
+            counts.append(stack.workflows.billed_transitions(run.execution_arn))
+        per_run = sum(counts) / len(counts)
+        writes = sum(meter.write_units.values()) / runs
+        lines.append(
+            f"  approved at once: transitions/run {per_run:.1f} (1 + find-idle 1 + map: list 1, Map 1, 3 items, "
+            f"judgement 1 + approval 1 + delete 1 = 10); Step Functions "
+            f"${per_run * PRICE_STATE_TRANSITION * 1e6:,.0f} per million runs; DynamoDB write units/run {writes:.1f}"
+        )
+        lines.append(f"pipeline_transitions_per_run={per_run:.1f}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Cost per million runs of the pipeline, against moto.")
     parser.add_argument("--runs", type=int, default=2000)
@@ -600,6 +657,7 @@ def main() -> None:
         totals.append((scenario.runs, total, provisioned))
     if args.dag_runs:
         print("\n".join(dag_scenario(args.dag_runs)))
+        print("\n".join(pipeline_scenario(args.dag_runs)))
     if args.container_runs:
         print("\n".join(container_scenario(args.container_runs)))
     runs_in_all = sum(runs for runs, _, _ in totals)

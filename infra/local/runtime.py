@@ -64,6 +64,8 @@ EVENT_EXAMPLES = (
 # its first task waiting 3 minutes for the day's _SUCCESS marker (the file itself says 03:00 and 2 hours).
 WAIT_EXAMPLE = "examples/jobs/nightly-waits-for-file.yaml"
 WAIT_EXAMPLE_SHORT = {"schedule": "*/5 * * * *", "timeout": "3m"}
+# The pipeline with checks, data between tasks, a map and an approval: run with `jobsched trigger`, then approve.
+PIPELINE_EXAMPLE = "examples/jobs/cost-cleanup.yaml"
 # Container jobs (ECS): their files name placeholder subnets; make run gives them its own VPC's (moto checks them).
 CONTAINER_EXAMPLES = tuple(
     f"examples/containers/{name}.yaml"
@@ -581,11 +583,14 @@ class LocalRuntime:
         nightly["schedule"]["expression"] = WAIT_EXAMPLE_SHORT["schedule"]
         nightly["dag"]["tasks"][0]["wait"]["timeout"] = WAIT_EXAMPLE_SHORT["timeout"]
         client.call("PUT", f"/teams/{nightly['team']}/jobs/{nightly['name']}", nightly)
+        pipeline = yaml.safe_load((ROOT / PIPELINE_EXAMPLE).read_text())
+        client.call("PUT", f"/teams/{pipeline['team']}/jobs/{pipeline['name']}", pipeline)
         log.info(
-            "example jobs registered for team 'examples': %s, and the ones in %s and %s (a short window)",
+            "example jobs registered for team 'examples': %s, and the ones in %s, %s (a short window) and %s",
             ", ".join(jobs),
             ", ".join(EVENT_EXAMPLES),
             WAIT_EXAMPLE,
+            PIPELINE_EXAMPLE,
         )
 
     def _start_container_agent(self) -> None:

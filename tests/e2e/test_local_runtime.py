@@ -132,6 +132,32 @@ def test_the_example_pipelines_checks_warn_and_page_once_and_its_load_reads_the_
     assert pages[0]["subject"].startswith("[jobsched, warning] examples/pipeline: warning check failed")
 
 
+def test_the_example_pipeline_checks_fans_out_waits_for_approval_and_deletes_with_the_approver(
+    runtime: LocalRuntime,
+) -> None:
+    """examples/jobs/cost-cleanup.yaml under make run: every DAG feature in one run, approved with the CLI."""
+    base = "/teams/examples/jobs/cost-cleanup"
+    started = call(runtime, "POST", f"{base}/trigger", {}, team="examples")[1]
+    run_id = started["run_id"]
+
+    def task(name: str) -> dict[str, Any]:
+        tasks = run_of(runtime, "cost-cleanup", run_id, "examples").get("tasks") or []
+        return next((t for t in tasks if t["name"] == name), {"status": None})
+
+    wait_for(lambda: task("approve-deletion")["status"] == "RUNNING", seconds=60)
+    sized = task("size-each-account")
+    assert sized["status"] == "SUCCEEDED" and sized["items"] == {"total": 3, "succeeded": 3, "failed": 0, "running": 0}
+    assert [c["passed"] for c in task("find-idle")["checks"]] == [True, True]
+    typed = ["approve", "examples/cost-cleanup", run_id, "approve-deletion", "--comment", "checked"]
+    command = [str(Path(sys.executable).with_name("jobsched")), *typed, "--api", runtime.api_url]
+    approved = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert approved.returncode == 0, approved.stderr
+    done = wait_for(finished(runtime, "cost-cleanup", run_id, "examples"), 60)
+    assert done["status"] == "SUCCEEDED"
+    deleted = json.loads(task("delete")["output"])["echo"]["payload"]
+    assert deleted == {"snapshots": ["snap-0a1", "snap-0b2"], "approved_by": DEFAULT_ADMIN}  # the CLI's principal
+
+
 def test_a_job_that_keeps_failing_ends_failed_with_one_escalation(runtime: LocalRuntime) -> None:
     body = {
         "target": {"type": "lambda", "function": "jobsched-example-flaky", "payload": {"fail_times": 9}},
@@ -198,6 +224,7 @@ def test_the_example_jobs_are_registered(runtime: LocalRuntime) -> None:
         "resumable-export",
         "reindex-shards",
         "failing-reindex",
+        "cost-cleanup",
     }
 
 
