@@ -348,6 +348,7 @@ class Functions(Construct):
         )
         storage.jobs.grant_read_write_data(self.console_actions)
         storage.runs.grant_read_write_data(self.console_actions)
+        queues.escalations.grant_send_messages(self.console_actions)  # an approval's decision resolves its page
         for priority in PRIORITIES:
             for queue in queues.shards[priority]:
                 queue.grant_send_messages(self.console_actions)

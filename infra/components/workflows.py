@@ -71,13 +71,15 @@ class Workflows(Construct):
         functions.worker.add_to_role_policy(
             iam.PolicyStatement(actions=["states:StartExecution"], resources=[machines], conditions=job_tagged)
         )
-        for function in (functions.worker, functions.api, functions.heartbeat):
+        # The console's actions function answers approval tasks (a person's decision) on their tokens.
+        for function in (functions.worker, functions.api, functions.heartbeat, functions.console_actions):
             function.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
                     resources=[machines],
                 )
             )
+        for function in (functions.worker, functions.api, functions.heartbeat):
             function.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["states:StopExecution", "states:DescribeExecution"], resources=[executions]
@@ -86,6 +88,12 @@ class Workflows(Construct):
         machine_prefix = stack.format_arn(
             service="states", resource="stateMachine", resource_name=self.prefix, arn_format=colon_arn_format()
         )
-        for function in (functions.api, functions.dispatcher, functions.worker, functions.heartbeat):
+        for function in (
+            functions.api,
+            functions.dispatcher,
+            functions.worker,
+            functions.heartbeat,
+            functions.console_actions,
+        ):
             function.add_environment(Env.WORKFLOW_ROLE, self.role.role_arn)
             function.add_environment(Env.STATE_MACHINE_PREFIX, machine_prefix)

@@ -40,6 +40,8 @@ class LocalControls:
         query = {"action": button.action, "job": button.job}
         if button.run_id:
             query |= {"run_id": button.run_id, "force": "true" if button.force else "false"}
+        if button.task:
+            query["task"] = button.task
         return f'<a class="btn" href="{escape(ACT)}?{escape(urlencode(query))}">{escape(button.label)}</a>'
 
     def preamble(self, team: str) -> str:
@@ -163,8 +165,10 @@ def _confirm(viewer: Principal, query: dict[str, str], jobs: JobsStore, runs: Ru
         run = runs.get(job, run_id) if RUN_ID.fullmatch(run_id) else None
         if run is None:
             raise views.NotFound(f"no run {run_id} of {job}")
-        offered = render.run_buttons(run, dag=stored.spec.dag is not None)
-    matching = [b for b in offered if b.action == query.get("action")]
+        tasks = runs.tasks(job, run_id) if stored.spec.dag is not None else {}
+        waiting = views.waiting_approvals(stored.spec, tasks)
+        offered = render.run_buttons(run, dag=stored.spec.dag is not None, waiting=waiting)
+    matching = [b for b in offered if b.action == query.get("action") and b.task == (query.get("task") or None)]
     if not matching:
         body = f"<p>{escape(job)} offers no {escape(query.get('action', ''))} now.</p>" + _job_link(job)
         return views.View("Nothing to do", body, status=409)
@@ -172,6 +176,8 @@ def _confirm(viewer: Principal, query: dict[str, str], jobs: JobsStore, runs: Ru
     hidden = {"action": button.action, "job": button.job}
     if button.run_id:
         hidden |= {"run_id": button.run_id, "force": "true" if button.force else "false"}
+        if button.task:
+            hidden["task"] = button.task
     fields = "".join(f'<input type="hidden" name="{k}" value="{escape(v)}">' for k, v in hidden.items())
     if button.action == "pause":
         fields += (

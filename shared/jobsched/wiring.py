@@ -327,4 +327,5 @@ def action_stores(settings: Settings) -> ActionStores:
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=metered_runs(settings),
         queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
+        dags=build_worker(settings).dags,  # approvals answered from the console (its clients are made lazily)
     )

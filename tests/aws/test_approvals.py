@@ -5,9 +5,13 @@ rejected (FAILED, not retried, the tasks after it skipped) or timed out; the app
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import pytest
 
+from jobsched.console.actions import ActionStores, handle_action
+from jobsched.console.widget import Viewer, WidgetControls, render_widget
 from jobsched.core.messages import DagTaskFailure
 from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus, TaskStatus
@@ -123,3 +127,25 @@ def test_an_approval_is_never_decided_with_a_callback_token_and_its_state_waits_
     assert "Retry" not in state and state["TimeoutSeconds"] == 2 * 3600 + 60
     bad = ApiClient(waiting).call("POST", f"/teams/data/jobs/etl/runs/{FIRST}/tasks/cleanup/approve")
     assert bad.status == 422 and bad.body["error"]["code"] == "not_an_approval"
+
+
+def test_the_console_run_page_approves_a_waiting_approval_as_the_person_it_names(
+    waiting: Stack, clock: Clock, lambdas: FakeLambdas
+) -> None:
+    actions_fn = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-test-ConsoleActions"
+    params = {"view": "run", "team": "data", "job": "etl", "run_id": FIRST}
+    shown: dict[str, Any] = {"widgetContext": {"params": params}}
+    controls = WidgetControls(actions_fn, frozenset({"data"}))
+    page = render_widget(shown, waiting.jobs, waiting.runs, clock(), controls, viewer=Viewer("data"))
+    bodies = [json.loads(body) for body in re.findall(r'<cwdb-action action="call"[^>]*>([^<]+)<', page)]
+    assert [(b["action"], b["task"]) for b in bodies] == [("approve", "approve"), ("reject", "approve")]
+    assert "Delete the 40 snapshots listed in the report?" in page
+    stores = ActionStores(waiting.jobs, waiting.runs, waiting.queues, dags=waiting.worker.dags)
+    event = {**bodies[0], "widgetContext": {"forms": {"all": {}}, "params": params}}
+    done = handle_action(
+        event, invoked_function_arn=f"{actions_fn}:team-data", request_id="r1", stores=stores, now=clock()
+    )
+    assert done.ok, done
+    drive(waiting, finished(waiting))
+    assert run_of(waiting).status is RunStatus.SUCCEEDED
+    assert json.loads(tasks_of(waiting)["approve"].output or "{}")["by"].startswith("console:")

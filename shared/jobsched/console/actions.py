@@ -1,5 +1,5 @@
-"""The console's actions: pause (with a reason), resume, trigger and rerun (a DAG run also from its failure),
-from a button on a page.
+"""The console's actions: pause (with a reason), resume, trigger, rerun (a DAG run also from its failure), and
+approve or reject a DAG run's waiting approval, from a button on a page.
 
 Each action runs the API's own domain functions (``pause_job``, ``resume_job``, ``trigger_run``,
 ``rerun_run``) behind the API's own checks: the principal must act for the job's team
@@ -24,14 +24,16 @@ from jobsched.core.logs import JOB, RUN_ID
 from jobsched.core.records import CONSOLE_PRINCIPAL_PREFIX, StoredJob
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import NAME
+from jobsched.pipeline.approvals import decide
+from jobsched.pipeline.dag_tasks import DagRuns
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from jobsched.pipeline.triggers import trigger_run
 from jobsched.ports import TaskRunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job, resume_job
 from jobsched.schedule.fires import next_fire
 
-ActionKind = Literal["pause", "resume", "trigger", "rerun", "rerun_from_failure"]
-ACTIONS: tuple[ActionKind, ...] = ("pause", "resume", "trigger", "rerun", "rerun_from_failure")
+ActionKind = Literal["pause", "resume", "trigger", "rerun", "rerun_from_failure", "approve", "reject"]
+ACTIONS: tuple[ActionKind, ...] = ("pause", "resume", "trigger", "rerun", "rerun_from_failure", "approve", "reject")
 MAX_REASON = 500  # as the API's PauseRequest
 CONSOLE_ALIAS_PREFIX = "team-"  # the actions function's alias per team: its name is the team's authority
 
@@ -51,6 +53,7 @@ class ActionStores:
     jobs: ActionJobs
     runs: TaskRunsPort
     queues: WorkQueuesPort
+    dags: DagRuns | None = None  # approvals: a DAG run's waiting approval task is answered through it
 
 
 class ActionRequest(BaseModel):
@@ -62,6 +65,7 @@ class ActionRequest(BaseModel):
     action: ActionKind
     job: str = Field(pattern=JOB.pattern)
     run_id: str | None = Field(default=None, pattern=RUN_ID.pattern)
+    task: str | None = Field(default=None, pattern=NAME.pattern)  # approve, reject: the approval task
     force: bool = False
     reason: str | None = Field(default=None, max_length=MAX_REASON)
 
@@ -149,6 +153,21 @@ def act(request: ActionRequest, *, principal: Principal, stores: ActionStores, n
         return ActionResult(False, f"Not done ({code})", message(error), status)
 
 
+def _answer(request: ActionRequest, stores: ActionStores, who: str, now: datetime) -> ActionResult:
+    """Approve or reject a waiting approval task, as the person the console names."""
+    if request.task is None or request.run_id is None:
+        return ActionResult(False, "Not done", "task: which approval task to answer", 422)
+    if stores.dags is None:
+        return ActionResult(False, "Not done", "this deployment cannot answer approvals from the console", 422)
+    approved = request.action == "approve"
+    decide(
+        stores.jobs, stores.dags, request.job, request.run_id, request.task, approved=approved, principal=who, now=now
+    )
+    verb = "Approved" if approved else "Rejected"
+    after = "the tasks after it run" if approved else "the tasks that need it are skipped"
+    return ActionResult(True, f"{verb} {request.task}", f"{request.job} run {request.run_id}: {after}.")
+
+
 def _carry_out(request: ActionRequest, principal: Principal, stores: ActionStores, now: datetime) -> ActionResult:
     jobs, job, who = stores.jobs, request.job, principal.arn
     if request.action == "pause":
@@ -166,6 +185,8 @@ def _carry_out(request: ActionRequest, principal: Principal, stores: ActionStore
         return ActionResult(True, f"Triggered {job}", f"Run {run.run_id} is queued.", 202)
     if request.run_id is None:
         return ActionResult(False, "Not done", "run_id: which run to rerun", 422)
+    if request.action in ("approve", "reject"):
+        return _answer(request, stores, who, now)
     from_failure = request.action == "rerun_from_failure"  # a DAG run: keep what succeeded, run the rest
     run = rerun_run(
         jobs,

@@ -65,6 +65,7 @@ class Button:
     confirmation: str
     run_id: str | None = None
     force: bool = False
+    task: str | None = None  # approve, reject: the approval task
 
 
 class Controls(Protocol):
@@ -86,11 +87,26 @@ def job_buttons(job: str, state: str) -> list[Button]:
     return [pause_or_resume, Button("trigger", job, "Trigger", f"Run {job} now, once?")]
 
 
-def run_buttons(run: Run, *, dag: bool) -> list[Button]:
+def approval_buttons(run: Run, waiting: Sequence[tuple[str, str]]) -> list[Button]:
+    """Approve and reject for each approval task the run waits on: (task, its question)."""
+    offered = []
+    for task, question in waiting:
+        asked = f" ({question})" if question else ""
+        offered += [
+            Button("approve", run.job, f"Approve {task}", f"Approve {task} of run {run.run_id}{asked}?", run.run_id,
+                   task=task),
+            Button("reject", run.job, f"Reject {task}", f"Reject {task} of run {run.run_id}? It fails, and the "
+                   "tasks that need it are skipped.", run.run_id, task=task),
+        ]  # fmt: skip
+    return offered
+
+
+def run_buttons(run: Run, *, dag: bool, waiting: Sequence[tuple[str, str]] = ()) -> list[Button]:
     """Rerun a finished run with its own instant; a SUCCEEDED one only when asked twice (force). A DAG run that
-    did not succeed is also offered a re-execution from its failure (its succeeded tasks kept)."""
+    did not succeed is also offered a re-execution from its failure (its succeeded tasks kept). A run waiting on
+    approval tasks (``waiting``: task, question) offers approve and reject for each."""
     if run.status not in TERMINAL:
-        return []
+        return approval_buttons(run, waiting)
     force = run.status is RunStatus.SUCCEEDED
     when = f"{instant_text(run.scheduled_at)} (run {run.run_id}, a new attempt)"
     question = f"Run {run.job} again for {when}?" if not dag else f"Run every task of {run.job} again for {when}?"

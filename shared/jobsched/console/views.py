@@ -13,7 +13,8 @@ from typing import Protocol
 from jobsched.console import render
 from jobsched.console.palette import look
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
-from jobsched.core.runs import instant_text
+from jobsched.core.runs import TaskStatus, instant_text
+from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
 from jobsched.registry.dependencies import dependencies
 from jobsched.schedule.engine import CompiledSchedule, Occurrence
@@ -219,9 +220,21 @@ def run(
     order = [name for name in order if graph is None or name in graph] + [n for n in (graph or {}) if n not in order]
     team_name, name = job_key.split("/", 1)
     nav = _nav(links, ("teams", team_name), ("jobs", name), ("runs", run_id))
-    acts = render.buttons(controls, render.run_buttons(found, dag=stored.spec.dag is not None))
+    waiting = waiting_approvals(stored.spec, tasks)
+    acts = render.buttons(controls, render.run_buttons(found, dag=stored.spec.dag is not None, waiting=waiting))
     head = f"<p>{acts}</p>" if acts else ""
     return View(f"Run {run_id} of {job_key}", head + render.run_view(found, tasks, graph, order, now), nav)
+
+
+def waiting_approvals(spec: JobSpec, tasks: dict[str, TaskState]) -> list[tuple[str, str]]:
+    """(task, question) of each approval task that waits for an answer (RUNNING)."""
+    return [
+        (task.name, task.target.message)
+        for task in (spec.dag.tasks if spec.dag else [])
+        if isinstance(task.target, ApprovalTarget)
+        and task.name in tasks
+        and tasks[task.name].status is TaskStatus.RUNNING
+    ]
 
 
 def incidents(jobs: ConsoleJobs, *, now: datetime, links: render.Links, teams: Collection[str] | None = None) -> View:

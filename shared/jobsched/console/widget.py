@@ -81,6 +81,8 @@ class WidgetControls:
         params: dict[str, Any] = {"action": button.action, "job": button.job}
         if button.run_id:
             params |= {"run_id": button.run_id, "force": button.force}
+        if button.task:
+            params["task"] = button.task
         # JSON as the element's text: <, > and & written as \u escapes, so no value can leave the element.
         text = json.dumps(params).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         return (
