@@ -71,15 +71,17 @@ class Workflows(Construct):
         functions.worker.add_to_role_policy(
             iam.PolicyStatement(actions=["states:StartExecution"], resources=[machines], conditions=job_tagged)
         )
-        # The console's actions function answers approval tasks (a person's decision) on their tokens.
-        for function in (functions.worker, functions.api, functions.heartbeat, functions.console_actions):
+        # The console's actions function answers approval tasks (a person's decision) on their tokens, nothing more.
+        functions.console_actions.add_to_role_policy(
+            iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:SendTaskFailure"], resources=[machines])
+        )
+        for function in (functions.worker, functions.api, functions.heartbeat):
             function.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
                     resources=[machines],
                 )
             )
-        for function in (functions.worker, functions.api, functions.heartbeat):
             function.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["states:StopExecution", "states:DescribeExecution"], resources=[executions]

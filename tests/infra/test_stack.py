@@ -349,11 +349,15 @@ def test_console_actions_act_only_through_a_team_alias_that_iam_grants_by_the_ca
     template = dev[0]
     name, actions_fn = function_by_handler(template, "functions.console_actions.handler.handler")
     assert actions_fn["Architectures"] == ["arm64"]
-    # What an action may touch: the two tables, the work queues (trigger, rerun), the runs bus (a cancelled run's
-    # Run Finished), and nothing else.
+    # What an action may touch: the two tables, the work queues (trigger, rerun) and the escalation queue, the runs
+    # bus (a cancelled run's Run Finished), an approval task's token (approve, reject), and nothing else.
     services = {a.split(":")[0] for a in role_actions(template, actions_fn)}
-    assert services <= {"dynamodb", "kms", "sqs", "xray", "events"}
+    assert services <= {"dynamodb", "kms", "sqs", "xray", "events", "states"}
     assert {a for a in role_actions(template, actions_fn) if a.startswith("events:")} == {"events:PutEvents"}
+    assert {a for a in role_actions(template, actions_fn) if a.startswith("states:")} == {
+        "states:SendTaskSuccess",
+        "states:SendTaskFailure",
+    }
     aliases = resources(template, "AWS::Lambda::Alias")
     assert {a["Name"] for a in aliases.values() if name in json.dumps(a["FunctionName"])} == {
         "team-payments",
