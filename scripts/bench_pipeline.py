@@ -37,6 +37,7 @@ import os
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -496,6 +497,30 @@ def container_scenario(runs: int) -> list[str]:
     return lines
 
 
+def minute_of_a_dag(
+    stack: Stack, clock: Clock, job: str, *, meanwhile: Callable[[str], None] = lambda run_id: None, seconds: float = 30
+) -> int:
+    """A tick, a minute, then the DAG run of that minute driven to its end (``meanwhile`` acts while it runs, e.g.
+    answers its approval); the execution's billed transitions."""
+    stack.tick()
+    clock.advance(timedelta(minutes=1))
+    run_id = clock().strftime("%Y%m%dT%H%M00Z")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        stack.pump()
+        run = stack.runs.get(job, run_id)
+        if run is not None and run.status.value not in ("RUNNING", "SCHEDULED"):
+            break
+        if run is not None:
+            meanwhile(run_id)
+        time.sleep(0.02)
+    assert run is not None and run.execution_arn, f"run {run_id} did not start"
+    assert run.status.value == "SUCCEEDED", f"{run_id}: {run.status} {run.error}"
+    while stack.stepfunctions.describe_execution(executionArn=run.execution_arn)["status"] == "RUNNING":
+        time.sleep(0.02)
+    return stack.workflows.billed_transitions(run.execution_arn)
+
+
 def dag_scenario(runs: int) -> list[str]:
     """A 5-task diamond (extract -> three transforms -> load) on moto's Step Functions interpreter: state
     transitions per run (each state entered), with and without one retried task, and what a DAG run costs."""
@@ -538,23 +563,7 @@ def dag_scenario(runs: int) -> list[str]:
             meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
             meter.wrap(stack.dynamodb, "dynamodb")
             meter.wrap(stack.sqs, "sqs")
-            counts = []
-            for _ in range(runs):
-                stack.tick()
-                clock.advance(timedelta(minutes=1))
-                run_id = clock().strftime("%Y%m%dT%H%M00Z")
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    stack.pump()
-                    run = stack.runs.get("bench/diamond", run_id)
-                    if run is not None and run.status.value not in ("RUNNING", "SCHEDULED"):
-                        break
-                    time.sleep(0.02)
-                assert run is not None and run.execution_arn, f"run {run_id} did not start"
-                assert run.status.value == "SUCCEEDED", f"{run_id}: {run.status} {run.error}"
-                while stack.stepfunctions.describe_execution(executionArn=run.execution_arn)["status"] == "RUNNING":
-                    time.sleep(0.02)
-                counts.append(stack.workflows.billed_transitions(run.execution_arn))
+            counts = [minute_of_a_dag(stack, clock, "bench/diamond") for _ in range(runs)]
             per_run = sum(counts) / len(counts)
             writes = sum(meter.write_units.values()) / runs
             # Sends only (the worker's and the state machine's): the harness polls an empty queue while the
@@ -590,29 +599,14 @@ def pipeline_scenario(runs: int) -> list[str]:
         meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
         meter.wrap(stack.dynamodb, "dynamodb")
         meter.wrap(stack.sqs, "sqs")
-        counts = []
-        for _ in range(runs):
-            stack.tick()
-            clock.advance(timedelta(minutes=1))
-            run_id = clock().strftime("%Y%m%dT%H%M00Z")
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                stack.pump()
-                run = stack.runs.get(job, run_id)
-                if run is not None and run.status.value not in ("RUNNING", "SCHEDULED"):
-                    break
-                waiting = stack.runs.tasks(job, run_id).get("approve-deletion") if run is not None else None
-                if waiting is not None and waiting.status is TaskStatus.RUNNING:
-                    decide(
-                        stack.jobs, stack.worker.dags, job, run_id, "approve-deletion",
-                        approved=True, principal="bench", now=clock(),
-                    )  # fmt: skip
-                time.sleep(0.02)
-            assert run is not None and run.execution_arn, f"run {run_id} did not start"
-            assert run.status.value == "SUCCEEDED", f"{run_id}: {run.status} {run.error}"
-            while stack.stepfunctions.describe_execution(executionArn=run.execution_arn)["status"] == "RUNNING":
-                time.sleep(0.02)
-            counts.append(stack.workflows.billed_transitions(run.execution_arn))
+
+        def approve(run_id: str) -> None:
+            waiting = stack.runs.tasks(job, run_id).get("approve-deletion")
+            if waiting is not None and waiting.status is TaskStatus.RUNNING:
+                decide(stack.jobs, stack.worker.dags, job, run_id, "approve-deletion", approved=True, principal="bench",
+                       now=clock())  # fmt: skip
+
+        counts = [minute_of_a_dag(stack, clock, job, meanwhile=approve, seconds=60) for _ in range(runs)]
         per_run = sum(counts) / len(counts)
         writes = sum(meter.write_units.values()) / runs
         lines.append(
