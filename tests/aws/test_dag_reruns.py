@@ -17,8 +17,9 @@ from jobsched.console.widget import Viewer, WidgetControls, render_widget
 from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight, TaskSelection, rerun_run
+from jobsched.pipeline.triggers import start_backfill
 from tests.aws.api_client import ApiClient, cli_as, team_role
-from tests.aws.harness import Clock, FakeLambdas, Stack
+from tests.aws.harness import Clock, FakeLambdas, Stack, at
 from tests.aws.test_dag import (
     FIRST,
     JOB,
@@ -220,3 +221,33 @@ def test_the_console_run_page_re_executes_a_dag_run_from_its_failure(
     )
     assert done.ok and done.status == 202 and "runs again: transform, load" in done.message, done
     assert run_of(dag_stack).rerun_tasks == ["transform", "load"]
+
+
+def test_a_range_rerun_by_status_re_executes_a_failed_dag_run_in_a_new_execution(
+    dag_stack: Stack, clock: Clock, pipeline: dict[str, Any]
+) -> None:
+    failed_run(dag_stack, clock)
+    first_execution = run_of(dag_stack).execution_arn
+    pipeline["transform_up"] = True
+    start_backfill(
+        dag_stack.jobs,
+        JOB,
+        start=at("2027-01-04T08:30:00Z"),
+        end=at("2027-01-04T09:00:00Z"),
+        max_in_flight=1,
+        now=clock(),
+        principal="data-oncall",
+        statuses=frozenset({RunStatus.FAILED}),
+    )
+    dag_stack.tick()  # the dispatcher paces backfills: it reopens the run and sends its next attempt
+    dag_stack.pump()
+    drive(dag_stack, finished(dag_stack))
+    run = run_of(dag_stack)
+    assert run.status is RunStatus.SUCCEEDED and run.attempt == 2
+    assert run.execution_arn is not None and run.execution_arn != first_execution  # a new execution ran it
+    assert {name: state.status for name, state in tasks_of(dag_stack).items()} == {
+        "extract": TaskStatus.SUCCEEDED,
+        "transform": TaskStatus.SUCCEEDED,
+        "load": TaskStatus.SUCCEEDED,
+    }
+    assert pipeline["extracted"] == 2  # a range rerun runs every task again
