@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from jobsched.console import render
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
-from tests.aws.api_client import ApiClient, team_role
+from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack
 from tests.aws.test_dag import (
     FIRST,
@@ -58,7 +60,7 @@ def fifty_parts(lambdas: FakeLambdas, *, failing: set[int]) -> dict[str, list[in
 
 
 def test_a_map_over_50_items_with_2_failing_succeeds_within_a_10_percent_tolerance(
-    dag_stack: Stack, clock: Clock, lambdas: FakeLambdas
+    dag_stack: Stack, clock: Clock, lambdas: FakeLambdas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = fifty_parts(lambdas, failing={7, 31})
     start_run(
@@ -85,6 +87,8 @@ def test_a_map_over_50_items_with_2_failing_succeeds_within_a_10_percent_toleran
     assert [task["name"] for task in view["tasks"]] == ["list", "each", "report"]  # items grouped under their task
     each = next(task for task in view["tasks"] if task["name"] == "each")
     assert each["items"] == {"total": 50, "succeeded": 48, "failed": 2, "running": 0}
+    code, printed = cli_as(ApiClient(dag_stack), team_role("data"), monkeypatch)("run", "data/etl", FIRST)
+    assert code == 0 and "48/50 ok, 2 failed" in printed, printed  # `jobsched run`'s task table
     page = render.gantt(run_of(dag_stack), tasks, ["list", "each", "report"], clock())
     assert "[50 items: 48 succeeded, 2 failed, 0 running]" in page
     # 1 (Parallel) + list + report + map: its list, the Map state, 50 items, 2 retries, 2 caught, its judgement

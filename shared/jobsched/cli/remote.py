@@ -86,6 +86,8 @@ def _cell(row: dict[str, Any], key: str) -> str:
         return ",".join(value) or "-"
     if isinstance(value, list):
         return str(value[0]) if value else "-"
+    if key == "items" and isinstance(value, dict):  # a map task's items
+        return f"{value.get('succeeded', 0)}/{value.get('total', 0)} ok, {value.get('failed', 0)} failed"
     return "-" if value is None else str(value)
 
 
@@ -113,6 +115,7 @@ TASK_COLUMNS = [
     ("STATUS", "status"),
     ("ATTEMPT", "attempt"),
     ("AFTER", "depends_on"),
+    ("ITEMS", "items"),
     ("STARTED", "started_at"),
     ("FINISHED", "finished_at"),
     ("ERROR", "error"),
