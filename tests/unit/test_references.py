@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from jobsched.core.bounds import STORED
 from jobsched.core.references import MAX_REFERENCES, MissingValue, parse_output, render
 from jobsched.core.spec import JobSpec
 
@@ -118,3 +120,18 @@ def test_a_map_runs_over_one_upstream_reference_with_a_synchronous_target_and_on
     assert [code for code, _, _ in errors(dag(task("extract"), stray))] == ["item_outside_map"]
     too_wide = {**task("each", "extract"), "map": {**over, "max_concurrency": 41}}
     assert [loc[-1] for _, loc, _ in errors(dag(task("extract"), too_wide))] == ["max_concurrency"]
+
+
+def test_a_job_stored_before_references_existed_still_reads_back_with_its_text() -> None:
+    """Stricter checks apply to what teams send, not to what is stored: a payload that held {{ ... }} text before
+    #32 reads back (its task then fails with the reference named, instead of the job becoming unreadable)."""
+    stored = dag(task("extract"), task("load", payload={"note": "{{ tasks.nope.output }} {{ item }} {{ tasks.x..y }}"}))
+    single = {"name": "j", "team": "t", "target": {"type": "lambda", "function": "f", "payload": "{{ item }}"}}
+    for document in (stored, single):
+        with pytest.raises(ValidationError):
+            JobSpec.model_validate(document)
+        JobSpec.model_validate_json(json.dumps(document), context=STORED)
+    spec = JobSpec.model_validate_json(json.dumps(stored), context=STORED)
+    assert spec.dag_outputs() == {"nope"}  # the parsable one; the malformed one reads nothing
+    with pytest.raises(MissingValue):
+        render(spec.dag.tasks[1].target.payload, {})  # type: ignore[union-attr]

@@ -30,7 +30,7 @@ ROOT = re.compile(r"^tasks\.(?P<task>[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\.outp
 ITEM = ""  # the task a reference names when it reads a map task's item (``{{ item.path }}``), not an output
 
 
-class ReferenceError(ValueError):
+class BadReference(ValueError):
     """A reference that cannot be resolved as written: the message says what is allowed."""
 
 
@@ -55,20 +55,20 @@ def parse_reference(text: str) -> Reference:
         try:
             return Reference(text.strip(), ITEM, parse_steps(text.strip().removeprefix("item"), text.strip()))
         except CheckDefinitionError:
-            raise ReferenceError(
+            raise BadReference(
                 f"'{{{{ {text.strip()} }}}}': after item come .name, [\"name\"] or [index] steps"
                 " (e.g. {{ item.key }})"
             ) from None
     found = ROOT.match(text.strip())
     if found is None:
-        raise ReferenceError(
+        raise BadReference(
             f"'{{{{ {text.strip()} }}}}': a reference is tasks.TASK.output followed by .name, [\"name\"] or [index] "
             "steps (e.g. {{ tasks.extract.output.files }})"
         )
     try:
         path = parse_steps(found["path"], text.strip())
     except CheckDefinitionError:
-        raise ReferenceError(
+        raise BadReference(
             f"'{{{{ {text.strip()} }}}}': after tasks.TASK.output come .name, [\"name\"] or [index] steps "
             "(e.g. {{ tasks.extract.output.files[0] }})"
         ) from None
@@ -76,10 +76,10 @@ def parse_reference(text: str) -> Reference:
 
 
 def references_in(payload: Any) -> list[tuple[str, Reference]]:
-    """(where in the payload, reference) of every reference, in document order; ReferenceError for a bad one."""
+    """(where in the payload, reference) of every reference, in document order; BadReference for a bad one."""
     found, problems = scan(payload)
     if problems:
-        raise ReferenceError(problems[0][1])
+        raise BadReference(problems[0][1])
     return found
 
 
@@ -96,7 +96,7 @@ def scan(payload: Any) -> tuple[list[tuple[str, Reference]], list[tuple[str, str
                     return
                 try:
                     found.append((where, parse_reference(match["text"])))
-                except ReferenceError as error:
+                except BadReference as error:
                     problems.append((where, str(error)))
         elif isinstance(value, Mapping):
             for key, item in value.items():
@@ -120,7 +120,10 @@ def has_reference(payload: Any) -> bool:
 
 
 def referenced_tasks(payload: Any) -> set[str]:
-    return {reference.task for _, reference in references_in(payload) if reference.task != ITEM}
+    """The upstream tasks a payload reads (a reference that cannot be parsed, possible only in a job stored before
+    references existed, reads nothing: rendering it fails its task)."""
+    found, _ = scan(payload)
+    return {reference.task for _, reference in found if reference.task != ITEM}
 
 
 def parse_output(text: str | None) -> Any:

@@ -1306,7 +1306,9 @@ class Dag(StrictModel):
         return _validate_with(cls, data, handler, problems)
 
     @model_validator(mode="after")
-    def _references(self) -> Dag:
+    def _references(self, info: ValidationInfo) -> Dag:
+        if is_stored(info):  # checked since #32: a stored job's unresolvable reference fails its task instead
+            return self
         problems = reference_problems(self.tasks)
         if problems:
             raise ValidationError.from_exception_data(
@@ -1506,7 +1508,9 @@ class JobSpec(StrictModel):
 
     @field_validator("target")
     @classmethod
-    def _no_references(cls, value: Target | None) -> Target | None:
+    def _no_references(cls, value: Target | None, info: ValidationInfo) -> Target | None:
+        if is_stored(info):  # checked since #32: text stored before is passed on as it was
+            return value
         if isinstance(value, ApprovalTarget):
             raise _fail("approval_outside_dag", "an approval is a task of a DAG: it holds back the tasks after it")
         payload = getattr(value, "payload", None)

@@ -27,7 +27,15 @@ from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.messages import TASK_TERMINAL, DagTaskFailure, DagTaskMessage
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, StoredJob, TargetResult, TaskState
-from jobsched.core.references import ITEM, MAX_TASK_OUTPUT, MissingValue, has_reference, parse_output, referenced_tasks
+from jobsched.core.references import (
+    ITEM,
+    MAX_TASK_OUTPUT,
+    BadReference,
+    MissingValue,
+    has_reference,
+    parse_output,
+    referenced_tasks,
+)
 from jobsched.core.references import render as render_references
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, TaskStatus, instant_text
 from jobsched.core.spec import MAX_MAP_ITEMS, MAX_PAYLOAD_BYTES, ApprovalTarget, CallbackTarget, DagTask, JobSpec
@@ -205,7 +213,7 @@ class DagRuns:
             outputs[ITEM] = item
         try:
             rendered = render_references(value, outputs)
-        except MissingValue as missing:
+        except (MissingValue, BadReference) as missing:  # a job stored before #32 may hold any {{ ... }} text
             return Unresolved(f"{missing}")
         size = len(json.dumps(rendered, separators=(",", ":")).encode())
         if size > MAX_PAYLOAD_BYTES:
