@@ -2,7 +2,8 @@
 
 A string of a payload that is one reference becomes the referenced value itself (a list stays a list); a
 reference inside a longer string is replaced by the value's text (a string as is, anything else as JSON).
-Only ``{{ tasks.`` opens a reference: other braces in a payload are the team's own and are left alone.
+Only ``{{ tasks.`` and, in a map task's payload, ``{{ item`` open a reference: other braces in a payload are
+the team's own and are left alone.
 
 A reference names an upstream task (one the task depends on, directly or through others) whose target
 returns output (``lambda``, ``http``, ``callback``), then a path into that output: ``.name``, ``["a name"]``,
@@ -51,28 +52,28 @@ class Reference:
 
 
 def parse_reference(text: str) -> Reference:
-    if text.strip() == "item" or text.strip().startswith(("item.", "item[")):
+    text = text.strip()
+    if text == "item" or text.startswith(("item.", "item[")):
         try:
-            return Reference(text.strip(), ITEM, parse_steps(text.strip().removeprefix("item"), text.strip()))
+            return Reference(text, ITEM, parse_steps(text.removeprefix("item"), text))
         except CheckDefinitionError:
             raise BadReference(
-                f"'{{{{ {text.strip()} }}}}': after item come .name, [\"name\"] or [index] steps"
-                " (e.g. {{ item.key }})"
+                f"'{{{{ {text} }}}}': after item come .name, [\"name\"] or [index] steps (e.g. {{{{ item.key }}}})"
             ) from None
-    found = ROOT.match(text.strip())
+    found = ROOT.match(text)
     if found is None:
         raise BadReference(
-            f"'{{{{ {text.strip()} }}}}': a reference is tasks.TASK.output followed by .name, [\"name\"] or [index] "
+            f"'{{{{ {text} }}}}': a reference is tasks.TASK.output followed by .name, [\"name\"] or [index] "
             "steps (e.g. {{ tasks.extract.output.files }})"
         )
     try:
-        path = parse_steps(found["path"], text.strip())
+        path = parse_steps(found["path"], text)
     except CheckDefinitionError:
         raise BadReference(
-            f"'{{{{ {text.strip()} }}}}': after tasks.TASK.output come .name, [\"name\"] or [index] steps "
+            f"'{{{{ {text} }}}}': after tasks.TASK.output come .name, [\"name\"] or [index] steps "
             "(e.g. {{ tasks.extract.output.files[0] }})"
         ) from None
-    return Reference(text.strip(), found["task"], path)
+    return Reference(text, found["task"], path)
 
 
 def references_in(payload: Any) -> list[tuple[str, Reference]]:

@@ -160,7 +160,8 @@ class DagRuns:
         if mine is not None and mine.attempt == message.attempt and mine.status is not TaskStatus.WAITING:
             return self._again(message, stored, run, graph, mine, now)
         if message.item_index is not None:  # one item of a map task that started: its dependencies are done
-            return self._run_item(message, stored, run, task, now, priority)
+            # The upstream outputs it reads were final before its map started: the read above serves.
+            return self._execute_resolved(message, stored, run, task, now, priority, item=message.item, states=tasks)
 
         decision = self._decide(message, stored, run, graph[message.task], task, mine, tasks, now)
         if decision == "wait":
@@ -187,19 +188,39 @@ class DagRuns:
                 return held
         if task.map is not None:
             return self._resolve_map(message, stored, run, task, now, priority)
-        inputs = self._resolved(run, getattr(task.target, "payload", None))
+        return self._execute_resolved(message, stored, run, task, now, priority)
+
+    def _execute_resolved(
+        self,
+        message: DagTaskMessage,
+        stored: StoredJob,
+        run: Run,
+        task: DagTask,
+        now: datetime,
+        priority: str,
+        *,
+        item: Any = NO_ITEM,
+        states: dict[str, TaskState] | None = None,
+    ) -> Outcome:
+        """Execute the task (or one map item) with its payload's references resolved; fail it, unretried, when
+        they cannot be."""
+        inputs = self._resolved(run, getattr(task.target, "payload", None), item=item, states=states)
         if isinstance(inputs, Unresolved):
             return self._fail_unclaimed(message, stored, run, task, now, priority, inputs.error)
         return self._execute(message, stored, run, task, now, priority, payload=inputs)
 
-    def _resolved(self, run: Run, value: Any, *, item: Any = NO_ITEM) -> Any:
+    def _resolved(
+        self, run: Run, value: Any, *, item: Any = NO_ITEM, states: dict[str, TaskState] | None = None
+    ) -> Any:
         """``value`` (a payload, a map's list) with its references resolved from upstream outputs (and a map
         item's value); None when it has none; Unresolved saying why not. Only an upstream that SUCCEEDED has an
-        output to read, and only the one its final attempt wrote."""
+        output to read, and only the one its final attempt wrote. ``states``: the run's tasks when they were just
+        read and cannot have changed since (otherwise they are read here)."""
         if value is None or not has_reference(value):
             return None
         names = referenced_tasks(value)
-        states = self.runs.tasks(run.job, run.run_id) if names else {}
+        if states is None:
+            states = self.runs.tasks(run.job, run.run_id) if names else {}
         succeeded = {
             name: states[name].attempt
             for name in names
@@ -246,14 +267,6 @@ class DagRuns:
             return claimed
         self.workflows.succeed(message.token, {"items": items})
         return Outcome("pending", f"task {task.name}: {len(items)} items", run=run, priority=priority)
-
-    def _run_item(
-        self, message: DagTaskMessage, stored: StoredJob, run: Run, task: DagTask, now: datetime, priority: str
-    ) -> Outcome:
-        inputs = self._resolved(run, getattr(task.target, "payload", None), item=message.item)
-        if isinstance(inputs, Unresolved):
-            return self._fail_unclaimed(message, stored, run, task, now, priority, inputs.error)
-        return self._execute(message, stored, run, task, now, priority, payload=inputs)
 
     def _judge_map(
         self,
@@ -660,7 +673,8 @@ class DagRuns:
                 checks=result.checks,
             )
 
-        if result.outcome == "succeeded" and name in stored.spec.dag_outputs():
+        # A map item's output is its own (the task's is its judgement): only a task's may be read downstream.
+        if result.outcome == "succeeded" and name == task.name and name in stored.spec.dag_outputs():
             kept = self._keep_output(run, stored, name, attempt, result)
             if isinstance(kept, TargetResult):
                 return self._record(run, stored, task, attempt, token, kept, priority, record=record)
