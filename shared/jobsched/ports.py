@@ -358,6 +358,10 @@ class TaskRunsPort(RunsPort, Protocol):
 
     def set_workflow(self, job: str, run_id: str, *, graph: dict[str, Any], execution_arn: str) -> str: ...
     def tasks(self, job: str, run_id: str) -> dict[str, TaskState]: ...
+    def task_states(self, job: str, run_id: str, names: Sequence[str]) -> dict[str, TaskState]:
+        """Only these records, by name (at most 100), read strongly; the absent ones are left out."""
+        ...
+
     def park_task(
         self,
         job: str,

@@ -117,3 +117,15 @@ def test_a_task_output_is_kept_for_its_attempt_and_a_stale_attempt_never_overwri
     assert {name: (o.attempt, o.text) for name, o in found.items()} == {"extract": (2, '{"rows": 2}')}
     # Outputs live apart from the tasks: listing the tasks never reads (or bills) them.
     assert stores.runs.tasks(JOB, RUN) == {}
+
+
+def test_some_task_records_are_read_by_name_and_the_absent_ones_left_out(stores: Stores) -> None:
+    dag_run(stores)
+    lease = T0 + timedelta(minutes=5)
+    for name in ("list", "each[0]", "each[1]"):
+        stores.runs.claim_task(JOB, RUN, name, attempt=1, token=name, now=T0, lease_until=lease, expires_at=EXPIRES)
+    stores.runs.finish_task(JOB, RUN, "list", status=TaskStatus.SUCCEEDED, now=T0, expires_at=EXPIRES, attempt=1)
+    found = stores.runs.task_states(JOB, RUN, ["each[1]", "list", "each[7]", "list"])
+    assert sorted(found) == ["each[1]", "list"]
+    assert found["list"].status is TaskStatus.SUCCEEDED and found["each[1]"].token == "each[1]"
+    assert stores.runs.task_states(JOB, RUN, []) == {}

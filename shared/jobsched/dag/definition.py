@@ -244,7 +244,13 @@ def _map_states(spec: JobSpec, task: DagTask, index: int, queue_url: str, waitin
     resolve |= {"ResultPath": "$.map", "Catch": catch, "Next": items}
     item_body = {"attempt_base.$": "$.base", "item_index.$": "$.index", "item.$": "$.item"}
     item = _task_state(spec, task, queue_url, item_body, attempt_timeout(task) + STATE_MARGIN)
-    item |= {"Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "item failed"}], "End": True}
+    # An item's result is {} (OutputPath null) or {"failed": true}: the Map state's results, which the judging
+    # state carries in one message, stay within Step Functions' 256 KB payload at every list size we allow.
+    item |= {
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "item failed"}],
+        "OutputPath": None,
+        "End": True,
+    }
     if retry := _retry(spec, task):
         item["Retry"] = retry
     fan_out = {

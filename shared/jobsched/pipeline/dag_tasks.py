@@ -151,7 +151,7 @@ class DagRuns:
             self.workflows.fail(message.token, TASK_UNKNOWN, f"task {message.task} is not in the job any more")
             return Outcome("failed", f"unknown task {message.task}", run=run, priority=priority)
 
-        tasks = self.runs.tasks(run.job, run.run_id)
+        tasks = self._records_for(message, run, task)
         if message.map_done:
             return self._judge_map(message, stored, run, task, tasks, priority)
         mine = tasks.get(message.record)
@@ -170,6 +170,14 @@ class DagRuns:
             self._skip_task(message, stored, run, now)
             return Outcome("skipped", f"task {message.task} skipped", run=run, priority=priority)
         return self._start(message, stored, run, graph[message.task], task, now, priority)
+
+    def _records_for(self, message: DagTaskMessage, run: Run, task: DagTask) -> dict[str, TaskState]:
+        """The task records a message needs. One item of a map reads only its own and its payload's upstreams,
+        never the partition that holds every item (that read, once per item, grows with the square of the list)."""
+        if message.item_index is None or message.map_done:
+            return self.runs.tasks(run.job, run.run_id)
+        upstream = referenced_tasks(getattr(task.target, "payload", None))
+        return self.runs.task_states(run.job, run.run_id, [message.record, *sorted(upstream)])
 
     def _start(
         self,
@@ -686,7 +694,7 @@ class DagRuns:
             self.after_step("record_task")
             self.alerts.checks_warned(run, result.checks, task=name)
             self.workflows.succeed(token, {"task": name, "status": TaskStatus.SUCCEEDED.value, "attempt": attempt})
-            self.advance(run, stored)
+            self._advance_after(name, task, run, stored)
             return Outcome("succeeded", f"task {name}", run=run, priority=priority)
         error = result.error or "failed"
         retry = result.retryable and attempt < task_retry(stored.spec, task).max_attempts
@@ -700,8 +708,14 @@ class DagRuns:
         self.workflows.fail(token, TASK_FAILED if result.retryable else TASK_FAILED_PERMANENTLY, error)
         if retry:
             return Outcome("retrying", f"task {name} attempt {attempt} failed: {error}", run=run, priority=priority)
-        self.advance(run, stored)
+        self._advance_after(name, task, run, stored)
         return Outcome("failed", f"task {name}: {error}", run=run, priority=priority)
+
+    def _advance_after(self, name: str, task: DagTask | None, run: Run, stored: StoredJob) -> None:
+        """After a task's outcome, release what waits on it; an item's outcome releases nothing (its map task is
+        judged once every item has ended), so it does not read the run's tasks."""
+        if task is None or name == task.name:
+            self.advance(run, stored)
 
     def _keep_output(
         self, run: Run, stored: StoredJob, name: str, attempt: int, result: TargetResult
@@ -734,7 +748,7 @@ class DagRuns:
                 self.workflows.succeed(message.token, {"task": mine.name, "status": mine.status.value})
             elif mine.status is TaskStatus.FAILED:
                 self.workflows.fail(message.token, TASK_FAILED, mine.error or "failed")
-            self.advance(run, stored)
+            self._advance_after(mine.name, _task(stored.spec, message.task), run, stored)
             return Outcome("duplicate", f"task {mine.name} is {mine.status.value}", run=run, priority=priority)
         if mine.status is TaskStatus.RETRYING:
             self.workflows.fail(message.token, TASK_FAILED, mine.error or "failed")

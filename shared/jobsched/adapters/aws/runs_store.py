@@ -699,21 +699,29 @@ class RunsStore:
     def task_outputs(self, job: str, run_id: str, tasks: Sequence[str]) -> dict[str, TaskOutput]:
         """The outputs of ``tasks`` (at most 100: a DAG's limit), read strongly: each was written before its task
         was recorded finished, so a reader that saw the finish sees the output."""
-        names = list(dict.fromkeys(tasks))
-        found: dict[str, TaskOutput] = {}
-        if not names:
+        found = self._read_keys(job, run_id, output_partition(job, run_id), tasks)
+        return {values[RunsKeys.SK]: TaskOutput(int(values["attempt"]), values["text"]) for values in found}
+
+    def task_states(self, job: str, run_id: str, names: Sequence[str]) -> dict[str, TaskState]:
+        """Some task records (a map item's own and its upstreams'), read strongly by key: an item's message reads
+        these, never the whole partition (which holds every item of every map)."""
+        found = self._read_keys(job, run_id, task_partition(job, run_id), [TASK_PREFIX + name for name in names])
+        return {state.name: state for state in map(TaskState.from_values, found)}
+
+    def _read_keys(self, job: str, run_id: str, partition: str, names: Sequence[str]) -> list[dict[str, Any]]:
+        """The items of ``partition`` with these sort keys (at most 100: one BatchGetItem), read strongly."""
+        keys = [to_item({RunsKeys.PK: partition, RunsKeys.SK: name}) for name in dict.fromkeys(names)]
+        found: list[dict[str, Any]] = []
+        if not keys:
             return found
-        keys = [to_item({RunsKeys.PK: output_partition(job, run_id), RunsKeys.SK: name}) for name in names]
         request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
         for _ in range(10):  # unprocessed keys (throttling) are asked again
             response = self.db.batch_get_item(RequestItems=request)
-            for item in response.get("Responses", {}).get(self.table, []):
-                values = from_item(item)
-                found[values[RunsKeys.SK]] = TaskOutput(int(values["attempt"]), values["text"])
+            found.extend(from_item(item) for item in response.get("Responses", {}).get(self.table, []))
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 return found
-        raise OutputsUnread(f"{job} {run_id}: outputs still unprocessed after 10 reads (throttled)")
+        raise RecordsUnread(f"{job} {run_id}: records still unprocessed after 10 reads (throttled)")
 
     def _task_update(
         self, job: str, run_id: str, task: str, update: str, condition: str, values: dict[str, Any]
@@ -763,7 +771,7 @@ class RunsStore:
         return to_item({RunsKeys.PK: job, RunsKeys.SK: run_id})
 
 
-class OutputsUnread(RuntimeError):
+class RecordsUnread(RuntimeError):
     """The table kept throttling the read: the task message fails and comes back (nothing was written)."""
 
 

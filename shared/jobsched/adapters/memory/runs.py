@@ -456,6 +456,11 @@ class MemoryRuns:
             return False
         return True
 
+    def task_states(self, job: str, run_id: str, names: Sequence[str]) -> dict[str, TaskState]:
+        keys = [(task_partition(job, run_id), TASK_PREFIX + name) for name in dict.fromkeys(names)]
+        found = (TaskState.from_values(item) for item in (self.table.get_batch(keys) if keys else []))
+        return {task.name: task for task in found}
+
     def task_outputs(self, job: str, run_id: str, tasks: Sequence[str]) -> dict[str, TaskOutput]:
         keys = [(output_partition(job, run_id), task) for task in dict.fromkeys(tasks)]
         items = self.table.get_batch(keys) if keys else []
