@@ -234,9 +234,13 @@ class ContainersPort(Protocol):
 
 
 class DataChecksPort(Protocol):
-    """Whether an object a run waits for is there, read as the team (NotOwned: the bucket is not the team's)."""
+    """The team's S3 objects, read as the team (NotOwned: the bucket is not the team's): whether an object a run
+    waits for is there, and the object a distributed map runs over."""
 
     def object_exists(self, team: str, bucket: str, key: str) -> bool: ...
+    def read_object(self, team: str, bucket: str, key: str, *, max_bytes: int) -> bytes | None:
+        """The object's bytes; None when it does not exist; BadItems when it is larger than ``max_bytes``."""
+        ...
 
 
 class WaitersPort(Protocol):

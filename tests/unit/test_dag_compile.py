@@ -183,3 +183,70 @@ def test_the_largest_dag_a_spec_can_make_compiles_far_below_step_functions_defin
     assert size < MAX_DEFINITION_BYTES / 4, size
     with pytest.raises(ValidationError, match="101 tasks; at most 100"):
         JobSpec.model_validate({"name": "big", "team": "t", "dag": {"tasks": [*tasks, {**tasks[0], "name": "extra"}]}})
+
+
+def test_a_distributed_map_reads_the_checked_object_with_its_counted_items_and_skips_an_empty_list() -> None:
+    each = {
+        **task("each", "list"),
+        "map": {"mode": "distributed", "over": "{{ tasks.list.output.manifest }}", "max_concurrency": 100},
+    }
+    branch = next(
+        b for b in compile_definition(spec(task("list"), each), queue_url=QUEUE)["States"]["tasks"]["Branches"]
+        if b["StartAt"] == "each"
+    )  # fmt: skip
+    fan_out = branch["States"]["each items"]
+    assert "ItemsPath" not in fan_out and fan_out["MaxConcurrency"] == 100
+    assert fan_out["ItemReader"] == {
+        "Resource": "arn:aws:states:::s3:getObject",
+        "ReaderConfig": {"InputType": "JSON", "MaxItemsPath": "$.map.count"},
+        "Parameters": {"Bucket.$": "$.map.bucket", "Key.$": "$.map.key"},
+    }
+    assert fan_out["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    item = fan_out["ItemProcessor"]["States"]["item"]
+    assert item["OutputPath"] is None and item["Catch"][0]["Next"] == "item failed"
+    assert branch["States"]["each"]["Next"] == "each any"
+    assert branch["States"]["each any"]["Choices"] == [
+        {"Variable": "$.map.count", "NumericEquals": 0, "Next": "each none"}
+    ]
+    assert branch["States"]["each none"] == {
+        "Type": "Pass",
+        "Result": [],
+        "ResultPath": "$.results",
+        "Next": "each done",
+    }
+    csv = {**each, "map": {**each["map"], "format": "csv"}}
+    branches = compile_definition(spec(task("list"), csv), queue_url=QUEUE)["States"]["tasks"]["Branches"]
+    reader = next(b for b in branches if b["StartAt"] == "each")["States"]["each items"]["ItemReader"]
+    assert reader["ReaderConfig"] == {
+        "InputType": "CSV",
+        "CSVHeaderLocation": "FIRST_ROW",
+        "MaxItemsPath": "$.map.count",
+    }
+    inline = {**task("each", "list"), "map": {"over": "{{ tasks.list.output.parts }}"}}
+    branches = compile_definition(spec(task("list"), inline), queue_url=QUEUE)["States"]["tasks"]["Branches"]
+    fan_out = next(b for b in branches if b["StartAt"] == "each")["States"]["each items"]
+    assert fan_out["ItemsPath"] == "$.map.items" and "ItemReader" not in fan_out
+
+
+def test_a_dag_of_100_map_tasks_compiles_within_the_definition_quota() -> None:
+    """Map tasks compile to the most states a task can (0.55 MB for 99 distributed CSV maps with the longest
+    names): still within the 1 MB quota with room to spare."""
+    names = [f"m{index:03d}-" + "x" * 58 for index in range(MAX_DAG_TASKS)]
+    tasks = [{"name": names[0], "target": {"type": "lambda", "function": "f"}}] + [
+        {
+            "name": name,
+            "depends_on": [names[index - 1]],
+            "target": {"type": "lambda", "function": "f", "payload": {"item": "{{ item }}"}},
+            "retry": {"max_attempts": 20},
+            "map": {
+                "mode": "distributed",
+                "format": "csv",
+                "over": "{{ tasks." + names[index - 1] + ".output.parts }}",
+            },
+        }
+        for index, name in enumerate(names)
+        if index
+    ]
+    big = JobSpec.model_validate({"name": "big", "team": "t", "dag": {"tasks": tasks}})
+    size = len(definition_text(compile_definition(big, queue_url="https://" + "q" * 248)).encode())
+    assert size < MAX_DEFINITION_BYTES * 0.6, size

@@ -119,7 +119,34 @@ def test_a_map_runs_over_one_upstream_reference_with_a_synchronous_target_and_on
     stray = task("load", "extract", payload={"part": "{{ item }}"})
     assert [code for code, _, _ in errors(dag(task("extract"), stray))] == ["item_outside_map"]
     too_wide = {**task("each", "extract"), "map": {**over, "max_concurrency": 41}}
-    assert [loc[-1] for _, loc, _ in errors(dag(task("extract"), too_wide))] == ["max_concurrency"]
+    assert [(code, loc[-1]) for code, loc, _ in errors(dag(task("extract"), too_wide))] == [
+        ("map_concurrency", "max_concurrency")
+    ]
+
+
+def test_a_distributed_map_runs_over_an_upstreams_s3_uri_or_an_object_the_spec_names() -> None:
+    def each(**spec: Any) -> dict[str, Any]:
+        return {**task("each", "extract", payload={"n": "{{ item.n }}"}), "map": {"mode": "distributed", **spec}}
+
+    upstream = JobSpec.model_validate(dag(task("extract"), each(over="{{ tasks.extract.output.manifest }}")))
+    assert upstream.dag_outputs() == {"extract"}
+    named = each(over="s3://data-lists/{logical_date:%Y-%m-%d}.csv", format="csv", max_concurrency=100)
+    assert JobSpec.model_validate(dag(task("extract"), named)).dag is not None
+    cases = [
+        (each(over="https://lists.example/x.json"), "invalid_map", "over"),
+        (each(over="s3://data-lists/{oops}.json"), "invalid_map", "over"),
+        (each(over="s3://Data_Lists/x.json"), "invalid_bucket", "over"),
+        (each(over="{{ tasks.extract.output.manifest }}", max_concurrency=101), "less_than_equal", "max_concurrency"),
+        (each(over="{{ tasks.extract.output.manifest }}", format="parquet"), "literal_error", "format"),
+        (
+            {**task("each", "extract"), "map": {"over": "{{ tasks.extract.output.parts }}", "format": "csv"}},
+            "map_format",
+            "format",
+        ),
+        ({**task("each", "extract"), "map": {"over": "s3://data-lists/x.json"}}, "invalid_map", "over"),
+    ]
+    for document, code, field in cases:
+        assert [(found, loc[-1]) for found, loc, _ in errors(dag(task("extract"), document))] == [(code, field)]
 
 
 def test_a_job_stored_before_references_existed_still_reads_back_with_its_text() -> None:

@@ -273,7 +273,7 @@ def test_a_bucket_that_is_not_the_teams_fails_the_run_without_reading_it() -> No
     stack.start()
     run = stack.run()
     assert run.status is RunStatus.FAILED and "may not wait for s3://acme-landing" in (run.error or "")
-    assert stack.checks.objects == set() and stack.targets.calls == []
+    assert stack.checks.objects == {} and stack.targets.calls == []
 
 
 def test_waits_on_another_teams_job_need_its_share_with_and_cycles_are_refused_at_put() -> None:

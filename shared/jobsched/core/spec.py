@@ -38,6 +38,7 @@ from jobsched.core.checks import MAX_CHECKS, MAX_EXPECT_CHARS, CheckDefinitionEr
 from jobsched.core.durations import Duration, format_duration
 from jobsched.core.event_patterns import pattern_problems
 from jobsched.core.expressions import CronExpression, ExpressionError, parse_expression
+from jobsched.core.item_lists import MAX_DISTRIBUTED_ITEMS, ItemFormat
 from jobsched.core.references import ITEM as ITEM_REFERENCE
 from jobsched.core.references import REFERENCE as REFERENCE_WHOLE
 from jobsched.core.references import has_reference, referenced_tasks
@@ -1186,21 +1187,88 @@ def _check_checks_target(checks: list[OutputCheck], info: ValidationInfo) -> lis
 
 # --------------------------------------------------------------------------------------------- DAG
 
-MAX_MAP_ITEMS = 1000  # items of one map task (an inline Map state; the list is an upstream output of <= 32 KB)
-MAX_MAP_CONCURRENCY = 40  # items running at once: what an inline Map state runs
+MAX_MAP_ITEMS = 1000  # items of one inline map (its list is an upstream output of <= 32 KB)
+MAX_MAP_CONCURRENCY = 40  # items running at once in an inline Map state
+MAX_DISTRIBUTED_CONCURRENCY = 100  # items running at once in a distributed map (child executions)
 MAP_TARGETS = ("lambda", "http", "sqs", "stepfunctions", "eventbridge")  # called once per item, synchronously
 
 
 class MapSpec(StrictModel):
-    """Fan-out: the task's target runs once per item of a list an upstream task returned."""
+    """Fan-out: the task's target runs once per item of a list: one an upstream task returned (inline), or the
+    items of an object in the team's S3 bucket (distributed: Step Functions' Distributed Map reads it)."""
 
-    over: str = Field(
-        max_length=300, description="the list: one reference to an upstream output, e.g. {{ tasks.list.output.parts }}"
+    mode: Literal["inline", "distributed"] = Field(
+        default="inline",
+        description=f"inline: at most {MAX_MAP_ITEMS} items; distributed: the object's items, at most "
+        f"{MAX_DISTRIBUTED_ITEMS}",
     )
-    max_concurrency: int = Field(default=10, ge=1, le=MAX_MAP_CONCURRENCY)
+    over: str = Field(
+        max_length=1100,
+        description="inline: one reference to an upstream's list, e.g. {{ tasks.list.output.parts }}; distributed: "
+        "one reference to an upstream's s3://bucket/key, or s3://bucket/key itself (the key may hold {logical_date})",
+    )
+    format: ItemFormat | None = Field(
+        default=None, description="distributed: json (the object is a list) or csv (a header row, then one item a row)"
+    )
+    max_concurrency: int = Field(
+        default=10, ge=1, le=MAX_DISTRIBUTED_CONCURRENCY, description=f"inline: at most {MAX_MAP_CONCURRENCY}"
+    )
     tolerated_failure_percentage: float = Field(
         default=0, ge=0, le=100, description="the task still succeeds while at most this share of its items failed"
     )
+
+    @field_validator("over")
+    @classmethod
+    def _over(cls, value: str, info: ValidationInfo) -> str:
+        over = value.strip()
+        if REFERENCE_WHOLE.fullmatch(over):
+            return value
+        if info.data.get("mode") != "distributed":
+            raise _fail(
+                "invalid_map",
+                "over is one reference to a list an upstream task returned, e.g. {{ tasks.list.output.parts }}",
+            )
+        try:
+            bucket, _ = split_s3_uri(over)
+        except TemplateError as error:
+            raise _fail(
+                "invalid_map",
+                "a distributed map's over is one reference to an upstream's s3://bucket/key, or s3://bucket/key "
+                "itself: {message}",
+                message=str(error),
+            ) from None
+        _check_bucket(bucket)
+        return value
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, value: ItemFormat | None, info: ValidationInfo) -> ItemFormat | None:
+        if value is not None and info.data.get("mode") != "distributed":
+            raise _fail("map_format", "format applies to a distributed map (mode: distributed), which reads S3")
+        return value
+
+    @field_validator("max_concurrency")
+    @classmethod
+    def _concurrency(cls, value: int, info: ValidationInfo) -> int:
+        if value > MAX_MAP_CONCURRENCY and info.data.get("mode") != "distributed":
+            raise _fail(
+                "map_concurrency",
+                "an inline map runs at most {inline} items at once (got {value}); mode: distributed, up to {most}",
+                inline=MAX_MAP_CONCURRENCY,
+                value=value,
+                most=MAX_DISTRIBUTED_CONCURRENCY,
+            )
+        return value
+
+    @property
+    def items_format(self) -> ItemFormat:
+        return self.format or "json"
+
+    @property
+    def named_object(self) -> tuple[str, str] | None:
+        """(bucket, key template) when the spec itself names the object (not an upstream's output)."""
+        over = self.over.strip()
+        return split_s3_uri(over) if self.mode == "distributed" and not REFERENCE_WHOLE.fullmatch(over) else None
 
 
 class DagTask(StrictModel):
@@ -1245,11 +1313,6 @@ class DagTask(StrictModel):
                 "a map runs its target once per item and waits for each: {allowed} targets can; {type} cannot",
                 allowed=", ".join(MAP_TARGETS),
                 type=target.type,
-            )
-        if value is not None and not REFERENCE_WHOLE.fullmatch(value.over.strip()):
-            raise _fail(
-                "invalid_map",
-                "over is one reference to a list an upstream task returned, e.g. {{ tasks.list.output.parts }}",
             )
         return value
 

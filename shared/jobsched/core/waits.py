@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from jobsched.core.durations import format_duration
 from jobsched.core.events import TriggerRule
@@ -47,9 +48,14 @@ class Awaited:
         return f"{self.job} (a succeeded run for {instant_text(self.first)}..{instant_text(self.last)})"
 
 
+def key_zone(spec: JobSpec) -> ZoneInfo:
+    """The timezone an object key's {logical_date} is rendered in: the job's schedule's (UTC without one)."""
+    return get_zone(spec.schedule.timezone) if spec.schedule is not None else UTC
+
+
 def awaited(spec: JobSpec, conditions: list[WaitCondition], instant: datetime) -> list[Awaited]:
     """The conditions for the run of ``instant``; object keys rendered in the job's schedule timezone."""
-    zone = get_zone(spec.schedule.timezone) if spec.schedule is not None else UTC
+    zone = key_zone(spec)
     found = []
     for condition in conditions:
         if condition.s3 is not None:

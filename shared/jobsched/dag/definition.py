@@ -24,6 +24,7 @@ from datetime import timedelta
 from functools import cache
 from typing import Any, Literal
 
+from jobsched.core.item_lists import MAX_DISTRIBUTED_ITEMS
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import MAX_MAP_ITEMS, Dag, DagTask, JobSpec, RetryPolicy, WaitPolicy
@@ -131,7 +132,8 @@ def attempts_budget(spec: JobSpec, task: DagTask) -> timedelta:
 def map_rounds(task: DagTask) -> int:
     """How many items one after another a map task may run at most: its largest list, max_concurrency at once."""
     assert task.map is not None
-    return math.ceil(MAX_MAP_ITEMS / task.map.max_concurrency)
+    most = MAX_MAP_ITEMS if task.map.mode == "inline" else MAX_DISTRIBUTED_ITEMS
+    return math.ceil(most / task.map.max_concurrency)
 
 
 def task_budget(spec: JobSpec, task: DagTask) -> timedelta:
@@ -233,9 +235,10 @@ def _retry(spec: JobSpec, task: DagTask) -> list[dict[str, Any]]:
 
 
 def _map_states(spec: JobSpec, task: DagTask, index: int, queue_url: str, waiting: timedelta) -> dict[str, Any]:
-    """A map task: the worker resolves its list (the first state's answer is the items), an inline Map state runs
-    one task state per item (retried by the task's policy; an item that finally fails is caught, so the others go
-    on), then the worker judges the items against the tolerated failure percentage."""
+    """A map task: the worker resolves its list (the first state's answer: the items, or for a distributed map the
+    object holding them and their count), a Map state runs one task state per item (retried by the task's policy;
+    an item that finally fails is caught, so the others go on), then the worker judges the items against the
+    tolerated failure percentage."""
     assert task.map is not None
     items, done, failed = f"{task.name} items", f"{task.name} done", f"{task.name} failed"
     catch = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": failed}]
@@ -253,9 +256,8 @@ def _map_states(spec: JobSpec, task: DagTask, index: int, queue_url: str, waitin
     }
     if retry := _retry(spec, task):
         item["Retry"] = retry
-    fan_out = {
+    fan_out: dict[str, Any] = {
         "Type": "Map",
-        "ItemsPath": "$.map.items",
         "MaxConcurrency": task.map.max_concurrency,
         "ItemSelector": {
             "job.$": "$.job",
@@ -279,7 +281,29 @@ def _map_states(spec: JobSpec, task: DagTask, index: int, queue_url: str, waitin
     judged = {"attempt_base.$": base, "map_done": True, "results.$": "$.results"}
     judge = _task_state(spec, task, queue_url, judged, STATE_MARGIN * 2)
     judge |= {"Catch": catch, "End": True}
-    return {task.name: resolve, items: fan_out, done: judge}
+    if task.map.mode == "inline":
+        return {task.name: resolve, items: fan_out | {"ItemsPath": "$.map.items"}, done: judge}
+    # Distributed: Step Functions reads the object the worker checked (its answer: bucket, key and the number of
+    # items it counted, read as MaxItems), one child execution per item (Standard: items wait on task tokens).
+    # MaxItems 0 would mean "every item", so an empty list skips the Map state.
+    none = f"{task.name} none"
+    reader: dict[str, Any] = {"InputType": "JSON", "MaxItemsPath": "$.map.count"}
+    if task.map.items_format == "csv":
+        reader = {"InputType": "CSV", "CSVHeaderLocation": "FIRST_ROW", "MaxItemsPath": "$.map.count"}
+    fan_out["ItemReader"] = {
+        "Resource": "arn:aws:states:::s3:getObject",
+        "ReaderConfig": reader,
+        "Parameters": {"Bucket.$": "$.map.bucket", "Key.$": "$.map.key"},
+    }
+    fan_out["ItemProcessor"]["ProcessorConfig"] = {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    resolve["Next"] = f"{task.name} any"
+    any_items = {
+        "Type": "Choice",
+        "Choices": [{"Variable": "$.map.count", "NumericEquals": 0, "Next": none}],
+        "Default": items,
+    }
+    empty = {"Type": "Pass", "Result": [], "ResultPath": "$.results", "Next": done}
+    return {task.name: resolve, f"{task.name} any": any_items, none: empty, items: fan_out, done: judge}
 
 
 def _branch(spec: JobSpec, task: DagTask, index: int, queue_url: str, waiting: timedelta) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from jobsched.core.checks import CheckResult
 from jobsched.core.errors import WorkflowsNotConfigured
+from jobsched.core.item_lists import MAX_ITEMS_OBJECT_BYTES, BadItems, count_items, items_object
 from jobsched.core.messages import TASK_TERMINAL, DagTaskFailure, DagTaskMessage
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, StoredJob, TargetResult, TaskState
@@ -39,6 +40,8 @@ from jobsched.core.references import (
 from jobsched.core.references import render as render_references
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, TaskStatus, instant_text
 from jobsched.core.spec import MAX_MAP_ITEMS, MAX_PAYLOAD_BYTES, ApprovalTarget, CallbackTarget, DagTask, JobSpec
+from jobsched.core.templates import render_key
+from jobsched.core.waits import key_zone
 from jobsched.dag.definition import (
     TASK_FAILED,
     TASK_LOST,
@@ -59,7 +62,8 @@ from jobsched.dag.definition import (
 from jobsched.paging.events import Alerts
 from jobsched.pipeline.attempts import Attempts, AttemptSteps, Executed, Held, judge
 from jobsched.pipeline.waiting import Met, Refused, Waits
-from jobsched.ports import JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
+from jobsched.ports import DataChecksPort, JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
+from jobsched.tenancy.ownership import NotOwned
 
 TASK_STEPS = AttemptSteps(claimed="claim_task", executed="execute_task")
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
@@ -82,6 +86,7 @@ class DagRuns:
     clock: Callable[[], datetime]
     after_step: Callable[[str], None] = field(default=lambda step: None)  # crash-injection hook (tests)
     waits: Waits | None = None  # tasks with wait_for
+    objects: DataChecksPort | None = None  # the team's objects distributed maps run over
 
     # ------------------------------------------------------------------------------ start
 
@@ -257,24 +262,58 @@ class DagRuns:
         """A map task whose dependencies are done: its list, read from the upstream output, is the answer to its
         first state; the Map state then sends one message per item. The task stays RUNNING until it is judged."""
         assert task.map is not None
-        items = self._resolved(run, task.map.over.strip())
-        if isinstance(items, Unresolved):
-            return self._fail_unclaimed(message, stored, run, task, now, priority, items.error)
-        if not isinstance(items, list):
-            error = (
-                f"map over {task.map.over.strip()}: {type(items).__name__ if items is not None else 'null'}, not a list"
-            )
-            return self._fail_unclaimed(message, stored, run, task, now, priority, error)
-        if len(items) > MAX_MAP_ITEMS:
-            error = f"map over {task.map.over.strip()}: {len(items)} items; at most {MAX_MAP_ITEMS}"
-            return self._fail_unclaimed(message, stored, run, task, now, priority, error)
+        answer = self._inline_list(run, task) if task.map.mode == "inline" else self._items_object(run, stored, task)
+        if isinstance(answer, Unresolved):
+            return self._fail_unclaimed(message, stored, run, task, now, priority, answer.error)
         claimed = self._claim_task(
             message, stored, run, lease_until=now + task_budget(stored.spec, task), now=now, priority=priority
         )
         if isinstance(claimed, Outcome):
             return claimed
-        self.workflows.succeed(message.token, {"items": items})
-        return Outcome("pending", f"task {task.name}: {len(items)} items", run=run, priority=priority)
+        self.workflows.succeed(message.token, answer)
+        count = len(answer["items"]) if "items" in answer else answer["count"]
+        return Outcome("pending", f"task {task.name}: {count} items", run=run, priority=priority)
+
+    def _inline_list(self, run: Run, task: DagTask) -> dict[str, Any] | Unresolved:
+        """An inline map's answer: the upstream's list itself."""
+        assert task.map is not None
+        over = task.map.over.strip()
+        items = self._resolved(run, over)
+        if isinstance(items, Unresolved):
+            return items
+        if not isinstance(items, list):
+            return Unresolved(f"map over {over}: {type(items).__name__ if items is not None else 'null'}, not a list")
+        if len(items) > MAX_MAP_ITEMS:
+            return Unresolved(f"map over {over}: {len(items)} items; at most {MAX_MAP_ITEMS}")
+        return {"items": items}
+
+    def _items_object(self, run: Run, stored: StoredJob, task: DagTask) -> dict[str, Any] | Unresolved:
+        """A distributed map's answer: the object Step Functions reads and how many items it holds. The object is
+        read once here, as the team, on a bucket checked to be the team's, and every item is checked."""
+        assert task.map is not None
+        over = task.map.over.strip()
+        named = task.map.named_object
+        if named is not None:
+            bucket, key = named[0], render_key(named[1], run.scheduled_at, key_zone(stored.spec))
+        else:
+            value = self._resolved(run, over)
+            if isinstance(value, Unresolved):
+                return value
+            try:
+                bucket, key = items_object(value)
+            except BadItems as bad:
+                return Unresolved(f"map over {over}: {bad}")
+        if self.objects is None:
+            raise WorkflowsNotConfigured("this worker reads no S3 objects: distributed maps cannot run")
+        place = f"map over s3://{bucket}/{key}"
+        try:
+            data = self.objects.read_object(run.team, bucket, key, max_bytes=MAX_ITEMS_OBJECT_BYTES)
+            if data is None:
+                return Unresolved(f"{place}: no such object")
+            count = count_items(data, task.map.items_format)
+        except (NotOwned, BadItems) as refused:
+            return Unresolved(f"{place}: {refused}")
+        return {"bucket": bucket, "key": key, "count": count}
 
     def _judge_map(
         self,

@@ -157,6 +157,7 @@ class Worker:
             clock=self.clock,
             after_step=self.after_step,
             waits=self.waits if self.checks is not None and self.waiters is not None else None,
+            objects=self.checks,
         )
 
     def start_batch(self, messages: Sequence[WorkMessage | DagTaskFailure]) -> WorkerBatch:

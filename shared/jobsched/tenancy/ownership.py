@@ -160,14 +160,12 @@ def secret_resource(reference: str, field: str = "") -> ResourceRef:
 
 def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
     """Every resource a job names: its target or each DAG task's, its triggers' buses and buckets, the buckets
-    it waits on, and its escalation topics."""
+    it waits on or maps over, and its escalation topics."""
     for path, target in spec.targets():
         yield from target_resources(target, path)
     for index, trigger in enumerate(spec.triggers):
         yield from trigger_resources(trigger, f"triggers[{index}]")
-    for path, condition in spec.wait_conditions():
-        if condition.s3 is not None:
-            yield ResourceRef(ResourceKind.BUCKET, condition.bucket_and_key[0], f"{path}.s3")
+    yield from data_buckets(spec)
     if spec.escalation is not None:
         if spec.escalation.webhook_secret:
             yield secret_resource(spec.escalation.webhook_secret, "escalation.webhook_secret")
@@ -176,6 +174,16 @@ def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
         secondary = spec.escalation.secondary
         if secondary is not None and secondary.sns_topic:
             yield ResourceRef(ResourceKind.TOPIC, secondary.sns_topic, "escalation.secondary.sns_topic")
+
+
+def data_buckets(spec: JobSpec) -> Iterator[ResourceRef]:
+    """The buckets a job reads: those it waits on, and those its distributed maps name."""
+    for path, condition in spec.wait_conditions():
+        if condition.s3 is not None:
+            yield ResourceRef(ResourceKind.BUCKET, condition.bucket_and_key[0], f"{path}.s3")
+    for index, task in enumerate(spec.dag.tasks if spec.dag is not None else []):
+        if task.map is not None and (named := task.map.named_object) is not None:
+            yield ResourceRef(ResourceKind.BUCKET, named[0], f"dag.tasks[{index}].map.over")
 
 
 def refusal(resource: ResourceRef, team: str, tags: dict[str, str] | None, reserved: tuple[str, ...]) -> str | None:

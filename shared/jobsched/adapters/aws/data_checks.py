@@ -1,4 +1,5 @@
-"""Whether an object a run waits for is there: HeadObject as the team, on a bucket checked to be the team's.
+"""The team's objects, on a bucket checked to be the team's, read as the team: whether an object a run waits for
+is there (HeadObject), and the object a distributed map runs over (its size first, then its bytes).
 
 The bucket's tags are read (cached) before every check, as a target's are before every call: a bucket
 re-tagged to another team since the job was stored is refused (``NotOwned``), never read.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.ownership import TeamSessions
+from jobsched.core.item_lists import BadItems
 from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, ResourceRef
 
 ABSENT = {"404", "NoSuchKey", "NotFound"}
@@ -27,3 +29,20 @@ class S3DataChecks:
                 return False
             raise
         return True
+
+    def read_object(self, team: str, bucket: str, key: str, *, max_bytes: int) -> bytes | None:
+        self.guard.check(ResourceRef(ResourceKind.BUCKET, bucket, "map.over"), team)
+        s3 = self.sessions.client(team, "s3")
+        try:
+            size = int(s3.head_object(Bucket=bucket, Key=key)["ContentLength"])
+            if size > max_bytes:
+                raise BadItems(f"the object is {size} bytes; at most {max_bytes // (1024 * 1024)} MB")
+            body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        except ClientError as error:
+            if str(error.response.get("Error", {}).get("Code", "")) in ABSENT:
+                return None
+            raise
+        data: bytes = body.read(max_bytes + 1)  # replaced since HeadObject: still never more than this
+        if len(data) > max_bytes:
+            raise BadItems(f"the object is over {max_bytes // (1024 * 1024)} MB")
+        return data

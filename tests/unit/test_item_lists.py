@@ -1,0 +1,55 @@
+"""A distributed map's object, checked before Step Functions reads it: every refusal names what is allowed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobsched.core.item_lists import (
+    MAX_DISTRIBUTED_ITEMS,
+    MAX_ITEM_BYTES,
+    MAX_ITEMS_OBJECT_BYTES,
+    BadItems,
+    count_items,
+    items_object,
+)
+
+
+def test_a_json_list_and_a_csv_file_are_counted_as_step_functions_reads_them() -> None:
+    assert count_items(json.dumps([{"n": 1}, 2, "three", None]).encode(), "json") == 4
+    assert count_items(b"[]", "json") == 0
+    assert count_items(b"\xef\xbb\xbfaccount,region\r\n1,eu\r\n2,us\r\n", "csv") == 2  # a BOM, CRLF
+    assert count_items(b'account,note\n1,"a, quoted\nline"\n', "csv") == 1  # a quoted field with a newline
+    assert count_items(b"account,region\n1\n", "csv") == 1  # a short row: its missing fields are ""
+    assert count_items(b"account,region\n", "csv") == 0
+
+
+@pytest.mark.parametrize(
+    ("data", "form", "error"),
+    [
+        (b'{"items": []}', "json", "holds a JSON dict, not a list"),
+        (b"[1, 2", "json", "not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "json", "not JSON"),  # nesting deep enough to exhaust the parser
+        (b"\xff\xfe[]", "json", "not UTF-8"),
+        (b"", "csv", "no header row"),
+        (b"a,a\n1,2\n", "csv", "names a column twice"),
+        (b"a,b\n1,2,3\n", "csv", "row 2 has 3 fields; the header names 2"),
+        (b"a,b\n1,2\n\n3,4\n", "csv", "row 3 is empty"),
+        (json.dumps(list(range(MAX_DISTRIBUTED_ITEMS + 1))).encode(), "json", f"at most {MAX_DISTRIBUTED_ITEMS}"),
+        (json.dumps(["x" * MAX_ITEM_BYTES]).encode(), "json", "item 0 is"),
+        (b" " * (MAX_ITEMS_OBJECT_BYTES + 1), "json", "at most 8 MB"),
+    ],
+)
+def test_what_a_map_cannot_run_over_is_refused_with_why(data: bytes, form: str, error: str) -> None:
+    with pytest.raises(BadItems, match=error.replace("(", r"\(")):
+        count_items(data, form)  # type: ignore[arg-type]
+
+
+def test_only_an_s3_uri_of_a_valid_bucket_names_the_object() -> None:
+    assert items_object("s3://data-lists/runs/2027/parts.json") == ("data-lists", "runs/2027/parts.json")
+    for value in ("https://example.com/x", "s3://Bad_Bucket/x", "s3://a..b/x", "s3://bucket/", ["s3://b/k"], None):
+        with pytest.raises(BadItems, match="is not s3://bucket/key"):
+            items_object(value)
+    with pytest.raises(BadItems, match="1024 bytes"):
+        items_object("s3://data-lists/" + "k" * 1025)
