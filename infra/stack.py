@@ -146,8 +146,10 @@ def _acknowledge(stack: JobschedStack) -> None:
             f"{OWNER_TAG} tag before every SubmitJob"
         )
     granular["AwsSolutions-IAM5[Resource::arn:aws:s3:::*/*]"] = (
-        "the target role only: HeadObject of a wait_for object, made only after the bucket's tags were read and "
-        f"found to be the session's team's ({OWNER_TAG}); S3 has no condition on bucket tags for object reads"
+        "the target role: HeadObject of a wait_for object and GetObject of a distributed map's object; the DAG "
+        "machines' role: the ItemReader's GetObject of that object (this account only). Each read happens only "
+        f"after the bucket's tags were read and found to be the run's team's ({OWNER_TAG}); S3 has no condition on "
+        "bucket tags for object reads"
     )
     granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service='sns', resource='*')}]"] = (
         f"the target role only: teams' escalation topics, allowed only where {OWNER_TAG} equals the session's team"

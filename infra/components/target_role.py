@@ -132,8 +132,9 @@ class TargetRole(Construct):
             (["logs:GetLogEvents"], arn("logs", "log-group", "*", colon=True)),
         ):
             self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[resource], conditions=own_team))
-        # wait_for's objects: HeadObject (s3:GetObject) in any bucket, always after the bucket's tags were read
-        # and found to be the run's team's (S3 offers no condition on a bucket's tags for object reads).
+        # wait_for's objects (HeadObject) and a distributed map's (GetObject) in any bucket, always after the
+        # bucket's tags were read and found to be the run's team's (S3 offers no condition on a bucket's tags for
+        # object reads).
         self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=["arn:aws:s3:::*/*"]))
         # Reading tags is how ownership is decided before anything is called (a trigger's or a wait's bucket
         # too); a run's own execution is read back to tell a redelivered start from someone else's.

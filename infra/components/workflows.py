@@ -32,7 +32,7 @@ class Workflows(Construct):
             "StateMachineRole",
             role_name=resource_name(config, "workflows"),
             assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
-            description="jobsched DAG state machines: send task messages to the work queues",
+            description="jobsched DAG state machines: send task messages, run distributed maps' child executions",
         )
         for queue in queues.work.values():
             queue.grant_send_messages(self.role)
@@ -41,6 +41,20 @@ class Workflows(Construct):
         )
         executions = stack.format_arn(
             service="states", resource="execution", resource_name=f"{self.prefix}*", arn_format=colon_arn_format()
+        )
+        # Distributed maps: a machine starts, watches and stops its own child executions, and its ItemReader reads
+        # the object the worker read first, as the team, on a bucket found to be the team's (the worker's answer
+        # names it; S3 has no condition on a bucket's tags for object reads). Objects of this account only.
+        self.role.add_to_policy(iam.PolicyStatement(actions=["states:StartExecution"], resources=[machines]))
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions])
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=["arn:aws:s3:::*/*"],
+                conditions={"StringEquals": {"s3:ResourceAccount": stack.account}},
+            )
         )
         # Created only with a team and job tag; changed, read and removed only where that job tag is set.
         job_tagged = {"StringLike": {f"aws:ResourceTag/{JOB_TAG}": "?*/?*"}}

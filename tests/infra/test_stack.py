@@ -442,6 +442,20 @@ def test_workflow_role_and_scoped_pass_role(dev: Template) -> None:
     }
     [(role_name, role)] = roles.items()
     assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "states.amazonaws.com"}
+    # Distributed maps: the machines' own child executions, and objects of this account only (the ItemReader).
+    [machine_policy] = [
+        p for p in resources(template, "AWS::IAM::Policy").values() if p["Roles"] == [{"Ref": role_name}]
+    ]
+    granted = {
+        json.dumps(s["Action"]): s for s in machine_policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"
+    }
+    assert "stateMachine:jobsched-dev-dag-*" in json.dumps(granted['"states:StartExecution"']["Resource"])
+    assert "execution:jobsched-dev-dag-*" in json.dumps(
+        granted['["states:DescribeExecution", "states:StopExecution"]']["Resource"]
+    )
+    read = granted['"s3:GetObject"']
+    assert read["Resource"] == "arn:aws:s3:::*/*"
+    assert read["Condition"] == {"StringEquals": {"s3:ResourceAccount": "123456789012"}}  # the dev stage's account
     [api_policy] = [p for n, p in resources(template, "AWS::IAM::Policy").items() if n.startswith("FunctionsApi")]
     statements = api_policy["PolicyDocument"]["Statement"]
     [pass_role] = [s for s in statements if s["Action"] == "iam:PassRole"]
