@@ -45,11 +45,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stack lives with the tests
 
+import boto3
 import yaml
 from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
-from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, WORKER_BATCH, IndexDefinition, JobsKeys, TableDefinition
+from infra.local.runtime import EXAMPLE_BUCKET, EXAMPLE_INVENTORY_ROWS, put_example_inventory
+from jobsched.core.names import (
+    JOBS_TABLE,
+    OWNER_TAG,
+    RUNS_TABLE,
+    WORKER_BATCH,
+    IndexDefinition,
+    JobsKeys,
+    TableDefinition,
+)
 from scripts.idle_cost import report as idle_cost_report
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
@@ -521,6 +531,16 @@ def minute_of_a_dag(
     return stack.workflows.billed_transitions(run.execution_arn)
 
 
+def child_transitions(tasks: dict[str, Any], distributed: list[str]) -> int:
+    """What the child executions of a run's distributed maps bill, from the item records: each child enters its
+    item state once per attempt, and its "item failed" state when the item finally failed."""
+    total = 0
+    for name, state in tasks.items():
+        if name.split("[", 1)[0] in distributed and "[" in name:
+            total += state.attempt + (state.status.value in ("FAILED", "TIMED_OUT"))
+    return total
+
+
 def dag_scenario(runs: int) -> list[str]:
     """A 5-task diamond (extract -> three transforms -> load) on moto's Step Functions interpreter: state
     transitions per run (each state entered), with and without one retried task, and what a DAG run costs."""
@@ -590,10 +610,17 @@ def pipeline_scenario(runs: int) -> list[str]:
     fresh_task_token_per_attempt()
     document = yaml.safe_load((ROOT / PIPELINE_EXAMPLE).read_text())
     document["schedule"] = {"expression": "* * * * *"}
+    distributed = [
+        task["name"] for task in document["dag"]["tasks"] if task.get("map", {}).get("mode") == "distributed"
+    ]
     lines = [f"== DAG: the example pipeline ({PIPELINE_EXAMPLE}), {runs} runs"]
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         clock = Clock("2027-01-04T08:59:00Z")
         stack = Stack(clock, FakeLambdas(functions={"jobsched-example-echo": lambda event: {"echo": event}}))
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=EXAMPLE_BUCKET)
+        s3.put_bucket_tagging(Bucket=EXAMPLE_BUCKET, Tagging={"TagSet": [{"Key": OWNER_TAG, "Value": "examples"}]})
+        put_example_inventory(s3)
         stack.register(document)
         job = f"{document['team']}/{document['name']}"
         meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
@@ -606,13 +633,22 @@ def pipeline_scenario(runs: int) -> list[str]:
                 decide(stack.jobs, stack.worker.dags, job, run_id, "approve-deletion", approved=True, principal="bench",
                        now=clock())  # fmt: skip
 
-        counts = [minute_of_a_dag(stack, clock, job, meanwhile=approve, seconds=60) for _ in range(runs)]
-        per_run = sum(counts) / len(counts)
+        parents, children = [], []
+        for _ in range(runs):
+            parents.append(minute_of_a_dag(stack, clock, job, meanwhile=approve, seconds=60))
+            children.append(child_transitions(stack.runs.tasks(job, clock().strftime("%Y%m%dT%H%M00Z")), distributed))
+        parent, child = sum(parents) / runs, sum(children) / runs
+        per_run = parent + child
         writes = sum(meter.write_units.values()) / runs
         lines.append(
-            f"  approved at once: transitions/run {per_run:.1f} (1 + find-idle 1 + map: list 1, Map 1, 3 items, "
-            f"judgement 1 + approval 1 + delete 1 = 10); Step Functions "
-            f"${per_run * PRICE_STATE_TRANSITION * 1e6:,.0f} per million runs; DynamoDB write units/run {writes:.1f}"
+            f"  approved at once: transitions/run {per_run:.1f}: the execution {parent:.1f} (1 + find-idle 1 + map: "
+            f"list 1, Map 1, 3 items, judgement 1 + distributed map: list 1, choice 1, Map 1, judgement 1 + approval "
+            f"1 + delete 1 = 14) and its distributed map's {EXAMPLE_INVENTORY_ROWS} child executions {child:.1f} "
+            "(one item state each; counted from the item records, as moto keeps no child executions)"
+        )
+        lines.append(
+            f"  Step Functions ${per_run * PRICE_STATE_TRANSITION * 1e6:,.0f} per million runs; DynamoDB write "
+            f"units/run {writes:.1f}"
         )
         lines.append(f"pipeline_transitions_per_run={per_run:.1f}")
     return lines

@@ -66,6 +66,7 @@ WAIT_EXAMPLE = "examples/jobs/nightly-waits-for-file.yaml"
 WAIT_EXAMPLE_SHORT = {"schedule": "*/5 * * * *", "timeout": "3m"}
 # The pipeline with checks, data between tasks, a map and an approval: run with `jobsched trigger`, then approve.
 PIPELINE_EXAMPLE = "examples/jobs/cost-cleanup.yaml"
+EXAMPLE_INVENTORY, EXAMPLE_INVENTORY_ROWS = "inventory/snapshots.csv", 25  # its distributed map's object
 # Container jobs (ECS): their files name placeholder subnets; make run gives them its own VPC's (moto checks them).
 CONTAINER_EXAMPLES = tuple(
     f"examples/containers/{name}.yaml"
@@ -96,6 +97,13 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def put_example_inventory(s3: Any) -> None:
+    """The snapshot inventory the example pipeline's distributed map runs over, in team examples' bucket (outside
+    the event examples' prefixes, so writing it starts nothing)."""
+    rows = "".join(f"snap-{n:04d},{111111111111 * (1 + n % 3)}\n" for n in range(EXAMPLE_INVENTORY_ROWS))
+    s3.put_object(Bucket=EXAMPLE_BUCKET, Key=EXAMPLE_INVENTORY, Body=f"snapshot,account\n{rows}".encode())
 
 
 class LocalRuntime:
@@ -567,6 +575,7 @@ class LocalRuntime:
         s3.put_bucket_notification_configuration(
             Bucket=EXAMPLE_BUCKET, NotificationConfiguration={"EventBridgeConfiguration": {}}
         )
+        put_example_inventory(s3)
         for path in EVENT_EXAMPLES:
             document = yaml.safe_load((ROOT / path).read_text())
             client.call("PUT", f"/teams/{document['team']}/jobs/{document['name']}", document)

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import urllib3
 
-from infra.local.runtime import DEFAULT_ADMIN, TEAM_PATTERN, LocalRuntime
+from infra.local.runtime import DEFAULT_ADMIN, EXAMPLE_INVENTORY_ROWS, TEAM_PATTERN, LocalRuntime
 from jobsched.core.runs import parse_instant
 from tests.e2e import running_stack
 from tests.helpers import chromium, screenshot
@@ -147,6 +147,14 @@ def test_the_example_pipeline_checks_fans_out_waits_for_approval_and_deletes_wit
     wait_for(lambda: task("approve-deletion")["status"] == "RUNNING", seconds=60)
     sized = task("size-each-account")
     assert sized["status"] == "SUCCEEDED" and sized["items"] == {"total": 3, "succeeded": 3, "failed": 0, "running": 0}
+    checked = task("check-each-snapshot")  # a distributed map over the CSV inventory the runtime wrote to S3
+    assert checked["status"] == "SUCCEEDED"
+    assert checked["items"] == {
+        "total": EXAMPLE_INVENTORY_ROWS,
+        "succeeded": EXAMPLE_INVENTORY_ROWS,
+        "failed": 0,
+        "running": 0,
+    }
     assert [c["passed"] for c in task("find-idle")["checks"]] == [True, True]
     typed = ["approve", "examples/cost-cleanup", run_id, "approve-deletion", "--comment", "checked"]
     command = [str(Path(sys.executable).with_name("jobsched")), *typed, "--api", runtime.api_url]
