@@ -56,6 +56,8 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_schedule.py
 	$(BIN)/python scripts/bench_pipeline.py
 	$(BIN)/python scripts/bench_neighbours.py
+	$(BIN)/python scripts/bench_map.py --items 1000
+	$(BIN)/python scripts/bench_map.py --items 5000 --mode distributed
 
 # The full template, with the Lambda asset built for arm64 (pip, no Docker). Prints the template's path.
 synth: $(STAMP) $(NODE_STAMP)

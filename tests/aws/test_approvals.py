@@ -114,6 +114,30 @@ def test_an_unanswered_approval_times_out_and_a_late_answer_changes_nothing(wait
     assert "approval_decided" in kinds
 
 
+def test_an_approval_unanswered_past_its_states_timeout_ends_timed_out_through_the_interpreter(
+    dag_stack: Stack, clock: Clock, lambdas: FakeLambdas
+) -> None:
+    """The whole path as AWS runs it: the state's own TimeoutSeconds fires States.Timeout, its Catch reports to the
+    worker, the task ends TIMED_OUT. The deployed definition's 2 h + margin is shortened to 2 s for the test."""
+    lambdas.functions["cleanup"] = lambda event: {"deleted": 40}
+    dag_stack.register(dag_job(APPROVE, CLEANUP))
+    machine = dag_stack.workflows.machine_arn(JOB)
+    definition = json.loads(dag_stack.stepfunctions.describe_state_machine(stateMachineArn=machine)["definition"])
+    state = definition["States"]["tasks"]["Branches"][0]["States"]["approve"]
+    assert state["TimeoutSeconds"] == 2 * 3600 + 60
+    state["TimeoutSeconds"] = 2
+    dag_stack.stepfunctions.update_state_machine(stateMachineArn=machine, definition=json.dumps(definition))
+    dag_stack.tick()
+    clock.set("2027-01-04T09:00:00Z")
+    dag_stack.pump()
+    drive(dag_stack, lambda: (t := tasks_of(dag_stack).get("approve")) is not None and t.status is TaskStatus.RUNNING)
+    drive(dag_stack, finished(dag_stack), seconds=30)  # nobody answers
+    tasks = tasks_of(dag_stack)
+    assert tasks["approve"].status is TaskStatus.TIMED_OUT and tasks["cleanup"].status is TaskStatus.SKIPPED
+    assert run_of(dag_stack).status is RunStatus.FAILED
+    assert ApiClient(dag_stack).call("POST", f"{PATH}/approve", principal=team_role("data")).status == 409
+
+
 def test_an_approval_is_never_decided_with_a_callback_token_and_its_state_waits_without_retries(
     waiting: Stack,
 ) -> None:
