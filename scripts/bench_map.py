@@ -97,11 +97,41 @@ def scenario(items: int, mode: str) -> list[str]:
     ]
 
 
+def object_memory() -> list[str]:
+    """Peak memory of checking a distributed map's object (what a worker shared by every team holds while it
+    counts): the largest objects allowed, shaped to be costly."""
+    import tracemalloc
+
+    from jobsched.core.item_lists import MAX_ITEMS_OBJECT_BYTES, BadItems, count_items
+
+    size = MAX_ITEMS_OBJECT_BYTES - 16
+    shapes = {
+        "8 MB of {} (millions of tiny items)": b"[" + b"{}," * (size // 3 - 1) + b"{}]",
+        "10,000 items of 800 bytes": json.dumps([{"key": "k" * 780} for _ in range(10_000)]).encode(),
+        "8 MB CSV of one-letter rows": b"a\n" + b"x\n" * (size // 2 - 1),
+    }
+    lines = ["== checking a distributed map's object: peak memory (tracemalloc), beyond the object's bytes"]
+    for label, data in shapes.items():
+        tracemalloc.start()
+        try:
+            outcome = f"{count_items(data, 'csv' if 'CSV' in label else 'json')} items"
+        except BadItems as refused:
+            outcome = f"refused: {refused}"
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        lines.append(f"  {label} ({len(data) / 1024 / 1024:.1f} MB): peak {peak / 1024 / 1024:.1f} MB; {outcome}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Read and write units of one wide map task, against moto.")
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--mode", choices=("inline", "distributed"), default="inline")
+    parser.add_argument("--memory", action="store_true", help="only the peak memory of checking an object")
     args = parser.parse_args()
+    if args.memory:
+        print("\n".join(object_memory()))
+        return
     for name, value in {
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",

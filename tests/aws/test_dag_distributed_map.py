@@ -134,11 +134,11 @@ def test_an_empty_list_succeeds_with_no_items_and_what_follows_runs(
     [
         ("s3://ads-lists/runs/parts.json", None, "S3 bucket 'ads-lists' belongs to another team; team 'data' may not"),
         (f"s3://{LISTS}/runs/absent.json", None, "no such object"),
-        (f"s3://{LISTS}/runs/parts.json", b'{"parts": []}', "the object holds a JSON dict, not a list"),
+        (f"s3://{LISTS}/runs/parts.json", b'{"parts": []}', "the object holds a JSON object, not a list"),
         (
             f"s3://{LISTS}/runs/parts.json",
             json.dumps([{"n": n} for n in range(MAX_DISTRIBUTED_ITEMS + 1)]).encode(),
-            f"{MAX_DISTRIBUTED_ITEMS + 1} items; at most {MAX_DISTRIBUTED_ITEMS}",
+            f"more than {MAX_DISTRIBUTED_ITEMS} items; at most {MAX_DISTRIBUTED_ITEMS}",
         ),
         ("/etc/passwd", None, "'/etc/passwd' is not s3://bucket/key"),
     ],

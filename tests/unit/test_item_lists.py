@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 
@@ -19,6 +20,7 @@ from jobsched.core.item_lists import (
 def test_a_json_list_and_a_csv_file_are_counted_as_step_functions_reads_them() -> None:
     assert count_items(json.dumps([{"n": 1}, 2, "three", None]).encode(), "json") == 4
     assert count_items(b"[]", "json") == 0
+    assert count_items(b' \n[ {"a": [1, {"b": "]"}]} ,\t"x" ]\n', "json") == 2
     assert count_items(b"\xef\xbb\xbfaccount,region\r\n1,eu\r\n2,us\r\n", "csv") == 2  # a BOM, CRLF
     assert count_items(b'account,note\n1,"a, quoted\nline"\n', "csv") == 1  # a quoted field with a newline
     assert count_items(b"account,region\n1\n", "csv") == 1  # a short row: its missing fields are ""
@@ -28,8 +30,12 @@ def test_a_json_list_and_a_csv_file_are_counted_as_step_functions_reads_them() -
 @pytest.mark.parametrize(
     ("data", "form", "error"),
     [
-        (b'{"items": []}', "json", "holds a JSON dict, not a list"),
+        (b'{"items": []}', "json", "holds a JSON object, not a list"),
+        (b" 42", "json", "holds a JSON number, not a list"),
         (b"[1, 2", "json", "not JSON"),
+        (b"[1 2]", "json", "expected , or ] at character 3"),
+        (b"[1, 2] [3]", "json", "text after the list"),
+        (b"<list/>", "json", "not JSON"),
         (b"[" * 100_000 + b"]" * 100_000, "json", "not JSON"),  # nesting deep enough to exhaust the parser
         (b"\xff\xfe[]", "json", "not UTF-8"),
         (b"", "csv", "no header row"),
@@ -37,6 +43,7 @@ def test_a_json_list_and_a_csv_file_are_counted_as_step_functions_reads_them() -
         (b"a,b\n1,2,3\n", "csv", "row 2 has 3 fields; the header names 2"),
         (b"a,b\n1,2\n\n3,4\n", "csv", "row 3 is empty"),
         (json.dumps(list(range(MAX_DISTRIBUTED_ITEMS + 1))).encode(), "json", f"at most {MAX_DISTRIBUTED_ITEMS}"),
+        (b"[" + b"{}," * 2_000_000 + b"{}]", "json", f"more than {MAX_DISTRIBUTED_ITEMS} items"),  # stops early
         (json.dumps(["x" * MAX_ITEM_BYTES]).encode(), "json", "item 0 is"),
         (b" " * (MAX_ITEMS_OBJECT_BYTES + 1), "json", "at most 8 MB"),
     ],
@@ -53,3 +60,23 @@ def test_only_an_s3_uri_of_a_valid_bucket_names_the_object() -> None:
             items_object(value)
     with pytest.raises(BadItems, match="1024 bytes"):
         items_object("s3://data-lists/" + "k" * 1025)
+
+
+@pytest.mark.parametrize(
+    ("data", "form"),
+    [
+        (b"[" + b"{}," * (MAX_ITEMS_OBJECT_BYTES // 3 - 10) + b"{}]", "json"),  # millions of tiny items
+        (b"a\n" + b"x\n" * (MAX_ITEMS_OBJECT_BYTES // 2 - 10), "csv"),  # millions of tiny rows
+    ],
+    ids=["json", "csv"],
+)
+def test_checking_the_largest_object_holds_no_more_than_its_text_in_memory(data: bytes, form: str) -> None:
+    """A worker shared by every team checks the object: parsed whole, these took 202 MB and 1,194 MB."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(BadItems, match="more than"):
+            count_items(data, form)  # type: ignore[arg-type]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.2 * len(data), peak  # the decoded text, and one item at a time

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -68,6 +69,9 @@ from jobsched.tenancy.ownership import NotOwned
 TASK_STEPS = AttemptSteps(claimed="claim_task", executed="execute_task")
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
 TASK_UNKNOWN = "jobsched.UnknownTask"
+# Distributed maps' objects read at once in one worker process (its batch runs on threads): each may hold up to
+# MAX_ITEMS_OBJECT_BYTES and its text, so the worker's memory, shared by every team's runs, stays bounded.
+OBJECT_READS = threading.BoundedSemaphore(2)
 NO_ITEM = object()  # a task's payload is resolved without an item (only a map task's items have one)
 MAX_RUN_CHECKS = 20  # failed task checks copied to a DAG run's record (each task's own are on its item)
 # A parked task is heartbeated this long before its HeartbeatSeconds would run out (the checker ticks each
@@ -307,10 +311,11 @@ class DagRuns:
             raise WorkflowsNotConfigured("this worker reads no S3 objects: distributed maps cannot run")
         place = f"map over s3://{bucket}/{key}"
         try:
-            data = self.objects.read_object(run.team, bucket, key, max_bytes=MAX_ITEMS_OBJECT_BYTES)
-            if data is None:
-                return Unresolved(f"{place}: no such object")
-            count = count_items(data, task.map.items_format)
+            with OBJECT_READS:
+                data = self.objects.read_object(run.team, bucket, key, max_bytes=MAX_ITEMS_OBJECT_BYTES)
+                if data is None:
+                    return Unresolved(f"{place}: no such object")
+                count = count_items(data, task.map.items_format)
         except (NotOwned, BadItems) as refused:
             return Unresolved(f"{place}: {refused}")
         return {"bucket": bucket, "key": key, "count": count}
