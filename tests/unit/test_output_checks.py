@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -166,3 +168,32 @@ def test_assertions_built_to_make_the_parser_backtrack_are_refused_at_once() -> 
         with pytest.raises(CheckDefinitionError):
             parse_assertion(hostile[:MAX_EXPECT_CHARS])
         assert time.perf_counter() - began < 0.5
+
+
+def test_a_worker_checks_at_most_two_outputs_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its batch runs on threads, and a checked output of 1 MB can take 24 MB to parse."""
+    from jobsched.pipeline import attempts
+
+    running, most, lock = 0, 0, threading.Lock()
+
+    def slow_evaluate(checks: Any, text: str | None) -> tuple[Any, ...]:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.05)
+        with lock:
+            running -= 1
+        return ()
+
+    monkeypatch.setattr(attempts, "evaluate", slow_evaluate)
+    check = OutputCheck.model_validate({"expect": "output.rows > 0"})
+    threads = [
+        threading.Thread(target=attempts.judge, args=(TargetResult("succeeded", output='{"rows": 1}'), [check]))
+        for _ in range(6)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most == 2

@@ -11,6 +11,7 @@ What the result means (finish, retry, fail) is the caller's to record: ``recordi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -78,11 +79,17 @@ class Attempts:
         return Executed(claimed, judge(result, checks))
 
 
+# Outputs checked at once in one worker process (its batch runs on threads): parsing 1 MB of JSON can take
+# 24 MB (a list of 350,000 ``{}``), so ten at once would fill a 256 MB worker every team shares.
+CHECKS_AT_ONCE = threading.BoundedSemaphore(2)
+
+
 def judge(result: TargetResult, checks: Sequence[CheckLike]) -> TargetResult:
     """A succeeded result with its checks applied: failed (not retried) when an error-severity check fails."""
     if result.outcome != "succeeded" or not checks:
         return result
-    results = evaluate(checks, result.body if result.body is not None else result.output)
+    with CHECKS_AT_ONCE:
+        results = evaluate(checks, result.body if result.body is not None else result.output)
     blocking = next((r for r in results if not r.passed and r.severity == "error"), None)
     if blocking is None:
         return replace(result, checks=results)
