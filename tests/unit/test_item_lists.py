@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import tracemalloc
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -80,3 +85,45 @@ def test_checking_the_largest_object_holds_no_more_than_its_text_in_memory(data:
     finally:
         tracemalloc.stop()
     assert peak < 1.2 * len(data), peak  # the decoded text, and one item at a time
+
+
+def test_a_worker_reads_at_most_two_map_objects_at_once() -> None:
+    """Its batch runs on threads, and each object read holds up to 8 MB of text."""
+    from jobsched.core.spec import JobSpec
+    from jobsched.pipeline.dag_tasks import DagRuns
+
+    running, most, lock = 0, 0, threading.Lock()
+
+    class SlowBucket:
+        def read_object(self, team: str, bucket: str, key: str, *, max_bytes: int) -> bytes | None:
+            nonlocal running, most
+            with lock:
+                running += 1
+                most = max(most, running)
+            time.sleep(0.05)
+            with lock:
+                running -= 1
+            return b"[1, 2, 3]"
+
+    each = {
+        "name": "each",
+        "target": {"type": "lambda", "function": "f", "payload": {"n": "{{ item }}"}},
+        "map": {"mode": "distributed", "over": "s3://data-lists/{logical_date}.json"},
+    }
+    spec = JobSpec.model_validate({"name": "etl", "team": "data", "dag": {"tasks": [each]}})
+    assert spec.dag is not None
+    dags = DagRuns(None, None, None, None, None, None, clock=datetime.now, objects=SlowBucket())  # type: ignore[arg-type]
+    run = SimpleNamespace(team="data", scheduled_at=datetime(2027, 1, 4, tzinfo=UTC))
+    stored = SimpleNamespace(spec=spec)
+    answers: list[Any] = []
+
+    def resolve() -> None:
+        answers.append(dags._items_object(run, stored, spec.dag.tasks[0]))  # type: ignore[arg-type, union-attr]
+
+    threads = [threading.Thread(target=resolve) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most == 2
+    assert answers == [{"bucket": "data-lists", "key": "2027-01-04.json", "count": 3}] * 6
