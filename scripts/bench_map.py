@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from jobsched.core.names import JOBS_TABLE, OWNER_TAG, RUNS_TABLE  # noqa: E402
-from scripts.bench_pipeline import Meter  # noqa: E402
+from scripts.bench_pipeline import Meter, offline_environment  # noqa: E402
 from tests.aws.harness import Clock, FakeLambdas, Stack  # noqa: E402
 
 JOB, RUN = "bench/wide", "20270104T090000Z"
@@ -132,13 +131,7 @@ def main() -> None:
     if args.memory:
         print("\n".join(object_memory()))
         return
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        os.environ.setdefault(name, value)
-    os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
+    offline_environment()
     print("\n".join(scenario(args.items, args.mode)))
 
 

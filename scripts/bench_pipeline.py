@@ -654,13 +654,8 @@ def pipeline_scenario(runs: int) -> list[str]:
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Cost per million runs of the pipeline, against moto.")
-    parser.add_argument("--runs", type=int, default=2000)
-    parser.add_argument("--dag-runs", type=int, default=10, help="runs of the 5-task DAG (0: skip)")
-    parser.add_argument("--skip-idle", action="store_true", help="leave out the idle deployment's monthly cost")
-    parser.add_argument("--container-runs", type=int, default=200, help="ECS container runs (0: skip)")
-    args = parser.parse_args()
+def offline_environment() -> None:
+    """What boto3 and Powertools need in a benchmark against moto: fake credentials, a region, no tracing."""
     for name, value in {
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
@@ -668,6 +663,16 @@ def main() -> None:
     }.items():
         os.environ.setdefault(name, value)
     os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Cost per million runs of the pipeline, against moto.")
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--dag-runs", type=int, default=10, help="runs of the 5-task DAG (0: skip)")
+    parser.add_argument("--skip-idle", action="store_true", help="leave out the idle deployment's monthly cost")
+    parser.add_argument("--container-runs", type=int, default=200, help="ECS container runs (0: skip)")
+    args = parser.parse_args()
+    offline_environment()
     half = args.runs // 2
     results = []
     with mock_aws():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -189,3 +190,32 @@ def screenshot(browser: str, url: str, out: Path, *, width: int = 1100, height: 
         timeout=90,
     )
     return out.read_bytes()
+
+
+class AtOnce:
+    """Counts how many callers are inside it at once (``most``): for tests of a bound on concurrent work. Each
+    stays ``seconds``, so callers on other threads overlap when nothing holds them back."""
+
+    def __init__(self, seconds: float = 0.05) -> None:
+        self.seconds, self.running, self.most = seconds, 0, 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> AtOnce:
+        with self._lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(self.seconds)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self.running -= 1
+
+
+def on_threads(work: Callable[[], object], count: int) -> None:
+    """``work`` on ``count`` threads at once, until each has returned."""
+    threads = [threading.Thread(target=work) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 import tracemalloc
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -20,6 +18,7 @@ from jobsched.core.item_lists import (
     count_items,
     items_object,
 )
+from tests.helpers import AtOnce, on_threads
 
 
 def test_a_json_list_and_a_csv_file_are_counted_as_step_functions_reads_them() -> None:
@@ -92,18 +91,12 @@ def test_a_worker_reads_at_most_two_map_objects_at_once() -> None:
     from jobsched.core.spec import JobSpec
     from jobsched.pipeline.dag_tasks import DagRuns
 
-    running, most, lock = 0, 0, threading.Lock()
+    gauge = AtOnce()
 
     class SlowBucket:
         def read_object(self, team: str, bucket: str, key: str, *, max_bytes: int) -> bytes | None:
-            nonlocal running, most
-            with lock:
-                running += 1
-                most = max(most, running)
-            time.sleep(0.05)
-            with lock:
-                running -= 1
-            return b"[1, 2, 3]"
+            with gauge:
+                return b"[1, 2, 3]"
 
     each = {
         "name": "each",
@@ -114,16 +107,8 @@ def test_a_worker_reads_at_most_two_map_objects_at_once() -> None:
     assert spec.dag is not None
     dags = DagRuns(None, None, None, None, None, None, clock=datetime.now, objects=SlowBucket())  # type: ignore[arg-type]
     run = SimpleNamespace(team="data", scheduled_at=datetime(2027, 1, 4, tzinfo=UTC))
-    stored = SimpleNamespace(spec=spec)
     answers: list[Any] = []
-
-    def resolve() -> None:
-        answers.append(dags._items_object(run, stored, spec.dag.tasks[0]))  # type: ignore[arg-type, union-attr]
-
-    threads = [threading.Thread(target=resolve) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert most == 2
+    task = spec.dag.tasks[0]
+    on_threads(lambda: answers.append(dags._items_object(run, SimpleNamespace(spec=spec), task)), 6)  # type: ignore[arg-type]
+    assert gauge.most == 2
     assert answers == [{"bucket": "data-lists", "key": "2027-01-04.json", "count": 3}] * 6

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from typing import Any
 
@@ -23,6 +22,7 @@ from jobsched.core.checks import (
 from jobsched.core.records import TargetResult
 from jobsched.core.spec import JobSpec, OutputCheck
 from jobsched.pipeline.attempts import judge
+from tests.helpers import AtOnce, on_threads
 
 
 def check(**fields: object) -> OutputCheck:
@@ -174,26 +174,13 @@ def test_a_worker_checks_at_most_two_outputs_at_once(monkeypatch: pytest.MonkeyP
     """Its batch runs on threads, and a checked output of 1 MB can take 24 MB to parse."""
     from jobsched.pipeline import attempts
 
-    running, most, lock = 0, 0, threading.Lock()
+    gauge = AtOnce()
 
     def slow_evaluate(checks: Any, text: str | None) -> tuple[Any, ...]:
-        nonlocal running, most
-        with lock:
-            running += 1
-            most = max(most, running)
-        time.sleep(0.05)
-        with lock:
-            running -= 1
-        return ()
+        with gauge:
+            return ()
 
     monkeypatch.setattr(attempts, "evaluate", slow_evaluate)
     check = OutputCheck.model_validate({"expect": "output.rows > 0"})
-    threads = [
-        threading.Thread(target=attempts.judge, args=(TargetResult("succeeded", output='{"rows": 1}'), [check]))
-        for _ in range(6)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert most == 2
+    on_threads(lambda: attempts.judge(TargetResult("succeeded", output='{"rows": 1}'), [check]), 6)
+    assert gauge.most == 2
