@@ -13,9 +13,10 @@ import pytest
 from jobsched.core.item_lists import MAX_DISTRIBUTED_ITEMS
 from jobsched.core.names import OWNER_TAG
 from jobsched.core.runs import RunStatus, TaskStatus
+from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack
-from tests.aws.test_dag import FIRST, dag_job, drive, execution, finished, lambda_task, run_of, start_run, tasks_of
+from tests.aws.test_dag import FIRST, JOB, dag_job, drive, execution, finished, lambda_task, run_of, start_run, tasks_of
 
 LISTS = "data-lists"
 
@@ -177,3 +178,32 @@ def test_put_refuses_a_distributed_map_over_another_teams_bucket_on_its_field(da
     bad = dag_job(lambda_task("list"), distributed("https://ads.example/accounts.json"))
     refused = ApiClient(dag_stack).call("PUT", "/teams/data/jobs/etl", bad, principal=team_role("data"))
     assert refused.status == 422 and refused.body["error"]["errors"][0]["code"] == "invalid_map", refused.body
+
+
+def test_a_distributed_map_re_executed_from_its_failure_reads_the_object_again_and_runs_every_item_anew(
+    dag_stack: Stack, clock: Clock, lambdas: FakeLambdas
+) -> None:
+    s3 = bucket()
+    s3.put_object(Bucket=LISTS, Key="runs/parts.json", Body=json.dumps([{"n": n} for n in range(20)]))
+    listing(lambdas, f"s3://{LISTS}/runs/parts.json", failing=frozenset({3, 11}))
+    start_run(
+        dag_stack, clock, dag_job(lambda_task("list", function="list"), distributed("{{ tasks.list.output.manifest }}"))
+    )
+    drive(dag_stack, finished(dag_stack), seconds=60)
+    assert run_of(dag_stack).status is RunStatus.FAILED
+    assert tasks_of(dag_stack)["each"].error == "2 of 20 items failed (10%; tolerated 0%)"
+    s3.put_object(Bucket=LISTS, Key="runs/parts.json", Body=json.dumps([{"n": n} for n in range(25)]))  # grew
+    calls = listing(lambdas, f"s3://{LISTS}/runs/parts.json")
+    rerun_run(
+        dag_stack.jobs, dag_stack.runs, dag_stack.queues, JOB, FIRST, now=clock(), principal="p",
+        selection=TaskSelection(from_failure=True),
+    )  # fmt: skip
+    dag_stack.pump()
+    drive(dag_stack, finished(dag_stack), seconds=60)
+    tasks = tasks_of(dag_stack)
+    assert run_of(dag_stack).status is RunStatus.SUCCEEDED and tasks["list"].attempt == 1  # kept, not called again
+    items = [state for name, state in tasks.items() if name.startswith("each[")]
+    assert len(items) == 25 and all(state.status is TaskStatus.SUCCEEDED for state in items)
+    assert {state.attempt for state in items} == {2}  # past the first execution's attempts, its 20 items' and new
+    assert sorted(calls) == list(range(25))
+    assert tasks["each"].output == '{"items": 25, "succeeded": 25, "failed": 0}'
