@@ -73,7 +73,15 @@ def test_a_reference_to_an_upstream_that_did_not_succeed_fails_its_task_naming_i
         "trigger_rule": "all_done",  # runs whatever happened upstream, but has nothing to read
         "target": {"type": "lambda", "function": "report", "payload": {"rows": "{{ tasks.extract.output.rows }}"}},
     }
-    start_run(dag_stack, clock, dag_job(lambda_task("extract", function="extract"), report, retry={"max_attempts": 2}))
+    start_run(
+        dag_stack,
+        clock,
+        dag_job(
+            lambda_task("extract", function="extract"),
+            report,
+            retry={"max_attempts": 2, "backoff": {"initial": "1s", "max": "1s", "jitter": "none"}},
+        ),
+    )
     drive(dag_stack, finished(dag_stack))
     tasks = tasks_of(dag_stack)
     assert tasks["extract"].status is TaskStatus.FAILED
