@@ -17,23 +17,31 @@ import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from jobsched.core.templates import S3_URI
+from jobsched.core.templates import S3_URI, is_bucket_name
 
 ItemFormat = Literal["json", "csv"]
 MAX_DISTRIBUTED_ITEMS = 10_000  # items of one distributed map (the team's object)
 MAX_ITEMS_OBJECT_BYTES = 8 * 1024 * 1024  # the object a distributed map reads
 MAX_ITEM_BYTES = 16 * 1024  # one item, as JSON: it travels in its task's message
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
 class BadItems(ValueError):
     """The object is not a list a distributed map can run over: the message says why and what is allowed."""
 
 
+def too_large(size: int | None, most: int = MAX_ITEMS_OBJECT_BYTES) -> BadItems:
+    """An object larger than a distributed map may read; ``size`` None: only known to be over (it grew between
+    reading its size and its bytes)."""
+    megabytes = most // (1024 * 1024)
+    if size is None:
+        return BadItems(f"the object is over {megabytes} MB")
+    return BadItems(f"the object is {size} bytes; at most {megabytes} MB")
+
+
 def items_object(value: Any) -> tuple[str, str]:
     """(bucket, key) of the ``s3://bucket/key`` a distributed map runs over, as its upstream returned it."""
     found = S3_URI.fullmatch(value) if isinstance(value, str) else None
-    if found is None or not _BUCKET.fullmatch(found["bucket"]) or ".." in found["bucket"]:
+    if found is None or not is_bucket_name(found["bucket"]):
         shown = value if isinstance(value, str) else type(value).__name__ if value is not None else "null"
         raise BadItems(f"{str(shown)[:200]!r} is not s3://bucket/key (an object in the team's bucket)")
     if len(found["key"].encode()) > 1024:
@@ -48,7 +56,7 @@ def count_items(data: bytes, form: ItemFormat) -> int:
     object holds, the memory used is the object's text and one item (a list of millions of ``{}`` would
     otherwise take hundreds of MB in a worker that other teams' runs share)."""
     if len(data) > MAX_ITEMS_OBJECT_BYTES:
-        raise BadItems(f"the object is {len(data)} bytes; at most {MAX_ITEMS_OBJECT_BYTES // (1024 * 1024)} MB")
+        raise too_large(len(data))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:

@@ -43,7 +43,7 @@ from jobsched.core.references import ITEM as ITEM_REFERENCE
 from jobsched.core.references import REFERENCE as REFERENCE_WHOLE
 from jobsched.core.references import has_reference, referenced_tasks
 from jobsched.core.references import scan as scan_references
-from jobsched.core.templates import TemplateError, split_s3_uri
+from jobsched.core.templates import BUCKET, TemplateError, is_bucket_name, split_s3_uri
 from jobsched.core.tz import UTC, available_zones, suggest_zone
 from jobsched.core.urls import ParsedUrl, UrlRefused, never_reachable, parse_url
 
@@ -78,7 +78,6 @@ _EVENT_BUS = re.compile(
 )
 # A header value is one line of Latin-1 text (RFC 9110 field-value: visible characters, spaces, tabs, obs-text);
 # CR, LF and NUL would split or end the request, and http.client refuses them (and anything beyond Latin-1).
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 # Credentials belong in secret_headers (resolved at run time), never in the stored job.
@@ -926,7 +925,7 @@ class Escalation(StrictModel):
 
 
 def _check_bucket(value: str) -> str:
-    if not _BUCKET.fullmatch(value) or ".." in value:
+    if not is_bucket_name(value):
         raise _fail(
             "invalid_bucket", "'{value}' is not an S3 bucket name (3-63 characters a-z, 0-9, '.', '-')", value=value
         )
@@ -969,7 +968,7 @@ class EventTrigger(StrictModel):
 class S3Trigger(StrictModel):
     """Runs start when an object is created in ``bucket`` (its EventBridge notifications must be on)."""
 
-    bucket: str = Field(description="tagged jobsched-team=<team>", json_schema_extra={"pattern": _BUCKET.pattern})
+    bucket: str = Field(description="tagged jobsched-team=<team>", json_schema_extra={"pattern": BUCKET.pattern})
     prefix: str = Field(default="", max_length=1024)
     suffix: str = Field(default="", max_length=1024)
 

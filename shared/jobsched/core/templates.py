@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 S3_URI = re.compile(r"^s3://(?P<bucket>[^/]+)/(?P<key>.+)$")
+BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")  # S3's rule for a bucket name, less ".."
 PLACEHOLDER = re.compile(r"\{logical_date(?::(?P<format>[^{}]*))?\}")
 DIRECTIVES = frozenset("YmdHMSjyGVu")  # year, month, day, hour, minute, second, day of year, ISO week parts
 FORMAT_TEXT = re.compile(r"^(?:%[" + "".join(sorted(DIRECTIVES)) + r"]|[A-Za-z0-9_.=\-/])*$")
@@ -22,6 +23,10 @@ MAX_PLACEHOLDERS = 8
 
 class TemplateError(ValueError):
     pass
+
+
+def is_bucket_name(value: str) -> bool:
+    return BUCKET.fullmatch(value) is not None and ".." not in value
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.ownership import TeamSessions
-from jobsched.core.item_lists import BadItems
+from jobsched.core.item_lists import too_large
 from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, ResourceRef
 
 ABSENT = {"404", "NoSuchKey", "NotFound"}
@@ -36,7 +36,7 @@ class S3DataChecks:
         try:
             size = int(s3.head_object(Bucket=bucket, Key=key)["ContentLength"])
             if size > max_bytes:
-                raise BadItems(f"the object is {size} bytes; at most {max_bytes // (1024 * 1024)} MB")
+                raise too_large(size, max_bytes)
             body = s3.get_object(Bucket=bucket, Key=key)["Body"]
         except ClientError as error:
             if str(error.response.get("Error", {}).get("Code", "")) in ABSENT:
@@ -44,5 +44,5 @@ class S3DataChecks:
             raise
         data: bytes = body.read(max_bytes + 1)  # replaced since HeadObject: still never more than this
         if len(data) > max_bytes:
-            raise BadItems(f"the object is over {max_bytes // (1024 * 1024)} MB")
+            raise too_large(None, max_bytes)
         return data

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jobsched.core.item_lists import BadItems
+from jobsched.core.item_lists import too_large
 from jobsched.tenancy.ownership import NotOwned, ResourceKind, ResourceRef
 
 
@@ -26,7 +26,7 @@ class MemoryDataChecks:
         self._owned(team, bucket, "map.over")
         body = self.objects.get((bucket, key))
         if body is not None and len(body) > max_bytes:
-            raise BadItems(f"the object is {len(body)} bytes; at most {max_bytes // (1024 * 1024)} MB")
+            raise too_large(len(body), max_bytes)
         return body
 
     def _owned(self, team: str, bucket: str, place: str) -> None:
