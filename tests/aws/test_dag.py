@@ -21,6 +21,7 @@ from jobsched.core.records import Run, StaleAttempt, TaskState
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.core.spec import JobSpec
 from jobsched.dag.definition import compile_definition, definition_text
+from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.harness import Clock, Stack
 
@@ -104,6 +105,14 @@ def transitions(stack: Stack) -> int:
     arn = run_of(stack).execution_arn
     assert arn is not None
     return stack.workflows.billed_transitions(arn)
+
+
+def rerun(stack: Stack, clock: Clock, principal: str = "data-oncall", **selection: Any) -> Any:
+    """Re-execute the first run (``from_failure=True``, or ``tasks=[...]``, ``downstream=True``)."""
+    return rerun_run(
+        stack.jobs, stack.runs, stack.queues, JOB, FIRST, now=clock(), principal=principal,
+        selection=TaskSelection(**selection),
+    )  # fmt: skip
 
 
 def complete(stack: Stack, task: str, *, succeeded: bool = True, attempt: int = 1) -> Run:

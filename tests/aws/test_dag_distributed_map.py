@@ -13,10 +13,20 @@ import pytest
 from jobsched.core.item_lists import MAX_DISTRIBUTED_ITEMS
 from jobsched.core.names import OWNER_TAG
 from jobsched.core.runs import RunStatus, TaskStatus
-from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack
-from tests.aws.test_dag import FIRST, JOB, dag_job, drive, execution, finished, lambda_task, run_of, start_run, tasks_of
+from tests.aws.test_dag import (
+    FIRST,
+    dag_job,
+    drive,
+    execution,
+    finished,
+    lambda_task,
+    rerun,
+    run_of,
+    start_run,
+    tasks_of,
+)
 
 LISTS = "data-lists"
 
@@ -194,10 +204,7 @@ def test_a_distributed_map_re_executed_from_its_failure_reads_the_object_again_a
     assert tasks_of(dag_stack)["each"].error == "2 of 20 items failed (10%; tolerated 0%)"
     s3.put_object(Bucket=LISTS, Key="runs/parts.json", Body=json.dumps([{"n": n} for n in range(25)]))  # grew
     calls = listing(lambdas, f"s3://{LISTS}/runs/parts.json")
-    rerun_run(
-        dag_stack.jobs, dag_stack.runs, dag_stack.queues, JOB, FIRST, now=clock(), principal="p",
-        selection=TaskSelection(from_failure=True),
-    )  # fmt: skip
+    rerun(dag_stack, clock, principal="p", from_failure=True)
     dag_stack.pump()
     drive(dag_stack, finished(dag_stack), seconds=60)
     tasks = tasks_of(dag_stack)

@@ -10,16 +10,15 @@ import pytest
 
 from jobsched.console import render
 from jobsched.core.runs import RunStatus, TaskStatus
-from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack
 from tests.aws.test_dag import (
     FIRST,
-    JOB,
     dag_job,
     drive,
     finished,
     lambda_task,
+    rerun,
     run_of,
     start_run,
     tasks_of,
@@ -130,10 +129,7 @@ def test_a_map_re_executed_from_its_failure_runs_every_item_again_on_new_attempt
     drive(dag_stack, finished(dag_stack), seconds=120)
     assert run_of(dag_stack).status is RunStatus.FAILED
     lambdas.functions["part"] = lambda event: {"rows": 1}
-    rerun_run(
-        dag_stack.jobs, dag_stack.runs, dag_stack.queues, JOB, FIRST, now=clock(), principal="p",
-        selection=TaskSelection(from_failure=True),
-    )  # fmt: skip
+    rerun(dag_stack, clock, principal="p", from_failure=True)
     dag_stack.pump()
     drive(dag_stack, finished(dag_stack), seconds=120)
     tasks = tasks_of(dag_stack)

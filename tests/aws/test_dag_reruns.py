@@ -16,7 +16,7 @@ from jobsched.console.actions import ActionStores, handle_action
 from jobsched.console.widget import Viewer, WidgetControls, render_widget
 from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus, TaskStatus
-from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight, TaskSelection, rerun_run
+from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight
 from jobsched.pipeline.triggers import start_backfill
 from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack, at
@@ -29,6 +29,7 @@ from tests.aws.test_dag import (
     drive,
     finished,
     lambda_task,
+    rerun,
     run_of,
     start_run,
     tasks_of,
@@ -79,13 +80,6 @@ def failed_run(stack: Stack, clock: Clock) -> None:
         "transform": TaskStatus.FAILED,
         "load": TaskStatus.SKIPPED,
     }
-
-
-def rerun(stack: Stack, clock: Clock, principal: str = "data-oncall", **selection: Any) -> Any:
-    return rerun_run(
-        stack.jobs, stack.runs, stack.queues, JOB, FIRST, now=clock(), principal=principal,
-        selection=TaskSelection(**selection),
-    )  # fmt: skip
 
 
 def test_from_failure_keeps_the_succeeded_task_and_its_output_and_runs_the_rest(
