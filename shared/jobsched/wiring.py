@@ -95,7 +95,17 @@ def build_intake(settings: Settings) -> EventIntake:
 
 
 def build_guard(settings: Settings) -> OwnershipGuard:
-    return OwnershipGuard(AwsTagReader(team_sessions(settings.target_role_arn)), reserved_prefixes(settings.stage))
+    return OwnershipGuard(
+        AwsTagReader(team_sessions(settings.target_role_arn)),
+        reserved_prefixes(settings.stage),
+        grants=membership().kubernetes_grants,
+    )
+
+
+@cache
+def membership() -> MembershipCache:
+    """Who acts for which team, and what the platform grants each team (reloaded at most once a minute)."""
+    return MembershipCache(Membership.from_env, role_tags=iam_role_tags)
 
 
 def egress_policy(settings: Settings) -> AddressPolicy:
@@ -257,6 +267,7 @@ def reset() -> None:
     _lambda_invoker = None
     _run_logs = None
     for cached in (
+        membership,
         default_dispatcher,
         default_heartbeat,
         default_worker,
@@ -277,7 +288,7 @@ def build_api_services(settings: Settings) -> ApiServices:
         queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         worker=default_worker(),
         tokens=CallbackTokens.from_env(),
-        membership=MembershipCache(Membership.from_env, role_tags=iam_role_tags),
+        membership=membership(),
         clock=utc_now,
         dags=build_dag_deployer(settings),
         rules=build_rules(settings),

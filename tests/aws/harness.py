@@ -63,13 +63,18 @@ from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
 from jobsched.registry.jobs import put_job
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
-from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, spec_resources
+from jobsched.tenancy.ownership import KubernetesGrants, OwnershipGuard, ResourceKind, spec_resources
 from tests.helpers import Clock as Clock  # re-exported: the moto tests take the stack and its clock from here
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 # The deployment's kubernetes state machine (tests/aws/test_kubernetes_targets.py creates it in moto).
 KUBERNETES_MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:jobsched-test-kubernetes"
+# What the platform grants teams in shared EKS clusters (the membership's "kubernetes"), as the tests deploy it.
+KUBERNETES_GRANTS = {
+    "data": {"namespaces": ["data-jobs"], "service_accounts": ["trainer"]},
+    "data-eng": {"namespaces": ["data-eng", "data-eng-jobs"], "service_accounts": ["data-eng-admin"]},
+}
 
 
 class Crash(BaseException):
@@ -151,6 +156,8 @@ class InMemoryQueues(VirtualDelayQueues):
 class Stack:
     """The scheduler's tables and queues in moto, and the services wired to them."""
 
+    kubernetes_grants = KubernetesGrants.from_config(KUBERNETES_GRANTS)  # a test may grant others
+
     def __init__(self, clock: Clock, lambdas: FakeLambdas | None = None, *, in_memory_queues: bool = False) -> None:
         self.clock = clock
         self.lambdas = lambdas or FakeLambdas()
@@ -199,7 +206,9 @@ class Stack:
         self.queues.clock = clock
         self.sessions = TeamSessions(None)
         # Tags are read fresh in tests (ttl 0): a test that re-tags a resource sees the change at once.
-        self.guard = OwnershipGuard(AwsTagReader(self.sessions), reserved_prefixes("test"), ttl=0)
+        self.guard = OwnershipGuard(
+            AwsTagReader(self.sessions), reserved_prefixes("test"), ttl=0, grants=lambda: self.kubernetes_grants
+        )
         self.http = GuardedHttp(AddressPolicy(allow_loopback=True))  # test servers listen on loopback
         for name in self.lambdas.functions:  # the platform's shared functions, as the examples are deployed
             self.function(name, {SHARED_TAG: "true"})

@@ -22,6 +22,7 @@ from jobsched.core.records import RunContext
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec, KubernetesTarget
 from jobsched.pipeline.worker import heartbeat_checker
+from jobsched.tenancy.ownership import KubernetesGrants
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import ACCOUNT, KUBERNETES_MACHINE, REGION, Clock, Stack
 
@@ -141,12 +142,49 @@ def test_another_teams_cluster_or_namespace_is_refused_at_put(stack: Stack) -> N
         ({"cluster": "payments-eks"}, "target.cluster"),
         ({"namespace": "payments"}, "target.namespace"),
         ({"namespace": "kube-system"}, "target.namespace"),
-        ({"namespace": "database"}, "target.namespace"),  # starts with the team's name, but is not TEAM-...
+        ({"namespace": "kube-anything"}, "target.namespace"),
+        ({"namespace": "default"}, "target.namespace"),
+        ({"namespace": "database"}, "target.namespace"),  # starts with the team's name, not granted
+        ({"namespace": "data-ops"}, "target.namespace"),  # TEAM-..., but not granted: a prefix owns nothing
+        ({"namespace": "data-eng"}, "target.namespace"),  # team data-eng's own namespace
+        ({"namespace": "data-eng-jobs"}, "target.namespace"),  # granted to data-eng
+        ({"service_account": "data-eng-admin"}, "target.service_account"),  # granted to data-eng only
+        ({"service_account": "default-admin"}, "target.service_account"),  # granted to nobody
     ):
         refused = api.call("PUT", "/teams/data/jobs/train", kubernetes_job(**bad), principal=team_role("data"))
         [why] = refused.body["error"]["errors"]
         assert refused.status == 422 and why["code"] == "resource_not_owned" and why["field"] == field, refused.body
-    assert api.call("PUT", "/teams/data/jobs/train", kubernetes_job(), principal=team_role("data")).status == 201
+    fine: dict[str, Any]
+    for fine in (dict[str, Any](), {"namespace": "data", "service_account": None}):
+        stored = api.call("PUT", "/teams/data/jobs/train", kubernetes_job(**fine), principal=team_role("data"))
+        assert stored.status in (200, 201), stored.body
+    # Teams named "kube" and "default" own nothing of the system's, even their "own" names.
+    for team in ("kube", "default"):
+        stack.kubernetes_grants = KubernetesGrants.from_config({team: {"namespaces": [f"{team}-system"]}})
+        for namespace in ("kube-system", "default"):
+            refused = api.call(
+                "PUT",
+                f"/teams/{team}/jobs/train",
+                kubernetes_job(team=team, namespace=namespace, service_account=None),
+                principal=team_role(team),
+            )
+            assert refused.status == 422, (team, namespace, refused.body)
+
+
+def test_a_namespace_granted_twice_is_nobodys() -> None:
+    grants = KubernetesGrants.from_config({"a": {"namespaces": ["shared"]}, "b": {"namespaces": ["shared"]}})
+    assert grants.namespace_refusal("shared", "a") is not None and grants.namespace_refusal("shared", "b") is not None
+    assert grants.namespace_refusal("b", "a") is not None  # another team's own name, when that team has grants
+
+
+def test_a_grant_withdrawn_refuses_the_next_run(stack: Stack, machine: Any) -> None:
+    """Checked before every run too: a namespace the platform takes back starts nothing, and the run fails named."""
+    cluster("data")
+    stack.kubernetes_grants = KubernetesGrants.from_config({"data": {"service_accounts": ["trainer"]}})
+    run_id = stack.register_and_trigger(kubernetes_job())
+    run = stack.runs.get("data/train", run_id)
+    assert run is not None and run.status is RunStatus.FAILED and "namespace 'data-jobs'" in (run.error or "")
+    assert executions(machine) == []
 
 
 def executions(stepfunctions: Any) -> list[dict[str, Any]]:

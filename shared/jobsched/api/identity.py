@@ -5,7 +5,8 @@ A membership mapping, managed by platform admins, turns ARNs into teams:
 
     {"admins": ["arn:aws:iam::123456789012:role/platform-admin"],
      "teams": {"payments": ["arn:aws:sts::123456789012:assumed-role/payments-ci/*"]},
-     "team_patterns": ["arn:aws:iam::123456789012:role/team-{team}"]}
+     "team_patterns": ["arn:aws:iam::123456789012:role/team-{team}"],
+     "kubernetes": {"payments": {"namespaces": ["payments-batch"], "service_accounts": ["invoicer"]}}}
 
 Patterns are shell-style (``*``). A ``{team}`` placeholder makes one pattern serve every team: the
 local runtime seeds ``arn:aws:iam::123456789012:role/team-{team}``. API Gateway reports a role's callers
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.names import Env
+from jobsched.tenancy.ownership import KubernetesGrants
 
 MEMBERSHIP_TTL_SECONDS = 60.0
 DEFAULT_PRIORITIES = ("normal", "low")
@@ -82,6 +84,8 @@ class Membership:
     team_tag: str | None = None  # e.g. "jobsched-team": the caller's role tag names its team
     # Priority classes each team may use; others get DEFAULT_PRIORITIES ("high" is the platform's to grant).
     priorities: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Namespaces and service accounts each team may run Kubernetes Jobs in (beyond the namespace named as it).
+    kubernetes: KubernetesGrants = field(default_factory=KubernetesGrants)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Membership:
@@ -91,6 +95,7 @@ class Membership:
             team_patterns=tuple(config.get("team_patterns", [])),
             team_tag=config.get("team_tag") or None,
             priorities={team: tuple(granted) for team, granted in config.get("priorities", {}).items()},
+            kubernetes=KubernetesGrants.from_config(config.get("kubernetes") or {}),
         )
 
     def priorities_for(self, team: str) -> tuple[str, ...]:
@@ -175,6 +180,9 @@ class MembershipCache:
 
     def priorities_for(self, team: str) -> tuple[str, ...]:
         return self.current().priorities_for(team)
+
+    def kubernetes_grants(self) -> KubernetesGrants:
+        return self.current().kubernetes
 
     def _role_tags(self, role: str) -> dict[str, str]:
         assert self.role_tags_source is not None

@@ -748,11 +748,12 @@ class KubernetesResources(StrictModel):
 class KubernetesTarget(_TargetBase):
     """A batch/v1 Job on an EKS cluster, run by the deployment's Step Functions state machine
     (``eks:runJob.sync``): one execution per attempt, named by the attempt. The cluster must be the team's (or
-    shared by the platform), the namespace the team's own: ``TEAM`` or ``TEAM-...``."""
+    shared by the platform); the namespace and service account the team's, by the platform's grants
+    (``tenancy.ownership.KubernetesGrants``)."""
 
     type: Literal["kubernetes"]
     cluster: str = Field(max_length=2048, json_schema_extra={"pattern": _EKS_CLUSTER.pattern})
-    namespace: str = Field(max_length=63, description="the team's namespace: its name, or its name and a suffix")
+    namespace: str = Field(max_length=63, description="the team's namespace: its name, or one the platform grants it")
     image: str = Field(max_length=1024, json_schema_extra={"pattern": _IMAGE.pattern})
     command: list[str] | None = Field(default=None, max_length=100)
     args: list[str] | None = Field(default=None, max_length=100)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -54,7 +54,8 @@ class ResourceKind(Enum):
     JOB_QUEUE = "Batch job queue"  # a batch target's: the team's, or one the platform shares
     JOB_DEFINITION = "Batch job definition"  # the image, roles and command a batch run uses: the team's
     EKS_CLUSTER = "EKS cluster"  # a kubernetes target's: the team's, or one the platform shares
-    NAMESPACE = "Kubernetes namespace"  # the team's by name: TEAM or TEAM-..., never another's nor the system's
+    NAMESPACE = "Kubernetes namespace"  # TEAM itself, or one the platform grants the team (never by prefix)
+    SERVICE_ACCOUNT = "Kubernetes service account"  # only those the platform grants the team
 
     @property
     def shareable(self) -> bool:
@@ -99,6 +100,9 @@ class ResourceRef:
         return self.short_name.startswith(prefixes) or self.name.startswith(prefixes)
 
 
+KUBERNETES_NAMED = (ResourceKind.NAMESPACE, ResourceKind.SERVICE_ACCOUNT)
+
+
 class NotOwned(Exception):
     """A run (or a job being stored) names a resource its team may not use. Never retried."""
 
@@ -135,6 +139,11 @@ def target_resources(target: Any, prefix: str = "target") -> list[ResourceRef]:
         return [
             ResourceRef(ResourceKind.EKS_CLUSTER, target.cluster, f"{prefix}.cluster"),
             ResourceRef(ResourceKind.NAMESPACE, target.namespace, f"{prefix}.namespace"),
+            *(
+                [ResourceRef(ResourceKind.SERVICE_ACCOUNT, target.service_account, f"{prefix}.service_account")]
+                if target.service_account is not None
+                else []
+            ),
         ]
     if isinstance(target, BatchTarget):
         return [
@@ -186,11 +195,59 @@ def data_buckets(spec: JobSpec) -> Iterator[ResourceRef]:
             yield ResourceRef(ResourceKind.BUCKET, named[0], f"dag.tasks[{index}].map.over")
 
 
-def refusal(resource: ResourceRef, team: str, tags: dict[str, str] | None, reserved: tuple[str, ...]) -> str | None:
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass(frozen=True)
+class KubernetesGrants:
+    """What the platform grants each team inside shared EKS clusters (membership ``"kubernetes"``). Namespaces
+    and service accounts carry no AWS tags, and a team name may be another's prefix (``data``, ``data-eng``), so
+    a name never decides by its shape: a team's namespaces are exactly its own name and those listed for it,
+    and its service accounts only those listed.
+
+        {"kubernetes": {"data": {"namespaces": ["data-batch"], "service_accounts": ["trainer"]}}}
+    """
+
+    namespaces: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    service_accounts: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> KubernetesGrants:
+        teams = {str(t): g for t, g in (config or {}).items() if isinstance(g, dict)}
+        return cls(
+            namespaces={t: tuple(str(n) for n in g.get("namespaces", [])) for t, g in teams.items()},
+            service_accounts={t: tuple(str(a) for a in g.get("service_accounts", [])) for t, g in teams.items()},
+        )
+
+    def namespace_refusal(self, namespace: str, team: str) -> str | None:
+        allowed = f"a team's namespaces are its name ({team}) and those the platform grants it"
+        if namespace in SYSTEM_NAMESPACES or namespace.startswith("kube-"):
+            return "is a system namespace"
+        others = sorted(t for t, granted in self.namespaces.items() if t != team and namespace in granted)
+        if others or (namespace != team and namespace in self.namespaces):
+            return f"is granted to another team ({allowed})"
+        if namespace == team or namespace in self.namespaces.get(team, ()):
+            return None
+        return f"is not the team's ({allowed})"
+
+    def service_account_refusal(self, account: str, team: str) -> str | None:
+        if account in self.service_accounts.get(team, ()):
+            return None
+        return "is not granted to the team (leave it out to run as the namespace's default service account)"
+
+
+def refusal(
+    resource: ResourceRef,
+    team: str,
+    tags: dict[str, str] | None,
+    reserved: tuple[str, ...],
+    grants: KubernetesGrants | None = None,
+) -> str | None:
     """Why ``team`` may not use ``resource`` (None: it may). Pure: the rule, stated once."""
-    if resource.kind is ResourceKind.NAMESPACE:  # namespaces have no AWS tags: they are the team's by name
-        owned = resource.name == team or resource.name.startswith(f"{team}-")
-        return None if owned else f"is not the team's (a team's namespaces are named {team} or {team}-...)"
+    if resource.kind is ResourceKind.NAMESPACE:
+        return (grants or KubernetesGrants()).namespace_refusal(resource.name, team)
+    if resource.kind is ResourceKind.SERVICE_ACCOUNT:
+        return (grants or KubernetesGrants()).service_account_refusal(resource.name, team)
     if resource.is_reserved(reserved):
         return "is one of jobsched's own resources"
     if tags is None:
@@ -206,7 +263,8 @@ def refusal(resource: ResourceRef, team: str, tags: dict[str, str] | None, reser
 
 
 class OwnershipGuard:
-    """Checks a resource against a team before use; tag reads are cached for ``ttl`` seconds."""
+    """Checks a resource against a team before use; tag reads are cached for ``ttl`` seconds. ``grants`` gives the
+    current Kubernetes grants (the membership's, reloaded by its cache): none, a team has only its own namespace."""
 
     def __init__(
         self,
@@ -215,14 +273,16 @@ class OwnershipGuard:
         *,
         ttl: float = TAG_CACHE_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
+        grants: Callable[[], KubernetesGrants] = KubernetesGrants,
     ) -> None:
         self.reader, self.reserved, self.ttl, self.monotonic = reader, reserved, ttl, monotonic
+        self.grants = grants
         self._cache: dict[tuple[str, ResourceKind, str], tuple[float, dict[str, str] | None]] = {}
         self._lock = threading.Lock()
 
     def check(self, resource: ResourceRef, team: str) -> None:
         """Raises NotOwned unless ``team`` may use ``resource``."""
-        reason = refusal(resource, team, self._tags(team, resource), self.reserved)
+        reason = refusal(resource, team, self._tags(team, resource), self.reserved, self._grants(resource))
         if reason is not None:
             raise NotOwned(resource, team, reason)
 
@@ -232,12 +292,15 @@ class OwnershipGuard:
         tags = self._tags(team, resource)
         if tags is None and not resource.is_reserved(self.reserved):
             return None
-        reason = refusal(resource, team, tags, self.reserved)
+        reason = refusal(resource, team, tags, self.reserved, self._grants(resource))
         return NotOwned(resource, team, reason) if reason is not None else None
 
+    def _grants(self, resource: ResourceRef) -> KubernetesGrants | None:
+        return self.grants() if resource.kind in KUBERNETES_NAMED else None
+
     def _tags(self, team: str, resource: ResourceRef) -> dict[str, str] | None:
-        if resource.kind is ResourceKind.NAMESPACE:
-            return {}  # nothing to read: the name decides (``refusal``)
+        if resource.kind in KUBERNETES_NAMED:
+            return {}  # nothing to read: the platform's grants decide (``refusal``)
         if resource.is_reserved(self.reserved):
             return None  # never read: the name alone decides
         key = (team, resource.kind, resource.name)
