@@ -421,8 +421,16 @@ def container_scenario(runs: int) -> list[str]:
         stack = Stack(clock, FakeLambdas(functions={}))
         ec2 = stack.sessions.client("bench", "ec2")
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
-        group = ec2.create_security_group(GroupName="bench", Description="bench", VpcId=vpc)["GroupId"]
+        owned = [{"Key": "jobsched-team", "Value": "bench"}]
+        subnet = ec2.create_subnet(
+            VpcId=vpc, CidrBlock="10.0.1.0/24", TagSpecifications=[{"ResourceType": "subnet", "Tags": owned}]
+        )["Subnet"]["SubnetId"]
+        group = ec2.create_security_group(
+            GroupName="bench",
+            Description="bench",
+            VpcId=vpc,
+            TagSpecifications=[{"ResourceType": "security-group", "Tags": owned}],
+        )["GroupId"]
         ecs = stack.sessions.client("bench", "ecs")
         tags = [{"key": "jobsched-team", "value": "bench"}]
         ecs.create_cluster(clusterName="bench", tags=tags)

@@ -152,6 +152,9 @@ class TargetRole(Construct):
                     "ecs:DescribeClusters",
                     "ecs:DescribeTaskDefinition",
                     "ecs:ListTagsForResource",
+                    "ecs:DescribeCapacityProviders",
+                    "ec2:DescribeSubnets",  # an ECS task's subnets and security groups are owned like its cluster
+                    "ec2:DescribeSecurityGroups",
                     "logs:ListTagsForResource",
                     "batch:DescribeJobQueues",
                     "batch:DescribeJobDefinitions",

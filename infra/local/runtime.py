@@ -684,8 +684,16 @@ class LocalRuntime:
         )
         ec2 = boto3.client("ec2", endpoint_url=self.endpoint, region_name=REGION)
         vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
-        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.42.1.0/24")["Subnet"]["SubnetId"]
-        group = ec2.create_security_group(GroupName="examples-containers", Description="examples", VpcId=vpc)
+        owned = [{"Key": OWNER_TAG, "Value": "examples"}]  # a task runs only in the team's subnets and groups
+        subnet = ec2.create_subnet(
+            VpcId=vpc, CidrBlock="10.42.1.0/24", TagSpecifications=[{"ResourceType": "subnet", "Tags": owned}]
+        )["Subnet"]["SubnetId"]
+        group = ec2.create_security_group(
+            GroupName="examples-containers",
+            Description="examples",
+            VpcId=vpc,
+            TagSpecifications=[{"ResourceType": "security-group", "Tags": owned}],
+        )
         return {"subnets": [subnet], "security_groups": [group["GroupId"]]}
 
     def _start_callback_worker(self) -> None:

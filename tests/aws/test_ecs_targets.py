@@ -33,11 +33,22 @@ NETWORK: dict[str, Any] = {"subnets": ["subnet-0123456789abcdef0"], "security_gr
 @pytest.fixture(autouse=True)
 def network(stack: Stack) -> None:
     """The team's subnet and security group (moto's RunTask checks that they exist)."""
+    NETWORK.update(team_network("data"))
+
+
+def team_network(team: str) -> dict[str, list[str]]:
+    """A subnet and a security group tagged for ``team``."""
     ec2 = boto3.client("ec2", region_name=REGION)
+    tags = [{"ResourceType": "subnet", "Tags": [{"Key": "jobsched-team", "Value": team}]}]
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
-    group = ec2.create_security_group(GroupName="etl", Description="etl", VpcId=vpc)["GroupId"]
-    NETWORK.update(subnets=[subnet], security_groups=[group])
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", TagSpecifications=tags)["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(
+        GroupName=f"{team}-etl",
+        Description="etl",
+        VpcId=vpc,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": [{"Key": "jobsched-team", "Value": team}]}],
+    )["GroupId"]
+    return {"subnets": [subnet], "security_groups": [group]}
 
 
 def cluster_and_definition(team: str, family: str = "nightly-etl") -> Any:
@@ -199,6 +210,43 @@ def test_another_teams_cluster_or_task_definition_is_refused_at_put_and_at_run(s
     fields = {e["field"] for e in refused.body["error"]["errors"]}
     assert fields == {"target.cluster", "target.task_definition"}
     assert tasks(ecs, "payments-batch") == []
+
+
+def test_another_teams_subnet_security_group_or_capacity_provider_is_refused_at_put_and_at_run(
+    stack: Stack,
+) -> None:
+    """Security groups are the network boundary ("may reach beta's database"): team data's task never runs in
+    team payments' subnet, with its group, or on its instances."""
+    ecs = cluster_and_definition("data")
+    theirs = team_network("payments")
+    ecs.create_capacity_provider(
+        name="payments-spot",
+        autoScalingGroupProvider={"autoScalingGroupArn": f"arn:aws:autoscaling:{REGION}:123456789012:asg/x"},
+        tags=[{"key": "jobsched-team", "value": "payments"}],
+    )
+    api = ApiClient(stack)
+    for change, field in (
+        ({"subnets": theirs["subnets"]}, "target.network.subnets[0]"),
+        ({"security_groups": theirs["security_groups"]}, "target.network.security_groups[0]"),
+    ):
+        document = ecs_job(network=NETWORK | change)
+        refused = api.call("PUT", "/teams/data/jobs/etl", document, principal=team_role("data"))
+        assert refused.status == 422, refused.body
+        assert [e["field"] for e in refused.body["error"]["errors"]] == [field]
+    on_theirs = ecs_job(launch_type=None, capacity_provider="payments-spot")
+    refused = api.call("PUT", "/teams/data/jobs/etl", on_theirs, principal=team_role("data"))
+    assert [e["field"] for e in refused.body["error"]["errors"]] == ["target.capacity_provider"]
+    assert api.call("PUT", "/teams/data/jobs/etl", ecs_job(), principal=team_role("data")).status in (200, 201)
+    # At run time too: the group changed hands after the job was stored; the run fails named, no task starts.
+    boto3.client("ec2", region_name=REGION).create_tags(
+        Resources=NETWORK["security_groups"], Tags=[{"Key": "jobsched-team", "Value": "payments"}]
+    )
+    run = trigger_run(stack.jobs, stack.runs, stack.queues, "data/etl", now=stack.clock(), principal="test")
+    stack.pump()
+    failed = stack.runs.get("data/etl", run.run_id)
+    assert failed is not None and failed.status is RunStatus.FAILED, failed
+    assert "security group" in (failed.error or "") and "belongs to another team" in (failed.error or "")
+    assert tasks(ecs) == []
 
 
 def test_a_worker_that_dies_between_runtask_and_its_record_leaves_one_task_that_still_ends_the_run(

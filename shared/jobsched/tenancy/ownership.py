@@ -51,6 +51,9 @@ class ResourceKind(Enum):
     CLUSTER = "ECS cluster"  # an ecs target's: the team's, or one the platform shares
     LOG_GROUP = "log group"  # a container's awslogs group: the team's, read as the team for `jobsched logs`
     TASK_DEFINITION = "ECS task definition"  # the image, roles and command a container run uses: the team's
+    SUBNET = "subnet"  # where an ECS task's network interface lands: the team's, or one the platform shares
+    SECURITY_GROUP = "security group"  # what the task may reach ("may reach beta's database"): likewise
+    CAPACITY_PROVIDER = "ECS capacity provider"  # the instances it runs on: likewise (FARGATE is AWS's)
     JOB_QUEUE = "Batch job queue"  # a batch target's: the team's, or one the platform shares
     JOB_DEFINITION = "Batch job definition"  # the image, roles and command a batch run uses: the team's
     EKS_CLUSTER = "EKS cluster"  # a kubernetes target's: the team's, or one the platform shares
@@ -68,6 +71,9 @@ class ResourceKind(Enum):
             ResourceKind.CLUSTER,
             ResourceKind.JOB_QUEUE,
             ResourceKind.EKS_CLUSTER,
+            ResourceKind.SUBNET,
+            ResourceKind.SECURITY_GROUP,
+            ResourceKind.CAPACITY_PROVIDER,
         )
 
 
@@ -134,6 +140,7 @@ def target_resources(target: Any, prefix: str = "target") -> list[ResourceRef]:
         return [
             ResourceRef(ResourceKind.CLUSTER, target.cluster, f"{prefix}.cluster"),
             ResourceRef(ResourceKind.TASK_DEFINITION, target.task_definition, f"{prefix}.task_definition"),
+            *ecs_placement(target, prefix),
         ]
     if isinstance(target, KubernetesTarget):
         return [
@@ -151,6 +158,27 @@ def target_resources(target: Any, prefix: str = "target") -> list[ResourceRef]:
             ResourceRef(ResourceKind.JOB_DEFINITION, target.job_definition, f"{prefix}.job_definition"),
         ]
     return []
+
+
+AWS_CAPACITY_PROVIDERS = ("FARGATE", "FARGATE_SPOT")  # AWS's own: nobody's to own
+
+
+def ecs_placement(target: EcsTarget, prefix: str) -> list[ResourceRef]:
+    """Where an ECS task runs and what it may reach: its subnets, security groups and capacity provider."""
+    found: list[ResourceRef] = []
+    if target.capacity_provider is not None and target.capacity_provider not in AWS_CAPACITY_PROVIDERS:
+        provider = target.capacity_provider
+        found.append(ResourceRef(ResourceKind.CAPACITY_PROVIDER, provider, f"{prefix}.capacity_provider"))
+    if target.network is not None:
+        found += [
+            ResourceRef(ResourceKind.SUBNET, subnet, f"{prefix}.network.subnets[{index}]")
+            for index, subnet in enumerate(target.network.subnets)
+        ]
+        found += [
+            ResourceRef(ResourceKind.SECURITY_GROUP, group, f"{prefix}.network.security_groups[{index}]")
+            for index, group in enumerate(target.network.security_groups)
+        ]
+    return found
 
 
 def trigger_resources(trigger: JobTrigger, prefix: str = "trigger") -> list[ResourceRef]:

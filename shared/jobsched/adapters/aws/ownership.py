@@ -33,6 +33,9 @@ CONTAINER_KINDS = (
     ResourceKind.JOB_DEFINITION,
     ResourceKind.LOG_GROUP,
     ResourceKind.EKS_CLUSTER,
+    ResourceKind.SUBNET,
+    ResourceKind.SECURITY_GROUP,
+    ResourceKind.CAPACITY_PROVIDER,
 )
 MISSING = frozenset(
     {
@@ -56,6 +59,10 @@ MISSING = frozenset(
         "InvalidParameterException",
         "ValidationException",
         "NoSuchBucket",
+        "InvalidSubnetID.NotFound",
+        "InvalidGroup.NotFound",
+        "InvalidSubnetID.Malformed",
+        "InvalidGroupId.Malformed",
     }
 )
 
@@ -182,6 +189,13 @@ class AwsTagReader:
         if resource.kind is ResourceKind.EKS_CLUSTER:
             eks = self.sessions.client(team, "eks")
             return dict(eks.describe_cluster(name=short_name(resource.name))["cluster"].get("tags") or {})
+        if resource.kind is ResourceKind.SUBNET:
+            [subnet] = self.sessions.client(team, "ec2").describe_subnets(SubnetIds=[resource.name])["Subnets"]
+            return {tag["Key"]: tag["Value"] for tag in subnet.get("Tags", [])}
+        if resource.kind is ResourceKind.SECURITY_GROUP:
+            ec2 = self.sessions.client(team, "ec2")
+            [group] = ec2.describe_security_groups(GroupIds=[resource.name])["SecurityGroups"]
+            return {tag["Key"]: tag["Value"] for tag in group.get("Tags", [])}
         return self._ecs_tags(team, resource)
 
     def _batch_tags(self, team: str, resource: ResourceRef) -> dict[str, str]:
@@ -203,6 +217,13 @@ class AwsTagReader:
         if resource.kind is ResourceKind.TASK_DEFINITION:
             found = ecs.describe_task_definition(taskDefinition=resource.name, include=["TAGS"])
             return {tag["key"]: tag["value"] for tag in found.get("tags", [])}
+        if resource.kind is ResourceKind.CAPACITY_PROVIDER:
+            providers = ecs.describe_capacity_providers(capacityProviders=[resource.name], include=["TAGS"])
+            active = [p for p in providers.get("capacityProviders", []) if p.get("status") != "INACTIVE"]
+            if not active:
+                missing = {"Error": {"Code": "ClientException", "Message": resource.name}}
+                raise ClientError(missing, "DescribeCapacityProviders")
+            return {tag["key"]: tag["value"] for tag in active[0].get("tags", [])}
         clusters = ecs.describe_clusters(clusters=[resource.name], include=["TAGS"])["clusters"]
         if not clusters or clusters[0].get("status") == "INACTIVE":
             missing = {"Error": {"Code": "ClusterNotFoundException", "Message": resource.name}}
