@@ -90,7 +90,7 @@ def build_intake(settings: Settings) -> EventIntake:
         runs,
         WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         guard=build_guard(settings),
-        containers=ContainerResults(runs, complete, jobs),
+        containers=ContainerResults(runs, complete, jobs, lambda: default_worker().containers),
     )
 
 

@@ -245,7 +245,9 @@ class Stack:
             waiters=self.jobs,
             containers=ContainerWork(self.targets.ecs, self.targets.batch, self.targets.kubernetes),
         )
-        self.intake.containers = ContainerResults(self.runs, self.worker.complete_external, self.jobs)
+        self.intake.containers = ContainerResults(
+            self.runs, self.worker.complete_external, self.jobs, lambda: self.worker.containers
+        )
 
         # Pages: SNS topics in moto, each delivering to one SQS queue the tests read; webhooks recorded.
         self.sns = boto3.client("sns", region_name=REGION)

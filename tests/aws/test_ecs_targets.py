@@ -12,10 +12,12 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
 from jobsched.adapters.aws.container_logs import ContainerLogs
-from jobsched.adapters.aws.ecs_tasks import EcsTasks
+from jobsched.adapters.aws.ecs_tasks import EcsTasks, unanswered
 from jobsched.adapters.aws.logs import InsightsLogs
+from jobsched.core.containers import attempt_token
 from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 from jobsched.core.names import Env
 from jobsched.core.runs import RunStatus
@@ -285,10 +287,79 @@ def test_an_unrecorded_task_ends_the_run_only_from_the_jobs_cluster_with_the_att
     at = parse_instant("2027-01-04T09:00:00Z")
     run = Run("data/etl", "r1", "data", RunStatus.RUNNING, 1, at, at, "manual", 1, "c")
     token = attempt_token("data/etl", "r1", 1)
-    ours = {"startedBy": token, "clusterArn": "arn:aws:ecs:us-east-1:123456789012:cluster/data-batch"}
+    ours = {
+        "startedBy": token,
+        "clusterArn": "arn:aws:ecs:us-east-1:123456789012:cluster/data-batch",
+        "taskDefinitionArn": "arn:aws:ecs:us-east-1:123456789012:task-definition/nightly-etl:3",
+    }
     assert started_by_attempt(spec, run, ours)
+    foreign = "arn:aws:ecs:us-east-1:123456789012:task-definition/payments-etl:1"
+    assert not started_by_attempt(spec, run, ours | {"taskDefinitionArn": foreign})
+    assert not started_by_attempt(spec, run, {k: v for k, v in ours.items() if k != "taskDefinitionArn"})
     assert not started_by_attempt(spec, run, ours | {"clusterArn": "arn:aws:ecs:us-east-1:1:cluster/payments-batch"})
     assert not started_by_attempt(spec, run, ours | {"startedBy": attempt_token("data/etl", "r1", 2)})
+
+
+def test_a_task_carrying_the_derivable_token_on_a_shared_cluster_ends_nothing_and_is_not_stopped(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attempt token is a digest anyone can compute. Another principal runs its own task definition on the
+    shared cluster with the token as startedBy, in the window before the attempt recorded its work (its RunTask
+    answer lost): its state change ends nothing, and the reconcile neither takes its result nor stops it."""
+    ecs = boto3.client("ecs", region_name=REGION)
+    ecs.create_cluster(clusterName="shared-batch", tags=[{"key": "jobsched-shared", "value": "true"}])
+    cluster_and_definition("data", family="nightly-etl")
+    ecs.register_task_definition(
+        family="intruder",
+        containerDefinitions=[{"name": "etl", "image": "evil/etl:1", "memory": 512}],
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="256",
+        memory="512",
+        tags=[{"key": "jobsched-team", "value": "payments"}],
+    )
+    with monkeypatch.context() as lost_answer:  # RunTask's answer lost: the attempt has no work recorded
+        lost = unanswered(None, EndpointConnectionError(endpoint_url="ecs"))
+        lost_answer.setattr(stack.targets.ecs, "start", lambda target, context: lost)
+        run_id = stack.register_and_trigger(ecs_job(cluster="shared-batch", timeout="10m"))
+    token = attempt_token("data/etl", run_id, 1)
+    names_the_run: dict[str, Any] = {
+        "launchType": "FARGATE",
+        "networkConfiguration": {
+            "awsvpcConfiguration": {"subnets": NETWORK["subnets"], "securityGroups": NETWORK["security_groups"]}
+        },
+        "overrides": {
+            "containerOverrides": [
+                {
+                    "name": "etl",
+                    "environment": [
+                        {"name": "JOBSCHED_JOB", "value": "data/etl"},
+                        {"name": "JOBSCHED_RUN_ID", "value": run_id},
+                        {"name": "JOBSCHED_ATTEMPT", "value": "1"},
+                    ],
+                }
+            ]
+        },
+    }
+    [forged] = ecs.run_task(cluster="shared-batch", taskDefinition="intruder", startedBy=token, **names_the_run)[
+        "tasks"
+    ]
+    described = ecs.describe_tasks(cluster="shared-batch", tasks=[forged["taskArn"]])["tasks"][0]
+    assert stack.intake.receive(state_change(described, 0), now=clock()).action == "dropped"
+    # Even naming the job's own definition, a task without the team's tags (RunTask gave it none) is not it.
+    [copied] = ecs.run_task(cluster="shared-batch", taskDefinition="nightly-etl", startedBy=token, **names_the_run)[
+        "tasks"
+    ]
+    copy = ecs.describe_tasks(cluster="shared-batch", tasks=[copied["taskArn"]])["tasks"][0]
+    assert stack.intake.receive(state_change(copy, 0), now=clock()).action == "dropped"
+    running = stack.runs.get("data/etl", run_id)
+    assert running is not None and running.status is RunStatus.RUNNING
+    clock.advance(timedelta(minutes=11))
+    heartbeat_checker(stack.runs, stack.worker).check(clock())
+    timed_out = stack.runs.get("data/etl", run_id)
+    assert timed_out is not None and timed_out.status is RunStatus.TIMED_OUT
+    left = ecs.describe_tasks(cluster="shared-batch", tasks=[forged["taskArn"], copied["taskArn"]])["tasks"]
+    assert all(task.get("stoppedReason", "") == "" or "jobsched" not in task["stoppedReason"] for task in left)
 
 
 def test_a_lost_state_change_is_read_back_at_the_lease_end(stack: Stack, clock: Clock) -> None:

@@ -31,6 +31,17 @@ def short_name(name: str) -> str:
     return name.rsplit("/", 1)[-1] if name.startswith("arn:") else name
 
 
+def same_definition(named: str, arn: str) -> bool:
+    """Whether the definition a task or a job ran (``arn``: ``...:task-definition/FAMILY:REV`` or
+    ``...:job-definition/NAME:REV``) is the one a job names: an ARN, ``FAMILY:REV``, or ``FAMILY`` (any revision)."""
+    if not arn:
+        return False
+    if named.startswith("arn:"):
+        return named == arn
+    ran = arn.rsplit("/", 1)[-1]
+    return ran == named if ":" in named else ran.split(":", 1)[0] == named
+
+
 @dataclass(frozen=True)
 class TaskOutcome:
     """A task as DescribeTasks, or its Task State Change, tells it."""

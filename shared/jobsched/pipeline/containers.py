@@ -5,8 +5,9 @@ waiting for them.
   Functions Execution Status Change (a Kubernetes Job's execution ended) the deployment's rules delivered. The
   run is named by the work's environment (``JOBSCHED_JOB``, ``JOBSCHED_RUN_ID``, ``JOBSCHED_ATTEMPT``) or the
   execution's input, and only the work recorded on that attempt may end it (or, before its record, the work
-  carrying the attempt's token on the job's own cluster or queue): a task another team started with a copied
-  environment, or an earlier attempt's, ends nothing. An array job's children end nothing; their parent does.
+  carrying the attempt's token on the job's own cluster or queue, running the job's definition, and found
+  again as the team with the scheduler's tags): a task another team started with a copied environment or the
+  (derivable) token, or an earlier attempt's, ends nothing. An array job's children end nothing; their parent does.
   The result goes through the worker's ``complete_external``, fenced by the attempt like every result.
 - ``reconcile``: the heartbeat checker found the attempt's lease over (the target's timeout, or a state change
   that never came). Describing the work says which: work that ended is recorded as its state change would have
@@ -17,6 +18,7 @@ waiting for them.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 from jobsched.core.containers import (
@@ -24,6 +26,7 @@ from jobsched.core.containers import (
     attempt_token,
     batch_outcome,
     execution_outcome,
+    same_definition,
     short_name,
     stopped_result,
     task_outcome,
@@ -104,16 +107,30 @@ def work_outcome(detail: dict[str, Any]) -> TaskOutcome:
 
 
 class ContainerResults:
-    def __init__(self, runs: RunsPort, complete: Any, jobs: JobsPort | None = None) -> None:
+    def __init__(
+        self,
+        runs: RunsPort,
+        complete: Any,
+        jobs: JobsPort | None = None,
+        containers: Callable[[], ContainersPort | None] = lambda: None,
+    ) -> None:
         # complete(job, run_id, attempt, succeeded=, output=, error=, retryable=): Worker.complete_external
-        self.runs, self.complete, self.jobs = runs, complete, jobs
+        self.runs, self.complete, self.jobs, self.containers = runs, complete, jobs, containers
 
     def _attempts_work(self, run: Run, detail: dict[str, Any]) -> bool:
         recorded = work_id(started_task(run))
         if recorded:
             return recorded == detail_id(detail)
         stored = self.jobs.get(run.job) if self.jobs is not None else None
-        return stored is not None and started_by_attempt(stored.spec, run, detail)
+        if stored is None or not started_by_attempt(stored.spec, run, detail):
+            return False
+        # Before the attempt recorded its work, the token (derivable by anyone) and the event are not proof:
+        # the work must be found as the team, running the job's definition and carrying the team's tags.
+        containers, target = self.containers(), stored.spec.target
+        if containers is None or not isinstance(target, (EcsTarget, BatchTarget)):
+            return containers is None or isinstance(target, KubernetesTarget)  # its own machine's executions only
+        found = containers.find(run.team, target, attempt_token(run.job, run.run_id, run.attempt))
+        return found is not None and work_id(found) == detail_id(detail)
 
     def stopped(self, detail: dict[str, Any]) -> Recorded:
         named = run_named_by(detail)
@@ -144,19 +161,22 @@ class ContainerResults:
 
 
 def started_by_attempt(spec: JobSpec, run: Run, detail: dict[str, Any]) -> bool:
-    """Work the attempt started but did not get to record (a crash, a lost answer): it carries the attempt's
-    token (a task's startedBy, a job's name) and ran on the job's own cluster or queue (another team can run
-    nothing there)."""
+    """Whether a state change may be of work the attempt started but did not get to record (a crash, a lost
+    answer): it carries the attempt's token (a task's startedBy, a job's name), ran on the job's own cluster or
+    queue and ran the job's own definition. The token is derivable, so ``ContainerResults`` also finds the work
+    as the team before it believes it."""
     token = attempt_token(run.job, run.run_id, run.attempt)
     if isinstance(spec.target, KubernetesTarget) and is_execution(detail):
         # Only the deployment's own state machine's executions reach here (its rule matches that machine).
         return detail.get("name") == token
     if isinstance(spec.target, BatchTarget) and is_batch_job(detail):
         queue = short_name(str(detail.get("jobQueue") or ""))
-        return detail.get("jobName") == token and queue == short_name(spec.target.job_queue)
+        definition = same_definition(spec.target.job_definition, str(detail.get("jobDefinition") or ""))
+        return detail.get("jobName") == token and queue == short_name(spec.target.job_queue) and definition
     if isinstance(spec.target, EcsTarget) and not is_batch_job(detail):
         cluster = short_name(str(detail.get("clusterArn") or ""))
-        return detail.get("startedBy") == token and cluster == short_name(spec.target.cluster)
+        definition = same_definition(spec.target.task_definition, str(detail.get("taskDefinitionArn") or ""))
+        return detail.get("startedBy") == token and cluster == short_name(spec.target.cluster) and definition
     return False
 
 

@@ -30,7 +30,7 @@ from jobsched.adapters.aws.ecs_tasks import (
     unanswered,
 )
 from jobsched.adapters.aws.ownership import TeamSessions
-from jobsched.core.containers import TaskOutcome, batch_outcome
+from jobsched.core.containers import TaskOutcome, batch_outcome, same_definition
 from jobsched.core.names import JOB_TAG, OWNER_TAG
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import BatchTarget
@@ -90,9 +90,16 @@ class BatchJobs:
         pages = batch.get_paginator("list_jobs").paginate(
             jobQueue=target.job_queue, filters=[{"name": "JOB_NAME", "values": [token]}]
         )
-        for page in pages:
-            for job in page.get("jobSummaryList", []):
-                if job.get("jobName") == token:
+        named = [
+            str(job["jobId"]) for page in pages for job in page.get("jobSummaryList", []) if job.get("jobName") == token
+        ]
+        # The name can be derived by anyone: a job counts only with the job's definition and the team's tags.
+        for index in range(0, len(named), 100):
+            for job in batch.describe_jobs(jobs=named[index : index + 100]).get("jobs", []):
+                tags = job.get("tags") or {}
+                if tags.get(OWNER_TAG) == team and same_definition(
+                    target.job_definition, str(job.get("jobDefinition"))
+                ):
                     return _work(target, str(job["jobId"]))
         return None
 

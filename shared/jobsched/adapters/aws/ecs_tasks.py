@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError
 
 from jobsched.adapters.aws.ownership import TeamSessions
-from jobsched.core.containers import TaskOutcome, attempt_token, task_outcome
+from jobsched.core.containers import TaskOutcome, attempt_token, same_definition, task_outcome
 from jobsched.core.names import JOB_TAG, OWNER_TAG, RunEnv
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import EcsTarget
@@ -138,12 +138,20 @@ class EcsTasks:
         return task_outcome(found[0]) if found else None
 
     def find(self, team: str, target: EcsTarget, token: str) -> dict[str, str] | None:
-        """The task an attempt started (by its token), running or stopped: after a crash before it was recorded."""
+        """The task an attempt started (by its token), running or stopped: after a crash before it was recorded.
+        The token can be derived by anyone, so a task counts only if it runs the job's task definition and
+        carries the tags RunTask gave it (the team's): another principal's task on a shared cluster is not it."""
         ecs = self.sessions.client(team, "ecs")
         for status in ("RUNNING", "STOPPED"):
             found = ecs.list_tasks(cluster=target.cluster, startedBy=token, desiredStatus=status).get("taskArns", [])
-            if found:
-                return {"cluster": target.cluster, "task_arn": str(found[0]), "task_definition": target.task_definition}
+            if not found:
+                continue
+            described = ecs.describe_tasks(cluster=target.cluster, tasks=found[:100], include=["TAGS"])
+            for task in described.get("tasks", []):
+                tags = {tag.get("key"): tag.get("value") for tag in task.get("tags") or []}
+                definition = str(task.get("taskDefinitionArn") or "")
+                if tags.get(OWNER_TAG) == team and same_definition(target.task_definition, definition):
+                    return {"cluster": target.cluster, "task_arn": str(task["taskArn"]), "task_definition": definition}
         return None
 
     def stop(self, team: str, work: dict[str, str], reason: str) -> None:
