@@ -133,7 +133,10 @@ def run_callbacks(clock: Callable[[], datetime] = utc_now) -> RunCallbacks | Non
 
     def issue(context: RunContext, valid_for: timedelta) -> str:
         expires_at = clock() + valid_for + TOKEN_GRACE
-        return tokens.issue(context.job, context.run_id, context.attempt, context.task, expires_at=expires_at)
+        # A container's token is readable by whoever may describe its task: it may report progress, never end it.
+        return tokens.issue(
+            context.job, context.run_id, context.attempt, context.task, expires_at=expires_at, purpose="progress"
+        )
 
     return RunCallbacks(api_url.rstrip("/"), issue)
 

@@ -6,6 +6,9 @@ send (its detail is DescribeTasks' task, which is what EventBridge carries)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,6 +20,7 @@ from botocore.exceptions import EndpointConnectionError
 from jobsched.adapters.aws.container_logs import ContainerLogs
 from jobsched.adapters.aws.ecs_tasks import EcsTasks, unanswered
 from jobsched.adapters.aws.logs import InsightsLogs
+from jobsched.api.tokens import CallbackTokens, key_id
 from jobsched.core.containers import attempt_token
 from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 from jobsched.core.names import Env
@@ -418,6 +422,14 @@ def test_a_container_checkpoints_through_the_api_and_its_retry_resumes_from_the_
     assert too_big.status == 422 and refused["code"] == "checkpoint_too_large" and refused["field"] == "checkpoint"
     bad = api.callback("heartbeat", token, {"progress": 140})
     assert bad.status == 422 and bad.body["error"]["errors"][0]["field"] == "progress", bad.body
+    # Anyone who may DescribeTasks reads the token: it can never end the run, even with forged output.
+    forged = api.callback("complete", token, {"status": "succeeded", "output": '{"rows": 1000000}'})
+    assert forged.status == 403 and forged.body["error"]["code"] == "token_cannot_complete", forged.body
+    # Nor can a token signed before tokens had purposes (v2: [job, run, attempt, expires]).
+    legacy = legacy_token(api.tokens, "data/etl", run_id, 1, expires=clock() + timedelta(hours=2))
+    refused = api.callback("complete", legacy, {"status": "succeeded"})
+    assert refused.status == 403 and refused.body["error"]["code"] == "token_cannot_complete", refused.body
+    assert stack.runs.get("data/etl", run_id).status is RunStatus.RUNNING  # type: ignore[union-attr]
     # Killed (a Spot reclaim, SIGKILL: exit 137): the retry's task is told where to resume.
     stack.intake.receive(state_change(first, 137), now=clock())
     clock.advance(timedelta(seconds=5))
@@ -438,6 +450,16 @@ def test_a_container_checkpoints_through_the_api_and_its_retry_resumes_from_the_
     done = api.call("GET", f"/teams/data/jobs/etl/runs/{run_id}", principal=team_role("data"))
     assert done.body["status"] == "SUCCEEDED" and done.body["progress"]["attempt"] == 2, done.body
     assert done.body["progress"]["checkpoint"] == {"p": 12}
+
+
+def legacy_token(tokens: CallbackTokens, job: str, run_id: str, attempt: int, *, expires: datetime) -> str:
+    """A callback token as signed before purposes (``v2``), still in flight during an upgrade."""
+    key = tokens.ring.keys()[0]
+    fields = [job, run_id, attempt, int(expires.timestamp())]
+    payload = base64.urlsafe_b64encode(json.dumps(fields, separators=(",", ":")).encode()).decode().rstrip("=")
+    signed = f"v2.{key_id(key)}.{payload}"
+    signature = base64.urlsafe_b64encode(hmac.new(key, signed.encode(), hashlib.sha256).digest()).decode().rstrip("=")
+    return f"{signed}.{signature}"
 
 
 def test_a_container_run_without_the_apis_address_or_secret_starts_without_a_token(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -25,7 +26,7 @@ def test_a_token_names_its_key_and_expires() -> None:
     tokens = CallbackTokens(OLD)
     token = tokens.issue("a/job", "r1", 2, expires_at=NOW + timedelta(hours=1))
     version, kid, _, _ = token.split(".")
-    assert version == "v2" and kid == key_id(OLD)
+    assert version == "v3" and kid == key_id(OLD)
     claim = tokens.verify(token, now=NOW + timedelta(minutes=59))
     assert (claim.job, claim.run_id, claim.attempt, claim.task) == ("a/job", "r1", 2, None)
     with pytest.raises(InvalidToken, match="expired"):
@@ -103,3 +104,21 @@ def test_the_rotation_handler_runs_the_sample_event(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(wiring, "client", lambda service: service)
     rotation_handler.handler(event, FakeContext())  # type: ignore[arg-type]
     assert calls == [(event["SecretId"], event["ClientRequestToken"], "createSecret")]
+
+
+def test_a_token_carries_its_purpose_and_a_progress_token_may_not_complete() -> None:
+    tokens = CallbackTokens(OLD)
+    progress = tokens.verify(
+        tokens.issue("a/job", "r1", 2, expires_at=NOW + timedelta(hours=1), purpose="progress"), now=NOW
+    )
+    callback = tokens.verify(tokens.issue("a/job", "r1", 2, "t", expires_at=NOW + timedelta(hours=1)), now=NOW)
+    assert progress.purpose == "progress" and not progress.may_complete and progress.task is None
+    assert callback.purpose == "callback" and callback.may_complete and callback.task == "t"
+    # The purpose is signed: rewriting it breaks the signature.
+    version, kid, payload, signature = tokens.issue(
+        "a/job", "r1", 2, expires_at=NOW + timedelta(hours=1), purpose="progress"
+    ).split(".")
+    decoded = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).replace(b"progress", b"callback")
+    forged = base64.urlsafe_b64encode(decoded).decode().rstrip("=")
+    with pytest.raises(InvalidToken):
+        tokens.verify(f"{version}.{kid}.{forged}.{signature}", now=NOW)

@@ -1,7 +1,12 @@
 """Callback tokens: identify (job, run, attempt[, task]), unguessable, signed, expiring; no team credentials.
 
-``v2.<key id>.<payload>.<signature>``: the payload carries the expiry (the attempt's timeout plus an hour),
-the key id names the signing key. Tokens travel in the ``X-Jobsched-Token`` header, never in a URL (access
+``v3.<key id>.<payload>.<signature>``: the payload carries the expiry (the attempt's timeout plus an hour) and
+the token's purpose, the key id names the signing key. A ``callback`` token (a callback target's, handed out by
+the run's view) may heartbeat and complete its attempt; a ``progress`` token (a container's, in its
+environment, where anyone who may describe the task can read it) may only heartbeat and report progress and
+checkpoints: a container ends by its state change, never by ``/callbacks/complete``. ``v2`` tokens issued
+before purposes existed still verify, as ``callback`` tokens; the complete route refuses any token for a
+container's run. Tokens travel in the ``X-Jobsched-Token`` header, never in a URL (access
 logs keep URLs). The signing secret rotates (Secrets Manager, every 30 days): the current version signs,
 and the previous one still verifies, so tokens issued just before a rotation keep working until they
 expire. A token whose key id is unknown makes the API reload the keys (at most every 30 seconds).
@@ -22,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 
 from jobsched.core.names import CALLBACK_TOKEN_HEADER, Env
 from jobsched.core.tz import UTC
@@ -30,7 +36,10 @@ TOKEN_HEADER = CALLBACK_TOKEN_HEADER
 TOKEN_GRACE = timedelta(hours=1)  # beyond the attempt's timeout: a late result is still fenced by the store
 KEY_CACHE_SECONDS = 300.0
 RELOAD_AT_MOST_EVERY_SECONDS = 30.0
-VERSION = "v2"
+VERSION = "v3"
+LEGACY_VERSION = "v2"  # before purposes: verified until the last of them expires (an hour past its timeout)
+Purpose = Literal["callback", "progress"]
+PURPOSES: tuple[Purpose, ...] = ("callback", "progress")
 
 
 class InvalidToken(ValueError):
@@ -45,6 +54,11 @@ class CallbackTokenSubject:
     run_id: str
     attempt: int
     task: str | None = None  # DAG runs: the task whose attempt this is
+    purpose: Purpose = "callback"
+
+    @property
+    def may_complete(self) -> bool:
+        return self.purpose == "callback"
 
 
 def key_id(secret: bytes) -> str:
@@ -94,9 +108,18 @@ class CallbackTokens:
             raise RuntimeError(f"set {Env.CALLBACK_SECRET} or {Env.CALLBACK_SECRET_NAME}")
         return cls(KeyRing(lambda: secrets_manager_versions(name)))
 
-    def issue(self, job: str, run_id: str, attempt: int, task: str | None = None, *, expires_at: datetime) -> str:
+    def issue(
+        self,
+        job: str,
+        run_id: str,
+        attempt: int,
+        task: str | None = None,
+        *,
+        expires_at: datetime,
+        purpose: Purpose = "callback",
+    ) -> str:
         key = self.ring.keys()[0]
-        fields: list[object] = [job, run_id, attempt, int(expires_at.timestamp()), *([task] if task else [])]
+        fields: list[object] = [job, run_id, attempt, int(expires_at.timestamp()), task, purpose]
         payload = _b64(json.dumps(fields, separators=(",", ":")).encode())
         kid = key_id(key)
         return f"{VERSION}.{kid}.{payload}.{_sign(key, f'{VERSION}.{kid}.{payload}')}"
@@ -105,23 +128,29 @@ class CallbackTokens:
         if not token.isascii():  # compare_digest takes ASCII text only
             raise InvalidToken("the run token is not valid")
         parts = token.split(".")
-        if len(parts) != 4 or parts[0] != VERSION:
+        if len(parts) != 4 or parts[0] not in (VERSION, LEGACY_VERSION):
             raise InvalidToken("the run token is not valid")
-        _, kid, payload, signature = parts
+        version, kid, payload, signature = parts
         keys = {key_id(k): k for k in self.ring.keys(unknown=kid)}
         key = keys.get(kid)
-        if key is None or not hmac.compare_digest(signature, _sign(key, f"{VERSION}.{kid}.{payload}")):
+        if key is None or not hmac.compare_digest(signature, _sign(key, f"{version}.{kid}.{payload}")):
             raise InvalidToken("the run token is not valid")
         try:
-            job, run_id, attempt, expires, *task = json.loads(
-                base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
-            )
+            fields = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+            if version == LEGACY_VERSION:  # [job, run, attempt, expires, task?]: a callback token
+                job, run_id, attempt, expires, *rest = fields
+                task, purpose = (rest[0] if rest else None), "callback"
+            else:
+                job, run_id, attempt, expires, task, purpose = fields
             expires_at = datetime.fromtimestamp(int(expires), UTC)
         except (ValueError, TypeError, OverflowError, OSError):
             raise InvalidToken("the run token is not valid") from None
+        if purpose not in PURPOSES:
+            raise InvalidToken("the run token is not valid")
         if now >= expires_at:
             raise InvalidToken(f"the run token expired at {expires_at.isoformat()}; get a new one from the run")
-        return CallbackTokenSubject(str(job), str(run_id), int(attempt), str(task[0]) if task else None)
+        named_task = str(task) if task else None
+        return CallbackTokenSubject(str(job), str(run_id), int(attempt), named_task, purpose)
 
 
 def token_expiry(started_at: datetime | None, timeout: timedelta, now: datetime) -> datetime:

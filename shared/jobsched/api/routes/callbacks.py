@@ -13,6 +13,7 @@ from jobsched.api.models import CompleteRequest, HeartbeatRequest, RunView
 from jobsched.api.tokens import TOKEN_HEADER, CallbackTokenSubject
 from jobsched.api.views import run_view
 from jobsched.core.records import ProgressReport
+from jobsched.core.spec import CONTAINER_TARGETS
 
 
 def router(access: Access) -> APIGatewayRouter:
@@ -62,6 +63,13 @@ def router(access: Access) -> APIGatewayRouter:
         token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None,
     ) -> RunView:
         subject = subject_of(token)
+        if not subject.may_complete:
+            raise ApiError(
+                403,
+                "token_cannot_complete",
+                "a container's token may heartbeat and report progress only: a container run ends by its exit",
+                TOKEN_HEADER,
+            )
         if subject.task is not None:
             done = services().worker.dags.complete_external(
                 subject.job,
@@ -73,6 +81,9 @@ def router(access: Access) -> APIGatewayRouter:
                 error=body.error,
             )
             return run_view(done, None)
+        stored = services().jobs.get(subject.job)
+        if stored is not None and isinstance(stored.spec.target, CONTAINER_TARGETS):  # a token issued before purposes
+            raise ApiError(403, "token_cannot_complete", "a container run ends by its exit, never by a callback")
         run = services().worker.complete_external(
             subject.job,
             subject.run_id,
