@@ -108,6 +108,8 @@ def object_memory() -> list[str]:
         "8 MB of {} (millions of tiny items)": b"[" + b"{}," * (size // 3 - 1) + b"{}]",
         "10,000 items of 800 bytes": json.dumps([{"key": "k" * 780} for _ in range(10_000)]).encode(),
         "8 MB CSV of one-letter rows": b"a\n" + b"x\n" * (size // 2 - 1),
+        "a CSV header of 1.1 M columns": b",".join(b"%d" % column for column in range(1_100_000))[:size],
+        "a JSON list whose first item is 7.6 MB": b'[{"k": "' + b"x" * 7_600_000 + b'"}, 1]',
     }
     lines = ["== checking a distributed map's object: peak memory (tracemalloc), beyond the object's bytes"]
     for label, data in shapes.items():

@@ -117,3 +117,29 @@ def test_an_output_too_large_to_pass_on_fails_the_task_that_returned_it(
     assert tasks["extract"].error is not None and tasks["extract"].error.startswith("output_too_large: ")
     assert "return its s3:// URI" in tasks["extract"].error
     assert tasks["load"].status is TaskStatus.SKIPPED
+
+
+def test_an_unreadable_upstream_output_fails_the_reading_task_not_the_worker(
+    dag_stack: Stack, clock: Clock, lambdas: FakeLambdas
+) -> None:
+    """NaN (a Lambda's JSON encoder writes it) used to raise inside the worker: the downstream task's message went
+    to the dead-letter queue and the run hung until its state machine's timeout. Now that task fails, named."""
+    lambdas.functions["extract"] = lambda event: {"rows": float("nan"), "ok": True}
+    start_run(
+        dag_stack,
+        clock,
+        dag_job(
+            lambda_task("extract", function="extract"),
+            {
+                "name": "load",
+                "depends_on": ["extract"],
+                "target": {"type": "lambda", "function": "echo", "payload": {"ok": "{{ tasks.extract.output.ok }}"}},
+            },
+        ),
+    )
+    drive(dag_stack, finished(dag_stack))
+    tasks = tasks_of(dag_stack)
+    assert tasks["extract"].status is TaskStatus.SUCCEEDED
+    assert tasks["load"].status is TaskStatus.FAILED and tasks["load"].attempt == 1
+    assert tasks["load"].error == "an upstream output cannot be read: NaN is not JSON"
+    assert run_of(dag_stack).status is RunStatus.FAILED

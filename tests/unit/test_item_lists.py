@@ -40,7 +40,16 @@ def test_a_json_list_and_a_csv_file_are_counted_as_step_functions_reads_them() -
         (b"[1 2]", "json", "expected , or ] at character 3"),
         (b"[1, 2] [3]", "json", "text after the list"),
         (b"<list/>", "json", "not JSON"),
-        (b"[" * 100_000 + b"]" * 100_000, "json", "not JSON"),  # nesting deep enough to exhaust the parser
+        (b"[" * 100_000 + b"]" * 100_000, "json", "nests deeper than 64"),  # deep enough to exhaust a parser
+        (b"[[" + b"[" * 70 + b"]" * 70 + b"]]", "json", "item 0 nests deeper than 64"),
+        (b"[NaN]", "json", "item 0 cannot be read: NaN is not JSON"),
+        (b'[1, {"a": 1e400}]', "json", "item 1 cannot be read: the number 1e400 is out of range"),
+        (b"[" + b"9" * 5000 + b"]", "json", "item 0 cannot be read: an integer of 5000 digits"),
+        (b'[{"k": "' + b"x" * 7_600_000 + b'"}]', "json", "item 0 is over 64 KB as text"),
+        (b",".join(b"%d" % i for i in range(1_100_000))[: 8 * 1024 * 1024 - 16], "csv", "the CSV header is over 16 KB"),
+        (b",".join(b"c%d" % i for i in range(5_000)), "csv", "the CSV header is over 16 KB"),
+        (b",".join(b"c%d" % i for i in range(1_500)), "csv", "the CSV header names 1500 columns"),
+        (b'a\n"' + b"x\n" * 10_000 + b'"\n', "csv", "CSV row 2 is over 16 KB"),  # one quoted field over many lines
         (b"\xff\xfe[]", "json", "not UTF-8"),
         (b"", "csv", "no header row"),
         (b"a,a\n1,2\n", "csv", "names a column twice"),

@@ -7,6 +7,8 @@ limit raise later, where it would escape as a 5xx or a crashed handler.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -24,7 +26,9 @@ INSTANT_RANGE = "an instant in the years 1970 to 2199"
 MAX_JSON_DEPTH = 64
 
 _ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+# A JSON string, unrolled and possessive: "(?:[^"\\]|\\.)*" keeps backtracking state for every character (~100
+# bytes each: a 1 MB string took ~100 MB to skip).
+_STRINGS = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.S)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
@@ -96,3 +100,44 @@ def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
         if depth > limit:
             return True
     return False
+
+
+# Outputs, upstream outputs and list items that teams' work returns: JSON a check, a reference or a map reads.
+MAX_OUTPUT_INT_DIGITS = 64  # enough for any id or count; a 4,000-digit integer makes arithmetic slow
+
+
+class UnreadableJson(ValueError):
+    """JSON that a bounded reader refuses (too deep, a non-finite number, an integer too long): the message says
+    which, for the check, task or item that reads it."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise UnreadableJson(f"the number {text[:20]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_OUTPUT_INT_DIGITS:
+        raise UnreadableJson(f"an integer of {len(text.lstrip('-'))} digits; at most {MAX_OUTPUT_INT_DIGITS}")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise UnreadableJson(f"{name} is not JSON")
+
+
+_BOUNDED_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_int=_bounded_int, parse_constant=_no_constant)
+
+
+def parse_bounded_json(text: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """JSON text as a value, or UnreadableJson: nesting deeper than ``max_depth`` is refused before parsing (no
+    RecursionError), NaN and Infinity are refused, numbers out of a float's range (``1e400``) and integers longer
+    than MAX_OUTPUT_INT_DIGITS digits are refused. Not JSON at all: ValueError (json's own)."""
+    if json_depth_exceeds(text, max_depth):
+        raise UnreadableJson(f"nested deeper than {max_depth} levels")
+    try:
+        return _BOUNDED_DECODER.decode(text)
+    except RecursionError:  # unreachable after the depth check; kept so no input can raise past here
+        raise UnreadableJson(f"nested deeper than {max_depth} levels") from None

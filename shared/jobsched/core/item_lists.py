@@ -17,12 +17,16 @@ import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from jobsched.core.bounds import MAX_JSON_DEPTH, UnreadableJson, parse_bounded_json
 from jobsched.core.templates import S3_URI, is_bucket_name
 
 ItemFormat = Literal["json", "csv"]
 MAX_DISTRIBUTED_ITEMS = 10_000  # items of one distributed map (the team's object)
 MAX_ITEMS_OBJECT_BYTES = 8 * 1024 * 1024  # the object a distributed map reads
 MAX_ITEM_BYTES = 16 * 1024  # one item, as JSON: it travels in its task's message
+MAX_ITEM_TEXT_BYTES = 4 * MAX_ITEM_BYTES  # one item as the object writes it (spaces and indents included)
+MAX_CSV_ROW_BYTES = MAX_ITEM_BYTES  # one CSV row's text (the header too): its item is larger as JSON
+MAX_CSV_COLUMNS = 1_000
 
 
 class BadItems(ValueError):
@@ -95,19 +99,52 @@ def _list_start(text: str) -> int:
     raise BadItems(f"the object holds {kind}, not a list") if kind else _not_json(at, "no list")
 
 
+# Strings (unrolled and possessive: no state kept per character) and the marks that end or nest an element.
+_TOKENS = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[\[\]{},]', re.S)
+
+
+def _item_end(text: str, at: int, number: int) -> int:
+    """Where the element starting at ``at`` ends, found by scanning its text (strings and brackets) without
+    decoding it: an element whose text is over MAX_ITEM_TEXT_BYTES, or nests deeper than MAX_JSON_DEPTH, is refused
+    before a decoder builds it (a 7.6 MB first element would otherwise take ~90 MB to decode, then be refused)."""
+    depth = 0
+    for token in _TOKENS.finditer(text, at):
+        if token.end() - at > MAX_ITEM_TEXT_BYTES:
+            break
+        mark = token.group()
+        if depth == 0 and mark in ",]":
+            return token.start()
+        if mark in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise BadItems(f"item {number} nests deeper than {MAX_JSON_DEPTH} levels")
+        elif mark in "]}":
+            depth -= 1
+    if len(text) - at <= MAX_ITEM_TEXT_BYTES:
+        return len(text)  # no end: the decoder says what is missing
+    raise BadItems(
+        f"item {number} is over {MAX_ITEM_TEXT_BYTES // 1024} KB as text; at most {MAX_ITEM_BYTES // 1024} KB"
+    )
+
+
 def _json_items(text: str) -> Iterator[Any]:
-    """The elements of a JSON list, one at a time (``raw_decode`` from each element's start)."""
-    decoder = json.JSONDecoder()
+    """The elements of a JSON list, one at a time: each one's extent is measured first, then only that slice is
+    decoded by the bounded parser (no NaN, no ``1e400``, no 4,000-digit integer)."""
     at = _list_start(text)
     ended = text.startswith("]", at)
+    number = 0
     while not ended:
+        end = _item_end(text, at, number)
         try:
-            item, at = decoder.raw_decode(text, at)
+            item = parse_bounded_json(text[at:end])
+        except UnreadableJson as unreadable:
+            raise BadItems(f"item {number} cannot be read: {unreadable}") from None
         except json.JSONDecodeError as error:
-            raise _not_json(error.pos, error.msg) from None
-        except RecursionError:
-            raise _not_json(at, "nested too deeply") from None
+            why = "expected , or ]" if error.msg == "Extra data" else error.msg  # "[1 2]": two values in one slot
+            raise _not_json(at + error.pos, why) from None
         yield item
+        number += 1
+        at = end
         at = _space(text, at)
         ended = text.startswith("]", at)
         if not ended and not text.startswith(",", at):
@@ -128,16 +165,40 @@ def _lines(text: str) -> Iterator[str]:
         at = end
 
 
+class _RowText:
+    """The lines a CSV reader pulls, measured: one row's text (a quoted field may span lines) is bounded before the
+    reader builds its fields (a header of a million columns would otherwise take ~140 MB, then pass as empty)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines, self.row_chars, self.row = _lines(text), 0, 1
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self.lines:
+            self.row_chars += len(line)
+            if self.row_chars > MAX_CSV_ROW_BYTES:
+                what = "the CSV header" if self.row == 1 else f"CSV row {self.row}"
+                raise BadItems(f"{what} is over {MAX_CSV_ROW_BYTES // 1024} KB")
+            yield line
+
+    def next_row(self) -> None:
+        self.row_chars, self.row = 0, self.row + 1
+
+
 def _csv_items(text: str) -> Iterator[dict[str, str]]:
     """Rows as Step Functions gives them with CSVHeaderLocation FIRST_ROW: one object per row, by header."""
-    rows = csv.reader(_lines(text))
+    measured = _RowText(text)
+    rows = csv.reader(iter(measured))
     try:
         header = next(rows, None)
+        measured.next_row()
         if not header or not any(header):
             raise BadItems("the CSV object has no header row (its first row names the columns)")
+        if len(header) > MAX_CSV_COLUMNS:
+            raise BadItems(f"the CSV header names {len(header)} columns; at most {MAX_CSV_COLUMNS}")
         if len(set(header)) < len(header):
             raise BadItems("the CSV header names a column twice")
         for number, row in enumerate(rows, start=2):
+            measured.next_row()
             if not row:  # Step Functions would make an item of it: refused rather than guessed at
                 raise BadItems(f"CSV row {number} is empty")
             if len(row) > len(header):

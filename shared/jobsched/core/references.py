@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jobsched.core.bounds import UnreadableJson, parse_bounded_json
 from jobsched.core.checks import MISSING, CheckDefinitionError, PathStep, describe_path, parse_steps, value_at
 
 MAX_REFERENCES = 20  # per task payload
@@ -128,11 +129,15 @@ def referenced_tasks(payload: Any) -> set[str]:
 
 
 def parse_output(text: str | None) -> Any:
-    """A task's output as its downstream tasks read it: JSON when it is JSON, else the text as a string."""
+    """A task's output as its downstream tasks read it: JSON when it is JSON, else the text as a string;
+    UnreadableJson when it is JSON no bounded reader takes (nested too deep, NaN, ``1e400``, an endless integer):
+    the reading task fails with that reason."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return parse_bounded_json(text)
+    except UnreadableJson:
+        raise
     except ValueError:
         return text
 

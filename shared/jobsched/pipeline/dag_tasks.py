@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from jobsched.core.bounds import UnreadableJson
 from jobsched.core.checks import CheckResult
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.item_lists import MAX_ITEMS_OBJECT_BYTES, BadItems, count_items, items_object
@@ -244,9 +245,12 @@ class DagRuns:
             if name in states and states[name].status is TaskStatus.SUCCEEDED
         }
         stored = self.runs.task_outputs(run.job, run.run_id, list(succeeded)) if succeeded else {}
-        outputs = {
-            name: parse_output(found.text) for name, found in stored.items() if found.attempt == succeeded.get(name)
-        }
+        try:
+            outputs = {
+                name: parse_output(found.text) for name, found in stored.items() if found.attempt == succeeded.get(name)
+            }
+        except UnreadableJson as unreadable:
+            return Unresolved(f"an upstream output cannot be read: {unreadable}")
         if item is not NO_ITEM:
             outputs[ITEM] = item
         try:
