@@ -209,9 +209,11 @@ class Functions(Construct):
             description="jobsched: principal ARN patterns -> teams, and platform admins",
         )
         self.membership.grant_read(self.api)
-        # The worker checks a kubernetes target's namespace and service account against the platform's grants.
-        self.membership.grant_read(self.worker)
-        self.worker.add_environment(Env.MEMBERSHIP_PARAMETER, self.membership.parameter_name)
+        # The platform's grants by name: the worker checks a kubernetes target's namespace and service account,
+        # the intake an event's source on the shared bus, against them.
+        for reader in (self.worker, self.events):
+            self.membership.grant_read(reader)
+            reader.add_environment(Env.MEMBERSHIP_PARAMETER, self.membership.parameter_name)
         # Teams from role tags (membership "team_tag"): reading a caller's role tags, nothing more.
         self.api.add_to_role_policy(
             iam.PolicyStatement(

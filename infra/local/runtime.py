@@ -238,7 +238,13 @@ class LocalRuntime:
                 os.environ.update(function["environment"])
         os.environ[Env.AWS_ENDPOINT] = self.endpoint
         os.environ[Env.API_URL] = self.api_url  # links in pages point at the local API
-        os.environ[Env.MEMBERSHIP] = json.dumps({"admins": [DEFAULT_ADMIN], "team_patterns": [TEAM_PATTERN]})
+        os.environ[Env.MEMBERSHIP] = json.dumps(
+            {
+                "admins": [DEFAULT_ADMIN],
+                "team_patterns": [TEAM_PATTERN],
+                "event_sources": {"examples": ["com.acme.orders"]},  # examples/events/orders-ready.yaml listens to it
+            }
+        )
         os.environ.pop(Env.MEMBERSHIP_PARAMETER, None)
         import boto3
 

@@ -98,7 +98,7 @@ def build_guard(settings: Settings) -> OwnershipGuard:
     return OwnershipGuard(
         AwsTagReader(team_sessions(settings.target_role_arn)),
         reserved_prefixes(settings.stage),
-        grants=membership().kubernetes_grants,
+        grants=membership().team_grants,
     )
 
 

@@ -63,17 +63,20 @@ from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
 from jobsched.registry.jobs import put_job
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
-from jobsched.tenancy.ownership import KubernetesGrants, OwnershipGuard, ResourceKind, spec_resources
+from jobsched.tenancy.ownership import OwnershipGuard, ResourceKind, TeamGrants, spec_resources
 from tests.helpers import Clock as Clock  # re-exported: the moto tests take the stack and its clock from here
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 # The deployment's kubernetes state machine (tests/aws/test_kubernetes_targets.py creates it in moto).
 KUBERNETES_MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:jobsched-test-kubernetes"
-# What the platform grants teams in shared EKS clusters (the membership's "kubernetes"), as the tests deploy it.
-KUBERNETES_GRANTS = {
-    "data": {"namespaces": ["data-jobs"], "service_accounts": ["trainer"]},
-    "data-eng": {"namespaces": ["data-eng", "data-eng-jobs"], "service_accounts": ["data-eng-admin"]},
+# What the platform grants teams by name (the membership's "kubernetes" and "event_sources"), as tests deploy it.
+TEAM_GRANTS = {
+    "kubernetes": {
+        "data": {"namespaces": ["data-jobs"], "service_accounts": ["trainer"]},
+        "data-eng": {"namespaces": ["data-eng", "data-eng-jobs"], "service_accounts": ["data-eng-admin"]},
+    },
+    "event_sources": {"data": ["com.acme.orders", "com.acme.billing", "com.acme"]},
 }
 
 
@@ -156,7 +159,7 @@ class InMemoryQueues(VirtualDelayQueues):
 class Stack:
     """The scheduler's tables and queues in moto, and the services wired to them."""
 
-    kubernetes_grants = KubernetesGrants.from_config(KUBERNETES_GRANTS)  # a test may grant others
+    team_grants = TeamGrants.from_config(TEAM_GRANTS)  # a test may grant others
 
     def __init__(self, clock: Clock, lambdas: FakeLambdas | None = None, *, in_memory_queues: bool = False) -> None:
         self.clock = clock
@@ -207,7 +210,7 @@ class Stack:
         self.sessions = TeamSessions(None)
         # Tags are read fresh in tests (ttl 0): a test that re-tags a resource sees the change at once.
         self.guard = OwnershipGuard(
-            AwsTagReader(self.sessions), reserved_prefixes("test"), ttl=0, grants=lambda: self.kubernetes_grants
+            AwsTagReader(self.sessions), reserved_prefixes("test"), ttl=0, grants=lambda: self.team_grants
         )
         self.http = GuardedHttp(AddressPolicy(allow_loopback=True))  # test servers listen on loopback
         for name in self.lambdas.functions:  # the platform's shared functions, as the examples are deployed
@@ -281,6 +284,7 @@ class Stack:
             Env.API_URL: "https://api.example.com/dev",
             Env.PAGES_QUEUE: self.page_deliveries_url,
             Env.INTAKE_QUEUE_ARN: self.intake_arn,
+            Env.MEMBERSHIP: json.dumps(TEAM_GRANTS),  # the grants a handler built from the environment reads
         }
 
     def topic(self, name: str, team: str | None = None) -> str:

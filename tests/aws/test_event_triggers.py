@@ -18,6 +18,7 @@ from functions.events import handler as events_handler
 from jobsched.adapters.aws.run_events import DETAIL_TYPE, SOURCE
 from jobsched.core.events import job_rule_prefix
 from jobsched.core.runs import RunStatus
+from jobsched.tenancy.ownership import TeamGrants
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import REGION, FakeContext, Stack
 
@@ -178,6 +179,30 @@ def test_a_pattern_eventbridge_or_the_shared_bus_would_refuse_is_a_422_on_its_fi
     assert response.status == 422, response.body
     assert path in [error["field"] for error in response.body["error"]["errors"]]
     assert stack.jobs.get("data/bad") is None
+
+
+def test_on_the_shared_bus_a_team_listens_only_to_its_own_sources(stack: Stack) -> None:
+    """Sources on the default bus are not authenticated, and any team could listen to another's events: a source
+    is the team's when it is TEAM.* or the platform grants it (membership "event_sources"), never another's."""
+    api = ApiClient(stack)
+    stack.team_grants = TeamGrants.from_config(
+        {"event_sources": {"data": ["com.acme.orders"], "payments": ["com.payments.billing"]}}
+    )
+    for source in ("payments.billing", "com.payments.billing", "data-eng.orders", "com.acme.billing"):
+        pattern = {"$or": [{"source": ["data.ok"]}, {"source": ["data.also", source]}]}
+        refused = api.call("PUT", "/teams/data/jobs/load", job([{"event": {"pattern": pattern}}]))
+        assert refused.status == 422, (source, refused.body)
+        [why] = refused.body["error"]["errors"]
+        assert why["code"] == "source_not_owned" and why["field"] == "triggers[0].event.pattern.$or[1].source[1]"
+    for source in ("data.billing", "com.acme.orders"):
+        exact = {"source": [source], "detail-type": ["OrderBatchReady"]}
+        stored = api.call("PUT", "/teams/data/jobs/load", job([{"event": {"pattern": exact}}]))
+        assert stored.status in (200, 201), stored.body
+    # A grant taken back: the stored trigger's events are dropped on arrival, named.
+    stack.team_grants = TeamGrants()
+    put_event(stack, {"batch": 7})
+    [received] = stack.deliver_events()
+    assert received.action == "dropped" and received.reason == "not_owned" and "com.acme.orders" in received.detail
 
 
 def test_changing_or_deleting_a_job_removes_its_rules(stack: Stack) -> None:

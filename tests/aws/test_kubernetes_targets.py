@@ -22,7 +22,7 @@ from jobsched.core.records import RunContext
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec, KubernetesTarget
 from jobsched.pipeline.worker import heartbeat_checker
-from jobsched.tenancy.ownership import KubernetesGrants
+from jobsched.tenancy.ownership import TeamGrants
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import ACCOUNT, KUBERNETES_MACHINE, REGION, Clock, Stack
 
@@ -160,7 +160,7 @@ def test_another_teams_cluster_or_namespace_is_refused_at_put(stack: Stack) -> N
         assert stored.status in (200, 201), stored.body
     # Teams named "kube" and "default" own nothing of the system's, even their "own" names.
     for team in ("kube", "default"):
-        stack.kubernetes_grants = KubernetesGrants.from_config({team: {"namespaces": [f"{team}-system"]}})
+        stack.team_grants = TeamGrants.from_config({"kubernetes": {team: {"namespaces": [f"{team}-system"]}}})
         for namespace in ("kube-system", "default"):
             refused = api.call(
                 "PUT",
@@ -172,7 +172,7 @@ def test_another_teams_cluster_or_namespace_is_refused_at_put(stack: Stack) -> N
 
 
 def test_a_namespace_granted_twice_is_nobodys() -> None:
-    grants = KubernetesGrants.from_config({"a": {"namespaces": ["shared"]}, "b": {"namespaces": ["shared"]}})
+    grants = TeamGrants.from_config({"kubernetes": {"a": {"namespaces": ["shared"]}, "b": {"namespaces": ["shared"]}}})
     assert grants.namespace_refusal("shared", "a") is not None and grants.namespace_refusal("shared", "b") is not None
     assert grants.namespace_refusal("b", "a") is not None  # another team's own name, when that team has grants
 
@@ -180,7 +180,7 @@ def test_a_namespace_granted_twice_is_nobodys() -> None:
 def test_a_grant_withdrawn_refuses_the_next_run(stack: Stack, machine: Any) -> None:
     """Checked before every run too: a namespace the platform takes back starts nothing, and the run fails named."""
     cluster("data")
-    stack.kubernetes_grants = KubernetesGrants.from_config({"data": {"service_accounts": ["trainer"]}})
+    stack.team_grants = TeamGrants.from_config({"kubernetes": {"data": {"service_accounts": ["trainer"]}}})
     run_id = stack.register_and_trigger(kubernetes_job())
     run = stack.runs.get("data/train", run_id)
     assert run is not None and run.status is RunStatus.FAILED and "namespace 'data-jobs'" in (run.error or "")

@@ -253,7 +253,7 @@ def drive_the_events_handler(deployed: Stack, as_deployed: Any, monkeypatch: pyt
         {
             "name": "on-event",
             "team": "ops",
-            "triggers": [{"event": {"pattern": {"source": ["com.acme.signals"]}}}],
+            "triggers": [{"event": {"pattern": {"source": ["ops.signals"]}}}],
             "target": {"type": "sqs", "queue_url": outbox},
             "concurrency": {"max_runs_per_minute": 1},
         }
@@ -262,7 +262,7 @@ def drive_the_events_handler(deployed: Stack, as_deployed: Any, monkeypatch: pyt
         deployed.events.put_events(
             Entries=[
                 {
-                    "Source": "com.acme.signals",
+                    "Source": "ops.signals",
                     "DetailType": "X",
                     "Detail": json.dumps({"n": n}),
                     "Time": deployed.clock(),

@@ -22,7 +22,7 @@ from jobsched.core.runs import RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.intake import EventIntake
 from jobsched.registry.jobs import delete_job, pause_job, put_job, resume_job
-from jobsched.tenancy.ownership import OwnershipGuard, ResourceRef
+from jobsched.tenancy.ownership import OwnershipGuard, ResourceRef, TeamGrants
 
 T0 = parse_instant("2027-03-01T10:00:00Z")
 ORDERS = {"event": {"pattern": {"source": ["com.acme.orders"], "detail-type": ["OrderBatchReady"]}}}
@@ -43,7 +43,8 @@ class Stack:
         self.jobs, self.runs, self.rules = MemoryJobs(), MemoryRuns(), MemoryRules()
         self.queues = MemoryWorkQueues(lambda: self.now)
         self.tags = Tags({"acme-landing": {"jobsched-team": "data"}})
-        guard = OwnershipGuard(self.tags, ("jobsched-test-",), ttl=0)
+        sources = TeamGrants(event_sources={"data": ("com.acme.orders", "com.acme.billing")})
+        guard = OwnershipGuard(self.tags, ("jobsched-test-",), ttl=0, grants=lambda: sources)
         self.intake = EventIntake(self.jobs, self.runs, self.queues, guard=guard)
         body: dict[str, Any] = {
             "name": "load",

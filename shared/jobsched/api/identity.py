@@ -6,7 +6,8 @@ A membership mapping, managed by platform admins, turns ARNs into teams:
     {"admins": ["arn:aws:iam::123456789012:role/platform-admin"],
      "teams": {"payments": ["arn:aws:sts::123456789012:assumed-role/payments-ci/*"]},
      "team_patterns": ["arn:aws:iam::123456789012:role/team-{team}"],
-     "kubernetes": {"payments": {"namespaces": ["payments-batch"], "service_accounts": ["invoicer"]}}}
+     "kubernetes": {"payments": {"namespaces": ["payments-batch"], "service_accounts": ["invoicer"]}},
+     "event_sources": {"payments": ["com.acme.billing"]}}
 
 Patterns are shell-style (``*``). A ``{team}`` placeholder makes one pattern serve every team: the
 local runtime seeds ``arn:aws:iam::123456789012:role/team-{team}``. API Gateway reports a role's callers
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.names import Env
-from jobsched.tenancy.ownership import KubernetesGrants
+from jobsched.tenancy.ownership import TeamGrants
 
 MEMBERSHIP_TTL_SECONDS = 60.0
 DEFAULT_PRIORITIES = ("normal", "low")
@@ -84,8 +85,8 @@ class Membership:
     team_tag: str | None = None  # e.g. "jobsched-team": the caller's role tag names its team
     # Priority classes each team may use; others get DEFAULT_PRIORITIES ("high" is the platform's to grant).
     priorities: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # Namespaces and service accounts each team may run Kubernetes Jobs in (beyond the namespace named as it).
-    kubernetes: KubernetesGrants = field(default_factory=KubernetesGrants)
+    # Kubernetes namespaces and service accounts, and shared-bus event sources, the platform grants each team.
+    grants: TeamGrants = field(default_factory=TeamGrants)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Membership:
@@ -95,7 +96,7 @@ class Membership:
             team_patterns=tuple(config.get("team_patterns", [])),
             team_tag=config.get("team_tag") or None,
             priorities={team: tuple(granted) for team, granted in config.get("priorities", {}).items()},
-            kubernetes=KubernetesGrants.from_config(config.get("kubernetes") or {}),
+            grants=TeamGrants.from_config(config),
         )
 
     def priorities_for(self, team: str) -> tuple[str, ...]:
@@ -181,8 +182,8 @@ class MembershipCache:
     def priorities_for(self, team: str) -> tuple[str, ...]:
         return self.current().priorities_for(team)
 
-    def kubernetes_grants(self) -> KubernetesGrants:
-        return self.current().kubernetes
+    def team_grants(self) -> TeamGrants:
+        return self.current().grants
 
     def _role_tags(self, role: str) -> dict[str, str]:
         assert self.role_tags_source is not None

@@ -184,6 +184,21 @@ def _source_problems(pattern: dict[str, Any]) -> Iterator[Problem]:
                 )
 
 
+def named_sources(pattern: Any) -> list[tuple[Location, str]]:
+    """The exact sources a pattern listens to (in each ``$or`` branch), with where each stands in it."""
+    if not isinstance(pattern, dict):
+        return []
+    alternatives = pattern.get("$or") if "source" not in pattern else None
+    branches = alternatives if isinstance(alternatives, list) and alternatives else [pattern]
+    found: list[tuple[Location, str]] = []
+    for index, branch in enumerate(branches):
+        at: Location = ("$or", index) if branches is alternatives else ()
+        sources = branch.get("source") if isinstance(branch, dict) else None
+        if isinstance(sources, list):
+            found += [((*at, "source", i), source) for i, source in enumerate(sources) if isinstance(source, str)]
+    return found
+
+
 def _deeper_than(node: Any, limit: int) -> bool:
     pending = [(node, 1)]
     while pending:

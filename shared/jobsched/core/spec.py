@@ -749,7 +749,7 @@ class KubernetesTarget(_TargetBase):
     """A batch/v1 Job on an EKS cluster, run by the deployment's Step Functions state machine
     (``eks:runJob.sync``): one execution per attempt, named by the attempt. The cluster must be the team's (or
     shared by the platform); the namespace and service account the team's, by the platform's grants
-    (``tenancy.ownership.KubernetesGrants``)."""
+    (``tenancy.ownership.TeamGrants``)."""
 
     type: Literal["kubernetes"]
     cluster: str = Field(max_length=2048, json_schema_extra={"pattern": _EKS_CLUSTER.pattern})

@@ -386,6 +386,8 @@ class EventIntake:
                     self.guard.check(resource, stored.spec.team)
                 except NotOwned as refused:
                     return str(refused)
+            if trigger.event is not None and trigger.event.bus == DEFAULT_BUS:  # a grant may have been taken back
+                return self.guard.source_refusal(envelope.source, stored.spec.team)
         return None
 
 

@@ -15,7 +15,7 @@ from jobsched.core.spec import HttpTarget, JobSpec
 from jobsched.core.urls import UrlRefused, parse_url
 from jobsched.schedule.engine import schedule_cost_problem
 from jobsched.tenancy.egress import AddressPolicy
-from jobsched.tenancy.ownership import OwnershipGuard, spec_resources
+from jobsched.tenancy.ownership import OwnershipGuard, shared_bus_sources, spec_resources
 
 
 def admission_errors(spec: JobSpec, guard: OwnershipGuard | None, egress: AddressPolicy | None) -> list[FieldError]:
@@ -25,6 +25,10 @@ def admission_errors(spec: JobSpec, guard: OwnershipGuard | None, egress: Addres
             refused = guard.visibly_foreign(resource, spec.team)
             if refused is not None:
                 errors.append(FieldError(resource.field, "resource_not_owned", str(refused)))
+        for field, source in shared_bus_sources(spec):
+            reason = guard.source_refusal(source, spec.team)
+            if reason is not None:
+                errors.append(FieldError(field, "source_not_owned", reason))
     if egress is not None:
         for field, url in _urls(spec):
             try:

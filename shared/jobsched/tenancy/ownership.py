@@ -20,6 +20,7 @@ from enum import Enum
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from jobsched.core.event_patterns import named_sources
 from jobsched.core.names import OWNER_TAG, SHARED_TAG
 from jobsched.core.spec import (
     DEFAULT_BUS,
@@ -213,6 +214,15 @@ def spec_resources(spec: JobSpec) -> Iterator[ResourceRef]:
             yield ResourceRef(ResourceKind.TOPIC, secondary.sns_topic, "escalation.secondary.sns_topic")
 
 
+def shared_bus_sources(spec: JobSpec) -> Iterator[tuple[str, str]]:
+    """(field, source) of every source the job's triggers listen to on the bus every team shares."""
+    for index, trigger in enumerate(spec.triggers):
+        if trigger.event is not None and trigger.event.bus == DEFAULT_BUS:
+            for location, source in named_sources(trigger.event.pattern):
+                path = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in location)
+                yield f"triggers[{index}].event.pattern{path}", source
+
+
 def data_buckets(spec: JobSpec) -> Iterator[ResourceRef]:
     """The buckets a job reads: those it waits on, and those its distributed maps name."""
     for path, condition in spec.wait_conditions():
@@ -227,24 +237,30 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 @dataclass(frozen=True)
-class KubernetesGrants:
-    """What the platform grants each team inside shared EKS clusters (membership ``"kubernetes"``). Namespaces
-    and service accounts carry no AWS tags, and a team name may be another's prefix (``data``, ``data-eng``), so
-    a name never decides by its shape: a team's namespaces are exactly its own name and those listed for it,
-    and its service accounts only those listed.
+class TeamGrants:
+    """What the platform grants each team by name, in the membership document: Kubernetes namespaces and service
+    accounts in shared EKS clusters, and event sources on the bus every team shares. None of these carries AWS
+    tags, and a team name may be another's prefix (``data``, ``data-eng``), so a name never decides by its shape:
+    a team's namespaces are exactly its own name and those listed for it, its service accounts only those
+    listed, and its event sources ``TEAM.*`` and those listed.
 
-        {"kubernetes": {"data": {"namespaces": ["data-batch"], "service_accounts": ["trainer"]}}}
+        {"kubernetes": {"data": {"namespaces": ["data-batch"], "service_accounts": ["trainer"]}},
+         "event_sources": {"payments": ["com.acme.billing"]}}
     """
 
     namespaces: dict[str, tuple[str, ...]] = field(default_factory=dict)
     service_accounts: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    event_sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> KubernetesGrants:
-        teams = {str(t): g for t, g in (config or {}).items() if isinstance(g, dict)}
+    def from_config(cls, config: dict[str, Any]) -> TeamGrants:
+        """From the membership document (its ``kubernetes`` and ``event_sources``)."""
+        kubernetes = {str(t): g for t, g in (config.get("kubernetes") or {}).items() if isinstance(g, dict)}
+        sources = config.get("event_sources") or {}
         return cls(
-            namespaces={t: tuple(str(n) for n in g.get("namespaces", [])) for t, g in teams.items()},
-            service_accounts={t: tuple(str(a) for a in g.get("service_accounts", [])) for t, g in teams.items()},
+            namespaces={t: tuple(str(n) for n in g.get("namespaces", [])) for t, g in kubernetes.items()},
+            service_accounts={t: tuple(str(a) for a in g.get("service_accounts", [])) for t, g in kubernetes.items()},
+            event_sources={str(t): tuple(str(s) for s in granted) for t, granted in sources.items()},
         )
 
     def namespace_refusal(self, namespace: str, team: str) -> str | None:
@@ -263,19 +279,29 @@ class KubernetesGrants:
             return None
         return "is not granted to the team (leave it out to run as the namespace's default service account)"
 
+    def source_refusal(self, source: str, team: str) -> str | None:
+        """Why ``team`` may not listen to ``source`` on the shared bus (None: it may). A source granted to two
+        teams is neither's."""
+        allowed = f"a team's sources on the shared bus are {team}.* and those the platform grants it"
+        if any(t != team and source in granted for t, granted in self.event_sources.items()):
+            return f"source '{source}' is granted to another team ({allowed})"
+        if source.startswith(f"{team}.") or source in self.event_sources.get(team, ()):
+            return None
+        return f"source '{source}' is not the team's ({allowed})"
+
 
 def refusal(
     resource: ResourceRef,
     team: str,
     tags: dict[str, str] | None,
     reserved: tuple[str, ...],
-    grants: KubernetesGrants | None = None,
+    grants: TeamGrants | None = None,
 ) -> str | None:
     """Why ``team`` may not use ``resource`` (None: it may). Pure: the rule, stated once."""
     if resource.kind is ResourceKind.NAMESPACE:
-        return (grants or KubernetesGrants()).namespace_refusal(resource.name, team)
+        return (grants or TeamGrants()).namespace_refusal(resource.name, team)
     if resource.kind is ResourceKind.SERVICE_ACCOUNT:
-        return (grants or KubernetesGrants()).service_account_refusal(resource.name, team)
+        return (grants or TeamGrants()).service_account_refusal(resource.name, team)
     if resource.is_reserved(reserved):
         return "is one of jobsched's own resources"
     if tags is None:
@@ -301,7 +327,7 @@ class OwnershipGuard:
         *,
         ttl: float = TAG_CACHE_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
-        grants: Callable[[], KubernetesGrants] = KubernetesGrants,
+        grants: Callable[[], TeamGrants] = TeamGrants,
     ) -> None:
         self.reader, self.reserved, self.ttl, self.monotonic = reader, reserved, ttl, monotonic
         self.grants = grants
@@ -323,7 +349,11 @@ class OwnershipGuard:
         reason = refusal(resource, team, tags, self.reserved, self._grants(resource))
         return NotOwned(resource, team, reason) if reason is not None else None
 
-    def _grants(self, resource: ResourceRef) -> KubernetesGrants | None:
+    def source_refusal(self, source: str, team: str) -> str | None:
+        """Why ``team`` may not listen to ``source`` on the shared bus, by the platform's grants (None: it may)."""
+        return self.grants().source_refusal(source, team)
+
+    def _grants(self, resource: ResourceRef) -> TeamGrants | None:
         return self.grants() if resource.kind in KUBERNETES_NAMED else None
 
     def _tags(self, team: str, resource: ResourceRef) -> dict[str, str] | None:
