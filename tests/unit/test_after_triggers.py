@@ -352,3 +352,49 @@ def test_a_backfill_of_an_upstream_carries_its_downstreams_one_run_per_instant()
     assert stack.receive(report, rerun).action == "duplicate"
     instants = sorted(run.scheduled_at for run in stack.downstream_runs("data/report"))
     assert instants == [T0 + timedelta(hours=hour) for hour in range(4)]
+
+
+def test_another_teams_downstream_reruns_spend_the_downstreams_own_limit_and_are_in_its_history() -> None:
+    """The review's case: six reruns of alpha's upstream with --downstream pushed beta's downstream (limited to one
+    run a minute) to attempt 7. Each carried rerun is an event-started run of beta's job: past its
+    max_runs_per_minute it is dropped and counted, and the one that runs is in beta's history naming the upstream."""
+    stack = Stack()
+    stack.put("alpha/extract", share_with=["beta"])
+    report = stack.put(
+        "beta/report", triggers=[{"after": {"job": "alpha/extract"}}], concurrency={"max_runs_per_minute": 1}
+    )
+    upstream = stack.finish("alpha/extract")
+    started = stack.receive(report, upstream).run_id
+    assert started is not None
+    stack.runs.finish(
+        "beta/report", started, attempt=1, status=RunStatus.SUCCEEDED, now=stack.now, from_status=RunStatus.SCHEDULED
+    )
+    stack.now += timedelta(minutes=1)  # a new minute: the first run's count is behind
+    actions = []
+    for _ in range(6):
+        rerun_run(
+            stack.jobs,
+            stack.runs,
+            stack.queues,
+            "alpha/extract",
+            upstream.run_id,
+            now=stack.now,
+            principal="arn:aws:iam::123456789012:role/team-alpha",
+            force=True,
+            downstream=True,
+        )
+        carried = succeed_next_attempt(stack, "alpha/extract", upstream.run_id)
+        received = stack.receive(report, carried)
+        actions.append((received.action, received.reason))
+        downstream = stack.runs.get("beta/report", started)
+        if downstream is not None and downstream.status is RunStatus.RETRYING:
+            succeed_next_attempt(stack, "beta/report", started)
+    assert actions == [("started", None)] + [("dropped", "rate_limited")] * 5
+    final = stack.runs.get("beta/report", started)
+    assert final is not None and final.attempt == 2  # not 7
+    entries, _ = stack.jobs.history("beta/report", limit=10)
+    [rerun] = [entry for entry in entries if entry.action == "rerun"]
+    assert rerun.details is not None and rerun.details["upstream"] == f"alpha/extract/{upstream.run_id}#2"
+    assert "alpha/extract" in rerun.principal
+    # A late redelivery of a dropped finish reruns nothing either (it was marked).
+    assert stack.receive(report, carried).action == "duplicate"

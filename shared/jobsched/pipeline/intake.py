@@ -221,12 +221,27 @@ class EventIntake:
         if existing.status not in TERMINAL or self.jobs.carried(stored.spec.key, run_id, marker):
             self.jobs.mark_carried(stored.spec.key, run_id, marker, expires_at=expires_at)
             return Received("duplicate", run_id=run_id, team=team)
+        # Another team's rerun drives this job: it spends this job's own event budget like any event-started
+        # run (six upstream reruns in a minute do not make six runs of a job limited to one).
+        limited = self._over_limit(stored, now)
+        if limited is not None:
+            self.jobs.mark_carried(stored.spec.key, run_id, marker, expires_at=expires_at)
+            return limited
         reason = f"rerun after {upstream.job} {upstream.run_id} attempt {upstream.attempt} (--downstream)"
         try:
             reopen_and_send(stored, existing, self.runs, self.queues, now=now, reason=reason, downstream=True)
         except StaleAttempt:
             return Received("duplicate", run_id=run_id, team=team)
         self.jobs.mark_carried(stored.spec.key, run_id, marker, expires_at=expires_at)
+        details = {"run_id": run_id, "attempt": existing.attempt + 1, "was": existing.status.value}
+        self.jobs.record_action(
+            stored.spec.key,
+            version=stored.version,
+            now=now,
+            principal=f"rerun of {upstream.job} {upstream.run_id} attempt {upstream.attempt} (--downstream)",
+            action="rerun",
+            details=details | {"upstream": f"{upstream.job}/{upstream.run_id}#{upstream.attempt}"},
+        )
         return Received("started", run_id=run_id, detail="rerun with its upstream", team=team)
 
     def _upstream_run(self, stored: StoredJob, after: AfterTrigger, detail: dict[str, Any]) -> Run | Received:
