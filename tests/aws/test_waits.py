@@ -4,11 +4,13 @@ rule to the intake queue, and wakes the WAITING run; a DAG task waits the same w
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobsched.core.runs import RunStatus, TaskStatus
+from jobsched.core.waits import per_prefix_wake_rules
 from jobsched.pipeline.triggers import trigger_run
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Clock, Stack
@@ -131,3 +133,72 @@ def test_a_task_whose_file_never_lands_fails_at_its_wait_timeout_and_the_run_fai
 def run_task(stack: Stack, run_id: str, name: str) -> TaskStatus | None:
     state = stack.runs.tasks("data/nightly", run_id).get(name)
     return state.status if state else None
+
+
+def test_one_team_cannot_take_the_shared_bus_rules_and_waits_on_one_bucket_share_one_rule(stack: Stack) -> None:
+    """The review's case: one DAG job of 60 tasks each waiting on 5 prefixes took the default bus's 300 rules, and
+    every other team's s3 triggers and waits were refused. Now a bucket's waits share one wake rule, a job holds
+    at most 10 rules on a shared bus, and a team at most its max_bus_rules (422 rule_quota)."""
+    landing_bucket(stack, "data")
+    api = ApiClient(stack)
+    tasks = [
+        lambda_task(
+            f"t{index}",
+            wait_for=[{"s3": f"s3://acme-landing/p{prefix}/{{logical_date:%Y-%m-%d}}/{index}"} for prefix in range(5)],
+        )
+        for index in range(60)
+    ]
+    greedy = {"schedule": {"expression": "0 3 * * *"}, "dag": {"tasks": tasks}}
+    assert api.call("PUT", "/teams/data/jobs/greedy", greedy).status == 201
+    listed = stack.events.list_rules(NamePrefix="jobsched-test-")["Rules"]
+    assert len([r for r in listed if r.get("EventBusName", "default") == "default"]) == 1  # was 300
+    # A job that needs more than its share of the shared bus: 11 tasks, each waiting on its own bucket.
+    buckets = [f"data-drop-{index}" for index in range(14)]
+    for bucket in buckets:
+        landing_bucket(stack, "data", bucket)
+
+    def job(triggers: list[str], waits: list[str]) -> dict[str, Any]:
+        return {
+            "triggers": [{"s3": {"bucket": bucket}} for bucket in triggers],
+            "wait_for": [{"s3": f"s3://{bucket}/ready/{{logical_date:%Y-%m-%d}}"} for bucket in waits],
+            "target": {"type": "lambda", "function": "echo"},
+        }
+
+    waits = [
+        lambda_task(f"w{index}", wait_for=[{"s3": f"s3://{bucket}/ready/{{logical_date:%Y-%m-%d}}"}])
+        for index, bucket in enumerate(buckets[:11])
+    ]
+    refused = api.call("PUT", "/teams/data/jobs/many", {"dag": {"tasks": waits}})
+    assert refused.status == 422, refused.body
+    [why] = refused.body["error"]["errors"]
+    assert (why["field"], why["code"]) == ("wait_for", "rule_quota") and "a job may hold 10" in why["message"]
+    # The team's share: each job within its own cap, the team's sum past max_bus_rules.
+    stack.jobs.set_team_limits("data", {"max_bus_rules": 12})
+    assert api.call("PUT", "/teams/data/jobs/nine", job(buckets[:5], buckets[5:9])).status == 201  # 1 + 9 rules
+    refused = api.call("PUT", "/teams/data/jobs/three", job(buckets[9:12], []))
+    assert refused.status == 422 and refused.body["error"]["errors"][0]["code"] == "rule_quota", refused.body
+    assert "hold 10 rules" in refused.body["error"]["errors"][0]["message"]
+    assert stack.jobs.get("data/three") is None
+    # Another team is untouched by data's share.
+    landing_bucket(stack, "payments", "payments-landing")
+    theirs = {"triggers": [{"s3": {"bucket": "payments-landing"}}], "target": {"type": "lambda", "function": "echo"}}
+    assert api.call("PUT", "/teams/payments/jobs/in", theirs).status == 201
+
+
+def test_an_upgrade_removes_the_wake_rules_an_earlier_release_deployed_per_prefix(stack: Stack) -> None:
+    landing_bucket(stack, "data")
+    api = ApiClient(stack)
+    document = waiting_job(
+        wait_for=[{"s3": READY}, {"s3": "s3://acme-landing/imports/{logical_date:%Y-%m-%d}/_SUCCESS"}]
+    )
+    assert api.call("PUT", "/teams/data/jobs/load", document).status == 201
+    stored = stack.jobs.get("data/load")
+    assert stored is not None
+    stack.rules.deploy("data/load", "data", per_prefix_wake_rules(stored.spec))  # as the release before left them
+    assert len(stack.events.list_rules(NamePrefix="jobsched-test-")["Rules"]) == 3
+    assert api.call("PUT", "/teams/data/jobs/load", document | {"description": "again"}).status == 200
+    [kept] = stack.events.list_rules(NamePrefix="jobsched-test-")["Rules"]
+    assert json.loads(kept["EventPattern"])["detail"]["object"] == {"key": [{"suffix": "/_SUCCESS"}]}
+    stack.rules.deploy("data/load", "data", per_prefix_wake_rules(stored.spec))
+    assert api.call("DELETE", "/teams/data/jobs/load").status in (200, 204)
+    assert stack.events.list_rules(NamePrefix="jobsched-test-")["Rules"] == []

@@ -48,6 +48,14 @@ def test_a_deleted_job_takes_its_state_and_incidents_with_it(stores: Stores) -> 
     assert stores.jobs.count_team_jobs("payments", at_least=10) == 2
     assert stores.jobs.count_team_jobs("payments", at_least=1) >= 1  # enough to say the limit is reached
     assert stores.jobs.count_team_jobs("search", at_least=10) == 0
+    listed: list[str] = []
+    after: str | None = None
+    pages = 0
+    while pages == 0 or after is not None:  # DynamoDB may end a full page with a token and then an empty page
+        page, after = stores.jobs.team_page("payments", limit=1, after_name=after)
+        listed, pages = listed + page, pages + 1
+    assert listed == sorted([SUBJECT, "payments/other"]) and pages >= 2
+    assert stores.jobs.team_page("search", limit=10, after_name=None) == ([], None)
     stores.jobs.put_incident(incident(), expected_version=0)
     with pytest.raises(VersionConflict):
         stores.jobs.delete(stored.changed_to(stored.spec, now=T0, principal="bob"), now=T0, principal="bob")

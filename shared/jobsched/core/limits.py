@@ -16,6 +16,7 @@ class TeamLimits:
     max_jobs: int = 1000  # jobs a team may register
     max_backfills: int = 5  # backfills running at once (and always at most one per job)
     requests_per_minute: int = 600  # API requests per principal, and per team on team routes
+    max_bus_rules: int = 50  # rules on each bus every team shares (EventBridge allows 300 a bus)
 
     @classmethod
     def parse(cls, text: str | None) -> TeamLimits:

@@ -10,9 +10,10 @@ from jobsched.core.errors import FieldError, SpecError, TriggerRefused, Workflow
 from jobsched.core.events import TriggerRule
 from jobsched.core.records import JobNotFound, StoredJob, VersionConflict
 from jobsched.core.spec import JobSpec
-from jobsched.core.waits import job_rules
+from jobsched.core.waits import job_rules, per_prefix_wake_rules
 from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort, TriggerRulesPort
 from jobsched.registry.dependencies import cycle_through
+from jobsched.registry.rule_quota import check_rule_quota
 from jobsched.schedule.fires import first_fire, next_fire, schedule_of
 from jobsched.tenancy.quotas import QuotaExceeded
 
@@ -39,6 +40,8 @@ def put_job(
     current = store.get(spec.key)
     _check_admissible(store, spec, current, expected_version)
     check_dependencies(store, spec, now=now)
+    if rules is not None:
+        check_rule_quota(store, spec)
     if spec.dag is not None:
         if dags is None:
             raise WorkflowsNotConfigured("this deployment cannot run DAG jobs: Step Functions is not configured")
@@ -50,7 +53,7 @@ def put_job(
         _restore_winner(store, spec, dags, rules)
         raise
     if rules is not None and current is not None:
-        rules.remove(spec.key, _only_in(job_rules(current.spec), job_rules(spec)))
+        rules.remove(spec.key, _only_in(job_rules(current.spec) + per_prefix_wake_rules(current.spec), job_rules(spec)))
     _link_upstreams(
         store, spec.key, before=set(current.spec.upstreams()) if current else set(), after=set(spec.upstreams())
     )
@@ -210,7 +213,7 @@ def delete_job(
     if stored.spec.dag is not None and dags is not None:
         dags.remove(stored.key)
     if rules is not None and job_rules(stored.spec):
-        rules.remove(stored.key, job_rules(stored.spec))
+        rules.remove(stored.key, job_rules(stored.spec) + per_prefix_wake_rules(stored.spec))
     _link_upstreams(store, stored.key, before=set(stored.spec.upstreams()), after=set())
 
 

@@ -412,6 +412,13 @@ class MemoryJobs:
 
     # ---------------------------------------------------------------------------- registry
 
+    def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]:
+        specs = (item for (_, sk), item in list(self.table.items.items()) if sk == JobsKeys.SPEC)
+        names = sorted(str(item[JobsKeys.NAME]) for item in specs if item.get(JobsKeys.TEAM) == team)
+        names = [name for name in names if after_name is None or name > after_name]
+        page = names[:limit]
+        return [f"{team}/{name}" for name in page], (page[-1] if len(names) > limit else None)
+
     def count_team_jobs(self, team: str, *, at_least: int) -> int:
         specs = (item for (_, sk), item in list(self.table.items.items()) if sk == JobsKeys.SPEC)
         return sum(1 for item in specs if item.get(JobsKeys.TEAM) == team)  # one page: all of them
