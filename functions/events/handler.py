@@ -34,7 +34,8 @@ def record_handler(record: SQSRecord) -> None:
         logger.warning("event dropped", extra=problem)
         return
     logger.thread_safe_append_keys(job=envelope.job, team=envelope.job.split("/", 1)[0], event_id=envelope.event_id)
-    received = default_intake().receive(envelope, now=utc_now())
+    redelivered = str((record.raw_event.get("attributes") or {}).get("ApproximateReceiveCount", "1")) not in ("", "1")
+    received = default_intake().receive(envelope, now=utc_now(), redelivered=redelivered)
     emit_event_received(received.action, reason=received.reason, matched=received.matched)
     extra = {
         "outcome": received.action,

@@ -45,7 +45,15 @@ from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.console.widget import ONCALL_ALIAS, PLACEHOLDER_ALIAS
 from jobsched.core.events import container_rule_patterns
-from jobsched.core.names import INTAKE_CONCURRENCY, OWNER_TAG, PRIORITIES, PROJECT, WORKER_BATCH, Env
+from jobsched.core.names import (
+    INTAKE_CONCURRENCY,
+    OWNER_TAG,
+    PRIORITIES,
+    PROJECT,
+    SYSTEM_INTAKE_CONCURRENCY,
+    WORKER_BATCH,
+    Env,
+)
 from jobsched.watch.signals import NAMESPACE
 
 ESCALATION_CONCURRENCY = 2  # the escalation and pages event sources' maximum, and the functions' reserve
@@ -267,13 +275,12 @@ class Functions(Construct):
             INTAKE_TIMEOUT,
             256,
             invoked=DLQ_QUEUE_SOURCE,
-            reserved=INTAKE_CONCURRENCY,
+            reserved=INTAKE_CONCURRENCY + SYSTEM_INTAKE_CONCURRENCY,  # a storm on one never starves the other
         )
-        self.events.add_event_source(
-            sources.SqsEventSource(
-                queues.intake, batch_size=10, report_batch_item_failures=True, max_concurrency=INTAKE_CONCURRENCY
+        for source, most in ((queues.intake, INTAKE_CONCURRENCY), (queues.system_intake, SYSTEM_INTAKE_CONCURRENCY)):
+            self.events.add_event_source(
+                sources.SqsEventSource(source, batch_size=10, report_batch_item_failures=True, max_concurrency=most)
             )
-        )
         storage.jobs.grant_read_write_data(self.events)
         storage.runs.grant_read_write_data(self.events)
         for priority in PRIORITIES:
@@ -285,6 +292,7 @@ class Functions(Construct):
             stack.format_arn(service="events", resource="rule", resource_name=f"*/{rule_prefix}*"),
         ]
         self.api.add_environment(Env.INTAKE_QUEUE_ARN, queues.intake.queue_arn)
+        self.api.add_environment(Env.SYSTEM_INTAKE_QUEUE_ARN, queues.system_intake.queue_arn)
         self.api.add_to_role_policy(
             iam.PolicyStatement(
                 actions=[
@@ -301,14 +309,15 @@ class Functions(Construct):
         )
         # Only rules under the stage's prefix may send to the intake queue (through the stack's key).
         from_rules = {"ArnLike": {"aws:SourceArn": rules}}
-        queues.intake.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                actions=["sqs:SendMessage"],
-                resources=[queues.intake.queue_arn],
-                conditions=from_rules,
+        for queue in (queues.intake, queues.system_intake):
+            queue.add_to_resource_policy(
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                    actions=["sqs:SendMessage"],
+                    resources=[queue.queue_arn],
+                    conditions=from_rules,
+                )
             )
-        )
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("events.amazonaws.com")],
@@ -327,7 +336,7 @@ class Functions(Construct):
                 name=f"{rule_prefix}{name}",
                 description=f"jobsched: {pattern['detail-type'][0]} of work this deployment started -> the intake",
                 pattern=pattern,
-                intake_arn=queues.intake.queue_arn,
+                intake_arn=queues.system_intake.queue_arn,
             )
         # The deployment's bus: "Run Finished" of every run, put only by jobsched's functions (a team cannot
         # forge one there), for teams' rules to build on.

@@ -67,5 +67,5 @@ class KubernetesJobs(Construct):
             name=f"{PROJECT}-{config.stage}-kubernetes-state-changes",
             description="jobsched: the end of each kubernetes target's execution -> the intake",
             pattern=kubernetes_rule_pattern(arn),
-            intake_arn=queues.intake.queue_arn,
+            intake_arn=queues.system_intake.queue_arn,
         )

@@ -179,6 +179,12 @@ class Observability(Construct):
             description="events matched by trigger rules could not be handled: runs they should start are waiting",
         )
         self._alarm(
+            "SystemEventsDlqNotEmpty",
+            queues.system_intake_dead.metric_approximate_number_of_messages_visible(period=FIVE_MINUTES),
+            0,
+            description="container ends or Run Finished events could not be handled: runs may wait on them",
+        )
+        self._alarm(
             "EscalationDlqNotEmpty",
             queues.escalation_dead.metric_approximate_number_of_messages_visible(period=FIVE_MINUTES),
             0,

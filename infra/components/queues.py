@@ -11,7 +11,7 @@ from constructs import Construct
 
 from infra.components.common import ESCALATION_TIMEOUT, INTAKE_TIMEOUT, PAGES_TIMEOUT, WORKER_TIMEOUT, resource_name
 from infra.config import StageConfig
-from jobsched.core.names import INTAKE_MAX_RECEIVES, INTAKE_QUEUE, PRIORITIES, WORK_QUEUES
+from jobsched.core.names import INTAKE_MAX_RECEIVES, INTAKE_QUEUE, PRIORITIES, SYSTEM_INTAKE_QUEUE, WORK_QUEUES
 
 
 class Queues(Construct):
@@ -61,6 +61,14 @@ class Queues(Construct):
             INTAKE_QUEUE,
             visibility_timeout=Duration.seconds(INTAKE_TIMEOUT.to_seconds() * 6),
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=INTAKE_MAX_RECEIVES, queue=self.intake_dead),
+        )
+        # The scheduler's own events (container work ending, Run Finished): never behind a team's storm.
+        self.system_intake_dead = self._queue(f"{SYSTEM_INTAKE_QUEUE}Dlq", f"{SYSTEM_INTAKE_QUEUE}-dlq")
+        self.system_intake = self._queue(
+            SYSTEM_INTAKE_QUEUE,
+            SYSTEM_INTAKE_QUEUE,
+            visibility_timeout=Duration.seconds(INTAKE_TIMEOUT.to_seconds() * 6),
+            dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=INTAKE_MAX_RECEIVES, queue=self.system_intake_dead),
         )
 
     def _queue(self, construct_id: str, logical_name: str, **options: Any) -> sqs.Queue:

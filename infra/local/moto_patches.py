@@ -34,33 +34,25 @@
   both ways and any difference fails the call: the whole unit, contract and aws suite passed so (after
   DeleteItem's extra ConsumedCapacityUnits was dropped), and tests/unit/test_moto_patches.py runs each
   operation that way on every run.
-- EventBridge delivery as AWS does it, which runs started by events depend on (#28). moto 5.2 answered a
-  PutEvents on the default bus with 500: it offers every event to schedule rules too (an empty pattern
-  matches all in moto) and fails on their Lambda targets. Schedule rules match no events in AWS, and the
-  local runtime drives the stack's own Lambda targets itself, so neither receives events here. The event an
-  input transformer passes as <aws.events.event.json> carries its time as ISO 8601, as in AWS (moto kept
-  epoch seconds). S3's EventBridge notifications go to the default bus only, through each rule's targets
-  and input transformers, with a fresh event id and a sequencer that grows with each write, as in AWS (moto
-  sent them to every bus, untransformed, all with one sequencer, so two writes looked like one event).
-  In CloudFormation, ``Ref`` of an ``AWS::Events::EventBus`` is its name, as in AWS; moto 5.2 gave the
-  bus object itself, which then sat in the functions' environment and failed every GetFunction with 500.
+- EventBridge delivery as AWS does it: ``infra.local.moto_events``.
 """
 
 from __future__ import annotations
 
 import base64
 import contextvars
-import copy
 import functools
-import itertools
 import json
 import os
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
+
+from infra.local.moto_events import eventbridge_as_aws
+
+__all__ = ["eventbridge_as_aws"]  # with the patches below, for the tests and the local server
 
 _applied = False
 
@@ -166,7 +158,6 @@ def atomic_dynamodb_calls() -> None:
     moto's update_item reads the item, applies the expression and checks the condition with no lock, so two
     conditional writes racing on one item could both succeed (two claims of one DAG task, say). AWS never
     lets that happen; the tests' in-process races take a lock per call for the same reason."""
-    import threading
 
     from moto.dynamodb.responses import DynamoHandler
 
@@ -399,95 +390,6 @@ def compiled_input_paths() -> None:
     parse = getattr(jsonpath, "parse")  # noqa: B009 (not exported: mypy checks exports)
     if not hasattr(parse, "cache_info"):
         setattr(jsonpath, "parse", functools.lru_cache(maxsize=1024)(parse))  # noqa: B010
-
-
-def eventbridge_as_aws() -> None:
-    """PutEvents and S3 notifications delivered as EventBridge delivers them (module docstring)."""
-    from moto.events import models as events_models
-    from moto.events.utils import EventTemplateParser
-    from moto.s3 import notifications
-
-    rule_class = events_models.Rule
-    if getattr(rule_class.send_to_targets, "_as_aws", False):
-        return
-    original_send = rule_class.send_to_targets
-
-    @functools.wraps(original_send)
-    def send_to_targets(self: Any, original_event: Any, transform_input: bool = True) -> None:
-        if self.scheduled_expression and not self.event_pattern.get_pattern():
-            return  # a schedule rule matches no events
-        if any(target["Arn"].split(":")[2] == "lambda" for target in self.targets):
-            delivered = copy.copy(self)
-            delivered.targets = [target for target in self.targets if target["Arn"].split(":")[2] != "lambda"]
-            return original_send(delivered, original_event, transform_input)
-        return original_send(self, original_event, transform_input)
-
-    send_to_targets._as_aws = True  # type: ignore[attr-defined]
-    rule_class.send_to_targets = send_to_targets  # type: ignore[method-assign]
-    events_models.EventBus.physical_resource_id = property(lambda bus: bus.name)  # type: ignore[attr-defined]
-
-    original_parse = EventTemplateParser.parse
-
-    def parse(input_template: Any, input_paths_map: Any, event: Any) -> Any:
-        if (
-            input_template
-            and "<aws.events.event.json>" in input_template
-            and isinstance(event.get("time"), int | float)
-        ):
-            event = {**event, "time": _iso(float(event["time"]))}
-        return original_parse(input_template, input_paths_map, event)
-
-    EventTemplateParser.parse = staticmethod(parse)  # type: ignore[method-assign]
-
-    sequencer = itertools.count(int(time.time() * 1000) << 16)
-    lock = threading.Lock()
-
-    def send_event_bridge_message(account_id: str, bucket: Any, event_name: str, key: Any) -> None:
-        try:
-            with lock:
-                order = next(sequencer)
-            now = time.time()
-            event = {
-                "version": "0",
-                "id": str(uuid.uuid4()),
-                "detail-type": notifications._detail_type(event_name),
-                "source": "aws.s3",
-                "account": account_id,
-                "time": now,
-                "region": bucket.region_name,
-                "resources": [bucket.arn],
-                "detail": {
-                    "version": "0",
-                    "bucket": {"name": bucket.name},
-                    "object": {
-                        "key": key.name,
-                        "size": key.size,
-                        "etag": key.etag.replace('"', ""),
-                        **({"version-id": key.version_id} if key.version_id else {}),
-                        "sequencer": format(order, "018X"),
-                    },
-                    "request-id": uuid.uuid4().hex[:16].upper(),
-                    "requester": account_id,
-                    "source-ip-address": "127.0.0.1",
-                    "reason": _S3_REASONS.get(event_name.rsplit(":", 1)[-1], event_name.rsplit(":", 1)[-1]),
-                },
-                "ingestion-time": now,
-            }
-            backend = events_models.events_backends[account_id][bucket.region_name]
-            default_bus = backend.event_buses.get("default")
-            for rule in list(default_bus.rules.values()) if default_bus is not None else []:
-                rule.send_to_targets(copy.deepcopy(event))  # type: ignore[arg-type]
-        except Exception:
-            pass
-
-    notifications._send_event_bridge_message = send_event_bridge_message
-
-
-_S3_REASONS = {"Put": "PutObject", "Post": "PostObject", "Copy": "CopyObject"}
-
-
-def _iso(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def serve() -> None:

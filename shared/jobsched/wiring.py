@@ -75,7 +75,12 @@ def build_rules(settings: Settings) -> TriggerRules | None:
     """Trigger rules, when the deployment has an intake queue (None: jobs with triggers are refused)."""
     if not settings.intake_queue_arn:
         return None
-    return TriggerRules(stage=settings.stage, intake_queue_arn=settings.intake_queue_arn, runs_bus=settings.event_bus)
+    return TriggerRules(
+        stage=settings.stage,
+        intake_queue_arn=settings.intake_queue_arn,
+        runs_bus=settings.event_bus,
+        system_queue_arn=settings.system_intake_queue_arn,
+    )
 
 
 def build_intake(settings: Settings) -> EventIntake:

@@ -274,7 +274,11 @@ def drive_the_events_handler(deployed: Stack, as_deployed: Any, monkeypatch: pyt
     records = [
         template | {"body": m["Body"], "receiptHandle": m["ReceiptHandle"], "messageId": m["MessageId"]} for m in raw
     ]
-    events_handler({"Records": [*records, records[0] | {"messageId": "again"}]}, FakeContext())
+    again = records[0] | {
+        "messageId": "again",
+        "attributes": records[0]["attributes"] | {"ApproximateReceiveCount": "2"},
+    }
+    events_handler({"Records": [*records, again]}, FakeContext())
     as_deployed("worker")
     monkeypatch.setenv(Env.EVENT_BUS, "jobsched-nowhere")
     from jobsched import wiring as services

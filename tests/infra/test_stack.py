@@ -559,7 +559,7 @@ def test_every_scheduled_or_queue_driven_component_and_every_dlq_is_alarmed(dev:
     dead_letter_queues = [
         q["QueueName"] for q in resources(template, "AWS::SQS::Queue").values() if q["QueueName"].endswith("-dlq")
     ]
-    assert len(dead_letter_queues) == len(PRIORITIES) + 3  # work queues, escalations, pages, events
+    assert len(dead_letter_queues) == len(PRIORITIES) + 4  # work queues, escalations, pages, events, system events
     alarmed = json.dumps(list(resources(template, "AWS::CloudWatch::Alarm").values()))
     dlq_ids = [n for n, r in template["Resources"].items() if r["Type"] == "AWS::SQS::Queue" and "Dlq" in n]
     for logical in dlq_ids:
@@ -621,7 +621,7 @@ def test_an_idle_non_prod_stage_pays_for_no_dashboards_traces_or_zero_counts(tmp
     ]
     assert ours and {variables[Env.ZERO_METRICS] for variables in ours} == {"off"}
     assert (
-        len(resources(template, "AWS::CloudWatch::Alarm")) == 34
+        len(resources(template, "AWS::CloudWatch::Alarm")) == 35
     )  # alarms cost nothing while idle (no data, not breaching)
     prod, _ = synthesize(tmp_path / "prod", stage="prod")
     assert len(resources(prod, "AWS::CloudWatch::Dashboard")) == 4

@@ -396,5 +396,6 @@ def test_another_teams_downstream_reruns_spend_the_downstreams_own_limit_and_are
     [rerun] = [entry for entry in entries if entry.action == "rerun"]
     assert rerun.details is not None and rerun.details["upstream"] == f"alpha/extract/{upstream.run_id}#2"
     assert "alpha/extract" in rerun.principal
-    # A late redelivery of a dropped finish reruns nothing either (it was marked).
-    assert stack.receive(report, carried).action == "duplicate"
+    # A late redelivery of a dropped finish reruns nothing either.
+    assert stack.receive(report, carried).action in ("duplicate", "dropped")
+    assert stack.runs.get("beta/report", started).attempt == 2  # type: ignore[union-attr]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -257,3 +258,34 @@ def test_the_event_examples_are_valid_jobs_and_capacity_counts_their_rules() -> 
     assert "examples/events/orders-ready.yaml: OK examples/orders-ready" in checked.stdout
     sized = subprocess.run([jobsched, "capacity", "examples/events"], cwd=root, capture_output=True, text=True)
     assert "EventBridge rules on bus default: 3 (default quota 300 per bus)" in sized.stdout, sized.stdout
+
+
+def test_a_storm_is_dropped_before_any_store_work_once_its_job_or_team_is_spent() -> None:
+    """The review's storm: each of 10,000 events read the job, its run and a counter before being dropped, while
+    other teams' events waited behind. Now a job whose minute is spent, or a team past its events a minute, drops
+    the rest of the minute without reading anything; a redelivery always takes the whole path."""
+    stack = Stack(ORDERS, concurrency={"max_runs_per_minute": 60})
+    reads: Counter[str] = Counter()
+    for name, store in (("jobs", stack.jobs), ("runs", stack.runs)):
+        original = store.get
+
+        def counted(*args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            reads[_name] += 1
+            return _original(*args, **kwargs)
+
+        store.get = counted  # type: ignore[method-assign]
+    actions = Counter(
+        stack.intake.receive(stack.envelope(order_event()), now=T0 + timedelta(seconds=i * 0.005)).action
+        for i in range(10_000)
+    )
+    assert actions == {"started": 60, "dropped": 9_940}
+    assert reads["jobs"] == 61 and reads["runs"] == 61  # was 10,000 each
+    redelivered = stack.intake.receive(stack.envelope(order_event()), now=T0 + timedelta(seconds=50), redelivered=True)
+    assert redelivered.reason == "rate_limited" and reads["jobs"] == 62  # read, and refused by the counter
+    # The team's budget, whatever its jobs: past max_events_per_minute in this process, dropped unread.
+    stack.jobs.set_team_limits("data", {"max_events_per_minute": 50})
+    stack.intake.budget.limits = lambda team: stack.jobs.team_limits(team, now=0.0)
+    later = T0 + timedelta(minutes=1)
+    spent = [stack.intake.receive(stack.envelope(order_event()), now=later) for _ in range(150)]
+    assert [r.action for r in spent].count("started") == 50
+    assert "max_events_per_minute" in spent[-1].detail and spent[-1].team == "data"

@@ -17,6 +17,10 @@ class TeamLimits:
     max_backfills: int = 5  # backfills running at once (and always at most one per job)
     requests_per_minute: int = 600  # API requests per principal, and per team on team routes
     max_bus_rules: int = 50  # rules on each bus every team shares (EventBridge allows 300 a bus)
+    # Events of the team one intake process handles a minute (beyond, dropped before any store work and
+    # counted): a storm of one team's events costs the shared intake little, and others' events wait behind
+    # little. At most INTAKE_CONCURRENCY processes run, so the deployment's bound is that many times this.
+    max_events_per_minute: int = 600
 
     @classmethod
     def parse(cls, text: str | None) -> TeamLimits:

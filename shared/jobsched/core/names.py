@@ -74,6 +74,7 @@ class Env:
     AWS_ENDPOINT = "JOBSCHED_AWS_ENDPOINT"  # one endpoint for every AWS service (moto in the local runtime)
     API = "JOBSCHED_API"  # the CLI's API URL
     INTAKE_QUEUE_ARN = "JOBSCHED_INTAKE_QUEUE_ARN"  # where trigger rules deliver matched events (the API's rules)
+    SYSTEM_INTAKE_QUEUE_ARN = "JOBSCHED_SYSTEM_INTAKE_QUEUE_ARN"  # where after triggers' rules deliver Run Finished
     EVENT_BUS = "JOBSCHED_EVENT_BUS"  # where "Run Finished" events are put (default: the account's default bus)
     CONSOLE_ACTIONS = "JOBSCHED_CONSOLE_ACTIONS_ARN"  # the console's actions function (its aliases: team-NAME)
     CONSOLE_TEAMS = "JOBSCHED_CONSOLE_TEAMS"  # comma-separated: the teams whose alias exists (CDK console_teams)
@@ -304,6 +305,10 @@ WORK_QUEUES = {
 INTAKE_QUEUE = "Events"
 INTAKE_MAX_RECEIVES = 5  # then the dead-letter queue: an event that cannot be handled is kept, not lost
 INTAKE_CONCURRENCY = 5
+# The scheduler's own events: container work ending, Run Finished for after triggers and waits on jobs. Their
+# own queue (the same function, its own concurrency), so no team's storm of events stands in front of them.
+SYSTEM_INTAKE_QUEUE = "SystemEvents"
+SYSTEM_INTAKE_CONCURRENCY = 2
 
 
 def physical_name(stage: str, logical_name: str) -> str:
@@ -341,6 +346,7 @@ class Settings:
     team_limits: TeamLimits = field(default_factory=TeamLimits)
     pages_queue_url: str | None = None  # None: pages are delivered by the escalation handler itself
     intake_queue_arn: str | None = None  # None: this deployment refuses jobs with triggers
+    system_intake_queue_arn: str | None = None  # None: Run Finished rules deliver to the intake queue too
     event_bus: str = "default"
     queue_shards: dict[str, tuple[str, ...]] = field(default_factory=dict)  # more than one queue per class
 
@@ -370,6 +376,7 @@ class Settings:
             team_limits=TeamLimits.parse(source.get(Env.TEAM_LIMITS)),
             pages_queue_url=source.get(Env.PAGES_QUEUE) or None,
             intake_queue_arn=source.get(Env.INTAKE_QUEUE_ARN) or None,
+            system_intake_queue_arn=source.get(Env.SYSTEM_INTAKE_QUEUE_ARN) or None,
             event_bus=source.get(Env.EVENT_BUS) or "default",
             queue_shards={
                 priority: tuple(urls)

@@ -41,6 +41,7 @@ from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, instant_text, pa
 from jobsched.core.spec import DEFAULT_BUS, AfterTrigger, JobTrigger
 from jobsched.core.waits import MAX_WAITERS_WOKEN, wake_rule
 from jobsched.pipeline.containers import ContainerResults, detail_id
+from jobsched.pipeline.event_budget import EventBudget
 from jobsched.pipeline.reruns import reopen_and_send
 from jobsched.ports import EventBatchesPort, EventIntakeStorePort, RunsPort, WorkQueuesPort
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, trigger_resources
@@ -80,10 +81,16 @@ class EventIntake:
     ) -> None:
         self.jobs, self.runs, self.queues, self.guard = jobs, runs, queues, guard
         self.containers = containers
+        self.budget = EventBudget(lambda team: jobs.team_limits(team))
 
-    def receive(self, envelope: EventEnvelope, *, now: datetime) -> Received:
+    def receive(self, envelope: EventEnvelope, *, now: datetime, redelivered: bool = False) -> Received:
+        """``redelivered``: SQS has delivered this message before (its receive count): it always takes the whole
+        path, so a run its first delivery created and crashed before sending is sent again."""
         if envelope.jobsched.trigger == CONTAINER_TRIGGER:
             return self._container_stopped(envelope)
+        over = None if redelivered else self.budget.refusal(envelope.job, envelope.job.split("/", 1)[0], now)
+        if over is not None:  # nothing read: a storm of one team's events costs the shared intake little
+            return _dropped("rate_limited", over, envelope.job.split("/", 1)[0])
         stored = self.jobs.get(envelope.job)
         if stored is None:
             return _dropped("deleted", "the job does not exist (deleted, or not yet stored)")
@@ -355,6 +362,7 @@ class EventIntake:
         limit = stored.spec.concurrency.max_runs_per_minute
         if self.jobs.count_event_run(stored.spec.key, now=now, limit=limit):
             return None
+        self.budget.exhausted(stored.spec.key, now)
         return _dropped("rate_limited", f"{limit} runs already started by events this minute", stored.spec.team)
 
     def _start(self, stored: StoredJob, message: RunMessage, now: datetime) -> Received:

@@ -26,10 +26,19 @@ INTAKE_TARGET_ID = "intake"
 
 class TriggerRules:
     def __init__(
-        self, *, stage: str, intake_queue_arn: str, events: Any | None = None, runs_bus: str = DEFAULT_BUS
+        self,
+        *,
+        stage: str,
+        intake_queue_arn: str,
+        events: Any | None = None,
+        runs_bus: str = DEFAULT_BUS,
+        system_queue_arn: str | None = None,
     ) -> None:
         self.stage, self.intake_queue_arn, self._client = stage, intake_queue_arn, events
         self.runs_bus = runs_bus  # where Run Finished events go: after triggers' rules live there
+        # Run Finished (after triggers, waits on jobs) on the scheduler's own queue: no team's storm of events
+        # stands in front of another team's downstream runs.
+        self.system_queue_arn = system_queue_arn or intake_queue_arn
 
     @property
     def events(self) -> Any:
@@ -54,8 +63,11 @@ class TriggerRules:
                     Targets=[
                         {
                             "Id": INTAKE_TARGET_ID,
-                            "Arn": self.intake_queue_arn,
+                            "Arn": self.system_queue_arn if trigger.after is not None else self.intake_queue_arn,
                             "InputTransformer": {"InputTemplate": envelope_template(job, rule)},
+                            # The team as the message group: SQS fair queues keep a quiet team's events from
+                            # waiting behind another team's backlog.
+                            "SqsParameters": {"MessageGroupId": team},
                         }
                     ],
                 )
