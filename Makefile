@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_schedule.py
 	$(BIN)/python scripts/bench_pipeline.py
 	$(BIN)/python scripts/bench_neighbours.py
+	$(BIN)/python scripts/bench_event_storm.py
 	$(BIN)/python scripts/bench_map.py --items 1000
 	$(BIN)/python scripts/bench_map.py --items 5000 --mode distributed
 

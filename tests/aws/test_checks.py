@@ -4,6 +4,7 @@ blocking check skips the task's downstream tasks and fails the run with the chec
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -152,3 +153,38 @@ def test_a_blocking_check_on_a_dag_task_skips_its_downstream_and_fails_the_run(
     assert run.run_id == FIRST and run.job == JOB
     kinds = sorted(e["kind"] for e in dag_stack.escalations())
     assert kinds == ["checks_warned", "run_failed"]
+
+
+def test_a_callback_result_with_checks_is_judged_in_the_worker_never_inside_the_api_request(stack: Stack) -> None:
+    """The review's bomb reached the API: a 10 KB callback output against an enum took 49.6 s there while another
+    team's GET waited; nested 5,000 deep it answered 502 and left the run RUNNING. Now a result that checks
+    judge is accepted (202) and the worker judges it within its budget: hostile, the check fails, named."""
+    from tests.aws.api_client import ApiClient
+
+    api = ApiClient(stack)
+    job = {
+        "name": "load",
+        "team": "data",
+        "target": {"type": "callback", "timeout": "1h"},
+        "checks": [{"json_schema": {"items": {"enum": list(range(100))}}}],
+    }
+    for hostile, why in (
+        ("[" * 5_000 + "]" * 5_000, "nested deeper than 64 levels"),
+        ("[" + ",".join(["100"] * 2_400) + "]", "is not one of the 100 allowed values"),
+    ):
+        run_id = stack.register_and_trigger(job)
+        token = api.tokens.issue("data/load", run_id, 1, expires_at=stack.clock() + timedelta(hours=2))
+        accepted = api.callback("complete", token, {"status": "succeeded", "output": hostile})
+        assert accepted.status == 202 and accepted.body["status"] == "RUNNING", accepted.body
+        stack.pump()
+        run = stack.runs.get("data/load", run_id)
+        assert run is not None and run.status is RunStatus.FAILED and why in (run.error or ""), run
+        late = api.callback("complete", token, {"status": "succeeded", "output": "[1]"})
+        assert late.status == 409  # the attempt ended: refused at once, nothing queued
+        stack.clock.advance(timedelta(minutes=1))
+    # Without checks (or on failure) nothing costs CPU: recorded at once, as before.
+    plain = job | {"name": "plain", "checks": []}
+    run_id = stack.register_and_trigger(plain)
+    token = api.tokens.issue("data/plain", run_id, 1, expires_at=stack.clock() + timedelta(hours=2))
+    done = api.callback("complete", token, {"status": "succeeded", "output": "[" * 5_000})
+    assert done.status == 200 and done.body["status"] == "SUCCEEDED", done.body

@@ -68,14 +68,37 @@ class DagTaskFailure(BaseModel):
     execution: str | None = None  # the execution that gave up: a report of one before a re-execution is stale
 
 
-WorkMessage = RunMessage | DagTaskMessage  # what the scheduler itself puts on a work queue
+class CallbackResult(BaseModel):
+    """A callback's result, accepted by the API and judged by the worker: a job's checks cost CPU (bounded, but
+    seconds), which the API, shared by every team's requests and limited to 29 s, must not spend."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: Literal["callback_result"] = "callback_result"
+    job: str
+    team: str
+    run_id: str
+    attempt: int = Field(ge=1)
+    task: str | None = None  # a DAG task's callback
+    succeeded: bool
+    output: str | None = None
+    error: str | None = None
+
+    @property
+    def correlation_id(self) -> str:
+        return self.run_id
 
 
-def parse_work_message(body: str) -> RunMessage | DagTaskMessage | DagTaskFailure:
-    """A work-queue message: a run, or one of the two kinds a DAG state machine sends."""
+WorkMessage = RunMessage | DagTaskMessage | CallbackResult  # what the scheduler itself puts on a work queue
+
+
+def parse_work_message(body: str) -> RunMessage | DagTaskMessage | DagTaskFailure | CallbackResult:
+    """A work-queue message: a run, one of the two kinds a DAG state machine sends, or a callback's result."""
     kind = json.loads(body).get("kind") if body.lstrip().startswith("{") else None
     if kind == "dag_task":
         return DagTaskMessage.model_validate_json(body)
     if kind == "dag_task_failed":
         return DagTaskFailure.model_validate_json(body)
+    if kind == "callback_result":
+        return CallbackResult.model_validate_json(body)
     return RunMessage.model_validate_json(body)

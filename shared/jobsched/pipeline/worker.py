@@ -20,9 +20,9 @@ from pydantic import JsonValue
 from jobsched.core.durations import format_duration
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.events import batch_named, batch_payload, run_events_path
-from jobsched.core.messages import DagTaskFailure, DagTaskMessage, WorkMessage
+from jobsched.core.messages import CallbackResult, DagTaskFailure, DagTaskMessage, WorkMessage
 from jobsched.core.names import JobsKeys
-from jobsched.core.outcome import Outcome
+from jobsched.core.outcome import Action, Outcome
 from jobsched.core.records import (
     BreakerState,
     JobsSnapshot,
@@ -195,9 +195,11 @@ class Worker:
             self.end_batch(batch)
 
     def process_any(
-        self, message: RunMessage | DagTaskMessage | DagTaskFailure, batch: WorkerBatch | None = None
+        self, message: RunMessage | DagTaskMessage | DagTaskFailure | CallbackResult, batch: WorkerBatch | None = None
     ) -> Outcome:
-        """One work-queue message of any kind: a run, a DAG task, or a DAG task's failure report."""
+        """One work-queue message of any kind: a run, a DAG task, a DAG task's failure report, a callback's result."""
+        if isinstance(message, CallbackResult):
+            return self.callback_result(message)
         if isinstance(message, DagTaskMessage):
             outcome = self.dags.process_task(message)
             if outcome.wait is not None:
@@ -349,6 +351,24 @@ class Worker:
         if outcome.action in ENDED:  # long runs (callbacks, containers): whether others wait is not known here
             self.records.wake_next(stored.spec.team)
         return outcome.run
+
+    def callback_result(self, result: CallbackResult) -> Outcome:
+        """A callback's result the API accepted: judged here by the job's (or task's) checks, fenced by its
+        attempt like any result (a redelivery, or an attempt that moved on since, changes nothing)."""
+        said, output, error = result.succeeded, result.output, result.error
+        try:
+            if result.task is not None:
+                run = self.dags.complete_external(
+                    result.job, result.run_id, result.task, result.attempt, succeeded=said, output=output, error=error
+                )
+            else:
+                run = self.complete_external(
+                    result.job, result.run_id, result.attempt, succeeded=said, output=output, error=error
+                )
+        except StaleAttempt as stale:
+            return Outcome("superseded", str(stale))
+        action: Action = "succeeded" if run.status is RunStatus.SUCCEEDED else "failed"
+        return Outcome(action if run.status in TERMINAL else "pending", "a callback's result, judged", run=run)
 
     def heartbeat_external(self, job: str, run_id: str, attempt: int, report: ProgressReport | None = None) -> Run:
         """A callback or container attempt is alive, with what it reported (progress, a checkpoint its run's

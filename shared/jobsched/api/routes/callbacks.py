@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from jobsched.api.access import Access
+from jobsched.api.access import Access, ApiServices
 from jobsched.api.errors import ApiError
 from jobsched.api.models import CompleteRequest, HeartbeatRequest, RunView
 from jobsched.api.tokens import TOKEN_HEADER, CallbackTokenSubject
 from jobsched.api.views import run_view
-from jobsched.core.records import ProgressReport
+from jobsched.core.messages import CallbackResult
+from jobsched.core.records import ProgressReport, StaleAttempt, StoredJob
+from jobsched.core.runs import RunStatus
 from jobsched.core.spec import CONTAINER_TARGETS
+
+
+def checks_of(stored: StoredJob, task: str | None) -> bool:
+    """Whether the job's (or the DAG task's) result is judged by checks."""
+    if task is None:
+        return bool(stored.spec.checks)
+    tasks = stored.spec.dag.tasks if stored.spec.dag is not None else []
+    return any(candidate.name == task and candidate.checks for candidate in tasks)
 
 
 def router(access: Access) -> APIGatewayRouter:
@@ -57,41 +69,58 @@ def router(access: Access) -> APIGatewayRouter:
         operation_id="completeRun",
         tags=["callbacks"],
         summary="A callback run's result",
+        responses={
+            200: {"description": "Recorded", "content": {"application/json": {"model": RunView}}},
+            202: {
+                "description": "Accepted: the job's checks judge it in the worker (the run view shows the outcome)",
+                "content": {"application/json": {"model": RunView}},
+            },
+        },
     )
     def complete(
         body: Annotated[CompleteRequest, Body()],
         token: Annotated[str | None, Header(alias=TOKEN_HEADER, max_length=2048)] = None,
-    ) -> RunView:
+    ) -> Response[RunView]:
         subject = subject_of(token)
-        if not subject.may_complete:
-            raise ApiError(
-                403,
-                "token_cannot_complete",
-                "a container's token may heartbeat and report progress only: a container run ends by its exit",
-                TOKEN_HEADER,
-            )
-        if subject.task is not None:
-            done = services().worker.dags.complete_external(
-                subject.job,
-                subject.run_id,
-                subject.task,
-                subject.attempt,
-                succeeded=body.status == "succeeded",
-                output=body.output,
-                error=body.error,
-            )
-            return run_view(done, None)
-        stored = services().jobs.get(subject.job)
-        if stored is not None and isinstance(stored.spec.target, CONTAINER_TARGETS):  # a token issued before purposes
-            raise ApiError(403, "token_cannot_complete", "a container run ends by its exit, never by a callback")
-        run = services().worker.complete_external(
-            subject.job,
-            subject.run_id,
-            subject.attempt,
-            succeeded=body.status == "succeeded",
-            output=body.output,
-            error=body.error,
-        )
-        return run_view(run, None)
+        return record_result(services(), subject, body)
 
     return router
+
+
+def record_result(services: ApiServices, subject: CallbackTokenSubject, body: CompleteRequest) -> Response[RunView]:
+    """A callback's result: recorded now (200), or, when checks judge it, handed to the worker (202)."""
+    if not subject.may_complete:
+        raise ApiError(
+            403,
+            "token_cannot_complete",
+            "a container's token may heartbeat and report progress only: a container run ends by its exit",
+            TOKEN_HEADER,
+        )
+    stored = services.jobs.get(subject.job)
+    if stored is None:
+        raise StaleAttempt(f"{subject.job} no longer exists")
+    if isinstance(stored.spec.target, CONTAINER_TARGETS):  # a token issued before purposes
+        raise ApiError(403, "token_cannot_complete", "a container run ends by its exit, never by a callback")
+    result = CallbackResult(
+        job=subject.job,
+        team=stored.spec.team,
+        run_id=subject.run_id,
+        attempt=subject.attempt,
+        task=subject.task,
+        succeeded=body.status == "succeeded",
+        output=body.output,
+        error=body.error,
+    )
+    if result.succeeded and checks_of(stored, subject.task):
+        # Checks cost CPU (bounded, but seconds): the worker judges the result, not this request, which every
+        # team's requests share. The attempt must still be running now; the worker fences it again.
+        run = services.runs.get(result.job, result.run_id)
+        current = run is not None and run.status is RunStatus.RUNNING
+        if run is None or not current or (result.task is None and run.attempt != result.attempt):
+            raise StaleAttempt(f"{result.job} {result.run_id} attempt {result.attempt} is no longer running")
+        services.queues.send(stored.spec.priority, [(result, timedelta(0))])
+        return Response(202, content_types.APPLICATION_JSON, run_view(run, None))
+    done = services.worker.callback_result(result)
+    if done.run is None:
+        raise StaleAttempt(done.detail)
+    return Response(200, content_types.APPLICATION_JSON, run_view(done.run, None))
