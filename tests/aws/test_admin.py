@@ -72,7 +72,7 @@ def test_jobsched_admin_quota_shows_sets_and_resets(stack: Stack, monkeypatch: p
 
     code, output = run("admin", "quota", "payments", "--set", "max_running=40", "--set", "max_jobs=3")
     assert code == 0, output
-    assert "max_running          40   40            20" in output and "max_jobs             3    3" in output
+    assert "max_running            40   40            20" in output and "max_jobs               3    3" in output
     code, output = run("admin", "quota", "payments", "--reset", "max_jobs", "-o", "json")
     assert code == 0 and '"overrides": {\n    "max_running": 40\n  }' in output
     code, output = run("admin", "quota", "payments", "--set", "max_running=lots")
