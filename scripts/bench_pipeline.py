@@ -411,6 +411,7 @@ FARGATE_VCPU_HOUR, FARGATE_GB_HOUR = 0.04048, 0.004445
 def container_scenario(runs: int) -> list[str]:
     """ECS container runs through the dispatcher, the worker (RunTask, its record) and the intake (the task's
     state change ends the run): what the scheduler adds to each container run, per request and per unit."""
+    from infra.local.containers import team_network
     from infra.local.moto_patches import ecs_awsvpc_tasks, ecs_tasks_run_until_stopped
     from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 
@@ -420,17 +421,7 @@ def container_scenario(runs: int) -> list[str]:
         clock = Clock("2027-01-04T08:59:00Z")
         stack = Stack(clock, FakeLambdas(functions={}))
         ec2 = stack.sessions.client("bench", "ec2")
-        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        owned = [{"Key": "jobsched-team", "Value": "bench"}]
-        subnet = ec2.create_subnet(
-            VpcId=vpc, CidrBlock="10.0.1.0/24", TagSpecifications=[{"ResourceType": "subnet", "Tags": owned}]
-        )["Subnet"]["SubnetId"]
-        group = ec2.create_security_group(
-            GroupName="bench",
-            Description="bench",
-            VpcId=vpc,
-            TagSpecifications=[{"ResourceType": "security-group", "Tags": owned}],
-        )["GroupId"]
+        network = team_network(ec2, "bench", group="bench")
         ecs = stack.sessions.client("bench", "ecs")
         tags = [{"key": "jobsched-team", "value": "bench"}]
         ecs.create_cluster(clusterName="bench", tags=tags)
@@ -455,7 +446,7 @@ def container_scenario(runs: int) -> list[str]:
                         "cluster": "bench",
                         "task_definition": "export",
                         "launch_type": "FARGATE",
-                        "network": {"subnets": [subnet], "security_groups": [group]},
+                        "network": network,
                         "container": {"name": "export", "command": ["export"]},
                     },
                 }

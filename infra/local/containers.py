@@ -27,12 +27,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.events import CONTAINER_STARTED_BY
-from jobsched.core.names import RunEnv
+from jobsched.core.names import OWNER_TAG, RunEnv
 
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 30.0  # seconds between SIGTERM and SIGKILL (ECS's default stopTimeout)
 BASE_ENVIRONMENT = ("PATH", "LANG", "HOME", "TMPDIR", "SYSTEMROOT")  # what any container has; nothing else leaks
+
+
+def team_network(ec2: Any, team: str, *, cidr: str = "10.0.0.0/16", group: str = "") -> dict[str, list[str]]:
+    """A VPC with a subnet and a security group tagged for ``team``: where its ECS tasks may run (a task runs only
+    in its team's subnets and groups, or shared ones)."""
+    owned = [{"Key": OWNER_TAG, "Value": team}]
+    vpc = ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
+    subnet_cidr = cidr.replace(".0.0/16", ".1.0/24")
+    subnet = ec2.create_subnet(
+        VpcId=vpc, CidrBlock=subnet_cidr, TagSpecifications=[{"ResourceType": "subnet", "Tags": owned}]
+    )["Subnet"]["SubnetId"]
+    created = ec2.create_security_group(
+        GroupName=group or f"{team}-tasks",
+        Description=f"{team}'s tasks",
+        VpcId=vpc,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": owned}],
+    )
+    return {"subnets": [subnet], "security_groups": [created["GroupId"]]}
 
 
 @dataclass

@@ -40,6 +40,7 @@ from typing import Any
 
 from infra.local.alarms import LocalAlarms
 from infra.local.console import LocalConsole
+from infra.local.containers import team_network
 from infra.local.deploy import ACCOUNT, REGION, ROOT, Deployment, deploy, synthesize_cached
 from infra.local.logs import CapturedLogs
 from infra.local.statefiles import write_atomically
@@ -689,18 +690,7 @@ class LocalRuntime:
             tags=tags,
         )
         ec2 = boto3.client("ec2", endpoint_url=self.endpoint, region_name=REGION)
-        vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
-        owned = [{"Key": OWNER_TAG, "Value": "examples"}]  # a task runs only in the team's subnets and groups
-        subnet = ec2.create_subnet(
-            VpcId=vpc, CidrBlock="10.42.1.0/24", TagSpecifications=[{"ResourceType": "subnet", "Tags": owned}]
-        )["Subnet"]["SubnetId"]
-        group = ec2.create_security_group(
-            GroupName="examples-containers",
-            Description="examples",
-            VpcId=vpc,
-            TagSpecifications=[{"ResourceType": "security-group", "Tags": owned}],
-        )
-        return {"subnets": [subnet], "security_groups": [group["GroupId"]]}
+        return team_network(ec2, "examples", cidr="10.42.0.0/16", group="examples-containers")
 
     def _start_callback_worker(self) -> None:
         """Plays the external worker of the example callback job: the sleep example heartbeats, then completes."""

@@ -17,6 +17,7 @@ import boto3
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
+from infra.local.containers import team_network as network_of
 from jobsched.adapters.aws.container_logs import ContainerLogs
 from jobsched.adapters.aws.ecs_tasks import EcsTasks, unanswered
 from jobsched.adapters.aws.logs import InsightsLogs
@@ -44,17 +45,7 @@ def network(stack: Stack) -> None:
 
 def team_network(team: str) -> dict[str, list[str]]:
     """A subnet and a security group tagged for ``team``."""
-    ec2 = boto3.client("ec2", region_name=REGION)
-    tags = [{"ResourceType": "subnet", "Tags": [{"Key": "jobsched-team", "Value": team}]}]
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", TagSpecifications=tags)["Subnet"]["SubnetId"]
-    group = ec2.create_security_group(
-        GroupName=f"{team}-etl",
-        Description="etl",
-        VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": [{"Key": "jobsched-team", "Value": team}]}],
-    )["GroupId"]
-    return {"subnets": [subnet], "security_groups": [group]}
+    return network_of(boto3.client("ec2", region_name=REGION), team, group=f"{team}-etl")
 
 
 def cluster_and_definition(team: str, family: str = "nightly-etl") -> Any:
