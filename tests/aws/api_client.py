@@ -55,9 +55,11 @@ class ApiClient:
         )
         self.handle = build_handler(lambda: services)
 
-    def callback(self, action: str, token: str, body: Any = None) -> ApiResponse:
-        """A callback report as an external worker sends it: no IAM identity, the token in its header."""
-        return self.call("POST", f"/callbacks/{action}", body, principal=None, headers={"X-Jobsched-Token": token})
+    def callback(self, action: str, token: str, body: Any = None, *, principal: str | None = None) -> ApiResponse:
+        """A callback report as an external worker sends it: the token in its header; ``principal``: the IAM
+        identity that signed it (a container's report is signed with its task's role)."""
+        headers = {"X-Jobsched-Token": token}
+        return self.call("POST", f"/callbacks/{action}", body, principal=principal, headers=headers)
 
     def call(
         self,

@@ -60,8 +60,12 @@ def cluster_and_definition(team: str, family: str = "nightly-etl") -> Any:
         cpu="256",
         memory="512",
         tags=tags,
+        taskRoleArn=f"arn:aws:iam::123456789012:role/{team}-etl-task",
     )
     return ecs
+
+
+TASK_SESSION = "arn:aws:sts::123456789012:assumed-role/data-etl-task/0123456789abcdef"  # the task's own credentials
 
 
 def ecs_job(team: str = "data", **target: Any) -> dict[str, Any]:
@@ -398,7 +402,8 @@ def test_a_container_checkpoints_through_the_api_and_its_retry_resumes_from_the_
     token = told["JOBSCHED_CALLBACK_TOKEN"]
     lease = stack.runs.get("data/etl", run_id).lease_until  # type: ignore[union-attr]
     clock.advance(timedelta(minutes=5))
-    said = api.callback("heartbeat", token, {"progress": 40, "message": "partition 12 of 30", "checkpoint": {"p": 12}})
+    report = {"progress": 40, "message": "partition 12 of 30", "checkpoint": {"p": 12}}
+    said = api.callback("heartbeat", token, report, principal=TASK_SESSION)
     assert said.status == 200, said.body
     assert said.body["progress"] | {"at": None} == {
         "at": None,
@@ -408,12 +413,17 @@ def test_a_container_checkpoints_through_the_api_and_its_retry_resumes_from_the_
         "checkpoint": {"p": 12},
     }
     assert stack.runs.get("data/etl", run_id).lease_until == lease, "heartbeats never extend a container's timeout"  # type: ignore[union-attr]
-    too_big = api.callback("heartbeat", token, {"checkpoint": {"rows": ["x" * 100] * 30}})
+    too_big = api.callback("heartbeat", token, {"checkpoint": {"rows": ["x" * 100] * 30}}, principal=TASK_SESSION)
     [refused] = too_big.body["error"]["errors"]
     assert too_big.status == 422 and refused["code"] == "checkpoint_too_large" and refused["field"] == "checkpoint"
-    bad = api.callback("heartbeat", token, {"progress": 140})
+    bad = api.callback("heartbeat", token, {"progress": 140}, principal=TASK_SESSION)
     assert bad.status == 422 and bad.body["error"]["errors"][0]["field"] == "progress", bad.body
-    # Anyone who may DescribeTasks reads the token: it can never end the run, even with forged output.
+    # Anyone who may DescribeTasks reads the token: its reports count only when signed by the task's own role
+    # (which only the team's tasks can assume), and it can never end the run, even with forged output.
+    for stranger in (None, "arn:aws:sts::123456789012:assumed-role/payments-ci/session", team_role("payments")):
+        planted = api.callback("heartbeat", token, {"checkpoint": {"p": 29}}, principal=stranger)
+        assert planted.status == 403 and planted.body["error"]["code"] == "not_the_task", planted.body
+    assert stack.runs.get("data/etl", run_id).progress.checkpoint == '{"p":12}'  # type: ignore[union-attr]
     forged = api.callback("complete", token, {"status": "succeeded", "output": '{"rows": 1000000}'})
     assert forged.status == 403 and forged.body["error"]["code"] == "token_cannot_complete", forged.body
     # Nor can a token signed before tokens had purposes (v2: [job, run, attempt, expires]).
@@ -429,10 +439,10 @@ def test_a_container_checkpoints_through_the_api_and_its_retry_resumes_from_the_
     resumed = environment_of(second)
     assert resumed["JOBSCHED_ATTEMPT"] == "2" and json.loads(resumed["JOBSCHED_CHECKPOINT"]) == {"p": 12}
     # The first attempt's token speaks for that attempt only: its late reports are refused.
-    assert api.callback("heartbeat", token, {"checkpoint": {"p": 13}}).status == 409
+    assert api.callback("heartbeat", token, {"checkpoint": {"p": 13}}, principal=TASK_SESSION).status == 409
     # `jobsched heartbeat` inside the container: the token from its environment.
     monkeypatch.setenv("JOBSCHED_CALLBACK_TOKEN", resumed["JOBSCHED_CALLBACK_TOKEN"])
-    jobsched = cli_as(api, "arn:aws:sts::123456789012:assumed-role/etl-task/x", monkeypatch)
+    jobsched = cli_as(api, TASK_SESSION, monkeypatch)
     code, out = jobsched("heartbeat", "--progress", "100", "--message", "all 30 partitions", "-o", "json")
     assert code == 0 and json.loads(out)["message"] == "all 30 partitions", out
     code, out = jobsched("heartbeat", "--checkpoint", "{p: 13")

@@ -18,6 +18,7 @@ waiting for them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -193,6 +194,34 @@ def reconcile(run: Run, target: ContainerTarget, containers: ContainersPort, *, 
     if outcome is not None and outcome.status == "STOPPED":
         return stopped_result(outcome)
     containers.stop(run.team, work, reason)
+    return None
+
+
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:(?:iam::(\d{12}):role/(?:.*/)?|sts::(\d{12}):assumed-role/)([^/]+)")
+
+
+def role_of(arn: str) -> tuple[str, str] | None:
+    """(account, role name) of a role ARN or of an assumed-role session's."""
+    found = _ROLE_ARN.match(arn)
+    return (found.group(1) or found.group(2), found.group(3)) if found else None
+
+
+def reporter_refusal(run: Run, containers: ContainersPort | None, caller: str | None) -> str | None:
+    """Why ``caller`` may not report for a container run's current attempt (None: it may). The attempt's token
+    sits in the task's environment, where whoever may describe the task can read it: a report must also come
+    signed by the role the task's containers run as (ECS: the task definition's task role; Batch: the job
+    definition's job role), which only the team's own tasks can assume. Kubernetes pods' roles (IRSA) cannot
+    be read back: there the token alone decides."""
+    work = started_task(run)
+    if containers is None or "execution_arn" in work:
+        return None
+    if not work_id(work):
+        return "the attempt's work is not recorded yet: report again in a moment"
+    role = containers.task_role(run.team, work)
+    if role is None:
+        return "the task runs without a task role: give its definition one, and sign the report with it"
+    if caller is None or role_of(caller) is None or role_of(caller) != role_of(role):
+        return f"a report for this attempt must be signed by its task's role ({role}), not by {caller or 'nobody'}"
     return None
 
 

@@ -107,6 +107,10 @@ class BatchJobs:
         found = self.sessions.client(team, "batch").describe_jobs(jobs=[work["job_id"]]).get("jobs", [])
         return batch_outcome(found[0]) if found else None
 
+    def task_role(self, team: str, work: dict[str, str]) -> str | None:
+        found = self.sessions.client(team, "batch").describe_jobs(jobs=[work["job_id"]]).get("jobs", [])
+        return (found[0].get("container") or {}).get("jobRoleArn") or None if found else None
+
     def stop(self, team: str, work: dict[str, str], reason: str) -> None:
         """TerminateJob: a running job's containers get SIGTERM, then SIGKILL (as StopTask); a queued job is
         cancelled. An array job's children are terminated with it."""

@@ -29,6 +29,11 @@ class ContainerWork:
     def stop(self, team: str, work: dict[str, str], reason: str) -> None:
         self._of(work).stop(team, work, reason)
 
+    def task_role(self, team: str, work: dict[str, str]) -> str | None:
+        if "execution_arn" in work:
+            return None  # a pod's identity is its service account's (IRSA), which no AWS API names here
+        return self.batch.task_role(team, work) if "job_id" in work else self.ecs.task_role(team, work)
+
     def _of(self, work: dict[str, str]) -> EcsTasks | BatchJobs | KubernetesJobs:
         if "execution_arn" in work:
             return self.kubernetes

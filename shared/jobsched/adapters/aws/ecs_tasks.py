@@ -154,6 +154,11 @@ class EcsTasks:
                     return {"cluster": target.cluster, "task_arn": str(task["taskArn"]), "task_definition": definition}
         return None
 
+    def task_role(self, team: str, work: dict[str, str]) -> str | None:
+        ecs = self.sessions.client(team, "ecs")
+        definition = ecs.describe_task_definition(taskDefinition=work["task_definition"])["taskDefinition"]
+        return definition.get("taskRoleArn") or None
+
     def stop(self, team: str, work: dict[str, str], reason: str) -> None:
         """StopTask: ECS sends the containers SIGTERM, then SIGKILL after their stop timeout."""
         ecs = self.sessions.client(team, "ecs")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header
@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access, ApiServices
 from jobsched.api.errors import ApiError
+from jobsched.api.identity import Unauthenticated, caller_arn
 from jobsched.api.models import CompleteRequest, HeartbeatRequest, RunView
 from jobsched.api.tokens import TOKEN_HEADER, CallbackTokenSubject
 from jobsched.api.views import run_view
@@ -18,6 +19,7 @@ from jobsched.core.messages import CallbackResult
 from jobsched.core.records import ProgressReport, StaleAttempt, StoredJob
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import CONTAINER_TARGETS
+from jobsched.pipeline.containers import reporter_refusal
 
 
 def checks_of(stored: StoredJob, task: str | None) -> bool:
@@ -61,6 +63,7 @@ def router(access: Access) -> APIGatewayRouter:
             return run_view(
                 worker.dags.heartbeat_external(subject.job, subject.run_id, subject.task, subject.attempt), None
             )
+        check_reporter(services(), subject, access.raw_event())
         worker = services().worker
         return run_view(worker.heartbeat_external(subject.job, subject.run_id, subject.attempt, report), None)
 
@@ -124,3 +127,23 @@ def record_result(services: ApiServices, subject: CallbackTokenSubject, body: Co
     if done.run is None:
         raise StaleAttempt(done.detail)
     return Response(200, content_types.APPLICATION_JSON, run_view(done.run, None))
+
+
+def check_reporter(services: ApiServices, subject: CallbackTokenSubject, event: dict[str, Any]) -> None:
+    """A container's report is taken only from its task's own role (or a platform admin): the token alone is
+    readable by whoever may describe the task. 403 ``not_the_task`` otherwise."""
+    stored = services.jobs.get(subject.job)
+    if stored is None or not isinstance(stored.spec.target, CONTAINER_TARGETS):
+        return
+    try:
+        caller: str | None = caller_arn(event)
+    except Unauthenticated:
+        caller = None
+    if caller is not None and services.membership.principal(caller).admin:
+        return
+    run = services.runs.get(subject.job, subject.run_id)
+    if run is None or run.attempt != subject.attempt:
+        raise StaleAttempt(f"{subject.job} {subject.run_id} attempt {subject.attempt} is no longer running")
+    refused = reporter_refusal(run, services.worker.containers, caller)
+    if refused is not None:
+        raise ApiError(403, "not_the_task", refused)
