@@ -44,12 +44,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.core.names import Env
+from jobsched.core.roles import ASSUMED_ROLE, role_of
 from jobsched.tenancy.ownership import TeamGrants
 
 MEMBERSHIP_TTL_SECONDS = 60.0
 DEFAULT_PRIORITIES = ("normal", "low")
-_ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/(.+)$")
-_ROLE = re.compile(r"^arn:(aws[a-z-]*):iam::(\d{12}):role/(?:.*/)?([^/]+)$")
 log = logging.getLogger(__name__)
 
 RoleTags = Callable[[str], dict[str, str]]  # role name -> its tags
@@ -140,13 +139,13 @@ class Membership:
 
 def role_name(arn: str) -> str | None:
     """The IAM role behind a role or assumed-role ARN (None for users and others)."""
-    match = _ASSUMED_ROLE.fullmatch(arn) or _ROLE.fullmatch(arn)
-    return match.group(3) if match else None
+    found = role_of(arn)
+    return found[1] if found else None
 
 
 def identity_forms(arn: str) -> tuple[str, ...]:
     """The ARN as reported, and for an assumed role also the role's own ARN (what admins write)."""
-    match = _ASSUMED_ROLE.fullmatch(arn)
+    match = ASSUMED_ROLE.fullmatch(arn)
     if match is None:
         return (arn,)
     partition, account, role, _ = match.groups()

@@ -18,7 +18,6 @@ waiting for them.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -34,6 +33,7 @@ from jobsched.core.containers import (
 )
 from jobsched.core.names import RunEnv
 from jobsched.core.records import Run, StaleAttempt, TargetResult
+from jobsched.core.roles import role_of
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import BatchTarget, ContainerTarget, EcsTarget, JobSpec, KubernetesTarget
 from jobsched.ports import ContainersPort, JobsPort, RunsPort
@@ -195,15 +195,6 @@ def reconcile(run: Run, target: ContainerTarget, containers: ContainersPort, *, 
         return stopped_result(outcome)
     containers.stop(run.team, work, reason)
     return None
-
-
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:(?:iam::(\d{12}):role/(?:.*/)?|sts::(\d{12}):assumed-role/)([^/]+)")
-
-
-def role_of(arn: str) -> tuple[str, str] | None:
-    """(account, role name) of a role ARN or of an assumed-role session's."""
-    found = _ROLE_ARN.match(arn)
-    return (found.group(1) or found.group(2), found.group(3)) if found else None
 
 
 def reporter_refusal(run: Run, containers: ContainersPort | None, caller: str | None) -> str | None:

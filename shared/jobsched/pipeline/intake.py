@@ -88,9 +88,10 @@ class EventIntake:
         path, so a run its first delivery created and crashed before sending is sent again."""
         if envelope.jobsched.trigger == CONTAINER_TRIGGER:
             return self._container_stopped(envelope)
-        over = None if redelivered else self.budget.refusal(envelope.job, envelope.job.split("/", 1)[0], now)
+        named_team = envelope.job.split("/", 1)[0]
+        over = None if redelivered else self.budget.refusal(envelope.job, named_team, now)
         if over is not None:  # nothing read: a storm of one team's events costs the shared intake little
-            return _dropped("rate_limited", over, envelope.job.split("/", 1)[0])
+            return _dropped("rate_limited", over, named_team)
         stored = self.jobs.get(envelope.job)
         if stored is None:
             return _dropped("deleted", "the job does not exist (deleted, or not yet stored)")

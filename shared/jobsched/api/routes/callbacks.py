@@ -118,8 +118,8 @@ def record_result(services: ApiServices, subject: CallbackTokenSubject, body: Co
         # Checks cost CPU (bounded, but seconds): the worker judges the result, not this request, which every
         # team's requests share. The attempt must still be running now; the worker fences it again.
         run = services.runs.get(result.job, result.run_id)
-        current = run is not None and run.status is RunStatus.RUNNING
-        if run is None or not current or (result.task is None and run.attempt != result.attempt):
+        attempt_moved_on = run is not None and result.task is None and run.attempt != result.attempt
+        if run is None or run.status is not RunStatus.RUNNING or attempt_moved_on:
             raise StaleAttempt(f"{result.job} {result.run_id} attempt {result.attempt} is no longer running")
         services.queues.send(stored.spec.priority, [(result, timedelta(0))])
         return Response(202, content_types.APPLICATION_JSON, run_view(run, None))
