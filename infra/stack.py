@@ -62,7 +62,7 @@ class JobschedStack(Stack):
         self.workflows = Workflows(self, "Workflows", config=config, queues=self.queues, functions=self.functions)
         self.api = Api(self, "Api", config=config, functions=self.functions)
         self.kubernetes = KubernetesJobs(
-            self, "Kubernetes", config=config, functions=self.functions, queues=self.queues
+            self, "Kubernetes", config=config, functions=self.functions, queues=self.queues, key=self.key
         )
         self.functions.escalation.add_environment(Env.API_URL, self.api.rest_api.url)  # links in pages
         # Containers report progress and checkpoints to the API with a token for their attempt, which the worker

@@ -16,13 +16,16 @@ import boto3
 import kubernetes_validate
 import pytest
 
+from jobsched.adapters.aws.kubernetes_jobs import KubernetesJobs
 from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
-from jobsched.core.kubernetes import job_manifest, state_machine_definition
+from jobsched.core.kubernetes import SECRET_KEY, job_manifest, state_machine_definition
+from jobsched.core.names import Env
 from jobsched.core.records import RunContext
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec, KubernetesTarget
 from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.tenancy.ownership import TeamGrants
+from jobsched.wiring import run_callbacks
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import ACCOUNT, KUBERNETES_MACHINE, REGION, Clock, Stack
 
@@ -246,3 +249,70 @@ def test_the_lease_end_stops_the_execution_and_the_run_times_out(stack: Stack, m
     assert execution["status"] == "ABORTED"
     run = stack.runs.get("data/train", run_id)
     assert run is not None and run.status is RunStatus.TIMED_OUT
+
+
+def test_the_callback_token_reaches_the_pod_through_a_secret_never_through_the_job(
+    stack: Stack, machine: Any, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever may read Jobs in the namespace (or the execution's input, without the stack key) does not learn the
+    token: the Job names a Secret the machine creates before it and deletes after it, whichever way it ended."""
+    monkeypatch.setenv(Env.API_URL, "https://api.example.com/prod/")
+    monkeypatch.setenv(Env.CALLBACK_SECRET, "test-secret-of-sufficient-length")  # what ApiClient verifies with
+    stack.targets.kubernetes = KubernetesJobs(stack.sessions, KUBERNETES_MACHINE, callbacks=run_callbacks(clock))
+    cluster("data")
+    run_id = stack.register_and_trigger(kubernetes_job())
+    [execution] = executions(machine)
+    given = json.loads(execution["input"])
+    secret = given["secret"]
+    kubernetes_validate.validate(secret, KUBERNETES_VERSION, strict=True)
+    kubernetes_validate.validate(given["job"], KUBERNETES_VERSION, strict=True)
+    token = secret["stringData"][SECRET_KEY]
+    assert secret["metadata"]["name"] == given["job"]["metadata"]["name"] == execution["name"]
+    assert secret["metadata"]["namespace"] == given["job"]["metadata"]["namespace"] == "data-jobs"
+    assert token not in json.dumps(given["job"]), "the Job a reader of Jobs sees carries no token"
+    [container] = given["job"]["spec"]["template"]["spec"]["containers"]
+    [told] = [e for e in container["env"] if e["name"] == "JOBSCHED_CALLBACK_TOKEN"]
+    assert told == {
+        "name": "JOBSCHED_CALLBACK_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": execution["name"], "key": SECRET_KEY}},
+    }
+    assert {"name": "JOBSCHED_API_URL", "value": "https://api.example.com/prod"} in container["env"]
+    # The token the pod reads is its attempt's progress token: it reports, and it can never end the run.
+    api = ApiClient(stack)
+    said = api.callback("heartbeat", token, {"progress": 10, "checkpoint": {"epoch": 1}})
+    assert said.status == 200, said.body
+    forged = api.callback("complete", token, {"status": "succeeded"})
+    assert forged.status == 403 and forged.body["error"]["code"] == "token_cannot_complete", forged.body
+    assert stack.runs.get("data/train", run_id).status is RunStatus.RUNNING  # type: ignore[union-attr]
+
+
+def test_every_way_through_the_machine_deletes_the_token_secret_it_created() -> None:
+    """The machine's graph: from the Secret's creation, each path to an end passes a deletion of that Secret (the
+    Job succeeded, failed, timed out), and the execution ends as the Job did."""
+    definition = state_machine_definition()
+    states: dict[str, dict[str, Any]] = definition["States"]
+
+    def nexts(name: str) -> list[str]:
+        state = states[name]
+        found = [state["Next"]] if "Next" in state else []
+        found += [c["Next"] for c in state.get("Catch", [])] + [c["Next"] for c in state.get("Choices", [])]
+        return found + ([state["Default"]] if "Default" in state else [])
+
+    def paths(name: str, walked: tuple[str, ...]) -> list[tuple[str, ...]]:
+        here = (*walked, name)
+        following = nexts(name)
+        return [here] if not following else [p for n in following for p in paths(n, here)]
+
+    created = [p for p in paths(definition["StartAt"], ()) if "CreateTokenSecret" in p]
+    assert created, "the Secret is created when the input carries one"
+    for path in created:
+        deletions = [
+            s
+            for s in path[path.index("CreateTokenSecret") :]
+            if states[s].get("Parameters", {}).get("Method") == "DELETE"
+        ]
+        assert deletions, path
+    assert states["RunJob"]["Catch"][0]["ErrorEquals"] == ["States.ALL"]
+    ends = {states[p[-1]]["Type"] for p in created}
+    assert ends == {"Pass", "Fail"} and states["JobSucceeded"]["InputPath"] == "$.result"
+    assert states["JobFailed"]["ErrorPath"] == "$.failure.Error"  # the Job's own error is the execution's

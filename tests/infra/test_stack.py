@@ -741,3 +741,37 @@ def test_stopped_container_tasks_reach_the_intake_through_one_rule_and_the_targe
     assert (
         pass_role["Condition"]["StringEquals"]["aws:ResourceTag/jobsched-team"] == "${aws:PrincipalTag/jobsched-team}"
     )
+
+
+def test_the_kubernetes_machines_data_is_encrypted_and_only_the_deployment_may_read_it_back(dev: Template) -> None:
+    """Its executions' input carries the attempt's token (for the pod's Secret): encrypted with the stack's key,
+    which the machine's role, the worker (to start) and the functions that describe executions may use for this
+    machine only."""
+    template = dev[0]
+    [machine] = [
+        p
+        for p in resources(template, "AWS::StepFunctions::StateMachine").values()
+        if p["StateMachineName"] == "jobsched-dev-kubernetes-jobs"
+    ]
+    encryption = machine["EncryptionConfiguration"]
+    [key] = resources(template, "AWS::KMS::Key")
+    assert encryption["Type"] == "CUSTOMER_MANAGED_KMS_KEY" and encryption["KmsKeyId"] == {"Fn::GetAtt": [key, "Arn"]}
+    context = "kms:EncryptionContext:aws:states:stateMachineArn"
+    granted: dict[str, set[str]] = {}
+    for name, props in resources(template, "AWS::IAM::Policy").items():
+        for statement in props["PolicyDocument"]["Statement"]:
+            if not any(a.startswith("kms:") for a in _actions(statement)):
+                continue
+            if context in json.dumps(statement.get("Condition", {})):
+                assert statement["Resource"] == {"Fn::GetAtt": [key, "Arn"]}, statement
+                assert "stateMachine:jobsched-dev-kubernetes-jobs" in json.dumps(statement["Condition"]), statement
+                granted.setdefault(name, set()).update(_actions(statement))
+    by_owner = {
+        owner: actions
+        for owner in ("KubernetesRole", "Worker", "Heartbeat", "Api")
+        for name, actions in granted.items()
+        if owner in name
+    }
+    assert by_owner["KubernetesRole"] == {"kms:Decrypt", "kms:GenerateDataKey"}
+    assert by_owner["Worker"] >= {"kms:GenerateDataKey", "kms:Decrypt"}
+    assert by_owner["Heartbeat"] == by_owner["Api"] == {"kms:Decrypt"}

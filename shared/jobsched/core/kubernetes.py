@@ -9,28 +9,41 @@ Kubernetes schema.
   Job stays ``ttl_after_finished`` for its logs.
 - Annotations name the run, its attempt and its expected duration (for operators reading the cluster); labels
   name the team and mark the Job as the scheduler's.
+- The attempt's callback token is never in the Job: the machine creates a Secret of the attempt's name first, the
+  pod reads it by ``secretKeyRef`` (reading Secrets is its own RBAC verb, unlike reading Jobs), and the machine
+  deletes it once the Job has ended, whichever way. The execution's input that carries it is encrypted with the
+  stack's key (reading it back takes ``kms:Decrypt``); a Secret left by a stopped execution holds a token that
+  expires with the run's timeout.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jobsched.core.names import OWNER_TAG
+from jobsched.core.names import OWNER_TAG, RunEnv
 from jobsched.core.records import RunContext
 from jobsched.core.spec import KubernetesTarget
 
 ANNOTATION_PREFIX = "jobsched.io/"
 CONTAINER_NAME = "job"
+SECRET_KEY = "token"  # the key of the attempt's Secret that holds its callback token
+
+
+def _labels(context: RunContext) -> dict[str, str]:
+    return {OWNER_TAG: context.team, "app.kubernetes.io/managed-by": "jobsched"}
 
 
 def job_manifest(
-    target: KubernetesTarget, context: RunContext, name: str, environment: list[dict[str, str]]
+    target: KubernetesTarget,
+    context: RunContext,
+    name: str,
+    environment: list[dict[str, str]],
+    *,
+    token_secret: bool = False,
 ) -> dict[str, Any]:
-    """The Job of one attempt (``name``: the attempt's token; ``environment``: the run's variables)."""
-    labels = {
-        OWNER_TAG: context.team,
-        "app.kubernetes.io/managed-by": "jobsched",
-    }
+    """The Job of one attempt (``name``: the attempt's token; ``environment``: the run's variables). With
+    ``token_secret`` its container reads the callback token from the attempt's Secret (``token_secret_manifest``)."""
+    labels = _labels(context)
     annotations = {
         f"{ANNOTATION_PREFIX}job": context.job,
         f"{ANNOTATION_PREFIX}run-id": context.run_id,
@@ -43,6 +56,9 @@ def job_manifest(
         "image": target.image,
         "env": [{"name": k, "value": v} for k, v in target.environment.items()] + environment,
     }
+    if token_secret:
+        reference = {"secretKeyRef": {"name": name, "key": SECRET_KEY}}
+        container["env"].append({"name": RunEnv.CALLBACK_TOKEN, "valueFrom": reference})
     if target.command is not None:
         container["command"] = target.command
     if target.args is not None:
@@ -69,12 +85,28 @@ def job_manifest(
     }
 
 
+def token_secret_manifest(target: KubernetesTarget, context: RunContext, name: str, token: str) -> dict[str, Any]:
+    """The v1 Secret of one attempt, named as its Job, holding its callback token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": target.namespace, "labels": _labels(context)},
+        "type": "Opaque",
+        "stringData": {SECRET_KEY: token},
+    }
+
+
 def execution_input(
-    target: KubernetesTarget, context: RunContext, manifest: dict[str, Any], cluster: dict[str, str]
+    target: KubernetesTarget,
+    context: RunContext,
+    manifest: dict[str, Any],
+    cluster: dict[str, str],
+    secret: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the deployment's kubernetes state machine gets: the cluster's endpoint and authority (read as the
-    team), the Job, and the run it is for (its end is matched back to that attempt by it)."""
-    return {
+    team), the Job, the attempt's token Secret if any, and the run it is for (its end is matched back to that
+    attempt by it)."""
+    given = {
         "jobsched": {"job": context.job, "run_id": context.run_id, "attempt": context.attempt, "team": context.team},
         "cluster": {"name": cluster["name"], "endpoint": cluster["endpoint"], "authority": cluster["authority"]},
         "namespace": target.namespace,
@@ -82,14 +114,49 @@ def execution_input(
         # The state's own limit: the run's timeout and a minute for the Job's creation and deletion.
         "timeout_seconds": int(target.timeout.total_seconds()) + 60,
     }
+    if secret is not None:
+        given["secret"] = secret
+    return given
+
+
+def _cluster_call(method: str, path: str, **more: Any) -> dict[str, Any]:
+    """An ``eks:call`` to the run's cluster (``path``: a States.Format of the input)."""
+    return {
+        "ClusterName.$": "$.cluster.name",
+        "CertificateAuthority.$": "$.cluster.authority",
+        "Endpoint.$": "$.cluster.endpoint",
+        "Method": method,
+        "Path.$": path,
+        **more,
+    }
 
 
 def state_machine_definition() -> dict[str, Any]:
-    """One state: run the Job and wait for it (eks:runJob.sync), its logs retrieved into the output."""
+    """Run the Job and wait for it (eks:runJob.sync), its logs retrieved into the output; around it, the attempt's
+    token Secret is created first (when the input has one) and deleted after the Job, whether it succeeded or
+    not. The execution ends as the Job did: the Job's error and cause are the execution's."""
+    secret_path = "States.Format('/api/v1/namespaces/{}/secrets/{}', $.namespace, $.job.metadata.name)"
+    call = "arn:aws:states:::eks:call"
     return {
         "Comment": "jobsched: one Kubernetes Job of a kubernetes target's attempt",
-        "StartAt": "RunJob",
+        "StartAt": "TokenGiven",
         "States": {
+            "TokenGiven": {
+                "Type": "Choice",
+                "Choices": [{"Variable": "$.secret", "IsPresent": True, "Next": "CreateTokenSecret"}],
+                "Default": "RunJob",
+            },
+            "CreateTokenSecret": {
+                "Type": "Task",
+                "Resource": call,
+                "Parameters": _cluster_call(
+                    "POST",
+                    "States.Format('/api/v1/namespaces/{}/secrets', $.namespace)",
+                    **{"RequestBody.$": "$.secret"},
+                ),
+                "ResultPath": None,
+                "Next": "RunJob",
+            },
             "RunJob": {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::eks:runJob.sync",
@@ -103,7 +170,30 @@ def state_machine_definition() -> dict[str, Any]:
                 },
                 "TimeoutSecondsPath": "$.timeout_seconds",
                 "ResultSelector": {"status.$": "$.ResponseBody.status"},
-                "End": True,
-            }
+                "ResultPath": "$.result",
+                "Catch": [
+                    {"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": "DeleteTokenAfterFailure"}
+                ],
+                "Next": "DeleteToken",
+            },
+            # A Secret that cannot be deleted (never created, already gone) is not the run's failure.
+            "DeleteToken": {
+                "Type": "Task",
+                "Resource": call,
+                "Parameters": _cluster_call("DELETE", secret_path),
+                "ResultPath": None,
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "JobSucceeded"}],
+                "Next": "JobSucceeded",
+            },
+            "JobSucceeded": {"Type": "Pass", "InputPath": "$.result", "End": True},  # the Job's status, as before
+            "DeleteTokenAfterFailure": {
+                "Type": "Task",
+                "Resource": call,
+                "Parameters": _cluster_call("DELETE", secret_path),
+                "ResultPath": None,
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "JobFailed"}],
+                "Next": "JobFailed",
+            },
+            "JobFailed": {"Type": "Fail", "ErrorPath": "$.failure.Error", "CausePath": "$.failure.Cause"},
         },
     }

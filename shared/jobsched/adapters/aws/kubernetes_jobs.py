@@ -6,6 +6,8 @@
 - The cluster's endpoint and authority are read as the team (DescribeCluster on a cluster tagged for it or shared);
   the state machine is the deployment's own, started with the worker's role; its role reaches the cluster through
   the cluster's access entries (Kubernetes RBAC in the team's namespaces, granted by the platform).
+- The attempt's callback token reaches the pod through a Secret the machine creates and deletes around the Job
+  (``core.kubernetes``), never in the Job's manifest; the machine's execution data is encrypted with the stack's key.
 - The execution's end (Step Functions Execution Status Change, matched by the deployment's rule to its machine)
   ends the run; at the lease's end DescribeExecution says how it ended, or StopExecution stops it (the Job's own
   ``activeDeadlineSeconds`` is the run's timeout too).
@@ -22,7 +24,8 @@ from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.ecs_tasks import RunCallbacks, attempt_token_of, pending, run_environment, unanswered
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.containers import TaskOutcome, execution_outcome, short_name
-from jobsched.core.kubernetes import execution_input, job_manifest
+from jobsched.core.kubernetes import execution_input, job_manifest, token_secret_manifest
+from jobsched.core.names import RunEnv
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import KubernetesTarget
 
@@ -56,8 +59,12 @@ class KubernetesJobs:
             "endpoint": str(cluster["endpoint"]),
             "authority": str(cluster["certificateAuthority"]["data"]),
         }
-        manifest = job_manifest(target, context, token, run_environment(context, self.callbacks, target.timeout))
-        body = json.dumps(execution_input(target, context, manifest, where), separators=(",", ":"))
+        environment, secret = run_environment(context), None
+        if self.callbacks is not None:  # the token in a Secret of its own, never in the Job a reader of Jobs sees
+            environment.append({"name": RunEnv.API_URL, "value": self.callbacks.api_url})
+            secret = token_secret_manifest(target, context, token, self.callbacks.issue(context, target.timeout))
+        manifest = job_manifest(target, context, token, environment, token_secret=secret is not None)
+        body = json.dumps(execution_input(target, context, manifest, where, secret), separators=(",", ":"))
         try:
             self.stepfunctions.start_execution(stateMachineArn=self.state_machine_arn, name=token, input=body)
         except ClientError as error:
