@@ -123,7 +123,7 @@ def test_an_approval_unanswered_past_its_states_timeout_ends_timed_out_through_t
     dag_stack.register(dag_job(APPROVE, CLEANUP))
     machine = dag_stack.workflows.machine_arn(JOB)
     definition = json.loads(dag_stack.stepfunctions.describe_state_machine(stateMachineArn=machine)["definition"])
-    state = definition["States"]["tasks"]["Branches"][0]["States"]["approve"]
+    state = definition["States"]["all tasks"]["Branches"][0]["States"]["approve"]
     assert state["TimeoutSeconds"] == 2 * 3600 + 60
     state["TimeoutSeconds"] = 2
     dag_stack.stepfunctions.update_state_machine(stateMachineArn=machine, definition=json.dumps(definition))
@@ -147,7 +147,7 @@ def test_an_approval_is_never_decided_with_a_callback_token_and_its_state_waits_
     assert next(t for t in view["tasks"] if t["name"] == "approve")["callback_token"] is None
     stored = waiting.jobs.get(JOB)
     assert stored is not None
-    state = compile_definition(stored.spec, queue_url="q")["States"]["tasks"]["Branches"][0]["States"]["approve"]
+    state = compile_definition(stored.spec, queue_url="q")["States"]["all tasks"]["Branches"][0]["States"]["approve"]
     assert "Retry" not in state and state["TimeoutSeconds"] == 2 * 3600 + 60
     bad = ApiClient(waiting).call("POST", f"/teams/data/jobs/etl/runs/{FIRST}/tasks/cleanup/approve")
     assert bad.status == 422 and bad.body["error"]["code"] == "not_an_approval"

@@ -349,7 +349,7 @@ def test_the_definition_follows_the_spec_and_an_unchanged_apply_changes_nothing(
     changed = dag_stack.register(dag_job(lambda_task("a"), lambda_task("b", "a"), lambda_task("c", "b")))
     updated = dag_stack.workflows.definition(JOB)
     assert updated is not None and updated != deployed
-    branches = json.loads(updated)["States"]["tasks"]["Branches"]
+    branches = json.loads(updated)["States"]["all tasks"]["Branches"]
     assert [branch["StartAt"] for branch in branches] == ["a", "b", "c"]
     assert definition_text(compile_definition(changed, queue_url=dag_stack.queue_urls["normal"])) == definition_text(
         json.loads(updated)

@@ -35,7 +35,8 @@ def task(name: str, *depends_on: str, timeout: str = "10m", **extra: Any) -> dic
 
 def states(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {
-        branch["StartAt"]: branch["States"][branch["StartAt"]] for branch in definition["States"]["tasks"]["Branches"]
+        branch["StartAt"]: branch["States"][branch["StartAt"]]
+        for branch in definition["States"]["all tasks"]["Branches"]
     }
 
 
@@ -43,8 +44,8 @@ def test_one_parallel_state_with_one_task_state_per_task_and_a_failure_report() 
     definition = compile_definition(
         spec(task("a"), task("b", "a"), task("c", "a"), task("d", "b", "c")), queue_url=QUEUE
     )
-    assert definition["StartAt"] == "tasks" and definition["States"]["tasks"]["Type"] == "Parallel"
-    branches = definition["States"]["tasks"]["Branches"]
+    assert definition["StartAt"] == "all tasks" and definition["States"]["all tasks"]["Type"] == "Parallel"
+    branches = definition["States"]["all tasks"]["Branches"]
     assert [b["StartAt"] for b in branches] == ["a", "b", "c", "d"]
     for branch in branches:
         name = branch["StartAt"]
@@ -191,7 +192,7 @@ def test_a_distributed_map_reads_the_checked_object_with_its_counted_items_and_s
         "map": {"mode": "distributed", "over": "{{ tasks.list.output.manifest }}", "max_concurrency": 100},
     }
     branch = next(
-        b for b in compile_definition(spec(task("list"), each), queue_url=QUEUE)["States"]["tasks"]["Branches"]
+        b for b in compile_definition(spec(task("list"), each), queue_url=QUEUE)["States"]["all tasks"]["Branches"]
         if b["StartAt"] == "each"
     )  # fmt: skip
     fan_out = branch["States"]["each items"]
@@ -202,8 +203,8 @@ def test_a_distributed_map_reads_the_checked_object_with_its_counted_items_and_s
         "Parameters": {"Bucket.$": "$.map.bucket", "Key.$": "$.map.key"},
     }
     assert fan_out["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
-    item = fan_out["ItemProcessor"]["States"]["item"]
-    assert item["OutputPath"] is None and item["Catch"][0]["Next"] == "item failed"
+    [item] = [state for name, state in fan_out["ItemProcessor"]["States"].items() if name.endswith(" item")]
+    assert item["OutputPath"] is None and item["Catch"][0]["Next"].endswith(" item failed")
     assert branch["States"]["each"]["Next"] == "each any"
     assert branch["States"]["each any"]["Choices"] == [
         {"Variable": "$.map.count", "NumericEquals": 0, "Next": "each none"}
@@ -215,7 +216,7 @@ def test_a_distributed_map_reads_the_checked_object_with_its_counted_items_and_s
         "Next": "each done",
     }
     csv = {**each, "map": {**each["map"], "format": "csv"}}
-    branches = compile_definition(spec(task("list"), csv), queue_url=QUEUE)["States"]["tasks"]["Branches"]
+    branches = compile_definition(spec(task("list"), csv), queue_url=QUEUE)["States"]["all tasks"]["Branches"]
     reader = next(b for b in branches if b["StartAt"] == "each")["States"]["each items"]["ItemReader"]
     assert reader["ReaderConfig"] == {
         "InputType": "CSV",
@@ -223,7 +224,7 @@ def test_a_distributed_map_reads_the_checked_object_with_its_counted_items_and_s
         "MaxItemsPath": "$.map.count",
     }
     inline = {**task("each", "list"), "map": {"over": "{{ tasks.list.output.parts }}"}}
-    branches = compile_definition(spec(task("list"), inline), queue_url=QUEUE)["States"]["tasks"]["Branches"]
+    branches = compile_definition(spec(task("list"), inline), queue_url=QUEUE)["States"]["all tasks"]["Branches"]
     fan_out = next(b for b in branches if b["StartAt"] == "each")["States"]["each items"]
     assert fan_out["ItemsPath"] == "$.map.items" and "ItemReader" not in fan_out
 

@@ -35,7 +35,7 @@ STATE_MARGIN = timedelta(minutes=1)
 # definition far below it (test_dag_compile measures the largest a spec can make).
 MAX_DEFINITION_BYTES = 1024 * 1024
 MAX_STATE_TIMEOUT = timedelta(days=365)  # Standard executions last at most a year
-TASKS_STATE = "tasks"
+TASKS_STATE = "all tasks"  # a space: no task name has one, so no task's state can take it
 
 # Errors the worker reports with SendTaskFailure; the state machine retries these and its own timeouts.
 TASK_FAILED = "jobsched.TaskFailed"
@@ -241,6 +241,8 @@ def _map_states(spec: JobSpec, task: DagTask, index: int, queue_url: str, waitin
     tolerated failure percentage."""
     assert task.map is not None
     items, done, failed = f"{task.name} items", f"{task.name} done", f"{task.name} failed"
+    # State names are unique across the whole machine, inside maps too (AWS refuses a repeat; moto does not).
+    one_item, item_failed = f"{task.name} item", f"{task.name} item failed"
     catch = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": failed}]
     base = f"$.bases[{index}]"
     resolve = _task_state(spec, task, queue_url, {"attempt_base.$": base}, waiting + data_wait(task) + STATE_MARGIN)
@@ -250,7 +252,7 @@ def _map_states(spec: JobSpec, task: DagTask, index: int, queue_url: str, waitin
     # An item's result is {} (OutputPath null) or {"failed": true}: the Map state's results, which the judging
     # state carries in one message, stay within Step Functions' 256 KB payload at every list size we allow.
     item |= {
-        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "item failed"}],
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": item_failed}],
         "OutputPath": None,
         "End": True,
     }
@@ -271,8 +273,8 @@ def _map_states(spec: JobSpec, task: DagTask, index: int, queue_url: str, waitin
         },
         "ItemProcessor": {
             "ProcessorConfig": {"Mode": "INLINE"},
-            "StartAt": "item",
-            "States": {"item": item, "item failed": {"Type": "Pass", "Result": {"failed": True}, "End": True}},
+            "StartAt": one_item,
+            "States": {one_item: item, item_failed: {"Type": "Pass", "Result": {"failed": True}, "End": True}},
         },
         "ResultPath": "$.results",
         "Catch": catch,
