@@ -219,3 +219,19 @@ def on_threads(work: Callable[[], object], count: int) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def largest_dag_tasks(count: int) -> list[dict[str, Any]]:
+    """The biggest DAG a spec can make: the longest task names, each task depending on the 20 before it, callback
+    tasks of 7 days with heartbeats, 20 attempts."""
+    names = [f"t{index:03d}-" + "x" * 58 for index in range(count)]
+    return [
+        {
+            "name": name,
+            "depends_on": names[max(0, index - 20) : index],
+            "target": {"type": "callback", "timeout": "7d"},
+            "heartbeat_timeout": "1d",
+            "retry": {"max_attempts": 20, "backoff": {"initial": "1h", "max": "1d"}},
+        }
+        for index, name in enumerate(names)
+    ]

@@ -17,6 +17,7 @@ import pytest
 from jobsched.core.spec import MAX_DAG_TASKS, JobSpec
 from jobsched.dag.definition import compile_definition
 from jobsched.registry.jobfile import load_job_file
+from tests.helpers import largest_dag_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 VALIDATOR = Path(__file__).with_name("validate_asl.js")  # asl-validator from node_modules, one JSON line a file
@@ -82,18 +83,7 @@ def many_maps() -> dict[str, Any]:
 
 
 def largest() -> dict[str, Any]:
-    names = [f"t{index:03d}-" + "x" * 58 for index in range(MAX_DAG_TASKS)]
-    tasks = [
-        {
-            "name": name,
-            "depends_on": names[max(0, index - 20) : index],
-            "target": {"type": "callback", "timeout": "7d"},
-            "heartbeat_timeout": "1d",
-            "retry": {"max_attempts": 20, "backoff": {"initial": "1h", "max": "1d"}},
-        }
-        for index, name in enumerate(names)
-    ]
-    return {"name": "largest", "team": "data", "dag": {"tasks": tasks}}
+    return {"name": "largest", "team": "data", "dag": {"tasks": largest_dag_tasks(MAX_DAG_TASKS)}}
 
 
 def compiled_machines() -> dict[str, dict[str, Any]]:

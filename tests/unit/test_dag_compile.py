@@ -20,6 +20,7 @@ from jobsched.dag.definition import (
     run_budget,
     run_result,
 )
+from tests.helpers import largest_dag_tasks
 
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/jobsched-test-WorkNormal"
 
@@ -168,17 +169,7 @@ def test_work_messages_of_each_kind_parse() -> None:
 def test_the_largest_dag_a_spec_can_make_compiles_far_below_step_functions_definition_quota() -> None:
     """The 100-task limit keeps every definition under the 1 MB quota: measured with the longest task names, each
     task depending on as many others as it can, retries, heartbeats and a queue URL longer than any real one."""
-    names = [f"t{index:03d}-" + "x" * 58 for index in range(MAX_DAG_TASKS)]
-    tasks = [
-        {
-            "name": name,
-            "depends_on": names[max(0, index - 20) : index],
-            "target": {"type": "callback", "timeout": "7d"},
-            "heartbeat_timeout": "1d",
-            "retry": {"max_attempts": 20, "backoff": {"initial": "1h", "max": "1d"}},
-        }
-        for index, name in enumerate(names)
-    ]
+    tasks = largest_dag_tasks(MAX_DAG_TASKS)
     spec = JobSpec.model_validate({"name": "big", "team": "t", "dag": {"tasks": tasks}})
     size = len(definition_text(compile_definition(spec, queue_url="https://" + "q" * 248)).encode())
     assert size < MAX_DEFINITION_BYTES / 4, size
