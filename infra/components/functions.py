@@ -517,7 +517,6 @@ class Functions(Construct):
             encryption_key=self.key,
             removal_policy=RemovalPolicy.RETAIN if config.prod else RemovalPolicy.DESTROY,
         )
-        self.log_groups[name] = log_group
         function = lambda_.Function(
             self,
             name,
@@ -537,4 +536,9 @@ class Functions(Construct):
         )
         self.key.grant_decrypt(function)  # its environment variables
         waive(function, NO_VPC, invoked, *(() if reserved else (UNRESERVED_WORKER,)))
+        self.log_groups[name] = log_group
         return function
+
+    def all(self) -> list[lambda_.Function]:
+        """Every function of the deployment (each has a log group of its own, by name)."""
+        return [child for child in self.node.children if isinstance(child, lambda_.Function)]

@@ -83,13 +83,33 @@ class TargetRole(Construct):
                 conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}},
             )
         )
+        # Listing names tasks only (IAM authorizes it on the cluster's ARN, never its tags); describing and stopping
+        # reach only the team's own tasks (RunTask tags each with the team).
         self.role.add_to_policy(
             iam.PolicyStatement(
-                actions=["ecs:ListTasks", "ecs:DescribeTasks", "ecs:StopTask"],
-                resources=[arn("ecs", "task", "*"), arn("ecs", "container-instance", "*")],
+                actions=["ecs:ListTasks"],
+                resources=[arn("ecs", "container-instance", "*")],
                 conditions={"ArnLike": {"ecs:cluster": arn("ecs", "cluster", "*")}},
             )
         )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecs:DescribeTasks", "ecs:StopTask"],
+                resources=[arn("ecs", "task", "*")],
+                conditions={
+                    "ArnLike": {"ecs:cluster": arn("ecs", "cluster", "*")},
+                    **own_team,
+                },
+            )
+        )
+        # Kubernetes targets: the cluster's endpoint and authority, read as the team, of a cluster tagged for it or
+        # shared (the worker starts the deployment's machine with them).
+        for condition in (own_team, shared):
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["eks:DescribeCluster"], resources=[arn("eks", "cluster", "*")], conditions=condition
+                )
+            )
         # Batch: SubmitJob only to a queue and of a definition tagged for the session's team (the adapter checks
         # both before every submit); the job carries the team's tag, so only its jobs can be terminated. Roles
         # are passed when a team registers its job definition, not at SubmitJob: no PassRole here.
@@ -135,7 +155,14 @@ class TargetRole(Construct):
         # wait_for's objects (HeadObject) and a distributed map's (GetObject) in any bucket, always after the
         # bucket's tags were read and found to be the run's team's (S3 offers no condition on a bucket's tags for
         # object reads).
-        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=["arn:aws:s3:::*/*"]))
+        # s3:ResourceAccount keeps them in the deployment's account.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=["arn:aws:s3:::*/*"],
+                conditions={"StringEquals": {"s3:ResourceAccount": stack.account}},
+            )
+        )
         # Reading tags is how ownership is decided before anything is called (a trigger's or a wait's bucket
         # too); a run's own execution is read back to tell a redelivered start from someone else's.
         self.role.add_to_policy(

@@ -54,7 +54,7 @@ class Deployment:
     endpoint: str
     stack_name: str
     physical: dict[str, str]  # logical id -> physical id (queue URL, table name, function name, ...)
-    functions: dict[str, dict[str, Any]]  # function name -> {"handler": ..., "environment": {...}}
+    functions: dict[str, dict[str, Any]]  # function name -> {"handler": ..., "environment": {...}, "role": arn}
     event_sources: list[EventSource]
     tick_seconds: dict[str, int]  # function logical id -> rule period
     adaptations: list[str] = field(default_factory=list)
@@ -230,7 +230,11 @@ def deploy(endpoint: str, template: dict[str, Any]) -> Deployment:
             arn = lambda_client.get_function(FunctionName=physical[logical])["Configuration"]["FunctionArn"]
             lambda_client.tag_resource(Resource=arn, Tags={tag["Key"]: tag["Value"] for tag in tags})
     functions = {
-        f["FunctionName"]: {"handler": f["Handler"], "environment": (f.get("Environment") or {}).get("Variables", {})}
+        f["FunctionName"]: {
+            "handler": f["Handler"],
+            "environment": (f.get("Environment") or {}).get("Variables", {}),
+            "role": f["Role"],
+        }
         for f in lambda_client.list_functions()["Functions"]
     }
     return Deployment(endpoint, stack_name, physical, functions, event_sources, ticks, adaptations, secrets)

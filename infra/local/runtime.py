@@ -38,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from infra.iam.recording import acting_as, recorded_invoke
 from infra.local.alarms import LocalAlarms
 from infra.local.console import LocalConsole
 from infra.local.containers import team_network
@@ -130,6 +131,7 @@ class LocalRuntime:
         self.threads: list[threading.Thread] = []
         self.escalations: list[dict[str, Any]] = []
         self.deployment: Deployment | None = None
+        self.template: dict[str, Any] = {}  # what was deployed (the permissions are evaluated against it)
         self._handlers: dict[str, Callable[..., Any]] = {}
         self._invocations: dict[str, deque[dict[str, Any]]] = {}
         # Alarm periods shrink with the tick: a 1 s tick runs the clock 60x, so a 5-minute period lasts 5 s.
@@ -189,6 +191,7 @@ class LocalRuntime:
         template, reused = synthesize_cached(self.state_dir, examples=self.examples)
         if reused:
             log.info("template reused from %s (nothing it depends on changed)", self.state_dir)
+        self.template = template
         self.deployment = deploy(self.endpoint, template)
         for note in self.deployment.adaptations:
             log.info("adapted for moto: %s", note)
@@ -280,11 +283,17 @@ class LocalRuntime:
             return json.dumps({"errorType": "ResourceNotFoundException", "errorMessage": message}).encode(), "Unhandled"
         event = json.loads(payload)
         self._invocations.setdefault(name, deque(maxlen=200_000)).append(event)
+        if isinstance(event.get("jobsched"), dict):  # a run's Invoke, made as its team's session in AWS
+            recorded_invoke(event["jobsched"].get("team", ""), self.lambda_arn(name))
         try:
-            result = self.handler(deployed["handler"])(event, LocalContext(name))
+            with acting_as(name):
+                result = self.handler(deployed["handler"])(event, LocalContext(name))
         except Exception as error:
             return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode(), "Unhandled"
         return json.dumps(result).encode(), None
+
+    def lambda_arn(self, name: str) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
 
     def invocations(self, function: str) -> list[dict[str, Any]]:
         """The events a stack function was invoked with (for benchmarks and tests)."""
@@ -298,8 +307,13 @@ class LocalRuntime:
 
         assert self.deployment is not None
         name = next(n for n, f in self.deployment.functions.items() if f["handler"] == "functions.api.handler.handler")
+
+        def handle(event: dict[str, Any], context: Any) -> Any:
+            with acting_as(name):
+                return api.handler(event, context)
+
         self.gateway = LocalGateway(
-            api.handler,
+            handle,
             port=self.port,
             principal=self.principal,
             context=LocalContext(name),
@@ -366,9 +380,10 @@ class LocalRuntime:
             ) -> None:
                 if function in self.paused_sources:
                     return  # the function is "down": what arrives waits on its queue, as in SQS
-                messages = sqs.receive_message(
-                    QueueUrl=url, MaxNumberOfMessages=batch, WaitTimeSeconds=1, AttributeNames=["All"]
-                ).get("Messages", [])
+                with acting_as(function):  # an event source mapping receives with its function's role
+                    messages = sqs.receive_message(
+                        QueueUrl=url, MaxNumberOfMessages=batch, WaitTimeSeconds=1, AttributeNames=["All"]
+                    ).get("Messages", [])
                 if messages and function in self.paused_sources:
                     # Paused while this receive was waiting: hand the messages back rather than deliver them.
                     sqs.change_message_visibility_batch(
@@ -388,6 +403,12 @@ class LocalRuntime:
                 self._loop(f"poll-{source.queue}-{receiver}", 0.05, poll)
 
     def _deliver(
+        self, sqs: Any, url: str, arn: str, handler: Callable[..., Any], function: str, messages: list[dict[str, Any]]
+    ) -> None:
+        with acting_as(function):  # the handler's calls and the mapping's deletes are the function role's
+            self._deliver_as_function(sqs, url, arn, handler, function, messages)
+
+    def _deliver_as_function(
         self, sqs: Any, url: str, arn: str, handler: Callable[..., Any], function: str, messages: list[dict[str, Any]]
     ) -> None:
         if self.alarms is not None:
@@ -862,7 +883,8 @@ def _tick(handler: Callable[..., Any], function: str) -> Callable[[], None]:
 
     def fire() -> None:
         event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
-        handler(event, LocalContext(function, aws_request_id=uuid.uuid4().hex))
+        with acting_as(function):
+            handler(event, LocalContext(function, aws_request_id=uuid.uuid4().hex))
 
     return fire
 

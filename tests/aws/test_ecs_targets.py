@@ -534,3 +534,36 @@ def test_the_run_logs_join_the_containers_own_stream_and_never_read_another_team
     assert not any("4111" in message for _, message in own), "another team's log group is never read"
     [refused] = [message for component, message in own if component == "container:sidecar"]
     assert refused.startswith("not shown: log group '/payments/secrets'"), refused
+
+
+def test_a_task_iam_will_not_let_the_team_describe_is_skipped_not_fatal() -> None:
+    """In AWS a team's session may describe only tasks tagged for its team, and DescribeTasks of a list holding
+    another principal's task (one carrying the derivable token) is refused whole: each is then described alone,
+    and the refused one is not the attempt's."""
+    from botocore.exceptions import ClientError
+
+    ours, theirs = (
+        "arn:aws:ecs:us-east-1:123456789012:task/shared/ours",
+        "arn:aws:ecs:us-east-1:123456789012:task/shared/x",
+    )
+
+    class Ecs:
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def describe_tasks(self, *, cluster: str, tasks: list[str], include: list[str]) -> dict[str, Any]:
+            self.calls.append(tasks)
+            if theirs in tasks:
+                raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "DescribeTasks")
+            return {"tasks": [{"taskArn": arn} for arn in tasks]}
+
+    fake = Ecs()
+    assert EcsTasks._described(fake, "shared", [theirs, ours]) == [{"taskArn": ours}]
+    assert fake.calls == [[theirs, ours], [theirs], [ours]]
+
+    class Broken(Ecs):
+        def describe_tasks(self, *, cluster: str, tasks: list[str], include: list[str]) -> dict[str, Any]:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "DescribeTasks")
+
+    with pytest.raises(ClientError):  # anything but a refusal is still the caller's to see
+        EcsTasks._described(Broken(), "shared", [ours])

@@ -15,13 +15,28 @@ def running_stack(state_dir: Path, **options: Any) -> Iterator[LocalRuntime]:
     stopped afterwards with the process's environment and clients as they were."""
     import os
 
+    from infra.iam.recording import RECORD_DIR_ENV, Recorder, dump_deployment
     from infra.local.runtime import LocalRuntime, free_port
 
     saved = dict(os.environ)
+    record_dir = os.environ.get(RECORD_DIR_ENV)
+    recorder = Recorder()
+    if record_dir:  # every AWS call the handlers make, for the permissions' evaluation (make iam)
+        recorder.install()
     started = LocalRuntime(port=free_port(), state_dir=state_dir, **options)
-    started.start()
-    yield started
-    started.stop()
+    try:
+        started.start()
+        yield started
+        started.stop()
+    finally:
+        recorder.uninstall()
+    if record_dir and started.deployment is not None:
+        name = f"{state_dir.name}-{os.getpid()}"
+        roles = {function: found["role"] for function, found in started.deployment.functions.items()}
+        dump_deployment(
+            Path(record_dir) / f"{name}.deployment.json", started.template, started.deployment.physical, roles
+        )
+        recorder.dump(Path(record_dir) / f"{name}.calls.jsonl")
     os.environ.clear()
     os.environ.update(saved)
     from jobsched import wiring

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from botocore.exceptions import BotoCoreError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.containers import TaskOutcome, attempt_token, same_definition, task_outcome
@@ -27,6 +27,7 @@ from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import EcsTarget
 
 RUN_TAG = "jobsched-run"
+ACCESS_DENIED = ("AccessDeniedException", "AccessDenied")
 # RunTask failures worth another attempt (capacity comes back); the others will fail the same way again.
 RETRYABLE_FAILURES = ("RESOURCE:", "AGENT", "CAPACITY", "ResourceInitializationError")
 
@@ -146,13 +147,28 @@ class EcsTasks:
             found = ecs.list_tasks(cluster=target.cluster, startedBy=token, desiredStatus=status).get("taskArns", [])
             if not found:
                 continue
-            described = ecs.describe_tasks(cluster=target.cluster, tasks=found[:100], include=["TAGS"])
-            for task in described.get("tasks", []):
+            for task in self._described(ecs, target.cluster, found[:100]):
                 tags = {tag.get("key"): tag.get("value") for tag in task.get("tags") or []}
                 definition = str(task.get("taskDefinitionArn") or "")
                 if tags.get(OWNER_TAG) == team and same_definition(target.task_definition, definition):
                     return {"cluster": target.cluster, "task_arn": str(task["taskArn"]), "task_definition": definition}
         return None
+
+    @staticmethod
+    def _described(ecs: Any, cluster: str, arns: list[str]) -> list[dict[str, Any]]:
+        """The tasks the team may describe. IAM lets a team's session describe only tasks tagged for its team, and
+        refuses the whole call if one is not: then each is described alone and another principal's is skipped."""
+        try:
+            return list(ecs.describe_tasks(cluster=cluster, tasks=arns, include=["TAGS"]).get("tasks", []))
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in ACCESS_DENIED or len(arns) == 1:
+                if error.response.get("Error", {}).get("Code") in ACCESS_DENIED:
+                    return []
+                raise
+        found: list[dict[str, Any]] = []
+        for arn in arns:
+            found += EcsTasks._described(ecs, cluster, [arn])
+        return found
 
     def task_role(self, team: str, work: dict[str, str]) -> str | None:
         ecs = self.sessions.client(team, "ecs")
