@@ -283,6 +283,8 @@ class Functions(Construct):
             )
         storage.jobs.grant_read_write_data(self.events)
         storage.runs.grant_read_write_data(self.events)
+        # A container's end reaches the run here, and a run that ends failed is escalated (found by make iam).
+        queues.escalations.grant_send_messages(self.events)
         for priority in PRIORITIES:
             for queue in queues.shards[priority]:
                 queue.grant_send_messages(self.events)

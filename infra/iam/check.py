@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,9 @@ def recorded_requests(
     sessions: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
     for call in calls:
         role = call.principal.assumed_role or roles.get(call.principal.function, f"unknown:{call.principal.function}")
-        tags = seen_tags.get(call.request.resource) or found.tags.get(call.request.resource) or {}
-        one = Asked(role, call.principal.session_tags, call.request, tuple(sorted(tags.items())), why=call.operation)
+        request = replace(call.request, resource=canonical(call.request.resource, seen_tags))
+        tags = tags_of(request.resource, seen_tags) or found.tags.get(request.resource) or {}
+        one = Asked(role, call.principal.session_tags, request, tuple(sorted(tags.items())), why=call.operation)
         asked.add(one)
         asked.update(implied(one, found))
         if call.principal.assumed_role:
@@ -78,6 +80,22 @@ def recorded_requests(
         asked.add(one)
         asked.update(implied(one, found))
     return sorted(asked, key=lambda a: json.dumps([a.role_arn, a.request.to_json(), a.session_tags], sort_keys=True))
+
+
+def canonical(resource: str, seen_tags: dict[str, dict[str, str]]) -> str:
+    """A task or job definition named without its revision is authorized as the revision it resolves to: the
+    latest one the code read (DescribeTaskDefinition, DescribeJobDefinitions)."""
+    if not re.search(r":(ecs|batch):.*:(task|job)-definition/[^:]+$", resource):
+        return resource
+    revisions = [arn for arn in seen_tags if arn.startswith(f"{resource}:") and arn.rsplit(":", 1)[1].isdigit()]
+    return max(revisions, key=lambda arn: int(arn.rsplit(":", 1)[1])) if revisions else f"{resource}:1"
+
+
+def tags_of(resource: str, seen_tags: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The tags the code read of a resource; a log stream's are its log group's (streams carry none)."""
+    if ":log-stream:" in resource:
+        resource = resource.split(":log-stream:", 1)[0]
+    return seen_tags.get(resource, {})
 
 
 def evaluate(record_dir: Path, kept: dict[str, str]) -> Report:

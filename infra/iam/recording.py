@@ -111,8 +111,8 @@ class Recorder:
         region = client.meta.region_name or "us-east-1"
         if isinstance(response, dict):
             seen = tags_seen(service, operation, params, response, region)
-            with self._lock:
-                self.tags.update(seen)
+            with self._lock:  # an answer asked without its tags (no include=TAGS) does not erase them
+                self.tags.update({arn: tags for arn, tags in seen.items() if tags or arn not in self.tags})
             if (service, operation) == ("sqs", "ReceiveMessage"):
                 self._learn_tokens(response)
         for request in iam_requests(service, operation, params, region=region):
@@ -191,6 +191,13 @@ TAG_READERS: dict[tuple[str, str], TagReader] = {
     ("s3", "GetBucketTagging"): lambda p, a, r: {f"arn:aws:s3:::{p['Bucket']}": _pairs(a.get("TagSet", []))},
     ("ecs", "DescribeClusters"): lambda p, a, r: _each(
         a.get("clusters", []), "clusterArn", lambda c: _pairs(c.get("tags", []), "key", "value")
+    ),
+    ("ecs", "DescribeTasks"): lambda p, a, r: _each(
+        a.get("tasks", []), "taskArn", lambda t: _pairs(t.get("tags", []), "key", "value")
+    ),
+    # A task RunTask starts carries the tags it was started with.
+    ("ecs", "RunTask"): lambda p, a, r: _each(
+        a.get("tasks", []), "taskArn", lambda t: _pairs(p.get("tags", []), "key", "value")
     ),
     ("ecs", "ListTagsForResource"): lambda p, a, r: {p["resourceArn"]: _pairs(a.get("tags", []), "key", "value")},
     ("ecs", "DescribeTaskDefinition"): lambda p, a, r: _each(

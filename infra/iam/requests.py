@@ -83,7 +83,9 @@ def _table(p: dict[str, Any], region: str) -> list[tuple[str, dict[str, str]]]:
 
 def _log_group(p: dict[str, Any], region: str) -> list[tuple[str, dict[str, str]]]:
     group = p.get("logGroupName") or p.get("logGroupIdentifier") or ""
-    return _one(group if group.startswith("arn:") else arn("logs", region, f"log-group:{group}"))
+    found = group if group.startswith("arn:") else arn("logs", region, f"log-group:{group}")
+    # GetLogEvents is authorized on the stream (``log-group:G:log-stream:S``).
+    return _one(f"{found}:log-stream:{p['logStreamName']}" if p.get("logStreamName") else found)
 
 
 def _ecs_task(p: dict[str, Any], region: str) -> list[tuple[str, dict[str, str]]]:
