@@ -80,7 +80,13 @@ class TargetRole(Construct):
             iam.PolicyStatement(
                 actions=["ecs:TagResource"],
                 resources=[arn("ecs", "task", "*")],
-                conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}},
+                # Only at RunTask, and only with the session's team: a task never carries another team's tag.
+                conditions={
+                    "StringEquals": {
+                        "ecs:CreateAction": "RunTask",
+                        f"aws:RequestTag/{OWNER_TAG}": f"${{aws:PrincipalTag/{OWNER_TAG}}}",
+                    }
+                },
             )
         )
         # Listing names tasks only (IAM authorizes it on the cluster's ARN, never its tags); describing and stopping

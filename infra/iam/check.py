@@ -51,7 +51,7 @@ class Report:
         return (
             f"iam: {len(self.allowed)} calls ({len(pairs)} distinct role/action pairs) allowed, "
             f"{len(self.probes_denied)} cross-team probes denied, {len(self.unused) + len(self.unused_kept)} unused "
-            f"grants, {self.unexplained} unexplained"
+            f"grants ({len(self.unused_kept)} kept with a reason), {self.unexplained} unexplained"
         )
 
 
@@ -197,7 +197,10 @@ def write_report(report: Report, path: Path) -> None:
             "SDK calls the request table does not know",
             [f"  {c.principal.function}: {c.operation} {c.request.context}" for c in report.unmapped],
         ),
-        ("grants no recorded call used", [f"  {r}: {a} ({s})" for r, a, s in report.unused]),
+        (
+            "grants no recorded call used, with no reason kept (unreached paths, or grants to remove)",
+            [f"  {r}: {a} ({s})" for r, a, s in report.unused],
+        ),
         ("grants kept though unused, and why", [f"  {r}: {a} ({s}): {why}" for r, a, s, why in report.unused_kept]),
         (
             "allowed, and the statement that decided",

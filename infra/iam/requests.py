@@ -245,4 +245,21 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], *, region
         return [
             IamRequest(action, "*", (("sdk:params", json.dumps(sorted(params))), ("sdk:error", repr(missing))), True)
         ]
-    return [IamRequest(action, resource, tuple(sorted(context.items()))) for resource, context in built]
+    return [IamRequest(action, resource, tuple(sorted(context.items()))) for resource, context in built] + _tagging(
+        service, operation, params, region
+    )
+
+
+def _tagging(service: str, operation: str, params: dict[str, Any], region: str) -> list[IamRequest]:
+    """Starting work with tags is also a TagResource on the new work, authorized with the request's tags."""
+    if (service, operation) == ("ecs", "RunTask") and params.get("tags"):
+        cluster = named("ecs", "cluster", params.get("cluster", "default"), region).rsplit("/", 1)[-1]
+        context = _request_tags(params["tags"], "key", "value") | {"ecs:CreateAction": "RunTask"}
+        return [
+            IamRequest("ecs:TagResource", arn("ecs", region, f"task/{cluster}/new"), tuple(sorted(context.items())))
+        ]
+    if (service, operation) == ("batch", "SubmitJob") and params.get("tags"):
+        tags = [{"Key": k, "Value": v} for k, v in params["tags"].items()]
+        context = _request_tags(tags)
+        return [IamRequest("batch:TagResource", arn("batch", region, "job/new"), tuple(sorted(context.items())))]
+    return []

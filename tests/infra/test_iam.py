@@ -138,3 +138,34 @@ def test_a_team_may_read_and_stop_only_its_own_tasks(dev: Template, action: str)
     ]
     report = judged(template, asked)
     assert len(report.allowed) == 1 and len(report.probes_denied) == 1
+
+
+def test_work_started_with_tags_is_also_tagged_and_only_with_the_sessions_team(dev: Template) -> None:
+    """RunTask and SubmitJob with tags are also TagResource on the new task or job: allowed with the session's
+    team as the tag, and never with another team's (the call the adapters make, mapped by infra/iam/requests)."""
+    from infra.iam.requests import iam_requests
+
+    template = dev[0]
+    targets = role(template, "FunctionsTargetsRole")
+    data = (("jobsched-team", "data"),)
+    for team, allowed in (("data", True), ("beta", False)):
+        run_task = iam_requests(
+            "ecs",
+            "RunTask",
+            {"cluster": "data", "taskDefinition": "etl:3", "tags": [{"key": "jobsched-team", "value": team}]},
+            region=REGION,
+        )
+        submit = iam_requests(
+            "batch",
+            "SubmitJob",
+            {"jobQueue": "q", "jobDefinition": "d:1", "jobName": "j", "tags": {"jobsched-team": team}},
+            region=REGION,
+        )
+        tagging = [r for r in run_task + submit if r.action.endswith(":TagResource")]
+        assert {r.action for r in tagging} == {"ecs:TagResource", "batch:TagResource"}
+        report = judged(template, [Asked(targets, data, r, (), allowed) for r in tagging])
+        assert len(report.allowed if allowed else report.probes_denied) == 2, (
+            team,
+            report.denied,
+            report.probes_allowed,
+        )
