@@ -22,7 +22,7 @@ from typing import Any
 from infra.iam.evaluate import Asked, Verdict, implied, judge
 from infra.iam.probes import ADAPTER_WALLS, cross_team_probes, resource_kind_probes
 from infra.iam.recording import RecordedCall, load_recording
-from infra.iam.requests import IamRequest
+from infra.iam.requests import IamRequest, queue_arn
 from infra.iam.template import Policies, policies
 
 KEPT_GRANTS = Path(__file__).with_name("kept-grants.json")
@@ -82,6 +82,28 @@ def recorded_requests(
     return sorted(asked, key=lambda a: json.dumps([a.role_arn, a.request.to_json(), a.session_tags], sort_keys=True))
 
 
+def machine_requests(calls: list[RecordedCall], found: Policies, physical: dict[str, str]) -> list[Asked]:
+    """What the DAG machines the API created ask as their role (Step Functions calls, made by moto's interpreter
+    locally, so never recorded): a task state's message to a work queue (``sqs:sendMessage``, with its KMS), a
+    distributed map's ItemReader (``s3:getObject`` in the account), its child executions (start, read, stop)."""
+    role = next((r.arn for r in found.roles.values() if r.logical.startswith("WorkflowsStateMachineRole")), None)
+    machines = sorted({c.request.resource for c in calls if c.request.action == "states:CreateStateMachine"})
+    if role is None or not machines:
+        return []
+    account = role.split(":")[4]
+    work = re.compile(r"-Work(High|Normal|Low)(-\d+)?$")
+    queues = [queue_arn(url, "us-east-1") for url in physical.values() if work.search(url)]
+    execution = machines[0].replace(":stateMachine:", ":execution:") + ":child"
+    wanted = [IamRequest("sqs:SendMessage", queue) for queue in queues] + [
+        IamRequest("s3:GetObject", "arn:aws:s3:::a-teams-bucket/items.csv", (("s3:ResourceAccount", account),)),
+        IamRequest("states:StartExecution", machines[0]),
+        IamRequest("states:DescribeExecution", execution),
+        IamRequest("states:StopExecution", execution),
+    ]
+    asked = [Asked(role, (), request, why="a DAG machine's own call") for request in wanted]
+    return asked + [extra for one in asked for extra in implied(one, found)]
+
+
 def canonical(resource: str, seen_tags: dict[str, dict[str, str]]) -> str:
     """A task or job definition named without its revision is authorized as the revision it resolves to: the
     latest one the code read (DescribeTaskDefinition, DescribeJobDefinitions)."""
@@ -116,6 +138,7 @@ def evaluate(record_dir: Path, kept: dict[str, str]) -> Report:
         asked = recorded_requests(
             [c for c in calls if not c.request.unmapped], seen_tags, found, deployment["function_roles"]
         )
+        asked += machine_requests(calls, found, deployment["physical"])
         probes = cross_team_probes(asked) + resource_kind_probes(found, deployment["physical"])
         decided |= judge_into(report, asked + probes, found)
     _unused(report, all_roles, decided, kept)

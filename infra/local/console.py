@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from pydantic import ValidationError
 
+from infra.iam.recording import acting_as
 from jobsched.adapters.aws.dynamo import every_item
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.runs_store import RunsStore
@@ -26,10 +27,12 @@ from jobsched.api.identity import Membership, Principal, Unauthenticated
 from jobsched.console import actions, render, views
 from jobsched.core.bounds import parse_bounded_int
 from jobsched.core.logs import JOB, RUN_ID
-from jobsched.core.names import JobsKeys, Settings
+from jobsched.core.names import LOCAL_STAGE, JobsKeys, Settings, physical_name
 from jobsched.wiring import action_stores
 
 PREFIX = "/console"
+# In AWS the console's pages are the Console function's and its actions the ConsoleActions function's: their roles.
+VIEWS_FUNCTION, ACTIONS_FUNCTION = physical_name(LOCAL_STAGE, "Console"), physical_name(LOCAL_STAGE, "ConsoleActions")
 ACT = f"{PREFIX}/act"
 
 
@@ -65,6 +68,11 @@ class LocalConsole:
         self.clock = clock
 
     def __call__(self, request: ConsoleRequest) -> tuple[int, str]:
+        acting = ACTIONS_FUNCTION if request.method == "POST" else VIEWS_FUNCTION
+        with acting_as(acting):
+            return self._serve(request)
+
+    def _serve(self, request: ConsoleRequest) -> tuple[int, str]:
         parts = urlsplit(request.target)
         path = [unquote(p) for p in parts.path[len(PREFIX) :].strip("/").split("/") if p]
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
