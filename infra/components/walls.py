@@ -14,11 +14,7 @@ from infra.components.functions import Functions
 
 def own_roles(functions: Functions) -> list[str]:
     """The role ARNs of every function of the deployment."""
-    found = []
-    for function in functions.all():
-        if function.role is not None:
-            found.append(function.role.role_arn)
-    return found
+    return [function.role.role_arn for function in functions.all() if function.role is not None]
 
 
 def _deny_all_but(sid: str, action: str, resource: str, **unless: dict[str, object]) -> iam.PolicyStatement:
@@ -33,6 +29,7 @@ def _deny_all_but(sid: str, action: str, resource: str, **unless: dict[str, obje
 
 
 def guard_intake(queues: tuple[sqs.IQueue, ...], functions: Functions) -> None:
+    roles = own_roles(functions)
     for queue in queues:
         # A service principal (EventBridge delivering a rule's match) has no principal ARN: its service name.
         queue.add_to_resource_policy(
@@ -40,7 +37,7 @@ def guard_intake(queues: tuple[sqs.IQueue, ...], functions: Functions) -> None:
                 "OnlyRulesAndJobschedSend",
                 "sqs:SendMessage",
                 queue.queue_arn,
-                ArnNotLike={"aws:PrincipalArn": own_roles(functions)},
+                ArnNotLike={"aws:PrincipalArn": roles},
                 StringNotEqualsIfExists={"aws:PrincipalServiceName": "events.amazonaws.com"},
             )
         )

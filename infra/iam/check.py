@@ -177,8 +177,6 @@ def _unused(report: Report, found: dict[str, Policies], decided: set[str], kept:
                 for statement in document["Statement"]:
                     if statement.get("Effect") != "Allow" or f"identity:{name}#{statement['Sid']}" in decided:
                         continue
-                    if any(f"#{statement['Sid']}" in d and name in d for d in decided):
-                        continue
                     actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
                     for action in actions:
                         entry = (role_name, action, f"{name}#{statement['Sid']}")

@@ -119,15 +119,31 @@ def execution_input(
     return given
 
 
+# Where every state reaches the run's cluster (from the execution's input).
+CLUSTER = {
+    "ClusterName.$": "$.cluster.name",
+    "CertificateAuthority.$": "$.cluster.authority",
+    "Endpoint.$": "$.cluster.endpoint",
+}
+EKS_CALL = "arn:aws:states:::eks:call"
+SECRET_PATH = "States.Format('/api/v1/namespaces/{}/secrets/{}', $.namespace, $.job.metadata.name)"
+
+
 def _cluster_call(method: str, path: str, **more: Any) -> dict[str, Any]:
     """An ``eks:call`` to the run's cluster (``path``: a States.Format of the input)."""
+    return {**CLUSTER, "Method": method, "Path.$": path, **more}
+
+
+def _delete_token(then: str) -> dict[str, Any]:
+    """Delete the attempt's Secret, then go on to ``then``: a Secret that cannot be deleted (never created, already
+    gone) is not the run's failure."""
     return {
-        "ClusterName.$": "$.cluster.name",
-        "CertificateAuthority.$": "$.cluster.authority",
-        "Endpoint.$": "$.cluster.endpoint",
-        "Method": method,
-        "Path.$": path,
-        **more,
+        "Type": "Task",
+        "Resource": EKS_CALL,
+        "Parameters": _cluster_call("DELETE", SECRET_PATH),
+        "ResultPath": None,
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": then}],
+        "Next": then,
     }
 
 
@@ -135,8 +151,6 @@ def state_machine_definition() -> dict[str, Any]:
     """Run the Job and wait for it (eks:runJob.sync), its logs retrieved into the output; around it, the attempt's
     token Secret is created first (when the input has one) and deleted after the Job, whether it succeeded or
     not. The execution ends as the Job did: the Job's error and cause are the execution's."""
-    secret_path = "States.Format('/api/v1/namespaces/{}/secrets/{}', $.namespace, $.job.metadata.name)"
-    call = "arn:aws:states:::eks:call"
     return {
         "Comment": "jobsched: one Kubernetes Job of a kubernetes target's attempt",
         "StartAt": "TokenGiven",
@@ -148,7 +162,7 @@ def state_machine_definition() -> dict[str, Any]:
             },
             "CreateTokenSecret": {
                 "Type": "Task",
-                "Resource": call,
+                "Resource": EKS_CALL,
                 "Parameters": _cluster_call(
                     "POST",
                     "States.Format('/api/v1/namespaces/{}/secrets', $.namespace)",
@@ -161,9 +175,7 @@ def state_machine_definition() -> dict[str, Any]:
                 "Type": "Task",
                 "Resource": "arn:aws:states:::eks:runJob.sync",
                 "Parameters": {
-                    "ClusterName.$": "$.cluster.name",
-                    "CertificateAuthority.$": "$.cluster.authority",
-                    "Endpoint.$": "$.cluster.endpoint",
+                    **CLUSTER,
                     "Namespace.$": "$.namespace",
                     "Job.$": "$.job",
                     "LogOptions": {"RetrieveLogs": True},
@@ -176,24 +188,9 @@ def state_machine_definition() -> dict[str, Any]:
                 ],
                 "Next": "DeleteToken",
             },
-            # A Secret that cannot be deleted (never created, already gone) is not the run's failure.
-            "DeleteToken": {
-                "Type": "Task",
-                "Resource": call,
-                "Parameters": _cluster_call("DELETE", secret_path),
-                "ResultPath": None,
-                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "JobSucceeded"}],
-                "Next": "JobSucceeded",
-            },
+            "DeleteToken": _delete_token("JobSucceeded"),
             "JobSucceeded": {"Type": "Pass", "InputPath": "$.result", "End": True},  # the Job's status, as before
-            "DeleteTokenAfterFailure": {
-                "Type": "Task",
-                "Resource": call,
-                "Parameters": _cluster_call("DELETE", secret_path),
-                "ResultPath": None,
-                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "JobFailed"}],
-                "Next": "JobFailed",
-            },
+            "DeleteTokenAfterFailure": _delete_token("JobFailed"),
             "JobFailed": {"Type": "Fail", "ErrorPath": "$.failure.Error", "CausePath": "$.failure.Cause"},
         },
     }

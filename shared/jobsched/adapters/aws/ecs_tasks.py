@@ -46,9 +46,14 @@ class RunCallbacks:
 
 
 def run_environment(
-    context: RunContext, callbacks: RunCallbacks | None = None, valid_for: timedelta = timedelta(hours=1)
+    context: RunContext,
+    callbacks: RunCallbacks | None = None,
+    valid_for: timedelta = timedelta(hours=1),
+    *,
+    with_token: bool = True,
 ) -> list[dict[str, str]]:
-    """What the run's containers learn: who they are, the checkpoint to resume from, where to report."""
+    """What the run's containers learn: who they are, the checkpoint to resume from, where to report, and (unless
+    ``with_token`` is false: a Kubernetes pod reads it from a Secret) the attempt's callback token."""
     values = {
         RunEnv.JOB: context.job,
         RunEnv.RUN_ID: context.run_id,
@@ -62,7 +67,8 @@ def run_environment(
         values[RunEnv.CHECKPOINT] = context.checkpoint
     if callbacks is not None:
         values[RunEnv.API_URL] = callbacks.api_url
-        values[RunEnv.CALLBACK_TOKEN] = callbacks.issue(context, valid_for)
+        if with_token:
+            values[RunEnv.CALLBACK_TOKEN] = callbacks.issue(context, valid_for)
     return [{"name": name, "value": value} for name, value in values.items()]
 
 
@@ -161,14 +167,11 @@ class EcsTasks:
         try:
             return list(ecs.describe_tasks(cluster=cluster, tasks=arns, include=["TAGS"]).get("tasks", []))
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") not in ACCESS_DENIED or len(arns) == 1:
-                if error.response.get("Error", {}).get("Code") in ACCESS_DENIED:
-                    return []
+            if error.response.get("Error", {}).get("Code") not in ACCESS_DENIED:
                 raise
-        found: list[dict[str, Any]] = []
-        for arn in arns:
-            found += EcsTasks._described(ecs, cluster, [arn])
-        return found
+            if len(arns) == 1:
+                return []  # another principal's task
+        return [task for arn in arns for task in EcsTasks._described(ecs, cluster, [arn])]
 
     def task_role(self, team: str, work: dict[str, str]) -> str | None:
         ecs = self.sessions.client(team, "ecs")

@@ -25,7 +25,6 @@ from jobsched.adapters.aws.ecs_tasks import RunCallbacks, attempt_token_of, pend
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.containers import TaskOutcome, execution_outcome, short_name
 from jobsched.core.kubernetes import execution_input, job_manifest, token_secret_manifest
-from jobsched.core.names import RunEnv
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.spec import KubernetesTarget
 
@@ -59,9 +58,10 @@ class KubernetesJobs:
             "endpoint": str(cluster["endpoint"]),
             "authority": str(cluster["certificateAuthority"]["data"]),
         }
-        environment, secret = run_environment(context), None
-        if self.callbacks is not None:  # the token in a Secret of its own, never in the Job a reader of Jobs sees
-            environment.append({"name": RunEnv.API_URL, "value": self.callbacks.api_url})
+        # The token in a Secret of its own, never in the Job a reader of Jobs sees.
+        environment = run_environment(context, self.callbacks, target.timeout, with_token=False)
+        secret = None
+        if self.callbacks is not None:
             secret = token_secret_manifest(target, context, token, self.callbacks.issue(context, target.timeout))
         manifest = job_manifest(target, context, token, environment, token_secret=secret is not None)
         body = json.dumps(execution_input(target, context, manifest, where, secret), separators=(",", ":"))
