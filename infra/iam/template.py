@@ -8,7 +8,6 @@ so the ARNs in the policies are the ARNs the calls named.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,7 +157,6 @@ class Role:
 class Policies:
     roles: dict[str, Role]  # by role ARN
     resource: dict[str, list[dict[str, Any]]]  # resource ARN -> resource policy statements
-    keys: dict[str, str]  # KMS key ARN -> logical id
     encrypted_by: dict[str, str]  # queue or topic ARN -> its KMS key ARN
     tags: dict[str, dict[str, str]]  # resource ARN -> its tags, as the template gives them
 
@@ -186,7 +184,7 @@ class _Collector:
         self.resolve = Resolver(template, physical, account=account, region=region)
         self.resources: dict[str, Any] = template["Resources"]
         self.account, self.region = account, region
-        self.found = Policies({}, {}, {}, {}, {})
+        self.found = Policies({}, {}, {}, {})
         self.by_logical: dict[str, Role] = {}
 
     def collect(self) -> Policies:
@@ -249,9 +247,7 @@ class _Collector:
         self._add(props["SecretId"], props["ResourcePolicy"])
 
     def key_policy(self, logical: str, raw: dict[str, Any]) -> None:
-        arn = self.resolve.attribute(logical, "Arn")
-        self.found.keys[arn] = logical
-        self._add(arn, self.resolve(raw["KeyPolicy"]))
+        self._add(self.resolve.attribute(logical, "Arn"), self.resolve(raw["KeyPolicy"]))
 
     def bus_policy(self, logical: str, raw: dict[str, Any]) -> None:
         props = self.resolve(raw)
@@ -278,10 +274,6 @@ def policies(template: dict[str, Any], physical: dict[str, str], *, account: str
 
 def document(statements: list[dict[str, Any]], prefix: str) -> dict[str, Any]:
     return _named({"Statement": statements}, prefix)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
 
 
 # What CloudFormation's Ref gives for a named resource of each type: the name property (queues: their URL; topics
