@@ -60,7 +60,7 @@ unit: $(STAMP) $(NODE_STAMP) $(CHECKOV) $(OPENAPI_CLIENT)
 # they ran under, the walls between teams probed (one line; the details in build/iam/calls/report.txt).
 iam: $(STAMP) $(NODE_STAMP)
 	rm -rf $(IAM_RECORD)
-	JOBSCHED_IAM_RECORD_DIR=$(abspath $(IAM_RECORD)) $(BIN)/pytest -q -n 2 --dist loadscope tests/e2e/test_local_runtime.py tests/e2e/test_local_crash.py
+	JOBSCHED_IAM_RECORD_DIR=$(abspath $(IAM_RECORD)) $(BIN)/pytest -q -n 2 --dist loadscope tests/e2e/test_local_runtime.py tests/e2e/test_local_crash.py tests/e2e/test_permission_paths.py
 	$(BIN)/python -m infra.iam.check $(IAM_RECORD)
 
 bench: $(STAMP)

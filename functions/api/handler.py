@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.api.app import ApiServices, build_handler
 from jobsched.core.names import Settings
+from jobsched.warm import warm
 from jobsched.watch.observability import make_logger, make_tracer
 from jobsched.wiring import build_api_services
 
@@ -16,7 +16,7 @@ logger = make_logger("api")
 tracer = make_tracer("api")
 
 
-@cache
+@warm
 def services() -> ApiServices:
     return build_api_services(Settings.from_env())
 

@@ -8,7 +8,6 @@ visibility is set to it); after a few tries the page goes to the deployment's to
 from __future__ import annotations
 
 import asyncio
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
@@ -19,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from jobsched.core.names import Settings
 from jobsched.paging.delivery import PageDelivery, PageNotDelivered
 from jobsched.ports import PageQueuePort
+from jobsched.warm import warm
 from jobsched.watch.observability import make_logger, make_tracer
 from jobsched.watch.signals import emit
 from jobsched.wiring import default_page_sender, page_queue
@@ -27,7 +27,7 @@ logger = make_logger("pages")
 tracer = make_tracer("pages")
 
 
-@cache
+@warm
 def queue() -> PageQueuePort:
     return page_queue(Settings.from_env())
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.client import BaseClient
 
-from infra.iam.requests import IamRequest, arn, iam_requests, named, queue_arn
+from infra.iam.requests import ACCOUNT, IamRequest, arn, iam_requests, named, queue_arn
 from jobsched.core.names import JOB_TAG, OWNER_TAG, Env
 
 TASK_TOKEN_ACTIONS = ("states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat")
@@ -35,6 +35,16 @@ CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("jobsched_ia
 def acting_as(function: str) -> Iterator[None]:
     """Calls made inside are ``function``'s (its name as deployed; its role is the template's)."""
     token = CALLER.set(function)
+    try:
+        yield
+    finally:
+        CALLER.reset(token)
+
+
+@contextmanager
+def emulating() -> Iterator[None]:
+    """Calls made inside are the local runtime's emulation of AWS (what IAM or a gateway decides), not a function's."""
+    token = CALLER.set(None)
     try:
         yield
     finally:
@@ -61,6 +71,7 @@ class Recorder:
     sessions: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=dict)  # access key -> role
     tags: dict[str, dict[str, str]] = field(default_factory=dict)  # resource ARN -> the tags the code read of it
     task_tokens: dict[str, str] = field(default_factory=dict)  # a DAG task's token -> its job (from its message)
+    secret_arns: dict[str, str] = field(default_factory=dict)  # a secret's name -> its ARN (from answers)
     unattributed: int = 0  # calls made outside any handler: setup and emulation, not the scheduler's
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _saved: dict[str, Any] = field(default_factory=dict)
@@ -70,7 +81,11 @@ class Recorder:
         self._saved = {"call": original, "submit": submit}
 
         def make_api_call(client: BaseClient, operation_name: str, api_params: dict[str, Any]) -> Any:
-            response = original(client, operation_name, api_params)
+            try:
+                response = original(client, operation_name, api_params)
+            except Exception:  # a call AWS answers with an error was still asked: IAM judged it first
+                recorder.record(client, operation_name, api_params, None)
+                raise
             recorder.record(client, operation_name, api_params, response)
             return response
 
@@ -118,8 +133,18 @@ class Recorder:
         for request in iam_requests(service, operation, params, region=region):
             if request.action in TASK_TOKEN_ACTIONS:
                 request = replace(request, resource=self._machine_of(params.get("taskToken", "")))
+            elif service == "secretsmanager":
+                found = self._secret_arn(params.get("SecretId", ""), response)
+                request = replace(request, resource=found or request.resource)
             with self._lock:
                 self.calls.add(RecordedCall(principal, f"{service}:{operation}", request))
+
+    def _secret_arn(self, secret: str, response: Any) -> str | None:
+        """A secret named by name is its full ARN to IAM: the answer's, or an earlier answer's (an error has none)."""
+        with self._lock:
+            if isinstance(response, dict) and response.get("ARN"):
+                self.secret_arns[secret] = response["ARN"]
+            return self.secret_arns.get(secret)
 
     def _learn_tokens(self, response: dict[str, Any]) -> None:
         """A DAG task's message names its job and carries its token: SendTask* is authorized on that job's machine,
@@ -210,6 +235,9 @@ TAG_READERS: dict[tuple[str, str], TagReader] = {
     ("batch", "DescribeJobDefinitions"): lambda p, a, r: _each(
         a.get("jobDefinitions", []), "jobDefinitionArn", lambda d: dict(d.get("tags", {}))
     ),
+    ("iam", "ListRoleTags"): lambda p, a, r: {
+        f"arn:aws:iam::{ACCOUNT}:role/{p['RoleName']}": _pairs(a.get("Tags", []))
+    },
     ("eks", "DescribeCluster"): lambda p, a, r: {
         a.get("cluster", {}).get("arn") or arn("eks", r, f"cluster/{p['name']}"): dict(
             a.get("cluster", {}).get("tags", {})

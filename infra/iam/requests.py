@@ -209,6 +209,7 @@ BUILDERS: dict[tuple[str, str], Builder] = {
     ("batch", "DescribeJobQueues"): lambda p, r: _one("*"),
     ("batch", "DescribeJobDefinitions"): lambda p, r: _one("*"),
     ("eks", "DescribeCluster"): lambda p, r: _one(named("eks", "cluster", p["name"], r)),
+    ("iam", "ListRoleTags"): lambda p, r: _one(f"arn:aws:iam::{ACCOUNT}:role/{p['RoleName']}"),
 }
 
 
@@ -245,9 +246,8 @@ def iam_requests(service: str, operation: str, params: dict[str, Any], *, region
         return [
             IamRequest(action, "*", (("sdk:params", json.dumps(sorted(params))), ("sdk:error", repr(missing))), True)
         ]
-    return [IamRequest(action, resource, tuple(sorted(context.items()))) for resource, context in built] + _tagging(
-        service, operation, params, region
-    )
+    asked = [IamRequest(action, resource, tuple(sorted(context.items()))) for resource, context in built]
+    return asked + _tagging(service, operation, params, region) + _passed_roles(service, operation, params)
 
 
 def _tagging(service: str, operation: str, params: dict[str, Any], region: str) -> list[IamRequest]:
@@ -263,3 +263,22 @@ def _tagging(service: str, operation: str, params: dict[str, Any], region: str) 
         context = _request_tags(tags)
         return [IamRequest("batch:TagResource", arn("batch", region, "job/new"), tuple(sorted(context.items())))]
     return []
+
+
+def passed_role(role_arn: str, service: str) -> IamRequest:
+    return IamRequest("iam:PassRole", role_arn, (("iam:PassedToService", service),))
+
+
+def _passed_roles(service: str, operation: str, params: dict[str, Any]) -> list[IamRequest]:
+    """A call that hands a role to a service is also an iam:PassRole of it (a task definition's own roles are added
+    by the recorder, which saw the definition)."""
+    if (service, operation) in (("stepfunctions", "CreateStateMachine"), ("stepfunctions", "UpdateStateMachine")):
+        return [passed_role(params["roleArn"], "states.amazonaws.com")] if params.get("roleArn") else []
+    if (service, operation) == ("ecs", "RunTask"):
+        overrides = params.get("overrides") or {}
+        roles = [overrides.get(key) for key in ("taskRoleArn", "executionRoleArn")]
+        return [passed_role(role, ECS_TASKS) for role in roles if role]
+    return []
+
+
+ECS_TASKS = "ecs-tasks.amazonaws.com"

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from pydantic import ValidationError
 
-from infra.iam.recording import acting_as
+from infra.iam.recording import acting_as, emulating
 from jobsched.adapters.aws.dynamo import every_item
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.runs_store import RunsStore
@@ -151,7 +151,8 @@ def _viewer(caller: str | None) -> Principal:
             " in X-Jobsched-Principal.",
         )
     try:
-        return Membership.from_env().principal(caller)
+        with emulating():  # who may invoke which alias is IAM's decision in AWS, not the function's call
+            return Membership.from_env().principal(caller)
     except Unauthenticated as error:
         raise NotAllowed(401, str(error)) from None
 

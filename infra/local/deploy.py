@@ -68,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # What a synthesis of the local stage depends on: the app's code and configuration, and the CDK's version.
 SYNTH_INPUTS = ("infra", "shared", "functions", "examples", "cdk.json", "pyproject.toml")
 TEMPLATE_CACHE = "template-cache.json"
+SHARED_TEMPLATES = Path("build") / "local-templates"  # in the checkout, by the digest of their inputs
 
 
 def synthesize_cached(state_dir: Path, *, examples: bool) -> tuple[dict[str, Any], bool]:
@@ -80,16 +81,33 @@ def synthesize_cached(state_dir: Path, *, examples: bool) -> tuple[dict[str, Any
             if path.is_file() and "__pycache__" not in path.parts:
                 digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     key = digest.hexdigest()
-    cache = state_dir / TEMPLATE_CACHE
-    try:
-        cached = json.loads(cache.read_text())
-        if cached["key"] == key:
-            return cached["template"], True
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # none yet, or unreadable: synthesize
+    # The state's own copy, then the checkout's (another state, or a test's stack, synthesized the same inputs).
+    caches = (state_dir / TEMPLATE_CACHE, ROOT / SHARED_TEMPLATES / f"{key}.json")
+    for cache in caches:
+        try:
+            cached = json.loads(cache.read_text())
+            if cached["key"] == key:
+                write_atomically(caches[0], json.dumps(cached))
+                return cached["template"], True
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # none yet, or unreadable: synthesize
     template = synthesize(state_dir / "cdk.out", examples=examples)
-    write_atomically(cache, json.dumps({"key": key, "template": template}))
+    for cache in caches:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(cache, json.dumps({"key": key, "template": template}))
+    _keep_newest(ROOT / SHARED_TEMPLATES, 4)  # templates of sources long changed go
     return template, False
+
+
+def _keep_newest(folder: Path, count: int) -> None:
+    dated = []
+    for path in folder.glob("*.json"):
+        try:
+            dated.append((path.stat().st_mtime, path))
+        except OSError:
+            continue  # another process removed it
+    for _, stale in sorted(dated)[:-count]:
+        stale.unlink(missing_ok=True)
 
 
 def synthesize(outdir: Path, *, examples: bool) -> dict[str, Any]:

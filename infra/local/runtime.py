@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from infra.iam.recording import acting_as, recorded_invoke
+from infra.iam.recording import CALLER, acting_as, recorded_invoke
 from infra.local.alarms import LocalAlarms
 from infra.local.console import LocalConsole
 from infra.local.containers import team_network
@@ -46,12 +46,20 @@ from infra.local.deploy import ACCOUNT, REGION, ROOT, Deployment, deploy, synthe
 from infra.local.logs import CapturedLogs
 from infra.local.statefiles import write_atomically
 from jobsched.core.names import OWNER_TAG, Env
+from jobsched.warm import use_function_scope
 from jobsched.watch import signals
 
 log = logging.getLogger("jobsched.local")
 
 DEFAULT_ADMIN = f"arn:aws:iam::{ACCOUNT}:role/platform-admin"
 TEAM_PATTERN = f"arn:aws:iam::{ACCOUNT}:role/team-{{team}}"
+# Who may act for which team on a laptop: the platform admin, a role per team, the grants the examples need.
+LOCAL_MEMBERSHIP = {
+    "admins": [DEFAULT_ADMIN],
+    "team_patterns": [TEAM_PATTERN],
+    "event_sources": {"examples": ["com.acme.orders"]},  # examples/events/orders-ready.yaml listens to it
+    "priorities": {"payments": ["high", "normal", "low"]},  # examples/jobs/ledger-sync.yaml runs as high
+}
 LOCAL_FAILED_RECORD_RETRY = 5  # seconds before a failed record is offered again (AWS: the visibility timeout)
 LOCAL_RECEIVERS = 3  # ReceiveMessage loops per queue
 SNAPSHOT_EVERY = 1.0  # seconds: at most this much of the tables' writes is lost to a kill -9
@@ -242,24 +250,23 @@ class LocalRuntime:
                 os.environ.update(function["environment"])
         os.environ[Env.AWS_ENDPOINT] = self.endpoint
         os.environ[Env.API_URL] = self.api_url  # links in pages point at the local API
-        os.environ[Env.MEMBERSHIP] = json.dumps(
-            {
-                "admins": [DEFAULT_ADMIN],
-                "team_patterns": [TEAM_PATTERN],
-                "event_sources": {"examples": ["com.acme.orders"]},  # examples/events/orders-ready.yaml listens to it
-            }
-        )
-        os.environ.pop(Env.MEMBERSHIP_PARAMETER, None)
         import boto3
 
-        for name in self.deployment.secrets.values():  # moto's CloudFormation lacks secrets: same name here
-            boto3.client("secretsmanager", endpoint_url=self.endpoint).create_secret(
-                Name=name, SecretString=secrets.token_urlsafe(32)
-            )
-        os.environ[Env.CALLBACK_SECRET] = secrets.token_urlsafe(32)
+        # As in AWS: who may act for which team lives in the deployment's parameter, the callback-signing key in its
+        # secret (moto's CloudFormation lacks secrets: created here under the same name, its ARN the one IAM sees).
+        boto3.client("ssm", endpoint_url=self.endpoint).put_parameter(
+            Name=os.environ[Env.MEMBERSHIP_PARAMETER], Value=json.dumps(LOCAL_MEMBERSHIP), Type="String", Overwrite=True
+        )
+        os.environ.pop(Env.MEMBERSHIP, None)
+        os.environ.pop(Env.CALLBACK_SECRET, None)
+        secrets_manager = boto3.client("secretsmanager", endpoint_url=self.endpoint)
+        for logical, name in self.deployment.secrets.items():
+            created = secrets_manager.create_secret(Name=name, SecretString=secrets.token_urlsafe(32))
+            self.deployment.physical[logical] = created["ARN"]
         reset_clients()
         forget_services()  # built once per process, like a warm Lambda: build them for this stack
         wiring.use_lambda_invoker(self.invoke)
+        use_function_scope(CALLER.get)  # each function keeps its own warm services, as its own process would
         for function in self.deployment.functions.values():  # their loggers exist once they are imported
             if function["handler"].startswith("functions."):
                 self.handler(function["handler"])

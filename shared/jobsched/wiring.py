@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any
 
 from jobsched.adapters.aws.clients import client
@@ -43,6 +42,7 @@ from jobsched.pipeline.worker import Worker, heartbeat_checker
 from jobsched.ports import RunLogsPort
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard
+from jobsched.warm import forget_all, warm
 from jobsched.watch.heartbeat import HeartbeatChecker
 from jobsched.watch.observability import run_finished, run_retried, wait_ended
 from jobsched.watch.signals import emit
@@ -52,7 +52,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-@cache
+@warm
 def team_sessions(role_arn: str | None) -> TeamSessions:
     """One per process and role: sessions are cached per team inside it."""
     return TeamSessions(role_arn)
@@ -87,7 +87,7 @@ def build_intake(settings: Settings) -> EventIntake:
     runs = metered_runs(settings)
 
     def complete(*args: Any, **kwargs: Any) -> Any:  # a container's result, through the worker's rules
-        return default_worker().complete_external(*args, **kwargs)
+        return ending_worker().complete_external(*args, **kwargs)
 
     jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
     return EventIntake(
@@ -95,7 +95,7 @@ def build_intake(settings: Settings) -> EventIntake:
         runs,
         WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         guard=build_guard(settings),
-        containers=ContainerResults(runs, complete, jobs, lambda: default_worker().containers),
+        containers=ContainerResults(runs, complete, jobs, lambda: ending_worker().containers),
     )
 
 
@@ -107,7 +107,7 @@ def build_guard(settings: Settings) -> OwnershipGuard:
     )
 
 
-@cache
+@warm
 def membership() -> MembershipCache:
     """Who acts for which team, and what the platform grants each team (reloaded at most once a minute)."""
     return MembershipCache(Membership.from_env, role_tags=iam_role_tags)
@@ -117,13 +117,17 @@ def egress_policy(settings: Settings) -> AddressPolicy:
     return AddressPolicy.for_stage(settings.stage, settings.egress_allow)
 
 
-def build_targets(settings: Settings, *, lambda_invoker: LambdaInvoker | None = None) -> TargetExecutor:
+def build_targets(
+    settings: Settings, *, lambda_invoker: LambdaInvoker | None = None, starts_attempts: bool = True
+) -> TargetExecutor:
+    """``starts_attempts=False``: a function that only stops and times out work (the heartbeat) signs no tokens,
+    so it needs no signing secret."""
     return TargetExecutor(
         guard=build_guard(settings),
         sessions=team_sessions(settings.target_role_arn),
         lambda_invoker=lambda_invoker,
         http=GuardedHttp(egress_policy(settings)),
-        callbacks=run_callbacks(),
+        callbacks=run_callbacks() if starts_attempts else None,
         kubernetes_state_machine=os.environ.get(Env.KUBERNETES_STATE_MACHINE),
     )
 
@@ -236,34 +240,41 @@ def use_lambda_invoker(invoker: LambdaInvoker) -> None:
     default_heartbeat.cache_clear()
 
 
-@cache
+@warm
 def default_dispatcher() -> Dispatcher:
     return build_dispatcher(Settings.from_env())
 
 
-@cache
+@warm
 def default_heartbeat() -> HeartbeatChecker:
+    return heartbeat_checker(metered_runs(Settings.from_env()), ending_worker())
+
+
+@warm
+def ending_worker() -> Worker:
+    """The worker's rules for the functions that end, time out or answer attempts and start none (heartbeat,
+    intake, console): it signs no callback token, so it needs no signing secret."""
     settings = Settings.from_env()
-    return heartbeat_checker(metered_runs(settings), default_worker())
+    return build_worker(settings, targets=build_targets(settings, starts_attempts=False))
 
 
-@cache
+@warm
 def default_worker() -> Worker:
     settings = Settings.from_env()
     return build_worker(settings, targets=build_targets(settings, lambda_invoker=_lambda_invoker))
 
 
-@cache
+@warm
 def default_intake() -> EventIntake:
     return build_intake(Settings.from_env())
 
 
-@cache
+@warm
 def default_escalator() -> Escalator:
     return build_escalator(Settings.from_env())
 
 
-@cache
+@warm
 def default_page_sender() -> PageSender:
     return build_page_sender(Settings.from_env())
 
@@ -274,18 +285,7 @@ def reset() -> None:
     global _lambda_invoker, _run_logs
     _lambda_invoker = None
     _run_logs = None
-    for cached in (
-        membership,
-        default_dispatcher,
-        default_heartbeat,
-        default_worker,
-        default_escalator,
-        default_page_sender,
-        default_intake,
-    ):
-        cached.cache_clear()
-    console_stores.cache_clear()
-    team_sessions.cache_clear()
+    forget_all()
 
 
 def build_api_services(settings: Settings) -> ApiServices:
@@ -312,14 +312,14 @@ def rotate_callback_secret(secret_id: str, request_token: str, step: Step) -> No
     rotate(client("secretsmanager"), secret_id, request_token, step)
 
 
-@cache
+@warm
 def console_stores() -> tuple[JobsStore, RunsStore]:
     """What the console widget reads (its role may only read)."""
     settings = Settings.from_env()
     return JobsStore(settings.jobs_table, team_defaults=settings.team_limits), RunsStore(settings.runs_table)
 
 
-@cache
+@warm
 def console_controls() -> WidgetControls | None:
     """The widget's buttons: None when this stage has no actions function."""
     actions = os.environ.get(Env.CONSOLE_ACTIONS)
@@ -329,13 +329,13 @@ def console_controls() -> WidgetControls | None:
     return WidgetControls(actions, teams)
 
 
-@cache
+@warm
 def console_action_stores() -> ActionStores:
     """What the console's actions write: the API's tables and work queues, nothing else."""
     return action_stores(Settings.from_env())
 
 
-@cache
+@warm
 def console_audit_store() -> JobsStore:
     """Where console actions' audit entries get the person CloudTrail saw."""
     return JobsStore(Settings.from_env().jobs_table)
@@ -346,5 +346,6 @@ def action_stores(settings: Settings) -> ActionStores:
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=metered_runs(settings),
         queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
-        dags=build_worker(settings).dags,  # approvals answered from the console (its clients are made lazily)
+        # Approvals answered from the console (its clients are made lazily); it starts no attempt, so signs nothing.
+        dags=build_worker(settings, targets=build_targets(settings, starts_attempts=False)).dags,
     )

@@ -62,3 +62,17 @@ def test_an_unreadable_cache_is_synthesized_again(tmp_path: Path, synthesized: l
     template, reused = deploy.synthesize_cached(state, examples=True)
     assert not reused and synthesized == [True] and template["Resources"]
     assert deploy.synthesize_cached(state, examples=True) == (template, True)
+
+
+def test_another_state_reuses_the_template_the_checkout_synthesized(tmp_path: Path, synthesized: list[bool]) -> None:
+    """A second `make run` state, or each end-to-end module's stack, skips the synthesis of the same inputs."""
+    first, second = tmp_path / "one", tmp_path / "two"
+    first.mkdir()
+    second.mkdir()
+    template, reused = deploy.synthesize_cached(first, examples=True)
+    assert not reused
+    assert deploy.synthesize_cached(second, examples=True) == (template, True) and synthesized == [True]
+    assert (second / deploy.TEMPLATE_CACHE).exists()  # and the state keeps its own copy
+    (tmp_path / "checkout" / "infra" / "pkg" / "module.py").write_text("VALUE = 3\n")
+    _, reused = deploy.synthesize_cached(second, examples=True)
+    assert not reused and len(synthesized) == 2
