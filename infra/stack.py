@@ -21,7 +21,7 @@ from infra.components.kubernetes import KubernetesJobs
 from infra.components.observability import Observability
 from infra.components.queues import Queues
 from infra.components.storage import Storage
-from infra.components.walls import guard_intake, guard_runs_bus
+from infra.components.walls import guard_intake, guard_key, guard_runs_bus
 from infra.components.workflows import Workflows
 from infra.config import StageConfig
 from jobsched.core.names import OWNER_TAG, PROJECT, SHARED_TAG, Env, reserved_prefixes
@@ -67,6 +67,7 @@ class JobschedStack(Stack):
         )
         guard_intake((self.queues.intake, self.queues.system_intake), self.functions)
         guard_runs_bus(self.functions.runs_bus, self.functions)
+        guard_key(self.key, self.functions)
         self.functions.escalation.add_environment(Env.API_URL, self.api.rest_api.url)  # links in pages
         # Containers report progress and checkpoints to the API with a token for their attempt, which the worker
         # signs with the callback secret when it starts their task.

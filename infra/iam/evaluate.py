@@ -63,7 +63,7 @@ def implied(asked: Asked, policies: Policies) -> list[Asked]:
         actions = ["kms:Decrypt"] if operation in ("ReceiveMessage",) else []
         if operation in ("SendMessage", "SendMessageBatch", "Publish"):
             actions = ["kms:GenerateDataKey", "kms:Decrypt"]
-        via = {"kms:ViaService": f"{service}.{key.split(':')[3]}.amazonaws.com"}
+        via = {"kms:ViaService": f"{service}.{key.split(':')[3]}.amazonaws.com", "aws:ViaAWSService": "true"}
         context = via | ({f"kms:EncryptionContext:aws:{service}:arn": request.resource} if service == "sqs" else {})
         for action in actions:
             extra.append(
@@ -102,6 +102,9 @@ def simulation(asked: Asked, policies: Policies) -> dict[str, Any]:
         "aws:PrincipalArn": asked.role_arn,
         "aws:PrincipalAccount": asked.account,
         "aws:SecureTransport": "true",
+        # Always in a real request: a role calls, itself or through a service (the implied requests say so).
+        "aws:PrincipalIsAWSService": "false",
+        "aws:ViaAWSService": "false",
     }
     context |= {f"aws:PrincipalTag/{k}": v for k, v in asked.session_tags}
     context |= {f"aws:ResourceTag/{k}": v for k, v in asked.resource_tags}

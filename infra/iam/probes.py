@@ -112,7 +112,7 @@ def resource_kind_probes(found: Policies, physical: dict[str, str]) -> list[Aske
         ),
     ]
     alpha = ((OWNER, "alpha"),)
-    return _broad_role_probes(physical) + [
+    return _broad_role_probes(physical, set(found.encrypted_by.values())) + [
         Asked(
             target_role,
             alpha,
@@ -125,13 +125,16 @@ def resource_kind_probes(found: Policies, physical: dict[str, str]) -> list[Aske
     ]
 
 
-def _broad_role_probes(physical: dict[str, str]) -> list[Asked]:
-    """A team's own role with `sqs:*` and `events:*` on `*` in the account: it must not put an intake envelope or a
-    Run Finished event, which only the resources' own policies (a Deny) can stop."""
+def _broad_role_probes(physical: dict[str, str], keys: set[str]) -> list[Asked]:
+    """A team's own role with `sqs:*`, `events:*` and `kms:*` on `*` in the account: it must not put an intake
+    envelope or a Run Finished event, nor decrypt with the stack key itself, which only the resources' own policies
+    (a Deny) can stop."""
     broad = json.dumps(
         {
             "Version": "2012-10-17",
-            "Statement": [{"Sid": "Broad", "Effect": "Allow", "Action": ["sqs:*", "events:*"], "Resource": "*"}],
+            "Statement": [
+                {"Sid": "Broad", "Effect": "Allow", "Action": ["sqs:*", "events:*", "kms:*"], "Resource": "*"}
+            ],
         }
     )
     role = f"arn:aws:iam::{ACCOUNT}:role/team-alpha-admin"
@@ -146,4 +149,16 @@ def _broad_role_probes(physical: dict[str, str]) -> list[Asked]:
         probes.append(
             Asked(role, (), request, expect_allowed=False, why="a team's broad role forges an input", identity=broad)
         )
+    for key in sorted(keys):
+        for action in ("kms:Decrypt", "kms:GenerateDataKey"):
+            probes.append(
+                Asked(
+                    role,
+                    (),
+                    IamRequest(action, key),
+                    expect_allowed=False,
+                    why="a team's broad role uses the stack key itself",
+                    identity=broad,
+                )
+            )
     return probes

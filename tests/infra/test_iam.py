@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from infra.iam.check import Report, judge_into, write_report
-from infra.iam.evaluate import Asked
+from infra.iam.evaluate import Asked, judge
 from infra.iam.probes import ADAPTER_WALLS, resource_kind_probes
 from infra.iam.requests import IamRequest
 from infra.iam.template import Policies, physical_from_names, policies
@@ -102,9 +102,15 @@ def test_every_kind_of_resource_a_team_names_is_walled_by_iam_or_said_why_not(de
     held_by_adapters = {v.asked.request.action for v, _ in report.adapter_walls}
     assert held_by_adapters == {"s3:GetObject"}, held_by_adapters  # S3 has no bucket-tag condition for reads
     assert all(action in ADAPTER_WALLS for action in held_by_adapters)
-    # The intake queues and the runs bus refuse a team's broad role by their own policies.
+    # The intake queues, the runs bus and the stack key refuse a team's broad role by their own policies.
     forged = [v for v in report.probes_denied if v.asked.identity]
-    assert {v.asked.request.action for v in forged} == {"sqs:SendMessage", "events:PutEvents"} and len(forged) == 3
+    assert sorted(v.asked.request.action for v in forged) == [
+        "events:PutEvents",
+        "kms:Decrypt",
+        "kms:GenerateDataKey",
+        "sqs:SendMessage",
+        "sqs:SendMessage",
+    ]
 
 
 def test_the_walls_around_the_intake_and_the_runs_bus_are_what_denies_a_broad_role(dev: Template) -> None:
@@ -120,9 +126,33 @@ def test_the_walls_around_the_intake_and_the_runs_bus_are_what_denies_a_broad_ro
         if resource["Type"] == "AWS::Events::EventBusPolicy":
             props["Statement"]["Effect"] = "Allow"
             props["Statement"]["Principal"] = {"AWS": "arn:aws:iam::123456789012:role/nobody"}
+        if resource["Type"] == "AWS::KMS::Key":
+            statements = props["KeyPolicy"]["Statement"]
+            props["KeyPolicy"]["Statement"] = [s for s in statements if s.get("Sid") != "OnlyJobschedUsesTheKeyDirectly"]
     probes = resource_kind_probes(found(template), physical_from_names(template, account=ACCOUNT, region=REGION))
     report = judged(template, [p for p in probes if p.identity])
-    assert len(report.probes_allowed) == 3, json.dumps([v.result for v in report.probes_denied])
+    assert len(report.probes_allowed) == 5, json.dumps([v.result for v in report.probes_denied])
+
+
+def test_the_stack_key_serves_jobscheds_roles_and_every_service_but_no_other_direct_caller(dev: Template) -> None:
+    """The key's Deny stops a team's broad role calling KMS itself, and leaves alone what the services do for any
+    caller (their own permission decides) and what jobsched's own roles do."""
+    template = dev[0]
+    policies = found(template)
+    [key] = set(policies.encrypted_by.values())
+    broad = json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "kms:*", "Resource": "*"}]}
+    )
+    team = "arn:aws:iam::123456789012:role/team-alpha-admin"
+    via_sqs = (("aws:ViaAWSService", "true"), ("kms:ViaService", f"sqs.{REGION}.amazonaws.com"))
+    worker = role(template, "FunctionsWorkerServiceRole")
+    asked = [
+        Asked(team, (), IamRequest("kms:Decrypt", key), expect_allowed=False, identity=broad, why="direct"),
+        Asked(team, (), IamRequest("kms:Decrypt", key, via_sqs), expect_allowed=True, identity=broad, why="via SQS"),
+        Asked(worker, (), IamRequest("kms:Decrypt", key, via_sqs), expect_allowed=True, why="the worker via SQS"),
+    ]
+    verdicts = judge(asked, policies)
+    assert [v.result for v in verdicts] == ["ExplicitlyDenied", "Allowed", "Allowed"], verdicts
 
 
 @pytest.mark.parametrize("action", ["ecs:DescribeTasks", "ecs:StopTask"])
