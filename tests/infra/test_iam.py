@@ -128,7 +128,8 @@ def test_the_walls_around_the_intake_and_the_runs_bus_are_what_denies_a_broad_ro
             props["Statement"]["Principal"] = {"AWS": "arn:aws:iam::123456789012:role/nobody"}
         if resource["Type"] == "AWS::KMS::Key":
             statements = props["KeyPolicy"]["Statement"]
-            props["KeyPolicy"]["Statement"] = [s for s in statements if s.get("Sid") != "OnlyJobschedUsesTheKeyDirectly"]
+            kept = [s for s in statements if s.get("Sid") != "OnlyJobschedUsesTheKeyDirectly"]
+            props["KeyPolicy"]["Statement"] = kept
     probes = resource_kind_probes(found(template), physical_from_names(template, account=ACCOUNT, region=REGION))
     report = judged(template, [p for p in probes if p.identity])
     assert len(report.probes_allowed) == 5, json.dumps([v.result for v in report.probes_denied])
