@@ -3,10 +3,10 @@ walls between teams probed, and the grants no call used counted.
 
     python -m infra.iam.check build/iam/calls
 
-prints one line, ``iam: N calls (M distinct role/action pairs) allowed, K cross-team probes denied, U unused grants,
-X unexplained``, writes the details beside the recordings (``report.txt``), and exits 1 when anything is
-unexplained: a recorded call IAM would deny, a probe IAM would allow that is not listed as a wall only the adapters
-hold, or an SDK call the request table does not know. Grants no recorded call used are counted and listed.
+prints one line, ``iam: N calls (M distinct role/action pairs) allowed, K cross-team probes denied, U unused grants
+(why each is kept), X unexplained``, writes the details beside the recordings (``report.txt``), and exits 1 when
+anything is unexplained: a recorded call IAM would deny, a probe IAM would allow that is not listed as a wall only the
+adapters hold, or an SDK call the request table does not know. Grants no recorded call used are counted and listed.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from infra.iam.requests import IamRequest, queue_arn
 from infra.iam.template import Policies, policies
 
 KEPT_GRANTS = Path(__file__).with_name("kept-grants.json")
+MOTO_ONLY = "moto only: "  # how a kept reason says its path runs in the unrecorded moto suites (tests/aws) only
 
 
 @dataclass
@@ -48,10 +49,12 @@ class Report:
 
     def line(self) -> str:
         pairs = {(v.asked.role_arn.rsplit("/", 1)[-1], v.asked.request.action) for v in self.allowed}
+        moto_only = sum(1 for *_, reason in self.unused_kept if reason.startswith(MOTO_ONLY))
         return (
             f"iam: {len(self.allowed)} calls ({len(pairs)} distinct role/action pairs) allowed, "
             f"{len(self.probes_denied)} cross-team probes denied, {len(self.unused) + len(self.unused_kept)} unused "
-            f"grants ({len(self.unused_kept)} kept with a reason), {self.unexplained} unexplained"
+            f"grants ({len(self.unused_kept) - moto_only} used by AWS itself or bundled, {moto_only} on paths only "
+            f"the moto suites drive, {len(self.unused)} with no reason), {self.unexplained} unexplained"
         )
 
 

@@ -787,8 +787,8 @@ class LocalRuntime:
         scan the first time, then only the items written since, read back in batches of 100."""
         import boto3
 
-        if self.deployment is None:
-            return
+        if self.deployment is None or not self._key_attributes:
+            return  # a start that failed before its snapshots began: the state saved before stays as it was
         dynamodb = boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=REGION)
         with self._dirty_lock:
             dirty, self._dirty = self._dirty, {}
@@ -813,8 +813,8 @@ class LocalRuntime:
 
         from jobsched import wiring
         from jobsched.adapters.aws.dynamo import from_item
-        from jobsched.core.names import JobsKeys, RunsKeys
-        from jobsched.core.records import TASK_PREFIX, Run
+        from jobsched.core.names import JobsKeys
+        from jobsched.core.records import Run, is_run_item
         from jobsched.core.runs import TERMINAL
         from jobsched.pipeline.recovery import recover_lost_queues
 
@@ -837,7 +837,7 @@ class LocalRuntime:
             unfinished=[
                 Run.from_values(values)
                 for values in runs
-                if not values[RunsKeys.SK].startswith(TASK_PREFIX) and values["status"] not in terminal
+                if is_run_item(values) and values["status"] not in terminal
             ],
             now=wiring.utc_now(),
         )

@@ -61,7 +61,9 @@ class Target:
 
 
 def start(state_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    command = [str(Path(sys.executable).with_name("jobsched")), "local", "up", "--no-examples", "--tick", "1"]
+    # With the examples: the tables hold every kind of item they can (DAG tasks and outputs, waits, batches,
+    # containers), and a restart must read each of them back.
+    command = [str(Path(sys.executable).with_name("jobsched")), "local", "up", "--tick", "1"]
     process = subprocess.Popen(
         [*command, "--port", str(port), "--state-dir", str(state_dir), "--log-level", "WARNING"],
         stdout=subprocess.DEVNULL,
@@ -133,6 +135,23 @@ def test_kill_9_and_restart_on_the_same_state_dir_accounts_for_every_instant(
         assert call(port, "PUT", f"/teams/e2e/jobs/{job}", body)[0] == 201
     minutely = {"schedule": {"expression": "* * * * *"}, "target": {"type": "http", "url": target.url("minutely")}}
     assert call(port, "PUT", "/teams/e2e/jobs/minutely", minutely)[0] == 201
+    # A DAG that passes data: its tasks and outputs partitions are in the tables at the kill.
+    echo = {"type": "lambda", "function": "jobsched-example-echo"}
+    passing = {
+        "dag": {
+            "tasks": [
+                {"name": "make", "target": {**echo, "payload": {"rows": 3}}},
+                {"name": "use", "depends_on": ["make"], "target": {**echo, "payload": "{{ tasks.make.output }}"}},
+            ]
+        }
+    }
+    assert call(port, "PUT", "/teams/e2e/jobs/passing", passing)[0] == 201
+    dag_run = call(port, "POST", "/teams/e2e/jobs/passing/trigger", {})[1]["run_id"]
+
+    def dag_status() -> Any:
+        return call(port, "GET", f"/teams/e2e/jobs/passing/runs/{dag_run}")[1].get("status")
+
+    wait_for(lambda: dag_status() == "SUCCEEDED", 60)
     wait_for(lambda: run(port, "before", instants["before"])["status"] == "SUCCEEDED", 30)
     wait_for(lambda: run(port, "slow", instants["slow"])["status"] == "RUNNING", 30)
     wait_for(lambda: target.calls["/hook/slow"], 10)  # attempt 1 is executing: the target holds it
@@ -143,7 +162,8 @@ def test_kill_9_and_restart_on_the_same_state_dir_accounts_for_every_instant(
     runtime_group.append(start(tmp_path, port))
 
     status, listed = call(port, "GET", "/teams/e2e/jobs")
-    assert status == 200 and {j["name"] for j in listed["jobs"]} == {*instants, "minutely"}
+    assert status == 200 and {j["name"] for j in listed["jobs"]} == {*instants, "minutely", "passing"}
+    assert dag_status() == "SUCCEEDED"
     slow = wait_for(lambda: (r := run(port, "slow", instants["slow"]))["status"] == "SUCCEEDED" and r, 60)
     assert slow["attempt"] == 2  # attempt 1 died with the process: counted lost, retried
     for job in ("ahead-1", "ahead-2"):
@@ -160,3 +180,21 @@ def test_kill_9_and_restart_on_the_same_state_dir_accounts_for_every_instant(
             wait_for(lambda at=at: run(port, "minutely", at)["status"] in ("SUCCEEDED", "MISSED"), 60)
         except AssertionError as stuck:  # say where that instant stands (seen once under a full run's load)
             raise AssertionError(f"{stuck}: minutely {at:%H:%M:%S} is {run(port, 'minutely', at)}") from None
+
+
+def test_a_start_that_fails_says_why_on_the_terminal_and_keeps_the_saved_state(tmp_path: Path) -> None:
+    """A state the runtime cannot read back: `jobsched local up` exits 1 with the reason on the terminal (not only
+    in its log files), and the saved tables are left as they were."""
+    saved = '{"JOBSCHED_JOBS_TABLE": [{"not": "an item"'
+    (tmp_path / "tables.json").write_text(saved)
+    command = [str(Path(sys.executable).with_name("jobsched")), "local", "up", "--no-examples", "--tick", "1"]
+    done = subprocess.run(
+        [*command, "--port", str(free_port()), "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "the local stack did not start: JSONDecodeError" in done.stdout, done.stdout[-2000:]
+    assert (tmp_path / "tables.json").read_text() == saved

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +15,9 @@ from jobsched.cli.app import cli
 from jobsched.core.durations import parse_duration
 from jobsched.core.tz import UTC
 
-LOCAL_POINTER = Path.home() / ".jobsched-local" / "current"
+LOCAL_HOME = Path.home() / ".jobsched-local"
+LOCAL_POINTER = LOCAL_HOME / "current"  # the state of the stack started last (read after it stopped)
+RUNNING = LOCAL_HOME / "running"  # one file per running stack: {"api", "state_dir", "pid"}
 
 
 class TickInterval(click.ParamType[float]):
@@ -92,7 +95,6 @@ def local_up(
 ) -> None:
     """Start moto, deploy the app's template into it, and drive the handlers until Ctrl-C."""
     import logging
-    import os
     import signal
     import tempfile
     import threading
@@ -123,9 +125,16 @@ def local_up(
         state_dir=state_dir,
         alarm_time_scale=alarm_time_scale,
     )
-    runtime.start()
+    try:
+        runtime.start()
+    except Exception as error:  # a start-up failure says why on the terminal, whatever the log settings
+        logging.getLogger("jobsched.local").exception("start-up failed")
+        runtime.stop()
+        say(f"Error: the local stack did not start: {type(error).__name__}: {error}\n  details: {logs_line}")
+        raise SystemExit(1) from None
     LOCAL_POINTER.parent.mkdir(parents=True, exist_ok=True)
     LOCAL_POINTER.write_text(str(runtime.state_dir))
+    registered = _register(runtime.api_url, runtime.state_dir)
     example = TEAM_PATTERN.format(team="payments")
     jobs = "team 'examples': hello (every minute), flaky (fails twice, then succeeds), callback"
     say(
@@ -148,7 +157,67 @@ Ctrl-C stops everything."""
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     stopped.wait()
     say("stopping...")
+    registered.unlink(missing_ok=True)
     runtime.stop()
+
+
+def _register(api: str, state_dir: Path) -> Path:
+    """Where `jobsched local put-event` and the others find this stack while it runs."""
+    RUNNING.mkdir(parents=True, exist_ok=True)
+    entry = RUNNING / f"{os.getpid()}.json"
+    entry.write_text(json.dumps({"api": api, "state_dir": str(state_dir), "pid": os.getpid()}))
+    return entry
+
+
+def _running_stacks() -> list[dict[str, Any]]:
+    """The stacks started on this machine whose process still lives (a killed one leaves its file behind)."""
+    found = []
+    for entry in sorted(RUNNING.glob("*.json")) if RUNNING.exists() else []:
+        try:
+            stack = json.loads(entry.read_text())
+            os.kill(int(stack["pid"]), 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            entry.unlink(missing_ok=True)
+            continue
+        found.append(stack)
+    return found
+
+
+def _same_api(one: str, other: str) -> bool:
+    from urllib.parse import urlsplit
+
+    def where(url: str) -> tuple[str, int | None]:
+        parts = urlsplit(url.rstrip("/"))
+        host = parts.hostname or ""
+        return ("loopback" if host in ("localhost", "127.0.0.1", "::1") else host), parts.port
+
+    return where(one) == where(other)
+
+
+def _state_dir_of_stack(state_dir: Path | None) -> Path | None:
+    """The state of the stack a command means: --state-dir; else the one serving JOBSCHED_API; else the only one
+    running; refused when several run and nothing says which; the last one started when none runs."""
+    if state_dir is not None:
+        return state_dir
+    running = _running_stacks()
+    api = os.environ.get("JOBSCHED_API")
+    if api:
+        matching = [stack for stack in running if _same_api(stack["api"], api)]
+        if matching:
+            return Path(matching[0]["state_dir"])
+        listed = ", ".join(stack["api"] for stack in running) or "none"
+        raise click.ClickException(
+            f"JOBSCHED_API={api} is no local stack running here (running: {listed}); pass --state-dir or set "
+            "JOBSCHED_API to one of them"
+        )
+    if len(running) > 1:
+        listed = "\n  ".join(f"{stack['api']}  (--state-dir {stack['state_dir']})" for stack in running)
+        raise click.ClickException(
+            f"{len(running)} local stacks are running; say which with JOBSCHED_API or --state-dir:\n  {listed}"
+        )
+    if running:
+        return Path(running[0]["state_dir"])
+    return Path(LOCAL_POINTER.read_text()) if LOCAL_POINTER.exists() else None
 
 
 def _state_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -159,12 +228,13 @@ def _state_options(command: Callable[..., None]) -> Callable[..., None]:
     return click.option(
         "--state-dir",
         type=click.Path(file_okay=False, path_type=Path),
-        help="The runtime's state directory (default: the one running or last run).",
+        help="The runtime's state directory (default: the stack JOBSCHED_API names, else the one running, else the"
+        " last run).",
     )(command)
 
 
 def _state_file(state_dir: Path | None, name: str) -> Path | None:
-    folder = state_dir or (Path(LOCAL_POINTER.read_text()) if LOCAL_POINTER.exists() else None)
+    folder = _state_dir_of_stack(state_dir)
     path = folder / name if folder else None
     return path if path and path.exists() else None
 
@@ -225,7 +295,11 @@ def _local_aws(state_dir: Path | None, service: str) -> Any:
 @click.option("--detail-type", required=True, help="The event's detail-type, e.g. OrderBatchReady.")
 @click.option("--detail", default="{}", show_default=True, help="The event's detail: a JSON object.")
 @click.option("--bus", default="default", show_default=True, help="The event bus.")
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), help="The runtime's state directory.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The runtime's state directory (default: the stack JOBSCHED_API names, else the one running).",
+)
 def local_put_event(source: str, detail_type: str, detail: str, bus: str, state_dir: Path | None) -> None:
     """Put an event on the local stack's bus, as a service would with PutEvents: matching jobs start."""
     try:
@@ -247,7 +321,11 @@ def local_put_event(source: str, detail_type: str, detail: str, bus: str, state_
 @click.argument("key")
 @click.option("--body", default="", help="The object's content (text).")
 @click.option("--file", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Or a file's.")
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), help="The runtime's state directory.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The runtime's state directory (default: the stack JOBSCHED_API names, else the one running).",
+)
 def local_put_object(bucket: str, key: str, body: str, source: Path | None, state_dir: Path | None) -> None:
     """Write an object into a local bucket: S3 sends Object Created to EventBridge, and S3-triggered jobs start."""
     content = source.read_bytes() if source is not None else body.encode()

@@ -47,6 +47,11 @@ def output_partition(job: str, run_id: str) -> str:
     return f"{job}#{run_id}#outputs"
 
 
+def is_run_item(values: dict[str, Any]) -> bool:
+    """A run's own item: under its job's key. A DAG run's tasks and outputs live under ``{job}#{run_id}...``."""
+    return "#" not in str(values.get(RunsKeys.PK, "#"))
+
+
 @dataclass(frozen=True)
 class TaskOutput:
     """What a task returned (JSON text, at most core.references.MAX_TASK_OUTPUT bytes), for its downstream."""
