@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from jobsched.cli import app as cli_app
 from jobsched.cli import cli
+from jobsched.cli import apply as cli_apply
 from jobsched.cli import remote as cli_module
 from jobsched.client import HttpResult, ServiceError
 from tests.aws.api_client import ApiClient, InProcess, team_role
@@ -24,6 +25,7 @@ def run_cli(stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> Iter
     api = ApiClient(stack)
     monkeypatch.setattr(cli_module, "make_transport", lambda url: InProcess(api, team_role("payments")))
     monkeypatch.setattr(cli_app, "clock", clock)
+    assert cli_apply.remote is cli_module.remote  # apply reaches the API through the same transport
     monkeypatch.setattr(cli_module, "backfill_poll_seconds", 0.0)
 
     def invoke(*args: str, input: str | None = None) -> tuple[int, str]:
@@ -90,6 +92,43 @@ def test_apply_prune_deletes_what_no_file_defines(run_cli: Any, tmp_path: Path) 
     code, output = run_cli("get", "jobs", "--team", "payments", "-o", "json")
     assert code == 0, output
     assert [job["name"] for job in json.loads(output)] == ["alpha", "beta"]
+
+
+def test_a_folder_is_applied_upstreams_first_and_a_refused_file_stops_nothing_else(
+    run_cli: Any, tmp_path: Path
+) -> None:
+    """Alphabetically the report comes before the extract it runs after; a file the API refuses (a reserved name)
+    is reported with its reason and file, the others are applied, and the exit code says something was refused."""
+    after = {"triggers": [{"after": {"job": "payments/z-extract"}}], "schedule": None}
+    write_job(tmp_path, "a-report", **after)
+    write_job(tmp_path, "m-bad", target={"type": "lambda", "function": "jobsched-test-Worker"})
+    write_job(tmp_path, "z-extract")
+    code, output = run_cli("apply", "-f", str(tmp_path))
+    lines = output.splitlines()
+    assert code == 1, output
+    assert lines[0] == "payments/m-bad: refused: " + lines[0].split(": refused: ", 1)[1]
+    assert lines[0].endswith(f"({tmp_path / 'm-bad.yaml'})"), lines[0]
+    assert lines[1:] == ["payments/z-extract: created", "payments/a-report: created"], output
+    code, output = run_cli("get", "jobs", "--team", "payments", "-o", "json")
+    assert sorted(job["name"] for job in json.loads(output)) == ["a-report", "z-extract"]
+
+
+def test_prune_deletes_a_downstream_before_the_job_it_runs_after(run_cli: Any, tmp_path: Path) -> None:
+    write_job(tmp_path, "keep")
+    write_job(tmp_path, "b-upstream")
+    write_job(tmp_path, "a-downstream", triggers=[{"after": {"job": "payments/b-upstream"}}], schedule=None)
+    assert run_cli("apply", "-f", str(tmp_path))[0] == 0
+    (tmp_path / "a-downstream.yaml").unlink()
+    (tmp_path / "b-upstream.yaml").unlink()
+    code, output = run_cli("apply", "-f", str(tmp_path), "--prune", "--dry-run")
+    assert code == 0 and output.splitlines()[1:] == [
+        "payments/a-downstream: deleted (dry run)",
+        "payments/b-upstream: deleted (dry run)",
+    ], output
+    code, output = run_cli("apply", "-f", str(tmp_path), "--prune", "--yes")
+    assert code == 0 and "payments/b-upstream: deleted" in output, output
+    code, output = run_cli("get", "jobs", "--team", "payments", "-o", "json")
+    assert [job["name"] for job in json.loads(output)] == ["keep"]
 
 
 def test_apply_with_invalid_files_exits_1_before_calling_the_api(run_cli: Any, tmp_path: Path) -> None:

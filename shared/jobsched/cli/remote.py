@@ -5,20 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import click
 
-from jobsched.cli import app
 from jobsched.cli.app import cli
-from jobsched.cli.offline import utc_text
 from jobsched.core.events import trigger_summary
 from jobsched.core.names import CALLBACK_TOKEN_HEADER, Env, RunEnv
-from jobsched.core.spec import JobSpec
-from jobsched.registry.jobfile import validate_files
-from jobsched.schedule.fires import preview_schedule
 
 
 def make_transport(api_url: str) -> Any:
@@ -121,108 +114,6 @@ TASK_COLUMNS = [
     ("ERROR", "error"),
 ]
 CHECK_COLUMNS = [("CHECK", "name"), ("SEVERITY", "severity"), ("PASSED", "passed"), ("WHY", "message")]
-
-
-@cli.command()
-@click.option(
-    "-f",
-    "--file",
-    "paths",
-    multiple=True,
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Job file or directory (repeatable).",
-)
-@click.option("--team", help="Only the jobs of this team.")
-@click.option("--prune", is_flag=True, help="Delete the team's jobs that no file defines any more.")
-@click.option("--dry-run", is_flag=True, help="Show what would change, with fire times over the next 7 days.")
-@click.option("--yes", is_flag=True, help="Do not ask before pruning.")
-@remote
-def apply(
-    paths: tuple[Path, ...], team: str | None, prune: bool, dry_run: bool, yes: bool, client: Any, output: str
-) -> None:
-    """Create or update jobs from files: created / changed / unchanged per job."""
-    results = validate_files(paths)
-    failed = [(r.path, e) for r in results for e in r.errors]
-    for path, error in failed:
-        click.echo(f"{path}: {error}", err=True)
-    if failed:
-        sys.exit(1)
-    specs = [r.job for r in results if r.job is not None and (team is None or r.job.team == team)]
-    report = [_apply_one(client, spec, dry_run, app.clock()) for spec in specs]
-    if prune:
-        report += _prune(client, {spec.key for spec in specs}, {spec.team for spec in specs}, team, dry_run, yes)
-    suffix = " (dry run)" if dry_run else ""
-    if output == "table":
-        for entry in report:
-            click.echo(f"{entry['job']}: {entry['action']}{suffix}")
-    else:
-        emit(report, output)
-
-
-def _apply_one(client: Any, spec: JobSpec, dry_run: bool, now: datetime) -> dict[str, Any]:
-    """PUT one job if it differs from what is deployed (If-Match: the version read); print the diff on a dry run."""
-    current = client.call("GET", f"/teams/{spec.team}/jobs/{spec.name}", allow=(404,))
-    new = spec.model_dump(mode="json", exclude_none=True)
-    old = _normalized(current.body["spec"]) if current.status == 200 else None
-    action = "created" if old is None else ("unchanged" if old == new else "changed")
-    if dry_run and action != "unchanged":
-        _print_change(spec.key, old, new, now)
-    if not dry_run and action != "unchanged":
-        headers = {"If-Match": str(current.body["version"])} if current.status == 200 else {}
-        client.call("PUT", f"/teams/{spec.team}/jobs/{spec.name}", new, headers=headers)
-    return {"job": spec.key, "action": action}
-
-
-def _prune(
-    client: Any, keep: set[str], teams: set[str], team: str | None, dry_run: bool, yes: bool
-) -> list[dict[str, Any]]:
-    """Delete the teams' deployed jobs that no file defines (asking first unless --yes)."""
-    deleted = []
-    for owner in sorted(teams | ({team} if team else set())):
-        for job in client.paged(f"/teams/{owner}/jobs", "jobs"):
-            key = f"{job['team']}/{job['name']}"
-            if key in keep:
-                continue
-            if not dry_run and not yes and not click.confirm(f"delete {key}?", default=False):
-                continue
-            if not dry_run:
-                client.call("DELETE", f"/teams/{owner}/jobs/{job['name']}")
-            deleted.append({"job": key, "action": "deleted"})
-    return deleted
-
-
-def _normalized(spec: dict[str, Any]) -> dict[str, Any]:
-
-    return JobSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
-
-
-def _print_change(key: str, old: dict[str, Any] | None, new: dict[str, Any], now: datetime) -> None:
-    import difflib
-    from datetime import timedelta
-
-    import yaml
-
-    before = yaml.safe_dump(old, sort_keys=True).splitlines() if old else []
-    after = yaml.safe_dump(new, sort_keys=True).splitlines()
-    for line in difflib.unified_diff(before, after, f"{key} (deployed)", f"{key} (file)", lineterm=""):
-        click.echo(line)
-
-    def fires(spec: dict[str, Any] | None) -> set[str]:
-        if spec is None:
-            return set()
-        compiled = preview_schedule(JobSpec.model_validate(spec), registered_at=now)
-        if compiled is None:
-            return set()
-        return {utc_text(o.at) for o in compiled.fires(now, until=now + timedelta(days=7))}
-
-    old_fires, new_fires = fires(old), fires(new)
-    added, removed = sorted(new_fires - old_fires), sorted(old_fires - new_fires)
-    click.echo(f"fire times over the next 7 days: +{len(added)} -{len(removed)}")
-    for instant in added[:10]:
-        click.echo(f"  + {instant}")
-    for instant in removed[:10]:
-        click.echo(f"  - {instant}")
 
 
 @cli.group()
