@@ -835,9 +835,7 @@ class LocalRuntime:
             wiring.default_worker(),
             job_keys=[values[JobsKeys.PK] for values in jobs if values[JobsKeys.SK] == JobsKeys.STATE],
             unfinished=[
-                Run.from_values(values)
-                for values in runs
-                if is_run_item(values) and values["status"] not in terminal
+                Run.from_values(values) for values in runs if is_run_item(values) and values["status"] not in terminal
             ],
             now=wiring.utc_now(),
         )

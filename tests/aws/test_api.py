@@ -169,6 +169,22 @@ class TestRunsAndTriggers:
         assert run.body["status"] == "SUCCEEDED" and run.body["trigger"] == "manual"
         assert [e["payload"] for _, e in stack.lambdas.calls] == [{"a": 1}]
 
+    def test_a_payload_no_target_would_pass_on_is_refused_never_dropped(self, api: ApiClient, stack: Stack) -> None:
+        """A DAG whose tasks read no {{ run.payload }}, and a target that takes no payload: 422 on the field, and
+        no run; a DAG that reads it takes it."""
+        echo = {"type": "lambda", "function": "echo"}
+        put(api, name="flow", body={"dag": {"tasks": [{"name": "a", "target": echo}]}})
+        put(api, name="external", body={"target": {"type": "callback"}})
+        reads = {"name": "a", "target": {**echo, "payload": {"day": "{{ run.payload.day }}"}}}
+        put(api, name="reads", body={"dag": {"tasks": [reads]}})
+        for job in ("flow", "external"):
+            refused = api.call("POST", f"/teams/payments/jobs/{job}/trigger", {"payload": {"day": "2027-01-03"}})
+            assert_error(refused, 422, "payload_not_taken", "payload")
+            assert api.call("GET", f"/teams/payments/jobs/{job}/runs").body["runs"] == []
+        assert api.call("POST", "/teams/payments/jobs/flow/trigger", {}).status == 202  # no payload: fine
+        taken = api.call("POST", "/teams/payments/jobs/reads/trigger", {"payload": {"day": "2027-01-03"}})
+        assert taken.status == 202, taken.body
+
     def test_runs_newest_first_with_status_filter_and_pagination(
         self, api: ApiClient, stack: Stack, clock: Clock
     ) -> None:

@@ -13,7 +13,6 @@ from click.testing import CliRunner
 
 from jobsched.cli import app as cli_app
 from jobsched.cli import cli
-from jobsched.cli import apply as cli_apply
 from jobsched.cli import remote as cli_module
 from jobsched.client import HttpResult, ServiceError
 from tests.aws.api_client import ApiClient, InProcess, team_role
@@ -25,7 +24,6 @@ def run_cli(stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> Iter
     api = ApiClient(stack)
     monkeypatch.setattr(cli_module, "make_transport", lambda url: InProcess(api, team_role("payments")))
     monkeypatch.setattr(cli_app, "clock", clock)
-    assert cli_apply.remote is cli_module.remote  # apply reaches the API through the same transport
     monkeypatch.setattr(cli_module, "backfill_poll_seconds", 0.0)
 
     def invoke(*args: str, input: str | None = None) -> tuple[int, str]:
@@ -99,8 +97,7 @@ def test_a_folder_is_applied_upstreams_first_and_a_refused_file_stops_nothing_el
 ) -> None:
     """Alphabetically the report comes before the extract it runs after; a file the API refuses (a reserved name)
     is reported with its reason and file, the others are applied, and the exit code says something was refused."""
-    after = {"triggers": [{"after": {"job": "payments/z-extract"}}], "schedule": None}
-    write_job(tmp_path, "a-report", **after)
+    write_job(tmp_path, "a-report", triggers=[{"after": {"job": "payments/z-extract"}}], schedule=None)
     write_job(tmp_path, "m-bad", target={"type": "lambda", "function": "jobsched-test-Worker"})
     write_job(tmp_path, "z-extract")
     code, output = run_cli("apply", "-f", str(tmp_path))

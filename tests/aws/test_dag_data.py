@@ -143,3 +143,43 @@ def test_an_unreadable_upstream_output_fails_the_reading_task_not_the_worker(
     assert tasks["load"].status is TaskStatus.FAILED and tasks["load"].attempt == 1
     assert tasks["load"].error == "an upstream output cannot be read: NaN is not JSON"
     assert run_of(dag_stack).status is RunStatus.FAILED
+
+
+def test_a_trigger_payload_reaches_the_tasks_that_read_it_and_a_scheduled_run_says_it_has_none(
+    dag_stack: Stack, clock: Clock, lambdas: FakeLambdas
+) -> None:
+    """Airflow's `conf`: `jobsched trigger --payload '{"day": ...}'` reaches a DAG's task through
+    {{ run.payload.day }} (#46: it was accepted and dropped)."""
+    from jobsched.pipeline.triggers import trigger_run
+
+    lambdas.functions["report"] = lambda event: {"ok": True}
+    report = {
+        "name": "report",
+        "target": {"type": "lambda", "function": "report", "payload": {"day": "{{ run.payload.day }}", "all": "x"}},
+    }
+    spec = dag_stack.register(dag_job(report))
+    run = trigger_run(
+        dag_stack.jobs,
+        dag_stack.runs,
+        dag_stack.queues,
+        spec.key,
+        now=clock(),
+        principal="test",
+        payload={"day": "2027-01-03"},
+    )
+    dag_stack.pump()
+
+    def ended() -> bool:
+        found = dag_stack.runs.get(spec.key, run.run_id)
+        return found is not None and found.status in (RunStatus.SUCCEEDED, RunStatus.FAILED)
+
+    drive(dag_stack, ended)
+    assert payloads(lambdas, "report") == [{"day": "2027-01-03", "all": "x"}]
+    # The scheduled run has no payload: the task fails naming the reference, not retried.
+    clock.set("2027-01-04T08:59:30Z")
+    dag_stack.tick()
+    clock.set("2027-01-04T09:00:00Z")
+    dag_stack.pump()
+    drive(dag_stack, finished(dag_stack))
+    failed = tasks_of(dag_stack)["report"]
+    assert failed.status is TaskStatus.FAILED and "started with no payload" in (failed.error or ""), failed

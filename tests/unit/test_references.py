@@ -162,3 +162,17 @@ def test_a_job_stored_before_references_existed_still_reads_back_with_its_text()
     assert spec.dag_outputs() == {"nope"}  # the parsable one; the malformed one reads nothing
     with pytest.raises(MissingValue):
         render(spec.dag.tasks[1].target.payload, {})  # type: ignore[union-attr]
+
+
+def test_run_payload_references_read_the_trigger_payload_and_name_no_task() -> None:
+    from jobsched.core.references import RUN_PAYLOAD, reads_run_payload, referenced_tasks, render
+
+    payload = {"day": "{{ run.payload.day }}", "note": "for {{ run.payload.who }}", "rows": "{{ tasks.a.output }}"}
+    assert reads_run_payload(payload) and referenced_tasks(payload) == {"a"}
+    rendered = render(payload, {"a": 3, RUN_PAYLOAD: {"day": "2027-01-03", "who": "ops"}})
+    assert rendered == {"day": "2027-01-03", "note": "for ops", "rows": 3}
+    with pytest.raises(MissingValue, match="started with no payload"):
+        render({"d": "{{ run.payload.day }}"}, {RUN_PAYLOAD: None})
+    with pytest.raises(MissingValue, match=r"run\.payload\.day is missing from the run's payload"):
+        render({"d": "{{ run.payload.day }}"}, {RUN_PAYLOAD: {"other": 1}})
+    assert not reads_run_payload({"x": "{{ runs.payload }}"})

@@ -2,8 +2,8 @@
 
 A string of a payload that is one reference becomes the referenced value itself (a list stays a list); a
 reference inside a longer string is replaced by the value's text (a string as is, anything else as JSON).
-Only ``{{ tasks.`` and, in a map task's payload, ``{{ item`` open a reference: other braces in a payload are
-the team's own and are left alone.
+Only ``{{ tasks.``, ``{{ run.payload`` (what a manual trigger passed, Airflow's ``conf``) and, in a map task's
+payload, ``{{ item`` open a reference: other braces in a payload are the team's own and are left alone.
 
 A reference names an upstream task (one the task depends on, directly or through others) whose target
 returns output (``lambda``, ``http``, ``callback``), then a path into that output: ``.name``, ``["a name"]``,
@@ -27,9 +27,10 @@ from jobsched.core.checks import MISSING, CheckDefinitionError, PathStep, descri
 
 MAX_REFERENCES = 20  # per task payload
 MAX_TASK_OUTPUT = 32 * 1024  # bytes of one task's output its downstream tasks may read
-REFERENCE = re.compile(r"\{\{\s*(?P<text>(?:tasks\.|item\b)[^{}]{0,300}?)\s*\}\}")
+REFERENCE = re.compile(r"\{\{\s*(?P<text>(?:tasks\.|item\b|run\.payload\b)[^{}]{0,300}?)\s*\}\}")
 ROOT = re.compile(r"^tasks\.(?P<task>[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)\.output(?P<path>.*)$")
 ITEM = ""  # the task a reference names when it reads a map task's item (``{{ item.path }}``), not an output
+RUN_PAYLOAD = "#run"  # ... when it reads the run's trigger payload (``{{ run.payload.path }}``): no task's name
 
 
 class BadReference(ValueError):
@@ -49,6 +50,8 @@ class Reference:
     def describe(self) -> str:
         if self.task == ITEM:
             return "item" + describe_path(self.path).removeprefix("output")
+        if self.task == RUN_PAYLOAD:
+            return "run.payload" + describe_path(self.path).removeprefix("output")
         return f"tasks.{self.task}.{describe_path(self.path)}"
 
 
@@ -60,6 +63,14 @@ def parse_reference(text: str) -> Reference:
         except CheckDefinitionError:
             raise BadReference(
                 f"'{{{{ {text} }}}}': after item come .name, [\"name\"] or [index] steps (e.g. {{{{ item.key }}}})"
+            ) from None
+    if text == "run.payload" or text.startswith(("run.payload.", "run.payload[")):
+        try:
+            return Reference(text, RUN_PAYLOAD, parse_steps(text.removeprefix("run.payload"), text))
+        except CheckDefinitionError:
+            raise BadReference(
+                f"'{{{{ {text} }}}}': after run.payload come .name, [\"name\"] or [index] steps "
+                "(e.g. {{ run.payload.day }})"
             ) from None
     found = ROOT.match(text)
     if found is None:
@@ -125,7 +136,13 @@ def referenced_tasks(payload: Any) -> set[str]:
     """The upstream tasks a payload reads (a reference that cannot be parsed, possible only in a job stored before
     references existed, reads nothing: rendering it fails its task)."""
     found, _ = scan(payload)
-    return {reference.task for _, reference in found if reference.task != ITEM}
+    return {reference.task for _, reference in found if reference.task not in (ITEM, RUN_PAYLOAD)}
+
+
+def reads_run_payload(payload: Any) -> bool:
+    """Whether a payload reads the run's trigger payload (``{{ run.payload... }}``)."""
+    found, _ = scan(payload)
+    return any(reference.task == RUN_PAYLOAD for _, reference in found)
 
 
 def parse_output(text: str | None) -> Any:
@@ -143,8 +160,8 @@ def parse_output(text: str | None) -> Any:
 
 
 def render(payload: Any, outputs: Mapping[str, Any]) -> Any:
-    """The payload with every reference replaced from ``outputs`` (task -> parsed output, and ITEM -> a map
-    task's item); MissingValue names the first reference whose value is not there."""
+    """The payload with every reference replaced from ``outputs`` (task -> parsed output, ITEM -> a map task's
+    item, RUN_PAYLOAD -> the run's trigger payload); MissingValue names the first reference whose value is not there."""
     if isinstance(payload, str):
         return _render_text(payload, outputs)
     if isinstance(payload, Mapping):
@@ -169,10 +186,12 @@ def _render_text(text: str, outputs: Mapping[str, Any]) -> Any:
 def _value(reference: Reference, outputs: Mapping[str, Any]) -> Any:
     if reference.task == ITEM and ITEM not in outputs:
         raise MissingValue(f"{reference.describe()}: only a map task's items have an item")
+    if reference.task == RUN_PAYLOAD and outputs.get(RUN_PAYLOAD) is None:
+        raise MissingValue(f"{reference.describe()}: this run was started with no payload (trigger it with one)")
     if reference.task not in outputs:
         raise MissingValue(f"{reference.describe()}: task {reference.task} has no output")
     value = value_at(outputs[reference.task], reference.path)
     if value is MISSING:
-        source = "the item" if reference.task == ITEM else f"{reference.task}'s output"
+        source = {ITEM: "the item", RUN_PAYLOAD: "the run's payload"}.get(reference.task, f"{reference.task}'s output")
         raise MissingValue(f"{reference.describe()} is missing from {source}")
     return value

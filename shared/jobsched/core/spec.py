@@ -41,6 +41,7 @@ from jobsched.core.expressions import CronExpression, ExpressionError, parse_exp
 from jobsched.core.item_lists import MAX_DISTRIBUTED_ITEMS, ItemFormat
 from jobsched.core.references import ITEM as ITEM_REFERENCE
 from jobsched.core.references import REFERENCE as REFERENCE_WHOLE
+from jobsched.core.references import RUN_PAYLOAD as RUN_PAYLOAD_REFERENCE
 from jobsched.core.references import has_reference, referenced_tasks
 from jobsched.core.references import scan as scan_references
 from jobsched.core.templates import BUCKET, TemplateError, is_bucket_name, split_s3_uri
@@ -1442,6 +1443,8 @@ def _place_problems(
     upstream = ancestors(task.name) if found else set()
     for where, reference in found:
         at = f"{where}: " if where else ""
+        if reference.task == RUN_PAYLOAD_REFERENCE:
+            continue  # any task may read what the run was triggered with
         if reference.task == ITEM_REFERENCE:
             if task.map is None or location[-1] == "over":
                 message = f"{at}{{{{ item }}}} is the item of a map task's payload; '{task.name}' has no map"

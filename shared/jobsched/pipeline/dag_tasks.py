@@ -33,6 +33,7 @@ from jobsched.core.records import ParkedTask, Run, RunContext, StaleAttempt, Sto
 from jobsched.core.references import (
     ITEM,
     MAX_TASK_OUTPUT,
+    RUN_PAYLOAD,
     BadReference,
     MissingValue,
     has_reference,
@@ -253,6 +254,7 @@ class DagRuns:
             return Unresolved(f"an upstream output cannot be read: {unreadable}")
         if item is not NO_ITEM:
             outputs[ITEM] = item
+        outputs[RUN_PAYLOAD] = run.payload  # what a manual trigger passed ({{ run.payload... }})
         try:
             rendered = render_references(value, outputs)
         except (MissingValue, BadReference) as missing:  # a job stored before #32 may hold any {{ ... }} text

@@ -21,6 +21,7 @@ from pydantic import JsonValue
 
 from jobsched.core.names import JobsKeys
 from jobsched.core.records import JobNotFound, Run, StaleAttempt, StoredJob
+from jobsched.core.references import reads_run_payload
 from jobsched.core.runs import (
     TERMINAL,
     RunMessage,
@@ -29,12 +30,28 @@ from jobsched.core.runs import (
     manual_run_id,
     parse_instant,
 )
+from jobsched.core.spec import JobSpec
 from jobsched.pipeline.reruns import NEVER_RAN, reopen_and_send
 from jobsched.ports import JobsPort, RunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.schedule.fires import schedule_of
 
 MAX_BACKFILL_INSTANTS = 10_000
 MAX_IN_FLIGHT = 100
+
+
+def payload_not_taken(spec: JobSpec) -> str | None:
+    """Why a trigger's payload would reach nothing (then it is refused, never dropped): a DAG's tasks read it only
+    through ``{{ run.payload... }}``; a target with no payload (containers, callbacks, approvals) cannot take one."""
+    if spec.dag is not None:
+        if any(reads_run_payload(getattr(task.target, "payload", None)) for task in spec.dag.tasks):
+            return None
+        return (
+            "no task of this DAG reads the run's payload: reference it in a task's payload, e.g. "
+            '{"day": "{{ run.payload.day }}"}'
+        )
+    if spec.target is not None and not hasattr(spec.target, "payload"):
+        return f"a {spec.target.type} target takes no payload"
+    return None
 
 
 class BackfillTooLarge(ValueError):

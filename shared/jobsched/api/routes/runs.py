@@ -13,10 +13,18 @@ from jobsched.api.errors import ApiError
 from jobsched.api.models import RerunRequest, RunPage, RunView, TriggerRequest
 from jobsched.api.tokens import token_expiry
 from jobsched.api.views import run_view, task_views
+from jobsched.core.records import StoredJob
 from jobsched.core.runs import RunStatus, job_key
 from jobsched.core.spec import CallbackTarget
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
-from jobsched.pipeline.triggers import trigger_run
+from jobsched.pipeline.triggers import payload_not_taken, trigger_run
+
+
+def _payload_taken(stored: StoredJob, body: TriggerRequest | None) -> None:
+    """A payload the job would not pass on is refused (422), never dropped."""
+    refusal = payload_not_taken(stored.spec) if body is not None and body.payload is not None else None
+    if refusal is not None:
+        raise ApiError(422, "payload_not_taken", refusal, "payload")
 
 
 def router(access: Access) -> APIGatewayRouter:
@@ -133,7 +141,7 @@ def router(access: Access) -> APIGatewayRouter:
         idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
     ) -> Response[RunView]:
         caller = member(team)
-        existing(team, name)
+        _payload_taken(existing(team, name), body)
         s = services()
         run = trigger_run(
             s.jobs,
