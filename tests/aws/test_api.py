@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -258,6 +259,16 @@ class TestCallbacks:
         again = api.callback("complete", token, {"status": "failed", "error": "late"})
         assert_error(again, 409, "attempt_superseded")
         assert stack.live_slot_holders("payments/cb", "STATE") == {}
+
+    def test_complete_takes_the_status_in_either_case_and_json_output(
+        self, api: ApiClient, stack: Stack, clock: Clock
+    ) -> None:
+        """Runs are upper case everywhere and checks read output as JSON: both forms are taken (#46)."""
+        token = self.running_callback(api, stack, clock)["callback_token"]
+        done = api.callback("complete", token, {"status": "SUCCEEDED", "output": {"rows": 42, "tables": ["a"]}})
+        assert done.status == 200 and done.body["status"] == "SUCCEEDED", done.body
+        assert json.loads(done.body["output"]) == {"rows": 42, "tables": ["a"]}
+        assert_error(api.callback("complete", token, {"status": "DONE"}), 422, "invalid_request", "status")
 
     def test_a_superseded_attempts_token_changes_nothing(self, api: ApiClient, stack: Stack, clock: Clock) -> None:
         first = self.running_callback(api, stack, clock, retries=3)["callback_token"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema, field_validator
 from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
@@ -99,10 +99,36 @@ class DecisionRequest(_Request):
     comment: str = Field(default="", max_length=1000, description="why: kept with the decision and in the history")
 
 
+MAX_RESULT_TEXT = 10_000
+
+
 class CompleteRequest(_Request):
-    status: Literal["succeeded", "failed"]
-    output: str | None = Field(default=None, max_length=10_000)
-    error: str | None = Field(default=None, max_length=10_000)
+    """What an external worker reports. Runs' statuses are upper case everywhere, so either case is taken; the output
+    may be text or JSON (checks read it as JSON either way)."""
+
+    status: Annotated[
+        Literal["succeeded", "failed"],
+        # A pattern, not an enum: generated clients make one enum member per value, and these differ only in case.
+        WithJsonSchema({"type": "string", "pattern": "^(succeeded|failed|SUCCEEDED|FAILED)$"}),
+    ]
+    output: Annotated[
+        str | None,
+        WithJsonSchema({"description": f"text, or any JSON value (kept as its text, at most {MAX_RESULT_TEXT})"}),
+    ] = Field(default=None, max_length=MAX_RESULT_TEXT)
+    error: str | None = Field(default=None, max_length=MAX_RESULT_TEXT)
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _either_case(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @field_validator("output", mode="before")
+    @classmethod
+    def _json_as_text(cls, value: Any) -> Any:
+        """A JSON value is kept as its compact text, within the same bound as text."""
+        if value is None or isinstance(value, str):
+            return value
+        return json.dumps(value, separators=(",", ":"))
 
 
 class HeartbeatRequest(_Request):
