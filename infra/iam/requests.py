@@ -265,6 +265,9 @@ def _tagging(service: str, operation: str, params: dict[str, Any], region: str) 
     return []
 
 
+ECS_TASKS = "ecs-tasks.amazonaws.com"
+
+
 def passed_role(role_arn: str, service: str) -> IamRequest:
     return IamRequest("iam:PassRole", role_arn, (("iam:PassedToService", service),))
 
@@ -279,6 +282,3 @@ def _passed_roles(service: str, operation: str, params: dict[str, Any]) -> list[
         roles = [overrides.get(key) for key in ("taskRoleArn", "executionRoleArn")]
         return [passed_role(role, ECS_TASKS) for role in roles if role]
     return []
-
-
-ECS_TASKS = "ecs-tasks.amazonaws.com"

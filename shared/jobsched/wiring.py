@@ -120,8 +120,8 @@ def egress_policy(settings: Settings) -> AddressPolicy:
 def build_targets(
     settings: Settings, *, lambda_invoker: LambdaInvoker | None = None, starts_attempts: bool = True
 ) -> TargetExecutor:
-    """``starts_attempts=False``: a function that only stops and times out work (the heartbeat) signs no tokens,
-    so it needs no signing secret."""
+    """``starts_attempts=False``: a function that only ends, times out or answers work (``ending_worker``) signs no
+    tokens, so it needs no signing secret."""
     return TargetExecutor(
         guard=build_guard(settings),
         sessions=team_sessions(settings.target_role_arn),
@@ -254,7 +254,10 @@ def default_heartbeat() -> HeartbeatChecker:
 def ending_worker() -> Worker:
     """The worker's rules for the functions that end, time out or answer attempts and start none (heartbeat,
     intake, console): it signs no callback token, so it needs no signing secret."""
-    settings = Settings.from_env()
+    return build_ending_worker(Settings.from_env())
+
+
+def build_ending_worker(settings: Settings) -> Worker:
     return build_worker(settings, targets=build_targets(settings, starts_attempts=False))
 
 
@@ -346,6 +349,5 @@ def action_stores(settings: Settings) -> ActionStores:
         jobs=JobsStore(settings.jobs_table, team_defaults=settings.team_limits),
         runs=metered_runs(settings),
         queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
-        # Approvals answered from the console (its clients are made lazily); it starts no attempt, so signs nothing.
-        dags=build_worker(settings, targets=build_targets(settings, starts_attempts=False)).dags,
+        dags=build_ending_worker(settings).dags,  # approvals answered from the console (its clients are made lazily)
     )

@@ -95,7 +95,7 @@ def _prune(
         job
         for owner in sorted(teams | ({team} if team else set()))
         for job in client.paged(f"/teams/{owner}/jobs", "jobs")
-        if f"{job['team']}/{job['name']}" not in keep
+        if _key(job) not in keep
     ]
     deleted = []
     for job in downstreams_first(gone, _key, lambda job: JobSpec.model_validate(job["spec"]).upstreams()):

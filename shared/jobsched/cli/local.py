@@ -13,6 +13,7 @@ import click
 
 from jobsched.cli.app import cli
 from jobsched.core.durations import parse_duration
+from jobsched.core.names import Env
 from jobsched.core.tz import UTC
 
 LOCAL_HOME = Path.home() / ".jobsched-local"
@@ -200,7 +201,7 @@ def _state_dir_of_stack(state_dir: Path | None) -> Path | None:
     if state_dir is not None:
         return state_dir
     running = _running_stacks()
-    api = os.environ.get("JOBSCHED_API")
+    api = os.environ.get(Env.API)
     if api:
         matching = [stack for stack in running if _same_api(stack["api"], api)]
         if matching:

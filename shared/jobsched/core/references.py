@@ -48,30 +48,27 @@ class Reference:
     path: tuple[PathStep, ...]
 
     def describe(self) -> str:
-        if self.task == ITEM:
-            return "item" + describe_path(self.path).removeprefix("output")
-        if self.task == RUN_PAYLOAD:
-            return "run.payload" + describe_path(self.path).removeprefix("output")
+        root = next((root for root, (task, _) in ROOTED.items() if task == self.task), None)
+        if root is not None:
+            return root + describe_path(self.path).removeprefix("output")
         return f"tasks.{self.task}.{describe_path(self.path)}"
+
+
+# The references that read no task's output: their root as written -> (the task they name, an example).
+ROOTED = {"item": (ITEM, "item.key"), "run.payload": (RUN_PAYLOAD, "run.payload.day")}
 
 
 def parse_reference(text: str) -> Reference:
     text = text.strip()
-    if text == "item" or text.startswith(("item.", "item[")):
-        try:
-            return Reference(text, ITEM, parse_steps(text.removeprefix("item"), text))
-        except CheckDefinitionError:
-            raise BadReference(
-                f"'{{{{ {text} }}}}': after item come .name, [\"name\"] or [index] steps (e.g. {{{{ item.key }}}})"
-            ) from None
-    if text == "run.payload" or text.startswith(("run.payload.", "run.payload[")):
-        try:
-            return Reference(text, RUN_PAYLOAD, parse_steps(text.removeprefix("run.payload"), text))
-        except CheckDefinitionError:
-            raise BadReference(
-                f"'{{{{ {text} }}}}': after run.payload come .name, [\"name\"] or [index] steps "
-                "(e.g. {{ run.payload.day }})"
-            ) from None
+    for root, (task, example) in ROOTED.items():
+        if text == root or text.startswith((f"{root}.", f"{root}[")):
+            try:
+                return Reference(text, task, parse_steps(text.removeprefix(root), text))
+            except CheckDefinitionError:
+                raise BadReference(
+                    f"'{{{{ {text} }}}}': after {root} come .name, [\"name\"] or [index] steps "
+                    f"(e.g. {{{{ {example} }}}})"
+                ) from None
     found = ROOT.match(text)
     if found is None:
         raise BadReference(
