@@ -85,6 +85,10 @@ class Crash(BaseException):
     error handling in the code under test can swallow it, as none could swallow a dead process)."""
 
 
+class LambdaTimedOut(Exception):
+    """Raised by a fake function: answered as Lambda answers a function that ran out of its time."""
+
+
 @dataclass
 class FakeLambdas:
     """In-process functions for Lambda targets (moto cannot run function code without Docker)."""
@@ -101,6 +105,10 @@ class FakeLambdas:
             return json.dumps({"errorMessage": f"Function not found: {name}"}).encode(), "Unhandled"
         try:
             return json.dumps(handler(event)).encode(), None
+        except LambdaTimedOut:
+            seconds = timeout.total_seconds()
+            answer = {"errorType": "Sandbox.Timedout", "errorMessage": f"Task timed out after {seconds:.2f} seconds"}
+            return json.dumps(answer).encode(), "Unhandled"
         except Exception as error:
             return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode(), "Unhandled"
 
@@ -129,7 +137,9 @@ class VirtualDelayQueues(WorkQueues):
     def send_each(self, priority: str, messages: Sequence[tuple[WorkMessage, timedelta]]) -> set[int]:
         for message, delay in messages:
             self.requested_delays.append((f"{message.run_id}#{message.attempt}", delay_seconds(delay)))
-            if self.clock is not None and delay > timedelta(0):
+            if self.clock is not None:
+                # Keyed by body: a copy sent now of a message also sent delayed (a run sent when its breaker
+                # closed by hand) is due now; the delayed copy then comes as the duplicate it would be.
                 self.not_before[message.model_dump_json(exclude_none=True)] = self.clock() + delay
         return super().send_each(priority, [(message, timedelta(0)) for message, _ in messages])
 
@@ -150,7 +160,7 @@ class InMemoryQueues(VirtualDelayQueues):
                 self.requested_delays.append((f"{message.run_id}#{message.attempt}", delay_seconds(delay)))
                 message_id = f"mem-{next(self._ids)}"
                 body = message.model_dump_json(exclude_none=True)
-                if self.clock is not None and delay > timedelta(0):
+                if self.clock is not None:
                     self.not_before[body] = self.clock() + delay
                 self.hold.setdefault(priority, {})[message_id] = {"MessageId": message_id, "Body": body}
         return set()

@@ -11,7 +11,6 @@ import pytest
 from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus
 from jobsched.pipeline.worker import heartbeat_checker
-from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN
 from jobsched.watch.heartbeat import HeartbeatChecker
 from tests.aws.harness import Clock, Stack
 
@@ -325,81 +324,6 @@ def test_a_run_still_running_at_its_deadline_is_paged_by_the_checker_once(
     [page] = stack.pages()
     assert page["attributes"]["kind"] == "deadline_missed" and "status RUNNING" in page["message"]
     assert stack.jobs.open_incidents("ops/batch") == {"late"}, "a late success does not resolve lateness"
-
-
-def test_a_target_failing_across_jobs_opens_its_circuit_then_closes(stack: Stack, clock: Clock) -> None:
-    calls: list[str] = []
-
-    def shared_db(event: dict[str, Any]) -> Any:
-        calls.append(event["jobsched"]["job"])
-        raise RuntimeError("connection refused")
-
-    stack.lambdas.functions["shared-db"] = shared_db
-    for name in ("a", "b", "c"):
-        every_minute(stack, name, "shared-db")
-    stack.minutes(2)  # 6 runs fail: the fifth opens the circuit
-    assert len(calls) == FAILURES_TO_OPEN
-    held = [message for message in stack.pending() if message.job.startswith("ops/")]
-    assert held, "runs wait for the cool-down: they are not dropped"
-    stack.minutes(3)
-    assert len(calls) == FAILURES_TO_OPEN, "nothing calls the target while the circuit is open"
-    stack.handle_escalations()
-    pages = stack.pages()
-    [opened] = [page for page in pages if page["attributes"]["kind"] == "circuit_open"]
-    assert sorted(page["attributes"]["kind"] for page in pages) == ["circuit_open"] + ["run_failed"] * 3  # a job each
-    assert opened["subject"] == "[jobsched] TARGET#ops:lambda:shared-db: target circuit open (5 in a row)"
-    assert opened["attributes"]["team"] == "ops"
-    assert "connection refused" in opened["message"]
-
-    def recovered(event: dict[str, Any]) -> Any:
-        calls.append(event["jobsched"]["job"])
-        return {"ok": True}
-
-    stack.lambdas.functions["shared-db"] = recovered
-    clock.advance(COOL_DOWN)
-    stack.minutes(2)
-    assert len(calls) > FAILURES_TO_OPEN
-    waited = [run for name in "abc" for run in stack.run_list(f"ops/{name}") if run.status is RunStatus.SUCCEEDED]
-    held_back = [run for run in waited if (run.lateness_ms or 0) >= 60_000]
-    assert held_back, "runs held by the open circuit ran after the cool-down"
-    for name in "abc":  # nothing dropped: every instant so far has its run
-        ids = [run.run_id for run in stack.run_list(f"ops/{name}")]
-        assert ids == sorted(ids) and len(ids) == len(set(ids))
-        assert {run.status for run in stack.run_list(f"ops/{name}")} <= {RunStatus.FAILED, RunStatus.SUCCEEDED}
-    stack.handle_escalations()
-    resolved = stack.pages()
-    assert {page["attributes"]["notice"] for page in resolved} == {"resolved"}
-    [closed] = [page for page in resolved if page["attributes"]["kind"] == "circuit_closed"]
-    assert closed["subject"].startswith("[jobsched, resolved] TARGET#ops:lambda:shared-db")
-    assert stack.jobs.breaker("ops:lambda:shared-db").failures == 0
-
-
-def test_a_breaker_opened_by_one_team_leaves_another_teams_runs_alone(stack: Stack, clock: Clock) -> None:
-    """Team A pointing failing jobs at a shared endpoint opens A's breaker only (#13)."""
-    calls: list[str] = []
-
-    def shared_saas(event: dict[str, Any]) -> Any:
-        calls.append(event["jobsched"]["team"])
-        if event["jobsched"]["team"] == "ops":
-            raise RuntimeError("bad credentials of team ops")
-        return {"ok": True}
-
-    stack.lambdas.functions["shared-saas"] = shared_saas
-    for name in ("a", "b", "c"):
-        every_minute(stack, name, "shared-saas")
-    stack.register(
-        {
-            "name": "steady",
-            "team": "billing",
-            "schedule": {"expression": "* * * * *"},
-            "target": {"type": "lambda", "function": "shared-saas"},
-        }
-    )
-    stack.minutes(5)
-    assert stack.jobs.breaker("ops:lambda:shared-saas").holds(clock())
-    assert not stack.jobs.breaker("billing:lambda:shared-saas").holds(clock())
-    steady = stack.run_list("billing/steady")
-    assert len(steady) == 5 and all(r.status is RunStatus.SUCCEEDED and (r.lateness_ms or 0) < 60_000 for r in steady)
 
 
 def test_deleting_a_job_drops_its_open_incident(stack: Stack, clock: Clock) -> None:

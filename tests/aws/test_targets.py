@@ -250,3 +250,69 @@ def test_an_adapter_that_raises_anything_gives_a_failed_result() -> None:
     assert (
         result.outcome == "failed" and not result.retryable and result.error == "target adapter error: RecursionError"
     )
+
+
+def _answering(answer: Any) -> Any:
+    """A Lambda invoker that answers (body, function error) or raises what it is given."""
+
+    def invoke(function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[no-any-return]
+
+    return invoke
+
+
+@pytest.mark.parametrize(
+    ("answer", "unhealthy"),
+    [
+        ((b'{"errorType": "ValueError", "errorMessage": "bad row 7"}', "Unhandled"), False),
+        (
+            (b'{"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out after 3.00 seconds"}', "Unhandled"),
+            True,
+        ),
+        ((b'{"errorMessage": "2027-01-04 Task timed out after 900.10 seconds"}', "Unhandled"), True),
+        ("TooManyRequestsException", True),
+        ("ServiceException", True),
+        ("ResourceConflictException", True),
+        ("InvalidParameterValueException", False),
+        ("AccessDeniedException", False),
+    ],
+)
+def test_only_failures_that_say_the_target_is_unwell_count_toward_its_breaker(answer: Any, unhealthy: bool) -> None:
+    """A timeout, a throttle, a 5xx or a refused connection says the target is unwell; the job's own exception
+    or a request the target refuses says only that this job's work failed (#46: the demo's failing job)."""
+    from botocore.exceptions import ClientError
+
+    from jobsched.core.records import RunContext
+    from jobsched.core.spec import LambdaTarget
+
+    if isinstance(answer, str):
+        status = 429 if answer == "TooManyRequestsException" else 500 if answer == "ServiceException" else 400
+        answer = ClientError(
+            {"Error": {"Code": answer, "Message": "x"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Invoke"
+        )
+
+    class Owned:
+        def tags(self, team: str, resource: ResourceRef) -> dict[str, str]:
+            return {OWNER_TAG: team}
+
+    result = TargetExecutor(guard=OwnershipGuard(Owned(), ()), lambda_invoker=_answering(answer)).execute(
+        LambdaTarget(type="lambda", function="x"), RunContext("a/b", "a", "r", 1, "t", "c")
+    )
+    assert result.outcome == "failed" and result.unhealthy is unhealthy
+
+
+def test_http_5xx_and_refused_connections_are_unhealthy_and_4xx_is_not(
+    stack: Stack, clock: Clock, webhook: Any
+) -> None:
+    refused = run_one(stack, clock, {"type": "http", "url": "http://127.0.0.1:9/nothing-listens"}, name="refused")
+    webhook.statuses[:] = [503, 503, 503]
+    down = run_one(stack, clock, {"type": "http", "url": webhook.url}, name="down")
+    webhook.statuses[:] = [400]
+    wrong = run_one(stack, clock, {"type": "http", "url": webhook.url}, name="wrong")
+    assert refused.status is down.status is RunStatus.RETRYING and wrong.status is RunStatus.FAILED
+    origin = webhook.url.split("/", 3)
+    failures = stack.jobs.breaker(f"ops:http:{origin[0]}//{origin[2]}").failures
+    assert failures == 1, "the 503s counted once (one attempt); the 400 did not"
+    assert stack.jobs.breaker("ops:http:http://127.0.0.1:9").failures == 1

@@ -262,6 +262,17 @@ def test_a_finished_run_is_reopened_once_for_a_rerun_and_is_woken_if_its_message
     assert started.status is RunStatus.RUNNING and started.attempt == 2 and started.policy_attempt == 1
 
 
+def test_a_held_runs_reason_is_noted_on_its_record_only_while_it_waits_for_its_first_attempt(stores: Stores) -> None:
+    """A triggered run's record is written at its trigger with no reason: the hold that finds it says why."""
+    triggered = message(0)
+    stores.runs.create(triggered, status=RunStatus.SCHEDULED, now=T0, retention=DAY)
+    assert stores.runs.note_held(JOB, triggered.run_id, reason="waiting since X: held: circuit open", since=T0)
+    stored = stores.runs.get(JOB, triggered.run_id)
+    assert stored is not None and stored.reason == "waiting since X: held: circuit open"
+    assert stores.runs.slot_waiters("payments", limit=5) == [], "a reason alone puts it on no slot waits"
+    assert not stores.runs.note_held(JOB, running(stores, 3), reason="late hold", since=T0), "running: not held"
+
+
 def test_a_runs_output_keeps_its_first_4000_characters(stores: Stores) -> None:
     run_id = running(stores)
     done = stores.runs.finish(JOB, run_id, attempt=1, status=RunStatus.SUCCEEDED, now=T0, output="x" * 10_000)
@@ -274,8 +285,9 @@ def test_runs_waiting_for_a_slot_are_listed_oldest_first_and_woken_once_until_th
     waiting = [message(minute) for minute in (2, 0, 1)]
     for index, first in enumerate(waiting):
         stores.runs.create(first, status=RunStatus.SCHEDULED, now=T0, retention=DAY, reason="waiting")
-        assert stores.runs.wait_for_slot(JOB, first.run_id, team="payments", since=T0 + timedelta(seconds=index))
-    assert not stores.runs.wait_for_slot(JOB, running(stores, 5), team="payments", since=T0), "not waiting: running"
+        since = T0 + timedelta(seconds=index)
+        assert stores.runs.note_held(JOB, first.run_id, slot_team="payments", since=since)
+    assert not stores.runs.note_held(JOB, running(stores, 5), slot_team="payments", since=T0), "not waiting: running"
     assert stores.runs.slot_waiters("payments", limit=5) == [(JOB, m.run_id) for m in waiting]
     assert stores.runs.slot_waiters("other", limit=5) == []
     oldest = stores.runs.take_slot_waiter(JOB, waiting[0].run_id)

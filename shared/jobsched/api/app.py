@@ -27,6 +27,7 @@ from jobsched.api.routes import (
     admin,
     approvals,
     backfills,
+    breakers,
     callbacks,
     dependencies,
     health,
@@ -74,6 +75,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         backfills,
         callbacks,
         admin,
+        breakers,
     ):
         app.include_router(module.router(access))
     return app

@@ -1,4 +1,5 @@
-"""``jobsched admin``: what platform admins change for a team (its limits); team members get 403."""
+"""``jobsched admin``: what platform admins change for a team (its limits; team members get 403); and
+``jobsched breakers``: a team's open circuit breakers, which an admin may close."""
 
 from __future__ import annotations
 
@@ -51,3 +52,45 @@ def quota(team: str, settings: tuple[str, ...], reset: tuple[str, ...], client: 
         for name in LIMITS
     ]
     emit(rows, output, LIMIT_COLUMNS)
+
+
+BREAKER_COLUMNS = [
+    ("TARGET", "target"),
+    ("SCOPE", "scope"),
+    ("STATE", "state"),
+    ("OPEN UNTIL", "open_until"),
+    ("FAILURES", "failures"),
+    ("HOLDING", "holding"),
+]
+
+
+@cli.command()
+@click.argument("team")
+@click.option("--close", "close", metavar="BREAKER", help="Close this breaker by hand (platform admins; audited).")
+@click.option("--reason", help="Why it is closed (required with --close).")
+@remote
+def breakers(team: str, close: str | None, reason: str | None, client: Any, output: str) -> None:
+    """TEAM's open circuit breakers: the target, until when, and the runs each holds back."""
+    if close is not None:
+        if not reason:
+            raise click.BadParameter("say why the breaker is closed", param_hint="--reason")
+        closed = client.call("POST", f"/teams/{team}/breakers/close", {"breaker": close, "reason": reason}).body
+        if output != "table":
+            emit(closed, output)
+        else:
+            click.echo(f"closed {closed['breaker']} (by {closed['by']}); runs sent now: {len(closed['sent'])}")
+        return
+    view = client.call("GET", f"/teams/{team}/breakers").body
+    if output != "table":
+        emit(view, output)
+        return
+    if not view["breakers"]:
+        click.echo(f"no open breakers for team {team}")
+        return
+    rows = [breaker | {"holding": len(breaker["held"])} for breaker in view["breakers"]]
+    emit(rows, output, BREAKER_COLUMNS)
+    for breaker in view["breakers"]:
+        if breaker["held"]:
+            click.echo(f"\n{breaker['breaker']} holds:")
+            for held in breaker["held"]:
+                click.echo(f"  {held}")

@@ -153,6 +153,10 @@ class JobsKeys:
     PRINCIPAL_PREFIX = "PRINCIPAL#"  # per-caller API request windows: pk "PRINCIPAL#{arn digest}", sk "RATE#{minute}"
     INCIDENT_PREFIX = "INCIDENT#"  # open incidents: pk subject (job, TARGET#..., SYSTEM), sk "INCIDENT#{class}"
     BREAKER = "BREAKER"  # per-target circuit breakers: pk "TARGET#{target}", sk "BREAKER"
+    # A team's open breakers, so they can be listed without a scan: pk "TEAM#{team}", sk "BREAKERS", one
+    # attribute per open breaker (its key -> open until). Written when one opens or closes, which is rare.
+    TEAM_BREAKERS = "BREAKERS"
+    HELD = "held"  # on a breaker: the runs (and DAG tasks) it held back, a bounded string set
     INCIDENTS = "incidents"  # on a job's STATE item: the classes of its open incidents
     TTL = "expires_at"  # request windows and idempotency keys expire
     DUE_INDEX = "due"

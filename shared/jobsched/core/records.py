@@ -513,6 +513,9 @@ class TargetResult:
     retryable: bool = True
     body: str | None = None  # what the target returned, whole, when output adds to it (HTTP: the status)
     checks: tuple[CheckResult, ...] = ()  # the job's or task's checks on it (core.checks.judge)
+    # The failure says the target itself is unwell (a timeout, a throttle, a 5xx, a refused connection), not
+    # that this job's work failed: only these count toward the target's circuit breaker.
+    unhealthy: bool = False
 
 
 def _checks(values: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -758,10 +761,19 @@ def take_slots_in_rounds(
     return SlotsTaken([], [], holders)
 
 
+MAX_HELD_LISTED = 100  # runs a breaker names as held back (it holds any number)
+
+
+def breaker_team(key: str) -> str:
+    """The team a breaker belongs to: its key is "{team}:…" (team scope) or "{team}/{job}:…" (job scope)."""
+    return key.split(":", 1)[0].split("/", 1)[0]
+
+
 @dataclass(frozen=True)
 class BreakerState:
     failures: int = 0
     open_until: datetime | None = None
+    held: tuple[str, ...] = ()  # "team/job/run id" (or "…#task") of runs it held back while open, sorted
 
     def holds(self, now: datetime) -> bool:
         return self.open_until is not None and self.open_until > now
@@ -769,7 +781,8 @@ class BreakerState:
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> BreakerState:
         until = values.get("open_until")
-        return cls(int(values.get("failures", 0)), parse_instant(until) if until else None)
+        held = tuple(sorted(str(ref) for ref in values.get(JobsKeys.HELD) or ()))
+        return cls(int(values.get("failures", 0)), parse_instant(until) if until else None, held)
 
 
 @dataclass(frozen=True)

@@ -1558,6 +1558,11 @@ class JobSpec(StrictModel):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     priority: Literal["high", "normal", "low"] = "normal"
+    circuit_breaker: Literal["team", "job", "off"] = Field(
+        default="team",
+        description="whose failures of a target hold this job's runs: the team's jobs' (default), this job's "
+        "own, or none (timeouts, throttles, 5xx and refused connections count; the job's own errors never do)",
+    )
     heartbeat_timeout: Annotated[Duration, _bounded(timedelta(seconds=10), timedelta(days=1))] | None = None
     deadline: Annotated[Duration, _bounded(timedelta(minutes=1), timedelta(days=31))] | None = None
     escalation: Escalation | None = None

@@ -31,6 +31,7 @@ class Held:
     """The target's circuit is open: nothing was claimed or written; ``outcome`` says when to come back."""
 
     outcome: Outcome
+    breaker: str  # the key of the breaker that holds it
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class Attempts:
     def execute(
         self,
         target: Any,
-        team: str,
+        owner: str | None,
         now: datetime,
         *,
         claim: Callable[[], Claimed | Outcome],
@@ -65,10 +66,12 @@ class Attempts:
         checks: Sequence[CheckLike] = (),
     ) -> Executed[Claimed] | Held | Outcome:
         """Held (circuit open), the claim's own outcome when it did not claim (or claimed and handed the attempt
-        on, as a DAG job's start does), or the executed attempt with its result."""
-        key, breaker, held = self.breakers.check(target, team, now)
+        on, as a DAG job's start does), or the executed attempt with its result. ``owner``: whose breaker
+        guards the target (``breaker_owner``; None: none does)."""
+        key, breaker, held = self.breakers.check(target, owner, now)
         if held is not None:
-            return Held(held)
+            assert key is not None
+            return Held(held, key)
         claimed = claim()
         if isinstance(claimed, Outcome):
             return claimed

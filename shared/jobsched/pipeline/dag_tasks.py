@@ -67,6 +67,7 @@ from jobsched.pipeline.attempts import Attempts, AttemptSteps, Executed, Held, j
 from jobsched.pipeline.waiting import Met, Refused, Waits
 from jobsched.ports import DataChecksPort, JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
 from jobsched.tenancy.ownership import NotOwned
+from jobsched.watch.breaker import breaker_owner
 
 TASK_STEPS = AttemptSteps(claimed="claim_task", executed="execute_task")
 TASK_FAILED_PERMANENTLY = "jobsched.TaskFailedPermanently"  # not retried: the request itself is wrong
@@ -485,9 +486,16 @@ class DagRuns:
             )
 
         attempt = self.attempts.execute(
-            task.target, stored.spec.team, now, claim=claim, context=context, steps=TASK_STEPS, checks=task.checks
+            task.target,
+            breaker_owner(stored.spec),
+            now,
+            claim=claim,
+            context=context,
+            steps=TASK_STEPS,
+            checks=task.checks,
         )
         if isinstance(attempt, Held):
+            self.attempts.breakers.holding(attempt.breaker, f"{run.job}/{run.run_id}#{message.record}")
             return replace(attempt.outcome, run=run, priority=priority)
         if not isinstance(attempt, Executed):
             return attempt

@@ -10,7 +10,7 @@ Order of writes, and what a crash between them leaves (the message comes back un
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -174,20 +174,25 @@ class Records:
         there, in its old place."""
         if outcome.action != "waiting" or message.attempt != 1:
             return outcome
-        if message.waiting_since is None:
-            self.runs.create(
-                message,
-                status=RunStatus.SCHEDULED,
-                now=now,
-                retention=stored.spec.run_retention,
-                reason=f"waiting since {instant_text(now)}: {outcome.detail}",
-                deadline=stored.spec.deadline,
-            )
-        elif not (for_slot and message.slot_woken):
-            return outcome
         since = parse_instant(message.waiting_since) if message.waiting_since else now
-        if for_slot:
-            self.runs.wait_for_slot(message.job, message.run_id, team=stored.spec.team, since=since)
+        reason = f"waiting since {instant_text(since)}: {outcome.detail}"
+        first = message.waiting_since is None
+        created = first and self.runs.create(
+            message,
+            status=RunStatus.SCHEDULED,
+            now=now,
+            retention=stored.spec.run_retention,
+            reason=reason,
+            deadline=stored.spec.deadline,
+        )
+        # A triggered run's record was written at its trigger, with no reason yet; an open circuit's hold moves
+        # its "until" at each re-open. A slot's reason stays as first written: its looks come every few seconds.
+        noted = reason if (first and not created) or not for_slot else None
+        slot_team = stored.spec.team if for_slot and (first or message.slot_woken) else None
+        if noted is not None or slot_team is not None:
+            self.runs.note_held(message.job, message.run_id, reason=noted, slot_team=slot_team, since=since)
+        if not first and not for_slot:
+            return outcome
         again = outcome.resend if isinstance(outcome.resend, RunMessage) else message
         return replace(
             outcome, resend=again.model_copy(update={"waiting_since": instant_text(since), "slot_woken": None})
@@ -211,6 +216,24 @@ class Records:
             self.queues.send(stored.spec.priority, [(message, timedelta(0))])
             return woken
         return None
+
+    def wake_held(self, held: Sequence[str]) -> list[str]:
+        """Runs an open circuit held back ("team/job/run id"), sent now that it closed by hand instead of at
+        their look after the cool-down; a run that started or ended meanwhile is left alone, and the delayed
+        look finds the run claimed. DAG tasks ("…#task") come back at their own look. The runs sent."""
+        sent = []
+        for ref in held:
+            if "#" in ref:
+                continue
+            job, run_id = ref.rsplit("/", 1)
+            run = self.runs.get(job, run_id)
+            stored = self.jobs.get(job, consistent=False) if run is not None else None
+            if run is None or stored is None or run.status is not RunStatus.SCHEDULED or run.attempt != 1:
+                continue
+            message = run.to_message().model_copy(update={"waiting_since": instant_text(run.fire_at)})
+            self.queues.send(stored.spec.priority, [(message, timedelta(0))])
+            sent.append(ref)
+        return sent
 
     def skip(self, message: RunMessage, spec: JobSpec, now: datetime, reason: str) -> Outcome:
         created = self.runs.create(

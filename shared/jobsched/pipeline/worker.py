@@ -57,7 +57,7 @@ from jobsched.ports import (
     WorkflowsPort,
     WorkQueuesPort,
 )
-from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, Breakers, target_key
+from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, Breakers, breaker_owner, target_key
 from jobsched.watch.heartbeat import HeartbeatChecker
 
 EARLY_TOLERANCE = timedelta(seconds=1)
@@ -178,8 +178,8 @@ class Worker:
             and before_claim(message, specs[message.job]) is None
             and not specs[message.job].spec.wait_for
         ]
-        targets = [(stored.spec.target, stored.spec.team) for _, stored in ready if stored.spec.target is not None]
-        keys = sorted({key for target, team in targets if (key := target_key(target, team))})
+        targets = [(stored.spec.target, breaker_owner(stored.spec)) for _, stored in ready if stored.spec.target]
+        keys = sorted({key for target, owner in targets if (key := target_key(target, owner))})
         breakers = self.jobs.breakers(keys) if keys else {}
         return WorkerBatch(snapshot, breakers, self.claims.take_team_slots(ready, now) if ready else TeamSlots())
 
@@ -269,13 +269,14 @@ class Worker:
         )
         attempt = attempts.execute(
             spec.target,
-            spec.team,
+            breaker_owner(spec),
             now,
             claim=lambda: self._claim(message, stored, now, batch, crowded),
             context=context,
             checks=spec.checks,
         )
         if isinstance(attempt, Held):
+            attempts.breakers.holding(attempt.breaker, f"{message.job}/{message.run_id}")
             return records.held_back(message, stored, now, attempt.outcome)
         if isinstance(attempt, Executed):
             # A run that waited for data is not late: its wait is measured as such (WaitSeconds).

@@ -460,18 +460,28 @@ class RunsStore:
             if run is not None:
                 yield run
 
-    def wait_for_slot(self, job: str, run_id: str, *, team: str, since: datetime) -> bool:
-        """Put a first attempt held back by max_running on its team's slot waits (False: it is past waiting)."""
+    def note_held(
+        self, job: str, run_id: str, *, reason: str | None = None, slot_team: str | None = None, since: datetime
+    ) -> bool:
+        """A first attempt held back (max_running, an open circuit): its reason, and with ``slot_team`` a place
+        on that team's slot waits. One write; False if the run is past waiting."""
+        sets, values = [], {":scheduled": RunStatus.SCHEDULED.value, ":one": 1}
+        if reason is not None:
+            sets.append("reason = :reason")
+            values[":reason"] = reason
+        if slot_team is not None:
+            sets.append(f"{RunsKeys.SLOT_WAIT_TEAM} = :team, {RunsKeys.SLOT_WAIT_SINCE} = :since")
+            values |= {":team": slot_team, ":since": instant_text(since)}
+        if not sets:
+            return True
         return update_if(
             self.db,
             TableName=self.table,
             Key=self._key(job, run_id),
-            UpdateExpression=f"SET {RunsKeys.SLOT_WAIT_TEAM} = :team, {RunsKeys.SLOT_WAIT_SINCE} = :since",
+            UpdateExpression="SET " + ", ".join(sets),
             ConditionExpression="#status = :scheduled AND attempt = :one",
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=to_values(
-                {":team": team, ":since": instant_text(since), ":scheduled": RunStatus.SCHEDULED.value, ":one": 1}
-            ),
+            ExpressionAttributeValues=to_values(values),
         )
 
     def slot_waiters(self, team: str, *, limit: int) -> list[tuple[str, str]]:

@@ -54,6 +54,40 @@ def _client_error(error: ClientError) -> str:
     return f"{detail.get('Code', 'ClientError')}: {detail.get('Message', '')}"
 
 
+# Error codes of AWS APIs that say the service is throttling us or is itself failing (their HTTP status is
+# 429 or 5xx too, but not every SDK path keeps it): the target is unwell, whatever the job asked.
+UNHEALTHY_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "ServiceException",
+        "InternalFailure",
+        "InternalServerError",
+        "InternalError",
+        "EC2ThrottledException",
+        "ENILimitReachedException",
+        "SubnetIPAddressLimitReachedException",
+        "ResourceConflictException",  # the function is being updated: it cannot take calls now
+    }
+)
+# What Lambda answers when the function ran out of time (the payload's errorType or errorMessage).
+LAMBDA_TIMEOUT_MARKERS = ("Sandbox.Timedout", "Task timed out after")
+
+
+def client_error_result(error: ClientError) -> TargetResult:
+    """A failed call: retried unless the request itself cannot work; unhealthy when AWS throttled or failed."""
+    code = error.response.get("Error", {}).get("Code", "ClientError")
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    retryable = code not in {"ResourceNotFoundException", "AccessDeniedException", "ValidationException"}
+    unhealthy = code in UNHEALTHY_CODES or status >= 500 or status == 429
+    return TargetResult("failed", error=_client_error(error), retryable=retryable, unhealthy=unhealthy)
+
+
 def _payload(target_payload: Any, context: RunContext) -> Any:
     return context.payload_override if context.payload_override is not None else target_payload
 
@@ -142,11 +176,9 @@ class TargetExecutor:
         try:
             return adapter(target, context)
         except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "ClientError")
-            retryable = code not in {"ResourceNotFoundException", "AccessDeniedException", "ValidationException"}
-            return TargetResult("failed", error=_client_error(error), retryable=retryable)
-        except BotoCoreError as error:
-            return TargetResult("failed", error=f"{type(error).__name__}: {error}")
+            return client_error_result(error)
+        except BotoCoreError as error:  # no answer: a refused or timed-out connection to the service
+            return TargetResult("failed", error=f"{type(error).__name__}: {error}", unhealthy=True)
         except Exception as error:
             # Whatever else an adapter raises is still this run's failure, never the worker's: an escaped
             # exception would leave the run RUNNING with its slot held and send the message to the dead-letter
@@ -166,7 +198,9 @@ class TargetExecutor:
             body, function_error = response["Payload"].read(), response.get("FunctionError")
         text = body.decode(errors="replace")
         if function_error:
-            return TargetResult("failed", error=f"{function_error}: {text}")
+            # The function raised: the job's own error, unless Lambda stopped it for running out of time.
+            timed_out = any(marker in text for marker in LAMBDA_TIMEOUT_MARKERS)
+            return TargetResult("failed", error=f"{function_error}: {text}", unhealthy=timed_out)
         return TargetResult("succeeded", output=text)
 
     def _sqs(self, target: SqsTarget, context: RunContext) -> TargetResult:
@@ -224,7 +258,10 @@ class TargetExecutor:
         )
         if response.get("FailedEntryCount"):
             entry = response["Entries"][0]
-            return TargetResult("failed", error=f"{entry.get('ErrorCode')}: {entry.get('ErrorMessage')}")
+            unhealthy = entry.get("ErrorCode") in UNHEALTHY_CODES
+            return TargetResult(
+                "failed", error=f"{entry.get('ErrorCode')}: {entry.get('ErrorMessage')}", unhealthy=unhealthy
+            )
         return TargetResult("succeeded", output=f"event {response['Entries'][0].get('EventId')}")
 
     def http_policy_check(self, url: str) -> None:
@@ -255,7 +292,7 @@ class TargetExecutor:
         except (UrlRefused, EgressRefused) as refused:
             return _not_allowed(refused)
         except urllib3.exceptions.HTTPError as error:
-            return TargetResult("failed", error=f"connection error: {error}")
+            return TargetResult("failed", error=f"connection error: {error}", unhealthy=True)
         try:
             secrets = {name: self.secret_resolver(ref, context.team) for name, ref in target.secret_headers.items()}
         except Exception as error:
@@ -304,4 +341,5 @@ class TargetExecutor:
             last_error = f"HTTP {response.status}: {text}"
             if response.status < 500 and response.status != 429:
                 return TargetResult("failed", error=last_error, retryable=False)  # the request itself is wrong
-        return TargetResult("failed", error=last_error)
+        # Connection errors, 5xx and 429 on every try within the attempt: the origin is unwell.
+        return TargetResult("failed", error=last_error, unhealthy=True)

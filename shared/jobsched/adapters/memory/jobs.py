@@ -7,15 +7,15 @@ import contextlib
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
+from jobsched.adapters.memory.breakers import MemoryBreakers
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch
 from jobsched.core.limits import TeamLimits
-from jobsched.core.names import JOBS_TABLE, TARGET_PREFIX, JobsKeys
+from jobsched.core.names import JOBS_TABLE, JobsKeys
 from jobsched.core.records import (
     AuditEntry,
-    BreakerState,
     DispatchState,
     DueEntry,
     JobExists,
@@ -38,7 +38,7 @@ from jobsched.core.spec import JobSpec
 from jobsched.tenancy.quotas import CachedLimits
 
 
-class MemoryJobs:
+class MemoryJobs(MemoryBreakers):
     def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
         self.table = MemoryTable(JOBS_TABLE)
         self.team_defaults = team_defaults or TeamLimits()
@@ -312,45 +312,6 @@ class MemoryJobs:
         return {str(k): str(v) for k, v in (item.get("slots") or {}).items()}
 
     # ---------------------------------------------------------------- breakers and incidents
-
-    def breaker(self, key: str) -> BreakerState:
-        return BreakerState.from_values(self.table.get(TARGET_PREFIX + key, JobsKeys.BREAKER, consistent=False) or {})
-
-    def breakers(self, keys: list[str]) -> dict[str, BreakerState]:
-        wanted = [(TARGET_PREFIX + key, JobsKeys.BREAKER) for key in dict.fromkeys(keys)]
-        found = {
-            str(item[JobsKeys.PK]).removeprefix(TARGET_PREFIX): BreakerState.from_values(item)
-            for item in self.table.get_batch(wanted, consistent=False)
-        }
-        return {key: found.get(key, BreakerState()) for key in keys}
-
-    def breaker_failed(
-        self, key: str, *, now: datetime, threshold: int, cool_down: timedelta
-    ) -> Literal["opened", "reopened"] | None:
-        def count(item: Item | None) -> Item:
-            item = item or {}
-            item["failures"] = int(item.get("failures", 0)) + 1
-            return item
-
-        values = self.table.update(TARGET_PREFIX + key, JobsKeys.BREAKER, count) or {}
-        if int(values["failures"]) < threshold:
-            return None
-        was_open = "open_until" in values
-
-        def open_breaker(item: Item | None) -> Item:
-            item = item or {}
-            if item.get("open_until") and item["open_until"] > instant_text(now):
-                raise ConditionFailed
-            item["open_until"] = instant_text(now + cool_down)
-            return item
-
-        if not self._applied(TARGET_PREFIX + key, JobsKeys.BREAKER, open_breaker):
-            return None
-        return "reopened" if was_open else "opened"
-
-    def breaker_succeeded(self, key: str) -> bool:
-        before = self.table.delete(TARGET_PREFIX + key, JobsKeys.BREAKER)
-        return bool(before and "open_until" in before)
 
     def open_incidents(self, job: str) -> set[str]:
         item = self.table.get(job, JobsKeys.STATE, consistent=False) or {}

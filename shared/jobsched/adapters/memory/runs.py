@@ -282,8 +282,12 @@ class MemoryRuns:
     def deadline_reported(self, job: str, run_id: str) -> bool:
         return self._removed_if(job, run_id, lambda item: RunsKeys.DEADLINE_SHARD in item, RunsKeys.DEADLINE_SHARD)
 
-    def wait_for_slot(self, job: str, run_id: str, *, team: str, since: datetime) -> bool:
-        sets = {RunsKeys.SLOT_WAIT_TEAM: team, RunsKeys.SLOT_WAIT_SINCE: instant_text(since)}
+    def note_held(
+        self, job: str, run_id: str, *, reason: str | None = None, slot_team: str | None = None, since: datetime
+    ) -> bool:
+        sets: Item = {} if reason is None else {"reason": reason}
+        if slot_team is not None:
+            sets |= {RunsKeys.SLOT_WAIT_TEAM: slot_team, RunsKeys.SLOT_WAIT_SINCE: instant_text(since)}
         try:
             self._transition(job, run_id, lambda item: _at(item, RunStatus.SCHEDULED, 1), sets, ())
         except StaleAttempt:
