@@ -267,3 +267,38 @@ def test_rerun_downstream_and_a_waiting_job_as_typed(run_cli: Any, stack: Stack,
     assert reopened is not None and reopened.downstream_attempt == reopened.attempt + 1
     [entry, *_] = json.loads(run_cli("history", "payments/extract", "-o", "json")[1])
     assert entry["action"] == "rerun" and entry["details"]["downstream"] is True
+
+
+def test_runs_and_run_say_why_a_run_skipped_or_waits_and_how_far_a_running_one_got(
+    run_cli: Any, stack: Stack, tmp_path: Path
+) -> None:
+    """#46: a SKIPPED run's reason and a held run's were `-` in the table (only -o json had them); `run` showed
+    no progress or checkpoint."""
+    callback = {"type": "callback", "timeout": "1h"}
+    write_job(tmp_path, "skips", target=callback)
+    write_job(tmp_path, "queues", target=callback, concurrency={"max_running": 1, "overlap": "queue"})
+    code, output = run_cli("apply", "-f", str(tmp_path))
+    assert code == 0, output
+    ids = {}
+    for name in ("skips", "queues"):
+        for turn in (1, 2):
+            code, output = run_cli("trigger", f"payments/{name}", "-o", "json")
+            assert code == 0, output
+            ids[name, turn] = json.loads(output)["run_id"]
+            stack.pump()
+    code, output = run_cli("runs", "payments/skips")
+    assert code == 0 and output.splitlines()[0].split()[-1] == "WHY", output
+    [skipped] = [line for line in output.splitlines() if ids["skips", 2] in line]
+    assert "SKIPPED" in skipped and "overlap: skip (still running:" in skipped, output
+    code, output = run_cli("runs", "payments/queues")
+    [held] = [line for line in output.splitlines() if ids["queues", 2] in line]
+    assert "SCHEDULED" in held and "max_running 1 reached" in held, output
+
+    api = ApiClient(stack)
+    running = api.call("GET", f"/teams/payments/jobs/queues/runs/{ids['queues', 1]}").body
+    report = {"progress": 40, "message": "partition 12 of 30", "checkpoint": {"partition": 12}}
+    assert api.callback("heartbeat", running["callback_token"], report).status == 200
+    code, output = run_cli("run", "payments/queues", ids["queues", 1])
+    assert code == 0, output
+    assert "progress: 40% partition 12 of 30 (attempt 1, at " in output, output
+    assert 'checkpoint: {"partition": 12}' in output

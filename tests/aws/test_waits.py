@@ -95,6 +95,14 @@ def test_the_nightly_dag_waits_for_its_file_in_a_task_and_runs_when_it_lands(dag
 
     drive(dag_stack, lambda: task("wait-for-file") is TaskStatus.WAITING)
     assert task("load") in (None, TaskStatus.WAITING)
+    # #46: a waiting task says what it waits for (it showed only WAITING).
+    from tests.aws.api_client import ApiClient
+
+    view = ApiClient(dag_stack).call("GET", f"/teams/data/jobs/nightly/runs/{run_id}").body
+    reasons = {each["name"]: each["reason"] for each in view["tasks"]}
+    assert reasons["wait-for-file"].startswith(f"waiting for data: s3://acme-landing/exports/{day}/_SUCCESS since ")
+    assert reasons["load"].startswith("waiting for its dependencies: wait-for-file (WAITING)")
+    assert reasons["report"].startswith("waiting for its dependencies: load (" + (task("load") or "PENDING") + ")")
     s3.put_object(Bucket="acme-landing", Key=f"exports/{day}/_SUCCESS", Body=b"")
     assert [r.action for r in dag_stack.deliver_events()] == ["woke"]
 

@@ -249,6 +249,9 @@ class TaskView(BaseModel):
     output: str | None = None
     checks: list[CheckView] | None = Field(default=None, description="its output's checks, when it has any")
     items: MapItemsView | None = Field(default=None, description="a map task: its items done, failed and running")
+    reason: str | None = Field(
+        default=None, description="a task not started yet: the dependencies or the data it waits for, and since when"
+    )
     callback_token: str | None = Field(default=None, description="for RUNNING callback tasks: report with it")
 
 

@@ -74,6 +74,9 @@ def emit(data: Any, output: str, columns: list[tuple[str, str]] | None = None) -
 
 
 def _cell(row: dict[str, Any], key: str) -> str:
+    if key == "why":  # what a run's or task's status does not say: its error, or why it skipped or waits
+        waiting = ", ".join(row.get("waiting_for") or []) and "waiting for " + ", ".join(row["waiting_for"])
+        return row.get("error") or row.get("reason") or waiting or "-"
     value = row.get(key)
     if key == "depends_on" and isinstance(value, list):
         return ",".join(value) or "-"
@@ -99,7 +102,7 @@ RUN_COLUMNS = [
     ("ATTEMPT", "attempt"),
     ("TRIGGER", "trigger"),
     ("STARTED", "started_at"),
-    ("ERROR", "error"),
+    ("WHY", "why"),
 ]
 
 
@@ -111,7 +114,7 @@ TASK_COLUMNS = [
     ("ITEMS", "items"),
     ("STARTED", "started_at"),
     ("FINISHED", "finished_at"),
-    ("ERROR", "error"),
+    ("WHY", "why"),
 ]
 CHECK_COLUMNS = [("CHECK", "name"), ("SEVERITY", "severity"), ("PASSED", "passed"), ("WHY", "message")]
 
@@ -367,6 +370,9 @@ def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> No
     owner, name = job_ref(job, team)
     body = client.call("GET", f"/teams/{owner}/jobs/{name}/runs/{run_id}").body
     emit(body, output, RUN_COLUMNS)
+    if output == "table":
+        for line in run_details(body):
+            click.echo(line)
     if output == "table" and body.get("trigger_detail"):
         click.echo(f"started by: {trigger_summary(body['trigger_detail'])}")
     if output == "table" and body.get("checks"):
@@ -375,6 +381,29 @@ def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> No
     if output == "table" and body.get("tasks"):
         click.echo()
         emit(body["tasks"], output, TASK_COLUMNS)
+
+
+def run_details(body: dict[str, Any]) -> list[str]:
+    """What the one-line table leaves out of one run: timings, why it waits, its progress and checkpoint."""
+    lines = [f"scheduled for {body['scheduled_at']}, fired {body['fire_at']}"]
+    if body.get("lateness_seconds") is not None:
+        lines.append(f"lateness: {body['lateness_seconds']:.1f} s")
+    if body.get("finished_at"):
+        lines.append(f"finished: {body['finished_at']}")
+    if body.get("next_attempt_at"):
+        lines.append(f"next attempt at: {body['next_attempt_at']}")
+    if body.get("reason") and body.get("error"):  # the table showed the error: the reason goes here
+        lines.append(f"reason: {body['reason']}")
+    progress = body.get("progress")
+    if progress:
+        done = f"{progress['percent']:g}%" if progress.get("percent") is not None else "-"
+        said = f" {progress['message']}" if progress.get("message") else ""
+        lines.append(f"progress: {done}{said} (attempt {progress['attempt']}, at {progress['at']})")
+        if progress.get("checkpoint") is not None:
+            lines.append(f"checkpoint: {json.dumps(progress['checkpoint'], sort_keys=True)[:200]}")
+    if body.get("output"):
+        lines.append(f"output: {body['output'][:300]}")
+    return lines
 
 
 @cli.command()
