@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from jobsched.console import render, views
 from jobsched.console.widget import WidgetControls, no_links
-from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
+from jobsched.core.records import AuditEntry, DispatchState, Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 
@@ -93,6 +93,12 @@ class Stores:
     def downstreams(self, job: str) -> list[str]:
         return []
 
+    def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]:
+        return [], None  # the explain page is not timed here
+
+    def get_state(self, job: str) -> DispatchState | None:
+        return None
+
 
 class RunsView:
     """The runs side of the same stores (the console reads jobs and runs through two ports)."""
@@ -101,11 +107,19 @@ class RunsView:
         self.stores = stores
 
     def page(
-        self, job: str, *, limit: int = 50, newest_first: bool = True, after_run_id: str | None = None
+        self,
+        job: str,
+        *,
+        limit: int = 50,
+        newest_first: bool = True,
+        after_run_id: str | None = None,
+        between: tuple[str, str] | None = None,
     ) -> tuple[list[Run], str | None]:
         time.sleep(self.stores.latency)
         start = int(after_run_id or 0)
         runs = self.stores.runs[job]
+        if between is not None:
+            runs = [run for run in runs if between[0] <= run.run_id <= between[1]]
         more = start + limit < len(runs)
         return runs[start : start + limit], (str(start + limit) if more else None)
 

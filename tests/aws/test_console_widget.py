@@ -44,6 +44,40 @@ def test_the_widget_renders_the_team_the_job_timeline_and_a_run(stack: Stack, cl
     assert "Not found" in widget(view="run", team="ops", job="report", run_id="nope")
 
 
+def test_the_explain_view_answers_what_jobsched_explain_answers(stack: Stack, clock: Clock) -> None:
+    stack.register(
+        {
+            "name": "report",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "lambda", "function": "echo"},
+        }
+    )
+    clock.set("2027-01-04T09:00:00Z")
+    stack.tick()
+    stack.pump()
+
+    def widget(**params: str) -> str:
+        return render_widget(
+            {"widgetContext": {"params": params}, **params}, stack.jobs, stack.runs, clock(), viewer=OPS
+        )
+
+    ran = widget(view="explain", team="ops", job="report", at="2027-01-04T09:00:00Z")
+    assert "2027-01-04T09:00:00Z (2027-01-04 09:00:00 UTC): RAN 20270104T090000Z" in ran, ran
+    assert "<li>run 20270104T090000Z: SUCCEEDED, attempt 1 of 3</li>" in ran
+    never = widget(view="explain", team="ops", job="report", at="2027-01-04T09:30:00Z")
+    assert "NOT-SCHEDULED" in never and "the fire after it: 2027-01-04T10:00:00Z" in never
+    assert "is not an instant" in widget(view="explain", team="ops", job="report", at="<script>")
+    assert "<script>" not in widget(view="explain", team="ops", job="report", at="<script>")
+    assert "Not allowed" in render_widget(
+        {"view": "explain", "team": "billing", "job": "x", "at": "2027-01-04T09:00"},
+        stack.jobs,
+        stack.runs,
+        clock(),
+        viewer=OPS,
+    )
+
+
 def test_the_team_timeline_puts_the_most_failed_job_first_and_says_when_a_row_is_partial(
     stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,6 +30,7 @@ from jobsched.api.routes import (
     breakers,
     callbacks,
     dependencies,
+    explain,
     health,
     history,
     jobs,
@@ -76,6 +77,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         callbacks,
         admin,
         breakers,
+        explain,
     ):
         app.include_router(module.router(access))
     return app

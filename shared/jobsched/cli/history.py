@@ -1,4 +1,5 @@
-"""``jobsched history`` and ``jobsched rollback``: who changed what, when and why; an old spec back."""
+"""``jobsched history``, ``jobsched rollback`` and ``jobsched explain``: who changed what, when and why; an old
+spec back; why a job ran or did not at an instant."""
 
 from __future__ import annotations
 
@@ -80,3 +81,28 @@ def rollback(job: str, team: str | None, to_version: int, client: Any, output: s
     owner, name = job_ref(job, team)
     stored = client.call("POST", f"/teams/{owner}/jobs/{name}/rollback", {"to_version": to_version}).body
     emit(stored, output, JOB_COLUMNS)
+
+
+@cli.command()
+@click.argument("job")
+@click.argument("instant")
+@click.option("--team")
+@remote
+def explain(job: str, instant: str, team: str | None, client: Any, output: str) -> None:
+    """Why JOB ran, will run, or did not run at INSTANT: an instant with its offset (2027-03-28T01:30:00Z) or a
+    wall time in the job's timezone (2027-03-28T02:30)."""
+    owner, name = job_ref(job, team)
+    body = client.call("GET", f"/teams/{owner}/jobs/{name}/explain", query={"at": instant}).body
+    if output != "table":
+        emit(body, output)
+        return
+    click.echo(f"{body['job']} at {body['asked']} ({body['timezone']})")
+    for note in body["notes"]:
+        click.echo(f"note: {note}")
+    for answer in body["answers"]:
+        click.echo(f"\n{answer['at']} ({answer['wall']}): {answer['verdict'].upper()}")
+        for line in answer["why"]:
+            click.echo(f"  - {line}")
+        for other in answer["other_runs"]:
+            click.echo(f"  also: run {other['run_id']} ({other['trigger']}): {other['status']}")
+    click.echo(f"\nnext fire: {body['next_fire'] or '-'}")

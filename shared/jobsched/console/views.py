@@ -12,13 +12,14 @@ from typing import Protocol
 
 from jobsched.console import render
 from jobsched.console.palette import look
-from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
+from jobsched.core.records import AuditEntry, DispatchState, Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import TaskStatus, instant_text
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
 from jobsched.registry.dependencies import dependencies
 from jobsched.schedule.engine import CompiledSchedule, Occurrence
 from jobsched.schedule.fires import next_fire, schedule_of
+from jobsched.watch.explain import NotAnInstant, explanation_for
 from jobsched.watch.health import MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, strip_cell, worst_first
 
 MAX_TEAM_JOBS = 500  # one page of a team's jobs
@@ -34,11 +35,19 @@ class ConsoleJobs(Protocol):
     def open_incidents(self, job: str) -> set[str]: ...
     def open_incident_list(self, *, limit: int = 200) -> list[StoredIncident]: ...
     def downstreams(self, job: str) -> list[str]: ...
+    def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]: ...
+    def get_state(self, job: str) -> DispatchState | None: ...
 
 
 class ConsoleRuns(Protocol):
     def page(
-        self, job: str, *, limit: int = 50, newest_first: bool = True, after_run_id: str | None = None
+        self,
+        job: str,
+        *,
+        limit: int = 50,
+        newest_first: bool = True,
+        after_run_id: str | None = None,
+        between: tuple[str, str] | None = None,
     ) -> tuple[list[Run], str | None]: ...
     def get(self, job: str, run_id: str) -> Run | None: ...
     def tasks(self, job: str, run_id: str) -> dict[str, TaskState]: ...
@@ -224,6 +233,37 @@ def run(
     acts = render.buttons(controls, render.run_buttons(found, dag=stored.spec.dag is not None, waiting=waiting))
     head = f"<p>{acts}</p>" if acts else ""
     return View(f"Run {run_id} of {job_key}", head + render.run_view(found, tasks, graph, order, now), nav)
+
+
+def explain(
+    jobs: ConsoleJobs, runs: ConsoleRuns, job_key: str, asked: str, *, now: datetime, links: render.Links
+) -> View:
+    """The answer `jobsched explain` gives, as a page: why the job ran, will run, or did not, at ``asked``."""
+    stored = jobs.get(job_key, consistent=False)
+    if stored is None:
+        raise NotFound(job_key)
+    try:
+        answer = explanation_for(jobs, runs, stored, asked, now)
+    except NotAnInstant as refused:
+        return View(f"Explain {job_key}", f"<p>{escape(str(refused))}</p>", status=422)
+    parts = [f"<p>{escape(asked)} ({escape(answer.timezone)})</p>"]
+    parts += [f"<p><i>{escape(note)}</i></p>" for note in answer.notes]
+    for each in answer.answers:
+        run = (
+            " " + render.link_text(each.run.run_id, links(f"/jobs/{job_key}/runs/{each.run.run_id}"))
+            if each.run is not None
+            else ""
+        )
+        why = "".join(f"<li>{escape(line)}</li>" for line in each.why)
+        parts.append(
+            f"<h3>{escape(instant_text(each.at))} ({escape(each.wall)}): {escape(each.verdict.upper())}{run}</h3>"
+            f"<ul>{why}</ul>"
+        )
+    upcoming = instant_text(answer.next_fire) if answer.next_fire else "-"
+    parts.append(f"<p>next fire: {escape(upcoming)}</p>")
+    team_name, name = job_key.split("/", 1)
+    nav = _nav(links, ("teams", team_name), ("jobs", name))
+    return View(f"Explain {job_key} at {asked}", "".join(parts), nav)
 
 
 def waiting_approvals(spec: JobSpec, tasks: dict[str, TaskState]) -> list[tuple[str, str]]:

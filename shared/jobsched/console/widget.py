@@ -53,8 +53,9 @@ def viewer_of(invoked_function_arn: str) -> Viewer | None:
 
 DESCRIPTION = """\
 ### jobsched console
-Parameters: `view` (`incidents` | `team` | `timeline` | `job` | `run`), `team`, and for `job`/`run`: `job`,
-`run_id`. The dashboard's time range bounds the timelines (at most 62 days).
+Parameters: `view` (`incidents` | `team` | `timeline` | `job` | `run` | `explain`), `team`, and for
+`job`/`run`/`explain`: `job`, `run_id`, `at` (why the job ran or did not at that instant, as `jobsched explain`).
+The dashboard's time range bounds the timelines (at most 62 days).
 ```
 view: team
 team: payments
@@ -134,24 +135,42 @@ def render_widget(
         return render.page("Not allowed", f"<p>{escape(refusal)}</p>", standalone=False)
     start, end = time_range(context, now)
     try:
-        if view == "incidents":
-            assert viewer is not None
-            shown = views.incidents(jobs, now=now, links=no_links, teams=viewer.teams)
-        elif view == "team" and team:
-            shown = views.team(jobs, runs, team, now=now, links=no_links, controls=controls)
-        elif view == "timeline" and team:
-            shown = views.team_timeline(jobs, runs, team, start=start, end=end, now=now, links=no_links)
-        elif view == "job" and team and params.get("job"):
-            key = f"{team}/{params['job']}"
-            shown = views.job(jobs, runs, key, start=start, end=end, now=now, links=no_links, controls=controls)
-        elif view == "run" and team and params.get("job") and params.get("run_id"):
-            key = f"{team}/{params['job']}"
-            shown = views.run(jobs, runs, key, str(params["run_id"]), now=now, links=no_links, controls=controls)
-        else:
-            return render.page("jobsched", f"<pre>{escape(DESCRIPTION)}</pre>", standalone=False)
+        shown = _view(view, team, params, jobs, runs, now=now, span=(start, end), controls=controls, viewer=viewer)
     except views.NotFound as missing:
         return render.page("Not found", f"<p>{escape(str(missing))}</p>", standalone=False)
+    if shown is None:
+        return render.page("jobsched", f"<pre>{escape(DESCRIPTION)}</pre>", standalone=False)
     return render.page(shown.title, shown.body, standalone=False)
+
+
+def _view(
+    view: str,
+    team: str,
+    params: dict[str, Any],
+    jobs: views.ConsoleJobs,
+    runs: views.ConsoleRuns,
+    *,
+    now: datetime,
+    span: tuple[datetime, datetime],
+    controls: WidgetControls | None,
+    viewer: Viewer | None,
+) -> views.View | None:
+    """The page the parameters name; None when they name none."""
+    key = f"{team}/{params['job']}" if team and params.get("job") else None
+    if view == "incidents":
+        assert viewer is not None
+        return views.incidents(jobs, now=now, links=no_links, teams=viewer.teams)
+    if view == "team" and team:
+        return views.team(jobs, runs, team, now=now, links=no_links, controls=controls)
+    if view == "timeline" and team:
+        return views.team_timeline(jobs, runs, team, start=span[0], end=span[1], now=now, links=no_links)
+    if view == "job" and key:
+        return views.job(jobs, runs, key, start=span[0], end=span[1], now=now, links=no_links, controls=controls)
+    if view == "explain" and key and params.get("at"):
+        return views.explain(jobs, runs, key, str(params["at"])[:40], now=now, links=no_links)
+    if view == "run" and key and params.get("run_id"):
+        return views.run(jobs, runs, key, str(params["run_id"]), now=now, links=no_links, controls=controls)
+    return None
 
 
 def _refusal(viewer: Viewer | None, view: str, team: str) -> str | None:

@@ -92,14 +92,25 @@ class RunsStore:
         return self.page(job, limit=limit, newest_first=newest_first)[0]
 
     def page(
-        self, job: str, *, limit: int = 50, newest_first: bool = True, after_run_id: str | None = None
+        self,
+        job: str,
+        *,
+        limit: int = 50,
+        newest_first: bool = True,
+        after_run_id: str | None = None,
+        between: tuple[str, str] | None = None,
     ) -> tuple[list[Run], str | None]:
-        """Runs of ``job`` by run id (time order), ``limit`` at a time; the second value continues."""
+        """Runs of ``job`` by run id (time order), ``limit`` at a time; the second value continues. ``between``:
+        only run ids in that range (inclusive; run ids begin with their instant, so it is a time range)."""
+        condition, values = "#job = :job", {":job": job}
+        if between is not None:
+            condition += " AND #run BETWEEN :first AND :last"
+            values |= {":first": between[0], ":last": between[1]}
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "#job = :job",
-            "ExpressionAttributeNames": {"#job": RunsKeys.PK},
-            "ExpressionAttributeValues": to_values({":job": job}),
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#job": RunsKeys.PK} | ({"#run": RunsKeys.SK} if between else {}),
+            "ExpressionAttributeValues": to_values(values),
             "ScanIndexForward": not newest_first,
             "Limit": limit,
         }
