@@ -21,6 +21,7 @@ from jobsched.console.widget import WidgetControls, no_links
 from jobsched.core.records import AuditEntry, DispatchState, Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
+from jobsched.watch.run_search import RunFilter
 
 NOW = datetime(2027, 1, 4, 12, 0, tzinfo=UTC)
 ACTIONS_FN = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-prod-ConsoleActions"
@@ -122,6 +123,14 @@ class RunsView:
             runs = [run for run in runs if between[0] <= run.run_id <= between[1]]
         more = start + limit < len(runs)
         return runs[start : start + limit], (str(start + limit) if more else None)
+
+    def matching(
+        self, job: str, *, first: str, last: str, where: RunFilter, evaluate: int, limit: int
+    ) -> tuple[list[Run], str | None]:
+        """By time and status only (the search page is not timed here)."""
+        runs = [run for run in self.stores.runs.get(job, []) if first <= run.run_id <= last]
+        found = [run for run in runs if not where.statuses or run.status in where.statuses]
+        return sorted(found, key=lambda run: run.run_id, reverse=True), None
 
     def get(self, job: str, run_id: str) -> Run | None:
         return next((run for run in self.stores.runs.get(job, []) if run.run_id == run_id), None)

@@ -161,7 +161,7 @@ def test_get_table_pause_resume_trigger_runs(run_cli: Any, tmp_path: Path, stack
     stack.pump()
     code, output = run_cli("runs", "payments/alpha", "-o", "json")
     assert code == 0, output
-    assert [(r["run_id"], r["status"]) for r in json.loads(output)] == [(run_id, "SUCCEEDED")]
+    assert [(r["run_id"], r["status"]) for r in json.loads(output)["runs"]] == [(run_id, "SUCCEEDED")]
     code, output = run_cli("run", "payments/alpha", run_id)
     assert code == 0, output
     assert "SUCCEEDED" in output

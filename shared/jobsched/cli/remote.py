@@ -348,16 +348,53 @@ backfill_poll_seconds = 2.0
 
 
 @cli.command()
-@click.argument("job")
-@click.option("--team")
-@click.option("--status")
+@click.argument("job", required=False)
+@click.option("--team", help="The team (JOB given as NAME), or, without JOB, search every job of the team.")
+@click.option("--status", help="One or several, comma-separated: FAILED,TIMED_OUT.")
+@click.option("--trigger", help="schedule, manual, backfill or event.")
+@click.option("--min-attempts", type=click.IntRange(1, 1000), help="Runs that took at least this many attempts.")
+@click.option("--error", "error_text", help="Runs whose error contains this text.")
+@click.option("--since", help="Instants from: 2027-01-04T09:00:00Z, or a span back from now (6h, 7d).")
+@click.option("--until", help="Instants up to (the same forms).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100))
+@click.option("--next-token", help="Continue where the last page ended.")
 @remote
-def runs(job: str, team: str | None, status: str | None, limit: int, client: Any, output: str) -> None:
-    """A job's runs, newest first."""
-    owner, name = job_ref(job, team)
-    page = client.call("GET", f"/teams/{owner}/jobs/{name}/runs", query={"limit": limit, "status": status}).body
-    emit(page["runs"], output, RUN_COLUMNS)
+def runs(
+    job: str | None,
+    team: str | None,
+    status: str | None,
+    trigger: str | None,
+    min_attempts: int | None,
+    error_text: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int,
+    next_token: str | None,
+    client: Any,
+    output: str,
+) -> None:
+    """A job's runs (or, with --team alone, every run of the team's jobs), newest first, searched."""
+    query = {
+        "limit": limit,
+        "status": status,
+        "trigger": trigger,
+        "min_attempts": min_attempts,
+        "error": error_text,
+        "since": since,
+        "until": until,
+        "next_token": next_token,
+    }
+    if job is None:
+        if team is None:
+            raise click.UsageError("give JOB (team/name), or --team to search every job of a team")
+        path, columns = f"/teams/{team}/runs", [("JOB", "job"), *RUN_COLUMNS]
+    else:
+        owner, name = job_ref(job, team)
+        path, columns = f"/teams/{owner}/jobs/{name}/runs", RUN_COLUMNS
+    page = client.call("GET", path, query={k: v for k, v in query.items() if v is not None}).body
+    emit(page["runs"] if output == "table" else page, output, columns)
+    if output == "table" and page.get("next_token"):
+        click.echo(f"more: --next-token '{page['next_token']}'")
 
 
 @cli.command()

@@ -21,6 +21,7 @@ from jobsched.schedule.engine import CompiledSchedule, Occurrence
 from jobsched.schedule.fires import next_fire, schedule_of
 from jobsched.watch.explain import NotAnInstant, explanation_for
 from jobsched.watch.health import MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, strip_cell, worst_first
+from jobsched.watch.run_search import Cursor, RunFilter, search_runs
 
 MAX_TEAM_JOBS = 500  # one page of a team's jobs
 RUNS_PER_JOB = STRIP_LENGTH
@@ -51,6 +52,9 @@ class ConsoleRuns(Protocol):
     ) -> tuple[list[Run], str | None]: ...
     def get(self, job: str, run_id: str) -> Run | None: ...
     def tasks(self, job: str, run_id: str) -> dict[str, TaskState]: ...
+    def matching(
+        self, job: str, *, first: str, last: str, where: RunFilter, evaluate: int, limit: int
+    ) -> tuple[list[Run], str | None]: ...
     def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]: ...
 
 
@@ -264,6 +268,39 @@ def explain(
     team_name, name = job_key.split("/", 1)
     nav = _nav(links, ("teams", team_name), ("jobs", name))
     return View(f"Explain {job_key} at {asked}", "".join(parts), nav)
+
+
+def search(
+    jobs: ConsoleJobs,
+    runs: ConsoleRuns,
+    team: str,
+    job: str | None,
+    where: RunFilter,
+    *,
+    links: render.Links,
+    after: Cursor | None = None,
+) -> View:
+    """The runs `jobsched runs` finds: one job's, or every job's of the team, newest first, a page of 100."""
+    keys = [f"{team}/{job}"] if job else jobs.team_page(team, limit=MAX_TEAM_JOBS, after_name=None)[0]
+    found = search_runs(runs, keys, where, limit=100, after=after)
+    rows = []
+    for item in found.runs:
+        name = item.job.split("/", 1)[1]
+        outcome = strip_cell(item)
+        href = links(f"/teams/{team}/jobs/{name}/runs/{item.run_id}")
+        rows.append(
+            f"<tr><td>{render.cell(outcome, title=look(outcome).label)}</td><td>{escape(name)}</td>"
+            f"<td>{render.link_text(item.run_id, href)}</td><td>{escape(item.status.value)}</td>"
+            f"<td>{escape(item.trigger)}</td><td class=num>{item.attempt}</td>"
+            f"<td class=muted>{escape(item.error or item.reason or '')}</td></tr>"
+        )
+    more = f"<p class=muted>more: next_token {escape(found.cursor.text())}</p>" if found.cursor else ""
+    table = (
+        "<table><tr><th></th><th>job</th><th>run</th><th>status</th><th>trigger</th><th>attempts</th>"
+        "<th>error or reason</th></tr>" + "".join(rows) + "</table>"
+    )
+    title = f"Runs of {team}/{job}" if job else f"Runs of team {team}"
+    return View(title, (table if rows else "<p>No run matches.</p>") + more, _nav(links, ("teams", team)))
 
 
 def waiting_approvals(spec: JobSpec, tasks: dict[str, TaskState]) -> list[tuple[str, str]]:

@@ -18,6 +18,7 @@ from typing import Any
 from jobsched.console import render, views
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX, team_of_alias
 from jobsched.core.bounds import EARLIEST, LATEST
+from jobsched.watch.run_search import Cursor, SearchRefused, search_filter
 
 ONCALL_ALIAS = "oncall"  # the widget's alias for the platform's on-call: every team, incidents across teams
 # What the jobs dashboard's variables hold until someone types a team and a job. The team's placeholder is also
@@ -53,8 +54,10 @@ def viewer_of(invoked_function_arn: str) -> Viewer | None:
 
 DESCRIPTION = """\
 ### jobsched console
-Parameters: `view` (`incidents` | `team` | `timeline` | `job` | `run` | `explain`), `team`, and for
-`job`/`run`/`explain`: `job`, `run_id`, `at` (why the job ran or did not at that instant, as `jobsched explain`).
+Parameters: `view` (`incidents` | `team` | `timeline` | `job` | `run` | `explain` | `runs`), `team`, and for
+`job`/`run`/`explain`: `job`, `run_id`, `at` (why the job ran or did not at that instant, as `jobsched explain`);
+`runs` searches as `jobsched runs` does: `job` (none: every job of the team), `status`, `trigger`,
+`min_attempts`, `error`, `since`, `until`, `next_token`.
 The dashboard's time range bounds the timelines (at most 62 days).
 ```
 view: team
@@ -103,6 +106,9 @@ class WidgetControls:
         )
 
 
+SEARCH_PARAMETERS = ("status", "trigger", "error", "since", "until")
+
+
 def no_links(path: str) -> str | None:
     """Inside CloudWatch a page has no URL of its own: names are shown, not linked."""
     return None
@@ -138,6 +144,8 @@ def render_widget(
         shown = _view(view, team, params, jobs, runs, now=now, span=(start, end), controls=controls, viewer=viewer)
     except views.NotFound as missing:
         return render.page("Not found", f"<p>{escape(str(missing))}</p>", standalone=False)
+    except SearchRefused as refused:
+        return render.page("Not a search", f"<p>{escape(refused.field)}: {escape(str(refused))}</p>", standalone=False)
     if shown is None:
         return render.page("jobsched", f"<pre>{escape(DESCRIPTION)}</pre>", standalone=False)
     return render.page(shown.title, shown.body, standalone=False)
@@ -166,6 +174,20 @@ def _view(
         return views.team_timeline(jobs, runs, team, start=span[0], end=span[1], now=now, links=no_links)
     if view == "job" and key:
         return views.job(jobs, runs, key, start=span[0], end=span[1], now=now, links=no_links, controls=controls)
+    if view == "runs" and team:
+        text = {name: str(params[name])[:200] if params.get(name) else None for name in SEARCH_PARAMETERS}
+        attempts = str(params.get("min_attempts", ""))
+        where = search_filter(
+            text["status"],
+            text["trigger"],
+            int(attempts) if attempts.isdigit() and 0 < int(attempts) <= 1000 else None,
+            text["error"],
+            text["since"],
+            text["until"],
+            now,
+        )
+        after = Cursor.parse(str(params["next_token"])[:300]) if params.get("next_token") else None
+        return views.search(jobs, runs, team, params.get("job") or None, where, links=no_links, after=after)
     if view == "explain" and key and params.get("at"):
         return views.explain(jobs, runs, key, str(params["at"])[:40], now=now, links=no_links)
     if view == "run" and key and params.get("run_id"):

@@ -23,6 +23,7 @@ from jobsched.adapters.aws.dynamo import (
     to_values,
     update_if,
 )
+from jobsched.adapters.aws.run_queries import matching_runs
 from jobsched.core.checks import CheckResult
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RunsKeys
@@ -58,6 +59,7 @@ from jobsched.core.runs import (
     scheduled_run_id,
     truncate,
 )
+from jobsched.watch.run_search import RunFilter
 
 SLOT_WAIT_ATTRIBUTES = f"{RunsKeys.SLOT_WAIT_TEAM}, {RunsKeys.SLOT_WAIT_SINCE}"  # removed when the run starts or ends
 
@@ -82,6 +84,13 @@ class RunsStore:
     @property
     def db(self) -> Any:
         return self._client or client("dynamodb")
+
+    def matching(
+        self, job: str, *, first: str, last: str, where: RunFilter, evaluate: int, limit: int
+    ) -> tuple[list[Run], str | None]:
+        return matching_runs(
+            self.db, self.table, job, first=first, last=last, where=where, evaluate=evaluate, limit=limit
+        )
 
     def get(self, job: str, run_id: str) -> Run | None:
         response = self.db.get_item(TableName=self.table, Key=self._key(job, run_id), ConsistentRead=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -18,6 +19,21 @@ from jobsched.core.runs import RunStatus, job_key
 from jobsched.core.spec import CallbackTarget
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from jobsched.pipeline.triggers import payload_not_taken, trigger_run
+from jobsched.watch.run_search import (
+    MAX_TEAM_JOBS,
+    TRIGGERS,
+    Cursor,
+    RunFilter,
+    SearchRefused,
+    search_filter,
+    search_runs,
+)
+
+STATUS_HELP = "one status or several, comma-separated: " + ", ".join(RunStatus.__members__)
+TRIGGER_HELP = "what started the run: " + ", ".join(TRIGGERS)
+ERROR_HELP = "runs whose error contains this text (case as written)"
+SINCE_HELP = "runs of instants from this one on: an instant (2027-01-04T09:00:00Z) or a span back from now (6h, 7d)"
+UNTIL_HELP = "runs of instants up to this one: an instant or a span back from now"
 
 
 def _payload_taken(stored: StoredJob, body: TriggerRequest | None) -> None:
@@ -25,6 +41,28 @@ def _payload_taken(stored: StoredJob, body: TriggerRequest | None) -> None:
     refusal = payload_not_taken(stored.spec) if body is not None and body.payload is not None else None
     if refusal is not None:
         raise ApiError(422, "payload_not_taken", refusal, "payload")
+
+
+def run_filter(
+    status: str | None,
+    trigger: str | None,
+    min_attempts: int | None,
+    error: str | None,
+    since: str | None,
+    until: str | None,
+    now: datetime,
+) -> RunFilter:
+    try:
+        return search_filter(status, trigger, min_attempts, error, since, until, now)
+    except SearchRefused as refused:
+        raise ApiError(422, refused.code, str(refused), refused.field) from None
+
+
+def cursor(token: str | None) -> Cursor | None:
+    try:
+        return Cursor.parse(token) if token else None
+    except SearchRefused as refused:
+        raise ApiError(422, refused.code, str(refused), refused.field) from None
 
 
 def router(access: Access) -> APIGatewayRouter:
@@ -35,23 +73,47 @@ def router(access: Access) -> APIGatewayRouter:
         "/teams/<team>/jobs/<name>/runs",
         operation_id="listRuns",
         tags=["runs"],
-        summary="A job's runs, newest first",
+        summary="A job's runs, newest first, searched by time, status, trigger, attempts and error text",
     )
     def list_runs(
         team: str,
         name: str,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        next_token: Annotated[str | None, Query(max_length=200)] = None,
-        status: Annotated[str | None, Query(pattern="^[A-Z_]+$")] = None,
+        next_token: Annotated[str | None, Query(max_length=300)] = None,
+        status: Annotated[str | None, Query(max_length=200, description=STATUS_HELP)] = None,
+        trigger: Annotated[str | None, Query(max_length=20, description=TRIGGER_HELP)] = None,
+        min_attempts: Annotated[int | None, Query(ge=1, le=1000)] = None,
+        error: Annotated[str | None, Query(min_length=1, max_length=200, description=ERROR_HELP)] = None,
+        since: Annotated[str | None, Query(max_length=40, description=SINCE_HELP)] = None,
+        until: Annotated[str | None, Query(max_length=40, description=UNTIL_HELP)] = None,
     ) -> RunPage:
         member(team)
-        if status is not None and status not in RunStatus.__members__:
-            raise ApiError(
-                422, "invalid_status", f"unknown status {status}; allowed: {', '.join(RunStatus.__members__)}", "status"
-            )
-        runs, last = services().runs.page(job_key(team, name), limit=limit, after_run_id=next_token)
-        shown = [r for r in runs if status is None or r.status.value == status]
-        return RunPage(runs=[run_view(r, None) for r in shown], next_token=last)
+        where = run_filter(status, trigger, min_attempts, error, since, until, services().clock())
+        page = search_runs(services().runs, [job_key(team, name)], where, limit=limit, after=cursor(next_token))
+        return RunPage(runs=[run_view(r, None) for r in page.runs], next_token=page.cursor and page.cursor.text())
+
+    @router.get(
+        "/teams/<team>/runs",
+        operation_id="searchTeamRuns",
+        tags=["runs"],
+        summary="Every run of a team's jobs, newest first, searched as a job's runs are",
+    )
+    def search_team_runs(
+        team: str,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        next_token: Annotated[str | None, Query(max_length=300)] = None,
+        status: Annotated[str | None, Query(max_length=200, description=STATUS_HELP)] = None,
+        trigger: Annotated[str | None, Query(max_length=20, description=TRIGGER_HELP)] = None,
+        min_attempts: Annotated[int | None, Query(ge=1, le=1000)] = None,
+        error: Annotated[str | None, Query(min_length=1, max_length=200, description=ERROR_HELP)] = None,
+        since: Annotated[str | None, Query(max_length=40, description=SINCE_HELP)] = None,
+        until: Annotated[str | None, Query(max_length=40, description=UNTIL_HELP)] = None,
+    ) -> RunPage:
+        member(team)
+        where = run_filter(status, trigger, min_attempts, error, since, until, services().clock())
+        jobs, _ = services().jobs.team_page(team, limit=MAX_TEAM_JOBS, after_name=None)
+        page = search_runs(services().runs, jobs, where, limit=limit, after=cursor(next_token))
+        return RunPage(runs=[run_view(r, None) for r in page.runs], next_token=page.cursor and page.cursor.text())
 
     @router.get(
         "/teams/<team>/jobs/<name>/runs/<run_id>",
