@@ -113,6 +113,9 @@ def test_the_tour_runs_as_typed_against_make_run(make_run: tuple[subprocess.Pope
         assert result.returncode == 0, f"`{command}`: {result.stdout[-1000:]} {result.stderr[-2000:]}"
         printed[shown.command.split("#")[0].strip()] = result.stdout
     assert all(job in printed["jobsched get jobs --team examples"] for job in ("hello", "flaky", "pipeline"))
+    assert "WILL-FIRE" in printed["jobsched explain examples/failing 2030-01-04T09:00"]
+    # #46: the failing example's own errors never open the examples team's breaker on the shared function.
+    assert printed["jobsched breakers examples"].strip() == "no open breakers for team examples"
     [forbidden] = [out for command, out in printed.items() if "team-marketing" in command]
     assert json.loads(forbidden)["error"]["code"] == "forbidden"
     assert process.poll() is None
