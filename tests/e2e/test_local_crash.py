@@ -97,7 +97,11 @@ def run(port: int, job: str, at: datetime) -> dict[str, Any]:
     return body if status == 200 else {"status": None}
 
 
+PATIENCE = 4.0  # deadlines are this many times what a quiet machine needs (CI's is sometimes busy)
+
+
 def wait_for(check: Any, seconds: float) -> Any:
+    seconds *= PATIENCE
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if result := check():
@@ -160,6 +164,7 @@ def test_kill_9_and_restart_on_the_same_state_dir_accounts_for_every_instant(
     os.killpg(runtime_group[0].pid, signal.SIGKILL)
     runtime_group[0].wait(timeout=10)
     runtime_group.append(start(tmp_path, port))
+    restarted_at = datetime.now(UTC)
 
     status, listed = call(port, "GET", "/teams/e2e/jobs")
     assert status == 200 and {j["name"] for j in listed["jobs"]} == {*instants, "minutely", "passing"}
@@ -168,7 +173,9 @@ def test_kill_9_and_restart_on_the_same_state_dir_accounts_for_every_instant(
     assert slow["attempt"] == 2  # attempt 1 died with the process: counted lost, retried
     for job in ("ahead-1", "ahead-2"):
         done = wait_for(lambda job=job: (r := run(port, job, instants[job]))["status"] == "SUCCEEDED" and r, 90)
-        assert done["lateness_seconds"] < 30
+        if restarted_at < instants[job] - timedelta(seconds=5):  # back before its instant: it runs on time
+            assert done["lateness_seconds"] < 30
+        # Back after it (a busy machine restarts slowly): it still runs once, late, as the catch-up decides.
     assert run(port, "before", instants["before"])["status"] == "SUCCEEDED"
     assert target.calls["/hook/before"] == 1 and target.calls["/hook/ahead-1"] == target.calls["/hook/ahead-2"] == 1
     # The minutely job: every instant that has passed has a record (run, caught up, or MISSED with the reason),

@@ -1,7 +1,9 @@
 """End to end through the local runtime: HTTP API -> dispatcher tick -> SQS (moto server) -> worker -> targets.
 
-One runtime per module (deploying the template takes seconds), a 1-second tick, real time. No test waits
-longer than about 30 s.
+One runtime per module (deploying the template takes seconds), a 1-second tick, real time. Tests wait on
+conditions, never for fixed times, and no assertion depends on how fast the machine is: a deadline only bounds how
+long a broken test takes to fail, and is ``PATIENCE`` times what a quiet machine needs (CI's machine is sometimes
+busy with other work: #46 measured the suite beside two CPU-bound processes).
 """
 
 from __future__ import annotations
@@ -49,7 +51,12 @@ def call(
     return response.status, json.loads(response.data) if response.data else None
 
 
+PATIENCE = 4.0  # deadlines are this many times what a quiet machine needs
+
+
 def wait_for(check: Callable[[], Any], seconds: float = 30.0) -> Any:
+    """``check``'s first truthy answer, polled; fails after ``seconds`` on a quiet machine (times PATIENCE)."""
+    seconds *= PATIENCE
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         result = check()
@@ -83,9 +90,9 @@ def test_a_scheduled_run_fires_on_time_through_the_whole_stack(runtime: LocalRun
     assert status == 201 and job["next_fire_times"] == [f"{at:%Y-%m-%dT%H:%M:%SZ}"]
     run = wait_for(finished(runtime, "once", f"{at:%Y%m%dT%H%M%SZ}"))
     assert run["status"] == "SUCCEEDED" and '"n": 1' in run["output"]
-    # Never before its instant. How late is a figure for scripts/bench_lateness.py, not a timed test;
-    # here only that it fired for this instant rather than a tick later.
-    assert 0 <= run["lateness_seconds"] < 30
+    # Never before its instant. How late is a figure for scripts/bench_lateness.py, not a timed test (a busy
+    # machine makes it later); the run id says it ran for this instant.
+    assert run["lateness_seconds"] >= 0
 
 
 def test_a_flaky_job_is_retried_to_success(runtime: LocalRuntime) -> None:
@@ -749,16 +756,28 @@ def test_a_job_after_another_starts_when_the_upstream_run_finishes(runtime: Loca
 
 
 def test_objects_landing_within_a_window_start_one_batched_run(runtime: LocalRuntime) -> None:
-    for part in (1, 2, 3):
-        jobsched(runtime, "local", "put-object", "examples-landing", f"batches/part-{part}.csv", "--body", "id\n1\n")
-    ran = wait_for(
-        lambda: [r for r in example_runs(runtime, "landing-batches") if r["status"] == "SUCCEEDED"], seconds=60
-    )
+    """Three objects put within milliseconds of each other (boto3 against the stack's S3, as a team's uploader
+    does; `jobsched local put-object` runs as typed in the test before), well within the trigger's 10 s window."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=runtime.endpoint, region_name="us-east-1")
+    keys = [f"batches/part-{part}.csv" for part in (1, 2, 3)]
+    for key in keys:
+        s3.put_object(Bucket="examples-landing", Key=key, Body=b"id\n1\n")
+
+    def batched() -> list[dict[str, Any]]:
+        runs = [r for r in example_runs(runtime, "landing-batches") if r["status"] == "SUCCEEDED"]
+        return runs if sum(len(batch_keys(run)) for run in runs) >= len(keys) else []
+
+    def batch_keys(run: dict[str, Any]) -> list[str]:
+        path = f"/teams/examples/jobs/landing-batches/runs/{run['run_id']}/events"
+        status, listed = call(runtime, "GET", path, team="examples")
+        assert status == 200, listed
+        return [e["key"] for e in listed["events"]]
+
+    ran = wait_for(batched, seconds=60)
     assert len(ran) == 1 and ran[0]["trigger_detail"]["batch"]["number"] >= 1
-    path = f"/teams/examples/jobs/landing-batches/runs/{ran[0]['run_id']}/events"
-    status, listed = call(runtime, "GET", path, team="examples")
-    assert status == 200
-    assert sorted(e["key"] for e in listed["events"]) == [f"batches/part-{part}.csv" for part in (1, 2, 3)]
+    assert sorted(batch_keys(ran[0])) == keys
 
 
 def test_events_that_arrive_while_the_events_function_is_down_run_when_it_is_back(runtime: LocalRuntime) -> None:
