@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
-import urllib3
-
 LOCAL_API = "http://127.0.0.1:8080"
 
 
@@ -49,11 +47,15 @@ class HttpTransport:
         host = urlsplit(self.base_url).hostname or ""
         self.sign = sign if sign is not None else host not in ("127.0.0.1", "localhost", "::1")
         self.region = region or _region_of(host)
+        import urllib3  # here, not at import: `jobsched --help` needs no HTTP
+
         self.http = urllib3.PoolManager(
             retries=urllib3.Retry(total=2, backoff_factor=0.5, allowed_methods=None, status_forcelist=(502, 503, 504))
         )
 
     def __call__(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> HttpResult:
+        import urllib3
+
         url = self.base_url + path
         headers = {"Content-Type": "application/json", **headers}
         if self.sign:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,10 +16,9 @@ from jobsched.cli.app import cli
 from jobsched.cli.offline import utc_text
 from jobsched.cli.remote import emit, remote
 from jobsched.client import ClientError
-from jobsched.core.spec import JobSpec
-from jobsched.registry.apply_order import downstreams_first, upstreams_first
-from jobsched.registry.jobfile import validate_files
-from jobsched.schedule.fires import preview_schedule
+
+if TYPE_CHECKING:
+    from jobsched.core.spec import JobSpec
 
 
 @cli.command()
@@ -41,6 +40,10 @@ def apply(
     paths: tuple[Path, ...], team: str | None, prune: bool, dry_run: bool, yes: bool, client: Any, output: str
 ) -> None:
     """Create or update jobs from files, upstreams first: created / changed / unchanged / refused per file."""
+    from jobsched.core.spec import JobSpec  # imported on use: the spec's models cost every CLI call otherwise (#46)
+    from jobsched.registry.apply_order import upstreams_first
+    from jobsched.registry.jobfile import validate_files
+
     results = validate_files(paths)
     failed = [(r.path, e) for r in results for e in r.errors]
     for path, error in failed:
@@ -91,6 +94,9 @@ def _prune(
     client: Any, keep: set[str], teams: set[str], team: str | None, dry_run: bool, yes: bool
 ) -> list[dict[str, Any]]:
     """Delete the teams' deployed jobs that no file defines (asking first unless --yes), downstreams first."""
+    from jobsched.core.spec import JobSpec
+    from jobsched.registry.apply_order import downstreams_first
+
     gone = [
         job
         for owner in sorted(teams | ({team} if team else set()))
@@ -117,6 +123,8 @@ def _key(job: dict[str, Any]) -> str:
 
 
 def _normalized(spec: dict[str, Any]) -> dict[str, Any]:
+    from jobsched.core.spec import JobSpec
+
     return JobSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
 
 
@@ -124,6 +132,9 @@ def _print_change(key: str, old: dict[str, Any] | None, new: dict[str, Any], now
     import difflib
 
     import yaml
+
+    from jobsched.core.spec import JobSpec
+    from jobsched.schedule.fires import preview_schedule
 
     before = yaml.safe_dump(old, sort_keys=True).splitlines() if old else []
     after = yaml.safe_dump(new, sort_keys=True).splitlines()

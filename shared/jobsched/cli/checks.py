@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import ValidationError
 
 from jobsched.cli import app
 from jobsched.cli.app import cli
 from jobsched.cli.offline import parse_instant_option
-from jobsched.core.spec import JobSpec
-from jobsched.planning.simulate import simulate as run_simulation
-from jobsched.registry.jobfile import validate_files
-from jobsched.registry.lint import Finding, LintPolicy
-from jobsched.registry.lint import lint as lint_files
-from jobsched.schedule.engine import Occurrence, ScheduleTooExpensive
+
+if TYPE_CHECKING:  # imported on use: the spec's models cost every CLI call otherwise (#46)
+    from jobsched.core.spec import JobSpec
+    from jobsched.registry.lint import Finding
+    from jobsched.schedule.engine import Occurrence
 
 
 @cli.command()
@@ -31,6 +29,11 @@ def lint(paths: tuple[Path, ...], policy_path: Path | None, output_format: str, 
     """Check job files against the organisation's policy and the known mistakes (DST gaps and overlaps,
     herds, piling-up runs, deadlines shorter than timeouts, calendars that never fire, long catch-ups).
     Exit 0 clean (or warnings only), 1 errors (or warnings with --strict)."""
+    from pydantic import ValidationError
+
+    from jobsched.registry.lint import LintPolicy
+    from jobsched.registry.lint import lint as lint_files
+
     try:
         policy = LintPolicy.load(policy_path) if policy_path else LintPolicy()
     except (ValidationError, ValueError, OSError) as error:
@@ -79,6 +82,10 @@ def github_annotation(finding: Finding) -> str:
 def simulate(paths: tuple[Path, ...], start_text: str, end_text: str, as_json: bool, stream: bool, top: int) -> None:
     """Every instant of the jobs in a range (no cap): per job the fires, the instants skipped and moved
     by reason and the DST events met; across all jobs the busiest minutes."""
+    from jobsched.planning.simulate import simulate as run_simulation
+    from jobsched.registry.jobfile import validate_files
+    from jobsched.schedule.engine import ScheduleTooExpensive
+
     start = parse_instant_option(start_text, "UTC", "--from")
     end = parse_instant_option(end_text, "UTC", "--to")
     if end <= start:

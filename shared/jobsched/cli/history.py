@@ -7,7 +7,6 @@ import difflib
 from typing import Any
 
 import click
-import yaml
 
 from jobsched.cli.app import cli
 from jobsched.cli.remote import JOB_COLUMNS, emit, job_ref, remote
@@ -64,6 +63,8 @@ def print_diffs(key: str, entries: list[dict[str, Any]]) -> None:
         if entry.get("spec") is None:
             click.echo(f"# {heading}")
             continue
+        import yaml
+
         current = yaml.safe_dump(entry["spec"], sort_keys=True).splitlines()
         click.echo(f"# {heading}")
         for line in difflib.unified_diff(previous, current, label, f"{key} v{entry['version']}", lineterm=""):

@@ -12,7 +12,6 @@ from typing import Any
 import click
 
 from jobsched.cli.app import cli
-from jobsched.core.durations import parse_duration
 from jobsched.core.names import Env
 from jobsched.core.tz import UTC
 
@@ -33,6 +32,8 @@ class TickInterval(click.ParamType[float]):
             try:
                 seconds = float(value)
             except ValueError:
+                from jobsched.core.durations import parse_duration  # pydantic: only for a duration typed
+
                 try:
                     seconds = parse_duration(str(value).strip()).total_seconds()
                 except (ValueError, TypeError):

@@ -10,9 +10,7 @@ import click
 
 from jobsched.cli.app import cli
 from jobsched.cli.remote import job_ref, remote
-from jobsched.core.runs import TERMINAL
 
-ENDED = frozenset(status.value for status in TERMINAL)
 follow_poll_seconds = 2.0
 SHOWN_FIELDS = ("attempt", "outcome", "detail", "task", "run_ids", "lateness_s", "error")
 
@@ -26,6 +24,9 @@ SHOWN_FIELDS = ("attempt", "outcome", "detail", "task", "run_ids", "lateness_s",
 @remote
 def logs(job: str, run_id: str, team: str | None, follow: bool, limit: int, client: Any, output: str) -> None:
     """A run's log lines from the dispatcher, the worker (with its target adapter), escalation and pages."""
+    from jobsched.core.runs import TERMINAL  # imported here: the spec's models cost every CLI call otherwise
+
+    ended = {status.value for status in TERMINAL}
     owner, name = job_ref(job, team)
     base = f"/teams/{owner}/jobs/{name}/runs/{run_id}"
     seen: set[str] = set()
@@ -37,7 +38,7 @@ def logs(job: str, run_id: str, team: str | None, follow: bool, limit: int, clie
                 continue
             seen.add(key)
             click.echo(json.dumps(line) if output == "json" else text_line(line))
-        if not follow or client.call("GET", base).body["status"] in ENDED:
+        if not follow or client.call("GET", base).body["status"] in ended:
             break
         time.sleep(follow_poll_seconds)
     if not seen and output == "table":

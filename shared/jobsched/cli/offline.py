@@ -6,23 +6,25 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from jobsched.cli import app
 from jobsched.cli.app import cli
-from jobsched.core.errors import FieldError, SpecError
-from jobsched.core.spec import Schedule
 from jobsched.core.tz import UTC, get_zone
-from jobsched.registry.jobfile import load_job_file, validate_files
-from jobsched.schedule.engine import DEFAULT_HORIZON, CompiledSchedule, Occurrence
-from jobsched.schedule.fires import schedule_for
+
+if TYPE_CHECKING:  # imported on use: the spec's models cost every CLI call otherwise (#46)
+    from jobsched.core.errors import FieldError
+    from jobsched.core.spec import Schedule
+    from jobsched.schedule.engine import CompiledSchedule, Occurrence
 
 
 def _next_fire_note(schedule: Schedule | None, hash_key: str, now: datetime) -> str:
     if schedule is None:
         return " (no schedule: runs when triggered)"
+    from jobsched.schedule.fires import schedule_for
+
     upcoming = schedule_for(schedule, job=hash_key, registered_at=now).next_fires(now, 1)
     if not upcoming:
         return " (warning: no fire instant in the next 10 years)"
@@ -33,6 +35,8 @@ def _next_fire_note(schedule: Schedule | None, hash_key: str, now: datetime) -> 
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 def validate(paths: tuple[Path, ...]) -> None:
     """Check job files (YAML or JSON; directories are searched) without deploying anything."""
+    from jobsched.registry.jobfile import validate_files
+
     now = app.clock()
     failed = False
     results = validate_files(paths)
@@ -80,6 +84,11 @@ def preview(
     """Show the next fire instants of EXPRESSION (or --file JOB) and why others are skipped or moved."""
     if (expression is None) == (job_file is None):
         raise click.UsageError("give an EXPRESSION or --file JOB.yaml (one of them)")
+    from jobsched.core.errors import FieldError, SpecError
+    from jobsched.registry.jobfile import load_job_file
+    from jobsched.schedule.engine import DEFAULT_HORIZON
+    from jobsched.schedule.fires import schedule_for
+
     try:
         if job_file is not None:
             job = load_job_file(job_file)
@@ -116,7 +125,8 @@ def preview(
 def _schedule_from_options(expression: str, timezone: str) -> Schedule:
     from pydantic import ValidationError
 
-    from jobsched.core.errors import field_errors
+    from jobsched.core.errors import FieldError, SpecError, field_errors
+    from jobsched.core.spec import Schedule
 
     try:
         return Schedule.model_validate({"expression": expression, "timezone": timezone})
@@ -215,6 +225,7 @@ def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_
     from jobsched.core.events import RULES_PER_BUS, trigger_bus
     from jobsched.core.waits import job_rules
     from jobsched.planning.capacity import load_profile, size_for
+    from jobsched.registry.jobfile import validate_files
 
     results = validate_files(paths)
     bad = [result for result in results if result.errors]

@@ -10,7 +10,6 @@ from typing import Any
 import click
 
 from jobsched.cli.app import cli
-from jobsched.core.events import trigger_summary
 from jobsched.core.names import CALLBACK_TOKEN_HEADER, Env, RunEnv
 
 
@@ -411,6 +410,8 @@ def run(job: str, run_id: str, team: str | None, client: Any, output: str) -> No
         for line in run_details(body):
             click.echo(line)
     if output == "table" and body.get("trigger_detail"):
+        from jobsched.core.events import trigger_summary
+
         click.echo(f"started by: {trigger_summary(body['trigger_detail'])}")
     if output == "table" and body.get("checks"):
         click.echo()
