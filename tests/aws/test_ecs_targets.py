@@ -177,6 +177,30 @@ def test_the_lease_end_stops_a_running_task_and_a_lost_state_change_is_read_back
     assert run is not None and run.status is RunStatus.TIMED_OUT
 
 
+def test_a_containers_timeout_ends_it_at_the_limit_in_its_own_words_without_the_checker(
+    stack: Stack, clock: Clock
+) -> None:
+    """#46: slow-export's 15 s timeout ended its run at 71 s as "attempt 1 lost: no result before its lease
+    expired". The start sends the run's message again, due at the timeout: its delivery stops the task and ends
+    the attempt "timed out after 15s", with no heartbeat check needed."""
+    ecs = cluster_and_definition("data")
+    run_id = stack.register_and_trigger(ecs_job(timeout="15s"))
+    started = stack.runs.get("data/etl", run_id)
+    assert started is not None and started.status is RunStatus.RUNNING and started.started_at is not None
+    assert (f"{run_id}#1", 16) in stack.queues.requested_delays, "the watch is due a second after the timeout"
+    clock.advance(timedelta(seconds=10))
+    stack.pump()
+    assert stack.runs.get("data/etl", run_id).status is RunStatus.RUNNING  # type: ignore[union-attr]
+    clock.advance(timedelta(seconds=6))
+    stack.pump()  # the watch, delivered: no heartbeat_checker(...).check here
+    [stopped] = tasks(ecs)
+    assert stopped["lastStatus"] == "STOPPED" and "timed out after 15s" in stopped.get("stoppedReason", "")
+    run = stack.runs.get("data/etl", run_id)
+    assert run is not None and run.status is RunStatus.TIMED_OUT
+    assert run.error == "timed out after 15s: the task was stopped"
+    assert run.finished_at is not None and run.finished_at - started.started_at <= timedelta(seconds=17)
+
+
 def test_cancel_stops_the_task(stack: Stack) -> None:
     ecs = cluster_and_definition("data")
     run_id = stack.register_and_trigger(ecs_job())

@@ -869,6 +869,7 @@ def test_container_jobs_run_their_command_locally_and_end_by_the_tasks_exit_code
     # Past its 15 s timeout: TIMED_OUT, and its task stopped (the process got SIGTERM).
     timed_out = wait_for(lambda: ended(slow), seconds=60)
     assert timed_out["status"] == "TIMED_OUT", timed_out
+    assert timed_out["error"] == "timed out after 15s: the task was stopped", timed_out  # not "attempt 1 lost"
     stopped = wait_for(
         lambda: runtime.container_agent.finished.get(("examples/slow-export", slow.rsplit("/", 1)[-1])), seconds=30
     )

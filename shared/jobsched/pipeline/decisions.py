@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from jobsched.core.durations import format_duration
 from jobsched.core.records import LOST_PREFIX, Run, StoredJob, TargetResult
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, attempts_left, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, EXTERNAL_TARGETS, CallbackTarget, JobSpec
@@ -102,6 +103,9 @@ def on_existing(existing: Run, message: RunMessage, spec: JobSpec, now: datetime
         if existing.lease_until and existing.lease_until > now:
             if spec.dag is not None:
                 return Verdict("start_dag")
+            if isinstance(target_of(spec), CONTAINER_TARGETS):
+                # Its timeout watch (sent when the task started) came back early: wait for the timeout.
+                return Verdict("in_flight", "a container's timeout watch")
             if isinstance(target_of(spec), EXTERNAL_TARGETS):
                 return Verdict("duplicate", "its result comes from outside (a callback, a container)")
             return Verdict("in_flight", "attempt in flight elsewhere")
@@ -114,8 +118,21 @@ def on_lost_attempt(spec: JobSpec, run: Run) -> tuple[bool, str]:
     attempts left); otherwise retried like any failure."""
     if spec.dag is not None:
         return True, f"DAG run still unfinished after its time budget ({run_budget(spec)})"
-    error = f"attempt {run.attempt} lost: no result before its lease expired"
-    return not attempts_left(spec.retry, run.policy_attempt), error
+    return not attempts_left(spec.retry, run.policy_attempt), lost_attempt_error(spec, run)
+
+
+def lost_attempt_error(spec: JobSpec, run: Run) -> str:
+    """Why an attempt's lease ran out, in the words of what happened: a container or a callback that reached
+    its timeout, a callback whose heartbeats stopped, or a worker that died mid-attempt."""
+    target = spec.target
+    if isinstance(target, CONTAINER_TARGETS):
+        return f"timed out after {format_duration(target.timeout)}: the task was stopped"
+    if isinstance(target, CallbackTarget):
+        started = run.started_at
+        if spec.heartbeat_timeout and started and run.lease_until and run.lease_until < started + target.timeout:
+            return f"no heartbeat for {format_duration(spec.heartbeat_timeout)}: the attempt is taken as failed"
+        return f"timed out after {format_duration(target.timeout)} with no result"
+    return f"attempt {run.attempt} lost: no result before its lease expired (its worker stopped)"
 
 
 def on_result(result: TargetResult, spec: JobSpec, attempt: int) -> Literal["pending", "succeeded", "retry", "fail"]:

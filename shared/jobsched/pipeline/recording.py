@@ -25,6 +25,7 @@ from jobsched.pipeline.decisions import lease_until, on_lost_attempt, on_result,
 from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort
 
 WAKE_CANDIDATES = 5  # waiters read per wake: runs ending at once take different ones
+TIMEOUT_WATCH_MARGIN = timedelta(seconds=1)  # a timeout watch arrives just after the lease ends
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Records:
                     # The attempt's task, on the run: its Task State Change must name this very task to end it.
                     work = attempt_work(result.output, run.attempt)
                     run = self.runs.started_work(run.job, run.run_id, attempt=run.attempt, work=work)
+                    self._watch_timeout(message, spec, run, now)
                     return Outcome("pending", "waiting for its container", run=run, lateness=lateness)
                 return Outcome("pending", "waiting for the callback", run=run, lateness=lateness)
             if decision == "succeeded":
@@ -139,6 +141,13 @@ class Records:
         )
         self.queues.send(spec.priority, [(follow_up, wait)])
         return True
+
+    def _watch_timeout(self, message: RunMessage, spec: JobSpec, run: Run, now: datetime) -> None:
+        """The run's own message again, due when its container's timeout is reached: its delivery then times
+        the attempt out (stopping the task) within seconds of the limit, not at the heartbeat checker's next
+        minute. Longer than SQS can delay, it is delayed again on arrival; the checker stays the fallback."""
+        if run.lease_until is not None:
+            self.queues.send(spec.priority, [(message, run.lease_until - now + TIMEOUT_WATCH_MARGIN)])
 
     def lost_attempt(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
         """The worker running this attempt died (lease expired): count it as failed and go on."""

@@ -463,6 +463,8 @@ class Worker:
         elif verdict.action == "in_flight":
             assert existing.lease_until is not None
             return Outcome("waiting", verdict.detail, wait=existing.lease_until - now)
+        elif verdict.action == "recover" and isinstance(stored.spec.target, CONTAINER_TARGETS):
+            return self.time_out(existing)  # its timeout watch: the task is stopped, the attempt timed out
         elif verdict.action == "recover":
             return self.records.lost_attempt(existing, message, stored, now)
         return Outcome("duplicate", verdict.detail, run=existing)
