@@ -1,6 +1,7 @@
 """Approval tasks on moto's Step Functions interpreter: a DAG run waits for a person of the team, holding
 nothing; the team's channel is paged with a link; approved (the tasks after it run and may read who approved),
-rejected (FAILED, not retried, the tasks after it skipped) or timed out; the approver in the history."""
+rejected (FAILED, not retried, the tasks after it skipped, the run CANCELLED and nobody paged unless the task
+asks) or timed out; the approver in the history."""
 
 from __future__ import annotations
 
@@ -89,7 +90,23 @@ def test_a_rejected_approval_fails_unretried_and_skips_what_needs_it(waiting: St
     assert (tasks["approve"].status, tasks["approve"].attempt) == (TaskStatus.FAILED, 1)  # job retries 3: not used
     assert tasks["approve"].error == f"rejected by {team_role('data')}: list is wrong"
     assert tasks["cleanup"].status is TaskStatus.SKIPPED and not [n for n, _ in lambdas.calls if n == "cleanup"]
-    assert run_of(waiting).status is RunStatus.FAILED
+    # A decision, not a failure (#46): CANCELLED with who and why, the approval's page resolved, nobody paged.
+    run = run_of(waiting)
+    assert run.status is RunStatus.CANCELLED
+    assert run.error == f"task approve rejected by {team_role('data')}: list is wrong"
+    kinds = [event["kind"] for event in waiting.escalations()]
+    assert "approval_decided" in kinds and not {"run_failed", "run_timed_out"} & set(kinds), kinds
+
+
+def test_a_job_that_asks_is_paged_when_its_approval_is_rejected(dag_stack: Stack, clock: Clock) -> None:
+    asks = APPROVE | {"target": APPROVE["target"] | {"page_on_reject": True}}
+    start_run(dag_stack, clock, dag_job(asks, CLEANUP))
+    drive(dag_stack, lambda: (t := tasks_of(dag_stack).get("approve")) is not None and t.status is TaskStatus.RUNNING)
+    rejected = ApiClient(dag_stack).call("POST", f"{PATH}/reject", {"comment": "no"}, principal=team_role("data"))
+    assert rejected.status == 200, rejected.body
+    drive(dag_stack, finished(dag_stack))
+    assert run_of(dag_stack).status is RunStatus.FAILED
+    assert "run_failed" in [event["kind"] for event in dag_stack.escalations()]
 
 
 def test_an_unanswered_approval_times_out_and_a_late_answer_changes_nothing(waiting: Stack) -> None:

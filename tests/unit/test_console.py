@@ -254,3 +254,33 @@ def test_the_run_page_shows_each_check_passed_or_failed_with_why() -> None:
     page = render.run_view(checked, {}, None, [], NOW)
     assert "\u2713 has-rows<br>\u2717 lists-files (warning): output: &#x27;files&#x27; is &lt;required&gt;" in page
     assert "checks" not in render.run_view(run("2027-01-04T09:00:00Z", RunStatus.SUCCEEDED), {}, None, [], NOW)
+
+
+def test_an_approval_waiting_is_a_blue_row_that_says_what_is_asked_and_links_the_run() -> None:
+    """#46: a pending approval was a red incident row, like a failure."""
+    from datetime import UTC, datetime
+
+    from jobsched.console.render import incidents_view
+    from jobsched.core.records import Incident
+
+    asked = Incident(
+        subject="data/etl",
+        incident_class="approval",
+        opened_at="2027-01-04T09:00:00Z",
+        first_kind="approval_requested",
+        last={"run_id": "20270104T090000Z", "detail": "task approve waits for approval: delete 40 snapshots?"},
+    )
+    failing = Incident(
+        subject="data/load",
+        incident_class="failing",
+        opened_at="2027-01-04T09:00:00Z",
+        first_kind="run_failed",
+        last={"error": "boom"},
+    )
+    html = incidents_view([asked, failing], {}, datetime(2027, 1, 4, 9, 30, tzinfo=UTC), lambda path: path)
+    approval_row, failing_row = html.split("<tr>")[2:]
+    assert 'class="badge approval">? waits for approval' in approval_row and "&#9888;" not in approval_row
+    assert (
+        "delete 40 snapshots?" in approval_row and 'href="/teams/data/jobs/etl/runs/20270104T090000Z"' in approval_row
+    )
+    assert 'class="badge incident">&#9888; failing' in failing_row and "boom" in failing_row

@@ -37,6 +37,7 @@ STYLE = f"""
              color: #fff; margin-left: 4px; }}
 .js .paused {{ background: #7d4e00; }}
 .js .incident {{ background: #cf222e; }}
+.js .approval {{ background: #0969da; }}
 .js a {{ color: #0550ae; }}
 .js .legend span {{ margin-right: 10px; white-space: nowrap; }}
 .js .actions {{ white-space: nowrap; }}
@@ -615,15 +616,28 @@ def incidents_view(incidents: Sequence[Incident], runbooks: dict[str, str], now:
         runbook = runbooks.get(subject)
         book = f'<a href="{escape(runbook)}">runbook</a>' if runbook else DASH
         paged = ", ".join(incident.paged) or "nobody yet"
-        error = str((incident.last or {}).get("error") or DASH)
+        last = incident.last or {}
+        error = str(last.get("error") or DASH)
+        # A run waiting for a person is not a failure: its row is blue, says what is asked, and links the run.
+        asking = incident.incident_class == "approval"
+        badge = (
+            '<span class="badge approval">? waits for approval</span>'
+            if asking
+            else f'<span class="badge incident">&#9888; {escape(incident.incident_class)}</span>'
+        )
+        if asking and last.get("run_id") and name:
+            href = links(f"/teams/{team}/jobs/{name}/runs/{last['run_id']}") or href
+            error = str(last.get("detail") or DASH)
         rows.append(
-            f'<tr><td><span class="badge incident">&#9888; {escape(incident.incident_class)}</span></td>'
+            f"<tr><td>{badge}</td>"
             f"<td>{link_text(subject, href)}</td><td class=num>{age}</td><td class=num>{incident.failures}</td>"
             f"<td>{escape(paged)}</td><td class=muted>{escape(error[:200])}</td><td>{book}</td></tr>"
         )
     return (
         f'<p class="muted">{len(incidents)} open, oldest first</p><table><tr><th>class</th><th>subject</th>'
-        "<th>open for</th><th>events</th><th>paged</th><th>last error</th><th></th></tr>" + "".join(rows) + "</table>"
+        "<th>open for</th><th>events</th><th>paged</th><th>last error, or what is asked</th><th></th></tr>"
+        + "".join(rows)
+        + "</table>"
     )
 
 

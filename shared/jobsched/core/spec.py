@@ -566,6 +566,11 @@ class ApprovalTarget(_TargetBase):
     message: str = Field(
         default="", max_length=1000, description="what the approver is asked (in the page and the run view)"
     )
+    page_on_reject: bool = Field(
+        default=False,
+        description="a rejection fails the run and pages like a failure; by default it is a decision: the run "
+        "ends CANCELLED with who rejected it and why, recorded and shown, and nobody is paged",
+    )
 
 
 _ECS_CLUSTER = re.compile(

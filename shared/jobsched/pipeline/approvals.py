@@ -5,7 +5,9 @@ with the question and a link (``Alerts.approval_requested``). A member of the te
 through the API, ``jobsched approve/reject`` or the console; the state's timeout ends an unanswered wait
 (TIMED_OUT, its downstream tasks skipped). The answer is the task's outcome, fenced by its attempt: of two
 people answering at once, one decides and the other gets 409. Approved: SUCCEEDED, with the decision, the
-approver and the comment as its output (downstream tasks may read them). Rejected: FAILED, not retried.
+approver and the comment as its output (downstream tasks may read them). Rejected: FAILED, not retried, and
+the run ends CANCELLED with who rejected it and why: a decision, not a failure, so nobody is paged (unless
+the task says ``page_on_reject``: then the run fails and pages as failures do).
 The approver is in the task's output and in the job's history.
 """
 
@@ -17,7 +19,7 @@ from datetime import datetime
 from jobsched.core.records import JobNotFound, Run
 from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import ApprovalTarget
-from jobsched.pipeline.dag_tasks import DagRuns
+from jobsched.pipeline.dag_tasks import REJECTED_BY, DagRuns
 from jobsched.pipeline.reruns import RunNotFound
 from jobsched.ports import JobsPort
 
@@ -66,7 +68,7 @@ def decide(
         state.attempt,
         succeeded=approved,
         output=json.dumps({"decision": decision, "by": principal, "comment": said}),
-        error=f"rejected by {principal}" + (f": {said}" if said else ""),
+        error=f"{REJECTED_BY}{principal}" + (f": {said}" if said else ""),
         decision=True,
     )
     details = {"run_id": run_id, "task": task_name, "attempt": state.attempt, "comment": said}

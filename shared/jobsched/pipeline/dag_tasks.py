@@ -686,6 +686,9 @@ class DagRuns:
         error = None
         if failing is not None:
             error = f"task {failing.name} {failing.status.value.lower()}: {failing.error or 'no detail'}"
+        if failing is not None and rejected_quietly(stored.spec, failing):
+            # A person decided the rest should not run: a decision, not a failure (#46). No page.
+            status, error = RunStatus.CANCELLED, f"task {failing.name} {failing.error}"
         try:
             finished = self.runs.finish(
                 run.job,
@@ -701,7 +704,7 @@ class DagRuns:
             return  # finished by a concurrent task or a redelivery
         if status is RunStatus.FAILED:
             self.alerts.run_ended_badly(finished, f"DAG run failed: {error}")
-        else:
+        elif status is RunStatus.SUCCEEDED:
             # Each task's warnings were paged as it finished: the run's success only keeps the incident open.
             warned = any(check.severity == "warn" for check in failed_checks)
             self.alerts.succeeded(run, finished, stored.spec, already_warned=warned)
@@ -877,6 +880,21 @@ def _task(spec: JobSpec | None, name: str) -> DagTask | None:
     if spec is None or spec.dag is None:
         return None
     return next((task for task in spec.dag.tasks if task.name == name), None)
+
+
+REJECTED_BY = "rejected by "  # how an approval's rejection begins its error (approvals.decide writes it)
+
+
+def rejected_quietly(spec: JobSpec, failing: TaskState) -> bool:
+    """The run's failing task is an approval a person rejected, and the job did not ask to be paged for it."""
+    task = next((task for task in (spec.dag.tasks if spec.dag else []) if task.name == failing.name), None)
+    return (
+        task is not None
+        and isinstance(task.target, ApprovalTarget)
+        and not task.target.page_on_reject
+        and failing.status is TaskStatus.FAILED
+        and (failing.error or "").startswith(REJECTED_BY)
+    )
 
 
 def tasks_failed_checks(graph: Graph, tasks: dict[str, TaskState]) -> list[CheckResult]:
