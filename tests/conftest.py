@@ -11,6 +11,7 @@ import botocore.session
 
 from infra.local.moto_patches import (
     batch_jobs_run_until_stopped,
+    bucket_notifications_name_eventbridge,
     direct_dynamodb_responses,
     ecs_awsvpc_tasks,
     ecs_tasks_run_until_stopped,
@@ -21,6 +22,8 @@ from infra.local.moto_patches import (
 direct_dynamodb_responses()
 # EventBridge delivering events (PutEvents, S3 notifications) as AWS does: the local runtime's moto has it too.
 eventbridge_as_aws()
+# A bucket's notification configuration names its EventBridgeConfiguration, as AWS does (moto_patches).
+bucket_notifications_name_eventbridge()
 # moto's RunTask of awsvpc (Fargate) tasks answered 500 (infra/local/moto_patches.py).
 ecs_awsvpc_tasks()
 # A task stays RUNNING until it exits or is stopped, not until it is described four times (moto_patches).

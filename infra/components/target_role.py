@@ -182,6 +182,7 @@ class TargetRole(Construct):
                     "secretsmanager:DescribeSecret",
                     "ssm:ListTagsForResource",
                     "s3:GetBucketTagging",
+                    "s3:GetBucketNotification",  # an s3 trigger's or wait's bucket sends its events (a PUT warns)
                     "ecs:DescribeClusters",
                     "ecs:DescribeTaskDefinition",
                     "ecs:ListTagsForResource",

@@ -29,6 +29,8 @@ ADAPTER_WALLS = {
     "teams do not set); the adapter reads the bucket's tags (GetBucketTagging) before every read and refuses "
     "another team's bucket; s3:ResourceAccount keeps reads in the deployment's account",
     "s3:GetBucketTagging": "reading a bucket's tags is how ownership is decided; tags are not secrets",
+    "s3:GetBucketNotification": "whether a bucket sends its events to EventBridge (a PUT's warning); it names no "
+    "data, and only the bucket's owner may change it",
     "lambda:ListTags": "reading tags is how ownership is decided; tags are not secrets",
     "sqs:ListQueueTags": "reading tags is how ownership is decided; tags are not secrets",
     "states:ListTagsForResource": "reading tags is how ownership is decided; tags are not secrets",

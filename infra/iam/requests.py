@@ -24,6 +24,7 @@ ACTIONS = {
     ("s3", "HeadObject"): "s3:GetObject",
     ("s3", "ListObjectsV2"): "s3:ListBucket",
     ("s3", "HeadBucket"): "s3:ListBucket",
+    ("s3", "GetBucketNotificationConfiguration"): "s3:GetBucketNotification",
     ("logs", "FilterLogEvents"): "logs:FilterLogEvents",
     ("dynamodb", "TransactWriteItems"): "dynamodb:PutItem",  # each item's own action, below
     # The batch forms are authorized as the single action.
@@ -164,6 +165,9 @@ BUILDERS: dict[tuple[str, str], Builder] = {
         f"arn:aws:s3:::{p['Bucket']}/{p['Key']}", **{"s3:ResourceAccount": ACCOUNT}
     ),
     ("s3", "GetBucketTagging"): lambda p, r: _one(f"arn:aws:s3:::{p['Bucket']}", **{"s3:ResourceAccount": ACCOUNT}),
+    ("s3", "GetBucketNotificationConfiguration"): lambda p, r: _one(
+        f"arn:aws:s3:::{p['Bucket']}", **{"s3:ResourceAccount": ACCOUNT}
+    ),
     ("s3", "ListObjectsV2"): lambda p, r: _one(f"arn:aws:s3:::{p['Bucket']}", **{"s3:ResourceAccount": ACCOUNT}),
     ("secretsmanager", "GetSecretValue"): lambda p, r: _one(named("secretsmanager", "secret", p["SecretId"], r, ":")),
     ("secretsmanager", "DescribeSecret"): lambda p, r: _one(named("secretsmanager", "secret", p["SecretId"], r, ":")),

@@ -34,6 +34,8 @@
   both ways and any difference fails the call: the whole unit, contract and aws suite passed so (after
   DeleteItem's extra ConsumedCapacityUnits was dropped), and tests/unit/test_moto_patches.py runs each
   operation that way on every run.
+- A bucket's notification configuration is answered with its ``EventBridgeConfiguration``, as AWS answers it
+  (``bucket_notifications_name_eventbridge``).
 - EventBridge delivery as AWS does it: ``infra.local.moto_events``.
 """
 
@@ -383,6 +385,40 @@ def batch_jobs_run_until_stopped() -> None:
     Job.terminate = terminate  # type: ignore[method-assign]
 
 
+S3_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+
+def bucket_notifications_name_eventbridge() -> None:
+    """moto stores a bucket's ``EventBridgeConfiguration`` (and sends its events) but GetBucketNotificationConfiguration
+    leaves it out of the answer; AWS returns it (``{"EventBridgeConfiguration": {}}``), which is how a PUT tells a
+    bucket that sends its events from one that does not."""
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response.get_bucket_notification, "_names_eventbridge", False):
+        return
+    original = S3Response.get_bucket_notification
+
+    def get_bucket_notification(self: Any) -> Any:
+        answer = original(self)
+        config = self.backend.get_bucket_notification_configuration(self.bucket_name)
+        if config is None or getattr(config, "event_bridge", None) is None:
+            return answer
+        status, headers, body = answer
+        text = body.decode() if isinstance(body, bytes) else str(body)
+        if "<EventBridgeConfiguration" in text:
+            return answer
+        if "</NotificationConfiguration>" in text:
+            text = text.replace(
+                "</NotificationConfiguration>", "<EventBridgeConfiguration/></NotificationConfiguration>"
+            )
+        else:
+            text = '<NotificationConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><EventBridgeConfiguration/></NotificationConfiguration>'
+        return status, headers, text.encode()
+
+    get_bucket_notification._names_eventbridge = True  # type: ignore[attr-defined]
+    S3Response.get_bucket_notification = get_bucket_notification  # type: ignore[method-assign]
+
+
 def compiled_input_paths() -> None:
     """An input transformer's paths compiled once, not for every event delivered."""
     import jsonpath_ng.ext as jsonpath
@@ -402,6 +438,7 @@ def serve() -> None:
     deep_sqs_queues()
     sqs_sends_read_one_attribute()
     compiled_input_paths()
+    bucket_notifications_name_eventbridge()
     ecs_awsvpc_tasks()
     ecs_tasks_run_until_stopped()
     batch_jobs_run_until_stopped()

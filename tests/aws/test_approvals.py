@@ -99,7 +99,7 @@ def test_a_rejected_approval_fails_unretried_and_skips_what_needs_it(waiting: St
 
 
 def test_a_job_that_asks_is_paged_when_its_approval_is_rejected(dag_stack: Stack, clock: Clock) -> None:
-    asks = APPROVE | {"target": APPROVE["target"] | {"page_on_reject": True}}
+    asks = APPROVE | {"target": {**APPROVE["target"], "page_on_reject": True}}  # type: ignore[dict-item]
     start_run(dag_stack, clock, dag_job(asks, CLEANUP))
     drive(dag_stack, lambda: (t := tasks_of(dag_stack).get("approve")) is not None and t.status is TaskStatus.RUNNING)
     rejected = ApiClient(dag_stack).call("POST", f"{PATH}/reject", {"comment": "no"}, principal=team_role("data"))

@@ -302,3 +302,47 @@ def test_a_job_after_another_runs_once_its_upstream_has_finished(deployed: Stack
     ]
     shown = api.call("GET", f"/teams/data/jobs/report/runs/{run.run_id}")
     assert shown.status == 200 and shown.body["trigger_detail"]["upstreams"][0]["job"] == "data/extract"
+
+
+def test_a_trigger_or_topic_that_cannot_work_yet_is_stored_with_a_warning_apply_prints(
+    stack: Stack, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """#46: an s3 trigger on a bucket that does not exist, or does not send its events to EventBridge, was accepted
+    and never fired; a missing escalation topic silently fell back. Each may be created later, so the job is stored,
+    and PUT's answer (and `jobsched apply`) says what does not work yet."""
+    import yaml
+
+    from tests.aws.api_client import cli_as
+
+    api = ApiClient(stack)
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="quiet-landing")
+    s3.put_bucket_tagging(Bucket="quiet-landing", Tagging={"TagSet": [{"Key": "jobsched-team", "Value": "data"}]})
+    landing_bucket(stack, "data")
+    missing_topic = "arn:aws:sns:us-east-1:123456789012:data-pages"
+    body = job(
+        [
+            {"s3": {"bucket": "nowhere-landing"}},
+            {"s3": {"bucket": "quiet-landing"}},
+            {"s3": {"bucket": "acme-landing"}},
+        ],
+        escalation={"sns_topic": missing_topic},
+    )
+    stored = api.call("PUT", "/teams/data/jobs/load", body)
+    assert stored.status == 201, stored.body
+    warned = {(w["field"], w["code"]) for w in stored.body["warnings"]}
+    assert warned == {
+        ("triggers[0].s3.bucket", "bucket_not_found"),
+        ("triggers[1].s3.bucket", "bucket_events_off"),
+        ("escalation.sns_topic", "topic_not_found"),
+    }
+    [off] = [w for w in stored.body["warnings"] if w["code"] == "bucket_events_off"]
+    assert "the trigger never fires" in off["message"] and "EventBridgeConfiguration" in off["message"]
+    clean = api.call("PUT", "/teams/data/jobs/clean", job([{"s3": {"bucket": "acme-landing"}}]))
+    assert clean.status == 201 and clean.body["warnings"] is None
+
+    (tmp_path / "load.yaml").write_text(yaml.safe_dump(body | {"name": "again", "team": "data"}))
+    code, output = cli_as(api, team_role("data"), monkeypatch)("apply", "-f", str(tmp_path))
+    assert code == 0, output
+    assert "data/again: created" in output
+    assert "  warning: triggers[1].s3.bucket: bucket quiet-landing does not send its events to EventBridge" in output

@@ -189,6 +189,12 @@ class IncidentView(BaseModel):
     last_error: str | None = None
 
 
+class WarningView(BaseModel):
+    field: str
+    code: str
+    message: str
+
+
 class JobView(BaseModel):
     team: str
     name: str
@@ -204,6 +210,11 @@ class JobView(BaseModel):
     spec: dict[str, Any]
     open_incidents: list[IncidentView] | None = Field(
         default=None, description="GET of one job: its open incidents (one page each until a success resolves it)"
+    )
+    warnings: list[WarningView] | None = Field(
+        default=None,
+        description="PUT: what the job names that cannot work yet (a bucket that does not exist or sends no events"
+        " to EventBridge, a topic that does not exist): stored all the same, since it may be created later",
     )
 
 

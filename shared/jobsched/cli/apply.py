@@ -64,6 +64,8 @@ def apply(
             why = f": {entry['error']}" if entry.get("error") else ""
             where = f"  ({entry['file']})" if entry.get("error") and entry.get("file") else ""
             click.echo(f"{entry['job']}: {entry['action']}{suffix}{why}{where}")
+            for warning in entry.get("warnings", []):
+                click.echo(f"  warning: {warning}")
     else:
         emit(report, output)
     if any(entry["action"] == "refused" for entry in report):
@@ -83,7 +85,10 @@ def _apply_one(client: Any, spec: JobSpec, path: Path, dry_run: bool, now: datet
             _print_change(spec.key, old, new, now)
         if not dry_run and action != "unchanged":
             headers = {"If-Match": str(current.body["version"])} if current.status == 200 else {}
-            client.call("PUT", f"/teams/{spec.team}/jobs/{spec.name}", new, headers=headers)
+            stored = client.call("PUT", f"/teams/{spec.team}/jobs/{spec.name}", new, headers=headers).body
+            warnings = [f"{w['field']}: {w['message']}" for w in (stored or {}).get("warnings") or []]
+            if warnings:
+                entry["warnings"] = warnings
     except ClientError as refused:
         where = f" ({refused.field})" if refused.field else ""
         return entry | {"action": "refused", "error": f"{refused.code}{where}: {refused}"}

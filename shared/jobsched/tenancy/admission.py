@@ -11,11 +11,19 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from jobsched.core.errors import FieldError
+from jobsched.core.names import OWNER_TAG
 from jobsched.core.spec import HttpTarget, JobSpec
 from jobsched.core.urls import UrlRefused, parse_url
 from jobsched.schedule.engine import schedule_cost_problem
 from jobsched.tenancy.egress import AddressPolicy
-from jobsched.tenancy.ownership import OwnershipGuard, shared_bus_sources, spec_resources
+from jobsched.tenancy.ownership import (
+    BucketEventsReader,
+    OwnershipGuard,
+    ResourceKind,
+    ResourceRef,
+    shared_bus_sources,
+    spec_resources,
+)
 
 
 def admission_errors(spec: JobSpec, guard: OwnershipGuard | None, egress: AddressPolicy | None) -> list[FieldError]:
@@ -41,6 +49,48 @@ def admission_errors(spec: JobSpec, guard: OwnershipGuard | None, egress: Addres
             if reason is not None:
                 errors.append(FieldError(field, "address_not_allowed", f"'{url}': {reason}; use a public address"))
     return errors
+
+
+def admission_warnings(spec: JobSpec, guard: OwnershipGuard | None) -> list[FieldError]:
+    """What the job names that cannot work yet, though it may later (a bucket or topic created after the job):
+    accepted, and said in PUT's answer and by `jobsched apply`, never silent (#46)."""
+    if guard is None:
+        return []
+    warnings: list[FieldError] = []
+    for resource in spec_resources(spec):
+        if resource.kind is ResourceKind.BUCKET and _listens(resource.field):
+            warnings += _bucket_warnings(resource, spec.team, guard)
+        elif resource.kind is ResourceKind.TOPIC and not guard.exists(resource, spec.team):
+            message = (
+                f"topic {resource.name} does not exist or team {spec.team} cannot see it: pages go to the"
+                " deployment's own topic until it does"
+            )
+            warnings.append(FieldError(resource.field, "topic_not_found", message))
+    return warnings
+
+
+def _listens(field: str) -> bool:
+    """A bucket whose events the job waits for (an s3 trigger, a wait), not one it only reads (a map)."""
+    return field.startswith("triggers[") or field.endswith(".s3")
+
+
+def _bucket_warnings(resource: ResourceRef, team: str, guard: OwnershipGuard) -> list[FieldError]:
+    what = "the trigger never fires" if resource.field.startswith("triggers[") else "the wait is met only by polls"
+    if not guard.exists(resource, team):
+        message = (
+            f"bucket {resource.name} does not exist or team {team} cannot see it: {what} until it exists, is tagged"
+            f" {OWNER_TAG}={team} and sends its events to EventBridge"
+        )
+        return [FieldError(resource.field, "bucket_not_found", message)]
+    reader = guard.reader
+    if isinstance(reader, BucketEventsReader) and reader.bucket_sends_events(team, resource.name) is False:
+        message = (
+            f"bucket {resource.name} does not send its events to EventBridge: {what}; turn it on with"
+            f" aws s3api put-bucket-notification-configuration --bucket {resource.name}"
+            """ --notification-configuration '{"EventBridgeConfiguration": {}}'"""
+        )
+        return [FieldError(resource.field, "bucket_events_off", message)]
+    return []
 
 
 def priority_errors(spec: JobSpec, granted: tuple[str, ...]) -> list[FieldError]:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from jobsched.core.event_patterns import named_sources
@@ -121,6 +121,12 @@ class NotOwned(Exception):
 class TagReader(Protocol):
     def tags(self, team: str, resource: ResourceRef) -> dict[str, str] | None:
         """The resource's tags, read as ``team``; None when it does not exist or the team cannot see it."""
+
+
+@runtime_checkable
+class BucketEventsReader(Protocol):
+    def bucket_sends_events(self, team: str, bucket: str) -> bool | None:
+        """Whether the bucket sends its events to EventBridge; None when ``team`` cannot see it."""
 
 
 def target_resources(target: Any, prefix: str = "target") -> list[ResourceRef]:
@@ -348,6 +354,10 @@ class OwnershipGuard:
             return None
         reason = refusal(resource, team, tags, self.reserved, self._grants(resource))
         return NotOwned(resource, team, reason) if reason is not None else None
+
+    def exists(self, resource: ResourceRef, team: str) -> bool:
+        """Whether ``team`` can see the resource (its tags could be read); reserved names count as existing."""
+        return resource.kind in KUBERNETES_NAMED or self._tags(team, resource) is not None
 
     def source_refusal(self, source: str, team: str) -> str | None:
         """Why ``team`` may not listen to ``source`` on the shared bus, by the platform's grants (None: it may)."""

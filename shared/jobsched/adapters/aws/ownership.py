@@ -140,6 +140,17 @@ class AwsTagReader:
                 return None
             raise
 
+    def bucket_sends_events(self, team: str, bucket: str) -> bool | None:
+        """Whether the bucket sends its events to EventBridge (what s3 triggers and waits listen to); None when
+        the team cannot see it."""
+        try:
+            found = self.sessions.client(team, "s3").get_bucket_notification_configuration(Bucket=bucket)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code", "") in MISSING:
+                return None
+            raise
+        return "EventBridgeConfiguration" in found
+
     def _read(self, team: str, resource: ResourceRef) -> dict[str, str]:
         kind, name = resource.kind, resource.name
         if kind is ResourceKind.FUNCTION:

@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, Access, ApiServices
 from jobsched.api.errors import ApiError
-from jobsched.api.models import JobBody, JobPage, JobView
+from jobsched.api.models import JobBody, JobPage, JobView, WarningView
 from jobsched.api.views import if_match_version, incident_view, job_view
 from jobsched.core.errors import SpecError
 from jobsched.core.records import VersionConflict
@@ -18,7 +18,7 @@ from jobsched.core.spec import JobSpec
 from jobsched.registry.jobfile import validate_document
 from jobsched.registry.jobs import delete_job as remove_job
 from jobsched.registry.jobs import put_job
-from jobsched.tenancy.admission import admission_errors, priority_errors, schedule_cost_errors
+from jobsched.tenancy.admission import admission_errors, admission_warnings, priority_errors, schedule_cost_errors
 
 
 def admitted(services: ApiServices, document: dict[str, Any]) -> JobSpec:
@@ -74,6 +74,8 @@ def router(access: Access) -> APIGatewayRouter:
             rules=services().rules,
         )
         view = job_view(stored, services().clock())
+        warned = admission_warnings(spec, services().guard)
+        view.warnings = [WarningView(field=w.path, code=w.code, message=w.message) for w in warned] or None
         return Response(
             201 if created else 200,
             content_types.APPLICATION_JSON,
