@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.local.moto_patches import LOCAL_ID_TAG
 from jobsched.core.events import CONTAINER_STARTED_BY
 from jobsched.core.names import OWNER_TAG, RunEnv
 
@@ -35,20 +36,24 @@ STOP_TIMEOUT = 30.0  # seconds between SIGTERM and SIGKILL (ECS's default stopTi
 BASE_ENVIRONMENT = ("PATH", "LANG", "HOME", "TMPDIR", "SYSTEMROOT")  # what any container has; nothing else leaks
 
 
-def team_network(ec2: Any, team: str, *, cidr: str = "10.0.0.0/16", group: str = "") -> dict[str, list[str]]:
+def team_network(
+    ec2: Any, team: str, *, cidr: str = "10.0.0.0/16", group: str = "", ids: tuple[str, str] | None = None
+) -> dict[str, list[str]]:
     """A VPC with a subnet and a security group tagged for ``team``: where its ECS tasks may run (a task runs only
-    in its team's subnets and groups, or shared ones)."""
+    in its team's subnets and groups, or shared ones). ``ids``: the subnet's and the group's, as job files name
+    them (the local moto gives a resource tagged ``jobsched-local-id`` that id)."""
     owned = [{"Key": OWNER_TAG, "Value": team}]
+    chosen = [[{"Key": LOCAL_ID_TAG, "Value": wanted}] if ids else [] for wanted in (ids or ("", ""))]
     vpc = ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
     subnet_cidr = cidr.replace(".0.0/16", ".1.0/24")
     subnet = ec2.create_subnet(
-        VpcId=vpc, CidrBlock=subnet_cidr, TagSpecifications=[{"ResourceType": "subnet", "Tags": owned}]
+        VpcId=vpc, CidrBlock=subnet_cidr, TagSpecifications=[{"ResourceType": "subnet", "Tags": owned + chosen[0]}]
     )["Subnet"]["SubnetId"]
     created = ec2.create_security_group(
         GroupName=group or f"{team}-tasks",
         Description=f"{team}'s tasks",
         VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": owned}],
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": owned + chosen[1]}],
     )
     return {"subnets": [subnet], "security_groups": [created["GroupId"]]}
 

@@ -36,6 +36,8 @@
   operation that way on every run.
 - A bucket's notification configuration is answered with its ``EventBridgeConfiguration``, as AWS answers it
   (``bucket_notifications_name_eventbridge``).
+- Subnets and security groups created with the tag ``jobsched-local-id`` get it as their id, so the example job
+  files name the local network as written (``ec2_ids_from_tags``).
 - EventBridge delivery as AWS does it: ``infra.local.moto_events``.
 """
 
@@ -385,6 +387,45 @@ def batch_jobs_run_until_stopped() -> None:
     Job.terminate = terminate  # type: ignore[method-assign]
 
 
+LOCAL_ID_TAG = "jobsched-local-id"  # a subnet or security group created with this tag gets it as its id
+
+
+def ec2_ids_from_tags() -> None:
+    """Subnets and security groups get random ids in moto, as in AWS; an example job file must name them before
+    they exist (``examples/containers/*.yaml`` name ``subnet-0123456789abcdef0``). The local stack creates its
+    example network with those ids (tag ``jobsched-local-id``), so the example files apply as written."""
+    import threading
+
+    from moto.ec2.models import security_groups, subnets
+
+    if getattr(subnets.SubnetBackend.create_subnet, "_ids_from_tags", False):
+        return
+    pending = threading.local()
+
+    def chosen(make: Any) -> Any:
+        return lambda: getattr(pending, "id", None) or make()
+
+    subnets.random_subnet_id = chosen(subnets.random_subnet_id)  # type: ignore[attr-defined]
+    security_groups.random_security_group_id = chosen(security_groups.random_security_group_id)  # type: ignore[attr-defined]
+
+    def taking_id(create: Any, kind: str) -> Any:
+        def wrapper(self: Any, *args: Any, tags: Any = None, **kwargs: Any) -> Any:
+            # A subnet's tags come by resource type ({"subnet": {...}}), a group's flat ({...}).
+            named = tags.get(kind) if isinstance(tags, dict) and isinstance(tags.get(kind), dict) else tags
+            pending.id = named.get(LOCAL_ID_TAG) if isinstance(named, dict) else None
+            try:
+                return create(self, *args, tags=tags, **kwargs)
+            finally:
+                pending.id = None
+
+        wrapper._ids_from_tags = True  # type: ignore[attr-defined]
+        return wrapper
+
+    subnets.SubnetBackend.create_subnet = taking_id(subnets.SubnetBackend.create_subnet, "subnet")  # type: ignore[method-assign]
+    groups = security_groups.SecurityGroupBackend
+    groups.create_security_group = taking_id(groups.create_security_group, "security-group")  # type: ignore[method-assign]
+
+
 S3_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 
@@ -439,6 +480,7 @@ def serve() -> None:
     sqs_sends_read_one_attribute()
     compiled_input_paths()
     bucket_notifications_name_eventbridge()
+    ec2_ids_from_tags()
     ecs_awsvpc_tasks()
     ecs_tasks_run_until_stopped()
     batch_jobs_run_until_stopped()

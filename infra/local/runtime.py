@@ -64,6 +64,7 @@ LOCAL_FAILED_RECORD_RETRY = 5  # seconds before a failed record is offered again
 LOCAL_RECEIVERS = 3  # ReceiveMessage loops per queue
 SNAPSHOT_EVERY = 1.0  # seconds: at most this much of the tables' writes is lost to a kill -9
 RUNTIME_FILE = "runtime.json"  # the API's URL and moto's endpoint, for `jobsched local put-event` and the like
+EXAMPLE_SUBNET, EXAMPLE_SECURITY_GROUP = "subnet-0123456789abcdef0", "sg-0123456789abcdef0"
 EXAMPLE_BUCKET = "examples-landing"  # team examples' bucket, sending its events to EventBridge
 EVENT_EXAMPLES = (
     "examples/events/orders-ready.yaml",
@@ -614,10 +615,9 @@ class LocalRuntime:
         for path in EVENT_EXAMPLES:
             document = yaml.safe_load((ROOT / path).read_text())
             client.call("PUT", f"/teams/{document['team']}/jobs/{document['name']}", document)
-        network = self._example_containers()
-        for path in CONTAINER_EXAMPLES:
+        self._example_containers()
+        for path in CONTAINER_EXAMPLES:  # as written: the network they name is the one made above
             document = yaml.safe_load((ROOT / path).read_text())
-            document["target"]["network"] |= network
             client.call("PUT", f"/teams/{document['team']}/jobs/{document['name']}", document)
         self._example_batch()
         for path in BATCH_EXAMPLES:
@@ -718,7 +718,8 @@ class LocalRuntime:
             tags=tags,
         )
         ec2 = boto3.client("ec2", endpoint_url=self.endpoint, region_name=REGION)
-        return team_network(ec2, "examples", cidr="10.42.0.0/16", group="examples-containers")
+        ids = (EXAMPLE_SUBNET, EXAMPLE_SECURITY_GROUP)  # what examples/containers/*.yaml name
+        return team_network(ec2, "examples", cidr="10.42.0.0/16", group="examples-containers", ids=ids)
 
     def _start_callback_worker(self) -> None:
         """Plays the external worker of the example callback job: the sleep example heartbeats, then completes."""

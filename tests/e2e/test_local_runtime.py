@@ -874,3 +874,39 @@ def test_container_jobs_run_their_command_locally_and_end_by_the_tasks_exit_code
         lambda: runtime.container_agent.finished.get(("examples/slow-export", slow.rsplit("/", 1)[-1])), seconds=30
     )
     assert stopped == ("UserInitiated", 143), stopped
+
+
+def test_the_container_examples_apply_as_written_and_a_team_makes_its_bucket_with_one_command(
+    runtime: LocalRuntime,
+) -> None:
+    """#46: the container example files named subnets that existed only after `make run` rewrote them, and no
+    command made a team's bucket (a missing one was a Python traceback)."""
+    cli = str(Path(sys.executable).with_name("jobsched"))
+    root = Path(__file__).resolve().parents[2]
+    applied = subprocess.run(
+        [cli, "apply", "-f", "examples/containers/", "--api", runtime.api_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=root,
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    lines = applied.stdout.splitlines()
+    assert len(lines) == 6 and all(line.endswith(": unchanged") for line in lines), applied.stdout  # as registered
+    made = jobsched(runtime, "local", "create-bucket", "e2e", "e2e-drops")
+    assert made.strip() == "bucket e2e-drops: team e2e (jobsched-team=e2e), events to EventBridge on"
+    body = {
+        "triggers": [{"s3": {"bucket": "e2e-drops", "prefix": "in/"}}],
+        "target": {"type": "lambda", "function": "jobsched-example-echo"},
+    }
+    status, stored = call(runtime, "PUT", "/teams/e2e/jobs/drops", body)
+    assert status == 201 and stored["warnings"] is None, stored  # tagged, sending its events: nothing to warn of
+    jobsched(runtime, "local", "put-object", "e2e-drops", "in/first.csv", "--body", "id\n1\n")
+    wait_for(
+        lambda: [r for r in call(runtime, "GET", "/teams/e2e/jobs/drops/runs")[1]["runs"] if r["status"] == "SUCCEEDED"]
+    )
+    command = [cli, "local", "put-object", "no-such-bucket", "x", "--state-dir", str(runtime.state_dir)]
+    missing = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr, missing.stderr
+    assert "create it with `jobsched local create-bucket TEAM no-such-bucket`" in missing.stderr

@@ -330,6 +330,43 @@ def local_put_event(source: str, detail_type: str, detail: str, bus: str, state_
 )
 def local_put_object(bucket: str, key: str, body: str, source: Path | None, state_dir: Path | None) -> None:
     """Write an object into a local bucket: S3 sends Object Created to EventBridge, and S3-triggered jobs start."""
+    from botocore.exceptions import ClientError
+
     content = source.read_bytes() if source is not None else body.encode()
-    response = _local_aws(state_dir, "s3").put_object(Bucket=bucket, Key=key, Body=content)
+    try:
+        response = _local_aws(state_dir, "s3").put_object(Bucket=bucket, Key=key, Body=content)
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code")
+        if code == "NoSuchBucket":
+            raise click.ClickException(
+                f"no bucket {bucket} in the local stack: create it with `jobsched local create-bucket TEAM {bucket}`"
+            ) from None
+        raise click.ClickException(f"refused: {code}: {error.response.get('Error', {}).get('Message')}") from None
     click.echo(f"s3://{bucket}/{key} written ({len(content)} bytes, etag {response['ETag'].strip(chr(34))})")
+
+
+@local.command("create-bucket")
+@click.argument("team")
+@click.argument("bucket")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The runtime's state directory (default: the stack JOBSCHED_API names, else the one running).",
+)
+def local_create_bucket(team: str, bucket: str, state_dir: Path | None) -> None:
+    """Create TEAM's BUCKET in the local stack as a team's bucket must be: tagged as the team's, sending its events
+    to EventBridge (what s3 triggers and waits listen to). Again on an existing bucket: sets both."""
+    from botocore.exceptions import ClientError
+
+    from jobsched.core.names import OWNER_TAG
+
+    s3 = _local_aws(state_dir, "s3")
+    try:
+        s3.create_bucket(Bucket=bucket)
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code")
+        if code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise click.ClickException(f"refused: {code}: {error.response.get('Error', {}).get('Message')}") from None
+    s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [{"Key": OWNER_TAG, "Value": team}]})
+    s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={"EventBridgeConfiguration": {}})
+    click.echo(f"bucket {bucket}: team {team} ({OWNER_TAG}={team}), events to EventBridge on")
