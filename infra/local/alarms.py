@@ -44,11 +44,12 @@ class LocalAlarms:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.physical, self.endpoint, self.region = physical, endpoint, region
-        self.board = AlarmBoard(alarms_from_template(template, self.resolve), scale=scale)
+        self.board = AlarmBoard(alarms_from_template(template, self.resolve), scale=scale, created=clock())
         self.data = Datapoints()
         self.state_file, self.clock = state_file, clock
         self.lock = threading.Lock()
         self.pending: list[dict[str, Any]] = []  # EMF datapoints not yet put into moto's CloudWatch
+        self.went_off: set[str] = set()  # alarms in ALARM since they last were OK
         keys = [query.key for alarm in self.board.alarms for query in alarm.queries if query.key is not None]
         self.queues = {dict(key[2]).get("QueueName", "") for key in keys if key[0] == SQS}
         self.apis = {dict(key[2])["ApiName"] for key in keys if key[0] == API_GATEWAY and "ApiName" in dict(key[2])}
@@ -136,7 +137,14 @@ class LocalAlarms:
             self.data.forget_before(now - 2 * longest / self.board.scale)
         sns = boto3.client("sns", endpoint_url=self.endpoint, region_name=self.region)
         for alarm, state, reason in changes:
-            (log.warning if state == "ALARM" else log.info)("alarm %s -> %s: %s", alarm.name, state, reason)
+            # News is an alarm going off, and one that went off coming back; a new alarm's first OK is not.
+            news = state == "ALARM" or alarm.name in self.went_off
+            say = log.warning if state == "ALARM" else log.info if news else log.debug
+            say("alarm %s -> %s: %s", alarm.name, state, reason)
+            if state == "ALARM":
+                self.went_off.add(alarm.name)
+            elif state == "OK":
+                self.went_off.discard(alarm.name)
             if state == "ALARM":
                 for topic in alarm.actions:
                     message = {"AlarmName": alarm.name, "NewStateValue": state, "NewStateReason": reason}

@@ -198,11 +198,19 @@ def period_value(alarm: AlarmSpec, data: Datapoints, end: float, scale: float) -
     return values[returned[0].id] if returned else None
 
 
-def evaluate(alarm: AlarmSpec, data: Datapoints, now: float, scale: float = 1.0) -> tuple[State, str]:
-    """The state the alarm is in at ``now``, and why (CloudWatch's M-of-N over the last N periods)."""
+def evaluate(
+    alarm: AlarmSpec, data: Datapoints, now: float, scale: float = 1.0, *, since: float | None = None
+) -> tuple[State, str]:
+    """The state the alarm is in at ``now``, and why (CloudWatch's M-of-N over the last N periods). ``since``: when
+    the alarm was created; a period that began before it is not judged (a new alarm is INSUFFICIENT_DATA until it
+    has a whole period to look at, so a healthy stack does not start in ALARM on data it could not have sent)."""
     span = alarm.period / scale
     last_end = math.floor(now / span) * span
-    periods = [period_value(alarm, data, last_end - i * span, scale) for i in range(alarm.evaluation_periods)]
+    ends = [last_end - i * span for i in range(alarm.evaluation_periods)]
+    ends = [end for end in ends if since is None or end - span >= since]
+    if not ends:
+        return "INSUFFICIENT_DATA", "no whole period since the alarm was created"
+    periods = [period_value(alarm, data, end, scale) for end in ends]
     compare = COMPARISONS[alarm.comparison]
     breaching = 0
     present = [p for p in periods if p is not None]
@@ -283,11 +291,12 @@ class AlarmBoard:
     alarms: list[AlarmSpec]
     scale: float = 1.0
     status: dict[str, AlarmStatus] = field(default_factory=dict)
+    created: float | None = None  # when the alarms were created (the stack started): earlier periods are not judged
 
     def evaluate(self, data: Datapoints, now: float) -> list[tuple[AlarmSpec, State, str]]:
         changed = []
         for alarm in self.alarms:
-            state, reason = evaluate(alarm, data, now, self.scale)
+            state, reason = evaluate(alarm, data, now, self.scale, since=self.created)
             current = self.status.setdefault(alarm.name, AlarmStatus(changed_at=now))
             current.reason = reason
             if state != current.state:

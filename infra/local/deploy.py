@@ -32,7 +32,7 @@ UNSUPPORTED = {
     "AWS::ApiGateway::RequestValidator": "the local gateway passes requests to the API handler, which validates them",
     "AWS::ApiGateway::Stage": "the local gateway on 127.0.0.1 serves the API",
     "AWS::ApiGateway::UsagePlan": "per-team throttling runs in the API handler",
-    "AWS::CloudWatch::Alarm": "no alarms locally; escalations are printed",
+    "AWS::CloudWatch::Alarm": "evaluated by the local runtime from the handlers' metrics (jobsched local alarms)",
     "AWS::SNS::TopicPolicy": "moto does not enforce resource policies",
     "AWS::SQS::QueuePolicy": "moto does not enforce resource policies",
     "AWS::SecretsManager::Secret": "created by the local runtime with the same name",

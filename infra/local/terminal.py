@@ -22,39 +22,78 @@ from typing import Any, TextIO
 # Worker outcomes that are not news: a duplicate delivery, or a task waiting its turn as planned.
 _QUIET_OUTCOMES = frozenset({"duplicate", "superseded"})
 _QUIET_DETAILS = ("parked until its dependencies finish", "attempt in flight elsewhere")
+# A run's end is told once by its "run finished" line, whoever ended it (worker, DAG, container, callback).
+_ENDS = frozenset({"succeeded", "failed", "skipped", "cancelled", "timed_out"})
 
 
 def run_line(record: dict[str, Any]) -> str | None:
     """A handler's JSON log line as a person reads it, or None when it is not one to show."""
     message = record.get("message")
+    if message == "run finished":
+        return _finished_line(record)
     if message == "run message":
-        outcome = str(record.get("outcome", "?"))
-        if outcome in _QUIET_OUTCOMES or str(record.get("detail") or "").startswith(_QUIET_DETAILS):
-            return None
-        where = f"{record.get('team')}/{str(record.get('job', '')).split('/')[-1]}"
-        task = f" task {record['task']}" if record.get("task") else ""
-        attempt = f" attempt {record['attempt']}" if record.get("attempt") not in (None, 1) else ""
-        lateness = record.get("lateness_s")
-        late = f"  late {float(lateness):.1f} s" if isinstance(lateness, int | float) else ""
-        detail = f"  {record['detail']}" if record.get("detail") else ""
-        return f"run   {where} {record.get('run_id')}{task}{attempt}  {outcome.upper()}{late}{detail}"[:240]
+        return _message_line(record)
+    name = str(record.get("name") or "")
+    if name.startswith("jobsched.local"):  # the runtime's own record, formatted by a handler's logger
+        return _runtime_text(name, LEVELS.get(str(record.get("level")), logging.INFO), str(message or ""))
     if record.get("level") in ("ERROR", "CRITICAL"):
         return f"error {record.get('service', '')}: {message}"[:240]
     return None
 
 
+def _where(record: dict[str, Any]) -> str:
+    return f"{record.get('team')}/{str(record.get('job', '')).split('/')[-1]}"
+
+
+def _finished_line(record: dict[str, Any]) -> str:
+    lateness, took = record.get("lateness_s"), record.get("took_s")
+    late = f"  late {float(lateness):.1f} s" if isinstance(lateness, int | float) else ""
+    spent = f"  took {float(took):.1f} s" if isinstance(took, int | float) else ""
+    attempt = f" attempt {record['attempt']}" if record.get("attempt") not in (None, 1) else ""
+    kind = {"dag": " (DAG)", "container": " (container)"}.get(str(record.get("kind")), "")
+    error = f"  {record['error']}" if record.get("error") else ""
+    return f"run   {_where(record)} {record.get('run_id')}{attempt}{kind}  {record.get('status')}{late}{spent}{error}"[
+        :240
+    ]
+
+
+def _message_line(record: dict[str, Any]) -> str | None:
+    outcome, detail = str(record.get("outcome", "?")), str(record.get("detail") or "")
+    task = str(record.get("task") or "")
+    if outcome in _QUIET_OUTCOMES or detail.startswith(_QUIET_DETAILS):
+        return None
+    if outcome in _ENDS and not task:
+        return None  # its "run finished" line says it
+    if outcome == "waiting" and "held:" not in detail:
+        return None  # a wait's polls and a slot's looks: the run's WAITING (or its hold) was said once
+    if "[" in task:
+        return None  # one item of a map: the map task's own line says how its items went
+    shown_task = f" task {task}" if task else ""
+    attempt = f" attempt {record['attempt']}" if record.get("attempt") not in (None, 1) else ""
+    lateness = record.get("lateness_s")
+    late = f"  late {float(lateness):.1f} s" if isinstance(lateness, int | float) else ""
+    said = f"  {detail}" if detail else ""
+    return f"run   {_where(record)} {record.get('run_id')}{shown_task}{attempt}  {outcome.upper()}{late}{said}"[:240]
+
+
+LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR}
+
+
 def runtime_line(record: logging.LogRecord) -> str | None:
     """The runtime's own record as a line, or None: start-up steps, alarms, pages, warnings and errors."""
-    text = record.getMessage()
-    if record.name == "jobsched.local.alarms" and " -> " in text:
+    return _runtime_text(record.name, record.levelno, record.getMessage())
+
+
+def _runtime_text(name: str, level: int, text: str) -> str | None:
+    if name == "jobsched.local.alarms" and " -> " in text:
         return text.split("\n", 1)[0]
     if text.startswith("PAGE "):
         return "page  " + text.removeprefix("PAGE ").split("\n", 1)[0]
-    if "quarantined" in text and record.levelno >= logging.ERROR:
+    if "quarantined" in text and level >= logging.ERROR:
         return text.split("\n", 1)[0]
-    if record.levelno >= logging.WARNING:
-        return f"{record.levelname.lower()} {record.name}: {text.splitlines()[0] if text else ''}"[:240]
-    if record.name.startswith("jobsched.local") and record.levelno >= logging.INFO:
+    if level >= logging.WARNING:
+        return f"{logging.getLevelName(level).lower()} {name}: {text.splitlines()[0] if text else ''}"[:240]
+    if name.startswith("jobsched.local") and level >= logging.INFO:
         return text.split("\n", 1)[0]
     return None
 

@@ -122,13 +122,26 @@ def test_the_tour_runs_as_typed_against_make_run(make_run: tuple[subprocess.Pope
 
 
 def test_make_run_speaks_to_a_person(make_run: tuple[subprocess.Popen[str], Path, int, Path]) -> None:
-    """One short line per run, page or alarm change; the raw JSON (logs, EMF) only in the log files."""
-    _, transcript, _, _ = make_run
+    """One short line per run, page or alarm change; the raw JSON (logs, EMF) only in the log files. #46: pages and
+    the end of a DAG run were never shown, the missed-ticks alarms started in ALARM on a healthy stack, and every
+    wait's poll printed a line."""
+    _, transcript, port, _ = make_run
+    for job in ("failing", "pipeline"):  # started now rather than at their next even minute
+        url = f"http://127.0.0.1:{port}/teams/examples/jobs/{job}/trigger"
+        urllib3.request("POST", url, headers={"Content-Type": "application/json"}, body="{}")
+    expected = (
+        r"run   examples/hello \S+ .*SUCCEEDED",
+        r"page  \[jobsched\] examples/failing: run failed",
+        r"run   examples/pipeline \S+ \(DAG\)  SUCCEEDED",
+    )
     deadline = time.monotonic() + 240  # waited on a condition: bounds only a broken run
-    while not re.search(r"run   examples/hello \S+ .*SUCCEEDED", transcript.read_text()):
+    while not all(re.search(pattern, transcript.read_text()) for pattern in expected):
         assert time.monotonic() < deadline, transcript.read_text()[-3000:]
         time.sleep(0.5)
     lines = transcript.read_text().splitlines()
+    assert not [line for line in lines if "MissedTicks -> ALARM" in line], "a healthy stack's ticks are not missed"
+    assert not [line for line in lines if "WAITING" in line and "held:" not in line], "a wait's polls are not news"
+    assert not [line for line in lines if "no alarms locally" in line]
     banner = lines.index("jobsched is running locally.")
     logs = next(line for line in lines[banner:] if line.strip().startswith("logs "))
     folder = Path(logs.split()[1]).parent

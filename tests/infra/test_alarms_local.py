@@ -113,6 +113,21 @@ def test_a_stopped_dispatcher_drives_missed_ticks_and_a_dead_letter_drives_the_d
     assert evaluate(dlq, data, NOW)[0] == "ALARM"
 
 
+def test_a_new_alarm_judges_no_period_that_began_before_it_was_created(dev: Template) -> None:
+    """#46: the missed-ticks alarms started in ALARM for minutes on a healthy stack, on periods that began before
+    the stack could send anything. A new alarm is INSUFFICIENT_DATA until a whole period has passed."""
+    alarm = by_name(dev[0], "DispatcherMissedTicks")
+    span = alarm.period
+    created = NOW - span / 2
+    board = AlarmBoard([alarm], created=created)
+    assert board.evaluate(Datapoints(), NOW) == [], "no change from INSUFFICIENT_DATA"
+    [row] = board.rows()
+    assert row["state"] == "INSUFFICIENT_DATA" and row["reason"] == "no whole period since the alarm was created"
+    later = NOW + span * (alarm.evaluation_periods + 1)
+    [(_, state, _)] = board.evaluate(Datapoints(), later)
+    assert state == "ALARM", "no ticks at all in whole periods since: breaching, as in AWS"
+
+
 def test_time_scale_makes_a_five_minute_period_last_five_seconds(dev: Template) -> None:
     alarm = by_name(dev[0], "JobsQuarantined")
     data = Datapoints()
@@ -139,10 +154,11 @@ def test_the_local_runtime_feeds_api_5xx_message_age_and_throttles(dev: Template
     invocation's (zero) throttles. Bad input (4xx) never drives the 5xx alarm; six 5xx in a period do."""
     from infra.local.alarms import LocalAlarms
 
-    clock = [NOW - 60]
+    clock = [NOW - 3600]  # the alarms were created an hour ago: every period judged began after
     local = LocalAlarms(
         dev[0], {}, endpoint="http://unused", region="us-east-1", state_file=tmp_path / "a.json", clock=lambda: clock[0]
     )
+    clock[0] = NOW - 60
 
     def states() -> dict[str, str]:
         local.board.evaluate(local.data, NOW)

@@ -7,6 +7,7 @@ structured logs (and the runs table), never into dimensions.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,18 @@ __all__ = [
     "run_finished",
     "run_retried",
 ]
+
+
+RUN_LOG = logging.getLogger("jobsched.runs")
+
+
+def run_kind(run: Run) -> str:
+    """How the run's work ran: a DAG, work started outside (a container's task), or an attempt the worker ran."""
+    if run.graph is not None:
+        return "dag"
+    if run.work:
+        return "container"
+    return "attempt"
 
 
 def make_logger(service: str) -> Logger:
@@ -82,8 +95,23 @@ def emit_escalation(*, team: str, kind: str, pages: int, paused: bool) -> None:
 
 
 def run_finished(run: Run) -> None:
-    """M1 and M3: the run reached its terminal status (told once, by the runs store)."""
+    """M1 and M3: the run reached its terminal status (told once, by the runs store), and its log line: the one
+    line every run's end has, whoever ended it (the worker, a DAG's last task, a container's state change, a
+    callback, the heartbeat checker, a cancel)."""
     emit("RunsFinished", 1, outcome=run.status.value.lower())
+    took = (run.finished_at - run.started_at).total_seconds() if run.started_at and run.finished_at else None
+    fields = {
+        "run_id": run.run_id,
+        "job": run.job,
+        "team": run.team,
+        "status": run.status.value,
+        "attempt": run.attempt,
+        "kind": run_kind(run),
+        "took_s": round(took, 3) if took is not None else None,
+        "lateness_s": run.lateness_ms / 1000 if run.lateness_ms is not None else None,
+        "error": (run.error or run.reason or "")[:300] or None,
+    }
+    RUN_LOG.info("run finished", extra=fields)
     for check in run.checks or ():
         if not check.get("passed"):
             emit("ChecksFailed", 1, severity=str(check.get("severity")))
