@@ -192,6 +192,23 @@ def screenshot(browser: str, url: str, out: Path, *, width: int = 1100, height: 
     return out.read_bytes()
 
 
+def rendered_text(browser: str, url: str) -> str:
+    """The page as headless Chromium renders it (its DOM after scripts ran), as text: what a person reads."""
+    import html
+    import re
+    import subprocess
+
+    done = subprocess.run(
+        [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--dump-dom", url],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    text = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", done.stdout, flags=re.S)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text)).split())
+
+
 class AtOnce:
     """Counts how many callers are inside it at once (``most``): for tests of a bound on concurrent work. Each
     stays ``seconds``, so callers on other threads overlap when nothing holds them back."""

@@ -90,7 +90,7 @@ class LocalConsole:
             elif request.method != "GET":
                 view = views.View("Not allowed", "<p>Only the confirmation form posts.</p>", status=405)
             else:
-                view = self._view(viewer, path, jobs, runs, now, _days(query.get("days", "7")))
+                view = self._view(viewer, path, jobs, runs, now, _days(query.get("days", "7")), query.get("team"))
         except views.NotFound as missing:
             view = views.View("Not found", f"<p>{escape(str(missing))}</p>", status=404)
         except NotAllowed as refused:
@@ -99,7 +99,14 @@ class LocalConsole:
         return view.status, render.page(view.title, view.body, standalone=True, nav=nav)
 
     def _view(
-        self, viewer: Principal, path: list[str], jobs: JobsStore, runs: RunsStore, now: datetime, days: int
+        self,
+        viewer: Principal,
+        path: list[str],
+        jobs: JobsStore,
+        runs: RunsStore,
+        now: datetime,
+        days: int,
+        team: str | None = None,
     ) -> views.View:
         links, controls = _links, LocalControls()
         if not path:
@@ -107,7 +114,10 @@ class LocalConsole:
                 "jobsched console", f'<p><a href="{PREFIX}/incidents">Open incidents</a></p>' + _teams(viewer, jobs)
             )
         if path == ["incidents"]:
-            return views.incidents(jobs, now=now, links=links, teams=None if viewer.admin else viewer.teams)
+            teams = None if viewer.admin else set(viewer.teams)
+            if team:  # ?team=: one team's (of those the viewer may see)
+                teams = {team} if teams is None else teams & {team}
+            return views.incidents(jobs, now=now, links=links, teams=teams)
         if len(path) >= 2 and path[0] == "teams" and not viewer.may_act_for(path[1]):
             raise NotAllowed(403, f"{viewer.arn} is not a member of team '{path[1]}'")
         if len(path) == 2 and path[0] == "teams":
@@ -157,6 +167,18 @@ def _viewer(caller: str | None) -> Principal:
         raise NotAllowed(401, str(error)) from None
 
 
+# What a person types on the confirmation: a pause's reason (required), an answer's comment (optional).
+TYPED_FIELDS = {
+    "pause": '<p><label>Reason (kept in the audit trail): <input name="reason" size="50" maxlength="500" '
+    "required></label></p>",
+    **dict.fromkeys(
+        ("approve", "reject"),
+        '<p><label>Comment (kept with the decision and in the history): <input name="reason" size="50" '
+        'maxlength="500"></label></p>',
+    ),
+}
+
+
 def _confirm(viewer: Principal, query: dict[str, str], jobs: JobsStore, runs: RunsStore) -> views.View:
     """The question a button asks, with the form that carries the action out (and a pause's reason)."""
     job = query.get("job", "")
@@ -188,11 +210,7 @@ def _confirm(viewer: Principal, query: dict[str, str], jobs: JobsStore, runs: Ru
         if button.task:
             hidden["task"] = button.task
     fields = "".join(f'<input type="hidden" name="{k}" value="{escape(v)}">' for k, v in hidden.items())
-    if button.action == "pause":
-        fields += (
-            '<p><label>Reason (kept in the audit trail): <input name="reason" size="50" maxlength="500" '
-            "required></label></p>"
-        )
+    fields += TYPED_FIELDS.get(button.action, "")
     form = (
         f'<form method="post" action="{ACT}"><p>{escape(button.confirmation)}</p>{fields}'
         f'<p><button class="btn" type="submit">{escape(button.label)}</button> {_job_link(job, "Cancel")}</p></form>'

@@ -29,7 +29,7 @@ import urllib3
 from infra.local.runtime import DEFAULT_ADMIN, EXAMPLE_INVENTORY_ROWS, TEAM_PATTERN, LocalRuntime
 from jobsched.core.runs import parse_instant
 from tests.e2e import running_stack
-from tests.helpers import chromium, screenshot
+from tests.helpers import chromium, rendered_text, screenshot
 
 HTTP = urllib3.PoolManager()
 
@@ -533,6 +533,54 @@ def test_the_console_looks_right_in_a_browser(runtime: LocalRuntime, tmp_path: P
         keyed = f"{path}{'&' if '?' in path else '?'}key={runtime.gateway.console_key}"
         picture = screenshot(browser, runtime.api_url + keyed, keep / f"{name}.png")
         assert picture.startswith(b"\x89PNG") and len(picture) > 15_000, f"{name}: a page with content, not blank"
+
+
+def test_each_console_page_answers_what_its_cli_twin_answers(runtime: LocalRuntime) -> None:
+    """#46, read in Chromium: the job page has the spec, next fires, triggers and its runs' status, duration and
+    trigger (`jobsched get job`, `jobsched runs`); the DAG run page every task by its whole name with its output
+    or why it waits (`jobsched run`); incidents link the run they are about."""
+    browser = chromium()
+    echo = {"type": "lambda", "function": "jobsched-example-echo", "payload": {"says": "hello from extract"}}
+    body = {
+        "schedule": {"expression": "0 4 * * *", "timezone": "Europe/Berlin"},
+        "triggers": [{"event": {"pattern": {"source": ["e2e.parity"]}}}],
+        "dag": {
+            "tasks": [
+                {"name": "extract-the-whole-warehouse-nightly", "target": echo},
+                {"name": "load", "depends_on": ["extract-the-whole-warehouse-nightly"], "target": echo},
+            ]
+        },
+    }
+    assert call(runtime, "PUT", "/teams/e2e/jobs/parity", body)[0] in (200, 201)
+    run = call(runtime, "POST", "/teams/e2e/jobs/parity/trigger")[1]
+    wait_for(finished(runtime, "parity", run["run_id"]), 60)
+    key = f"key={runtime.gateway.console_key}"
+    job_page = rendered_text(browser, f"{runtime.api_url}/console/teams/e2e/jobs/parity?{key}")
+    cli = str(Path(sys.executable).with_name("jobsched"))
+    shown = subprocess.run(
+        [cli, "get", "job", "e2e/parity", "--api", runtime.api_url, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    twin = json.loads(shown.stdout)
+    assert twin["next_fire_times"][0] in job_page, job_page[:2000]  # the same next fire
+    assert "0 4 * * * (Europe/Berlin)" in job_page and "events on bus default" in job_page
+    assert "Spec" in job_page and "extract-the-whole-warehouse-nightly" in job_page
+    assert f"SUCCEEDED {run['run_id']} 1 manual" in job_page, job_page  # status word, run, attempt, trigger
+    run_page = rendered_text(browser, f"{runtime.api_url}/console/teams/e2e/jobs/parity/runs/{run['run_id']}?{key}")
+    listed = subprocess.run(
+        [cli, "run", "e2e/parity", run["run_id"], "--api", runtime.api_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0 and "extract-the-whole-warehouse-nightly" in listed.stdout, listed.stdout
+    assert "extract-the-whole-warehouse-nightly SUCCEEDED 1" in run_page, run_page  # the whole name
+    assert "hello from extract" in run_page  # its output, as `jobsched run -o json` has it
 
 
 # ------------------------------------------------------------------ what the local stack trusts (#26)

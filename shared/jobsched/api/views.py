@@ -24,10 +24,10 @@ from jobsched.api.models import (
 from jobsched.api.tokens import CallbackTokens, token_expiry
 from jobsched.core.bounds import parse_bounded_int
 from jobsched.core.records import Incident, LogLine, Progress, Run, StoredJob, TaskState
-from jobsched.core.runs import TERMINAL, RunStatus, TaskStatus, instant_text, moment_text
+from jobsched.core.runs import RunStatus, TaskStatus, instant_text, moment_text
 from jobsched.core.spec import CallbackTarget, JobSpec
-from jobsched.core.waits import awaited
 from jobsched.dag.definition import graph_from_values
+from jobsched.dag.progress import task_reason
 from jobsched.pipeline.triggers import BackfillProgress
 from jobsched.ports import TaskRunsPort
 from jobsched.schedule.fires import preview_schedule, schedule_of
@@ -167,31 +167,6 @@ def task_views(run: Run, spec: JobSpec, runs: TaskRunsPort, tokens: CallbackToke
             )
         )
     return views
-
-
-FINISHED_TASK = {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.SKIPPED}
-
-
-def task_reason(
-    name: str, state: TaskState | None, depends_on: list[str], states: dict[str, TaskState], spec: JobSpec, run: Run
-) -> str | None:
-    """Why a task has not started: the dependencies it waits for (with theirs), or the data it waits for."""
-    status = state.status if state is not None else TaskStatus.PENDING
-    if status not in (TaskStatus.PENDING, TaskStatus.WAITING) or run.status in TERMINAL:
-        return None
-    since = f" since {instant_text(state.parked_at)}" if state is not None and state.parked_at else ""
-    unfinished = [
-        f"{upstream} ({states[upstream].status.value if upstream in states else 'PENDING'})"
-        for upstream in depends_on
-        if upstream not in states or states[upstream].status not in FINISHED_TASK
-    ]
-    if unfinished:
-        return "waiting for its dependencies: " + ", ".join(unfinished) + since
-    task = next((task for task in (spec.dag.tasks if spec.dag else []) if task.name == name), None)
-    if status is TaskStatus.WAITING and task is not None and task.wait_for:
-        conditions = awaited(spec, task.wait_for, run.scheduled_at)
-        return "waiting for data: " + ", ".join(condition.describe() for condition in conditions) + since
-    return None
 
 
 def backfill_view(progress: BackfillProgress) -> BackfillView:

@@ -161,7 +161,15 @@ def _answer(request: ActionRequest, stores: ActionStores, who: str, now: datetim
         return ActionResult(False, "Not done", "this deployment cannot answer approvals from the console", 422)
     approved = request.action == "approve"
     decide(
-        stores.jobs, stores.dags, request.job, request.run_id, request.task, approved=approved, principal=who, now=now
+        stores.jobs,
+        stores.dags,
+        request.job,
+        request.run_id,
+        request.task,
+        approved=approved,
+        principal=who,
+        comment=request.reason or "",  # the form's one text field: for an answer, the approver's comment
+        now=now,
     )
     verb = "Approved" if approved else "Rejected"
     after = "the tasks after it run" if approved else "the tasks that need it are skipped"

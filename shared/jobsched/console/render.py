@@ -625,8 +625,9 @@ def incidents_view(incidents: Sequence[Incident], runbooks: dict[str, str], now:
             if asking
             else f'<span class="badge incident">&#9888; {escape(incident.incident_class)}</span>'
         )
-        if asking and last.get("run_id") and name:
-            href = links(f"/teams/{team}/jobs/{name}/runs/{last['run_id']}") or href
+        if last.get("run_id") and name and not subject.startswith(("TARGET#", "SYSTEM")):
+            href = links(f"/teams/{team}/jobs/{name}/runs/{last['run_id']}") or href  # the run it is about
+        if asking:
             error = str(last.get("detail") or DASH)
         rows.append(
             f"<tr><td>{badge}</td>"

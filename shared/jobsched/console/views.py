@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Protocol
 
-from jobsched.console import render
+from jobsched.console import details, render
 from jobsched.console.palette import look
 from jobsched.core.records import AuditEntry, DispatchState, Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import TaskStatus, instant_text
@@ -204,9 +204,10 @@ def job(
     compiled = _compiled(stored)
     occurrences = _occurrences(compiled, start, end, MAX_TIMELINE_RUNS) if compiled else []
     body = render.timeline_view(job_key, shown, occurrences, zone, start, end)
-    runs_list = _runs_table(job_key, shown[:50], links)
     team_name, name = job_key.split("/", 1)
-    head = _state_line(stored, controls)
+    latest = sorted(shown, key=lambda r: r.run_id, reverse=True)[:50]
+    runs_list = details.runs_table(latest, links(f"/teams/{team_name}/jobs/{name}"), now=now)
+    head = _state_line(stored, controls) + details.job_facts(stored, now)
     upstreams, downstreams = dependencies(jobs, runs, stored)
     related = render.dependencies_view(upstreams, downstreams, links)
     nav = _nav(links, ("teams", team_name), ("jobs", name))
@@ -235,8 +236,14 @@ def run(
     nav = _nav(links, ("teams", team_name), ("jobs", name), ("runs", run_id))
     waiting = waiting_approvals(stored.spec, tasks)
     acts = render.buttons(controls, render.run_buttons(found, dag=stored.spec.dag is not None, waiting=waiting))
-    head = f"<p>{acts}</p>" if acts else ""
-    return View(f"Run {run_id} of {job_key}", head + render.run_view(found, tasks, graph, order, now), nav)
+    head = details.approvals_asked(stored.spec, waiting) + (f"<p>{acts}</p>" if acts else "")
+    body = render.run_view(found, tasks, graph, order, now)
+    if graph is not None:
+        after = {name: list(node.depends_on) for name, node in graph.items()}
+        body += details.tasks_table(found, stored.spec, tasks, order, after)
+    elif found.output:
+        body += f"<h2>Output</h2><pre>{escape(found.output[:4000])}</pre>"
+    return View(f"Run {run_id} of {job_key}", head + body, nav)
 
 
 def explain(
@@ -338,25 +345,6 @@ def _state_line(stored: StoredJob, controls: render.Controls | None) -> str:
     acts = render.buttons(controls, render.job_buttons(stored.key, stored.state))
     preamble = controls.preamble(stored.spec.team) if controls is not None and acts else ""
     return f"{preamble}<p>State: <b>{state}</b> {acts}</p>"
-
-
-def _runs_table(job_key: str, shown: list[Run], links: render.Links) -> str:
-    team_name, name = job_key.split("/", 1)
-    rows = []
-    for item in sorted(shown, key=lambda r: r.scheduled_at, reverse=True):
-        outcome = strip_cell(item)
-        href = links(f"/teams/{team_name}/jobs/{name}/runs/{item.run_id}")
-        late = f"{item.lateness_ms / 1000:.1f} s" if item.lateness_ms is not None else render.DASH
-        rows.append(
-            f"<tr><td>{render.cell(outcome, title=look(outcome).label)}</td>"
-            f"<td>{render.link_text(item.run_id, href)}</td><td>{item.attempt}</td><td class=num>{late}</td>"
-            f"<td class=muted>{escape(item.error or item.reason or '')}</td></tr>"
-        )
-    return (
-        "<h2>Latest runs</h2><table><tr><th></th><th>run</th><th>attempt</th><th>late</th><th>error or reason</th></tr>"
-        + "".join(rows)
-        + "</table>"
-    )
 
 
 def _next_fire(stored: StoredJob, now: datetime) -> str | None:
