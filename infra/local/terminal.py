@@ -85,6 +85,11 @@ def runtime_line(record: logging.LogRecord) -> str | None:
 
 
 def _runtime_text(name: str, level: int, text: str) -> str | None:
+    line = _runtime_line(name, level, text)
+    return line[:240] if line is not None else None
+
+
+def _runtime_line(name: str, level: int, text: str) -> str | None:
     if name == "jobsched.local.alarms" and " -> " in text:
         return text.split("\n", 1)[0]
     if text.startswith("PAGE "):

@@ -78,7 +78,7 @@ def test_a_silent_callback_run_times_out_retries_fails_and_pages_once_with_conte
         "run: 20270104T100000Z",
         "scheduled for: 2027-01-04T10:00:00Z",
         "attempt: 2",
-        "error: attempt 2 lost",
+        "error: no heartbeat for 1m: the attempt is taken as failed",  # #46: in the words of what happened
         "runbook: https://wiki.example.com/runbooks/external",
         "run: https://api.example.com/prod/teams/ops/jobs/external/runs/20270104T100000Z",
         # The run's lines: run ids repeat across jobs (they are the instant), so the job is filtered too.
