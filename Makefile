@@ -53,7 +53,7 @@ typecheck: $(STAMP)
 IAM_RECORD := build/iam/calls
 unit: $(STAMP) $(NODE_STAMP) $(CHECKOV) $(OPENAPI_CLIENT)
 	rm -rf $(IAM_RECORD)
-	JOBSCHED_IAM_RECORD_DIR=$(abspath $(IAM_RECORD)) $(BIN)/pytest -n 2 --dist loadscope
+	JOBSCHED_IAM_RECORD_DIR=$(abspath $(IAM_RECORD)) $(BIN)/pytest -n 3 --dist loadscope
 	$(BIN)/python -m infra.iam.check $(IAM_RECORD)
 
 # Permissions proven without an AWS account: the end-to-end suites recorded, every call judged against the template
