@@ -251,6 +251,7 @@ class LocalRuntime:
                 os.environ.update(function["environment"])
         os.environ[Env.AWS_ENDPOINT] = self.endpoint
         os.environ[Env.API_URL] = self.api_url  # links in pages point at the local API
+        os.environ[Env.CONSOLE_URL] = f"{self.api_url}/console"  # and at the run's page, for a person
         import boto3
 
         # As in AWS: who may act for which team lives in the deployment's parameter, the callback-signing key in its

@@ -168,6 +168,7 @@ def build_escalator(settings: Settings, *, clock: Callable[[], datetime] = utc_n
         links=Links(
             region=os.environ.get("AWS_REGION", "us-east-1"),
             api_url=settings.api_url,
+            console_url=settings.console_url,
             log_groups=settings.log_groups,
         ),
     )

@@ -96,3 +96,18 @@ def test_an_approval_request_pages_at_info_severity_and_its_decision_resolves_it
     assert decided.resolves() == ("approval",)
     resolved = decide_resolve(opened.incident, decided)
     assert resolved.resolved and [p.notice for p in resolved.pages] == ["resolved"]
+
+
+def test_a_page_links_the_runs_console_page_where_the_deployment_has_one() -> None:
+    """#46: a page's `run:` link opened the API's JSON. Where a console has a page per run (the local one), the page
+    links it too; the API link stays for tools."""
+    from jobsched.paging.rules import Links
+
+    event = {"run_id": "20270104T090000Z", "job": "ops/report"}
+    plain = Links(region="us-east-1", api_url="https://api.example.com/prod").for_event(event, None)
+    assert plain["run"] == "https://api.example.com/prod/teams/ops/jobs/report/runs/20270104T090000Z"
+    assert "console" not in plain
+    local = Links(region="us-east-1", api_url="http://127.0.0.1:8080", console_url="http://127.0.0.1:8080/console")
+    assert local.for_event(event, None)["console"] == (
+        "http://127.0.0.1:8080/console/teams/ops/jobs/report/runs/20270104T090000Z"
+    )

@@ -53,6 +53,7 @@ class Env:
     STAGE = "JOBSCHED_STAGE"
     ESCALATION_TOPIC = "JOBSCHED_ESCALATION_TOPIC_ARN"  # pages of jobs without their own escalation channel
     API_URL = "JOBSCHED_API_URL"  # links in pages
+    CONSOLE_URL = "JOBSCHED_CONSOLE_URL"  # a console with a page per run (the local one): pages link it
     LOG_GROUPS = "JOBSCHED_LOG_GROUPS"  # comma-separated: the Logs Insights link in pages searches these
     WORKFLOW_ROLE = "JOBSCHED_WORKFLOW_ROLE_ARN"  # the role DAG state machines run with
     STATE_MACHINE_PREFIX = "JOBSCHED_STATE_MACHINE_PREFIX"  # arn:aws:states:REGION:ACCOUNT:stateMachine:jobsched-STAGE-
@@ -343,6 +344,7 @@ class Settings:
     state_machine_prefix: str | None = None
     escalation_topic_arn: str | None = None  # where jobs without their own escalation channel page
     api_url: str | None = None
+    console_url: str | None = None
     log_groups: tuple[str, ...] = ()
     stage: str = "dev"
     target_role_arn: str | None = None  # None: team resources are reached with the function's own credentials
@@ -373,6 +375,7 @@ class Settings:
             state_machine_prefix=source.get(Env.STATE_MACHINE_PREFIX) or None,
             escalation_topic_arn=source.get(Env.ESCALATION_TOPIC) or None,
             api_url=source.get(Env.API_URL) or None,
+            console_url=source.get(Env.CONSOLE_URL) or None,
             log_groups=tuple(group for group in source.get(Env.LOG_GROUPS, "").split(",") if group),
             stage=source.get(Env.STAGE) or "dev",
             target_role_arn=source.get(Env.TARGET_ROLE) or None,

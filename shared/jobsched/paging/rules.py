@@ -198,6 +198,7 @@ class Links:
     region: str
     api_url: str | None = None
     log_groups: tuple[str, ...] = ()
+    console_url: str | None = None  # a page a person opens for the run (``run`` is the API's JSON)
 
     def for_event(self, event: dict[str, Any], runbook_url: str | None) -> dict[str, str]:
         links: dict[str, str] = {}
@@ -221,6 +222,10 @@ class Links:
         if run_id and job and self.api_url:
             team, _, name = job.partition("/")
             links["run"] = f"{self.api_url.rstrip('/')}/teams/{team}/jobs/{name}/runs/{urllib.parse.quote(run_id)}"
+        if run_id and job and self.console_url:
+            team, _, name = job.partition("/")
+            where = f"/teams/{team}/jobs/{name}/runs/{urllib.parse.quote(run_id)}"
+            links["console"] = self.console_url.rstrip("/") + where
         return links
 
 
