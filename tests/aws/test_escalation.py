@@ -326,6 +326,43 @@ def test_a_run_still_running_at_its_deadline_is_paged_by_the_checker_once(
     assert stack.jobs.open_incidents("ops/batch") == {"late"}, "a late success does not resolve lateness"
 
 
+def test_an_acknowledged_incident_names_who_is_on_it_and_wakes_no_secondary(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#46: incidents could not be acknowledged. Whoever acknowledges is named on the incident and in the job's
+    history; the secondary contact is not paged however many failures follow; the first success still resolves."""
+    from tests.aws.api_client import ApiClient, cli_as, team_role
+
+    primary, secondary = stack.topic("ops-primary", team="ops"), stack.topic("ops-secondary", team="ops")
+    stack.lambdas.functions["down"] = failing
+    stack.worker.breaker_failures = 1000
+    every_minute(
+        stack, "acked", "down", escalation={"sns_topic": primary, "secondary": {"sns_topic": secondary, "after": 2}}
+    )
+    api = ApiClient(stack)
+    path = "/teams/ops/jobs/acked/incidents/failing/acknowledge"
+    assert api.call("POST", path, {"comment": "x"}, principal=team_role("ops")).status == 404  # nothing open yet
+    stack.minutes(1)
+    stack.handle_escalations()
+    assert [p["topic"] for p in stack.pages()] == [primary]
+    code, output = cli_as(api, team_role("ops"), monkeypatch)("ack", "ops/acked", "--comment", "restarting the db")
+    assert code == 0 and f"ops/acked failing: acknowledged by {team_role('ops')} at " in output, output
+    assert api.call("POST", path, principal=team_role("billing")).status == 403
+    stack.minutes(4)
+    stack.handle_escalations()
+    assert [p["topic"] for p in stack.pages()] == [], "acknowledged: the secondary is not woken"
+    [incident] = api.call("GET", "/teams/ops/jobs/acked").body["open_incidents"]
+    assert incident["acknowledged_by"] == team_role("ops") and incident["events"] == 5
+    assert incident["paged"] == ["primary"]
+    history = api.call("GET", "/teams/ops/jobs/acked/history").body["entries"]
+    [entry] = [e for e in history if e["action"] == "acknowledge"]
+    assert entry["details"] == {"incident_class": "failing", "comment": "restarting the db"}
+    stack.lambdas.functions["down"] = lambda event: {"ok": True}
+    stack.minutes(1)
+    stack.handle_escalations()
+    assert [p["attributes"]["notice"] for p in stack.pages()] == ["resolved"]
+
+
 def test_deleting_a_job_drops_its_open_incident(stack: Stack, clock: Clock) -> None:
     from jobsched.registry.jobs import delete_job
 

@@ -33,6 +33,7 @@ from jobsched.api.routes import (
     explain,
     health,
     history,
+    incidents,
     jobs,
     logs,
     run_events,
@@ -78,6 +79,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         admin,
         breakers,
         explain,
+        incidents,
     ):
         app.include_router(module.router(access))
     return app

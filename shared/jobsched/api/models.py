@@ -187,6 +187,8 @@ class IncidentView(BaseModel):
     paged: list[str] = Field(description="contacts paged: primary, secondary")
     auto_paused: bool = False
     last_error: str | None = None
+    acknowledged_by: str | None = Field(default=None, description="who is on it (the secondary is not paged)")
+    acknowledged_at: str | None = None
 
 
 class WarningView(BaseModel):

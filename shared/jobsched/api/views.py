@@ -200,6 +200,8 @@ def incident_view(incident: Incident) -> IncidentView:
         paged=list(incident.paged),
         auto_paused=incident.auto_paused,
         last_error=incident.last.get("error"),
+        acknowledged_by=incident.acknowledged_by,
+        acknowledged_at=incident.acknowledged_at,
     )
 
 

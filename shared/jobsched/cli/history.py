@@ -1,5 +1,5 @@
-"""``jobsched history``, ``jobsched rollback`` and ``jobsched explain``: who changed what, when and why; an old
-spec back; why a job ran or did not at an instant."""
+"""``jobsched history``, ``rollback``, ``explain`` and ``ack``: who changed what, when and why; an old
+spec back; why a job ran or did not at an instant; acknowledging an incident."""
 
 from __future__ import annotations
 
@@ -107,3 +107,29 @@ def explain(job: str, instant: str, team: str | None, client: Any, output: str) 
         for other in answer["other_runs"]:
             click.echo(f"  also: run {other['run_id']} ({other['trigger']}): {other['status']}")
     click.echo(f"\nnext fire: {body['next_fire'] or '-'}")
+
+
+@cli.command()
+@click.argument("job")
+@click.option("--team")
+@click.option(
+    "--class",
+    "incident_class",
+    type=click.Choice(["failing", "late", "quality", "approval"]),
+    default="failing",
+    show_default=True,
+    help="Which of the job's open incidents.",
+)
+@click.option("--comment", default="", help="Kept in the job's history.")
+@remote
+def ack(job: str, team: str | None, incident_class: str, comment: str, client: Any, output: str) -> None:
+    """Acknowledge JOB's open incident: you are named on it, and its secondary contact is not paged."""
+    owner, name = job_ref(job, team)
+    path = f"/teams/{owner}/jobs/{name}/incidents/{incident_class}/acknowledge"
+    body = client.call("POST", path, {"comment": comment}).body
+    if output != "table":
+        emit(body, output)
+        return
+    click.echo(
+        f"{owner}/{name} {incident_class}: acknowledged by {body['acknowledged_by']} at {body['acknowledged_at']}"
+    )

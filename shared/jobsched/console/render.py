@@ -616,6 +616,8 @@ def incidents_view(incidents: Sequence[Incident], runbooks: dict[str, str], now:
         runbook = runbooks.get(subject)
         book = f'<a href="{escape(runbook)}">runbook</a>' if runbook else DASH
         paged = ", ".join(incident.paged) or "nobody yet"
+        if incident.acknowledged_by:  # someone is on it
+            paged += f"; acknowledged by {incident.acknowledged_by}"
         last = incident.last or {}
         error = str(last.get("error") or DASH)
         # A run waiting for a person is not a failure: its row is blue, says what is asked, and links the run.

@@ -168,6 +168,8 @@ class Incident:
     last: dict[str, Any] = field(default_factory=dict)  # the latest event, for the resolve notice
     seen: tuple[str, ...] = ()
     version: int = 0  # optimistic concurrency in the store
+    acknowledged_by: str | None = None  # someone is on it: the secondary contact is not paged
+    acknowledged_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,8 @@ class StoredIncident:
             last=values.get("last", {}),
             seen=tuple(values.get("seen", ())),
             version=self.version,
+            acknowledged_by=values.get("acknowledged_by"),
+            acknowledged_at=values.get("acknowledged_at"),
         )
 
     @classmethod

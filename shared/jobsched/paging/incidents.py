@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from jobsched.core.records import IncidentClass, StoredIncident, StoredJob, VersionConflict
+from jobsched.core.records import Incident, IncidentClass, StoredIncident, StoredJob, VersionConflict
+from jobsched.core.runs import instant_text
 from jobsched.paging.delivery import PageDelivery, page_deliveries
 from jobsched.paging.events import EscalationEvent
 from jobsched.paging.rules import (
@@ -150,3 +151,25 @@ class Escalator:
             webhook_format="slack" if channel.webhook_format == "slack" else "json",
             webhook_secret=channel.webhook_secret,
         )
+
+
+def acknowledge(
+    store: EscalationStorePort, subject: str, incident_class: IncidentClass, *, by: str, now: datetime
+) -> Incident | None:
+    """Someone is on it: the open incident names who and when, and its secondary contact is not paged. None when
+    no such incident is open. Acknowledging again changes nothing (the first one stays)."""
+    for _ in range(ATTEMPTS):
+        stored = store.get_incident(subject, incident_class)
+        if stored is None or stored.resolved:
+            return None
+        if stored.values.get("acknowledged_by"):
+            return stored.incident
+        values = stored.values | {"acknowledged_by": by, "acknowledged_at": instant_text(now)}
+        try:
+            written = store.put_incident(
+                StoredIncident(values, stored.version, stored.unsent), expected_version=stored.version
+            )
+        except VersionConflict:
+            continue  # an event changed it meanwhile: read it again
+        return written.incident
+    raise VersionConflict(f"incident {subject}/{incident_class}: too many concurrent changes")

@@ -7,7 +7,8 @@ the scheduler itself ("SYSTEM").
 
 - ``failing`` opens on run_failed, run_timed_out, missed_schedule; a run_succeeded resolves it.
   It counts consecutive failures: the primary contact is paged at ``after_failures``, the secondary
-  ``secondary.after`` failures later, and the job is paused at ``auto_pause_after``. 100 failures in a
+  ``secondary.after`` failures later (unless someone acknowledged the incident), and the job is paused at
+  ``auto_pause_after``. 100 failures in a
   row make one page (plus the secondary and the pause notice if configured), not 100.
 - ``late`` opens on deadline_missed (once per run); a run that succeeds within its deadline resolves it.
 - ``circuit`` opens on circuit_open; circuit_closed resolves it.
@@ -124,6 +125,7 @@ def decide_open(incident: Incident | None, event: EscalationEvent, policy: Polic
         and "primary" in current.paged
         and "secondary" not in current.paged
         and failures >= secondary_at
+        and current.acknowledged_by is None  # someone acknowledged it: they are on it, nobody else is woken
     ):
         current = replace(current, paged=(*current.paged, "secondary"))
         pages.append(_page("secondary", "escalated", current, event))
