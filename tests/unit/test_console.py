@@ -284,3 +284,24 @@ def test_an_approval_waiting_is_a_blue_row_that_says_what_is_asked_and_links_the
         "delete 40 snapshots?" in approval_row and 'href="/teams/data/jobs/etl/runs/20270104T090000Z"' in approval_row
     )
     assert 'class="badge incident">&#9888; failing' in failing_row and "boom" in failing_row
+
+
+def test_the_gantt_draws_a_tasks_wait_and_keeps_its_whole_name() -> None:
+    """#46: the DAG run page cut task names and did not draw a task's wait (for its data or dependencies)."""
+    dag_run = run("2027-03-16T11:00:00Z", RunStatus.RUNNING)
+    dag_run = Run(**{**dag_run.__dict__, "started_at": utc("2027-03-16T11:00:00Z")})
+    name = "wait-for-the-nightly-export-file"
+    tasks = {
+        name: TaskState(
+            name,
+            TaskStatus.SUCCEEDED,
+            1,
+            parked_at=utc("2027-03-16T11:00:00Z"),
+            started_at=utc("2027-03-16T11:00:40Z"),
+            finished_at=utc("2027-03-16T11:00:50Z"),
+        ),
+        "still-waiting": TaskState("still-waiting", TaskStatus.WAITING, 1, parked_at=utc("2027-03-16T11:00:50Z")),
+    }
+    chart = render.gantt(dag_run, tasks, [name, "still-waiting"], utc("2027-03-16T11:01:00Z"))
+    assert "waited 40.0 s from 2027-03-16T11:00:00Z" in chart and "waited 10.0 s from" in chart
+    assert f"<title>{name}</title>" in chart and "wait-for-the-nigh…" in chart

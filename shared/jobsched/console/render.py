@@ -537,7 +537,11 @@ def _gantt_row(
     y = 6 + index * GANTT_ROW
     outcome = task_outcome(state)
     shown = look(outcome)
-    label = f'<text x="0" y="{y + 13}" font-size="12" fill="{TEXT}">{escape(name[:18])}</text>'
+    short = name if len(name) <= 18 else name[:17] + "…"  # the whole name: the bar's title and the tasks table
+    label = f'<text x="0" y="{y + 13}" font-size="12" fill="{TEXT}"><title>{escape(name)}</title>{escape(short)}</text>'
+    waited = _wait_bar(state, start, span, now, y)
+    if waited and (state is None or state.started_at is None):
+        return label + waited
     if state is None or state.started_at is None:
         note = shown.label if state is None else f"{shown.label} (not run)" if outcome == "skipped" else shown.label
         return (
@@ -555,9 +559,28 @@ def _gantt_row(
     if items:
         marker += items.split(":")[0].replace("[", " ")  # the bar says how many items it stands for
     return (
-        f'{label}<g><title>{escape(title)}</title><rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 3):.1f}" '
+        f'{label}{waited}<g><title>{escape(title)}</title><rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 3):.1f}" '
         f'height="14" rx="2" fill="{shown.colour}"/><text x="{x0 + 3:.1f}" y="{y + 13}" font-size="11" '
         f'fill="#ffffff">{escape(marker)}</text></g>'
+    )
+
+
+def _wait_bar(state: TaskState | None, start: datetime, span: float, now: datetime, y: int) -> str:
+    """A task's wait (for its data, or its dependencies) before it started: an outlined bar from when it was first
+    held to its start (or now)."""
+    if state is None or state.parked_at is None:
+        return ""
+    until = state.started_at or state.finished_at or now
+    if until <= state.parked_at:
+        return ""
+    x0 = GANTT_LEFT + max((state.parked_at - start).total_seconds(), 0) / span * GANTT_WIDTH
+    x1 = GANTT_LEFT + (until - start).total_seconds() / span * GANTT_WIDTH
+    waited = (until - state.parked_at).total_seconds()
+    colour = look("waiting").colour
+    return (
+        f"<g><title>waited {waited:.1f} s from {instant_text(state.parked_at)}</title>"
+        f'<rect x="{x0:.1f}" y="{y + 4}" width="{max(x1 - x0, 3):.1f}" height="10" fill="none" stroke="{colour}" '
+        'stroke-dasharray="4 2"/></g>'
     )
 
 
