@@ -24,7 +24,10 @@ import urllib3
 from tests.readme import ROOT, Shown, block_with, console_blocks, matches, run_typed, user_environment
 
 # Console blocks not run here, and why: they show a deployed API (SigV4, a team's own job files).
-NOT_RUN = {"export JOBSCHED_API=https://": "the API and CLI against a deployed stage (needs AWS)"}
+NOT_RUN = {
+    "export JOBSCHED_API=https://": "a deployed stage (needs AWS): tests/unit/test_docs_commands.py runs each command "
+    "against an API that knows nothing instead"
+}
 OFFLINE = ("jobsched validate", "jobsched preview", "jobsched capacity", "jobsched lint")
 NEXT_FIRE = re.compile(r"\(next: [^)]+\)")
 

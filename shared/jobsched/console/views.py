@@ -243,6 +243,9 @@ def run(
         body += details.tasks_table(found, stored.spec, tasks, order, after)
     elif found.output:
         body += f"<h2>Output</h2><pre>{escape(found.output[:4000])}</pre>"
+    # Its log lines come from Logs Insights (seconds, and billed by the data scanned): asked for, not on every view.
+    typed = f"jobsched logs {job_key} {run_id}"
+    body += f'<p class="muted">Its log lines, from every component: <code>{escape(typed)}</code></p>'
     return View(f"Run {run_id} of {job_key}", head + body, nav)
 
 
