@@ -12,16 +12,16 @@ from typing import Protocol
 
 from jobsched.console import details, render
 from jobsched.console.palette import look
-from jobsched.core.records import AuditEntry, DispatchState, Run, StoredIncident, StoredJob, TaskState
+from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import TaskStatus, instant_text
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
 from jobsched.registry.dependencies import dependencies
 from jobsched.schedule.engine import CompiledSchedule, Occurrence
 from jobsched.schedule.fires import next_fire, schedule_of
-from jobsched.watch.explain import NotAnInstant, explanation_for
+from jobsched.watch.explain import ExplainJobs, ExplainRuns, NotAnInstant, explanation_for
 from jobsched.watch.health import MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, strip_cell, worst_first
-from jobsched.watch.run_search import Cursor, RunFilter, search_runs
+from jobsched.watch.run_search import Cursor, RunFilter, RunQueries, search_runs
 
 MAX_TEAM_JOBS = 500  # one page of a team's jobs
 RUNS_PER_JOB = STRIP_LENGTH
@@ -29,32 +29,18 @@ MAX_TIMELINE_RUNS = 2_000
 READERS = 16  # jobs read at once for the team page
 
 
-class ConsoleJobs(Protocol):
+class ConsoleJobs(ExplainJobs, Protocol):
     def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]: ...
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]: ...
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None: ...
     def open_incidents(self, job: str) -> set[str]: ...
     def open_incident_list(self, *, limit: int = 200) -> list[StoredIncident]: ...
     def downstreams(self, job: str) -> list[str]: ...
-    def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]: ...
-    def get_state(self, job: str) -> DispatchState | None: ...
 
 
-class ConsoleRuns(Protocol):
-    def page(
-        self,
-        job: str,
-        *,
-        limit: int = 50,
-        newest_first: bool = True,
-        after_run_id: str | None = None,
-        between: tuple[str, str] | None = None,
-    ) -> tuple[list[Run], str | None]: ...
+class ConsoleRuns(ExplainRuns, RunQueries, Protocol):
     def get(self, job: str, run_id: str) -> Run | None: ...
     def tasks(self, job: str, run_id: str) -> dict[str, TaskState]: ...
-    def matching(
-        self, job: str, *, first: str, last: str, where: RunFilter, evaluate: int, limit: int
-    ) -> tuple[list[Run], str | None]: ...
     def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]: ...
 
 

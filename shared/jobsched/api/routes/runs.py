@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
@@ -23,7 +22,7 @@ from jobsched.watch.run_search import (
     MAX_TEAM_JOBS,
     TRIGGERS,
     Cursor,
-    RunFilter,
+    RunQueries,
     SearchRefused,
     search_filter,
     search_runs,
@@ -43,26 +42,26 @@ def _payload_taken(stored: StoredJob, body: TriggerRequest | None) -> None:
         raise ApiError(422, "payload_not_taken", refusal, "payload")
 
 
-def run_filter(
-    status: str | None,
-    trigger: str | None,
-    min_attempts: int | None,
-    error: str | None,
-    since: str | None,
-    until: str | None,
-    now: datetime,
-) -> RunFilter:
-    try:
-        return search_filter(status, trigger, min_attempts, error, since, until, now)
-    except SearchRefused as refused:
-        raise ApiError(422, refused.code, str(refused), refused.field) from None
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+PageToken = Annotated[str | None, Query(max_length=300)]
+Statuses = Annotated[str | None, Query(max_length=200, description=STATUS_HELP)]
+TriggerKind = Annotated[str | None, Query(max_length=20, description=TRIGGER_HELP)]
+MinAttempts = Annotated[int | None, Query(ge=1, le=1000)]
+ErrorText = Annotated[str | None, Query(min_length=1, max_length=200, description=ERROR_HELP)]
+Since = Annotated[str | None, Query(max_length=40, description=SINCE_HELP)]
+Until = Annotated[str | None, Query(max_length=40, description=UNTIL_HELP)]
 
 
-def cursor(token: str | None) -> Cursor | None:
+def searched(runs: RunQueries, jobs: list[str], limit: int, next_token: str | None, filters: dict[str, Any]) -> RunPage:
+    """A page of the search (``filters``: the query string's, as ``search_filter`` takes them); 422 on the
+    parameter it cannot use."""
     try:
-        return Cursor.parse(token) if token else None
+        where = search_filter(**filters)
+        after = Cursor.parse(next_token) if next_token else None
     except SearchRefused as refused:
         raise ApiError(422, refused.code, str(refused), refused.field) from None
+    page = search_runs(runs, jobs, where, limit=limit, after=after)
+    return RunPage(runs=[run_view(r, None) for r in page.runs], next_token=page.cursor and page.cursor.text())
 
 
 def router(access: Access) -> APIGatewayRouter:
@@ -78,19 +77,19 @@ def router(access: Access) -> APIGatewayRouter:
     def list_runs(
         team: str,
         name: str,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        next_token: Annotated[str | None, Query(max_length=300)] = None,
-        status: Annotated[str | None, Query(max_length=200, description=STATUS_HELP)] = None,
-        trigger: Annotated[str | None, Query(max_length=20, description=TRIGGER_HELP)] = None,
-        min_attempts: Annotated[int | None, Query(ge=1, le=1000)] = None,
-        error: Annotated[str | None, Query(min_length=1, max_length=200, description=ERROR_HELP)] = None,
-        since: Annotated[str | None, Query(max_length=40, description=SINCE_HELP)] = None,
-        until: Annotated[str | None, Query(max_length=40, description=UNTIL_HELP)] = None,
+        limit: Limit = 50,
+        next_token: PageToken = None,
+        status: Statuses = None,
+        trigger: TriggerKind = None,
+        min_attempts: MinAttempts = None,
+        error: ErrorText = None,
+        since: Since = None,
+        until: Until = None,
     ) -> RunPage:
         member(team)
-        where = run_filter(status, trigger, min_attempts, error, since, until, services().clock())
-        page = search_runs(services().runs, [job_key(team, name)], where, limit=limit, after=cursor(next_token))
-        return RunPage(runs=[run_view(r, None) for r in page.runs], next_token=page.cursor and page.cursor.text())
+        typed = {"status": status, "trigger": trigger, "min_attempts": min_attempts, "error": error}
+        filters = typed | {"since": since, "until": until, "now": services().clock()}
+        return searched(services().runs, [job_key(team, name)], limit, next_token, filters)
 
     @router.get(
         "/teams/<team>/runs",
@@ -100,20 +99,20 @@ def router(access: Access) -> APIGatewayRouter:
     )
     def search_team_runs(
         team: str,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        next_token: Annotated[str | None, Query(max_length=300)] = None,
-        status: Annotated[str | None, Query(max_length=200, description=STATUS_HELP)] = None,
-        trigger: Annotated[str | None, Query(max_length=20, description=TRIGGER_HELP)] = None,
-        min_attempts: Annotated[int | None, Query(ge=1, le=1000)] = None,
-        error: Annotated[str | None, Query(min_length=1, max_length=200, description=ERROR_HELP)] = None,
-        since: Annotated[str | None, Query(max_length=40, description=SINCE_HELP)] = None,
-        until: Annotated[str | None, Query(max_length=40, description=UNTIL_HELP)] = None,
+        limit: Limit = 50,
+        next_token: PageToken = None,
+        status: Statuses = None,
+        trigger: TriggerKind = None,
+        min_attempts: MinAttempts = None,
+        error: ErrorText = None,
+        since: Since = None,
+        until: Until = None,
     ) -> RunPage:
         member(team)
-        where = run_filter(status, trigger, min_attempts, error, since, until, services().clock())
+        typed = {"status": status, "trigger": trigger, "min_attempts": min_attempts, "error": error}
+        filters = typed | {"since": since, "until": until, "now": services().clock()}
         jobs, _ = services().jobs.team_page(team, limit=MAX_TEAM_JOBS, after_name=None)
-        page = search_runs(services().runs, jobs, where, limit=limit, after=cursor(next_token))
-        return RunPage(runs=[run_view(r, None) for r in page.runs], next_token=page.cursor and page.cursor.text())
+        return searched(services().runs, jobs, limit, next_token, filters)
 
     @router.get(
         "/teams/<team>/jobs/<name>/runs/<run_id>",
