@@ -185,6 +185,30 @@ def test_a_breaker_opens_at_the_threshold_once_and_reopens_after_its_cool_down(s
     assert stores.jobs.breaker("http://t").failures == 0
 
 
+def test_a_teams_open_breakers_are_listed_with_what_they_hold_and_an_admin_close_is_audited(stores: Stores) -> None:
+    """#46: a team lists its open breakers without a scan; each names the runs it held (a set, so a redelivered hold
+    adds nothing, and bounded); an admin's close leaves an audit entry and takes it off the list."""
+    cool = timedelta(minutes=5)
+    key, other = "ops:lambda:db", "ops/report:http:https://api.example.com"
+    for _ in range(3):
+        stores.jobs.breaker_failed(key, now=T0, threshold=3, cool_down=cool)
+        stores.jobs.breaker_failed(other, now=T0, threshold=3, cool_down=cool)
+    stores.jobs.breaker_holds(key, "ops/a/20270104T090000Z")
+    stores.jobs.breaker_holds(key, "ops/a/20270104T090000Z")  # redelivered: once
+    stores.jobs.breaker_holds(key, "ops/b/20270104T090000Z#load")
+    listed = stores.jobs.open_breakers("ops")
+    assert sorted(listed) == sorted([key, other]) and stores.jobs.open_breakers("billing") == {}
+    assert listed[key].held == ("ops/a/20270104T090000Z", "ops/b/20270104T090000Z#load")
+    assert listed[key].open_until == T0 + cool
+    stores.jobs.breaker_holds("ops:lambda:closed", "ops/c/1")  # no open breaker: nothing named
+    assert stores.jobs.breaker("ops:lambda:closed").held == ()
+    assert stores.jobs.close_breaker(key, by="admin", reason="vendor fixed it", now=T0) is True
+    assert list(stores.jobs.open_breakers("ops")) == [other]
+    [audit] = [entry for entry in stores.jobs.history("TARGET#" + key, limit=10)[0]]
+    assert (audit.action, audit.principal, audit.reason) == ("close_breaker", "admin", "vendor fixed it")
+    assert stores.jobs.close_breaker(key, by="admin", reason="again", now=T0) is False
+
+
 def test_incident_marks_live_on_the_job_and_never_create_one(stores: Stores) -> None:
     create(stores)
     stores.jobs.mark_incident("payments/job", "failing", is_open=True)
