@@ -815,8 +815,9 @@ class LocalRuntime:
 
         from jobsched import wiring
         from jobsched.adapters.aws.dynamo import from_item
+        from jobsched.adapters.items import is_run_item
         from jobsched.core.names import JobsKeys
-        from jobsched.core.records import Run, is_run_item
+        from jobsched.core.records import Run
         from jobsched.core.runs import TERMINAL
         from jobsched.pipeline.recovery import recover_lost_queues
 

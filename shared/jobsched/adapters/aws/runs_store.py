@@ -24,12 +24,21 @@ from jobsched.adapters.aws.dynamo import (
     update_if,
 )
 from jobsched.adapters.aws.run_queries import matching_runs
+from jobsched.adapters.items import (
+    MAX_WAIT_SCAN,
+    new_run_values,
+    new_waiting_values,
+    output_partition,
+    running_values,
+    succeeded_in,
+    task_partition,
+    waiting_values,
+)
 from jobsched.core.checks import CheckResult
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RunsKeys
 from jobsched.core.records import (
     LOST_PREFIX,
-    MAX_WAIT_SCAN,
     TASK_PREFIX,
     AttemptClaim,
     ParkedTask,
@@ -40,13 +49,6 @@ from jobsched.core.records import (
     TaskState,
     Waiting,
     lease_shard,
-    new_run_values,
-    new_waiting_values,
-    output_partition,
-    running_values,
-    succeeded_in,
-    task_partition,
-    waiting_values,
 )
 from jobsched.core.runs import (
     MAX_OUTPUT,

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from jobsched.adapters.items import audit_values
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.names import TARGET_PREFIX, JobsKeys
-from jobsched.core.records import MAX_HELD_LISTED, BreakerState, audit_values, breaker_team
+from jobsched.core.records import MAX_HELD_LISTED, BreakerState, breaker_team
 from jobsched.core.runs import instant_text
 
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from jobsched.adapters.items import SlotJudgement, audit_values, job_state_values, jobs_snapshot, take_slots_in_rounds
 from jobsched.adapters.memory.breakers import MemoryBreakers
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch
@@ -21,17 +22,12 @@ from jobsched.core.records import (
     JobExists,
     JobsSnapshot,
     JobState,
-    SlotJudgement,
     SlotResult,
     SlotsTaken,
     StoredIncident,
     StoredJob,
     VersionConflict,
-    audit_values,
     due_shard,
-    job_state_values,
-    jobs_snapshot,
-    take_slots_in_rounds,
 )
 from jobsched.core.runs import instant_text, parse_instant
 from jobsched.core.spec import JobSpec

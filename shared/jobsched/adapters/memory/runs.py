@@ -8,13 +8,22 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from jobsched.adapters.items import (
+    MAX_WAIT_SCAN,
+    new_run_values,
+    new_waiting_values,
+    output_partition,
+    running_values,
+    succeeded_in,
+    task_partition,
+    waiting_values,
+)
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.checks import CheckResult
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RUNS_TABLE, RunsKeys
 from jobsched.core.records import (
     LOST_PREFIX,
-    MAX_WAIT_SCAN,
     TASK_PREFIX,
     AttemptClaim,
     ParkedTask,
@@ -25,13 +34,6 @@ from jobsched.core.records import (
     TaskState,
     Waiting,
     lease_shard,
-    new_run_values,
-    new_waiting_values,
-    output_partition,
-    running_values,
-    succeeded_in,
-    task_partition,
-    waiting_values,
 )
 from jobsched.core.runs import (
     MAX_OUTPUT,

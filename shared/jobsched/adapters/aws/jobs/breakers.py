@@ -11,8 +11,9 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.dynamo import batch_get, from_item, to_item, to_values, update_if
 from jobsched.adapters.aws.jobs.table import JobsTable
+from jobsched.adapters.items import audit_values
 from jobsched.core.names import TARGET_PREFIX, JobsKeys
-from jobsched.core.records import MAX_HELD_LISTED, BreakerState, audit_values, breaker_team
+from jobsched.core.records import MAX_HELD_LISTED, BreakerState, breaker_team
 from jobsched.core.runs import instant_text
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,10 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, to_values
 from jobsched.adapters.aws.jobs.table import JobsTable
+from jobsched.adapters.items import SlotJudgement, take_slots_in_rounds
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import SlotJudgement, SlotResult, SlotsTaken, take_slots_in_rounds
+from jobsched.core.records import SlotResult, SlotsTaken
 from jobsched.core.runs import instant_text
 
 

@@ -10,8 +10,9 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values
 from jobsched.adapters.aws.jobs.table import JobsTable
+from jobsched.adapters.items import audit_values, jobs_snapshot
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import AuditEntry, JobExists, JobsSnapshot, JobState, StoredJob, audit_values, jobs_snapshot
+from jobsched.core.records import AuditEntry, JobExists, JobsSnapshot, JobState, StoredJob
 from jobsched.core.spec import JobSpec
 
 CONSOLE_REQUEST_KEPT = timedelta(days=2)  # CloudTrail delivers within minutes; a day of outage still fits

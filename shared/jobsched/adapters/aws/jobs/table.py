@@ -10,9 +10,10 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.dynamo import is_conditional_failure, to_item, to_values
+from jobsched.adapters.items import audit_values, job_state_values
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import StoredJob, VersionConflict, audit_values, due_shard, job_state_values
+from jobsched.core.records import StoredJob, VersionConflict, due_shard
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import JobSpec
 from jobsched.tenancy.quotas import CachedLimits

@@ -1,0 +1,290 @@
+"""How the stores lay domain records out as items: partition keys of a DAG run's tasks and outputs, a run's item
+as first written, the attributes a transition sets, a job's STATE item, audit items, and the slot writes' rounds.
+Both table adapters (DynamoDB and memory) write exactly these; nothing above the adapters reads them (#47: they
+were 230 lines of ``core.records`` only the adapters used)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobsched.core.names import JobsKeys, RunsKeys
+from jobsched.core.records import (
+    JobsSnapshot,
+    SlotsTaken,
+    StoredJob,
+    Waiting,
+    due_shard,
+    lease_shard,
+    shown_waiting_for,
+)
+from jobsched.core.runs import (
+    TERMINAL,
+    RunMessage,
+    RunStatus,
+    instant_text,
+    moment_text,
+    parse_instant,
+    truncate,
+)
+from jobsched.core.spec import JobSpec
+
+
+def task_partition(job: str, run_id: str) -> str:
+    """A DAG run's tasks live under their own partition key, so listing a job's runs never reads them."""
+    return f"{job}#{run_id}"
+
+
+def output_partition(job: str, run_id: str) -> str:
+    """The outputs its downstream tasks read, apart from the tasks: reading the tasks never reads them."""
+    return f"{job}#{run_id}#outputs"
+
+
+def is_run_item(values: dict[str, Any]) -> bool:
+    """A run's own item: under its job's key. A DAG run's tasks and outputs live under ``{job}#{run_id}...``."""
+    return "#" not in str(values.get(RunsKeys.PK, "#"))
+
+
+def job_state_values(job: str, version: int, cursor: datetime, next_visit_at: datetime | None) -> dict[str, Any]:
+    """A job's STATE item as (re)written by a create or a spec change: the cursor, an audit mark at the cursor
+    (earlier instants are not the dispatcher's to account for), no slots taken, and the due entry."""
+    values: dict[str, Any] = {
+        JobsKeys.PK: job,
+        JobsKeys.SK: JobsKeys.STATE,
+        "cursor": instant_text(cursor),
+        "audited_to": instant_text(cursor),
+        "spec_version": version,
+        "slots": {},
+    }
+    if next_visit_at is not None:
+        values[JobsKeys.DUE_SHARD] = due_shard(job)
+        values[JobsKeys.NEXT_VISIT_AT] = instant_text(next_visit_at)
+    return values
+
+
+def run_base_values(message: RunMessage, now: datetime, retention: timedelta) -> dict[str, Any]:
+    """The fields every run record starts with (its key, instants, trigger and expiry)."""
+    return {
+        RunsKeys.PK: message.job,
+        RunsKeys.SK: message.run_id,
+        "team": message.team,
+        "scheduled_at": message.scheduled_at,
+        "fire_at": message.fire_at,
+        "trigger": message.trigger,
+        "spec_version": message.spec_version,
+        "correlation_id": message.correlation_id or message.run_id,
+        "created_at": instant_text(now),
+        RunsKeys.TTL: int((now + retention).timestamp()),
+        # Kept on the record so a retry rebuilt from it (a long wait, a lost worker) carries them too.
+        "trigger_detail": message.trigger_detail,
+        "payload": json.dumps(message.payload_override) if message.payload_override is not None else None,
+    }
+
+
+def running_values(
+    job: str, run_id: str, now: datetime, lease_until: datetime | None, external: bool
+) -> dict[str, Any]:
+    """What an attempt's start sets: its start moment and lease."""
+    values: dict[str, Any] = {"started_at": moment_text(now)}
+    if lease_until is not None:
+        values["lease_until"] = instant_text(lease_until)
+        if external:
+            # Only runs whose result arrives from outside go on the lease index; for the others the
+            # SQS message is the lease (it comes back if the worker dies), so they cost no index write.
+            values[RunsKeys.LEASE_SHARD] = lease_shard(job, run_id)
+            values[RunsKeys.LEASE_EXPIRES_AT] = instant_text(lease_until)
+    return values
+
+
+def new_run_values(
+    message: RunMessage,
+    *,
+    status: RunStatus,
+    now: datetime,
+    retention: timedelta,
+    lease_until: datetime | None,
+    external: bool,
+    reason: str | None,
+    deadline: timedelta | None,
+) -> dict[str, Any]:
+    """A run record as first written (None values are not stored). ``deadline``: an unfinished run goes on
+    the deadlines index until it finishes or its deadline is reported."""
+    values: dict[str, Any] = {
+        **run_base_values(message, now, retention),
+        "status": status.value,
+        "attempt": message.attempt,
+        "reason": truncate(reason),
+    }
+    if deadline is not None and status not in TERMINAL:
+        values[RunsKeys.DEADLINE_SHARD] = lease_shard(message.job, message.run_id)
+        values[RunsKeys.DEADLINE_AT] = instant_text(parse_instant(message.scheduled_at) + deadline)
+    if status is RunStatus.RUNNING:
+        values |= running_values(message.job, message.run_id, now, lease_until, external)
+        values["lateness_ms"] = int((now - parse_instant(message.fire_at)).total_seconds() * 1000)
+    elif status in (RunStatus.SKIPPED, RunStatus.CANCELLED, RunStatus.MISSED):
+        values["finished_at"] = moment_text(now)
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def new_waiting_values(
+    message: RunMessage, waiting: Waiting, *, now: datetime, retention: timedelta, deadline: timedelta | None
+) -> dict[str, Any]:
+    """A run record first written WAITING (``RunsPort.wait`` when the run does not exist yet)."""
+    values = new_run_values(
+        message,
+        status=RunStatus.WAITING,
+        now=now,
+        retention=retention,
+        lease_until=None,
+        external=False,
+        reason=None,
+        deadline=deadline,
+    )
+    return (
+        values | waiting_values(message.job, message.run_id, waiting) | {"wait_started_at": instant_text(waiting.since)}
+    )
+
+
+MAX_WAIT_SCAN = 1000  # runs of an upstream read, newest first, looking for the one a job wait needs
+
+
+def succeeded_in(values: dict[str, Any], first: datetime, last: datetime) -> bool:
+    """A run record (as stored) that succeeded for a logical instant in [first, last]."""
+    if values.get("status") != RunStatus.SUCCEEDED.value or not values.get("scheduled_at"):
+        return False
+    return first <= parse_instant(str(values["scheduled_at"])) <= last
+
+
+def waiting_values(job: str, run_id: str, waiting: Waiting) -> dict[str, Any]:
+    """A WAITING run's attributes. It sits on the wakeups index at its wait's end, so the dispatcher sends it
+    then even if every poll message were lost (the worker then records the time-out)."""
+    return {
+        "status": RunStatus.WAITING.value,
+        "reason": truncate(waiting.reason),
+        "waiting_for": shown_waiting_for(waiting.waiting_for),
+        "next_attempt_at": instant_text(waiting.until),
+        RunsKeys.WAKE_SHARD: lease_shard(job, run_id),
+        RunsKeys.WAKE_AT: instant_text(waiting.until),
+    }
+
+
+@dataclass(frozen=True)
+class SlotJudgement:
+    """What one slot write does: the wanted holders it grants (in the order asked), those among them that
+    hold a slot already (their lease is renewed), and the holders it evicts (lazy release)."""
+
+    granted: list[str]
+    present: list[str]
+    evicted: list[str]
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.granted or self.present)
+
+
+def judge_slots(
+    holders: dict[str, str],
+    wanted: Sequence[str],
+    *,
+    now: datetime,
+    limit: int,
+    ended: Callable[[list[str]], set[str]] | None,
+) -> SlotJudgement:
+    """Which of ``wanted`` a slot write takes, in order, with room for ``limit``. Holders whose lease expired
+    are evicted by any write that takes a slot; those whose runs ``ended`` only when the slots are still full
+    (asking costs a read)."""
+    present = [h for h in wanted if h in holders]
+    new = [h for h in dict.fromkeys(wanted) if h not in holders]
+    if not new:
+        return SlotJudgement([], present, [])
+    stale = [h for h, lease in holders.items() if parse_instant(lease) <= now and h not in present]
+    short = len(holders) - len(stale) + len(new) - limit
+    if short > 0 and ended is not None:
+        # Asking costs a read per holder: first as many as are short, those that took their slots first (the
+        # earliest leases, most likely ended), then the rest only if too few of those had ended.
+        candidates = sorted((h for h in holders if h not in stale and h not in present), key=holders.__getitem__)
+        found = ended(candidates[:short]) if candidates else set()
+        if len(found) < short and candidates[short:]:
+            found |= ended(candidates[short:])
+        stale += sorted(found)
+    room = max(0, limit - (len(holders) - len(stale)))
+    granted = new[:room]
+    return SlotJudgement(granted, present, stale if granted else [])
+
+
+def take_slots_in_rounds(
+    holders: dict[str, str],
+    wanted: Sequence[str],
+    *,
+    confirmed: bool,
+    reread: Callable[[], dict[str, str]],
+    write: Callable[[SlotJudgement, dict[str, str]], bool],
+    now: datetime,
+    limit: int,
+    ended: Callable[[list[str]], set[str]] | None,
+    rounds: int = 4,
+) -> SlotsTaken:
+    """The slot-taking loop every store runs: judge ``holders`` (as read; ``confirmed`` when read strongly),
+    ``write`` the judgement conditionally on exactly them (False: the condition failed), and on a failed write
+    or a refusal judged on an unconfirmed read, ``reread`` strongly and judge again."""
+    for _ in range(rounds):
+        judged = judge_slots(holders, wanted, now=now, limit=limit, ended=ended)
+        if judged.writes and write(judged, holders):
+            return SlotsTaken(judged.granted, judged.present, {})
+        if not judged.writes and confirmed:
+            return SlotsTaken([], [], holders)
+        holders, confirmed = reread(), True  # another worker changed them, or the read was stale: judge again
+    return SlotsTaken([], [], holders)
+
+
+def jobs_snapshot(items: Iterable[dict[str, Any]]) -> JobsSnapshot:
+    """A snapshot from the SPEC and STATE items read (any order)."""
+    snapshot = JobsSnapshot({}, {}, {})
+    for values in items:
+        if values[JobsKeys.SK] == JobsKeys.SPEC:
+            stored = StoredJob.from_values(values)
+            snapshot.specs[stored.key] = stored
+        else:
+            job = str(values[JobsKeys.PK])
+            snapshot.slots[job] = {str(k): str(v) for k, v in (values.get("slots") or {}).items()}
+            snapshot.incidents[job] = set(values.get(JobsKeys.INCIDENTS) or ())
+    return snapshot
+
+
+HISTORY_RETENTION = timedelta(days=400)  # a job's history (each spec version in full) is kept this long
+
+
+def audit_values(
+    job: str,
+    version: int,
+    now: datetime,
+    principal: str,
+    action: str,
+    spec: JobSpec | None,
+    *,
+    reason: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An audit item. The version orders changes made within the same second; the random tail keeps two
+    actions of one second and version apart."""
+    values: dict[str, Any] = {
+        JobsKeys.PK: job,
+        # To the millisecond (a fixed-width format, so keys sort by time): actions within one second and
+        # version keep their order.
+        JobsKeys.SK: JobsKeys.AUDIT_PREFIX + f"{moment_text(now)}#{version:010d}#{uuid.uuid4().hex[:6]}",
+        "version": version,
+        "action": action,
+        "principal": principal,
+        "at": instant_text(now),
+        "reason": reason,
+        JobsKeys.TTL: int((now + HISTORY_RETENTION).timestamp()),
+    }
+    if spec is not None:
+        values["spec"] = json.dumps(spec.model_dump(mode="json", exclude_none=True), sort_keys=True)
+    if details:
+        values["details"] = json.dumps(details, sort_keys=True, default=str)
+    return values
