@@ -58,7 +58,7 @@ from jobsched.paging.rules import Links
 from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake, Received
-from jobsched.pipeline.triggers import trigger_run
+from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
 from jobsched.registry.jobs import put_job

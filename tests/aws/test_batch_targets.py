@@ -22,7 +22,7 @@ from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 from jobsched.core.tz import UTC
-from jobsched.pipeline.triggers import trigger_run
+from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import ACCOUNT, REGION, Clock, Stack, run_context

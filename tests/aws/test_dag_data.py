@@ -150,7 +150,7 @@ def test_a_trigger_payload_reaches_the_tasks_that_read_it_and_a_scheduled_run_sa
 ) -> None:
     """Airflow's `conf`: `jobsched trigger --payload '{"day": ...}'` reaches a DAG's task through
     {{ run.payload.day }} (#46: it was accepted and dropped)."""
-    from jobsched.pipeline.triggers import trigger_run
+    from jobsched.pipeline.manual_runs import trigger_run
 
     lambdas.functions["report"] = lambda event: {"ok": True}
     report = {

@@ -16,8 +16,8 @@ from jobsched.console.actions import ActionStores, handle_action
 from jobsched.console.widget import Viewer, WidgetControls, render_widget
 from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus, TaskStatus
+from jobsched.pipeline.manual_runs import start_backfill
 from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight
-from jobsched.pipeline.triggers import start_backfill
 from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack, at
 from tests.aws.test_dag import (

@@ -28,7 +28,7 @@ from jobsched.core.names import Env
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 from jobsched.core.tz import UTC
-from jobsched.pipeline.triggers import trigger_run
+from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.wiring import run_callbacks
 from tests.aws.api_client import ApiClient, cli_as, team_role

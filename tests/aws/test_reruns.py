@@ -10,8 +10,8 @@ import pytest
 
 from jobsched.core.records import Run, StaleAttempt
 from jobsched.core.runs import RunStatus, instant_text
+from jobsched.pipeline.manual_runs import cancel_backfill, get_backfill, start_backfill
 from jobsched.pipeline.reruns import RerunRefused, RunInFlight, rerun_run
-from jobsched.pipeline.triggers import cancel_backfill, get_backfill, start_backfill
 from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack, at
 

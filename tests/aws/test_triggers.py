@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from jobsched.core.runs import RunStatus
-from jobsched.pipeline.triggers import BackfillLimit, BackfillTooLarge, get_backfill, start_backfill, trigger_run
+from jobsched.pipeline.manual_runs import BackfillLimit, BackfillTooLarge, get_backfill, start_backfill, trigger_run
 from tests.aws.harness import Clock, Stack, at
 
 

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.core.waits import per_prefix_wake_rules
-from jobsched.pipeline.triggers import trigger_run
+from jobsched.pipeline.manual_runs import trigger_run
 from tests.aws.api_client import ApiClient, team_role
 from tests.aws.harness import Clock, Stack
 from tests.aws.test_dag import drive, lambda_task

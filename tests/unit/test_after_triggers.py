@@ -24,8 +24,8 @@ from jobsched.core.records import AttemptClaim, Run
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant, scheduled_run_id
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.intake import EventIntake
+from jobsched.pipeline.manual_runs import advance_backfill, start_backfill
 from jobsched.pipeline.reruns import rerun_run
-from jobsched.pipeline.triggers import advance_backfill, start_backfill
 from jobsched.registry.jobs import put_job
 
 T0 = parse_instant("2027-03-01T03:00:00Z")

@@ -147,7 +147,7 @@ def build_handler(services: Callable[[], ApiServices]) -> Callable[[dict[str, An
     return handle
 
 
-# A backfill id is the instant it started and a random part (pipeline.triggers): 2027-01-04T08:59:00Z-22cb257c.
+# A backfill id is the instant it started and a random part (pipeline.manual_runs): 2027-01-04T08:59:00Z-22cb257c.
 # Bounded in length and characters only, so an id of the right shape that names nothing is still a 404.
 _BACKFILL_ID = re.compile(r"^[A-Za-z0-9:._-]{1,100}$")
 # The identifiers in a path: the segment before each, its field, and what it must look like.

@@ -19,8 +19,8 @@ from jobsched.api.tokens import TOKEN_HEADER, InvalidToken
 from jobsched.core.errors import FieldError, SpecError, WorkflowsNotConfigured, field_errors_from
 from jobsched.core.records import JobExists, JobNotFound, StaleAttempt, VersionConflict
 from jobsched.pipeline.approvals import NotAnApproval, NothingToDecide
+from jobsched.pipeline.manual_runs import BackfillLimit, BackfillTooLarge, NoSchedule
 from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight, RunNotFound
-from jobsched.pipeline.triggers import BackfillLimit, BackfillTooLarge, NoSchedule
 from jobsched.schedule.engine import ScheduleTooExpensive
 from jobsched.tenancy.quotas import QuotaExceeded
 

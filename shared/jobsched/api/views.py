@@ -28,7 +28,7 @@ from jobsched.core.runs import RunStatus, TaskStatus, instant_text, moment_text
 from jobsched.core.spec import CallbackTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
 from jobsched.dag.progress import task_reason
-from jobsched.pipeline.triggers import BackfillProgress
+from jobsched.pipeline.manual_runs import BackfillProgress
 from jobsched.ports import TaskRunsPort
 from jobsched.schedule.fires import preview_schedule, schedule_of
 from jobsched.watch.health import JobHealth

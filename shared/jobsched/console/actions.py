@@ -26,8 +26,8 @@ from jobsched.core.runs import instant_text
 from jobsched.core.spec import NAME
 from jobsched.pipeline.approvals import decide
 from jobsched.pipeline.dag_tasks import DagRuns
+from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
-from jobsched.pipeline.triggers import trigger_run
 from jobsched.ports import TaskRunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job, resume_job
 from jobsched.schedule.fires import next_fire

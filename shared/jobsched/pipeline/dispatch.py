@@ -40,7 +40,7 @@ from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.records import LOST_PREFIX, DueEntry, StoredJob
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
 from jobsched.paging.events import EscalationEvent
-from jobsched.pipeline.triggers import advance_backfill
+from jobsched.pipeline.manual_runs import advance_backfill
 from jobsched.ports import EscalationsPort, JobsPort, RunsPort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, plan_due

@@ -13,7 +13,7 @@ from jobsched.api.errors import ApiError
 from jobsched.api.models import BackfillRequest, BackfillView, RerunsRequest
 from jobsched.api.views import backfill_view
 from jobsched.core.runs import RunStatus, job_key
-from jobsched.pipeline.triggers import cancel_backfill, get_backfill, start_backfill
+from jobsched.pipeline.manual_runs import cancel_backfill, get_backfill, start_backfill
 
 
 def router(access: Access) -> APIGatewayRouter:

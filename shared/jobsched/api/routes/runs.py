@@ -16,8 +16,8 @@ from jobsched.api.views import run_view, task_views
 from jobsched.core.records import StoredJob
 from jobsched.core.runs import RunStatus, job_key
 from jobsched.core.spec import CallbackTarget
+from jobsched.pipeline.manual_runs import payload_not_taken, trigger_run
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
-from jobsched.pipeline.triggers import payload_not_taken, trigger_run
 from jobsched.watch.run_search import (
     MAX_TEAM_JOBS,
     TRIGGERS,

@@ -1,4 +1,4 @@
-"""Manual triggers and backfills (the API exposes them in issue #4).
+"""Runs people ask for: manual runs (a trigger by hand, idempotent by its key) and backfills (issue #4).
 
 Trigger: an idempotency key maps to one run id (a conditional put of the mapping), so retried requests
 never make a second run. Order: mapping, run (SCHEDULED, with its payload), message; a crash after any
