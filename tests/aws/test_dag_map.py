@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.console import render
+from jobsched.console import run_page
 from jobsched.core.runs import RunStatus, TaskStatus
 from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack
@@ -88,7 +88,7 @@ def test_a_map_over_50_items_with_2_failing_succeeds_within_a_10_percent_toleran
     assert each["items"] == {"total": 50, "succeeded": 48, "failed": 2, "running": 0}
     code, printed = cli_as(ApiClient(dag_stack), team_role("data"), monkeypatch)("run", "data/etl", FIRST)
     assert code == 0 and "48/50 ok, 2 failed" in printed, printed  # `jobsched run`'s task table
-    page = render.gantt(run_of(dag_stack), tasks, ["list", "each", "report"], clock())
+    page = run_page.gantt(run_of(dag_stack), tasks, ["list", "each", "report"], clock())
     assert "[50 items: 48 succeeded, 2 failed, 0 running]" in page
     # 1 (Parallel) + list + report + map: its list, the Map state, 50 items, 2 retries, 2 caught, its judgement
     assert transitions(dag_stack) == 1 + 1 + 1 + (1 + 1 + 50 + 2 + 2 + 1)

@@ -7,7 +7,7 @@ import json
 import re
 from datetime import timedelta
 
-from jobsched.console import render
+from jobsched.console import render, run_page, timelines
 from jobsched.console.actions import team_of_alias
 from jobsched.console.palette import BACKGROUND, MUTED, OUTCOMES, TEXT, contrast
 from jobsched.console.widget import WidgetControls, render_widget, time_range
@@ -115,7 +115,7 @@ def test_the_timeline_shows_runs_by_day_and_hour_skips_with_reasons_and_dst_mark
     start, end = utc("2027-03-13T00:00:00Z"), NOW
     occurrences = list(compile_schedule(spec.schedule, hash_key=spec.key).occurrences(start, until=end))  # type: ignore[arg-type]
     runs = [run("2027-03-13T07:30:00Z", RunStatus.SUCCEEDED), run("2027-03-14T07:00:00Z", RunStatus.FAILED)]
-    page = render.timeline_view("payments/report", runs, occurrences, "America/New_York", start, end)
+    page = timelines.timeline_view("payments/report", runs, occurrences, "America/New_York", start, end)
     assert "<script" not in page and page.count("<svg") >= 1
     assert OUTCOMES["failed"].colour in page and OUTCOMES["succeeded"].colour in page
     assert "skipped: in blackout" in page, "the skipped instant carries its reason on hover"
@@ -127,18 +127,18 @@ def test_the_team_timeline_has_a_row_per_job_and_a_column_per_span_of_the_range(
     spec = NEW_YORK_REPORT
     start, end = utc("2027-03-12T12:00:00Z"), NOW  # four days: 40 columns of 2.4 hours
     occurrences = list(compile_schedule(spec.schedule, hash_key=spec.key).occurrences(start, until=end))  # type: ignore[arg-type]
-    report = render.JobInstants(
+    report = timelines.JobInstants(
         "payments/report",
         [run("2027-03-13T07:30:00Z", RunStatus.SUCCEEDED), run("2027-03-14T07:00:00Z", RunStatus.SUCCEEDED)],
         occurrences,
     )
-    ledger = render.JobInstants(
+    ledger = timelines.JobInstants(
         "payments/<ledger>",
         [run("2027-03-16T09:00:00Z", RunStatus.FAILED, late_ms=90_000)],
         [],
         partial=True,
     )
-    page = render.team_timeline_view("payments", [ledger, report], start, end, links, of_jobs=3)
+    page = timelines.team_timeline_view("payments", [ledger, report], start, end, links, of_jobs=3)
     assert "<script" not in page and "<ledger>" not in page and "&lt;ledger&gt;" in page
     assert page.index("&lt;ledger&gt;") < page.index(">report<"), "rows in the order given"
     assert 'href="/console/teams/payments/jobs/report"' in page
@@ -181,7 +181,7 @@ def test_a_dag_run_has_a_gantt_chart_and_a_dependency_graph() -> None:
         "report": TaskState("report", TaskStatus.SKIPPED, 0),
         "cleanup": TaskState("cleanup", TaskStatus.WAITING, 1),
     }
-    page = render.run_view(dag_run, tasks, graph, ["extract", "load", "report", "cleanup"], NOW)
+    page = run_page.run_view(dag_run, tasks, graph, ["extract", "load", "report", "cleanup"], NOW)
     assert "Tasks over time" in page and "Dependencies" in page and "<script" not in page
     assert "extract: succeeded after a retry, attempt 2" in page and "disk full" in page
     assert "report: skipped (not run)" in page and "cleanup: waiting" in page
@@ -251,16 +251,16 @@ def test_the_run_page_shows_each_check_passed_or_failed_with_why() -> None:
         {"name": "lists-files", "severity": "warn", "passed": False, "message": "output: 'files' is <required>"},
     ]
     checked = dataclasses.replace(run("2027-01-04T09:00:00Z", RunStatus.SUCCEEDED), checks=checks)
-    page = render.run_view(checked, {}, None, [], NOW)
+    page = run_page.run_view(checked, {}, None, [], NOW)
     assert "\u2713 has-rows<br>\u2717 lists-files (warning): output: &#x27;files&#x27; is &lt;required&gt;" in page
-    assert "checks" not in render.run_view(run("2027-01-04T09:00:00Z", RunStatus.SUCCEEDED), {}, None, [], NOW)
+    assert "checks" not in run_page.run_view(run("2027-01-04T09:00:00Z", RunStatus.SUCCEEDED), {}, None, [], NOW)
 
 
 def test_an_approval_waiting_is_a_blue_row_that_says_what_is_asked_and_links_the_run() -> None:
     """#46: a pending approval was a red incident row, like a failure."""
     from datetime import UTC, datetime
 
-    from jobsched.console.render import incidents_view
+    from jobsched.console.incidents_page import incidents_view
     from jobsched.core.records import Incident
 
     asked = Incident(
@@ -302,6 +302,6 @@ def test_the_gantt_draws_a_tasks_wait_and_keeps_its_whole_name() -> None:
         ),
         "still-waiting": TaskState("still-waiting", TaskStatus.WAITING, 1, parked_at=utc("2027-03-16T11:00:50Z")),
     }
-    chart = render.gantt(dag_run, tasks, [name, "still-waiting"], utc("2027-03-16T11:01:00Z"))
+    chart = run_page.gantt(dag_run, tasks, [name, "still-waiting"], utc("2027-03-16T11:01:00Z"))
     assert "waited 40.0 s from 2027-03-16T11:00:00Z" in chart and "waited 10.0 s from" in chart
     assert f"<title>{name}</title>" in chart and "wait-for-the-nigh…" in chart

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Protocol
 
-from jobsched.console import details, render
+from jobsched.console import details, incidents_page, render, run_page, timelines
 from jobsched.console.palette import look
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import TaskStatus, instant_text
@@ -113,9 +113,9 @@ def team_timeline(
     keys, _ = jobs.team_page(team_name, limit=MAX_TEAM_JOBS, after_name=None)
     found = jobs.get_many(keys)
 
-    def read(key: str) -> render.JobInstants:
+    def read(key: str) -> timelines.JobInstants:
         shown, partial = _runs_between(runs, key, start, end, limit=TEAM_TIMELINE_RUNS)
-        return render.JobInstants(key, shown, (), partial)
+        return timelines.JobInstants(key, shown, (), partial)
 
     with ThreadPoolExecutor(max_workers=READERS) as pool:
         rows = list(pool.map(read, [key for key in keys if key in found]))
@@ -125,7 +125,7 @@ def team_timeline(
         # When the range held more runs than were read, its older part is not shown: nor are its instants.
         since = min(r.scheduled_at for r in row.runs) if row.partial else start
         shown_rows.append(replace(row, occurrences=_moved_or_skipped(found[row.job], since, end)))
-    body = render.team_timeline_view(team_name, shown_rows, start, end, links, of_jobs=len(rows))
+    body = timelines.team_timeline_view(team_name, shown_rows, start, end, links, of_jobs=len(rows))
     here = links(f"/teams/{team_name}/timeline")
     nav = _nav(links, ("teams", team_name)) + (((here, "timeline"),) if here else ())
     return View(f"Team {team_name}: timeline", body, nav)
@@ -189,7 +189,7 @@ def job(
     zone = stored.spec.schedule.timezone if stored.spec.schedule is not None else "UTC"
     compiled = _compiled(stored)
     occurrences = _occurrences(compiled, start, end, MAX_TIMELINE_RUNS) if compiled else []
-    body = render.timeline_view(job_key, shown, occurrences, zone, start, end)
+    body = timelines.timeline_view(job_key, shown, occurrences, zone, start, end)
     team_name, name = job_key.split("/", 1)
     latest = sorted(shown, key=lambda r: r.run_id, reverse=True)[:50]
     runs_list = details.runs_table(latest, links(f"/teams/{team_name}/jobs/{name}"), now=now)
@@ -223,7 +223,7 @@ def run(
     waiting = waiting_approvals(stored.spec, tasks)
     acts = render.buttons(controls, render.run_buttons(found, dag=stored.spec.dag is not None, waiting=waiting))
     head = details.approvals_asked(stored.spec, waiting) + (f"<p>{acts}</p>" if acts else "")
-    body = render.run_view(found, tasks, graph, order, now)
+    body = run_page.run_view(found, tasks, graph, order, now)
     if graph is not None:
         after = {name: list(node.depends_on) for name, node in graph.items()}
         body += details.tasks_table(found, stored.spec, tasks, order, after)
@@ -323,7 +323,7 @@ def incidents(jobs: ConsoleJobs, *, now: datetime, links: render.Links, teams: C
     runbooks = {key: str(stored.spec.runbook_url) for key, stored in specs.items() if stored.spec.runbook_url}
     here = links("/incidents")
     nav = ((here, "incidents"),) if here else ()
-    return View("Open incidents", render.incidents_view(found, runbooks, now, links), nav)
+    return View("Open incidents", incidents_page.incidents_view(found, runbooks, now, links), nav)
 
 
 def _state_line(stored: StoredJob, controls: render.Controls | None) -> str:
