@@ -3,16 +3,16 @@ serves (``JobsPort``, ``IncidentsPort``, ``RegistryPort``, ``TriggerStorePort``;
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
-from functools import partial
+from datetime import datetime
 from typing import Any
 
-from jobsched.adapters.items import SlotJudgement, audit_values, job_state_values, jobs_snapshot, take_slots_in_rounds
+from jobsched.adapters.items import audit_values, job_state_values, jobs_snapshot
+from jobsched.adapters.memory.batches import MemoryBatches
 from jobsched.adapters.memory.breakers import MemoryBreakers
+from jobsched.adapters.memory.incidents import MemoryIncidents
+from jobsched.adapters.memory.slots import MemorySlots
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
-from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JOBS_TABLE, JobsKeys
 from jobsched.core.records import (
@@ -22,9 +22,6 @@ from jobsched.core.records import (
     JobExists,
     JobsSnapshot,
     JobState,
-    SlotResult,
-    SlotsTaken,
-    StoredIncident,
     StoredJob,
     VersionConflict,
     due_shard,
@@ -34,7 +31,7 @@ from jobsched.core.spec import JobSpec
 from jobsched.tenancy.quotas import CachedLimits
 
 
-class MemoryJobs(MemoryBreakers):
+class MemoryJobs(MemoryBreakers, MemorySlots, MemoryIncidents, MemoryBatches):
     def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
         self.table = MemoryTable(JOBS_TABLE)
         self.team_defaults = team_defaults or TeamLimits()
@@ -243,130 +240,6 @@ class MemoryJobs(MemoryBreakers):
 
         return self._applied(job, f"{JobsKeys.BACKFILL_PREFIX}{backfill_id}", apply)
 
-    # -------------------------------------------------------------------------------- slots
-
-    def acquire_slot(
-        self,
-        pk: str,
-        sk: str,
-        *,
-        holder: str,
-        lease_until: datetime,
-        limit: int,
-        now: datetime,
-        ended: Callable[[list[str]], set[str]] | None = None,
-        read: dict[str, str] | None = None,
-    ) -> SlotResult:
-        return SlotResult.of(
-            holder,
-            self.acquire_slots(pk, sk, leases={holder: lease_until}, limit=limit, now=now, ended=ended, read=read),
-        )
-
-    def acquire_slots(
-        self,
-        pk: str,
-        sk: str,
-        *,
-        leases: dict[str, datetime],
-        limit: int,
-        now: datetime,
-        ended: Callable[[list[str]], set[str]] | None = None,
-        read: dict[str, str] | None = None,
-    ) -> SlotsTaken:
-        def write(judged: SlotJudgement, holders: dict[str, str]) -> bool:
-            expected = {h: holders[h] for h in judged.evicted}
-            written = {h: instant_text(leases[h]) for h in judged.present + judged.granted}
-            take = partial(_take_slots, judged=judged, written=written, limit=limit, expected=expected)
-            return self._applied(pk, sk, take)
-
-        return take_slots_in_rounds(
-            read if read is not None else self.slot_holders(pk, sk),
-            list(leases),
-            confirmed=read is None,  # a read of its own is current; one the caller made may be stale
-            reread=partial(self.slot_holders, pk, sk),
-            write=write,
-            now=now,
-            limit=limit,
-            ended=ended,
-        )
-
-    def release_slot(self, pk: str, sk: str, *, holder: str) -> None:
-        self.release_slots(pk, sk, holders=[holder])
-
-    def release_slots(self, pk: str, sk: str, *, holders: list[str]) -> None:
-        def release(item: Item | None) -> Item:
-            item = item or {}
-            slots = item.setdefault("slots", {})
-            for holder in holders:
-                slots.pop(holder, None)
-            return item
-
-        self.table.update(pk, sk, release)
-
-    def slot_holders(self, pk: str, sk: str) -> dict[str, str]:
-        item = self.table.get(pk, sk) or {}
-        return {str(k): str(v) for k, v in (item.get("slots") or {}).items()}
-
-    # ---------------------------------------------------------------- breakers and incidents
-
-    def open_incidents(self, job: str) -> set[str]:
-        item = self.table.get(job, JobsKeys.STATE, consistent=False) or {}
-        return set(item.get(JobsKeys.INCIDENTS) or ())
-
-    def mark_incident(self, job: str, incident_class: str, *, is_open: bool) -> None:
-        def mark(item: Item | None) -> Item | None:
-            if item is None:
-                return None  # the job is gone: nothing to mark (DynamoDB's update would create a stub)
-            classes = set(item.get(JobsKeys.INCIDENTS) or ())
-            classes = classes | {incident_class} if is_open else classes - {incident_class}
-            item[JobsKeys.INCIDENTS] = classes or None
-            return item
-
-        self.table.update(job, JobsKeys.STATE, mark)
-
-    def get_incident(self, subject: str, incident_class: str) -> StoredIncident | None:
-        item = self.table.get(subject, f"{JobsKeys.INCIDENT_PREFIX}{incident_class}")
-        return StoredIncident.from_values(item) if item else None
-
-    def put_incident(self, incident: StoredIncident, *, expected_version: int) -> StoredIncident:
-        stored = StoredIncident(incident.values, expected_version + 1, incident.unsent, incident.resolved)
-        values = stored.to_values()
-
-        def put(item: Item | None) -> Item:
-            if (item is not None) if expected_version == 0 else (item is None or item["version"] != expected_version):
-                raise ConditionFailed
-            return {name: value for name, value in values.items() if value is not None}
-
-        try:
-            self.table.update(values[JobsKeys.PK], values[JobsKeys.SK], put)
-        except ConditionFailed:
-            raise VersionConflict(f"incident {stored.values['subject']} changed meanwhile") from None
-        return stored
-
-    def clear_incident_outbox(self, incident: StoredIncident) -> None:
-        def clear(item: Item | None) -> Item | None:
-            if item is None or item["version"] != incident.version:
-                raise ConditionFailed  # changed meanwhile: the next writer sends or keeps what is unsent
-            if incident.resolved:
-                return None
-            item.pop("unsent", None)
-            return item
-
-        sk = JobsKeys.INCIDENT_PREFIX + incident.values["incident_class"]
-        with contextlib.suppress(ConditionFailed):
-            self.table.update(incident.values["subject"], sk, clear)
-
-    def incidents(self, subject: str) -> list[StoredIncident]:
-        return [
-            StoredIncident.from_values(item)
-            for item in self.table.partition(subject)
-            if item[JobsKeys.SK].startswith(JobsKeys.INCIDENT_PREFIX)
-        ]
-
-    def drop_incidents(self, subject: str) -> None:
-        for incident in self.incidents(subject):
-            self.table.delete(subject, JobsKeys.INCIDENT_PREFIX + incident.values["incident_class"])
-
     # ---------------------------------------------------------------------------- registry
 
     def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]:
@@ -465,143 +338,9 @@ class MemoryJobs(MemoryBreakers):
 
         return self._applied(job, f"{JobsKeys.EVENT_RUNS_PREFIX}{now.strftime('%Y-%m-%dT%H:%M')}", count)
 
-    # ---------------------------------------------------------------------------- event batches
-
-    def current_batch(self, job: str, trigger: str) -> EventBatch | None:
-        item = self.table.get(job, JobsKeys.batch(trigger))
-        return EventBatch.from_values(job, trigger, item) if item is not None else None
-
-    def start_batch(
-        self, job: str, trigger: str, *, after: int, run_id: str, now: datetime
-    ) -> tuple[EventBatch, EventBatch | None]:
-        with self.table.transaction():
-            before = self.table.get(job, JobsKeys.batch(trigger))
-            if before is None and after:  # expired since it was read: start again from the first
-                return self.start_batch(job, trigger, after=0, run_id=run_id, now=now)
-            if before is not None and before["number"] != after:
-                return EventBatch.from_values(job, trigger, before), None
-            opened = instant_text(now)
-            self.table.update(
-                job,
-                JobsKeys.batch(trigger),
-                lambda item: {
-                    "number": after + 1,
-                    "run_id": run_id,
-                    "opened_at": opened,
-                    "count": 0,
-                    "state": "OPEN",
-                    "run_sent": False,
-                },
-            )
-        replaced = EventBatch.from_values(job, trigger, before) if before is not None else None
-        return EventBatch(job, trigger, after + 1, run_id, parse_instant(opened)), replaced
-
-    def add_to_batch(
-        self, batch: EventBatch, event: BatchedEvent, *, now: datetime, window: timedelta, max_events: int
-    ) -> BatchAdded:
-        key = JobsKeys.batch(batch.trigger)
-        with self.table.transaction():
-            if self.table.get(batch.job, JobsKeys.batched(batch.trigger, event.key)) is not None:
-                return BatchAdded("duplicate")
-            current = self.table.get(batch.job, key)
-            if (
-                current is None
-                or current["number"] != batch.number
-                or current["state"] != "OPEN"
-                or current["count"] >= max_events
-                or current["opened_at"] < instant_text(now - window)
-            ):
-                return BatchAdded("closed")
-            entry = {"key": event.key, "time": instant_text(event.time), "entry": event.entry}
-            self.table.put({JobsKeys.PK: batch.job, JobsKeys.SK: batch.event_sort_key(event), **entry})
-            self.table.put(
-                {
-                    JobsKeys.PK: batch.job,
-                    JobsKeys.SK: JobsKeys.batched(batch.trigger, event.key),
-                    "number": batch.number,
-                }
-            )
-            count = current["count"] + 1
-            self.table.update(batch.job, key, lambda item: {**(item or {}), "count": count})
-        return BatchAdded("filled" if count >= max_events else "added", run_sent=bool(current["run_sent"]))
-
-    def mark_batch_sent(self, batch: EventBatch) -> None:
-        def sent(item: Item | None) -> Item:
-            if item is None or item["number"] != batch.number:
-                raise ConditionFailed
-            return {**item, "run_sent": True}
-
-        self._applied(batch.job, JobsKeys.batch(batch.trigger), sent)
-
-    def close_batch(self, job: str, trigger: str, number: int) -> list[BatchedEvent]:
-        def closed(item: Item | None) -> Item:
-            if item is None or item["number"] != number:
-                raise ConditionFailed
-            return {**item, "state": "CLOSED"}
-
-        self._applied(job, JobsKeys.batch(trigger), closed)
-        return self.batch_events(job, trigger, number)
-
-    def batch_events(self, job: str, trigger: str, number: int) -> list[BatchedEvent]:
-        prefix = JobsKeys.batch_events(trigger, number)
-        return [
-            BatchedEvent(key=item["key"], time=parse_instant(item["time"]), entry=item["entry"])
-            for item in self.table.partition(job, first=prefix, last=prefix + "\uffff")
-        ]
-
-    def keep_event(self, job: str, run_id: str, event: dict[str, Any], *, expires_at: datetime) -> None:
-        self.table.put({JobsKeys.PK: job, JobsKeys.SK: f"{JobsKeys.KEPT_EVENT_PREFIX}{run_id}", "event": event})
-
-    def kept_event(self, job: str, run_id: str) -> dict[str, Any] | None:
-        item = self.table.get(job, f"{JobsKeys.KEPT_EVENT_PREFIX}{run_id}")
-        return dict(item["event"]) if item is not None else None
-
-    # ---------------------------------------------------------------------------- team limits
-
-    def team_limits(self, team: str, *, now: float | None = None) -> TeamLimits:
-        return self._limits.get(team, now=now)
-
-    def set_team_limits(self, team: str, overrides: dict[str, int | None]) -> TeamLimits:
-        self.team_defaults.with_overrides(overrides)  # refuses unknown names and bad values before writing
-        self._limits.forget(team)
-
-        def apply(item: Item | None) -> Item:
-            item = item or {}
-            for name, value in overrides.items():
-                if value is None:
-                    item.pop(name, None)
-                else:
-                    item[name] = value
-            return item
-
-        self.table.update(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA, apply)
-        return self.team_limits(team)
-
-    def _overrides(self, team: str) -> dict[str, int]:
-        item = self.table.get(f"{JobsKeys.TEAM_PREFIX}{team}", JobsKeys.QUOTA) or {}
-        return {name: int(item[name]) for name in TeamLimits().as_dict() if name in item}
-
     def _applied(self, pk: str, sk: str, change: Callable[[Item | None], Item | None]) -> bool:
         try:
             self.table.update(pk, sk, change)
         except ConditionFailed:
             return False
         return True
-
-
-def _take_slots(
-    item: Item | None, *, judged: SlotJudgement, written: dict[str, str], limit: int, expected: dict[str, str]
-) -> Item:
-    """The slot write's condition and change (as ``SlotsStore._slot_write``): the present still hold theirs, the
-    evicted still hold exactly the lease they were judged by, and at most ``limit`` slots are left."""
-    item = item or {}
-    slots = dict(item.get("slots") or {})
-    if any(h not in slots for h in judged.present) or any(slots.get(h) != held for h, held in expected.items()):
-        raise ConditionFailed
-    if judged.granted and len(slots) > limit + len(judged.evicted) - len(judged.granted):
-        raise ConditionFailed
-    for evicted in judged.evicted:
-        slots.pop(evicted)
-    slots.update(written)
-    item["slots"] = slots
-    return item
