@@ -184,7 +184,7 @@ def test_kill_9_and_restart_on_the_same_state_dir_accounts_for_every_instant(
     passed = [first + timedelta(minutes=m) for m in range(5) if first + timedelta(minutes=m) < datetime.now(UTC)]
     for at in passed or [first]:
         try:
-            wait_for(lambda at=at: run(port, "minutely", at)["status"] in ("SUCCEEDED", "MISSED"), 60)
+            wait_for(lambda at=at: run(port, "minutely", at)["status"] in ("SUCCEEDED", "MISSED"), 120)
         except AssertionError as stuck:  # say where that instant stands (seen once under a full run's load)
             raise AssertionError(f"{stuck}: minutely {at:%H:%M:%S} is {run(port, 'minutely', at)}") from None
 
