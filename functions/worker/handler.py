@@ -16,9 +16,9 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.core.messages import DagTaskFailure, DagTaskMessage, WorkMessage, parse_work_message
+from jobsched.core.messages import parse_work_message, work_message_of
 from jobsched.pipeline.worker import WorkerBatch
-from jobsched.watch.observability import emit_run_outcome, make_logger, make_tracer
+from jobsched.watch.observability import make_logger, make_tracer, message_keys, run_message_handled
 from jobsched.watch.signals import emit
 from jobsched.wiring import default_worker
 
@@ -33,35 +33,20 @@ def process_record(record: SQSRecord, batch: WorkerBatch) -> None:
     message = parse_work_message(record.body)
     # Records run on pool threads at once: keys are per thread, cleared from the record that ran before.
     logger.thread_safe_clear_keys()
-    logger.thread_safe_append_keys(job=message.job, team=message.team, run_id=message.run_id)
-    if isinstance(message, DagTaskMessage | DagTaskFailure):
-        logger.thread_safe_append_keys(task=message.task)
-    if not isinstance(message, DagTaskFailure):
-        logger.thread_safe_append_keys(attempt=message.attempt, correlation_id=message.correlation_id or message.run_id)
-    outcome = default_worker().process_any(message, batch)
-    priority = outcome.priority
-    lateness = outcome.lateness.total_seconds() if outcome.lateness is not None else None
-    started_by_event = getattr(message, "trigger", None) == "event"
-    emit_run_outcome(
-        team=message.team,
-        priority=priority,
-        action=outcome.action,
-        lateness_seconds=lateness,
-        started_by_event=started_by_event,
-    )
-    logger.info("run message", extra={"outcome": outcome.action, "detail": outcome.detail, "lateness_s": lateness})
+    logger.thread_safe_append_keys(**message_keys(message))
+    run_message_handled(logger, message, default_worker().process_any(message, batch))
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     emit("RecordsReceived", len(event.get("Records", [])))
-    # Records of a batch run concurrently (each waits on its own target), so a batch of ten costs about one
-    # target's duration, not ten. Failed records are reported rather than erroring the whole invocation.
-    # The processor holds the batch's records and failures: one per invocation, never shared (the local
-    # runtime invokes a handler from several threads at once; tests/aws/test_handler_reentrancy.py).
+    # A batch's records run at once (ten cost one target's duration); failures are reported, not raised. One
+    # processor per invocation, never shared (tests/aws/test_handler_reentrancy.py).
     processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    batch = start_batch(event.get("Records", []))
+    # Specs in one read, team slots in one write per team; a malformed record fails alone in process_record.
+    worker = default_worker()
+    batch = worker.start_batch([m for m in map(work_message_of, event.get("Records", [])) if m])
 
     async def record_handler(record: SQSRecord) -> None:
         await asyncio.to_thread(process_record, record, batch)
@@ -71,21 +56,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailure
             event=event, record_handler=record_handler, processor=processor, context=context
         )
     finally:
-        end_batch(batch)
-
-
-def start_batch(records: list[dict[str, Any]]) -> WorkerBatch:
-    """The batch's specs in one read and its runs' team slots in one write per team; a malformed record is
-    left out here and fails on its own in ``process_record``."""
-    return default_worker().start_batch([message for message in map(parsed, records) if message])
-
-
-def end_batch(batch: WorkerBatch) -> None:
-    default_worker().end_batch(batch)
-
-
-def parsed(record: dict[str, Any]) -> WorkMessage | DagTaskFailure | None:
-    try:
-        return parse_work_message(record["body"])
-    except (KeyError, TypeError, ValueError, AttributeError):  # not even a message: failed below, as such
-        return None
+        worker.end_batch(batch)

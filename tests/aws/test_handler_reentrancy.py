@@ -62,9 +62,16 @@ def test_concurrent_invocations_each_process_and_report_only_their_own_records(
             raise RuntimeError(f"{record.message_id} fails on purpose")
 
     monkeypatch.setattr(module, record_function, fake)
-    if hasattr(module, "start_batch"):  # the worker's batch (specs, team slots) is not what is tested here
-        monkeypatch.setattr(module, "start_batch", lambda records: None)
-        monkeypatch.setattr(module, "end_batch", lambda batch: None)
+    if module_name == "functions.worker.handler":  # the worker's batch (specs, team slots) is not tested here
+
+        class NoBatch:
+            def start_batch(self, messages: Any) -> None:
+                return None
+
+            def end_batch(self, batch: Any) -> None:
+                return None
+
+        monkeypatch.setattr(module, "default_worker", NoBatch)
     handler: Callable[..., dict[str, Any]] = module.handler
 
     def invoke(invocation: int) -> dict[str, Any]:

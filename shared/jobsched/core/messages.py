@@ -102,3 +102,11 @@ def parse_work_message(body: str) -> RunMessage | DagTaskMessage | DagTaskFailur
     if kind == "callback_result":
         return CallbackResult.model_validate_json(body)
     return RunMessage.model_validate_json(body)
+
+
+def work_message_of(record: dict[str, Any]) -> WorkMessage | DagTaskFailure | None:
+    """An SQS record's work message, or None when it is not even one (it fails on its own, as such)."""
+    try:
+        return parse_work_message(record["body"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
 
+from jobsched.core.messages import DagTaskFailure, DagTaskMessage
 from jobsched.watch.signals import NAMESPACE, emit
 
 if TYPE_CHECKING:
+    from jobsched.core.messages import WorkMessage
+    from jobsched.core.outcome import Outcome
     from jobsched.core.records import Run
 
 __all__ = [
@@ -62,6 +65,29 @@ def emit_run_outcome(
         emit("EventStartLatencySeconds", lateness_seconds)
     elif lateness_seconds is not None:
         emit("FireLatenessSeconds", lateness_seconds, priority=priority)
+
+
+def message_keys(message: WorkMessage | DagTaskFailure) -> dict[str, Any]:
+    """The keys a run message's log lines carry: its job, team and run, its task, its attempt and correlation."""
+    keys: dict[str, Any] = {"job": message.job, "team": message.team, "run_id": message.run_id}
+    if isinstance(message, DagTaskMessage | DagTaskFailure):
+        keys["task"] = message.task
+    if not isinstance(message, DagTaskFailure):
+        keys |= {"attempt": message.attempt, "correlation_id": message.correlation_id or message.run_id}
+    return keys
+
+
+def run_message_handled(logger: Logger, message: WorkMessage | DagTaskFailure, outcome: Outcome) -> None:
+    """A run message's SLIs (``emit_run_outcome``) and its "run message" log line."""
+    lateness = outcome.lateness.total_seconds() if outcome.lateness is not None else None
+    emit_run_outcome(
+        team=message.team,
+        priority=outcome.priority,
+        action=outcome.action,
+        lateness_seconds=lateness,
+        started_by_event=getattr(message, "trigger", None) == "event",
+    )
+    logger.info("run message", extra={"outcome": outcome.action, "detail": outcome.detail, "lateness_s": lateness})
 
 
 def emit_event_received(action: str, *, reason: str | None = None, matched: bool = False) -> None:
