@@ -111,3 +111,17 @@ def test_a_page_links_the_runs_console_page_where_the_deployment_has_one() -> No
     assert local.for_event(event, None)["console"] == (
         "http://127.0.0.1:8080/console/teams/ops/jobs/report/runs/20270104T090000Z"
     )
+
+
+def test_the_pages_links_name_the_deployments_region_never_a_default() -> None:
+    """#47: the region comes from the deployment (Lambda's AWS_REGION), not a us-east-1 default in code."""
+    import pytest
+
+    from jobsched.core.names import Env, Settings
+
+    needed = {Env.JOBS_TABLE: "j", Env.RUNS_TABLE: "r", Env.ESCALATION_QUEUE: "e"}
+    needed |= {Env.QUEUES_BY_PRIORITY[priority]: priority for priority in ("high", "normal", "low")}
+    assert Settings.from_env(needed | {"AWS_REGION": "eu-west-1"}).deployed_region() == "eu-west-1"
+    assert Settings.from_env(needed | {"AWS_DEFAULT_REGION": "ap-south-1"}).deployed_region() == "ap-south-1"
+    with pytest.raises(RuntimeError, match="AWS_REGION is not set"):
+        Settings.from_env(needed).deployed_region()

@@ -355,6 +355,13 @@ class Settings:
     system_intake_queue_arn: str | None = None  # None: Run Finished rules deliver to the intake queue too
     event_bus: str = "default"
     queue_shards: dict[str, tuple[str, ...]] = field(default_factory=dict)  # more than one queue per class
+    region: str | None = None  # the deployment's (Lambda's AWS_REGION): links in pages name it
+
+    def deployed_region(self) -> str:
+        """The region, where code needs one (never a default: a link to another region's console misleads)."""
+        if not self.region:
+            raise RuntimeError("environment variable AWS_REGION is not set")
+        return self.region
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -376,6 +383,7 @@ class Settings:
             escalation_topic_arn=source.get(Env.ESCALATION_TOPIC) or None,
             api_url=source.get(Env.API_URL) or None,
             console_url=source.get(Env.CONSOLE_URL) or None,
+            region=source.get("AWS_REGION") or source.get("AWS_DEFAULT_REGION") or None,
             log_groups=tuple(group for group in source.get(Env.LOG_GROUPS, "").split(",") if group),
             stage=source.get(Env.STAGE) or "dev",
             target_role_arn=source.get(Env.TARGET_ROLE) or None,
