@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.paging.events import EscalationEvent
+from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.watch.observability import emit_escalation, make_logger, make_tracer
 from jobsched.wiring import default_escalator
 

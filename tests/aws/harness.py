@@ -52,7 +52,7 @@ from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import Delivered, PageDelivery, PageNotDelivered, PageSender
-from jobsched.paging.events import EscalationEvent
+from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
 from jobsched.pipeline.containers import ContainerResults

@@ -17,7 +17,7 @@ from jobsched.core.messages import DagTaskFailure
 from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.dag.definition import compile_definition
-from jobsched.paging.events import EscalationEvent
+from jobsched.paging.escalation_events import EscalationEvent
 from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack
 from tests.aws.test_dag import FIRST, JOB, dag_job, drive, finished, run_of, start_run, tasks_of

@@ -119,7 +119,7 @@ def test_a_redelivered_event_pages_nothing_more(stack: Stack, clock: Clock) -> N
     every_minute(stack, "once", "down")
     stack.minutes(1)
     [event] = stack.escalations()
-    from jobsched.paging.events import EscalationEvent
+    from jobsched.paging.escalation_events import EscalationEvent
 
     for _ in range(3):  # SQS delivers the same event three times
         stack.escalator.handle(EscalationEvent.model_validate(event))
@@ -219,7 +219,7 @@ def test_pages_wait_in_the_outbox_while_the_pages_queue_refuses_them(stack: Stac
     every_minute(stack, "queued", "down")
     stack.minutes(1)
     [event] = stack.escalations()
-    from jobsched.paging.events import EscalationEvent
+    from jobsched.paging.escalation_events import EscalationEvent
 
     real = stack.page_queue.send
     stack.page_queue.send = lambda bodies: (_ for _ in ()).throw(RuntimeError("SQS unavailable"))  # type: ignore[method-assign]

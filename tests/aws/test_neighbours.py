@@ -198,7 +198,7 @@ def test_a_never_answering_webhook_leaves_another_teams_pages_on_time(
     webhook times out (3 s), and A's page comes back later with backoff."""
     from functions.escalation.handler import handler as escalation_handler
     from functions.pages.handler import handler as pages_handler
-    from jobsched.paging.events import EscalationEvent
+    from jobsched.paging.escalation_events import EscalationEvent
 
     monkeypatch.setenv(Env.STAGE, LOCAL_STAGE)
     team_topic = deployed.topic("fine-oncall", team="fine")

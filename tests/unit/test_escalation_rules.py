@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from jobsched.core.records import Incident
-from jobsched.paging.events import EscalationEvent
+from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.paging.rules import Channel, Policy, decide_open, decide_resolve, render
 
 NOW = datetime(2027, 1, 4, 9, tzinfo=UTC)

@@ -18,7 +18,7 @@ from datetime import datetime
 from jobsched.core.records import Incident, IncidentClass, StoredIncident, StoredJob, VersionConflict
 from jobsched.core.runs import instant_text
 from jobsched.paging.delivery import PageDelivery, page_deliveries
-from jobsched.paging.events import EscalationEvent
+from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.paging.rules import (
     OPENS,
     Channel,

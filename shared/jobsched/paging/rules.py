@@ -1,6 +1,6 @@
 """The escalation rules: events in, one page per incident out. Pure.
 
-Producers (worker, dispatcher, heartbeat checker) publish events (``paging.events``); the escalation handler
+Producers (worker, dispatcher, heartbeat checker) publish events (``paging.escalation_events``); the escalation handler
 (``paging.incidents``) applies these rules and keeps one open
 incident per subject and incident class. A subject is a job ("team/name"), a target ("TARGET#...") or
 the scheduler itself ("SYSTEM").
@@ -32,7 +32,7 @@ from jobsched.core.logs import NotAQueryableRun, run_logs_query
 from jobsched.core.records import Incident, IncidentClass, Role
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import Escalation
-from jobsched.paging.events import EscalationEvent
+from jobsched.paging.escalation_events import EscalationEvent
 
 OPENS: dict[str, IncidentClass] = {
     "run_failed": "failing",

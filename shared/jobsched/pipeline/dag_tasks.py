@@ -62,7 +62,7 @@ from jobsched.dag.definition import (
     task_budget,
     task_retry,
 )
-from jobsched.paging.events import Alerts
+from jobsched.paging.escalation_events import Alerts
 from jobsched.pipeline.attempts import Attempts, AttemptSteps, Executed, Held, judge
 from jobsched.pipeline.waiting import Met, Refused, Waits
 from jobsched.ports import DataChecksPort, JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort

@@ -39,7 +39,7 @@ from jobsched.core.durations import format_duration
 from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.records import LOST_PREFIX, DueEntry, StoredJob
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
-from jobsched.paging.events import EscalationEvent
+from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.pipeline.manual_runs import advance_backfill
 from jobsched.ports import EscalationsPort, JobsPort, RunsPort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job

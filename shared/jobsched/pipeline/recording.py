@@ -19,7 +19,7 @@ from jobsched.core.outcome import Outcome
 from jobsched.core.records import Run, StaleAttempt, StoredJob, TargetResult
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, instant_text, parse_instant, retry_delay
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
-from jobsched.paging.events import Alerts
+from jobsched.paging.escalation_events import Alerts
 from jobsched.pipeline.containers import attempt_work
 from jobsched.pipeline.decisions import lease_until, on_lost_attempt, on_result, ran_twice
 from jobsched.ports import JobsPort, RunsPort, WorkQueuesPort

@@ -28,7 +28,7 @@ from jobsched.core.records import Run, StaleAttempt, StoredJob, TaskState, Waiti
 from jobsched.core.runs import RunMessage, RunStatus, TaskStatus, parse_instant
 from jobsched.core.spec import DagTask, JobSpec, WaitCondition, WaitPolicy
 from jobsched.core.waits import Awaited, awaited, policy_of, poll_delay, timed_out_reason, waiting_reason
-from jobsched.paging.events import Alerts
+from jobsched.paging.escalation_events import Alerts
 from jobsched.ports import DataChecksPort, JobsPort, RunsPort, WaitersPort
 from jobsched.tenancy.ownership import NotOwned
 

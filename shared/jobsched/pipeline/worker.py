@@ -36,7 +36,7 @@ from jobsched.core.records import (
 )
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
-from jobsched.paging.events import Alerts
+from jobsched.paging.escalation_events import Alerts
 from jobsched.pipeline.attempts import Attempts, Executed, Held, judge
 from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun, TeamSlots
 from jobsched.pipeline.containers import reconcile, stop_started_task

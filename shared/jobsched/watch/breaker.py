@@ -30,7 +30,7 @@ from jobsched.core.spec import (
     SqsTarget,
     StepFunctionsTarget,
 )
-from jobsched.paging.events import Alerts, EscalationEvent
+from jobsched.paging.escalation_events import Alerts, EscalationEvent
 from jobsched.ports import JobsPort
 
 FAILURES_TO_OPEN = 5

@@ -15,7 +15,7 @@ from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import ParkedTask, Run, StaleAttempt
 from jobsched.core.runs import TERMINAL, instant_text
-from jobsched.paging.events import SYSTEM, Alerts, EscalationEvent, deadline_event
+from jobsched.paging.escalation_events import SYSTEM, Alerts, EscalationEvent, deadline_event
 from jobsched.ports import JobsPort, RunsPort
 
 # The dispatcher sends each instant up to 14 minutes ahead and then moves the job's next instant on; one
