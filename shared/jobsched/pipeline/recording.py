@@ -219,10 +219,7 @@ class Records:
             stored = self.jobs.get(job, consistent=False)
             if stored is None:
                 return None
-            message = woken.to_message().model_copy(
-                update={"waiting_since": instant_text(woken.fire_at), "slot_woken": True, "slot_waits": 1}
-            )
-            self.queues.send(stored.spec.priority, [(message, timedelta(0))])
+            self._send_waiter_now(woken, stored, slot_woken=True, slot_waits=1)
             return woken
         return None
 
@@ -239,10 +236,15 @@ class Records:
             stored = self.jobs.get(job, consistent=False) if run is not None else None
             if run is None or stored is None or run.status is not RunStatus.SCHEDULED or run.attempt != 1:
                 continue
-            message = run.to_message().model_copy(update={"waiting_since": instant_text(run.fire_at)})
-            self.queues.send(stored.spec.priority, [(message, timedelta(0))])
+            self._send_waiter_now(run, stored)
             sent.append(ref)
         return sent
+
+    def _send_waiter_now(self, run: Run, stored: StoredJob, **update: object) -> None:
+        """A held first attempt's message, sent now rather than at its delayed look (which then finds it claimed);
+        it keeps the instant it has waited since."""
+        message = run.to_message().model_copy(update={"waiting_since": instant_text(run.fire_at), **update})
+        self.queues.send(stored.spec.priority, [(message, timedelta(0))])
 
     def skip(self, message: RunMessage, spec: JobSpec, now: datetime, reason: str) -> Outcome:
         created = self.runs.create(

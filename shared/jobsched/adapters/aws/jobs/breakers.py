@@ -74,7 +74,7 @@ class BreakersStore(JobsTable):
         if was_open:
             self.db.update_item(
                 TableName=self.table,
-                Key=self._key(JobsKeys.TEAM_PREFIX + breaker_team(key), JobsKeys.TEAM_BREAKERS),
+                Key=self._team_list_key(breaker_team(key)),
                 UpdateExpression="REMOVE #key",
                 ExpressionAttributeNames={"#key": key},
             )
@@ -104,7 +104,7 @@ class BreakersStore(JobsTable):
         """The team's breakers that opened and have not closed since (open or half-open), with what they hold."""
         response = self.db.get_item(
             TableName=self.table,
-            Key=self._key(JobsKeys.TEAM_PREFIX + team, JobsKeys.TEAM_BREAKERS),
+            Key=self._team_list_key(team),
             ConsistentRead=True,
         )
         listed = from_item(response.get("Item") or {})
@@ -119,10 +119,14 @@ class BreakersStore(JobsTable):
         try:
             self.db.update_item(
                 TableName=self.table,
-                Key=self._key(JobsKeys.TEAM_PREFIX + breaker_team(key), JobsKeys.TEAM_BREAKERS),
+                Key=self._team_list_key(breaker_team(key)),
                 UpdateExpression="SET #key = :until",
                 ExpressionAttributeNames={"#key": key},
                 ExpressionAttributeValues=to_values({":until": until}),
             )
         except ClientError as error:
             log.warning("breaker %s not listed for its team: %s", key, error)
+
+    def _team_list_key(self, team: str) -> dict[str, object]:
+        """The item listing a team's open breakers."""
+        return self._key(JobsKeys.TEAM_PREFIX + team, JobsKeys.TEAM_BREAKERS)
