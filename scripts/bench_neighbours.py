@@ -33,6 +33,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from jobsched.pipeline.ends import AttemptRef, Reported
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stack lives with the tests
 
 from moto import mock_aws
@@ -155,8 +157,8 @@ class _Workers:
         for free_at, message, attempt in [entry for entry in self.busy if entry[0] <= now]:
             self.busy.remove((free_at, message, attempt))
             hung = message.team == "noisy" and self.scenario.hold.get("noisy", timedelta(0)) > timedelta(minutes=1)
-            self.stack.worker.complete_external(
-                message.job, message.run_id, attempt, succeeded=not hung, error="ReadTimeoutError"
+            self.stack.worker.ends.complete(
+                AttemptRef(message.job, message.run_id, attempt), Reported(succeeded=not hung, error="ReadTimeoutError")
             )
 
     def start_ready(self) -> None:

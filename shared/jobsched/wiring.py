@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.container_logs import ContainerLogs
@@ -29,7 +28,7 @@ from jobsched.api.tokens import TOKEN_GRACE, CallbackTokens
 from jobsched.console.actions import ActionStores
 from jobsched.console.widget import WidgetControls
 from jobsched.core.names import Env, Settings, reserved_prefixes
-from jobsched.core.records import Run, RunContext
+from jobsched.core.records import RunContext
 from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import PageSender
@@ -38,13 +37,14 @@ from jobsched.paging.rules import Links
 from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake
+from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, StateChange, announced
 from jobsched.pipeline.worker import Worker, heartbeat_checker
 from jobsched.ports import RunLogsPort
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.warm import forget_all, warm
 from jobsched.watch.heartbeat import HeartbeatChecker
-from jobsched.watch.observability import run_finished, run_retried, wait_ended
+from jobsched.watch.observability import wait_ended
 from jobsched.watch.signals import emit
 
 
@@ -58,17 +58,16 @@ def team_sessions(role_arn: str | None) -> TeamSessions:
     return TeamSessions(role_arn)
 
 
-def metered_runs(settings: Settings) -> RunsStore:
-    """The runs table, telling the SLI metrics of every run that ends or retries (whoever ends it), and
-    putting its "Run Finished" event on the deployment's bus."""
+def metered_runs(settings: Settings) -> AnnouncedRuns:
+    """The runs table, its state changes announced (``pipeline.lifecycle``): the SLI metrics of every run that
+    ends or retries (whoever ends it), and its "Run Finished" event on the deployment's bus."""
     published = RunEvents(settings.event_bus)
 
-    def finished(run: Run) -> None:
-        run_finished(run)
-        if not published.publish(run):
+    def run_finished_event(change: StateChange) -> None:
+        if change.change is Change.FINISHED and change.run is not None and not published.publish(change.run):
             emit("RunEventsUnpublished", 1)
 
-    return RunsStore(settings.runs_table, on_finished=finished, on_retrying=run_retried)
+    return announced(RunsStore(settings.runs_table), run_finished_event)
 
 
 def build_rules(settings: Settings) -> TriggerRules | None:
@@ -85,17 +84,13 @@ def build_rules(settings: Settings) -> TriggerRules | None:
 
 def build_intake(settings: Settings) -> EventIntake:
     runs = metered_runs(settings)
-
-    def complete(*args: Any, **kwargs: Any) -> Any:  # a container's result, through the worker's rules
-        return ending_worker().complete_external(*args, **kwargs)
-
     jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
     return EventIntake(
         jobs,
         runs,
         WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         guard=build_guard(settings),
-        containers=ContainerResults(runs, complete, jobs, lambda: ending_worker().containers),
+        containers=ContainerResults(runs, lambda: ending_worker().ends, jobs, lambda: ending_worker().containers),
     )
 
 

@@ -31,6 +31,7 @@ from jobsched.adapters.aws.rules import TriggerRules
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.aws.targets import TargetExecutor
 from jobsched.adapters.aws.workflows import Workflows
+from jobsched.api.access import ApiRuns
 from jobsched.core.events import EventEnvelope
 from jobsched.core.messages import DagTaskFailure, WorkMessage, parse_work_message
 from jobsched.core.names import (
@@ -58,6 +59,7 @@ from jobsched.paging.rules import Links
 from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake, Received
+from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle, run_slis
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
@@ -175,7 +177,7 @@ class Stack:
         self.clock = clock
         self.lambdas = lambdas or FakeLambdas()
         self._held: dict[str, dict[str, dict[str, Any]]] = {}
-        self.crashes = 0
+        self.crashes, self.lifecycle = 0, Lifecycle([run_slis])
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.jobs_table, self.runs_table = "jobsched-test-Jobs", "jobsched-test-Runs"
@@ -210,7 +212,8 @@ class Stack:
             intake_queue_arn=self.intake_arn,
         )
         self.jobs = JobsStore(self.jobs_table, self.dynamodb)
-        self.runs = RunsStore(self.runs_table, self.dynamodb)
+        # As deployed: the store's state changes announced, the SLIs subscribed (tests subscribe more).
+        self.runs: ApiRuns = AnnouncedRuns(RunsStore(self.runs_table, self.dynamodb), self.lifecycle)
         self.queues: VirtualDelayQueues = (
             InMemoryQueues(self.queue_urls, self.sqs, self._held)
             if in_memory_queues
@@ -259,7 +262,7 @@ class Stack:
             containers=ContainerWork(self.targets.ecs, self.targets.batch, self.targets.kubernetes),
         )
         self.intake.containers = ContainerResults(
-            self.runs, self.worker.complete_external, self.jobs, lambda: self.worker.containers
+            self.runs, lambda: self.worker.ends, self.jobs, lambda: self.worker.containers
         )
 
         # Pages: SNS topics in moto, each delivering to one SQS queue the tests read; webhooks recorded.

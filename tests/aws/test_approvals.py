@@ -18,6 +18,7 @@ from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.dag.definition import compile_definition
 from jobsched.paging.escalation_events import EscalationEvent
+from jobsched.pipeline.ends import AttemptRef, Reported
 from tests.aws.api_client import ApiClient, cli_as, team_role
 from tests.aws.harness import Clock, FakeLambdas, Stack
 from tests.aws.test_dag import FIRST, JOB, dag_job, drive, finished, run_of, start_run, tasks_of
@@ -159,7 +160,9 @@ def test_an_approval_is_never_decided_with_a_callback_token_and_its_state_waits_
     waiting: Stack,
 ) -> None:
     with pytest.raises(StaleAttempt, match="approved or rejected by a member of the team"):
-        waiting.worker.dags.complete_external(JOB, FIRST, "approve", 1, succeeded=True, output="{}", error=None)
+        waiting.worker.ends.complete(
+            AttemptRef(JOB, FIRST, 1, "approve"), Reported(succeeded=True, output="{}", error=None)
+        )
     view = ApiClient(waiting).call("GET", f"/teams/data/jobs/etl/runs/{FIRST}", principal=team_role("data")).body
     assert next(t for t in view["tasks"] if t["name"] == "approve")["callback_token"] is None
     stored = waiting.jobs.get(JOB)

@@ -22,6 +22,7 @@ from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 from jobsched.core.tz import UTC
+from jobsched.pipeline.ends import AttemptRef
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.api_client import ApiClient, team_role
@@ -233,7 +234,7 @@ def test_the_lease_end_terminates_a_running_job_and_a_lost_state_change_is_read_
 def test_cancel_terminates_the_job(stack: Stack) -> None:
     batch = queue_and_definition("data")
     run_id = stack.register_and_trigger(batch_job())
-    stack.worker.cancel("data/reindex", run_id)
+    stack.worker.ends.stop(AttemptRef("data/reindex", run_id), "cancelled by request")
     [job] = jobs_of(batch)
     assert job["status"] == "FAILED" and job.get("statusReason") == "jobsched: cancelled"
 

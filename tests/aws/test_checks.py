@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from jobsched.core.runs import RunStatus, TaskStatus
+from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.watch import signals
 from jobsched.watch.observability import run_finished
 from tests.aws.harness import Clock, FakeLambdas, Stack
@@ -114,7 +115,9 @@ def test_a_callback_result_passes_the_jobs_checks(stack: Stack) -> None:
         "checks": [{"expect": "len(output.tables) >= 2"}],
     }
     run_id = stack.register_and_trigger(job)
-    run = stack.worker.complete_external("data/load", run_id, 1, succeeded=True, output='{"tables": ["a"]}')
+    run = stack.worker.ends.complete(
+        AttemptRef("data/load", run_id, 1), Reported(succeeded=True, output='{"tables": ["a"]}')
+    )
     assert run.status is RunStatus.FAILED and run.error == (
         "check len(output.tables) >= 2 failed: len(output.tables) is 1, expected >= 2"
     )

@@ -21,6 +21,7 @@ from jobsched.core.records import Run, StaleAttempt, TaskState
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.core.spec import JobSpec
 from jobsched.dag.definition import compile_definition, definition_text
+from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.harness import Clock, Stack
@@ -116,8 +117,9 @@ def rerun(stack: Stack, clock: Clock, principal: str = "data-oncall", **selectio
 
 
 def complete(stack: Stack, task: str, *, succeeded: bool = True, attempt: int = 1) -> Run:
-    return stack.worker.dags.complete_external(
-        JOB, FIRST, task, attempt, succeeded=succeeded, output="done" if succeeded else None, error="boom"
+    return stack.worker.ends.complete(
+        AttemptRef(JOB, FIRST, attempt, task),
+        Reported(succeeded=succeeded, output="done" if succeeded else None, error="boom"),
     )
 
 
@@ -230,7 +232,7 @@ def test_heartbeats_keep_a_callback_task_alive(dag_stack: Stack, clock: Clock) -
     drive(dag_stack, lambda: status(dag_stack).get("load") == "RUNNING")
     for _ in range(4):  # 4 s in all: twice the heartbeat timeout
         time.sleep(1)
-        dag_stack.worker.dags.heartbeat_external(JOB, FIRST, "load", 1)
+        dag_stack.worker.ends.heartbeat(AttemptRef(JOB, FIRST, 1, "load"))
     assert status(dag_stack)["load"] == "RUNNING"
     complete(dag_stack, "load")
     drive(dag_stack, finished(dag_stack))
@@ -286,7 +288,7 @@ def test_cancelling_a_run_stops_the_execution_and_cancels_unfinished_tasks(dag_s
     # moto marks the stop but its interpreter keeps the execution RUNNING while a task waits on its token
     # (AWS reports ABORTED at once), so the test checks the request the scheduler makes.
     dag_stack.stepfunctions.stop_execution = spy
-    cancelled = dag_stack.worker.cancel(JOB, FIRST)
+    cancelled = dag_stack.worker.ends.stop(AttemptRef(JOB, FIRST), "cancelled by request")
     assert cancelled.status is RunStatus.CANCELLED
     assert [request["executionArn"] for request in stopped] == [run_of(dag_stack).execution_arn]
     assert status(dag_stack) == {"a": "SUCCEEDED", "b": "CANCELLED", "c": "CANCELLED"}

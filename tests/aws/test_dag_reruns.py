@@ -16,6 +16,7 @@ from jobsched.console.actions import ActionStores, handle_action
 from jobsched.console.widget import Viewer, WidgetControls, render_widget
 from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus, TaskStatus
+from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.manual_runs import start_backfill
 from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight
 from tests.aws.api_client import ApiClient, cli_as, team_role
@@ -168,7 +169,9 @@ def test_a_late_result_of_the_old_execution_is_refused(dag_stack: Stack, clock: 
             tasks_of(dag_stack).get("wait") is not None and tasks_of(dag_stack)["wait"].status is TaskStatus.RUNNING
         ),
     )
-    dag_stack.worker.dags.complete_external(JOB, FIRST, "wait", 1, succeeded=False, output=None, error="boom")
+    dag_stack.worker.ends.complete(
+        AttemptRef(JOB, FIRST, 1, "wait"), Reported(succeeded=False, output=None, error="boom")
+    )
     drive(dag_stack, finished(dag_stack))
     rerun(dag_stack, clock, from_failure=True)
     dag_stack.pump()

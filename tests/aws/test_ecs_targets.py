@@ -28,6 +28,7 @@ from jobsched.core.names import Env
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 from jobsched.core.tz import UTC
+from jobsched.pipeline.ends import AttemptRef
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.wiring import run_callbacks
@@ -204,7 +205,7 @@ def test_a_containers_timeout_ends_it_at_the_limit_in_its_own_words_without_the_
 def test_cancel_stops_the_task(stack: Stack) -> None:
     ecs = cluster_and_definition("data")
     run_id = stack.register_and_trigger(ecs_job())
-    stack.worker.cancel("data/etl", run_id)
+    stack.worker.ends.stop(AttemptRef("data/etl", run_id), "cancelled by request")
     [task] = tasks(ecs)
     assert task["lastStatus"] == "STOPPED" and task.get("stoppedReason") == "jobsched: cancelled"
 

@@ -10,6 +10,7 @@ import pytest
 
 from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus
+from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.watch.heartbeat import HeartbeatChecker
 from tests.aws.harness import Clock, Stack
@@ -65,7 +66,7 @@ def test_a_silent_callback_run_times_out_retries_fails_and_pages_once_with_conte
     clock.advance(timedelta(minutes=3))
     assert checker.check(clock()).timed_out == 1  # attempt 2 silent too: the run is TIMED_OUT
     with pytest.raises(StaleAttempt):
-        stack.worker.complete_external("ops/external", "20270104T100000Z", 1, succeeded=True)
+        stack.worker.ends.complete(AttemptRef("ops/external", "20270104T100000Z", 1), Reported(succeeded=True))
 
     stack.handle_escalations()
     [page] = stack.pages()
@@ -319,7 +320,7 @@ def test_a_run_still_running_at_its_deadline_is_paged_by_the_checker_once(
     clock.set("2027-01-04T09:31:00Z")
     assert checker.check(clock()).deadline_misses == 1
     assert checker.check(clock() + MINUTE).deadline_misses == 0, "reported once"
-    stack.worker.complete_external("ops/batch", "20270104T090000Z", 1, succeeded=True)  # late success
+    stack.worker.ends.complete(AttemptRef("ops/batch", "20270104T090000Z", 1), Reported(succeeded=True))  # late success
     stack.handle_escalations()
     [page] = stack.pages()
     assert page["attributes"]["kind"] == "deadline_missed" and "status RUNNING" in page["message"]

@@ -8,6 +8,7 @@ import pytest
 
 from jobsched.core.records import StaleAttempt
 from jobsched.core.runs import RunStatus
+from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.watch.heartbeat import HeartbeatChecker
 from tests.aws.harness import Clock, Stack
@@ -57,9 +58,9 @@ def test_a_silent_callback_run_is_retried_then_timed_out_with_one_escalation(
     stack.pump()
     assert status(stack) == (RunStatus.RUNNING, 2)
     with pytest.raises(StaleAttempt):
-        stack.worker.heartbeat_external("ops/external", RUN, 1)  # the timed-out attempt's late heartbeat
+        stack.worker.ends.heartbeat(AttemptRef("ops/external", RUN, 1))  # the timed-out attempt's late heartbeat
     with pytest.raises(StaleAttempt):
-        stack.worker.complete_external("ops/external", RUN, 1, succeeded=True)  # and its late result
+        stack.worker.ends.complete(AttemptRef("ops/external", RUN, 1), Reported(succeeded=True))  # and its late result
     clock.advance(timedelta(minutes=3))
     report = checker.check(clock())
     assert report.timed_out == 1
@@ -74,7 +75,7 @@ def test_heartbeats_keep_a_run_alive(stack: Stack, clock: Clock, checker: Heartb
     start_callback(stack, clock)
     for _ in range(5):
         clock.advance(timedelta(seconds=50))
-        stack.worker.heartbeat_external("ops/external", RUN, 1)
+        stack.worker.ends.heartbeat(AttemptRef("ops/external", RUN, 1))
         assert checker.check(clock()).expired == 0
     assert status(stack) == (RunStatus.RUNNING, 1)
 

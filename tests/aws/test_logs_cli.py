@@ -12,6 +12,7 @@ from jobsched.cli import cli
 from jobsched.cli import logs as cli_logs
 from jobsched.cli import remote as cli_remote
 from jobsched.core.records import LogLine
+from jobsched.pipeline.ends import AttemptRef, Reported
 from tests.aws.api_client import ApiClient, InProcess, team_role
 from tests.aws.harness import Clock, Stack
 
@@ -61,7 +62,7 @@ def test_jobsched_logs_prints_the_lines_and_follows_until_the_run_ends(
     def finishing(*args: object, **kwargs: object) -> list[LogLine]:
         polls["n"] += 1
         if polls["n"] == 3:  # the run ends while we follow
-            stack.worker.complete_external("ops/cb", run.run_id, 1, succeeded=True)
+            stack.worker.ends.complete(AttemptRef("ops/cb", run.run_id, 1), Reported(succeeded=True))
         return original(*args, **kwargs)  # type: ignore[arg-type]
 
     found.lines = finishing  # type: ignore[method-assign]

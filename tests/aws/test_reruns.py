@@ -10,6 +10,7 @@ import pytest
 
 from jobsched.core.records import Run, StaleAttempt
 from jobsched.core.runs import RunStatus, instant_text
+from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.manual_runs import cancel_backfill, get_backfill, start_backfill
 from jobsched.pipeline.reruns import RerunRefused, RunInFlight, rerun_run
 from tests.aws.api_client import ApiClient, cli_as, team_role
@@ -96,11 +97,11 @@ def callback_run_waiting(stack: Stack, clock: Clock) -> Run:
 
 def test_the_old_attempts_late_result_is_refused(stack: Stack, clock: Clock) -> None:
     run = callback_run_waiting(stack, clock)
-    stack.worker.complete_external("ops/cb", run.run_id, 1, succeeded=False, error="bad input")
+    stack.worker.ends.complete(AttemptRef("ops/cb", run.run_id, 1), Reported(succeeded=False, error="bad input"))
     rerun_run(stack.jobs, stack.runs, stack.queues, "ops/cb", run.run_id, now=clock(), principal="alice")
     stack.pump()
     with pytest.raises(StaleAttempt):
-        stack.worker.complete_external("ops/cb", run.run_id, 1, succeeded=True)
+        stack.worker.ends.complete(AttemptRef("ops/cb", run.run_id, 1), Reported(succeeded=True))
     current = stack.runs.get("ops/cb", run.run_id)
     assert current is not None and current.status is RunStatus.RUNNING and current.attempt == 2
 
@@ -109,7 +110,7 @@ def test_a_run_in_flight_or_succeeded_is_refused_unless_forced(stack: Stack, clo
     run = callback_run_waiting(stack, clock)
     with pytest.raises(RunInFlight):
         rerun_run(stack.jobs, stack.runs, stack.queues, "ops/cb", run.run_id, now=clock(), principal="a")
-    stack.worker.complete_external("ops/cb", run.run_id, 1, succeeded=True)
+    stack.worker.ends.complete(AttemptRef("ops/cb", run.run_id, 1), Reported(succeeded=True))
     with pytest.raises(RerunRefused):
         rerun_run(stack.jobs, stack.runs, stack.queues, "ops/cb", run.run_id, now=clock(), principal="a")
     forced = rerun_run(

@@ -22,6 +22,7 @@ import pytest
 from jobsched import wiring
 from jobsched.core.names import LOCAL_STAGE, Env
 from jobsched.core.runs import instant_text
+from jobsched.pipeline.lifecycle import Change, StateChange
 from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.harness import EVENTS, FakeContext, Stack, sqs_event
 from tests.infra.conftest import synthesize
@@ -337,8 +338,14 @@ def test_every_run_that_ends_is_counted_once_wherever_it_ends(stack: Stack, cloc
 
     ended: list[str] = []
     retried: list[str] = []
-    stack.runs.on_finished = lambda run: ended.append(f"{run.job}:{run.status.value}")
-    stack.runs.on_retrying = lambda run: retried.append(run.job)
+
+    @stack.lifecycle.subscribe
+    def heard(change: StateChange) -> None:
+        if change.run is not None and change.change is Change.FINISHED:
+            ended.append(f"{change.job}:{change.status}")
+        elif change.run is not None and change.change is Change.RETRYING:
+            retried.append(change.job)
+
     api = ApiClient(stack)
     clock.set("2027-01-04T09:59:30Z")
     hourly = {"expression": "0 * * * *"}

@@ -19,6 +19,7 @@ import pytest
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
 from jobsched.core.runs import RunStatus
+from jobsched.pipeline.ends import AttemptRef, Reported
 from tests.aws.harness import Clock, Stack
 
 TEAM_ITEM = f"{JobsKeys.TEAM_PREFIX}batch"
@@ -127,7 +128,7 @@ def test_a_run_that_ends_starts_its_teams_waiting_run_at_once_not_at_its_next_lo
     job, run_id = waiting.split("#")
     ended = running[0].run
     assert ended is not None
-    stack.worker.complete_external(ended.job, ended.run_id, 1, succeeded=True)
+    stack.worker.ends.complete(AttemptRef(ended.job, ended.run_id, 1), Reported(succeeded=True))
     woken = stack.pump(rounds=1)  # the clock has not moved: only a message sent with no delay is due
     assert [o.action for o in woken] == ["pending"], [(o.action, o.detail, o.run and o.run.run_id) for o in woken]
     [started] = [r for r in stack.run_list(job) if r.run_id == run_id]
@@ -144,7 +145,7 @@ def test_a_woken_run_that_finds_the_slot_taken_again_waits_in_its_old_place(stac
     running, waiting = limited_team_with_a_waiting_run(stack, clock, 1)
     ended = running[0].run
     assert ended is not None
-    stack.worker.complete_external(ended.job, ended.run_id, 1, succeeded=True)
+    stack.worker.ends.complete(AttemptRef(ended.job, ended.run_id, 1), Reported(succeeded=True))
     lease = clock() + timedelta(hours=1)
     assert stack.jobs.acquire_slot(
         TEAM_ITEM, JobsKeys.QUOTA, holder="batch/other/x", lease_until=lease, limit=2, now=clock()

@@ -15,6 +15,7 @@ from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
 from jobsched.core.records import AuditEntry, Run
+from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, Lifecycle, StateChange
 from jobsched.ports import EscalationStorePort, EventIntakeStorePort, RegistryPort, TaskRunsPort, TriggerStorePort
 
 
@@ -31,11 +32,21 @@ class Stores:
     finished: list[Run] = field(default_factory=list)
 
 
+def ended_runs(finished: list[Run]) -> Lifecycle:
+    """The lifecycle over the store, hearing each run that ends (as the deployed SLIs do)."""
+
+    def ended(change: StateChange) -> None:
+        if change.change is Change.FINISHED and change.run is not None:
+            finished.append(change.run)
+
+    return Lifecycle([ended])
+
+
 @pytest.fixture(params=["moto", "memory"])
 def stores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stores]:
     if request.param == "memory":
         finished: list[Run] = []
-        yield Stores(MemoryJobs(), MemoryRuns(on_finished=finished.append), finished)
+        yield Stores(MemoryJobs(), AnnouncedRuns(MemoryRuns(), ended_runs(finished)), finished)
         return
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
@@ -50,5 +61,5 @@ def stores(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
         dynamodb.create_table(**JOBS_TABLE.create_table_kwargs("contract-jobs"))
         dynamodb.create_table(**RUNS_TABLE.create_table_kwargs("contract-runs"))
         finished = []
-        runs = RunsStore("contract-runs", dynamodb, on_finished=finished.append)
+        runs = AnnouncedRuns(RunsStore("contract-runs", dynamodb), ended_runs(finished))
         yield Stores(JobsStore("contract-jobs", dynamodb), runs, finished)

@@ -98,7 +98,8 @@ def test_checking_the_largest_object_holds_no_more_than_its_text_in_memory(data:
 def test_a_worker_reads_at_most_two_map_objects_at_once() -> None:
     """Its batch runs on threads, and each object read holds up to 8 MB of text."""
     from jobsched.core.spec import JobSpec
-    from jobsched.pipeline.dag_tasks import DagRuns
+    from jobsched.pipeline.dag.inputs import Inputs
+    from jobsched.pipeline.dag.turn import TaskTurn
 
     gauge = AtOnce()
 
@@ -114,10 +115,11 @@ def test_a_worker_reads_at_most_two_map_objects_at_once() -> None:
     }
     spec = JobSpec.model_validate({"name": "etl", "team": "data", "dag": {"tasks": [each]}})
     assert spec.dag is not None
-    dags = DagRuns(None, None, None, None, None, None, clock=datetime.now, objects=SlowBucket())  # type: ignore[arg-type]
+    inputs = Inputs(None, objects=SlowBucket())  # type: ignore[arg-type]
     run = SimpleNamespace(team="data", scheduled_at=datetime(2027, 1, 4, tzinfo=UTC))
+    stored = SimpleNamespace(spec=spec)
+    turn = TaskTurn(stored, run, spec.dag.tasks[0], "each", 1, "token", datetime.now(UTC))  # type: ignore[arg-type]
     answers: list[Any] = []
-    task = spec.dag.tasks[0]
-    on_threads(lambda: answers.append(dags._items_object(run, SimpleNamespace(spec=spec), task)), 6)  # type: ignore[arg-type]
+    on_threads(lambda: answers.append(inputs.map_answer(turn)), 6)
     assert gauge.most == 2
     assert answers == [{"bucket": "data-lists", "key": "2027-01-04.json", "count": 3}] * 6

@@ -10,29 +10,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.queues import WorkQueues
-from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.api.errors import ApiError, Throttled
 from jobsched.api.identity import Forbidden, Membership, MembershipCache, Principal, caller_arn
 from jobsched.api.tokens import CallbackTokens
 from jobsched.core.records import StoredJob
 from jobsched.core.runs import job_key
 from jobsched.pipeline.worker import Worker
-from jobsched.ports import ContainerLogsPort, DagDeploymentPort, RunLogsPort, TriggerRulesPort
+from jobsched.ports import ContainerLogsPort, DagDeploymentPort, RunLogsPort, TaskRunsPort, TriggerRulesPort
 from jobsched.tenancy.egress import AddressPolicy
 from jobsched.tenancy.ownership import OwnershipGuard
+from jobsched.watch.explain import ExplainRuns
+from jobsched.watch.run_search import RunQueries
 
 MAX_PAGE = 100
 TEAM_RUNS_READ = 100  # per job in the team view: a page of 100 jobs reads at most 10,000 runs
 
 
+class ApiRuns(TaskRunsPort, ExplainRuns, RunQueries, Protocol):
+    """The run store as the API uses it: the ports, the run search and the history pages."""
+
+
 @dataclass
 class ApiServices:
     jobs: JobsStore
-    runs: RunsStore
+    runs: ApiRuns
     queues: WorkQueues
     worker: Worker
     tokens: CallbackTokens

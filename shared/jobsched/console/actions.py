@@ -25,7 +25,7 @@ from jobsched.core.records import CONSOLE_PRINCIPAL_PREFIX, StoredJob
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import NAME
 from jobsched.pipeline.approvals import decide
-from jobsched.pipeline.dag_tasks import DagRuns
+from jobsched.pipeline.dag.conductor import DagRuns
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from jobsched.ports import TaskRunsPort, TriggerStorePort, WorkQueuesPort

@@ -19,7 +19,9 @@ from datetime import datetime
 from jobsched.core.records import JobNotFound, Run
 from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import ApprovalTarget
-from jobsched.pipeline.dag_tasks import REJECTED_BY, DagRuns
+from jobsched.pipeline.dag.conductor import DagRuns
+from jobsched.pipeline.dag.run_end import REJECTED_BY
+from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.reruns import RunNotFound
 from jobsched.ports import JobsPort
 
@@ -61,16 +63,13 @@ def decide(
         raise NothingToDecide(f"{job} {run_id} task {task_name} is {now_is}: it is not waiting for an answer")
     decision = "approved" if approved else "rejected"
     said = comment[:MAX_COMMENT]
-    run = dags.complete_external(
-        job,
-        run_id,
-        task_name,
-        state.attempt,
+    answer = Reported(
         succeeded=approved,
         output=json.dumps({"decision": decision, "by": principal, "comment": said}),
         error=f"{REJECTED_BY}{principal}" + (f": {said}" if said else ""),
         decision=True,
     )
+    run = dags.ends.complete(AttemptRef(job, run_id, state.attempt, task_name), answer)
     details = {"run_id": run_id, "task": task_name, "attempt": state.attempt, "comment": said}
     jobs.record_action(job, version=stored.version, now=now, principal=principal, action=decision, details=details)
     dags.alerts.approval_decided(run, task_name, f"{decision} by {principal}")

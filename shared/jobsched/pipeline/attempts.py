@@ -6,7 +6,7 @@
 3. the target is executed with the attempt's context (the idempotency key is run id + task + attempt);
 4. the result is counted on the circuit, then judged by the job's or task's checks (``core.checks``).
 What the result means (finish, retry, fail) is the caller's to record: ``recording`` for runs,
-``dag_tasks`` for tasks.
+``pipeline.dag`` for tasks (its ``conductor`` and ``recording``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Claiming a run's attempt: the job's and the team's slots, then the conditional write that admits one claimer.
 
 "Claim" means this one thing in the code: taking the right to execute one attempt (of a run here, of a DAG
-task in ``dag_tasks``), by a conditional write whose condition is the attempt before it.
+task in ``pipeline.dag``), by a conditional write whose condition is the attempt before it.
 
 Order of writes, and what a crash between them leaves:
 1. job slot (and team slot), holder = run id: a crash here leaves a slot that expires with its lease;

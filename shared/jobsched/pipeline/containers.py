@@ -8,7 +8,7 @@ waiting for them.
   carrying the attempt's token on the job's own cluster or queue, running the job's definition, and found
   again as the team with the scheduler's tags): a task another team started with a copied environment or the
   (derivable) token, or an earlier attempt's, ends nothing. An array job's children end nothing; their parent does.
-  The result goes through the worker's ``complete_external``, fenced by the attempt like every result.
+  The result goes through the door for ends from outside (``ends``), fenced by the attempt like every result.
 - ``reconcile``: the heartbeat checker found the attempt's lease over (the target's timeout, or a state change
   that never came). Describing the work says which: work that ended is recorded as its state change would have
   been; work still running is stopped (SIGTERM, then SIGKILL after the container's stop timeout) and the
@@ -36,6 +36,7 @@ from jobsched.core.records import Run, StaleAttempt, TargetResult
 from jobsched.core.roles import role_of
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import BatchTarget, ContainerTarget, EcsTarget, JobSpec, KubernetesTarget
+from jobsched.pipeline.ends import AttemptRef, Ends, Reported
 from jobsched.ports import ContainersPort, JobsPort, RunsPort
 
 Recorded = Literal["recorded", "stale", "not_ours", "malformed"]
@@ -111,12 +112,12 @@ class ContainerResults:
     def __init__(
         self,
         runs: RunsPort,
-        complete: Any,
+        ends: Callable[[], Ends],
         jobs: JobsPort | None = None,
         containers: Callable[[], ContainersPort | None] = lambda: None,
     ) -> None:
-        # complete(job, run_id, attempt, succeeded=, output=, error=, retryable=): Worker.complete_external
-        self.runs, self.complete, self.jobs, self.containers = runs, complete, jobs, containers
+        # ends: the door a container's end goes through (built on first use: the worker that records it)
+        self.runs, self.ends, self.jobs, self.containers = runs, ends, jobs, containers
 
     def _attempts_work(self, run: Run, detail: dict[str, Any]) -> bool:
         recorded = work_id(started_task(run))
@@ -147,15 +148,8 @@ class ContainerResults:
             return "not_ours"
         result = stopped_result(outcome)
         try:
-            self.complete(
-                job,
-                run_id,
-                attempt,
-                succeeded=result.outcome == "succeeded",
-                output=result.output,
-                error=result.error,
-                retryable=result.retryable,
-            )
+            reported = Reported(result.outcome == "succeeded", result.output, result.error, result.retryable)
+            self.ends().complete(AttemptRef(job, run_id, attempt), reported)
         except StaleAttempt:
             return "stale"
         return "recorded"

@@ -17,32 +17,29 @@ from datetime import datetime, timedelta
 
 from pydantic import JsonValue
 
-from jobsched.core.durations import format_duration
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.events import batch_named, batch_payload, run_events_path
 from jobsched.core.messages import CallbackResult, DagTaskFailure, DagTaskMessage, WorkMessage
-from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Action, Outcome
 from jobsched.core.records import (
     BreakerState,
     JobsSnapshot,
-    Progress,
-    ProgressReport,
     Run,
     RunContext,
     StaleAttempt,
     StoredJob,
-    TargetResult,
 )
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.escalation_events import Alerts
-from jobsched.pipeline.attempts import Attempts, Executed, Held, judge
+from jobsched.pipeline.attempts import Attempts, Executed, Held
 from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun, TeamSlots
-from jobsched.pipeline.containers import reconcile, stop_started_task
-from jobsched.pipeline.dag_tasks import DagRuns
-from jobsched.pipeline.decisions import already_settled, before_claim, lease_until, on_existing
+from jobsched.pipeline.dag.conductor import DagRuns
+from jobsched.pipeline.decisions import already_settled, before_claim, on_existing
+from jobsched.pipeline.ends import AttemptRef, Reported
+from jobsched.pipeline.outside import OutsideEnds
 from jobsched.pipeline.recording import Records
+from jobsched.pipeline.run_ends import ENDED, RunEnds
 from jobsched.pipeline.waiting import Met, Waits, WaitSignal
 from jobsched.ports import (
     ContainersPort,
@@ -61,9 +58,6 @@ from jobsched.watch.breaker import COOL_DOWN, FAILURES_TO_OPEN, Breakers, breake
 from jobsched.watch.heartbeat import HeartbeatChecker
 
 EARLY_TOLERANCE = timedelta(seconds=1)
-
-
-ENDED = ("succeeded", "failed")  # outcomes that end a run, freeing its slots
 
 
 @dataclass
@@ -132,7 +126,7 @@ class Worker:
             self.alerts,
             self.clock,
             self.after_step,
-            stop_dag=lambda run, spec, cause: self.dags.stop(run, spec, cause=cause),
+            stop_dag=lambda run, spec, cause: self.dags.ends.stop_execution(run, spec, cause),
         )
 
     @property
@@ -325,133 +319,29 @@ class Worker:
             return self.dags.start(message, stored, claimed)
         return claimed
 
-    # ----------------------------------------------------- results from outside (API, #4)
+    # ----------------------------------------------------- ends from outside (``ends``)
 
-    def complete_external(
-        self,
-        job: str,
-        run_id: str,
-        attempt: int,
-        *,
-        succeeded: bool,
-        output: str | None = None,
-        error: str | None = None,
-        retryable: bool = True,
-    ) -> Run:
-        """A callback's or a container's result: the same outcome rules as a target's (retry, fail, escalate,
-        release). StaleAttempt if the attempt is not the one running (retried, timed out, cancelled, finished).
-        """
-        stored, run = self._running_attempt(job, run_id, attempt)
-        message = run.to_message()
-        failed = TargetResult("failed", error=error, retryable=retryable)
-        # A callback's output passes the job's checks like a target's answer (containers have none: refused at PUT).
-        result = judge(TargetResult("succeeded", output=output), stored.spec.checks) if succeeded else failed
-        outcome = self.records.result(message, stored, run, result, (run.started_at or self.clock()) - run.fire_at)
-        if outcome.action == "superseded" or outcome.run is None:
-            raise StaleAttempt(outcome.detail or f"{job} {run_id} attempt {attempt} is no longer running")
-        if outcome.action in ENDED:  # long runs (callbacks, containers): whether others wait is not known here
-            self.records.wake_next(stored.spec.team)
-        return outcome.run
+    @property
+    def run_ends(self) -> RunEnds:
+        stop_dag = self.records.stop_dag
+        return RunEnds(self.jobs, self.runs, self.records, self.containers, stop_dag, self.clock)
+
+    @property
+    def ends(self) -> OutsideEnds:
+        """Callbacks, container state changes, approvals, heartbeats and cancels, for runs and tasks alike."""
+        dags = self.dags.ends if self.workflows is not None and isinstance(self.runs, TaskRunsPort) else None
+        return OutsideEnds(self.run_ends, dags)
 
     def callback_result(self, result: CallbackResult) -> Outcome:
         """A callback's result the API accepted: judged here by the job's (or task's) checks, fenced by its
         attempt like any result (a redelivery, or an attempt that moved on since, changes nothing)."""
-        said, output, error = result.succeeded, result.output, result.error
+        ref = AttemptRef(result.job, result.run_id, result.attempt, result.task)
         try:
-            if result.task is not None:
-                run = self.dags.complete_external(
-                    result.job, result.run_id, result.task, result.attempt, succeeded=said, output=output, error=error
-                )
-            else:
-                run = self.complete_external(
-                    result.job, result.run_id, result.attempt, succeeded=said, output=output, error=error
-                )
+            run = self.ends.complete(ref, Reported(result.succeeded, result.output, result.error))
         except StaleAttempt as stale:
             return Outcome("superseded", str(stale))
         action: Action = "succeeded" if run.status is RunStatus.SUCCEEDED else "failed"
         return Outcome(action if run.status in TERMINAL else "pending", "a callback's result, judged", run=run)
-
-    def heartbeat_external(self, job: str, run_id: str, attempt: int, report: ProgressReport | None = None) -> Run:
-        """A callback or container attempt is alive, with what it reported (progress, a checkpoint its run's
-        next attempt resumes from). A callback's lease moves on by its heartbeat timeout (or target timeout); a
-        container's never does (its timeout counts from its start), so a task that heartbeats forever still
-        times out."""
-        stored, _ = self._running_attempt(job, run_id, attempt)
-        now = self.clock()  # once: the lease and the slot's expiry judgement use the same instant
-        progress = report.at(now, attempt) if report is not None else None
-        if isinstance(stored.spec.target, CONTAINER_TARGETS):
-            return self.runs.heartbeat(
-                job, run_id, attempt=attempt, lease_until=None, progress=progress or Progress(now, attempt)
-            )
-        lease = lease_until(stored.spec, now)
-        updated = self.runs.heartbeat(job, run_id, attempt=attempt, lease_until=lease, progress=progress)
-        self.jobs.acquire_slot(
-            job,
-            JobsKeys.STATE,
-            holder=run_id,
-            lease_until=lease,
-            limit=stored.spec.concurrency.max_running,
-            now=now,
-        )
-        return updated
-
-    def time_out(self, run: Run) -> Outcome:
-        """A waiting run whose lease ran out (no heartbeat or result in time): retried by policy, or
-        TIMED_OUT with an escalation. Reports from the timed-out attempt are refused by its fencing."""
-        now = self.clock()
-        stored = self.jobs.get(run.job)
-        if stored is None or run.status is not RunStatus.RUNNING or not run.lease_until or run.lease_until > now:
-            return Outcome("duplicate", "not an expired lease")
-        if self.containers is not None and isinstance(stored.spec.target, CONTAINER_TARGETS):
-            timeout = format_duration(stored.spec.target.timeout)
-            reason = f"jobsched: the run timed out after {timeout}"
-            result = reconcile(run, stored.spec.target, self.containers, reason=reason)
-            if result is not None:  # it stopped and its state change never came: recorded as that would have been
-                return self.records.result(run.to_message(), stored, run, result, None)
-        return self.records.lost_attempt(run, run.to_message(), stored, now)
-
-    def cancel(self, job: str, run_id: str) -> Run:
-        """Cancel a run that has not finished; StaleAttempt if it already has."""
-        run = self.runs.get(job, run_id)
-        stored = self.jobs.get(job)
-        if run is None or run.status in TERMINAL:
-            raise StaleAttempt(f"{job} {run_id} is not running")
-        cancelled = self.runs.finish(
-            job,
-            run_id,
-            attempt=run.attempt,
-            status=RunStatus.CANCELLED,
-            now=self.clock(),
-            error="cancelled by request",
-            from_status=run.status,
-        )
-        if stored is not None and stored.spec.dag is not None:
-            self.dags.stop(cancelled, stored.spec, cause="cancelled by request")
-        if stored is not None and isinstance(stored.spec.target, CONTAINER_TARGETS):
-            stop_started_task(self.containers, run, "jobsched: cancelled")
-        if stored is not None and run.status is RunStatus.RUNNING:
-            self.records.wake_next(stored.spec.team)
-        return cancelled
-
-    def cancel_running(self, job: str) -> list[Run]:
-        """Cancel every run of ``job`` that holds a running slot (a pause with --cancel-running): each is
-        CANCELLED and its work stopped (a container's task, a DAG's execution) as a cancel of that run is.
-        A run that finishes meanwhile is left as it finished."""
-        cancelled = []
-        for run_id in sorted(self.jobs.slot_holders(job, JobsKeys.STATE)):
-            try:
-                cancelled.append(self.cancel(job, run_id))
-            except StaleAttempt:
-                continue
-        return cancelled
-
-    def _running_attempt(self, job: str, run_id: str, attempt: int) -> tuple[StoredJob, Run]:
-        stored = self.jobs.get(job)
-        run = self.runs.get(job, run_id)
-        if stored is None or run is None or run.status is not RunStatus.RUNNING or run.attempt != attempt:
-            state = f"{run.status.value} at attempt {run.attempt}" if run else "unknown"
-            raise StaleAttempt(f"{job} {run_id} attempt {attempt} is not running (run is {state})")
-        return stored, run
 
     def _resume_or_drop(self, existing: Run, message: RunMessage, stored: StoredJob, now: datetime) -> Outcome:
         """A message for a run that already exists: a duplicate, a crash to recover, or a retry to resend."""
@@ -464,7 +354,7 @@ class Worker:
             assert existing.lease_until is not None
             return Outcome("waiting", verdict.detail, wait=existing.lease_until - now)
         elif verdict.action == "recover" and isinstance(stored.spec.target, CONTAINER_TARGETS):
-            return self.time_out(existing)  # its timeout watch: the task is stopped, the attempt timed out
+            return self.run_ends.time_out(existing)  # its timeout watch: the task is stopped, the attempt timed out
         elif verdict.action == "recover":
             return self.records.lost_attempt(existing, message, stored, now)
         return Outcome("duplicate", verdict.detail, run=existing)
@@ -481,6 +371,6 @@ def heartbeat_checker(runs: RunsPort, worker: Worker) -> HeartbeatChecker:
         runs,
         worker.jobs,
         worker.alerts,
-        time_out=worker.time_out,
-        heartbeat_parked=lambda task: worker.dags.heartbeat_parked(task),
+        time_out=worker.run_ends.time_out,
+        heartbeat_parked=lambda task: worker.dags.ends.heartbeat_parked(task),
     )

@@ -1,6 +1,7 @@
 """'Run Finished' events on the deployment's bus: what users (and job dependencies) build on.
 
-Put once by the conditional write that ended the run (the runs store's ``on_finished``), after it succeeded.
+Put once after the conditional write that ended the run succeeded: a subscriber of ``pipeline.lifecycle``
+(subscribed in the wiring).
 Best effort: a failed put is logged and counted (``RunEventsUnpublished``), never allowed to fail the run's
 own recording; a process that dies between the write and the put loses the event (the run record stays the
 truth, and `jobsched runs` shows it).

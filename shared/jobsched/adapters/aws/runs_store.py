@@ -7,7 +7,7 @@ never changed by a loser.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -62,21 +62,9 @@ SLOT_WAIT_ATTRIBUTES = f"{RunsKeys.SLOT_WAIT_TEAM}, {RunsKeys.SLOT_WAIT_SINCE}" 
 
 
 class RunsStore(TaskRecordsStore):
-    def __init__(
-        self,
-        table_name: str,
-        dynamodb: Any | None = None,
-        *,
-        on_finished: Callable[[Run], None] | None = None,
-        on_retrying: Callable[[Run], None] | None = None,
-    ) -> None:
+    def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
         self.table = table_name
         self._client = dynamodb
-        # Told once per run reaching a terminal status, and once per attempt going to RETRYING: the
-        # conditional write that succeeds is the one place every path (worker, API callback, heartbeat
-        # time-out, DAG run, dispatcher's MISSED) meets, so the SLIs count each run once.
-        self.on_finished = on_finished
-        self.on_retrying = on_retrying
 
     def matching(
         self, job: str, *, first: str, last: str, where: RunFilter, evaluate: int, limit: int
@@ -204,10 +192,7 @@ class RunsStore(TaskRecordsStore):
             if is_conditional_failure(error):
                 return None
             raise
-        created = Run.from_values(values)
-        if status in TERMINAL and self.on_finished is not None:
-            self.on_finished(created)
-        return created
+        return Run.from_values(values)
 
     def wait(
         self, message: RunMessage, waiting: Waiting, *, now: datetime, retention: timedelta, deadline: timedelta | None
@@ -293,10 +278,7 @@ class RunsStore(TaskRecordsStore):
             update += ", wake_shard = :wake_shard, wake_at = :next"
             values[":wake_shard"] = lease_shard(job, run_id)
         update += " REMOVE lease_shard, lease_expires_at"
-        retrying = self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
-        if self.on_retrying is not None:
-            self.on_retrying(retrying)
-        return retrying
+        return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
 
     def finish(
         self,
@@ -331,10 +313,7 @@ class RunsStore(TaskRecordsStore):
         sets, removed = with_checks(sets, values, checks)
         update = sets + " REMOVE lease_shard, lease_expires_at, wake_shard, wake_at, deadline_shard, deadline_at, "
         update += SLOT_WAIT_ATTRIBUTES + removed
-        finished = self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
-        if self.on_finished is not None:
-            self.on_finished(finished)
-        return finished
+        return self._transition(job, run_id, update, "#status = :from AND attempt = :attempt", names, values)
 
     def reopen(
         self,

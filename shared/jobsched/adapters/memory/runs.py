@@ -51,15 +51,8 @@ Check = Callable[[Item], bool]
 
 
 class MemoryRuns:
-    def __init__(
-        self,
-        *,
-        on_finished: Callable[[Run], None] | None = None,
-        on_retrying: Callable[[Run], None] | None = None,
-    ) -> None:
+    def __init__(self) -> None:
         self.table = MemoryTable(RUNS_TABLE)
-        self.on_finished = on_finished
-        self.on_retrying = on_retrying
 
     # ------------------------------------------------------------------------------ reads
 
@@ -130,10 +123,7 @@ class MemoryRuns:
         )
         if not self.table.put(values, if_absent=True):
             return None
-        created = Run.from_values(values)
-        if status in TERMINAL and self.on_finished is not None:
-            self.on_finished(created)
-        return created
+        return Run.from_values(values)
 
     def wait(
         self, message: RunMessage, waiting: Waiting, *, now: datetime, retention: timedelta, deadline: timedelta | None
@@ -188,10 +178,7 @@ class MemoryRuns:
         if wake:
             sets |= {RunsKeys.WAKE_SHARD: lease_shard(job, run_id), RunsKeys.WAKE_AT: instant_text(next_attempt_at)}
         removes = (RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT)
-        retrying = self._transition(job, run_id, _running_at(attempt), sets, removes)
-        if self.on_retrying is not None:
-            self.on_retrying(retrying)
-        return retrying
+        return self._transition(job, run_id, _running_at(attempt), sets, removes)
 
     def reopen(
         self,
@@ -261,10 +248,7 @@ class MemoryRuns:
             *SLOT_WAIT,
             *(() if checks else ("checks",)),
         )
-        finished = self._transition(job, run_id, lambda item: _at(item, from_status, attempt), sets, removes)
-        if self.on_finished is not None:
-            self.on_finished(finished)
-        return finished
+        return self._transition(job, run_id, lambda item: _at(item, from_status, attempt), sets, removes)
 
     def end_lease(self, job: str, run_id: str, *, attempt: int, now: datetime) -> Run:
         return self._transition(job, run_id, _running_at(attempt), {"lease_until": instant_text(now)}, ())

@@ -20,6 +20,7 @@ from jobsched.core.records import ProgressReport, StaleAttempt, StoredJob
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import CONTAINER_TARGETS
 from jobsched.pipeline.containers import reporter_refusal
+from jobsched.pipeline.ends import AttemptRef
 
 
 def checks_of(stored: StoredJob, task: str | None) -> bool:
@@ -59,13 +60,10 @@ def router(access: Access) -> APIGatewayRouter:
                     "a DAG task's heartbeat extends its lease only: progress and checkpoints are kept for runs",
                     "checkpoint" if report.checkpoint is not None else "progress",
                 )
-            worker = services().worker
-            return run_view(
-                worker.dags.heartbeat_external(subject.job, subject.run_id, subject.task, subject.attempt), None
-            )
-        check_reporter(services(), subject, access.raw_event())
-        worker = services().worker
-        return run_view(worker.heartbeat_external(subject.job, subject.run_id, subject.attempt, report), None)
+        else:
+            check_reporter(services(), subject, access.raw_event())
+        ref = AttemptRef(subject.job, subject.run_id, subject.attempt, subject.task)
+        return run_view(services().worker.ends.heartbeat(ref, report), None)
 
     @router.post(
         "/callbacks/complete",

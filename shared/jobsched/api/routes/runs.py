@@ -16,8 +16,10 @@ from jobsched.api.views import run_view, task_views
 from jobsched.core.records import StoredJob
 from jobsched.core.runs import RunStatus, job_key
 from jobsched.core.spec import CallbackTarget
+from jobsched.pipeline.ends import AttemptRef
 from jobsched.pipeline.manual_runs import payload_not_taken, trigger_run
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
+from jobsched.pipeline.run_ends import CANCELLED_BY_REQUEST
 from jobsched.watch.run_search import (
     MAX_TEAM_JOBS,
     TRIGGERS,
@@ -146,7 +148,7 @@ def router(access: Access) -> APIGatewayRouter:
     def cancel(team: str, name: str, run_id: str) -> RunView:
         caller = member(team)
         stored = existing(team, name)
-        cancelled = services().worker.cancel(stored.key, run_id)
+        cancelled = services().worker.ends.stop(AttemptRef(stored.key, run_id), CANCELLED_BY_REQUEST)
         services().jobs.record_action(
             stored.key,
             version=stored.version,

@@ -31,7 +31,7 @@ def router(access: Access) -> APIGatewayRouter:
         existing(team, name)
         key = job_key(team, name)
         stored = pause_job(services().jobs, key, now=services().clock(), principal=caller.arn, reason=body.reason)
-        cancelled = services().worker.cancel_running(key) if body.cancel_running else []
+        cancelled = services().worker.run_ends.stop_holders(key) if body.cancel_running else []
         for run in cancelled:
             services().jobs.record_action(
                 key,
