@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.adapters.aws.workflows import ExecutionNotOurs
+from jobsched.core.errors import ExecutionNotOurs
 from jobsched.core.names import OWNER_TAG
 from jobsched.core.records import Run, StaleAttempt, TaskState
 from jobsched.core.runs import RunStatus, TaskStatus

@@ -200,6 +200,10 @@ class WorkflowsNotConfigured(RuntimeError):
     """This deployment has no state machine role or prefix, so DAG jobs cannot run here."""
 
 
+class ExecutionNotOurs(RuntimeError):
+    """An execution with the run's name exists but another input started it: never adopted."""
+
+
 class BatchContention(Exception):
     """A batched trigger's current batch kept changing while one event was added: the intake leaves the event
     on its queue, and its redelivery adds it."""

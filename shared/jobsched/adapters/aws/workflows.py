@@ -15,15 +15,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client
-from jobsched.core.errors import WorkflowsNotConfigured
+from jobsched.core.errors import ExecutionNotOurs, WorkflowsNotConfigured
 from jobsched.core.names import JOB_TAG, OWNER_TAG
 
 STALE_TOKEN_ERRORS = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
 MAX_NAME = 80  # Step Functions state machine names
-
-
-class ExecutionNotOurs(RuntimeError):
-    """An execution with the run's name exists but another input started it: never adopted."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from jobsched.core.errors import ExecutionNotOurs
+
 MACHINE_PREFIX = "arn:aws:states:local:000000000000:stateMachine:"
 EXECUTION_PREFIX = "arn:aws:states:local:000000000000:execution:"
 WAITS_FOR_TOKEN = ".waitForTaskToken"
@@ -87,22 +89,23 @@ class MemoryWorkflows:
     def ensure(self, job: str, team: str, definition: str) -> tuple[str, bool]:
         changed = self.machines.get(job) is None or json.loads(self.machines[job]) != json.loads(definition)
         self.machines[job] = definition
-        return MACHINE_PREFIX + job, changed
+        return MACHINE_PREFIX + job.replace("/", "_"), changed
 
     def delete(self, job: str) -> None:
         self.machines.pop(job, None)  # running executions finish under the definition they started with
 
     def execution_arn(self, job: str, name: str) -> str:
-        return f"{EXECUTION_PREFIX}{job}:{name[:80]}"
+        return f"{EXECUTION_PREFIX}{job.replace('/', '_')}:{name[:80]}"
 
     def start(self, execution_arn: str, payload: dict[str, Any]) -> str:
         """A second start of the same name with the same input starts nothing (another input: refused)."""
         found = self.executions.get(execution_arn)
         if found is not None:
             if found.input != payload:
-                raise ValueError(f"{execution_arn} exists and was not started for this run")
+                raise ExecutionNotOurs(f"{execution_arn} exists and was not started for this run")
             return execution_arn
-        job = execution_arn.removeprefix(EXECUTION_PREFIX).rsplit(":", 1)[0]
+        machine_name = execution_arn.removeprefix(EXECUTION_PREFIX).rsplit(":", 1)[0]
+        job = next(job for job in self.machines if job.replace("/", "_") == machine_name)
         machine = json.loads(self.machines[job])
         timeout = timedelta(seconds=machine["TimeoutSeconds"]) if "TimeoutSeconds" in machine else None
         execution = Execution(execution_arn, payload, self.clock(), timeout)
