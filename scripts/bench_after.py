@@ -19,7 +19,8 @@ import time
 from datetime import datetime
 from typing import Any
 
-from infra.local.runtime import LocalRuntime, free_port
+from infra.local.machine import free_port
+from infra.local.runtime import LocalRuntime
 
 ECHO = {"type": "lambda", "function": "jobsched-example-echo"}
 

@@ -25,7 +25,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from infra.local.runtime import LocalRuntime, free_port
+from infra.local.machine import free_port
+from infra.local.runtime import LocalRuntime
 from jobsched.core.runs import parse_instant
 
 

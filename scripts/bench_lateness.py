@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from infra.local.runtime import LocalRuntime, free_port
+from infra.local.machine import free_port
+from infra.local.runtime import LocalRuntime
 
 
 def main() -> None:

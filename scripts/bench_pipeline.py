@@ -50,7 +50,7 @@ import yaml
 from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
-from infra.local.runtime import EXAMPLE_BUCKET, EXAMPLE_INVENTORY_ROWS, put_example_inventory
+from infra.local.examples import EXAMPLE_BUCKET, EXAMPLE_INVENTORY_ROWS, put_example_inventory
 from jobsched.core.names import (
     JOBS_TABLE,
     OWNER_TAG,

@@ -116,7 +116,8 @@ def cost_of_a_wait(title: str, *, lands_after: timedelta | None) -> None:
 
 
 def wake_latency(count: int) -> None:
-    from infra.local.runtime import LocalRuntime, free_port
+    from infra.local.machine import free_port
+    from infra.local.runtime import LocalRuntime
 
     logging.getLogger().setLevel(logging.WARNING)
     runtime = LocalRuntime(port=free_port(), examples=True).start()

@@ -20,7 +20,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from jobsched.core.checks import CheckResult
 from jobsched.core.containers import TaskOutcome
-from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch, TriggerRule
+from jobsched.core.event_batches import BatchAdded, BatchedEvent, EventBatch
+from jobsched.core.events import TriggerRule
 from jobsched.core.limits import TeamLimits
 from jobsched.core.messages import WorkMessage
 from jobsched.core.records import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobsched.core.events import BatchedEvent
+from jobsched.core.event_batches import BatchedEvent
 from jobsched.core.runs import parse_instant
 from tests.contract.conftest import Stores
 

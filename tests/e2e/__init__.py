@@ -16,7 +16,8 @@ def running_stack(state_dir: Path, **options: Any) -> Iterator[LocalRuntime]:
     import os
 
     from infra.iam.recording import RECORD_DIR_ENV, Recorder, dump_deployment
-    from infra.local.runtime import LocalRuntime, free_port
+    from infra.local.machine import free_port
+    from infra.local.runtime import LocalRuntime
 
     saved = dict(os.environ)
     record_dir = os.environ.get(RECORD_DIR_ENV)

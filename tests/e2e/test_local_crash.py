@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 import urllib3
 
-from infra.local.runtime import TEAM_PATTERN, free_port
+from infra.local.machine import free_port
+from infra.local.stack import TEAM_PATTERN
 from jobsched.core.runs import scheduled_run_id
 
 HTTP = urllib3.PoolManager()

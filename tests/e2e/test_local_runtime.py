@@ -26,7 +26,9 @@ from zoneinfo import ZoneInfo
 import pytest
 import urllib3
 
-from infra.local.runtime import DEFAULT_ADMIN, EXAMPLE_INVENTORY_ROWS, TEAM_PATTERN, LocalRuntime
+from infra.local.examples import EXAMPLE_INVENTORY_ROWS
+from infra.local.runtime import LocalRuntime
+from infra.local.stack import DEFAULT_ADMIN, TEAM_PATTERN
 from jobsched.core.runs import parse_instant
 from tests.e2e import running_stack
 from tests.helpers import chromium, rendered_text, screenshot
@@ -299,7 +301,7 @@ def test_a_stopped_dispatcher_and_a_poison_message_drive_their_alarms_and_page_t
     with periods scaled to the 1 s tick (a 5-minute period lasts 5 s)."""
     import boto3
 
-    from infra.local import runtime as runtime_module
+    from infra.local import pollers
 
     assert runtime.deployment is not None
     sqs = boto3.client("sqs", endpoint_url=runtime.endpoint, region_name="us-east-1")
@@ -326,7 +328,7 @@ def test_a_stopped_dispatcher_and_a_poison_message_drive_their_alarms_and_page_t
     wait_for(lambda: paged("DispatcherMissedTicks"), 10)
     wait_for(lambda: alarm_states(runtime).get("DispatcherMissedTicks") == "OK", 20)
 
-    monkeypatch.setattr(runtime_module, "LOCAL_FAILED_RECORD_RETRY", 1)  # a failed record comes back in 1 s
+    monkeypatch.setattr(pollers, "LOCAL_FAILED_RECORD_RETRY", 1)  # a failed record comes back in 1 s
     normal = next(url for url in sqs.list_queues()["QueueUrls"] if url.endswith("WorkNormal"))
     sqs.send_message(QueueUrl=normal, MessageBody="this is not a run message")
     wait_for(lambda: alarm_states(runtime).get("DlqNormalNotEmpty") == "ALARM", 40)

@@ -19,7 +19,8 @@ from urllib.parse import urlencode
 import boto3
 import pytest
 
-from infra.local.runtime import TEAM_PATTERN, LocalRuntime
+from infra.local.runtime import LocalRuntime
+from infra.local.stack import TEAM_PATTERN
 from jobsched.core.names import OWNER_TAG, SHARED_TAG
 from tests.e2e import running_stack
 from tests.e2e.test_local_runtime import HTTP, call, finished, run_of, wait_for

@@ -234,7 +234,8 @@ def test_scheduled_upstreams_that_share_no_instant_are_refused_for_all_of() -> N
 
 
 def test_lint_finds_a_cycle_across_job_files(tmp_path: Any) -> None:
-    from jobsched.registry.lint import LintPolicy, lint
+    from jobsched.registry.lint import lint
+    from jobsched.registry.policy import LintPolicy
 
     files = {
         "a.yaml": "name: a\nteam: data\ntarget: {type: callback}\ntriggers: [{after: {job: data/c}}]\n",

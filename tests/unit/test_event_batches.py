@@ -17,7 +17,8 @@ import pytest
 from pydantic import ValidationError
 
 from jobsched.core.errors import BatchContention
-from jobsched.core.events import MAX_BATCH_PAYLOAD_BYTES, BatchedEvent, batch_named, batch_payload, trigger_summary
+from jobsched.core.event_batches import MAX_BATCH_PAYLOAD_BYTES, BatchedEvent, batch_named, batch_payload
+from jobsched.core.events import trigger_summary
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from tests.unit.test_event_intake import LANDING, ORDERS, T0, Stack, object_created, order_event

@@ -15,15 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobsched.core.bounds import UnreadableJson
-from jobsched.core.checks import (
-    MAX_ENUM_VALUES,
-    CheckDefinitionError,
-    CheckResult,
-    check_schema,
-    evaluate,
-    schema_problem,
-)
+from jobsched.core.checks import MAX_ENUM_VALUES, CheckResult, check_schema, evaluate, schema_problem
 from jobsched.core.item_lists import BadItems, count_items
+from jobsched.core.output_paths import CheckDefinitionError
 from jobsched.core.references import MissingValue, parse_output, render
 from jobsched.core.spec import OutputCheck
 

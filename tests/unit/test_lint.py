@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from jobsched.cli import app as cli_app
 from jobsched.cli import cli
-from jobsched.registry.lint import LintPolicy, lint
+from jobsched.registry.lint import lint
+from jobsched.registry.policy import LintPolicy
 from tests.helpers import utc
 
 NOW = utc("2027-01-04T12:00:00Z")

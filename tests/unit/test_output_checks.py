@@ -9,16 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jobsched.core.checks import (
-    MAX_CHECKED_OUTPUT,
-    MAX_EXPECT_CHARS,
-    MAX_SCHEMA_DEPTH,
-    CheckDefinitionError,
-    check_schema,
-    evaluate,
-    holds,
-    parse_assertion,
-)
+from jobsched.core.checks import MAX_CHECKED_OUTPUT, MAX_SCHEMA_DEPTH, check_schema, evaluate
+from jobsched.core.output_paths import MAX_EXPECT_CHARS, CheckDefinitionError, holds, parse_assertion
 from jobsched.core.records import TargetResult
 from jobsched.core.spec import JobSpec, OutputCheck
 from jobsched.pipeline.attempts import judge

@@ -14,7 +14,7 @@ from jobsched.cli.offline import parse_instant_option
 
 if TYPE_CHECKING:  # imported on use: the spec's models cost every CLI call otherwise (#46)
     from jobsched.core.spec import JobSpec
-    from jobsched.registry.lint import Finding
+    from jobsched.registry.findings import Finding
     from jobsched.schedule.engine import Occurrence
 
 
@@ -31,8 +31,8 @@ def lint(paths: tuple[Path, ...], policy_path: Path | None, output_format: str, 
     Exit 0 clean (or warnings only), 1 errors (or warnings with --strict)."""
     from pydantic import ValidationError
 
-    from jobsched.registry.lint import LintPolicy
     from jobsched.registry.lint import lint as lint_files
+    from jobsched.registry.policy import LintPolicy
 
     try:
         policy = LintPolicy.load(policy_path) if policy_path else LintPolicy()

@@ -117,7 +117,8 @@ def local_up(
     for noisy in ("werkzeug", "botocore", "urllib3", "jsii"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ["POWERTOOLS_LOG_LEVEL"] = log_level.upper()
-    from infra.local.runtime import DEFAULT_ADMIN, TEAM_PATTERN, LocalRuntime
+    from infra.local.runtime import LocalRuntime
+    from infra.local.stack import DEFAULT_ADMIN, TEAM_PATTERN
 
     runtime = LocalRuntime(
         port=port,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.bounds import UnreadableJson, parse_bounded_json
-from jobsched.core.checks import MISSING, CheckDefinitionError, PathStep, describe_path, parse_steps, value_at
+from jobsched.core.output_paths import MISSING, CheckDefinitionError, PathStep, describe_path, parse_steps, value_at
 
 MAX_REFERENCES = 20  # per task payload
 MAX_TASK_OUTPUT = 32 * 1024  # bytes of one task's output its downstream tasks may read

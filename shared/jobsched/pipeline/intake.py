@@ -21,17 +21,14 @@ from typing import Any, Literal
 
 from jobsched.core.durations import format_duration
 from jobsched.core.errors import BatchContention
+from jobsched.core.event_batches import EventBatch, batch_named, batch_run_id, run_events_path
 from jobsched.core.event_patterns import RESERVED_SOURCE_PREFIXES
 from jobsched.core.events import (
     CONTAINER_TRIGGER,
     MAX_EVENT_PAYLOAD_BYTES,
     WAKE_PREFIX,
-    EventBatch,
     EventEnvelope,
     after_run_id,
-    batch_named,
-    batch_run_id,
-    run_events_path,
     s3_key_matches,
     trigger_fingerprint,
 )

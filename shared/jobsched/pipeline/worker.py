@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pydantic import JsonValue
 
 from jobsched.core.errors import WorkflowsNotConfigured
-from jobsched.core.events import batch_named, batch_payload, run_events_path
+from jobsched.core.event_batches import batch_named, batch_payload, run_events_path
 from jobsched.core.messages import CallbackResult, DagTaskFailure, DagTaskMessage, WorkMessage
 from jobsched.core.outcome import Action, Outcome
 from jobsched.core.records import (

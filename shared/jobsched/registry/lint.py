@@ -8,87 +8,33 @@ breaches (and invalid files); warnings are built-in checks a team may accept (``
 from __future__ import annotations
 
 import itertools
-import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
 
-import yaml
-from pydantic import Field
-
-from jobsched.core.durations import Duration, format_duration
+from jobsched.core.durations import format_duration
 from jobsched.core.errors import SpecError
 from jobsched.core.expressions import CronExpression
-from jobsched.core.spec import JobSpec, StrictModel
+from jobsched.core.spec import JobSpec
 from jobsched.registry.dependencies import cycle_through
+from jobsched.registry.findings import INTERVAL_SAMPLE, Finding, LintedJob, shortest_interval
 from jobsched.registry.jobfile import find_job_files, parse_document, validate_document
-from jobsched.schedule.engine import CompiledSchedule, ScheduleTooExpensive
+from jobsched.registry.policy import LintPolicy, policy_findings
+from jobsched.schedule.engine import ScheduleTooExpensive
 from jobsched.schedule.fires import preview_schedule
 
-Severity = Literal["error", "warning"]
 DST_HORIZON = timedelta(days=400)  # a year ahead, both transitions of every zone
 NO_FIRE_HORIZON = timedelta(days=90)
-INTERVAL_SAMPLE = 200  # consecutive fires looked at for a job's shortest interval
 HERD_HORIZON = timedelta(days=1)
 MAX_OCCURRENCES = 20_000  # per job and check: a lint run is bounded whatever the files say
 LONG_CATCHUP = timedelta(days=1)
-ACCOUNT_IN_ARN = re.compile(r"^arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:(\d{12}):")
-ACCOUNT_IN_QUEUE_URL = re.compile(r"^https://sqs\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/(\d{12})/")
-
-
-class TargetsPolicy(StrictModel):
-    allowed_types: list[str] | None = None
-    allowed_accounts: list[str] | None = None
-
-
-class SchedulePolicy(StrictModel):
-    min_interval: Duration | None = None
-    max_catchup_runs: int | None = Field(default=None, ge=1)
-
-
-class LintPolicy(StrictModel):
-    """An organisation's policy (``--policy POLICY.yaml``)."""
-
-    require: list[str] = Field(default_factory=list, description="fields every job must set, e.g. target.timeout")
-    targets: TargetsPolicy = Field(default_factory=TargetsPolicy)
-    schedule: SchedulePolicy = Field(default_factory=SchedulePolicy)
-    herd_threshold: int = Field(default=10, ge=2, description="jobs at one fixed minute that make a herd")
-
-    @classmethod
-    def load(cls, path: Path) -> LintPolicy:
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        return cls.model_validate(document)
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    severity: Severity
-    file: str
-    path: str
-    message: str
-    fix: str = ""
-
-    def as_dict(self) -> dict[str, str]:
-        return {k: v for k, v in self.__dict__.items() if v != ""}
-
-
-@dataclass
-class _Job:
-    file: str
-    spec: JobSpec
-    document: dict[str, Any]
-    compiled: CompiledSchedule | None = None
-    fires: list[datetime] = field(default_factory=list)  # the next INTERVAL_SAMPLE fires
 
 
 def lint(paths: Iterable[Path], policy: LintPolicy, *, now: datetime) -> list[Finding]:
     """Every finding of every job file under ``paths``, in file order."""
     findings: list[Finding] = []
-    jobs: list[_Job] = []
+    jobs: list[LintedJob] = []
     for path in find_job_files(paths):
         loaded = _load(path, findings)
         if loaded is not None:
@@ -101,7 +47,7 @@ def lint(paths: Iterable[Path], policy: LintPolicy, *, now: datetime) -> list[Fi
             except ScheduleTooExpensive as error:
                 findings.append(_too_expensive(job, error))
                 continue  # every other check would walk the same stream
-        findings += _policy(job, policy)
+        findings += policy_findings(job, policy)
         findings += _builtin(job, now)
     findings += _herds(jobs, policy, now)
     findings += _dependency_cycles(jobs)
@@ -109,7 +55,7 @@ def lint(paths: Iterable[Path], policy: LintPolicy, *, now: datetime) -> list[Fi
     return sorted(findings, key=lambda f: (order.get(f.file, 0), f.severity != "error", f.path, f.rule))
 
 
-def _too_expensive(job: _Job, error: ScheduleTooExpensive) -> Finding:
+def _too_expensive(job: LintedJob, error: ScheduleTooExpensive) -> Finding:
     return Finding(
         "schedule-too-expensive",
         "error",
@@ -120,7 +66,7 @@ def _too_expensive(job: _Job, error: ScheduleTooExpensive) -> Finding:
     )
 
 
-def _load(path: Path, findings: list[Finding]) -> _Job | None:
+def _load(path: Path, findings: list[Finding]) -> LintedJob | None:
     try:
         document = parse_document(path.read_text(encoding="utf-8"), suffix=path.suffix.lower())
         spec = validate_document(document)
@@ -132,128 +78,20 @@ def _load(path: Path, findings: list[Finding]) -> _Job | None:
     except (OSError, UnicodeDecodeError) as error:
         findings.append(Finding("invalid", "error", str(path), "", f"cannot read the file: {error}"))
         return None
-    return _Job(str(path), spec, document if isinstance(document, dict) else {})
+    return LintedJob(str(path), spec, document if isinstance(document, dict) else {})
 
 
 # ------------------------------------------------------------------------------------------- policy
 
 
-def _policy(job: _Job, policy: LintPolicy) -> list[Finding]:
-    found = [*_required(job, policy), *_targets(job, policy)]
-    limits = policy.schedule
-    schedule = job.spec.schedule
-    if limits.min_interval is not None and schedule is not None:
-        shortest = _shortest_interval(job.fires)
-        if shortest is not None and shortest < limits.min_interval:
-            found.append(
-                Finding(
-                    "policy-min-interval",
-                    "error",
-                    job.file,
-                    "schedule.expression",
-                    f"fires every {format_duration(shortest)} at its most frequent; the policy's minimum is"
-                    f" {format_duration(limits.min_interval)}",
-                    "run it less often, or ask the platform team for an exception",
-                )
-            )
-    if limits.max_catchup_runs is not None and schedule is not None:
-        catchup = schedule.catchup
-        runs = 1 if catchup.policy == "latest" else (0 if catchup.policy == "none" else catchup.max_runs)
-        if runs > limits.max_catchup_runs:
-            found.append(
-                Finding(
-                    "policy-max-catchup",
-                    "error",
-                    job.file,
-                    "schedule.catchup.max_runs",
-                    f"catch-up may start {runs} runs after an outage; the policy allows {limits.max_catchup_runs}",
-                    f"set schedule.catchup.max_runs to at most {limits.max_catchup_runs}, or policy: latest",
-                )
-            )
-    return found
-
-
-def _required(job: _Job, policy: LintPolicy) -> list[Finding]:
-    found = []
-    for required in policy.require:
-        documents = [job.document]
-        if required.startswith("target.") and isinstance(job.document.get("dag"), dict):
-            tasks = job.document["dag"].get("tasks") or []
-            documents = [task for task in tasks if isinstance(task, dict)]  # each task's own target
-        for index, document in enumerate(documents):
-            if _lookup(document, required) is None:
-                where = required if documents == [job.document] else f"dag.tasks[{index}].{required}"
-                found.append(
-                    Finding(
-                        "policy-require",
-                        "error",
-                        job.file,
-                        where,
-                        f"the organisation requires {required}",
-                        f"add {required} to the job file",
-                    )
-                )
-    return found
-
-
-def _targets(job: _Job, policy: LintPolicy) -> list[Finding]:
-    found = []
-    rules = policy.targets
-    for where, target in job.spec.targets():
-        kind = getattr(target, "type", "")
-        if rules.allowed_types is not None and kind not in rules.allowed_types:
-            found.append(
-                Finding(
-                    "policy-target-type",
-                    "error",
-                    job.file,
-                    f"{where}.type",
-                    f"target type {kind} is not allowed; allowed: {', '.join(rules.allowed_types)}",
-                    "use an allowed target type",
-                )
-            )
-        if rules.allowed_accounts is not None:
-            for account in _accounts(target):
-                if account not in rules.allowed_accounts:
-                    found.append(
-                        Finding(
-                            "policy-target-account",
-                            "error",
-                            job.file,
-                            where,
-                            f"the target is in account {account}; allowed: {', '.join(rules.allowed_accounts)}",
-                            "point it at a resource in an allowed account",
-                        )
-                    )
-    return found
-
-
-def _accounts(target: Any) -> set[str]:
-    found = set()
-    for value in target.model_dump(mode="json").values():
-        if isinstance(value, str):
-            match = ACCOUNT_IN_ARN.match(value) or ACCOUNT_IN_QUEUE_URL.match(value)
-            if match:
-                found.add(match.group(1))
-    return found
-
-
-def _lookup(document: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if not isinstance(document, dict):
-            return None
-        document = document.get(part)
-    return document
-
-
 # ------------------------------------------------------------------------------------------ built-in
 
 
-def _builtin(job: _Job, now: datetime) -> list[Finding]:
+def _builtin(job: LintedJob, now: datetime) -> list[Finding]:
     spec = job.spec
     found = _dst(job, now) + _no_fires(job, now)
     timeout = _timeout(spec)
-    shortest = _shortest_interval(job.fires)
+    shortest = shortest_interval(job.fires)
     if timeout is not None and shortest is not None and timeout > shortest and spec.concurrency.overlap == "allow":
         found.append(
             Finding(
@@ -299,12 +137,7 @@ def _timeout(spec: JobSpec) -> timedelta | None:
     return getattr(target, "timeout", None) if target is not None else None
 
 
-def _shortest_interval(fires: list[datetime]) -> timedelta | None:
-    gaps = [later - earlier for earlier, later in itertools.pairwise(fires)]
-    return min(gaps) if gaps else None
-
-
-def _dst(job: _Job, now: datetime) -> list[Finding]:
+def _dst(job: LintedJob, now: datetime) -> list[Finding]:
     """A fixed wall time in a DST gap (it shifts) or overlap (it folds), with the next dates it happens."""
     compiled = job.compiled
     if compiled is None or not isinstance(compiled.expression, CronExpression) or compiled.expression.wildcard:
@@ -346,7 +179,7 @@ def _dst(job: _Job, now: datetime) -> list[Finding]:
     return found
 
 
-def _no_fires(job: _Job, now: datetime) -> list[Finding]:
+def _no_fires(job: LintedJob, now: datetime) -> list[Finding]:
     schedule = job.spec.schedule
     if job.compiled is None or schedule is None or (schedule.calendar is None and not schedule.blackouts):
         return []
@@ -366,9 +199,9 @@ def _no_fires(job: _Job, now: datetime) -> list[Finding]:
     ]
 
 
-def _herds(jobs: list[_Job], policy: LintPolicy, now: datetime) -> list[Finding]:
+def _herds(jobs: list[LintedJob], policy: LintPolicy, now: datetime) -> list[Finding]:
     """Many jobs at one minute across the files, each at a fixed minute: suggest H to spread them."""
-    at_minute: dict[datetime, list[_Job]] = defaultdict(list)
+    at_minute: dict[datetime, list[LintedJob]] = defaultdict(list)
     for job in jobs:
         expression = job.compiled.expression if job.compiled is not None else None
         if not isinstance(expression, CronExpression) or not job.spec.schedule:
@@ -401,7 +234,7 @@ def _herds(jobs: list[_Job], policy: LintPolicy, now: datetime) -> list[Finding]
     return list(found.values())
 
 
-def _dependency_cycles(jobs: list[_Job]) -> list[Finding]:
+def _dependency_cycles(jobs: list[LintedJob]) -> list[Finding]:
     """Jobs of these files that run after each other in a circle (PUT refuses the job that closes it)."""
     by_key = {job.spec.key: job for job in jobs}
     upstreams = {key: [u for u in job.spec.upstreams() if u in by_key] for key, job in by_key.items()}

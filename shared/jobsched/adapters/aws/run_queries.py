@@ -1,12 +1,17 @@
-"""Run search on the Runs table: one job's runs in a run-id (time) range, filtered by DynamoDB as it reads."""
+"""Reading a job's runs by run id (time) range on the Runs table: pages, the lost-message audit's keys, a run that
+succeeded in a window, which runs ended, and run search (filtered by DynamoDB as it reads)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from jobsched.adapters.aws.dynamo import from_item, to_values
+from jobsched.adapters.aws.dynamo import batch_get, every_item, from_item, to_values
+from jobsched.adapters.aws.runs_table import RunsTable
+from jobsched.adapters.items import MAX_WAIT_SCAN, succeeded_in
 from jobsched.core.names import RunsKeys
 from jobsched.core.records import Run
+from jobsched.core.runs import TERMINAL, RunStatus, scheduled_run_id
 from jobsched.watch.run_search import RunFilter
 
 
@@ -62,3 +67,91 @@ def _filter(where: RunFilter, names: dict[str, str], values: dict[str, Any]) -> 
         values[":error"] = where.error
         conditions.append("contains(#error, :error)")
     return conditions
+
+
+class RunQueriesStore(RunsTable):
+    """A job's runs read by run id (time) range: pages, the audit's keys, a succeeded run, search, ended ones."""
+
+    def matching(
+        self, job: str, *, first: str, last: str, where: RunFilter, evaluate: int, limit: int
+    ) -> tuple[list[Run], str | None]:
+        return matching_runs(
+            self.db, self.table, job, first=first, last=last, where=where, evaluate=evaluate, limit=limit
+        )
+
+    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
+        return self.page(job, limit=limit, newest_first=newest_first)[0]
+
+    def page(
+        self,
+        job: str,
+        *,
+        limit: int = 50,
+        newest_first: bool = True,
+        after_run_id: str | None = None,
+        between: tuple[str, str] | None = None,
+    ) -> tuple[list[Run], str | None]:
+        """Runs of ``job`` by run id (time order), ``limit`` at a time; the second value continues. ``between``:
+        only run ids in that range (inclusive; run ids begin with their instant, so it is a time range)."""
+        condition, values = "#job = :job", {":job": job}
+        if between is not None:
+            condition += " AND #run BETWEEN :first AND :last"
+            values |= {":first": between[0], ":last": between[1]}
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#job": RunsKeys.PK} | ({"#run": RunsKeys.SK} if between else {}),
+            "ExpressionAttributeValues": to_values(values),
+            "ScanIndexForward": not newest_first,
+            "Limit": limit,
+        }
+        if after_run_id:
+            request["ExclusiveStartKey"] = self._key(job, after_run_id)
+        response = self.db.query(**request)
+        runs = [Run.from_values(from_item(item)) for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return runs, (from_item(last)[RunsKeys.SK] if last else None)
+
+    def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of these (job, run id) have ended (strongly consistent: a slot is freed on this answer)."""
+        found = batch_get(
+            self.db,
+            self.table,
+            [self._key(job, run_id) for job, run_id in sorted(runs)],
+            ProjectionExpression="#job, #run, #status",
+            ExpressionAttributeNames={"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
+            ConsistentRead=True,
+        )
+        return {
+            (values[RunsKeys.PK], values[RunsKeys.SK]) for values in found if RunStatus(values["status"]) in TERMINAL
+        }
+
+    def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
+        """The run ids of ``job`` between two run ids (inclusive): keys only, for the lost-message audit."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#job = :job AND #run BETWEEN :first AND :last",
+            "ExpressionAttributeNames": {"#job": RunsKeys.PK, "#run": RunsKeys.SK},
+            "ExpressionAttributeValues": to_values({":job": job, ":first": first, ":last": last}),
+            "ProjectionExpression": "#run",
+        }
+        return {values[RunsKeys.SK] for values in every_item(self.db, **request)}
+
+    def succeeded_between(self, job: str, first: datetime, last: datetime) -> str | None:
+        """The newest run of ``job`` that succeeded for a logical instant in [first, last] (its id), reading at
+        most ``MAX_WAIT_SCAN`` runs (run ids begin with their instant, so the key range is the window)."""
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#job = :job AND #run BETWEEN :first AND :last",
+            "ExpressionAttributeNames": {"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
+            "ExpressionAttributeValues": to_values(
+                {":job": job, ":first": scheduled_run_id(first), ":last": scheduled_run_id(last) + "\uffff"}
+            ),
+            "ProjectionExpression": "#run, #status, scheduled_at",
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        for values in every_item(self.db, max_items=MAX_WAIT_SCAN, **request):
+            if succeeded_in(values, first, last):
+                return str(values[RunsKeys.SK])
+        return None

@@ -7,153 +7,57 @@ never changed by a loser.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.dynamo import (
-    batch_get,
-    every_item,
     from_item,
     is_conditional_failure,
     to_item,
     to_values,
-    update_if,
 )
-from jobsched.adapters.aws.run_queries import matching_runs
+from jobsched.adapters.aws.run_indexes import SLOT_WAIT_ATTRIBUTES, RunIndexesStore
+from jobsched.adapters.aws.run_queries import RunQueriesStore
 from jobsched.adapters.aws.runs_table import with_checks
 from jobsched.adapters.aws.task_records import TaskRecordsStore
 from jobsched.adapters.items import (
-    MAX_WAIT_SCAN,
     new_run_values,
     new_waiting_values,
     running_values,
-    succeeded_in,
     waiting_values,
 )
 from jobsched.core.checks import CheckResult
 from jobsched.core.names import RunsKeys
 from jobsched.core.records import (
     LOST_PREFIX,
-    TASK_PREFIX,
     AttemptClaim,
-    ParkedTask,
     Progress,
     Run,
-    TaskState,
     Waiting,
     lease_shard,
 )
 from jobsched.core.runs import (
     MAX_OUTPUT,
-    TERMINAL,
     RunMessage,
     RunStatus,
     instant_text,
     moment_text,
-    scheduled_run_id,
     truncate,
 )
-from jobsched.watch.run_search import RunFilter
-
-SLOT_WAIT_ATTRIBUTES = f"{RunsKeys.SLOT_WAIT_TEAM}, {RunsKeys.SLOT_WAIT_SINCE}"  # removed when the run starts or ends
 
 
-class RunsStore(TaskRecordsStore):
+class RunsStore(TaskRecordsStore, RunIndexesStore, RunQueriesStore):
     def __init__(self, table_name: str, dynamodb: Any | None = None) -> None:
         self.table = table_name
         self._client = dynamodb
-
-    def matching(
-        self, job: str, *, first: str, last: str, where: RunFilter, evaluate: int, limit: int
-    ) -> tuple[list[Run], str | None]:
-        return matching_runs(
-            self.db, self.table, job, first=first, last=last, where=where, evaluate=evaluate, limit=limit
-        )
 
     def get(self, job: str, run_id: str) -> Run | None:
         response = self.db.get_item(TableName=self.table, Key=self._key(job, run_id), ConsistentRead=True)
         item = response.get("Item")
         return Run.from_values(from_item(item)) if item else None
-
-    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
-        return self.page(job, limit=limit, newest_first=newest_first)[0]
-
-    def page(
-        self,
-        job: str,
-        *,
-        limit: int = 50,
-        newest_first: bool = True,
-        after_run_id: str | None = None,
-        between: tuple[str, str] | None = None,
-    ) -> tuple[list[Run], str | None]:
-        """Runs of ``job`` by run id (time order), ``limit`` at a time; the second value continues. ``between``:
-        only run ids in that range (inclusive; run ids begin with their instant, so it is a time range)."""
-        condition, values = "#job = :job", {":job": job}
-        if between is not None:
-            condition += " AND #run BETWEEN :first AND :last"
-            values |= {":first": between[0], ":last": between[1]}
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": {"#job": RunsKeys.PK} | ({"#run": RunsKeys.SK} if between else {}),
-            "ExpressionAttributeValues": to_values(values),
-            "ScanIndexForward": not newest_first,
-            "Limit": limit,
-        }
-        if after_run_id:
-            request["ExclusiveStartKey"] = self._key(job, after_run_id)
-        response = self.db.query(**request)
-        runs = [Run.from_values(from_item(item)) for item in response.get("Items", [])]
-        last = response.get("LastEvaluatedKey")
-        return runs, (from_item(last)[RunsKeys.SK] if last else None)
-
-    def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]:
-        """Which of these (job, run id) have ended (strongly consistent: a slot is freed on this answer)."""
-        found = batch_get(
-            self.db,
-            self.table,
-            [self._key(job, run_id) for job, run_id in sorted(runs)],
-            ProjectionExpression="#job, #run, #status",
-            ExpressionAttributeNames={"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
-            ConsistentRead=True,
-        )
-        return {
-            (values[RunsKeys.PK], values[RunsKeys.SK]) for values in found if RunStatus(values["status"]) in TERMINAL
-        }
-
-    def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
-        """The run ids of ``job`` between two run ids (inclusive): keys only, for the lost-message audit."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "#job = :job AND #run BETWEEN :first AND :last",
-            "ExpressionAttributeNames": {"#job": RunsKeys.PK, "#run": RunsKeys.SK},
-            "ExpressionAttributeValues": to_values({":job": job, ":first": first, ":last": last}),
-            "ProjectionExpression": "#run",
-        }
-        return {values[RunsKeys.SK] for values in every_item(self.db, **request)}
-
-    def succeeded_between(self, job: str, first: datetime, last: datetime) -> str | None:
-        """The newest run of ``job`` that succeeded for a logical instant in [first, last] (its id), reading at
-        most ``MAX_WAIT_SCAN`` runs (run ids begin with their instant, so the key range is the window)."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "#job = :job AND #run BETWEEN :first AND :last",
-            "ExpressionAttributeNames": {"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
-            "ExpressionAttributeValues": to_values(
-                {":job": job, ":first": scheduled_run_id(first), ":last": scheduled_run_id(last) + "\uffff"}
-            ),
-            "ProjectionExpression": "#run, #status, scheduled_at",
-            "ScanIndexForward": False,
-            "ConsistentRead": True,
-        }
-        for values in every_item(self.db, max_items=MAX_WAIT_SCAN, **request):
-            if succeeded_in(values, first, last):
-                return str(values[RunsKeys.SK])
-        return None
 
     # --------------------------------------------------------------------------- creation
 
@@ -399,123 +303,6 @@ class RunsStore(TaskRecordsStore):
         update = "SET #work = :work"
         names["#work"] = "work"
         return self._transition(job, run_id, update, "#status = :running AND attempt = :attempt", names, values)
-
-    def expired_leases(self, shard: int, now: datetime) -> Iterator[Run | ParkedTask]:
-        """Runs waiting for an outside result whose lease has run out, and parked DAG tasks due a heartbeat
-        (the sparse leases index only)."""
-        return self._due_on_index(RunsKeys.LEASE_INDEX, RunsKeys.LEASE_SHARD, RunsKeys.LEASE_EXPIRES_AT, shard, now)
-
-    def past_deadline(self, shard: int, now: datetime) -> Iterator[Run]:
-        """Unfinished runs whose SLA deadline has passed and was not reported yet (the deadlines index)."""
-        for run in self._due_on_index(
-            RunsKeys.DEADLINE_INDEX, RunsKeys.DEADLINE_SHARD, RunsKeys.DEADLINE_AT, shard, now
-        ):
-            if isinstance(run, Run):
-                yield run
-
-    def deadline_reported(self, job: str, run_id: str) -> bool:
-        """Take a run off the deadlines index once its miss is reported; False if already taken."""
-        return update_if(
-            self.db,
-            TableName=self.table,
-            Key=self._key(job, run_id),
-            UpdateExpression="REMOVE deadline_shard, deadline_at",
-            ConditionExpression="attribute_exists(deadline_shard)",
-        )
-
-    def wakeups(self, shard: int, until: datetime) -> Iterator[Run]:
-        """Retries waiting longer than SQS can delay whose time comes by ``until`` (the wakeups index only)."""
-        for run in self._due_on_index(RunsKeys.WAKE_INDEX, RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, shard, until):
-            if isinstance(run, Run):
-                yield run
-
-    def _due_on_index(
-        self, index: str, shard_key: str, time_key: str, shard: int, until: datetime
-    ) -> Iterator[Run | ParkedTask]:
-        """Items on a sparse (shard, instant) index with an instant at or before ``until``, read in full."""
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": index,
-            "KeyConditionExpression": "#shard = :shard AND #at <= :until",
-            "ExpressionAttributeNames": {"#shard": shard_key, "#at": time_key},
-            "ExpressionAttributeValues": to_values({":shard": shard, ":until": instant_text(until)}),
-        }
-        for values in every_item(self.db, **request):
-            if values[RunsKeys.SK].startswith(TASK_PREFIX):
-                job, _, run_id = values[RunsKeys.PK].rpartition("#")
-                key = {RunsKeys.PK: values[RunsKeys.PK], RunsKeys.SK: values[RunsKeys.SK]}
-                found = self.db.get_item(TableName=self.table, Key=to_item(key), ConsistentRead=True)
-                if "Item" in found:
-                    yield ParkedTask(job, run_id, TaskState.from_values(from_item(found["Item"])))
-                continue
-            run = self.get(values[RunsKeys.PK], values[RunsKeys.SK])
-            if run is not None:
-                yield run
-
-    def note_held(
-        self, job: str, run_id: str, *, reason: str | None = None, slot_team: str | None = None, since: datetime
-    ) -> bool:
-        """A first attempt held back (max_running, an open circuit): its reason, and with ``slot_team`` a place
-        on that team's slot waits. One write; False if the run is past waiting."""
-        sets, values = [], {":scheduled": RunStatus.SCHEDULED.value, ":one": 1}
-        if reason is not None:
-            sets.append("reason = :reason")
-            values[":reason"] = reason
-        if slot_team is not None:
-            sets.append(f"{RunsKeys.SLOT_WAIT_TEAM} = :team, {RunsKeys.SLOT_WAIT_SINCE} = :since")
-            values |= {":team": slot_team, ":since": instant_text(since)}
-        if not sets:
-            return True
-        return update_if(
-            self.db,
-            TableName=self.table,
-            Key=self._key(job, run_id),
-            UpdateExpression="SET " + ", ".join(sets),
-            ConditionExpression="#status = :scheduled AND attempt = :one",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=to_values(values),
-        )
-
-    def slot_waiters(self, team: str, *, limit: int) -> list[tuple[str, str]]:
-        """(job, run id) of the team's runs waiting for a slot, longest waiting first (the index's keys only)."""
-        response = self.db.query(
-            TableName=self.table,
-            IndexName=RunsKeys.SLOT_WAIT_INDEX,
-            KeyConditionExpression="#team = :team",
-            ExpressionAttributeNames={"#team": RunsKeys.SLOT_WAIT_TEAM},
-            ExpressionAttributeValues=to_values({":team": team}),
-            Limit=limit,
-        )
-        return [(values[RunsKeys.PK], values[RunsKeys.SK]) for values in map(from_item, response.get("Items", []))]
-
-    def take_slot_waiter(self, job: str, run_id: str) -> Run | None:
-        """Take a waiting run off its team's slot waits to wake it; None if another waker (or its claim) did."""
-        try:
-            response = self.db.update_item(
-                TableName=self.table,
-                Key=self._key(job, run_id),
-                UpdateExpression=f"REMOVE {SLOT_WAIT_ATTRIBUTES}",
-                ConditionExpression=f"attribute_exists({RunsKeys.SLOT_WAIT_TEAM}) AND #status = :scheduled",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=to_values({":scheduled": RunStatus.SCHEDULED.value}),
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as error:
-            if is_conditional_failure(error):
-                return None
-            raise
-        return Run.from_values(from_item(response["Attributes"]))
-
-    def clear_wake(self, job: str, run_id: str, *, attempt: int) -> bool:
-        """Take a retry off the wakeups index once its message is on a queue; False if already taken."""
-        return update_if(
-            self.db,
-            TableName=self.table,
-            Key=self._key(job, run_id),
-            UpdateExpression="REMOVE wake_shard, wake_at",
-            ConditionExpression="attribute_exists(wake_shard) AND attempt = :attempt",
-            ExpressionAttributeValues=to_values({":attempt": attempt}),
-        )
 
     def set_workflow(self, job: str, run_id: str, *, graph: dict[str, Any], execution_arn: str) -> str:
         """Record a DAG run's graph and execution; returns the execution recorded first (a redelivery

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
-from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch
+from jobsched.core.event_batches import BatchAdded, BatchedEvent, EventBatch
 from jobsched.core.names import JobsKeys
 from jobsched.core.runs import instant_text, parse_instant
 

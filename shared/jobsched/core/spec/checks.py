@@ -12,7 +12,8 @@ from pydantic import (
     model_validator,
 )
 
-from jobsched.core.checks import MAX_CHECKS, MAX_EXPECT_CHARS, CheckDefinitionError, check_schema, parse_assertion
+from jobsched.core.checks import MAX_CHECKS, check_schema
+from jobsched.core.output_paths import MAX_EXPECT_CHARS, CheckDefinitionError, parse_assertion
 from jobsched.core.spec.base import Name, StrictModel, _fail
 
 # ------------------------------------------------------------------------------------------ checks

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.dynamo import every_item, from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.adapters.aws.jobs.table import JobsTable
-from jobsched.core.events import BatchAdded, BatchedEvent, EventBatch
+from jobsched.core.event_batches import BatchAdded, BatchedEvent, EventBatch
 from jobsched.core.names import JobsKeys
 from jobsched.core.runs import instant_text, parse_instant
 
