@@ -45,7 +45,7 @@ from jobsched.pipeline.dag.ends import TaskEnds
 from jobsched.pipeline.dag.inputs import Inputs
 from jobsched.pipeline.dag.readiness import DataReadiness, Fail, Hold, Lost, Report, Skip
 from jobsched.pipeline.dag.recording import TaskRecords
-from jobsched.pipeline.dag.run_end import RunEnd, finish_task
+from jobsched.pipeline.dag.run_end import RunEnd
 from jobsched.pipeline.dag.turn import NO_ITEM, TaskTurn, Unresolved, task_of
 from jobsched.pipeline.waiting import Waits
 from jobsched.ports import DataChecksPort, JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
@@ -82,7 +82,7 @@ class DagRuns:
 
     @property
     def run_end(self) -> RunEnd:
-        return RunEnd(self.runs, self.queues, self.alerts, self.clock)
+        return RunEnd(self.runs, self.queues, self.alerts, self.clock, self.records)
 
     @property
     def ends(self) -> TaskEnds:
@@ -146,7 +146,12 @@ class DagRuns:
         found = self._found(message)
         if isinstance(found, Outcome):
             return found
-        turn = TaskTurn.of(message, found, self.clock())
+        return self.conduct(TaskTurn.of(message, found, self.clock()))
+
+    def conduct(self, turn: TaskTurn) -> Outcome:
+        """One task message's turn through the stages, each answering with a verdict or doing its writes."""
+        message = turn.message
+        assert message is not None
         tasks = self._records_for(turn)
         if message.map_done:
             return self._judge_map(turn, tasks)
@@ -277,7 +282,7 @@ class DagRuns:
 
     def finish(self, turn: TaskTurn, result: TargetResult) -> Outcome:
         """Record the attempt's outcome, then release what waits on it (an item's releases nothing)."""
-        return finish_task(self.records, self.run_end, turn, result)
+        return self.run_end.task_ended(turn, result)
 
     def _fail_unclaimed(self, turn: TaskTurn, error: str) -> Outcome:
         """Fail a task that never started (its wait timed out, or it may not wait on what it names): claimed, so

@@ -14,7 +14,7 @@ from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.pipeline.attempts import judge
 from jobsched.pipeline.dag.recording import PARKED_HEARTBEAT_LEAD, TaskRecords
-from jobsched.pipeline.dag.run_end import RunEnd, finish_task
+from jobsched.pipeline.dag.run_end import RunEnd
 from jobsched.pipeline.dag.turn import TaskTurn, task_of
 from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.ports import JobsPort, TaskRunsPort, WorkflowsPort
@@ -42,7 +42,7 @@ class TaskEnds:
         failed = TargetResult("failed", error=reported.error, retryable=not reported.decision)
         succeeded = TargetResult("succeeded", output=reported.output)
         result = judge(succeeded, turn.task.checks) if reported.succeeded else failed
-        finish_task(self.records, self.run_end, turn, result)
+        self.run_end.task_ended(turn, result)
         return self.runs.get(ref.job, ref.run_id) or turn.run
 
     def heartbeat(self, ref: AttemptRef, report: ProgressReport | None = None) -> Run:

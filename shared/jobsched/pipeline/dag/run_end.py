@@ -34,6 +34,15 @@ class RunEnd:
     queues: WorkQueuesPort
     alerts: Alerts
     clock: Callable[[], datetime]
+    records: TaskRecords
+
+    def task_ended(self, turn: TaskTurn, result: TargetResult) -> Outcome:
+        """An attempt's outcome recorded and reported; once the task (not one map item) has ended, what waits on
+        it is released and the run finishes if every task has."""
+        outcome = self.records.outcome(turn, result)
+        if outcome.action in ("succeeded", "failed") and not turn.is_item:
+            self.advance(turn.run, turn.stored)
+        return outcome
 
     def advance(self, run: Run, stored: StoredJob) -> None:
         """Release parked tasks that can now start; finish the run once every task has finished."""
@@ -50,10 +59,10 @@ class RunEnd:
             self.queues.send(stored.spec.priority, released)
         result = run_result(graph, now_statuses)
         if result is not None:
-            self._finish_run(run, stored, RunTasks(graph, tasks), result)
+            self._finish_run(run, stored, RunTasks(graph, tasks, result))
 
-    def _finish_run(self, run: Run, stored: StoredJob, ended: RunTasks, result: TaskStatus) -> None:
-        graph, tasks = ended.graph, ended.tasks
+    def _finish_run(self, run: Run, stored: StoredJob, ended: RunTasks) -> None:
+        graph, tasks, result = ended.graph, ended.tasks, ended.result
         counts: dict[str, int] = {}
         for state in (tasks[name] for name in graph if name in tasks):  # the tasks, not a map task's items
             counts[state.status.value.lower()] = counts.get(state.status.value.lower(), 0) + 1
@@ -97,10 +106,11 @@ class RunEnd:
 
 @dataclass(frozen=True)
 class RunTasks:
-    """A run's graph and its task records, read together."""
+    """A run's graph and its task records, read together, and the result they make."""
 
     graph: Graph
     tasks: dict[str, TaskState]
+    result: TaskStatus
 
 
 def released_message(run: Run, state: TaskState) -> DagTaskMessage:
@@ -140,12 +150,3 @@ def tasks_failed_checks(graph: Graph, tasks: dict[str, TaskState]) -> list[Check
         if not check["passed"]
     ]
     return failed[:MAX_RUN_CHECKS]
-
-
-def finish_task(records: TaskRecords, run_end: RunEnd, turn: TaskTurn, result: TargetResult) -> Outcome:
-    """An attempt's outcome recorded and reported; once the task (not one map item) has ended, what waits on it
-    is released and the run finishes if every task has."""
-    outcome = records.outcome(turn, result)
-    if outcome.action in ("succeeded", "failed") and not turn.is_item:
-        run_end.advance(turn.run, turn.stored)
-    return outcome
