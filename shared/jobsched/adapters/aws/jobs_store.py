@@ -18,12 +18,13 @@ from typing import Any
 
 from jobsched.adapters.aws.jobs.batches import BatchesStore
 from jobsched.adapters.aws.jobs.breakers import BreakersStore
-from jobsched.adapters.aws.jobs.dependencies import DependenciesStore
 from jobsched.adapters.aws.jobs.dispatch_state import DispatchStateStore
+from jobsched.adapters.aws.jobs.downstreams import DownstreamsStore
 from jobsched.adapters.aws.jobs.incidents import IncidentsStore
 from jobsched.adapters.aws.jobs.requests import RequestsStore
 from jobsched.adapters.aws.jobs.slots import SlotsStore
 from jobsched.adapters.aws.jobs.specs import SpecsStore
+from jobsched.adapters.aws.jobs.waiters import WaitersStore
 from jobsched.core.limits import TeamLimits
 from jobsched.tenancy.quotas import CachedLimits
 
@@ -36,7 +37,8 @@ class JobsStore(
     SlotsStore,
     RequestsStore,
     BatchesStore,
-    DependenciesStore,
+    DownstreamsStore,
+    WaitersStore,
 ):
     """The Jobs table: every aggregate's store over one table and one client."""
 

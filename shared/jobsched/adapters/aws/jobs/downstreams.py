@@ -1,18 +1,17 @@
-"""Which jobs run after a job: one item per downstream in the upstream's partition, written when the
-downstream is stored (a hint; ``registry.dependencies`` checks each against the downstream's spec).
-And which of a job's runs and tasks wait for data: one item each, holding the message that wakes it."""
+"""The links between jobs on the Jobs table: which jobs run after a job (one item per downstream in the upstream's
+partition, written when the downstream is stored: a hint, ``registry.dependencies`` checks each against the
+downstream's spec), and which upstream attempts an after-triggered run has carried already."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from jobsched.adapters.aws.dynamo import every_item, to_item, to_values
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.names import JobsKeys
 
 
-class DependenciesStore(JobsTable):
+class DownstreamsStore(JobsTable):
     def link_downstream(self, upstream: str, downstream: str) -> None:
         item = {JobsKeys.PK: upstream, JobsKeys.SK: f"{JobsKeys.DOWNSTREAM_PREFIX}{downstream}", "job": downstream}
         self.db.put_item(TableName=self.table, Item=to_item(item))
@@ -31,31 +30,6 @@ class DependenciesStore(JobsTable):
                 max_items=1000,
             )
         ]
-
-    def add_waiter(self, job: str, waiter: str, message: str, *, awaits: list[str], expires_at: datetime) -> None:
-        item = {
-            JobsKeys.PK: job,
-            JobsKeys.SK: f"{JobsKeys.WAITER_PREFIX}{waiter}",
-            "message": message,
-            "awaits": awaits,
-            JobsKeys.TTL: int(expires_at.timestamp()),
-        }
-        self.db.put_item(TableName=self.table, Item=to_item(item))
-
-    def waiters(self, job: str, *, limit: int, awaiting: str | None = None) -> dict[str, str]:
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": to_values({":pk": job, ":prefix": JobsKeys.WAITER_PREFIX}),
-        }
-        if awaiting is not None:
-            request["FilterExpression"] = "contains(awaits, :awaiting)"
-            request["ExpressionAttributeValues"] |= to_values({":awaiting": awaiting})
-        found = every_item(self.db, max_items=limit, **request)
-        return {str(item[JobsKeys.SK]).removeprefix(JobsKeys.WAITER_PREFIX): str(item["message"]) for item in found}
-
-    def drop_waiter(self, job: str, waiter: str) -> None:
-        self.db.delete_item(TableName=self.table, Key=self._key(job, f"{JobsKeys.WAITER_PREFIX}{waiter}"))
 
     def carried(self, job: str, run_id: str, upstream_attempt: str) -> bool:
         key = self._key(job, f"{JobsKeys.CARRIED_PREFIX}{run_id}#{upstream_attempt}")
