@@ -34,6 +34,7 @@ SNAPSHOT_EVERY = 1.0  # seconds: at most this much of the tables' writes is lost
 RUNTIME_FILE = "runtime.json"  # the API's URL and moto's endpoint, for `jobsched local put-event` and the like
 TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 Keys = tuple[str, str]  # a table's partition and sort key attributes
+TOUCHED = "jobsched_touched"  # a write request's items, kept on its context from request to answer
 
 
 @dataclass
@@ -67,12 +68,19 @@ class Snapshots:
     dirty: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # table -> key (JSON) -> key
     saved: dict[str, dict[str, Any]] = field(default_factory=dict)  # env variable -> key (JSON) -> item
 
-    def note_write(self, model: Any, params: dict[str, Any], **_: Any) -> None:
-        """Remember which items a write is about to change (a refused conditional write changes nothing, and
-        reading it back costs only a read)."""
-        if model.name not in TABLE_WRITES:
+    def note_request(self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        """Before a write is sent: which items it is about to change, kept on the request."""
+        if model.name in TABLE_WRITES:
+            context[TOUCHED] = _written_keys(model.name, params)
+
+    def note_written(self, context: dict[str, Any], **_: Any) -> None:
+        """After the write's answer: its items marked changed, so a save that reads them back reads what it wrote
+        (marked before the answer, a save could read an item back before the write landed, clear its mark, and
+        keep the old item until the next write of it: a kill -9 then lost a job stored long before). A refused
+        conditional write changed nothing, and reading it back costs only a read."""
+        touched = context.pop(TOUCHED, None)
+        if not touched:
             return
-        touched = _written_keys(model.name, params)
         with self.lock:
             for table, values in touched:
                 key = self.keys.get(table)
@@ -184,7 +192,8 @@ class LocalMachine:
         read back and the state is saved within a second. (A full scan every second was a fifth of moto's time
         under load.)"""
         self.snapshots.tables, self.snapshots.keys = tables, keys
-        dynamodb.meta.events.register("before-parameter-build.dynamodb", self.snapshots.note_write)
+        dynamodb.meta.events.register("before-parameter-build.dynamodb", self.snapshots.note_request)
+        dynamodb.meta.events.register("after-call.dynamodb", self.snapshots.note_written)
 
         def snapshot() -> None:
             if self.snapshots.changed.is_set():

@@ -59,7 +59,7 @@ from jobsched.paging.rules import Links
 from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake, Received
-from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle, run_slis
+from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
@@ -177,7 +177,7 @@ class Stack:
         self.clock = clock
         self.lambdas = lambdas or FakeLambdas()
         self._held: dict[str, dict[str, dict[str, Any]]] = {}
-        self.crashes, self.lifecycle = 0, Lifecycle([run_slis])
+        self.crashes, self.lifecycle = 0, Lifecycle()  # tests subscribe what they hear (no SLIs printed)
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.jobs_table, self.runs_table = "jobsched-test-Jobs", "jobsched-test-Runs"

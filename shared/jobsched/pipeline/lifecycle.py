@@ -25,7 +25,7 @@ from jobsched.watch.observability import run_finished, run_retried
 
 
 class Change(StrEnum):
-    CREATED = "created"  # a run recorded before its claim (SCHEDULED, or held for a slot)
+    CREATED = "created"  # a run recorded before its claim (SCHEDULED, held for a slot, or reopened to run again)
     CLAIMED = "claimed"  # an attempt claimed: RUNNING
     WAITING = "waiting"  # a run or a task waiting for its data or its dependencies
     RETRYING = "retrying"  # an attempt failed and another is planned
