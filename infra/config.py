@@ -18,6 +18,7 @@ from jobsched.core.names import (
     PRIORITIES,
     WORK_QUEUES,
 )
+from jobsched.core.slo import SloTiers
 from jobsched.core.spec import NAME as TEAM_NAME
 
 
@@ -142,6 +143,7 @@ class StageConfig:
     waf: bool = False  # a web ACL on the API (rate per source IP, body size); on by default in prod
     waf_rate_per_5_minutes: int = 3000
     team_limits: TeamLimits = field(default_factory=TeamLimits)  # every team's defaults (jobsched.tenancy.quotas)
+    slo_tiers: SloTiers = field(default_factory=SloTiers)  # each tier's objectives (jobsched.core.slo)
     capacity: TableCapacity | None = None  # None: on demand; else provisioned with auto scaling
     # What an idle non-prod stage need not pay for (scripts/idle_cost.py): on by default in prod and locally.
     dashboards: bool = True  # three dashboards, $3 each a month
@@ -167,6 +169,7 @@ class StageConfig:
             api_reserved_concurrency=int(node.try_get_context("api_reserved_concurrency") or 20),
             waf=prod if node.try_get_context("waf") is None else str(node.try_get_context("waf")).lower() == "true",
             team_limits=_team_limits_context(node.try_get_context("team_limits")),
+            slo_tiers=_slo_tiers_context(node.try_get_context("slo_tiers")),
             capacity=TableCapacity.from_context(node.try_get_context("dynamodb_capacity")),
             dashboards=_flag(node, "dashboards", default=prod or stage == LOCAL_STAGE),
             zero_metrics=_flag(node, "zero_metrics", default=prod or stage == LOCAL_STAGE),
@@ -202,6 +205,13 @@ def _flag(node: Any, name: str, *, default: bool) -> bool:
     """-c dashboards=true|false; absent: the stage's default."""
     value = node.try_get_context(name)
     return default if value is None else str(value).lower() == "true"
+
+
+def _slo_tiers_context(value: Any) -> SloTiers:
+    """-c slo_tiers='{"critical": {"success": 0.9995}}' (or an object in cdk.json): refused at synth when malformed."""
+    if value is None:
+        return SloTiers()
+    return SloTiers().with_overrides(json.loads(value) if isinstance(value, str) else dict(value))
 
 
 def _team_limits_context(value: Any) -> TeamLimits:

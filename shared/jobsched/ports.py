@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from jobsched.core.checks import CheckResult
@@ -46,6 +46,7 @@ from jobsched.core.records import (
     Waiting,
 )
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, TaskStatus
+from jobsched.core.slo import RunCount, SloDay
 from jobsched.core.spec import ContainerTarget, JobSpec
 
 
@@ -498,3 +499,10 @@ class RunLogsPort(Protocol):
     """A run's log lines from every component, by job and run id, oldest first."""
 
     def lines(self, job: str, run_id: str, *, since: datetime, until: datetime, limit: int) -> list[LogLine]: ...
+
+
+class SloLedgerPort(Protocol):
+    """A team's SLO ledger: one item a tier a day (``core.slo``), added to by each ended run."""
+
+    def count_run(self, team: str, tier: str, day: date, count: RunCount, *, job: str | None = None) -> None: ...
+    def slo_days(self, team: str, tier: str, first: date, last: date) -> list[SloDay]: ...

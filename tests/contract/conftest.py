@@ -16,10 +16,17 @@ from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
 from jobsched.core.records import AuditEntry, Run
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, Lifecycle, StateChange
-from jobsched.ports import EscalationStorePort, EventIntakeStorePort, RegistryPort, TaskRunsPort, TriggerStorePort
+from jobsched.ports import (
+    EscalationStorePort,
+    EventIntakeStorePort,
+    RegistryPort,
+    SloLedgerPort,
+    TaskRunsPort,
+    TriggerStorePort,
+)
 
 
-class JobStore(EscalationStorePort, RegistryPort, TriggerStorePort, EventIntakeStorePort, Protocol):
+class JobStore(EscalationStorePort, RegistryPort, TriggerStorePort, EventIntakeStorePort, SloLedgerPort, Protocol):
     """Every port the Jobs table's adapters serve, and the history the API pages through."""
 
     def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]: ...

@@ -9,7 +9,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from jobsched.core.names import JobsKeys, RunsKeys
@@ -31,6 +31,7 @@ from jobsched.core.runs import (
     parse_instant,
     truncate,
 )
+from jobsched.core.slo import SloDay
 from jobsched.core.spec import JobSpec
 
 
@@ -288,3 +289,18 @@ def audit_values(
     if details:
         values["details"] = json.dumps(details, sort_keys=True, default=str)
     return values
+
+
+SLO_COUNTERS = ("ended", "bad", "late", "with_deadline", "past_deadline")  # a ledger item's counters
+
+
+def slo_day_of(values: dict[str, object]) -> SloDay:
+    """A ledger item as its day's counts (the memory adapter keeps the same item)."""
+    day = date.fromisoformat(str(values[JobsKeys.SK]).rsplit("#", 1)[1])
+    counts = {name: int(str(values.get(name, 0))) for name in SLO_COUNTERS}
+    by_job = {
+        name.removeprefix(JobsKeys.SLO_JOB_PREFIX): int(str(value))
+        for name, value in values.items()
+        if name.startswith(JobsKeys.SLO_JOB_PREFIX)
+    }
+    return SloDay(day, bad_by_job=by_job, **counts)

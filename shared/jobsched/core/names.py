@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, ClassVar, Literal
 
 from jobsched.core.limits import TeamLimits
+from jobsched.core.slo import SloTiers
 
 PROJECT = "jobsched"
 PRIORITIES: tuple[Literal["high", "normal", "low"], ...] = ("high", "normal", "low")
@@ -62,6 +64,7 @@ class Env:
         "JOBSCHED_EGRESS_ALLOW"  # comma-separated hosts or CIDRs outbound HTTP may reach despite the deny-list
     )
     TEAM_LIMITS = "JOBSCHED_TEAM_LIMITS"  # JSON: the platform's default limits for every team (jobsched.tenancy.quotas)
+    SLO_TIERS = "JOBSCHED_SLO_TIERS"  # JSON: each SLO tier's objectives and the budget window (jobsched.core.slo)
     PAGES_QUEUE = "JOBSCHED_PAGES_QUEUE_URL"  # escalation pages waiting for delivery
     DUE_SHARDS = "JOBSCHED_DUE_SHARDS"  # how many shards the due index is spread over (names.due_shard_count)
     # JSON {"normal": [url, ...], ...}: every work queue of each class, when a deployment has more than one
@@ -157,6 +160,14 @@ class JobsKeys:
     # A team's open breakers, so they can be listed without a scan: pk "TEAM#{team}", sk "BREAKERS", one
     # attribute per open breaker (its key -> open until). Written when one opens or closes, which is rare.
     TEAM_BREAKERS = "BREAKERS"
+    # A team's SLO ledger: pk "TEAM#{team}", sk "SLO#{tier}#{YYYY-MM-DD}", one item a tier a day (jobsched.core.slo).
+    SLO_PREFIX = "SLO#"
+    SLO_JOB_PREFIX = "bad#"  # one counter attribute a job with bad runs that day
+
+    @staticmethod
+    def slo_day(tier: str, day: date) -> str:
+        return f"SLO#{tier}#{day.isoformat()}"
+
     HELD = "held"  # on a breaker: the runs (and DAG tasks) it held back, a bounded string set
     INCIDENTS = "incidents"  # on a job's STATE item: the classes of its open incidents
     TTL = "expires_at"  # request windows and idempotency keys expire
@@ -350,6 +361,7 @@ class Settings:
     target_role_arn: str | None = None  # None: team resources are reached with the function's own credentials
     egress_allow: tuple[str, ...] = ()
     team_limits: TeamLimits = field(default_factory=TeamLimits)
+    slo_tiers: SloTiers = field(default_factory=SloTiers)
     pages_queue_url: str | None = None  # None: pages are delivered by the escalation handler itself
     intake_queue_arn: str | None = None  # None: this deployment refuses jobs with triggers
     system_intake_queue_arn: str | None = None  # None: Run Finished rules deliver to the intake queue too
@@ -389,6 +401,7 @@ class Settings:
             target_role_arn=source.get(Env.TARGET_ROLE) or None,
             egress_allow=tuple(item.strip() for item in source.get(Env.EGRESS_ALLOW, "").split(",") if item.strip()),
             team_limits=TeamLimits.parse(source.get(Env.TEAM_LIMITS)),
+            slo_tiers=SloTiers.parse(source.get(Env.SLO_TIERS)),
             pages_queue_url=source.get(Env.PAGES_QUEUE) or None,
             intake_queue_arn=source.get(Env.INTAKE_QUEUE_ARN) or None,
             system_intake_queue_arn=source.get(Env.SYSTEM_INTAKE_QUEUE_ARN) or None,

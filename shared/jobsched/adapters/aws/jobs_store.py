@@ -22,6 +22,7 @@ from jobsched.adapters.aws.jobs.dispatch_state import DispatchStateStore
 from jobsched.adapters.aws.jobs.downstreams import DownstreamsStore
 from jobsched.adapters.aws.jobs.incidents import IncidentsStore
 from jobsched.adapters.aws.jobs.requests import RequestsStore
+from jobsched.adapters.aws.jobs.slo import SloLedgerStore
 from jobsched.adapters.aws.jobs.slots import SlotsStore
 from jobsched.adapters.aws.jobs.specs import SpecsStore
 from jobsched.adapters.aws.jobs.waiters import WaitersStore
@@ -39,6 +40,7 @@ class JobsStore(
     BatchesStore,
     DownstreamsStore,
     WaitersStore,
+    SloLedgerStore,
 ):
     """The Jobs table: every aggregate's store over one table and one client."""
 

@@ -18,6 +18,7 @@ from pydantic_core import InitErrorDetails
 from jobsched.core.bounds import is_stored
 from jobsched.core.durations import Duration
 from jobsched.core.references import has_reference
+from jobsched.core.slo import DEFAULT_TIER, Tier
 from jobsched.core.spec.base import (
     MAX_TRIGGERS,
     EmailAddress,
@@ -61,6 +62,12 @@ class JobSpec(StrictModel):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     priority: Literal["high", "normal", "low"] = "normal"
+    tier: Tier = Field(
+        default=DEFAULT_TIER,
+        description="the SLO tier: what the platform promises for its runs (success, start lateness, deadlines), "
+        "whose budget its failures spend, and how they are routed: critical pages at the first failure, "
+        "important by its escalation policy, best-effort opens a ticket and never pages",
+    )
     circuit_breaker: Literal["team", "job", "off"] = Field(
         default="team",
         description="whose failures of a target hold this job's runs: the team's jobs' (default), this job's "
