@@ -38,6 +38,7 @@ from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, StateChange, announced
+from jobsched.pipeline.slo_ledger import SloLedger
 from jobsched.pipeline.worker import Worker, heartbeat_checker
 from jobsched.ports import RunLogsPort
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
@@ -60,14 +61,16 @@ def team_sessions(role_arn: str | None) -> TeamSessions:
 
 def metered_runs(settings: Settings) -> AnnouncedRuns:
     """The runs table, its state changes announced (``pipeline.lifecycle``): the SLI metrics of every run that
-    ends or retries (whoever ends it), and its "Run Finished" event on the deployment's bus."""
+    ends or retries (whoever ends it), its "Run Finished" event on the deployment's bus, and its team's SLO
+    ledger (``pipeline.slo_ledger``)."""
     published = RunEvents(settings.event_bus)
 
     def run_finished_event(change: StateChange) -> None:
         if change.change is Change.FINISHED and change.run is not None and not published.publish(change.run):
             emit("RunEventsUnpublished", 1)
 
-    return announced(RunsStore(settings.runs_table), run_finished_event)
+    ledger = SloLedger(JobsStore(settings.jobs_table, team_defaults=settings.team_limits), settings.slo_tiers)
+    return announced(RunsStore(settings.runs_table), run_finished_event, ledger)
 
 
 def build_rules(settings: Settings) -> TriggerRules | None:

@@ -67,6 +67,13 @@ CATALOG = _catalog(
     MetricDef("RecordsReceived", COUNT, (), W, "worker batch sizes (debug)"),
     # Once per run, wherever it ends (worker, API callback, heartbeat time-out, DAG run, MISSED).
     MetricDef("RunsFinished", COUNT, ("outcome",), W, "M1 success rate: SloFastBurn, SloSlowBurn"),
+    MetricDef(
+        "TierRunsEnded",
+        COUNT,
+        ("tier", "outcome"),
+        W,
+        "runs counted by their SLO tier (outcome good or bad): SloFastBurn-<tier>, SloSlowBurn-<tier>",
+    ),
     MetricDef("RunDurationSeconds", SECONDS, (), W, "M3 completion time p50/p95/p99 (dashboards)"),
     MetricDef("RunsRetried", COUNT, (), W, "M4 retry rate (on-call)"),
     MetricDef(

@@ -1,0 +1,88 @@
+"""The SLO ledger's subscriber to the lifecycle: each run that ends adds to its team's ledger for its tier and
+day (``core.slo``), and is counted on ``TierRunsEnded{tier, outcome}``, which the tiers' burn-rate alarms read.
+
+A cancelled or skipped run is not counted. A FAILED, TIMED_OUT or MISSED run is bad; a run that started later
+than its tier's start lateness is late; a run with a deadline that finished past it is past its deadline.
+Counted at most once: the lifecycle announces a run's end once, after the write that ended it; a ledger write
+that fails raises, and the redelivered message finds the run ended and announces nothing (a count is lost,
+never doubled). The job's tier is read once a minute per job and process (a cheap, eventually consistent read).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Protocol
+
+from jobsched.core.records import Run
+from jobsched.core.runs import RunStatus
+from jobsched.core.slo import DEFAULT_TIER, RunCount, SloTiers, Tier
+from jobsched.pipeline.lifecycle import Change, StateChange
+from jobsched.ports import JobsPort, SloLedgerPort
+from jobsched.watch.signals import emit
+
+BAD = frozenset({RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.MISSED})
+NOT_COUNTED = frozenset({RunStatus.CANCELLED, RunStatus.SKIPPED})
+TIER_CACHE_SECONDS = 60.0
+
+
+class LedgerJobs(JobsPort, SloLedgerPort, Protocol):
+    """The jobs store as the ledger uses it: specs (the tier) and the ledger items."""
+
+
+@dataclass
+class SloLedger:
+    jobs: LedgerJobs
+    tiers: SloTiers
+    monotonic: Callable[[], float] = time.monotonic
+    _terms: dict[str, tuple[float, SloTerms]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, change: StateChange) -> None:
+        run = change.run
+        if change.change is not Change.FINISHED or change.task is not None or run is None:
+            return
+        if run.status in NOT_COUNTED:
+            return
+        terms = self.terms_of(run.job)
+        count = run_count(run, self.tiers, terms)
+        day = (run.finished_at or run.scheduled_at).date()
+        self.jobs.count_run(run.team, terms.tier, day, count, job=run.job.split("/", 1)[1] if count.bad else None)
+        emit("TierRunsEnded", 1, tier=terms.tier, outcome="bad" if count.bad else "good")
+
+    def terms_of(self, job: str) -> SloTerms:
+        now = self.monotonic()
+        with self._lock:
+            cached = self._terms.get(job)
+        if cached is not None and now - cached[0] < TIER_CACHE_SECONDS:
+            return cached[1]
+        stored = self.jobs.get(job, consistent=False)
+        terms = SloTerms(stored.spec.tier, stored.spec.deadline) if stored is not None else SloTerms(DEFAULT_TIER)
+        with self._lock:
+            self._terms[job] = (now, terms)
+        return terms
+
+
+@dataclass(frozen=True)
+class SloTerms:
+    """What a job's spec holds its runs to: its tier, and its deadline after each instant."""
+
+    tier: Tier
+    deadline: timedelta | None = None
+
+
+def run_count(run: Run, tiers: SloTiers, terms: SloTerms) -> RunCount:
+    """What an ended run adds to its tier's ledger."""
+    objective = tiers.objectives[terms.tier]
+    late = run.lateness_ms is not None and run.lateness_ms > objective.start_lateness.total_seconds() * 1000
+    due = run.scheduled_at + terms.deadline if terms.deadline is not None else None
+    past = due is not None and run.finished_at is not None and run.finished_at > due
+    return RunCount(
+        bad=int(run.status in BAD),
+        late=int(late),
+        with_deadline=int(due is not None),
+        past_deadline=int(past),
+    )
