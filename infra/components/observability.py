@@ -55,6 +55,19 @@ def lateness(stat: str, priority: str = "normal") -> cloudwatch.Metric:
     return signal("FireLatenessSeconds", stat, FIVE_MINUTES, priority=priority)
 
 
+def tier_bad_ratio(tier: str, period: Duration) -> cloudwatch.MathExpression:
+    """The bad share of a tier's counted runs (``TierRunsEnded``, emitted by the SLO ledger)."""
+    good, bad = "FILL(good, 0)", "FILL(bad, 0)"
+    return cloudwatch.MathExpression(
+        expression=f"IF({good} + {bad} > 0, {bad} / ({good} + {bad}), 0)",
+        using_metrics={
+            "good": signal("TierRunsEnded", "Sum", period, tier=tier, outcome="good"),
+            "bad": signal("TierRunsEnded", "Sum", period, tier=tier, outcome="bad"),
+        },
+        period=period,
+    )
+
+
 def failure_ratio(period: Duration) -> cloudwatch.MathExpression:
     # M1 over every run that ended, wherever it ended: timed out counts as failed. FILL: a period
     # with failures and no time-outs has no `slow` datapoint, and without it no ratio at all.
@@ -300,6 +313,23 @@ class Observability(Construct):
         self._alarm(
             "SloSlowBurn", failure_ratio(Duration.hours(6)), 6 * budget, description="error budget burning 6x (6 h)"
         )
+        # Per SLO tier, from the platform's objectives (CDK context slo_tiers): critical and important page on
+        # burn; best-effort never pages (its budget is shown on the team's SLO view, GET /teams/{team}/slo).
+        for tier in ("critical", "important"):
+            allowed = 1 - self.config.slo_tiers.objectives[tier].success
+            title = tier.title()
+            self._alarm(
+                f"SloFastBurn{title}",
+                tier_bad_ratio(tier, Duration.hours(1)),
+                14.4 * allowed,
+                description=f"{tier} tier: error budget burning 14.4x (1 h)",
+            )
+            self._alarm(
+                f"SloSlowBurn{title}",
+                tier_bad_ratio(tier, Duration.hours(6)),
+                6 * allowed,
+                description=f"{tier} tier: error budget burning 6x (6 h)",
+            )
         for name, function in (
             ("Dispatcher", functions.dispatcher),
             ("Worker", functions.worker),

@@ -290,6 +290,10 @@ def test_alarms_page_the_ops_topic_with_their_thresholds(dev: Template) -> None:
     assert alarms["DlqNormalNotEmpty"]["Threshold"] == 0
     assert alarms["SloFastBurn"]["Threshold"] == pytest.approx(14.4 * 0.005)
     assert alarms["SloSlowBurn"]["Threshold"] == pytest.approx(6 * 0.005)
+    # Per tier, from the platform's objectives: critical 99.9%, important 99.5%; best-effort never pages.
+    assert alarms["SloFastBurnCritical"]["Threshold"] == pytest.approx(14.4 * 0.001)
+    assert alarms["SloSlowBurnImportant"]["Threshold"] == pytest.approx(6 * 0.005)
+    assert not [name for name in alarms if "Best" in name]
     assert alarms["FireLatenessP99High"]["Threshold"] == 5.0
     assert alarms["DispatcherMissedTicks"]["ComparisonOperator"] == "LessThanThreshold"
 
@@ -621,7 +625,7 @@ def test_an_idle_non_prod_stage_pays_for_no_dashboards_traces_or_zero_counts(tmp
     ]
     assert ours and {variables[Env.ZERO_METRICS] for variables in ours} == {"off"}
     assert (
-        len(resources(template, "AWS::CloudWatch::Alarm")) == 35
+        len(resources(template, "AWS::CloudWatch::Alarm")) == 39
     )  # alarms cost nothing while idle (no data, not breaching)
     prod, _ = synthesize(tmp_path / "prod", stage="prod")
     assert len(resources(prod, "AWS::CloudWatch::Dashboard")) == 4

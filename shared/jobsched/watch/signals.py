@@ -72,7 +72,7 @@ CATALOG = _catalog(
         COUNT,
         ("tier", "outcome"),
         W,
-        "runs counted by their SLO tier (outcome good or bad): SloFastBurn-<tier>, SloSlowBurn-<tier>",
+        "runs counted by their SLO tier (outcome good or bad): SloFastBurn<Tier>, SloSlowBurn<Tier>",
     ),
     MetricDef("RunDurationSeconds", SECONDS, (), W, "M3 completion time p50/p95/p99 (dashboards)"),
     MetricDef("RunsRetried", COUNT, (), W, "M4 retry rate (on-call)"),
