@@ -426,3 +426,30 @@ def test_another_teams_signing_secret_is_refused_and_the_page_still_goes_out(sta
     assert stack.webhooks.posts == [], "nothing signed with (or sent beside) another team's secret"
     [page] = stack.pages()
     assert page["topic"] == stack.default_topic and "billing-hook-key" in page["message"]
+
+
+def test_tiers_route_failures_critical_pages_at_once_and_best_effort_opens_a_ticket_and_pages_nobody(
+    stack: Stack, clock: Clock
+) -> None:
+    primary = stack.topic("ops-tiers", team="ops")
+    stack.lambdas.functions["down"] = failing
+    stack.worker.breaker_failures = 1000
+    escalation = {"sns_topic": primary, "after_failures": 3}
+    every_minute(stack, "vital", "down", tier="critical", escalation=escalation)
+    every_minute(stack, "nice", "down", tier="best-effort", escalation=escalation)
+    stack.minutes(1)
+    stack.handle_escalations()
+    # Critical: paged at its first failure, whatever after_failures says; best-effort: nobody.
+    pages = stack.pages()
+    assert [(p["topic"], p["attributes"]["notice"]) for p in pages] == [(primary, "opened")]
+    assert "ops/vital" in pages[0]["subject"] and "severity: critical" in pages[0]["message"]
+    stack.minutes(5)
+    stack.handle_escalations()
+    assert stack.pages() == [], "a best-effort job never pages, however often it fails"
+    from tests.aws.api_client import ApiClient
+
+    view = ApiClient(stack).call("GET", "/teams/ops/jobs/nice").body
+    [ticket] = view["open_incidents"]
+    assert ticket["severity"] == "ticket" and ticket["paged"] == [] and ticket["events"] >= 6
+    [critical] = ApiClient(stack).call("GET", "/teams/ops/jobs/vital").body["open_incidents"]
+    assert critical["severity"] is None and critical["paged"] == ["primary"]

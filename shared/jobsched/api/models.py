@@ -189,6 +189,7 @@ class IncidentView(BaseModel):
     last_error: str | None = None
     acknowledged_by: str | None = Field(default=None, description="who is on it (the secondary is not paged)")
     acknowledged_at: str | None = None
+    severity: str | None = Field(default=None, description="ticket: a best-effort job's incident, never paged")
 
 
 class WarningView(BaseModel):

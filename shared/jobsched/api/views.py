@@ -202,6 +202,7 @@ def incident_view(incident: Incident) -> IncidentView:
         last_error=incident.last.get("error"),
         acknowledged_by=incident.acknowledged_by,
         acknowledged_at=incident.acknowledged_at,
+        severity=incident.severity,
     )
 
 

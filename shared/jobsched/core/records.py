@@ -151,6 +151,7 @@ class Incident:
     version: int = 0  # optimistic concurrency in the store
     acknowledged_by: str | None = None  # someone is on it: the secondary contact is not paged
     acknowledged_at: str | None = None
+    severity: str | None = None  # "ticket": a best-effort job's incident, recorded and never paged
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,7 @@ class StoredIncident:
             version=self.version,
             acknowledged_by=values.get("acknowledged_by"),
             acknowledged_at=values.get("acknowledged_at"),
+            severity=values.get("severity"),
         )
 
     @classmethod

@@ -55,7 +55,10 @@ class Escalator:
     def handle(self, event: EscalationEvent) -> Handled:
         is_job = event.job is not None and event.subject == event.job
         stored_job = self.jobs.get(event.subject) if is_job else None  # read once, for every class it touches
-        policy = Policy.for_job(stored_job.spec.escalation if stored_job else None, self.default_topic)
+        spec = stored_job.spec if stored_job else None
+        policy = Policy.for_job(
+            spec.escalation if spec else None, self.default_topic, spec.tier if spec else "important"
+        )
         pages: list[Page] = []
         paused = False
         for incident_class in event.resolves() or (OPENS[event.kind],):

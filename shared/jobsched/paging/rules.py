@@ -17,6 +17,8 @@ the scheduler itself ("SYSTEM").
   link to the run; approval_decided (approved, rejected, timed out) resolves it.
 - ``quality`` opens on checks_warned (a ``severity: warn`` check failed) and pages at warning severity; a
   run_succeeded whose warning checks passed resolves it.
+A job's SLO tier routes its incidents (``Policy.for_job``): critical pages at the first failure, important
+follows its escalation, best-effort opens the incident at ticket severity and never pages anyone.
 Resolving sends one notice to every contact that was paged. Every event carries an id; an event seen
 before (SQS redelivery) changes nothing.
 """
@@ -31,6 +33,7 @@ from typing import Any, Literal
 from jobsched.core.logs import NotAQueryableRun, run_logs_query
 from jobsched.core.records import Incident, IncidentClass, Role
 from jobsched.core.runs import instant_text
+from jobsched.core.slo import DEFAULT_TIER, Tier
 from jobsched.core.spec import Escalation
 from jobsched.paging.escalation_events import EscalationEvent
 
@@ -45,6 +48,7 @@ OPENS: dict[str, IncidentClass] = {
     "checks_warned": "quality",  # a warning check failed: paged once, at warning severity, until a clean success
     "approval_requested": "approval",  # a DAG task waits for a person of the team: resolved when decided
 }
+TICKET = "ticket"  # the severity of a best-effort job's incident: recorded, shown, never paged
 MAX_SEEN = 200  # event ids kept per incident for deduplication (a redelivery comes within minutes)
 
 
@@ -66,20 +70,31 @@ class Policy:
     secondary: Channel | None = None
     secondary_after: int = 3
     auto_pause_after: int | None = None
+    pages: bool = True  # False: a best-effort job's incidents are tickets, recorded and never paged
 
     @classmethod
-    def for_job(cls, escalation: Escalation | None, default_topic: str | None) -> Policy:
+    def for_job(cls, escalation: Escalation | None, default_topic: str | None, tier: Tier = DEFAULT_TIER) -> Policy:
+        """The job's escalation, routed by its SLO tier: critical pages at its first failure whatever
+        ``after_failures`` says; important follows the escalation; best-effort opens a ticket and never pages."""
         if escalation is None:
-            return cls(Channel("primary", sns_topic=default_topic))
-        secondary = escalation.secondary
-        form, secret = escalation.webhook_format, escalation.webhook_secret  # for both contacts' webhooks
-        return cls(
-            primary=Channel("primary", escalation.sns_topic, escalation.webhook, form, secret),
-            after_failures=escalation.after_failures,
-            secondary=Channel("secondary", secondary.sns_topic, secondary.webhook, form, secret) if secondary else None,
-            secondary_after=secondary.after if secondary else 3,
-            auto_pause_after=escalation.auto_pause_after,
-        )
+            policy = cls(Channel("primary", sns_topic=default_topic))
+        else:
+            secondary = escalation.secondary
+            form, secret = escalation.webhook_format, escalation.webhook_secret  # for both contacts' webhooks
+            policy = cls(
+                primary=Channel("primary", escalation.sns_topic, escalation.webhook, form, secret),
+                after_failures=escalation.after_failures,
+                secondary=(
+                    Channel("secondary", secondary.sns_topic, secondary.webhook, form, secret) if secondary else None
+                ),
+                secondary_after=secondary.after if secondary else 3,
+                auto_pause_after=escalation.auto_pause_after,
+            )
+        if tier == "critical":
+            return replace(policy, after_failures=1)
+        if tier == "best-effort":
+            return replace(policy, pages=False)
+        return policy
 
 
 @dataclass(frozen=True)
@@ -105,7 +120,9 @@ def decide_open(incident: Incident | None, event: EscalationEvent, policy: Polic
     incident_class = OPENS[event.kind]
     if incident is not None and event.event_id in incident.seen:
         return Decision(incident)  # a redelivery: already counted
-    current = incident or Incident(event.subject, incident_class, instant_text(now), event.kind)
+    current = incident or Incident(
+        event.subject, incident_class, instant_text(now), event.kind, severity=None if policy.pages else TICKET
+    )
     failures = current.failures + (event.count if event.kind != "dispatcher_stalled" else 1)
     current = replace(
         current,
@@ -115,7 +132,7 @@ def decide_open(incident: Incident | None, event: EscalationEvent, policy: Polic
     )
     pages: list[Page] = []
     threshold = policy.after_failures if incident_class == "failing" else 1
-    if "primary" not in current.paged and failures >= threshold:
+    if policy.pages and "primary" not in current.paged and failures >= threshold:
         current = replace(current, paged=(*current.paged, "primary"))
         pages.append(_page("primary", "opened", current, event))
     secondary_at = threshold + policy.secondary_after
@@ -236,9 +253,11 @@ def _console_escape(text: str) -> str:
     return "'" + urllib.parse.quote(text, safe="").replace("%", "*")
 
 
-def page_severity(incident: dict[str, Any]) -> Literal["info", "warning", "critical"]:
-    """Warning for a failed warning check (the run still succeeded), info for an approval someone is asked
-    for; critical for everything else."""
+def page_severity(incident: dict[str, Any]) -> Literal["info", "warning", "critical", "ticket"]:
+    """Ticket for a best-effort job's incident (never paged), warning for a failed warning check (the run still
+    succeeded), info for an approval someone is asked for; critical for everything else."""
+    if incident.get("severity") == TICKET:
+        return "ticket"
     return {"quality": "warning", "approval": "info"}.get(str(incident.get("class")), "critical")  # type: ignore[return-value]
 
 
