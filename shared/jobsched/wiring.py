@@ -300,6 +300,7 @@ def build_api_services(settings: Settings) -> ApiServices:
         tokens=CallbackTokens.from_env(),
         membership=membership(),
         clock=utc_now,
+        slo_tiers=settings.slo_tiers,
         dags=build_dag_deployer(settings),
         rules=build_rules(settings),
         guard=build_guard(settings),

@@ -8,7 +8,7 @@ hidden by answering the same either way).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -19,6 +19,7 @@ from jobsched.api.identity import Forbidden, Membership, MembershipCache, Princi
 from jobsched.api.tokens import CallbackTokens
 from jobsched.core.records import StoredJob
 from jobsched.core.runs import job_key
+from jobsched.core.slo import SloTiers
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import ContainerLogsPort, DagDeploymentPort, RunLogsPort, TaskRunsPort, TriggerRulesPort
 from jobsched.tenancy.egress import AddressPolicy
@@ -49,6 +50,7 @@ class ApiServices:
     egress: AddressPolicy | None = None  # refuses URLs whose literal address this stage may not reach
     logs: RunLogsPort | None = None  # a run's log lines (Logs Insights in AWS, captured lines locally)
     container_logs: ContainerLogsPort | None = None  # a container run's own log stream (awslogs)
+    slo_tiers: SloTiers = field(default_factory=SloTiers)  # the platform's objectives per tier
 
 
 @dataclass

@@ -39,6 +39,7 @@ from jobsched.api.routes import (
     run_events,
     runs,
     schedule,
+    slo,
     validation,
 )
 from jobsched.core.bounds import MAX_JSON_DEPTH, json_depth_exceeds, quoted
@@ -80,6 +81,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         breakers,
         explain,
         incidents,
+        slo,
     ):
         app.include_router(module.router(access))
     return app

@@ -1,6 +1,6 @@
 """The ``jobsched`` CLI: importing the package registers every command on the group."""
 
-from jobsched.cli import admin, apply, checks, history, local, logs, offline, remote, reruns
+from jobsched.cli import admin, apply, checks, history, local, logs, offline, remote, reruns, slo
 from jobsched.cli.app import cli, main
 
-__all__ = ["admin", "apply", "checks", "cli", "history", "local", "logs", "main", "offline", "remote", "reruns"]
+__all__ = ["admin", "apply", "checks", "cli", "history", "local", "logs", "main", "offline", "remote", "reruns", "slo"]

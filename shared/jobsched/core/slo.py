@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from typing import Any, Literal
 
-from jobsched.core.durations import format_duration, parse_duration
-
 Tier = Literal["critical", "important", "best-effort"]
 TIERS: tuple[Tier, ...] = ("critical", "important", "best-effort")
 DEFAULT_TIER: Tier = "important"
@@ -37,6 +35,8 @@ class TierObjective:
     on_time: float  # the share of runs with a deadline that finish by it
 
     def as_dict(self) -> dict[str, Any]:
+        from jobsched.core.durations import format_duration  # pydantic: kept out of the CLI's start-up (Settings)
+
         return {
             "success": self.success,
             "start_lateness": format_duration(self.start_lateness),
@@ -82,6 +82,8 @@ class SloTiers:
 
 
 def _objective(tier: str, current: TierObjective, values: dict[str, Any]) -> TierObjective:
+    from jobsched.core.durations import parse_duration  # pydantic: kept out of the CLI's start-up (Settings)
+
     unknown = sorted(set(values) - {"success", "start_lateness", "on_time"})
     if unknown:
         raise BadSloConfig(f"{tier}: unknown {', '.join(unknown)}; allowed: success, start_lateness, on_time")
