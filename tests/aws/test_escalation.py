@@ -453,3 +453,58 @@ def test_tiers_route_failures_critical_pages_at_once_and_best_effort_opens_a_tic
     assert ticket["severity"] == "ticket" and ticket["paged"] == [] and ticket["events"] >= 6
     [critical] = ApiClient(stack).call("GET", "/teams/ops/jobs/vital").body["open_incidents"]
     assert critical["severity"] is None and critical["paged"] == ["primary"]
+
+
+def test_a_snoozed_incident_pages_nobody_until_its_end_and_one_resolved_by_hand_tells_who_was_paged(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from jobsched.cli import app as cli_app
+    from jobsched.cli import cli
+    from jobsched.cli import remote as cli_remote
+    from tests.aws.api_client import ApiClient, InProcess, team_role
+
+    primary = stack.topic("ops-snooze", team="ops")
+    stack.lambdas.functions["down"] = failing
+    stack.worker.breaker_failures = 1000
+    escalation = {"sns_topic": primary, "after_failures": 2}
+    every_minute(stack, "flaky", "down", escalation=escalation)
+    stack.minutes(1)
+    stack.handle_escalations()
+    assert stack.pages() == []  # one failure of two
+    api = ApiClient(stack)
+    monkeypatch.setattr(cli_remote, "make_transport", lambda url: InProcess(api, team_role("ops")))
+    monkeypatch.setattr(cli_app, "clock", clock)  # "10m" from the stack's now
+    snoozed = CliRunner().invoke(cli, ["snooze", "ops/flaky", "--until", "10m", "--reason", "db maintenance"])
+    assert snoozed.exit_code == 0, snoozed.output
+    assert "snoozed until 2027-01-04T" in snoozed.output
+    stack.minutes(5)
+    stack.handle_escalations()
+    assert stack.pages() == [], "snoozed: failures counted, nobody paged"
+    stack.minutes(6)  # past its end: the next failure pages
+    stack.handle_escalations()
+    [opened] = stack.pages()
+    assert opened["attributes"]["notice"] == "opened"
+    resolved = CliRunner().invoke(cli, ["resolve", "ops/flaky", "--reason", "fixed the database"])
+    assert resolved.exit_code == 0, resolved.output
+    stack.handle_escalations()
+    [notice] = stack.pages()
+    assert (
+        notice["attributes"]["notice"] == "resolved" and "fixed the database" in notice["subject"] + notice["message"]
+    )
+    assert stack.jobs.open_incidents("ops/flaky") == set()
+    history = api.call("GET", "/teams/ops/jobs/flaky/history", principal=team_role("ops")).body
+    actions = [entry["action"] for entry in history["entries"]]
+    assert "snooze" in actions and "resolve" in actions
+    gone = api.call(
+        "POST", "/teams/ops/jobs/flaky/incidents/failing/resolve", {"reason": "again"}, principal=team_role("ops")
+    )
+    assert gone.status == 404 and gone.body["error"]["code"] == "no_open_incident"
+    too_far = api.call(
+        "POST",
+        "/teams/ops/jobs/flaky/incidents/failing/snooze",
+        {"until": "2027-02-04T00:00:00Z", "reason": "x"},
+        principal=team_role("ops"),
+    )
+    assert too_far.status in (404, 422)

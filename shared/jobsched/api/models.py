@@ -190,6 +190,8 @@ class IncidentView(BaseModel):
     acknowledged_by: str | None = Field(default=None, description="who is on it (the secondary is not paged)")
     acknowledged_at: str | None = None
     severity: str | None = Field(default=None, description="ticket: a best-effort job's incident, never paged")
+    snoozed_until: str | None = Field(default=None, description="no page for it before this instant")
+    snoozed_by: str | None = None
 
 
 class WarningView(BaseModel):

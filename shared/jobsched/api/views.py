@@ -203,6 +203,8 @@ def incident_view(incident: Incident) -> IncidentView:
         acknowledged_by=incident.acknowledged_by,
         acknowledged_at=incident.acknowledged_at,
         severity=incident.severity,
+        snoozed_until=incident.snoozed_until,
+        snoozed_by=incident.snoozed_by,
     )
 
 

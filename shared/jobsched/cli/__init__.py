@@ -1,6 +1,20 @@
 """The ``jobsched`` CLI: importing the package registers every command on the group."""
 
-from jobsched.cli import admin, apply, checks, history, local, logs, offline, remote, reruns, slo
+from jobsched.cli import admin, apply, checks, history, incidents, local, logs, offline, remote, reruns, slo
 from jobsched.cli.app import cli, main
 
-__all__ = ["admin", "apply", "checks", "cli", "history", "local", "logs", "main", "offline", "remote", "reruns", "slo"]
+__all__ = [
+    "admin",
+    "apply",
+    "checks",
+    "cli",
+    "history",
+    "incidents",
+    "local",
+    "logs",
+    "main",
+    "offline",
+    "remote",
+    "reruns",
+    "slo",
+]

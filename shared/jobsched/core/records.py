@@ -152,6 +152,8 @@ class Incident:
     acknowledged_by: str | None = None  # someone is on it: the secondary contact is not paged
     acknowledged_at: str | None = None
     severity: str | None = None  # "ticket": a best-effort job's incident, recorded and never paged
+    snoozed_until: str | None = None  # no page for it before this instant (someone said so, audited)
+    snoozed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,8 @@ class StoredIncident:
             acknowledged_by=values.get("acknowledged_by"),
             acknowledged_at=values.get("acknowledged_at"),
             severity=values.get("severity"),
+            snoozed_until=values.get("snoozed_until"),
+            snoozed_by=values.get("snoozed_by"),
         )
 
     @classmethod

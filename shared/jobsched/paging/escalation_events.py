@@ -33,6 +33,7 @@ EventKind = Literal[
     "checks_warned",
     "approval_requested",
     "approval_decided",
+    "resolved_by_hand",  # a person resolved an open incident (``incident_class``), with a reason (``detail``)
 ]
 
 
@@ -56,6 +57,7 @@ class EscalationEvent(BaseModel):
     target: str | None = None
     count: int = 1  # missed_schedule: instants missed; dispatcher_stalled: overdue jobs
     detail: str | None = None
+    incident_class: IncidentClass | None = None  # resolved_by_hand: which incident
 
     @classmethod
     def about_run(cls, kind: EventKind, run: Run, now: datetime, **details: Any) -> EscalationEvent:
@@ -85,6 +87,8 @@ class EscalationEvent(BaseModel):
             return ("dispatcher",)
         if self.kind == "approval_decided":
             return ("approval",)
+        if self.kind == "resolved_by_hand" and self.incident_class is not None:
+            return (self.incident_class,)
         return ()
 
 

@@ -176,3 +176,23 @@ def acknowledge(
             continue  # an event changed it meanwhile: read it again
         return written.incident
     raise VersionConflict(f"incident {subject}/{incident_class}: too many concurrent changes")
+
+
+def snooze(
+    store: EscalationStorePort, subject: str, incident_class: IncidentClass, *, by: str, until: datetime
+) -> Incident | None:
+    """No page for the open incident before ``until`` (its events are still counted; the later one wins). None
+    when no such incident is open."""
+    for _ in range(ATTEMPTS):
+        stored = store.get_incident(subject, incident_class)
+        if stored is None or stored.resolved:
+            return None
+        values = stored.values | {"snoozed_until": instant_text(until), "snoozed_by": by}
+        try:
+            written = store.put_incident(
+                StoredIncident(values, stored.version, stored.unsent), expected_version=stored.version
+            )
+        except VersionConflict:
+            continue  # an event changed it meanwhile: read it again
+        return written.incident
+    raise VersionConflict(f"incident {subject}/{incident_class}: too many concurrent changes")

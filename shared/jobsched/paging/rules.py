@@ -19,6 +19,8 @@ the scheduler itself ("SYSTEM").
   run_succeeded whose warning checks passed resolves it.
 A job's SLO tier routes its incidents (``Policy.for_job``): critical pages at the first failure, important
 follows its escalation, best-effort opens the incident at ticket severity and never pages anyone.
+Someone may snooze an open incident until an instant (no page for it meanwhile, its events still counted)
+or resolve it by hand with a reason (``resolved_by_hand``, through the same path as any resolving event).
 Resolving sends one notice to every contact that was paged. Every event carries an id; an event seen
 before (SQS redelivery) changes nothing.
 """
@@ -132,12 +134,14 @@ def decide_open(incident: Incident | None, event: EscalationEvent, policy: Polic
     )
     pages: list[Page] = []
     threshold = policy.after_failures if incident_class == "failing" else 1
-    if policy.pages and "primary" not in current.paged and failures >= threshold:
+    snoozed = current.snoozed_until is not None and instant_text(now) < current.snoozed_until
+    if policy.pages and not snoozed and "primary" not in current.paged and failures >= threshold:
         current = replace(current, paged=(*current.paged, "primary"))
         pages.append(_page("primary", "opened", current, event))
     secondary_at = threshold + policy.secondary_after
     if (
         policy.secondary
+        and not snoozed
         and incident_class == "failing"
         and "primary" in current.paged
         and "secondary" not in current.paged
@@ -187,6 +191,8 @@ def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent
         "checks_warned": "warning check failed",
         "approval_requested": "approval requested",
     }.get(incident.first_kind, incident.first_kind)
+    if notice == "resolved" and event.kind == "resolved_by_hand":
+        what = f"{what}; resolved by hand: {event.detail or 'no reason given'}"
     prefix = {
         "opened": "[jobsched] ",
         "escalated": "[jobsched, escalated] ",
