@@ -196,6 +196,8 @@ class Functions(Construct):
             for queue in queues.shards[priority]:
                 for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
                     queue.grant_send_messages(function)
+                # Its backlog (ApproximateNumberOfMessages) says how long the lost-message audit waits.
+                queue.grant(self.dispatcher, "sqs:GetQueueAttributes")
                 self.worker.add_event_source(
                     sources.SqsEventSource(
                         queue,

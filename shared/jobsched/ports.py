@@ -435,6 +435,12 @@ class WorkQueuesPort(Protocol):
     def send_each(self, priority: str, messages: Sequence[tuple[WorkMessage, timedelta]]) -> set[int]: ...
 
 
+class QueueBacklogPort(Protocol):
+    """How many run messages of a priority class wait to be taken (visible now, over every queue of the class)."""
+
+    def backlog(self, priority: str) -> int: ...
+
+
 class EscalationsPort(Protocol):
     def publish(self, event: dict[str, Any]) -> None: ...
 

@@ -180,3 +180,20 @@ def test_a_spec_change_ends_waiting_runs_with_the_reason_and_lets_a_started_run_
         assert "superseded: version 1 was replaced" in (after[run.run_id].reason or "")
     [run] = stack.run_list("payments/retried")
     assert run.status is RunStatus.SUCCEEDED and run.attempt == 2
+
+
+def test_a_classes_backlog_counts_its_visible_messages_over_every_queue_and_never_delayed_ones(stack: Stack) -> None:
+    """What the quick audit asks SQS (GetQueueAttributes): the messages waiting to be taken now."""
+    from jobsched.adapters.aws.queues import WorkQueues
+    from jobsched.core.runs import RunMessage, parse_instant
+
+    queues = WorkQueues(stack.queue_urls, stack.sqs)
+    at = parse_instant("2027-01-04T09:00:00Z")
+    due = [
+        (RunMessage.scheduled(job="ops/a", team="ops", at=at + n * MINUTE, fire_at=at, spec_version=1), timedelta(0))
+        for n in range(3)
+    ]
+    later = (RunMessage.scheduled(job="ops/b", team="ops", at=at, fire_at=at, spec_version=1), timedelta(minutes=10))
+    queues.send("normal", [*due, later])
+    assert queues.backlog("normal") == 3  # the delayed one is not waiting yet
+    assert queues.backlog("low") == 0

@@ -30,7 +30,7 @@ import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
@@ -40,8 +40,9 @@ from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.records import LOST_PREFIX, DueEntry, StoredJob
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
 from jobsched.paging.escalation_events import EscalationEvent
+from jobsched.pipeline.lost_audit import LOST_AFTER, QUICK_LOST_AFTER, QUIET_DEPTH, AuditWait, judge_lost
 from jobsched.pipeline.manual_runs import advance_backfill
-from jobsched.ports import EscalationsPort, JobsPort, RunsPort, WorkQueuesPort
+from jobsched.ports import EscalationsPort, JobsPort, QueueBacklogPort, RunsPort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, plan_due
 from jobsched.schedule.fires import schedule_of
@@ -63,7 +64,7 @@ JOB_BUDGET = timedelta(seconds=3)  # wall time to plan and finish one job in one
 TICK_BUDGET = timedelta(seconds=40)  # the dispatcher Lambda stops at 60 s
 # A sent instant with no run record this long after its fire time is lost (or the workers are that far
 # behind: a late message still starts its record). Waiting runs and retries have records.
-LOST_AFTER = timedelta(minutes=15)
+# (LOST_AFTER, or QUICK_LOST_AFTER when the class has no backlog and a later instant started: ``lost_audit``.)
 MAX_AUDITED = 1440  # instants audited per job and tick: a day of a minutely job
 # A job's next natural visit is used for its audit unless it comes later than this after the audit is due.
 AUDIT_SLACK = timedelta(hours=1)
@@ -137,6 +138,7 @@ class _JobPlan:
     plan: DuePlan
     messages: list[tuple[RunMessage, timedelta]]
     audited_to: datetime  # every instant up to here has a run record (or was not the dispatcher's)
+    wait: AuditWait  # how long past its fire time a sent instant may be without a record
 
 
 @dataclass
@@ -150,6 +152,8 @@ class Dispatcher:
     after_step: Callable[[str, str], None] | None = None
     escalations: EscalationsPort | None = None  # missed instants are escalated as "missed schedule"
     lost_after: timedelta = LOST_AFTER
+    backlogs: QueueBacklogPort | None = None  # None: every audit waits lost_after
+    quick_lost_after: timedelta = QUICK_LOST_AFTER
     job_budget: timedelta = JOB_BUDGET
     tick_budget: timedelta = TICK_BUDGET
     monotonic: Callable[[], float] = time.monotonic
@@ -168,7 +172,7 @@ class Dispatcher:
         backfills = [entry for entry in entries if entry.backfill_id]
         entries = [entry for entry in entries if not entry.backfill_id]
         report.due_jobs = len(entries)
-        plans = self._plan_all(entries, now, report)
+        plans = self._with_audit_waits(self._plan_all(entries, now, report))
         unsent = self._send(plans, report)
 
         def finish(plan: _JobPlan) -> TickReport:
@@ -189,6 +193,21 @@ class Dispatcher:
             if self._isolated(entry.job, now, report, step) is not None:  # one backfill's error stops no other
                 report.backfills_advanced += 1
         return report
+
+    def _with_audit_waits(self, plans: list[_JobPlan]) -> list[_JobPlan]:
+        """Each plan's audit wait: quick where its priority class holds no backlog (read once a class and tick,
+        before this tick's sends), else only the long one. Where the backlog cannot be read, only the long one."""
+        if self.backlogs is None or not plans:
+            return plans
+        quiet: dict[str, bool] = {}
+        for priority in sorted({plan.stored.spec.priority for plan in plans}):
+            try:
+                quiet[priority] = self.backlogs.backlog(priority) <= QUIET_DEPTH
+            except Exception:  # a throttled or failing read: audit as before, never falsely early
+                log.warning("backlog of the %s queues unread: the audit waits %s", priority, self.lost_after)
+                quiet[priority] = False
+        quick = AuditWait(self.lost_after, self.quick_lost_after)
+        return [replace(plan, wait=quick) if quiet[plan.stored.spec.priority] else plan for plan in plans]
 
     def _plan_all(self, entries: list[DueEntry], now: datetime, report: TickReport) -> list[_JobPlan]:
         """Each due job's instants, within the tick's budget (a job left over stays due for the next)."""
@@ -298,7 +317,7 @@ class Dispatcher:
             for o in plan.due
         ]
         # A job stored before the audit existed starts its audit at its cursor.
-        return _JobPlan(entry, stored, compiled, plan, messages, audited_to or entry.cursor)
+        return _JobPlan(entry, stored, compiled, plan, messages, audited_to or entry.cursor, AuditWait(self.lost_after))
 
     def _finish(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> None:
         """After the messages are out: record missed instants, then advance the cursor."""
@@ -362,35 +381,41 @@ class Dispatcher:
             next_visit -= self.dispatch_ahead - self.due_window  # a sparse job: visited early (DISPATCH_AHEAD)
         unaudited = job_plan.compiled.next_fires(audited_to, 1)
         if unaudited and unaudited[0].at <= plan.cursor:
-            # The audit of that instant is due then (plus the due window the index is read with).
-            audit_at = unaudited[0].fire_at + self.lost_after + self.due_window
-            if next_visit is None or next_visit > audit_at + AUDIT_SLACK:
+            # The audit of that instant is due then (plus the due window the index is read with). With no backlog
+            # in its class the audit is quick, and worth a visit of its own (a minutely job's lost instant found
+            # in minutes, not at its next natural visit up to the lookahead later).
+            quick = job_plan.wait.quick_after
+            wait = quick if quick is not None else self.lost_after
+            audit_at = unaudited[0].fire_at + wait + self.due_window  # read that early: visited at fire + wait
+            slack = timedelta(0) if quick is not None else AUDIT_SLACK
+            if next_visit is None or next_visit > audit_at + slack:
                 next_visit = audit_at
         return next_visit
 
     def _audit(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> datetime:
-        """Record MISSED the instants sent in earlier ticks that have no run record ``lost_after`` past their
-        fire time; returns the new audit mark. Reads: one keys-only Query; writes: only for lost instants."""
-        spec, stored = job_plan.stored.spec, job_plan.stored
-        horizon = now - self.lost_after
-        checked = []
-        for occurrence in itertools.islice(
-            job_plan.compiled.fires(job_plan.audited_to, until=job_plan.entry.cursor), MAX_AUDITED
-        ):
-            if occurrence.fire_at > horizon:
-                break
-            checked.append(occurrence)
-        if not checked:
-            return job_plan.audited_to
-        found = self.runs.scheduled_ids(spec.key, scheduled_run_id(checked[0].at), scheduled_run_id(checked[-1].at))
-        reason = (
-            f"{LOST_PREFIX}no run record {format_duration(self.lost_after)} after its fire time: the run message "
-            "was lost (or the workers are that far behind; if it still arrives, the run starts)"
+        """Record MISSED the instants sent in earlier ticks that are lost (``lost_audit.judge_lost``); returns the
+        new audit mark. Reads: one keys-only Query; writes: only for lost instants."""
+        spec, stored, wait = job_plan.stored.spec, job_plan.stored, job_plan.wait
+        earliest = wait.quick_after if wait.quick_after is not None else wait.lost_after
+        fired = list(
+            itertools.takewhile(
+                lambda occurrence: occurrence.fire_at <= now,
+                itertools.islice(
+                    job_plan.compiled.fires(job_plan.audited_to, until=job_plan.entry.cursor), MAX_AUDITED
+                ),
+            )
         )
+        if not fired or fired[0].fire_at > now - earliest:
+            return job_plan.audited_to
+        found = self.runs.scheduled_ids(spec.key, scheduled_run_id(fired[0].at), scheduled_run_id(fired[-1].at))
+        judged = judge_lost(fired, found, now, wait)
         recorded = []
-        for occurrence in checked:
-            if scheduled_run_id(occurrence.at) in found:
-                continue
+        for occurrence in judged.lost:
+            waited = format_duration(now - occurrence.fire_at)
+            reason = (
+                f"{LOST_PREFIX}no run record {waited} after its fire time: the run message was lost (or the workers "
+                "are that far behind; if it still arrives, the run starts)"
+            )
             message = RunMessage.scheduled(
                 job=spec.key, team=spec.team, at=occurrence.at, fire_at=occurrence.fire_at, spec_version=stored.version
             )
@@ -402,7 +427,7 @@ class Dispatcher:
             if self.escalations is not None:
                 event = missed_event(spec.key, spec.team, recorded, now)
                 self.escalations.publish(event.model_dump(exclude_none=True))
-        return checked[-1].at
+        return judged.audited_to or job_plan.audited_to
 
     def _compiled_for(self, stored: StoredJob) -> CompiledSchedule:
         key = (stored.key, stored.version)

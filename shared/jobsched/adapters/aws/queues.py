@@ -39,6 +39,17 @@ class WorkQueues:
         if failed:
             raise QueueSendError(f"{len(failed)} messages not accepted by {self.urls[priority]}")
 
+    def backlog(self, priority: str) -> int:
+        """Messages visible now on the class's queues (delayed ones, not yet due, and in-flight ones excluded)."""
+        return sum(
+            int(
+                self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+                    "Attributes"
+                ]["ApproximateNumberOfMessages"]
+            )
+            for url in self.shards[priority]
+        )
+
     def send_each(self, priority: str, messages: Sequence[tuple[WorkMessage, timedelta]]) -> set[int]:
         """Send with per-message delays, 10 per SendMessageBatch (failed entries retried twice), up to
         ``SEND_CONCURRENCY`` batches at a time: a burst tick sends tens of thousands of messages.

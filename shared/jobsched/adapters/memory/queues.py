@@ -68,6 +68,12 @@ class MemoryWorkQueues:
             self.requests += 1
             return taken
 
+    def backlog(self, priority: str) -> int:
+        """Messages visible now and not taken yet."""
+        now = self.clock()
+        with self._lock:
+            return sum(1 for queued in self._queues[priority] if queued.visible_at <= now)
+
     def next_visible(self, priority: str) -> datetime | None:
         with self._lock:
             queue = self._queues[priority]
