@@ -21,6 +21,9 @@ from jobsched.core.names import (
 from jobsched.core.slo import SloTiers
 from jobsched.core.spec import NAME as TEAM_NAME
 
+# Where the alarm runbook is read: the platform sets its published docs site's page (CDK context runbook_url).
+RUNBOOK_URL = "docs/operate/alarms.md"
+
 
 @dataclass(frozen=True)
 class TableCapacity:
@@ -144,6 +147,7 @@ class StageConfig:
     waf_rate_per_5_minutes: int = 3000
     team_limits: TeamLimits = field(default_factory=TeamLimits)  # every team's defaults (jobsched.tenancy.quotas)
     slo_tiers: SloTiers = field(default_factory=SloTiers)  # each tier's objectives (jobsched.core.slo)
+    runbook_url: str = RUNBOOK_URL  # the alarm runbook each alarm's description links (the published docs' page)
     capacity: TableCapacity | None = None  # None: on demand; else provisioned with auto scaling
     # What an idle non-prod stage need not pay for (scripts/idle_cost.py): on by default in prod and locally.
     dashboards: bool = True  # three dashboards, $3 each a month
@@ -170,6 +174,7 @@ class StageConfig:
             waf=prod if node.try_get_context("waf") is None else str(node.try_get_context("waf")).lower() == "true",
             team_limits=_team_limits_context(node.try_get_context("team_limits")),
             slo_tiers=_slo_tiers_context(node.try_get_context("slo_tiers")),
+            runbook_url=str(node.try_get_context("runbook_url") or RUNBOOK_URL),
             capacity=TableCapacity.from_context(node.try_get_context("dynamodb_capacity")),
             dashboards=_flag(node, "dashboards", default=prod or stage == LOCAL_STAGE),
             zero_metrics=_flag(node, "zero_metrics", default=prod or stage == LOCAL_STAGE),

@@ -43,6 +43,32 @@ LATEST_FAILURES = (
 
 FIVE_MINUTES = Duration.minutes(5)
 
+# Each alarm's section of the operator guide's alarm runbook (docs/operate/alarms.md): its description ends with
+# the link, so a page that quotes the alarm names what to do. The base is the deployment's (CDK context
+# ``runbook_url``: where the platform publishes the docs site), by default the page in this repository.
+RUNBOOK_SECTIONS: tuple[tuple[str, str], ...] = (
+    ("NotEmpty", "dead-letters"),
+    ("Oldest", "old-messages"),
+    ("MissedTicks", "missed-ticks"),
+    ("Throttles", "throttles"),
+    ("Errors", "function-errors"),
+    ("JobsQuarantined", "quarantined-jobs"),
+    ("LostRunMessages", "lost-run-messages"),
+    ("EventStart", "event-start-latency"),
+    ("EventsRefused", "events-refused"),
+    ("Unpublished", "run-finished-unpublished"),
+    ("WaitTimeouts", "wait-timeouts"),
+    ("DuplicateExecutions", "duplicate-executions"),
+    ("Api5xx", "api-5xx"),
+    ("FireLateness", "fire-lateness"),
+    ("Slo", "slo-burn"),
+)
+
+
+def runbook_section(alarm: str) -> str:
+    """The section of the alarm runbook for an alarm (every alarm has one: a test holds it)."""
+    return next(section for part, section in RUNBOOK_SECTIONS if part in alarm)
+
 
 # Dashboard variables replace these in the widgets' parameters (a PATTERN variable).
 
@@ -155,6 +181,7 @@ class Observability(Construct):
     def _alarm(
         self, name: str, metric: cloudwatch.IMetric, threshold: float, periods: int = 1, description: str = ""
     ) -> None:
+        runbook = f"{self.config.runbook_url}#{runbook_section(name)}"
         created = cloudwatch.Alarm(
             self,
             name,
@@ -162,7 +189,7 @@ class Observability(Construct):
             metric=metric,
             threshold=threshold,
             evaluation_periods=periods,
-            alarm_description=description or name,
+            alarm_description=f"{description or name}. Runbook: {runbook}",
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
@@ -282,7 +309,8 @@ class Observability(Construct):
                 evaluation_periods=1,
                 comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
-                alarm_description=f"fewer than 3 {name.lower()} ticks in 5 minutes",
+                alarm_description=f"fewer than 3 {name.lower()} ticks in 5 minutes. Runbook: "
+                f"{self.config.runbook_url}#{runbook_section(f'{name}MissedTicks')}",
             )
             missed_ticks.add_alarm_action(self.action)
             self.alarms.append(missed_ticks)

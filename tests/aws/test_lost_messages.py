@@ -10,7 +10,7 @@ from typing import Any
 
 from jobsched.core.records import LOST_PREFIX
 from jobsched.core.runs import TERMINAL, RunStatus
-from jobsched.pipeline.dispatch import LOST_AFTER
+from jobsched.pipeline.lost_audit import LOST_AFTER
 from jobsched.pipeline.recovery import recover_lost_queues
 from jobsched.registry.jobs import pause_job, resume_job
 from tests.aws.harness import Clock, Crash, Stack

@@ -779,3 +779,21 @@ def test_the_kubernetes_machines_data_is_encrypted_and_only_the_deployment_may_r
     assert by_owner["KubernetesRole"] == {"kms:Decrypt", "kms:GenerateDataKey"}
     assert by_owner["Worker"] >= {"kms:GenerateDataKey", "kms:Decrypt"}
     assert by_owner["Heartbeat"] == by_owner["Api"] == {"kms:Decrypt"}
+
+
+def test_every_alarm_links_its_section_of_the_alarm_runbook(dev: Template) -> None:
+    """An alarm's description ends with its runbook link; the section exists in docs/operate/alarms.md."""
+    import re
+
+    runbook = (Path(__file__).resolve().parents[2] / "docs" / "operate" / "alarms.md").read_text()
+    sections = {
+        re.sub(r"[^a-z0-9 -]", "", heading.lower()).strip().replace(" ", "-")
+        for heading in re.findall(r"^## (.+)$", runbook, flags=re.MULTILINE)
+    }
+    alarms = resources(dev[0], "AWS::CloudWatch::Alarm")
+    assert len(alarms) >= 39
+    for alarm in alarms.values():
+        description = alarm["AlarmDescription"]
+        link = description.rsplit("Runbook: ", 1)[1]
+        page, _, section = link.partition("#")
+        assert page == "docs/operate/alarms.md" and section in sections, (alarm["AlarmName"], link)
