@@ -162,6 +162,7 @@ class Observability(Construct):
         )
         # Jobs without their own escalation channel page here.
         self.escalation_topic.grant_publish(functions.pages)
+        self.escalation_topic.grant_publish(functions.api)  # paging drills of jobs paging the deployment's topic
         for function in (functions.escalation, functions.pages):
             function.add_environment(Env.ESCALATION_TOPIC, self.escalation_topic.topic_arn)
         self.action = cw_actions.SnsAction(self.ops_topic)

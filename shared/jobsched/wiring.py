@@ -303,6 +303,8 @@ def build_api_services(settings: Settings) -> ApiServices:
         membership=membership(),
         clock=utc_now,
         slo_tiers=settings.slo_tiers,
+        notifier=build_page_sender(settings).notifier,  # paging drills
+        default_topic=settings.escalation_topic_arn,
         dags=build_dag_deployer(settings),
         rules=build_rules(settings),
         guard=build_guard(settings),

@@ -52,6 +52,8 @@ class ApiClient:
             rules=stack.rules,
             guard=stack.guard,
             egress=AddressPolicy(),  # as deployed: literal private addresses are refused at PUT
+            notifier=stack.page_sender.notifier,  # paging drills send through the pages' own notifier
+            default_topic=stack.default_topic,
         )
         self.handle = build_handler(lambda: services)
 

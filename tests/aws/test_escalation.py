@@ -508,3 +508,31 @@ def test_a_snoozed_incident_pages_nobody_until_its_end_and_one_resolved_by_hand_
         principal=team_role("ops"),
     )
     assert too_far.status in (404, 422)
+
+
+def test_a_run_that_never_ends_is_paged_at_its_deadline_while_it_runs(
+    stack: Stack, clock: Clock, checker: HeartbeatChecker
+) -> None:
+    """#48: the page comes at the deadline, not after the run ends (this one never does)."""
+    stack.register(
+        {
+            "name": "stuck",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "callback", "timeout": "12h"},
+            "deadline": "20m",
+        }
+    )
+    stack.tick()
+    clock.set("2027-01-04T09:00:00Z")
+    stack.pump()
+    clock.set("2027-01-04T09:21:00Z")
+    assert checker.check(clock()).deadline_misses == 1
+    stack.handle_escalations()
+    [page] = stack.pages()
+    assert page["attributes"]["kind"] == "deadline_missed" and "status RUNNING" in page["message"]
+    run = stack.runs.get("ops/stuck", "20270104T090000Z")
+    assert run is not None and run.status is RunStatus.RUNNING  # still running: paged while it runs
+    for minutes in (30, 60, 120):
+        clock.set(f"2027-01-04T{9 + minutes // 60:02d}:{minutes % 60:02d}:00Z")
+        assert checker.check(clock()).deadline_misses == 0, "paged once, however long it runs"

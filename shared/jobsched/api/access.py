@@ -21,7 +21,14 @@ from jobsched.core.records import StoredJob
 from jobsched.core.runs import job_key
 from jobsched.core.slo import SloTiers
 from jobsched.pipeline.worker import Worker
-from jobsched.ports import ContainerLogsPort, DagDeploymentPort, RunLogsPort, TaskRunsPort, TriggerRulesPort
+from jobsched.ports import (
+    ContainerLogsPort,
+    DagDeploymentPort,
+    NotifierPort,
+    RunLogsPort,
+    TaskRunsPort,
+    TriggerRulesPort,
+)
 from jobsched.tenancy.egress import AddressPolicy
 from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.watch.explain import ExplainRuns
@@ -51,6 +58,8 @@ class ApiServices:
     logs: RunLogsPort | None = None  # a run's log lines (Logs Insights in AWS, captured lines locally)
     container_logs: ContainerLogsPort | None = None  # a container run's own log stream (awslogs)
     slo_tiers: SloTiers = field(default_factory=SloTiers)  # the platform's objectives per tier
+    notifier: NotifierPort | None = None  # paging drills send their test pages through it (None: refused)
+    default_topic: str | None = None  # the deployment's escalation topic (a job without its own channel)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from jobsched.api.routes import (
     breakers,
     callbacks,
     dependencies,
+    drills,
     explain,
     health,
     history,
@@ -82,6 +83,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         explain,
         incidents,
         slo,
+        drills,
     ):
         app.include_router(module.router(access))
     return app

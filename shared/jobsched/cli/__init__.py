@@ -1,6 +1,19 @@
 """The ``jobsched`` CLI: importing the package registers every command on the group."""
 
-from jobsched.cli import admin, apply, checks, history, incidents, local, logs, offline, remote, reruns, slo
+from jobsched.cli import (
+    admin,
+    apply,
+    checks,
+    drills,
+    history,
+    incidents,
+    local,
+    logs,
+    offline,
+    remote,
+    reruns,
+    slo,
+)
 from jobsched.cli.app import cli, main
 
 __all__ = [
@@ -8,6 +21,7 @@ __all__ = [
     "apply",
     "checks",
     "cli",
+    "drills",
     "history",
     "incidents",
     "local",

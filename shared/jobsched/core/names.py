@@ -160,6 +160,7 @@ class JobsKeys:
     # A team's open breakers, so they can be listed without a scan: pk "TEAM#{team}", sk "BREAKERS", one
     # attribute per open breaker (its key -> open until). Written when one opens or closes, which is rare.
     TEAM_BREAKERS = "BREAKERS"
+    TEAM_DRILLS = "DRILLS"  # a team's paging drills: pk "TEAM#{team}", one attribute per destination address
     # A team's SLO ledger: pk "TEAM#{team}", sk "SLO#{tier}#{YYYY-MM-DD}", one item a tier a day (jobsched.core.slo).
     SLO_PREFIX = "SLO#"
     SLO_JOB_PREFIX = "bad#"  # one counter attribute a job with bad runs that day

@@ -10,6 +10,7 @@ from typing import Any
 from jobsched.adapters.items import audit_values, job_state_values, jobs_snapshot
 from jobsched.adapters.memory.batches import MemoryBatches
 from jobsched.adapters.memory.breakers import MemoryBreakers
+from jobsched.adapters.memory.drills import MemoryDrills
 from jobsched.adapters.memory.incidents import MemoryIncidents
 from jobsched.adapters.memory.slo import MemorySloLedger
 from jobsched.adapters.memory.slots import MemorySlots
@@ -32,7 +33,7 @@ from jobsched.core.spec import JobSpec
 from jobsched.tenancy.quotas import CachedLimits
 
 
-class MemoryJobs(MemoryBreakers, MemorySlots, MemoryIncidents, MemoryBatches, MemorySloLedger):
+class MemoryJobs(MemoryBreakers, MemorySlots, MemoryIncidents, MemoryBatches, MemorySloLedger, MemoryDrills):
     def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
         self.table = MemoryTable(JOBS_TABLE)
         self.team_defaults = team_defaults or TeamLimits()

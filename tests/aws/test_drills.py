@@ -1,0 +1,73 @@
+"""Paging drills: a marked test page through a job's real chain, reported per destination (delivered, failed with
+the reason, refused), each destination's last verification kept, and the team's destinations never verified or
+failing listed."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from jobsched.cli import cli
+from jobsched.cli import remote as cli_remote
+from jobsched.core.names import OWNER_TAG
+from tests.aws.api_client import ApiClient, InProcess, team_role
+from tests.aws.harness import Clock, Stack
+
+
+def test_a_drill_reports_each_destination_and_the_team_sees_what_was_never_verified(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    primary = stack.topic("ops-primary", team="ops")
+    secondary = stack.topic("ops-secondary", team="ops")
+    stack.register(
+        {
+            "name": "drilled",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "lambda", "function": "echo"},
+            "escalation": {
+                "sns_topic": primary,
+                "webhook": "https://hooks.example.com/ops",
+                "secondary": {"sns_topic": secondary, "after": 2},
+            },
+        }
+    )
+    stack.register(
+        {
+            "name": "untested",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "lambda", "function": "echo"},
+        }
+    )
+    # Since the job was stored, its secondary topic was handed to another team, and the webhook went down.
+    stack.sns.tag_resource(ResourceArn=secondary, Tags=[{"Key": OWNER_TAG, "Value": "data"}])
+    stack.webhooks.fail = True
+    api = ApiClient(stack)
+    answer = api.call("POST", "/teams/ops/jobs/drilled/page-test", principal=team_role("ops"))
+    assert answer.status == 200, answer.body
+    outcomes = {(r["role"], r["destination"]): (r["outcome"], r["reason"]) for r in answer.body["results"]}
+    assert outcomes[("primary", "topic")] == ("delivered", None)
+    assert outcomes[("primary", "webhook")][0] == "failed" and "503" in outcomes[("primary", "webhook")][1]
+    assert outcomes[("secondary", "topic")][0] == "refused"
+    [test_page] = stack.pages()
+    assert test_page["topic"] == primary and test_page["subject"].startswith("[jobsched, TEST]")
+    assert "nothing is wrong" in test_page["subject"] and test_page["attributes"]["test"] == "true"
+
+    listed = api.call("GET", "/teams/ops/destinations", principal=team_role("ops")).body
+    by_address = {d["address"]: d for d in listed["destinations"]}
+    assert by_address[primary]["last_outcome"] == "delivered" and by_address[primary]["jobs"] == ["ops/drilled"]
+    assert by_address[secondary]["last_outcome"] == "refused"
+    assert by_address[stack.default_topic]["last_outcome"] is None  # "untested" pages the deployment's topic
+    assert (listed["never_verified"], listed["failing"]) == (1, 2)
+    assert api.call("POST", "/teams/ops/jobs/drilled/page-test", principal=team_role("data")).status == 403
+
+    monkeypatch.setattr(cli_remote, "make_transport", lambda url: InProcess(api, team_role("ops")))
+    stack.webhooks.fail = False
+    everyone = CliRunner().invoke(cli, ["page", "test", "--all", "ops"])
+    assert everyone.exit_code == 1, everyone.output  # the secondary is still another team's
+    assert "refused" in everyone.output and "delivered" in everyone.output
+    after = api.call("GET", "/teams/ops/destinations", principal=team_role("ops")).body
+    assert (after["never_verified"], after["failing"]) == (0, 1)
+    shown = CliRunner().invoke(cli, ["page", "destinations", "ops"])
+    assert shown.exit_code == 0 and "0 never verified, 1 failing" in shown.output
