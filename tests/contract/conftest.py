@@ -17,6 +17,7 @@ from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
 from jobsched.core.records import AuditEntry, Run
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, Lifecycle, StateChange
 from jobsched.ports import (
+    DrillsPort,
     EscalationStorePort,
     EventIntakeStorePort,
     RegistryPort,
@@ -26,7 +27,9 @@ from jobsched.ports import (
 )
 
 
-class JobStore(EscalationStorePort, RegistryPort, TriggerStorePort, EventIntakeStorePort, SloLedgerPort, Protocol):
+class JobStore(
+    EscalationStorePort, RegistryPort, TriggerStorePort, EventIntakeStorePort, SloLedgerPort, DrillsPort, Protocol
+):
     """Every port the Jobs table's adapters serve, and the history the API pages through."""
 
     def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]: ...

@@ -26,3 +26,27 @@ def test_runs_add_up_per_team_tier_and_day_with_each_jobs_bad_runs(stores: Store
     later = ledger.slo_days("data", "critical", DAY, date(2027, 1, 31))
     assert [entry.day for entry in later] == [DAY, date(2027, 1, 6)]
     assert ledger.slo_days("data", "best-effort", DAY, DAY) == []
+
+
+def test_a_teams_drills_keep_the_last_outcome_of_each_destination(stores: Stores) -> None:
+    jobs = stores.jobs
+    assert jobs.drills("ops") == {}
+    topic, hook = "arn:aws:sns:us-east-1:123456789012:ops", "https://hooks.example.com/ops"
+    jobs.record_drills(
+        "ops",
+        {
+            topic: {"outcome": "delivered", "at": "2027-01-04T09:00:00Z", "job": "ops/a", "destination": "topic"},
+            hook: {"outcome": "failed", "at": "2027-01-04T09:00:00Z", "job": "ops/a", "destination": "webhook"},
+        },
+    )
+    jobs.record_drills(
+        "ops", {hook: {"outcome": "delivered", "at": "2027-01-04T10:00:00Z", "job": "ops/b", "destination": "webhook"}}
+    )
+    kept = jobs.drills("ops")
+    assert kept[topic]["outcome"] == "delivered" and kept[hook] == {
+        "outcome": "delivered",
+        "at": "2027-01-04T10:00:00Z",
+        "job": "ops/b",
+        "destination": "webhook",
+    }
+    assert jobs.drills("data") == {}
