@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.api.app import ApiServices, build_handler
-from jobsched.core.names import Settings
+from jobsched.core.settings import Settings
 from jobsched.warm import warm
 from jobsched.watch.observability import make_logger, make_tracer
 from jobsched.wiring import build_api_services

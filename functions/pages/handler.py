@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from jobsched.core.names import Settings
+from jobsched.core.settings import Settings
 from jobsched.paging.delivery import PageDelivery, PageNotDelivered
 from jobsched.ports import PageQueuePort
 from jobsched.warm import warm

@@ -27,7 +27,8 @@ from jobsched.api.identity import Membership, Principal, Unauthenticated
 from jobsched.console import actions, render, views
 from jobsched.core.bounds import parse_bounded_int
 from jobsched.core.logs import JOB, RUN_ID
-from jobsched.core.names import LOCAL_STAGE, JobsKeys, Settings, physical_name
+from jobsched.core.names import LOCAL_STAGE, JobsKeys, physical_name
+from jobsched.core.settings import Settings
 from jobsched.wiring import action_stores
 
 PREFIX = "/console"

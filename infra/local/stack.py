@@ -340,8 +340,9 @@ class LocalStack:
 
     def _redeploy_trigger_rules(self, jobs: list[dict[str, Any]]) -> None:
         """EventBridge keeps rules across outages; moto's died with the process: put back each stored job's."""
-        from jobsched.core.names import JobsKeys, Settings
+        from jobsched.core.names import JobsKeys
         from jobsched.core.records import StoredJob
+        from jobsched.core.settings import Settings
         from jobsched.core.waits import job_rules
         from jobsched.wiring import build_rules
 

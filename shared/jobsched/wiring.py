@@ -27,8 +27,9 @@ from jobsched.api.identity import Membership, MembershipCache, iam_role_tags
 from jobsched.api.tokens import TOKEN_GRACE, CallbackTokens
 from jobsched.console.actions import ActionStores
 from jobsched.console.widget import WidgetControls
-from jobsched.core.names import Env, Settings, reserved_prefixes
+from jobsched.core.names import Env, reserved_prefixes
 from jobsched.core.records import RunContext
+from jobsched.core.settings import Settings
 from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import PageSender

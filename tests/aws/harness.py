@@ -43,13 +43,13 @@ from jobsched.core.names import (
     WORK_QUEUES,
     WORKER_BATCH,
     Env,
-    Settings,
     reserved_prefixes,
     state_machine_prefix,
 )
 from jobsched.core.outcome import Outcome
 from jobsched.core.records import Run, RunContext
 from jobsched.core.runs import RunMessage, parse_instant
+from jobsched.core.settings import Settings
 from jobsched.core.spec import JobSpec
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import Delivered, PageDelivery, PageNotDelivered, PageSender

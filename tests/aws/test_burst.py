@@ -98,7 +98,7 @@ def test_a_class_with_several_queues_spreads_runs_and_keeps_each_runs_messages_o
     """-c work_queues: each run's messages (first attempt, waits, retries) go to one queue of its class, and
     a burst spreads over all of them, so their event sources scale side by side."""
     from jobsched.adapters.aws.queues import WorkQueues
-    from jobsched.core.names import Settings
+    from jobsched.core.settings import Settings
 
     urls = [stack.sqs.create_queue(QueueName=f"jobsched-test-normal-{index}")["QueueUrl"] for index in range(3)]
     environ = {

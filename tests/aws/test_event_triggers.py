@@ -260,7 +260,7 @@ def test_every_finished_run_puts_run_finished_on_the_bus(deployed: Stack) -> Non
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     events.put_rule(Name="listen", EventPattern=json.dumps({"source": [SOURCE], "detail-type": [DETAIL_TYPE]}))
     events.put_targets(Rule="listen", Targets=[{"Id": "q", "Arn": arn}])
-    from jobsched.core.names import Settings
+    from jobsched.core.settings import Settings
     from jobsched.wiring import metered_runs
 
     deployed.runs = deployed.worker.runs = metered_runs(Settings.from_env())  # as deployed: publishing
@@ -280,7 +280,7 @@ def test_every_finished_run_puts_run_finished_on_the_bus(deployed: Stack) -> Non
 
 
 def test_a_job_after_another_runs_once_its_upstream_has_finished(deployed: Stack) -> None:
-    from jobsched.core.names import Settings
+    from jobsched.core.settings import Settings
     from jobsched.wiring import metered_runs
 
     deployed.runs = deployed.worker.runs = metered_runs(Settings.from_env())  # as deployed: publishing

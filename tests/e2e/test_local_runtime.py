@@ -453,8 +453,8 @@ def seed_a_week_of_history(runtime: LocalRuntime, team: str) -> None:
     """A team whose pages look like a working week: four jobs, three days of runs of every outcome, written
     straight to the local runs table as the worker would have finished them (real time cannot wait days)."""
     from jobsched.adapters.aws.runs_store import RunsStore
-    from jobsched.core.names import Settings
     from jobsched.core.runs import RunMessage, RunStatus
+    from jobsched.core.settings import Settings
 
     echo = {"type": "lambda", "function": "jobsched-example-echo"}
     now = datetime.now(UTC)

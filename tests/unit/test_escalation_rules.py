@@ -117,7 +117,8 @@ def test_the_pages_links_name_the_deployments_region_never_a_default() -> None:
     """#47: the region comes from the deployment (Lambda's AWS_REGION), not a us-east-1 default in code."""
     import pytest
 
-    from jobsched.core.names import Env, Settings
+    from jobsched.core.names import Env
+    from jobsched.core.settings import Settings
 
     needed = {Env.JOBS_TABLE: "j", Env.RUNS_TABLE: "r", Env.ESCALATION_QUEUE: "e"}
     needed |= {Env.QUEUES_BY_PRIORITY[priority]: priority for priority in ("high", "normal", "low")}
