@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from jobsched.core.records import Incident, IncidentClass, StoredIncident, StoredJob, VersionConflict
 from jobsched.core.runs import instant_text
@@ -161,21 +162,13 @@ def acknowledge(
 ) -> Incident | None:
     """Someone is on it: the open incident names who and when, and its secondary contact is not paged. None when
     no such incident is open. Acknowledging again changes nothing (the first one stays)."""
-    for _ in range(ATTEMPTS):
-        stored = store.get_incident(subject, incident_class)
-        if stored is None or stored.resolved:
+
+    def acknowledged(values: dict[str, Any]) -> dict[str, Any] | None:
+        if values.get("acknowledged_by"):
             return None
-        if stored.values.get("acknowledged_by"):
-            return stored.incident
-        values = stored.values | {"acknowledged_by": by, "acknowledged_at": instant_text(now)}
-        try:
-            written = store.put_incident(
-                StoredIncident(values, stored.version, stored.unsent), expected_version=stored.version
-            )
-        except VersionConflict:
-            continue  # an event changed it meanwhile: read it again
-        return written.incident
-    raise VersionConflict(f"incident {subject}/{incident_class}: too many concurrent changes")
+        return values | {"acknowledged_by": by, "acknowledged_at": instant_text(now)}
+
+    return _change_open(store, (subject, incident_class), acknowledged)
 
 
 def snooze(
@@ -183,11 +176,25 @@ def snooze(
 ) -> Incident | None:
     """No page for the open incident before ``until`` (its events are still counted; the later one wins). None
     when no such incident is open."""
+    snoozed = {"snoozed_until": instant_text(until), "snoozed_by": by}
+    return _change_open(store, (subject, incident_class), lambda values: values | snoozed)
+
+
+def _change_open(
+    store: EscalationStorePort,
+    incident: tuple[str, IncidentClass],
+    change: Callable[[dict[str, Any]], dict[str, Any] | None],
+) -> Incident | None:
+    """The open incident's fields changed by ``change`` (None: nothing to change), versioned like every incident
+    write and read again after a concurrent event; None when no such incident is open."""
+    subject, incident_class = incident
     for _ in range(ATTEMPTS):
         stored = store.get_incident(subject, incident_class)
         if stored is None or stored.resolved:
             return None
-        values = stored.values | {"snoozed_until": instant_text(until), "snoozed_by": by}
+        values = change(stored.values)
+        if values is None:
+            return stored.incident
         try:
             written = store.put_incident(
                 StoredIncident(values, stored.version, stored.unsent), expected_version=stored.version
