@@ -18,6 +18,7 @@ from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.console.widget import CONSOLE_JOB, CONSOLE_TEAM, ONCALL_ALIAS
 from jobsched.core.names import PRIORITIES, WORK_QUEUES, Env
+from jobsched.core.slo import TIERS
 
 SLO_SUCCESS = 0.995  # error budget 0.5%: burn-rate alarms page when it is spent 14.4x (1 h) or 6x (6 h) too fast
 
@@ -81,15 +82,18 @@ def lateness(stat: str, priority: str = "normal") -> cloudwatch.Metric:
     return signal("FireLatenessSeconds", stat, FIVE_MINUTES, priority=priority)
 
 
-def tier_bad_ratio(tier: str, period: Duration) -> cloudwatch.MathExpression:
-    """The bad share of a tier's counted runs (``TierRunsEnded``, emitted by the SLO ledger)."""
-    good, bad = "FILL(good, 0)", "FILL(bad, 0)"
+def tier_bad_ratio(tier: str, period: Duration, *, scale: float = 1.0) -> cloudwatch.MathExpression:
+    """The bad share of a tier's counted runs (``TierRunsEnded``, emitted by the SLO ledger), times ``scale``
+    (1 / the tier's allowed share: its burn rate). Ids per tier, so several tiers share one widget."""
+    name = tier.replace("-", "_")
+    good, bad = f"FILL(good_{name}, 0)", f"FILL(bad_{name}, 0)"
     return cloudwatch.MathExpression(
-        expression=f"IF({good} + {bad} > 0, {bad} / ({good} + {bad}), 0)",
+        expression=f"{scale:g} * IF({good} + {bad} > 0, {bad} / ({good} + {bad}), 0)",
         using_metrics={
-            "good": signal("TierRunsEnded", "Sum", period, tier=tier, outcome="good"),
-            "bad": signal("TierRunsEnded", "Sum", period, tier=tier, outcome="bad"),
+            f"good_{name}": signal("TierRunsEnded", "Sum", period, tier=tier, outcome="good"),
+            f"bad_{name}": signal("TierRunsEnded", "Sum", period, tier=tier, outcome="bad"),
         },
+        label=tier,
         period=period,
     )
 
@@ -374,6 +378,15 @@ class Observability(Construct):
                 left=[runs(o, Duration.days(1)) for o in ("succeeded", "failed", "timed_out", "skipped", "missed")],
             ),
             cloudwatch.GraphWidget(title="Failure ratio vs SLO (1 h)", left=[failure_ratio(Duration.hours(1))]),
+            cloudwatch.GraphWidget(
+                title="Error budget burn rate per SLO tier (1 h; 1 spends exactly the budget)",
+                left=[
+                    tier_bad_ratio(
+                        tier, Duration.hours(1), scale=1 / (1 - self.config.slo_tiers.objectives[tier].success)
+                    )
+                    for tier in TIERS
+                ],
+            ),
             cloudwatch.GraphWidget(
                 title="Cost drivers: worker invocations and duration",
                 left=[functions.worker.metric_invocations(), functions.worker.metric_duration()],
