@@ -40,7 +40,8 @@ def judge_lost(occurrences: Sequence[Occurrence], found: set[str], now: datetime
     """``occurrences``: the job's sent instants from its audit mark, oldest first, fired by ``now``; ``found``:
     the run ids among them (and later) that have a record. The mark moves over every settled instant and stops
     before the first one that may still be queued."""
-    started = [o.fire_at for o in occurrences if scheduled_run_id(o.at) in found]
+    # The latest fire time among the instants that started: one pass, not one scan per unrecorded instant.
+    latest_started = max((o.fire_at for o in occurrences if scheduled_run_id(o.at) in found), default=None)
     lost: list[Occurrence] = []
     mark: datetime | None = None
     for occurrence in occurrences:
@@ -48,7 +49,7 @@ def judge_lost(occurrences: Sequence[Occurrence], found: set[str], now: datetime
             mark = occurrence.at
             continue
         waited = now - occurrence.fire_at
-        overtaken = any(fired >= occurrence.fire_at + OVERTAKEN_BY for fired in started)
+        overtaken = latest_started is not None and latest_started >= occurrence.fire_at + OVERTAKEN_BY
         quick = wait.quick_after is not None and waited >= wait.quick_after and overtaken
         if waited >= wait.lost_after or quick:
             lost.append(occurrence)

@@ -92,7 +92,8 @@ def router(access: Access) -> APIGatewayRouter:
         member(team)
         s = services()
         keys, more = s.jobs.team_page(team, limit=MAX_DRILLED_JOBS, after_name=None)
-        jobs = [stored for stored in (s.jobs.get(key) for key in keys) if stored is not None]
+        found = s.jobs.get_many(keys) if keys else {}
+        jobs = [found[key] for key in keys if key in found]
         results = drilled(s, jobs)
         return DrillView(team=team, results=[result_view(r) for r in results], jobs=len(jobs), more=more is not None)
 
@@ -107,10 +108,8 @@ def router(access: Access) -> APIGatewayRouter:
         s = services()
         keys, _ = s.jobs.team_page(team, limit=MAX_DRILLED_JOBS * 10, after_name=None)
         paged: dict[str, tuple[str, list[str]]] = {}
-        for key in keys:
-            stored = s.jobs.get(key)
-            if stored is None:
-                continue
+        found = s.jobs.get_many(keys) if keys else {}
+        for stored in (found[key] for key in keys if key in found):
             for _, delivery in destinations(stored, s.default_topic):
                 kind, jobs = paged.setdefault(delivery.address, (delivery.destination, []))
                 jobs.append(stored.key)
