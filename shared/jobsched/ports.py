@@ -18,10 +18,13 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from jobsched.core.baseline import Baseline
 from jobsched.core.checks import CheckResult
 from jobsched.core.containers import TaskOutcome
 from jobsched.core.event_batches import BatchAdded, BatchedEvent, EventBatch
 from jobsched.core.events import TriggerRule
+from jobsched.core.freshness import FreshnessState
+from jobsched.core.health import JobHealth
 from jobsched.core.limits import TeamLimits
 from jobsched.core.messages import WorkMessage
 from jobsched.core.records import (
@@ -361,6 +364,10 @@ class RunsPort(Protocol):
     def expired_leases(self, shard: int, now: datetime) -> Iterator[Run | ParkedTask]: ...
     def past_deadline(self, shard: int, now: datetime) -> Iterator[Run]: ...
     def deadline_reported(self, job: str, run_id: str) -> bool: ...
+    def note_anomaly(self, job: str, run_id: str, text: str) -> None:
+        """An ended run far outside its job's baseline says so (``core.baseline``)."""
+        ...
+
     def wakeups(self, shard: int, until: datetime) -> Iterator[Run]: ...
     # runs held back by max_running, woken by a run of their team that ends
     def note_held(
@@ -519,3 +526,25 @@ class DrillsPort(Protocol):
 
     def record_drills(self, team: str, verified: dict[str, dict[str, str]]) -> None: ...
     def drills(self, team: str) -> dict[str, dict[str, str]]: ...
+
+
+class HealthPort(Protocol):
+    """A job's health item (``core.health``): its freshness and its learned baseline, and the freshness index."""
+
+    def health(self, job: str, *, consistent: bool = True) -> JobHealth: ...
+    def put_health(
+        self, job: str, *, freshness: FreshnessState | None = None, version: int = 0, baseline: Baseline | None = None
+    ) -> bool:
+        """Set the parts given (the rest kept). With ``freshness``: only if its version is still ``version`` (the one
+        read; 0: none yet), and on the freshness index while a judgement is due. False when it changed meanwhile."""
+        ...
+
+    def drop_freshness(self, job: str) -> None: ...
+    def note_team_freshness(self, team: str, name: str, view: dict[str, str] | None) -> None:
+        """A job's line on its team's freshness board (None: off it)."""
+        ...
+
+    def team_freshness(self, team: str) -> dict[str, dict[str, str]]: ...
+    def freshness_due(self, shard: int, until: datetime) -> Iterator[str]:
+        """Jobs whose freshness judgement is due by ``until`` (the freshness index only)."""
+        ...

@@ -291,7 +291,7 @@ def audit_values(
     return values
 
 
-SLO_COUNTERS = ("ended", "bad", "late", "with_deadline", "past_deadline")  # a ledger item's counters
+SLO_COUNTERS = ("ended", "bad", "late", "with_deadline", "past_deadline", "judged", "stale")  # a ledger item's counters
 
 
 def slo_day_of(values: dict[str, object]) -> SloDay:

@@ -115,7 +115,7 @@ def explain(job: str, instant: str, team: str | None, client: Any, output: str) 
 @click.option(
     "--class",
     "incident_class",
-    type=click.Choice(["failing", "late", "quality", "approval"]),
+    type=click.Choice(["failing", "late", "quality", "approval", "stale", "anomaly"]),
     default="failing",
     show_default=True,
     help="Which of the job's open incidents.",

@@ -11,7 +11,7 @@ from jobsched.cli import app
 from jobsched.cli.app import cli
 from jobsched.cli.remote import emit, job_ref, remote
 
-INCIDENT_CLASSES = ["failing", "late", "quality", "approval"]
+INCIDENT_CLASSES = ["failing", "late", "quality", "approval", "stale", "anomaly"]
 
 
 def incident_option(function: Any) -> Any:

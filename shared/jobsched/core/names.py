@@ -165,6 +165,16 @@ class JobsKeys:
     def slo_day(tier: str, day: date) -> str:
         return f"SLO#{tier}#{day.isoformat()}"
 
+    # A job's health: pk job, sk "HEALTH": its freshness (``core.freshness``) and its learned baseline
+    # (``core.baseline``). On the freshness index only while a judgement is due (``FRESH_SHARD``, ``FRESH_CHECK_AT``).
+    HEALTH = "HEALTH"
+    FRESHNESS_INDEX = "freshness_checks"
+    FRESH_SHARD = "fresh_shard"
+    FRESH_CHECK_AT = "fresh_check_at"
+    # A team's freshness board: pk "TEAM#{team}", one attribute per job with a policy (its state, since, why), so
+    # the team's page reads one item. Written when a job's state changes, which is rare.
+    TEAM_FRESHNESS = "FRESHNESS"
+
     HELD = "held"  # on a breaker: the runs (and DAG tasks) it held back, a bounded string set
     INCIDENTS = "incidents"  # on a job's STATE item: the classes of its open incidents
     TTL = "expires_at"  # request windows and idempotency keys expire
@@ -272,6 +282,8 @@ JOBS_TABLE = TableDefinition(
             projection="INCLUDE",
             non_key_attributes=("incident", "version"),
         ),
+        # Jobs with a freshness policy whose next judgement is due (the heartbeat checker reads only these).
+        IndexDefinition(JobsKeys.FRESHNESS_INDEX, (JobsKeys.FRESH_SHARD, "N"), (JobsKeys.FRESH_CHECK_AT, "S")),
     ),
     ttl_attribute=JobsKeys.TTL,
 )

@@ -133,7 +133,7 @@ class StoredJob:
         )
 
 
-IncidentClass = Literal["failing", "late", "circuit", "dispatcher", "quality", "approval"]
+IncidentClass = Literal["failing", "late", "circuit", "dispatcher", "quality", "approval", "stale", "anomaly"]
 Role = Literal["primary", "secondary"]
 
 
@@ -281,6 +281,7 @@ class Run:
     work: str | None = None  # what the last attempt started outside (a container's task: JSON), kept after it ends
     checks: list[dict[str, Any]] | None = None  # the last outcome's check results (name, severity, passed, message)
     rerun_tasks: list[str] | None = None  # a DAG run's re-execution: the tasks its new execution runs again
+    anomaly: str | None = None  # far outside the job's learned baseline ("took 41 min, usual 6-9 min")
 
     @property
     def policy_attempt(self) -> int:
@@ -324,6 +325,7 @@ class Run:
             work=values.get("work"),
             checks=_checks(values),
             rerun_tasks=list(values["rerun_tasks"]) if values.get("rerun_tasks") is not None else None,
+            anomaly=values.get("anomaly"),
         )
 
     def to_message(self, *, attempt: int | None = None, fire_at: datetime | None = None) -> RunMessage:

@@ -4,7 +4,8 @@ A job says its tier (``tier: critical | important | best-effort``, default impor
 tier's objectives in deployment configuration (CDK context ``slo_tiers``, passed to the handlers as
 ``JOBSCHED_SLO_TIERS``): the share of runs that succeed, the start lateness a run may have, and the share of
 runs with a deadline that finish by it. A run that ended FAILED, TIMED_OUT or MISSED spends the success budget;
-a cancelled or skipped run is not counted.
+a cancelled or skipped run is not counted. A job's freshness judgements count as events too: one found stale
+spends the budget like a failed run (``core.freshness``).
 
 What a team's runs did is kept per team, tier and UTC day in one ledger item (``SloDay``), so a budget over the
 rolling window reads at most ``window_days`` items per tier, never the runs.
@@ -112,6 +113,17 @@ class RunCount:
     late: int = 0  # started later than the tier's start_lateness
     with_deadline: int = 0
     past_deadline: int = 0
+    judged: int = 0  # a freshness judgement (``core.freshness``): an event of the budget like a run
+    stale: int = 0  # ... that found the job stale (a bad event)
+
+    @property
+    def spent(self) -> int:
+        """Bad events: a job's count in the day's ``bad_by_job``."""
+        return self.bad + self.stale
+
+
+FRESHNESS_JUDGED = RunCount(ended=0, judged=1)
+FRESHNESS_STALE = RunCount(ended=0, judged=1, stale=1)
 
 
 @dataclass(frozen=True)
@@ -124,7 +136,9 @@ class SloDay:
     late: int = 0
     with_deadline: int = 0
     past_deadline: int = 0
-    bad_by_job: dict[str, int] = field(default_factory=dict)
+    judged: int = 0
+    stale: int = 0
+    bad_by_job: dict[str, int] = field(default_factory=dict)  # bad runs and stale judgements
 
 
 @dataclass(frozen=True)
@@ -136,6 +150,8 @@ class TierBudget:
     bad: int
     late: int
     past_deadline: int
+    judged: int  # freshness judgements (events of the budget beside the runs)
+    stale: int  # ... that found a job stale (bad events)
     budget_left: float  # of the window's error budget: 1.0 untouched, 0 spent, below 0 overspent
     burn_rate_1d: float  # how fast the last day spent it: 1.0 spends exactly the budget over the window
     burn_rate_7d: float
@@ -151,8 +167,10 @@ def tier_budget(tier: Tier, tiers: SloTiers, days: list[SloDay], *, today: date)
     series = [by_day.get(day, SloDay(day)) for day in window]
     runs = sum(entry.ended for entry in series)
     bad = sum(entry.bad for entry in series)
+    judged, stale = sum(entry.judged for entry in series), sum(entry.stale for entry in series)
     allowed = 1 - objective.success
-    spent = (bad / runs) / allowed if runs else 0.0
+    events = runs + judged
+    spent = ((bad + stale) / events) / allowed if events else 0.0
     jobs: dict[str, int] = {}
     for entry in series:
         for job, count in entry.bad_by_job.items():
@@ -165,6 +183,8 @@ def tier_budget(tier: Tier, tiers: SloTiers, days: list[SloDay], *, today: date)
         bad=bad,
         late=sum(entry.late for entry in series),
         past_deadline=sum(entry.past_deadline for entry in series),
+        judged=judged,
+        stale=stale,
         budget_left=round(1 - spent, 4),
         burn_rate_1d=round(burn_rate(series[-1:], allowed), 2),
         burn_rate_7d=round(burn_rate(series[-7:], allowed), 2),
@@ -174,6 +194,6 @@ def tier_budget(tier: Tier, tiers: SloTiers, days: list[SloDay], *, today: date)
 
 
 def burn_rate(days: list[SloDay], allowed: float) -> float:
-    """The bad share of these days' runs over the budget's share (0 without runs)."""
-    runs = sum(entry.ended for entry in days)
-    return (sum(entry.bad for entry in days) / runs) / allowed if runs else 0.0
+    """The bad share of these days' events (runs and freshness judgements) over the budget's share (0 without)."""
+    events = sum(entry.ended + entry.judged for entry in days)
+    return (sum(entry.bad + entry.stale for entry in days) / events) / allowed if events else 0.0

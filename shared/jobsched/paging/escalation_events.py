@@ -33,6 +33,10 @@ EventKind = Literal[
     "checks_warned",
     "approval_requested",
     "approval_decided",
+    "job_stale",  # no successful run by the job's freshness deadline (or within its max age)
+    "job_fresh",  # a success made a stale job fresh again
+    "run_anomalous",  # a run far outside the job's learned baseline (the job asked to be paged for it)
+    "run_usual",  # a later run within the baseline again
     "resolved_by_hand",  # a person resolved an open incident (``incident_class``), with a reason (``detail``)
 ]
 
@@ -87,6 +91,10 @@ class EscalationEvent(BaseModel):
             return ("dispatcher",)
         if self.kind == "approval_decided":
             return ("approval",)
+        if self.kind == "job_fresh":
+            return ("stale",)
+        if self.kind == "run_usual":
+            return ("anomaly",)
         if self.kind == "resolved_by_hand" and self.incident_class is not None:
             return (self.incident_class,)
         return ()

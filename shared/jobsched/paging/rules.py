@@ -17,6 +17,9 @@ the scheduler itself ("SYSTEM").
   link to the run; approval_decided (approved, rejected, timed out) resolves it.
 - ``quality`` opens on checks_warned (a ``severity: warn`` check failed) and pages at warning severity; a
   run_succeeded whose warning checks passed resolves it.
+- ``stale`` opens on job_stale (no success by the job's freshness deadline); job_fresh resolves it.
+- ``anomaly`` opens on run_anomalous (a run far outside the job's baseline, for a job with ``anomalies: page``)
+  and pages at warning severity; run_usual (a later run within it) resolves it.
 A job's SLO tier routes its incidents (``Policy.for_job``): critical pages at the first failure, important
 follows its escalation, best-effort opens the incident at ticket severity and never pages anyone.
 Someone may snooze an open incident until an instant (no page for it meanwhile, its events still counted)
@@ -49,6 +52,8 @@ OPENS: dict[str, IncidentClass] = {
     "job_quarantined": "failing",  # the job stopped firing: its team must act (the platform is alarmed too)
     "checks_warned": "quality",  # a warning check failed: paged once, at warning severity, until a clean success
     "approval_requested": "approval",  # a DAG task waits for a person of the team: resolved when decided
+    "job_stale": "stale",  # freshness: paged by the job's tier until a success makes it fresh
+    "run_anomalous": "anomaly",  # far outside the learned baseline: warning severity, until a usual run
 }
 TICKET = "ticket"  # the severity of a best-effort job's incident: recorded, shown, never paged
 MAX_SEEN = 200  # event ids kept per incident for deduplication (a redelivery comes within minutes)
@@ -190,6 +195,8 @@ def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent
         "dispatcher_stalled": "dispatcher stalled",
         "checks_warned": "warning check failed",
         "approval_requested": "approval requested",
+        "job_stale": "stale (freshness)",
+        "run_anomalous": "run outside its baseline",
     }.get(incident.first_kind, incident.first_kind)
     if notice == "resolved" and event.kind == "resolved_by_hand":
         what = f"{what}; resolved by hand: {event.detail or 'no reason given'}"
@@ -199,8 +206,8 @@ def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent
         "paused": "[jobsched, job paused] ",
         "resolved": "[jobsched, resolved] ",
     }[notice]
-    if incident.incident_class in ("quality", "approval") and notice != "resolved":
-        prefix = "[jobsched, warning] " if incident.incident_class == "quality" else "[jobsched, approval] "
+    if incident.incident_class in ("quality", "approval", "anomaly") and notice != "resolved":
+        prefix = "[jobsched, approval] " if incident.incident_class == "approval" else "[jobsched, warning] "
     title = f"{prefix}{incident.subject}: {what}"
     if notice != "resolved" and incident.failures > 1:
         title += f" ({incident.failures} in a row)"
@@ -264,7 +271,7 @@ def page_severity(incident: dict[str, Any]) -> Literal["info", "warning", "criti
     succeeded), info for an approval someone is asked for; critical for everything else."""
     if incident.get("severity") == TICKET:
         return "ticket"
-    return {"quality": "warning", "approval": "info"}.get(str(incident.get("class")), "critical")  # type: ignore[return-value]
+    return {"quality": "warning", "anomaly": "warning", "approval": "info"}.get(str(incident.get("class")), "critical")  # type: ignore[return-value]
 
 
 def render(page: Page, links: dict[str, str]) -> tuple[str, dict[str, Any]]:

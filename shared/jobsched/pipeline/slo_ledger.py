@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
 
+from jobsched.core.freshness import FreshnessPolicy, policy_of
 from jobsched.core.records import Run
 from jobsched.core.runs import RunStatus
 from jobsched.core.slo import DEFAULT_TIER, RunCount, SloTiers, Tier
+from jobsched.core.spec import JobSpec
 from jobsched.pipeline.lifecycle import Change, StateChange
 from jobsched.ports import JobsPort, SloLedgerPort
 from jobsched.watch.signals import emit
@@ -33,13 +35,55 @@ class LedgerJobs(JobsPort, SloLedgerPort, Protocol):
     """The jobs store as the ledger uses it: specs (the tier) and the ledger items."""
 
 
+@dataclass(frozen=True)
+class SloTerms:
+    """What a job's spec holds its runs to: its tier, its deadline after each instant, its freshness, whether its
+    anomalies page, and the zone its hours of day are in."""
+
+    tier: Tier
+    deadline: timedelta | None = None
+    freshness: FreshnessPolicy | None = None
+    anomalies: str = "record"
+    zone: str = "UTC"
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> SloTerms:
+        zone = spec.schedule.timezone if spec.schedule is not None else "UTC"
+        return cls(spec.tier, spec.deadline, policy_of(spec), spec.anomalies, zone)
+
+
+@dataclass
+class JobTerms:
+    """Each job's terms, read once a minute per job and process (a cheap, eventually consistent read), shared by
+    the lifecycle's subscribers."""
+
+    jobs: JobsPort
+    monotonic: Callable[[], float] = time.monotonic
+    _terms: dict[str, tuple[float, SloTerms | None]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, job: str) -> SloTerms | None:
+        """None: the job is gone."""
+        now = self.monotonic()
+        with self._lock:
+            cached = self._terms.get(job)
+        if cached is not None and now - cached[0] < TIER_CACHE_SECONDS:
+            return cached[1]
+        stored = self.jobs.get(job, consistent=False)
+        terms = SloTerms.of(stored.spec) if stored is not None else None
+        with self._lock:
+            self._terms[job] = (now, terms)
+        return terms
+
+
 @dataclass
 class SloLedger:
     jobs: LedgerJobs
     tiers: SloTiers
-    monotonic: Callable[[], float] = time.monotonic
-    _terms: dict[str, tuple[float, SloTerms]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    terms: JobTerms | None = None
+
+    def __post_init__(self) -> None:
+        self.terms = self.terms or JobTerms(self.jobs)
 
     def __call__(self, change: StateChange) -> None:
         run = change.run
@@ -54,24 +98,8 @@ class SloLedger:
         emit("TierRunsEnded", 1, tier=terms.tier, outcome="bad" if count.bad else "good")
 
     def terms_of(self, job: str) -> SloTerms:
-        now = self.monotonic()
-        with self._lock:
-            cached = self._terms.get(job)
-        if cached is not None and now - cached[0] < TIER_CACHE_SECONDS:
-            return cached[1]
-        stored = self.jobs.get(job, consistent=False)
-        terms = SloTerms(stored.spec.tier, stored.spec.deadline) if stored is not None else SloTerms(DEFAULT_TIER)
-        with self._lock:
-            self._terms[job] = (now, terms)
-        return terms
-
-
-@dataclass(frozen=True)
-class SloTerms:
-    """What a job's spec holds its runs to: its tier, and its deadline after each instant."""
-
-    tier: Tier
-    deadline: timedelta | None = None
+        assert self.terms is not None
+        return self.terms(job) or SloTerms(DEFAULT_TIER)
 
 
 def run_count(run: Run, tiers: SloTiers, terms: SloTerms) -> RunCount:

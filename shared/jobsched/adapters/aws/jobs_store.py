@@ -21,6 +21,7 @@ from jobsched.adapters.aws.jobs.breakers import BreakersStore
 from jobsched.adapters.aws.jobs.dispatch_state import DispatchStateStore
 from jobsched.adapters.aws.jobs.downstreams import DownstreamsStore
 from jobsched.adapters.aws.jobs.drills import DrillsStore
+from jobsched.adapters.aws.jobs.health import HealthStore
 from jobsched.adapters.aws.jobs.incidents import IncidentsStore
 from jobsched.adapters.aws.jobs.requests import RequestsStore
 from jobsched.adapters.aws.jobs.slo import SloLedgerStore
@@ -43,6 +44,7 @@ class JobsStore(
     WaitersStore,
     SloLedgerStore,
     DrillsStore,
+    HealthStore,
 ):
     """The Jobs table: every aggregate's store over one table and one client."""
 

@@ -44,6 +44,17 @@ class RunIndexesStore(RunsTable):
             ConditionExpression="attribute_exists(deadline_shard)",
         )
 
+    def note_anomaly(self, job: str, run_id: str, text: str) -> None:
+        """One write, on an ended run that exists (a run deleted meanwhile gets nothing)."""
+        update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(job, run_id),
+            UpdateExpression="SET anomaly = :text",
+            ConditionExpression="attribute_exists(run_id)",
+            ExpressionAttributeValues=to_values({":text": text[:200]}),
+        )
+
     def wakeups(self, shard: int, until: datetime) -> Iterator[Run]:
         """Retries waiting longer than SQS can delay whose time comes by ``until`` (the wakeups index only)."""
         for run in self._due_on_index(RunsKeys.WAKE_INDEX, RunsKeys.WAKE_SHARD, RunsKeys.WAKE_AT, shard, until):

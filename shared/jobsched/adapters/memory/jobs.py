@@ -11,6 +11,7 @@ from jobsched.adapters.items import audit_values, job_state_values, jobs_snapsho
 from jobsched.adapters.memory.batches import MemoryBatches
 from jobsched.adapters.memory.breakers import MemoryBreakers
 from jobsched.adapters.memory.drills import MemoryDrills
+from jobsched.adapters.memory.health import MemoryHealth
 from jobsched.adapters.memory.incidents import MemoryIncidents
 from jobsched.adapters.memory.slo import MemorySloLedger
 from jobsched.adapters.memory.slots import MemorySlots
@@ -33,7 +34,9 @@ from jobsched.core.spec import JobSpec
 from jobsched.tenancy.quotas import CachedLimits
 
 
-class MemoryJobs(MemoryBreakers, MemorySlots, MemoryIncidents, MemoryBatches, MemorySloLedger, MemoryDrills):
+class MemoryJobs(
+    MemoryBreakers, MemorySlots, MemoryIncidents, MemoryBatches, MemorySloLedger, MemoryDrills, MemoryHealth
+):
     def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
         self.table = MemoryTable(JOBS_TABLE)
         self.team_defaults = team_defaults or TeamLimits()

@@ -264,6 +264,12 @@ class MemoryRuns(MemoryTaskRecords):
     def deadline_reported(self, job: str, run_id: str) -> bool:
         return self._removed_if(job, run_id, lambda item: RunsKeys.DEADLINE_SHARD in item, RunsKeys.DEADLINE_SHARD)
 
+    def note_anomaly(self, job: str, run_id: str, text: str) -> None:
+        def change(item: Item | None) -> Item | None:
+            return {**item, "anomaly": text[:200]} if item is not None else None
+
+        self.table.update(job, run_id, change)
+
     def note_held(
         self, job: str, run_id: str, *, reason: str | None = None, slot_team: str | None = None, since: datetime
     ) -> bool:

@@ -18,8 +18,8 @@ class MemorySloLedger:
     def count_run(self, team: str, tier: str, day: date, count: RunCount, *, job: str | None = None) -> None:
         pk, sk = JobsKeys.TEAM_PREFIX + team, JobsKeys.slo_day(tier, day)
         added = {name: value for name, value in asdict(count).items() if name in COUNTERS}
-        if job is not None and count.bad:
-            added[JobsKeys.SLO_JOB_PREFIX + job] = count.bad
+        if job is not None and count.spent:
+            added[JobsKeys.SLO_JOB_PREFIX + job] = count.spent
 
         def change(item: Item | None) -> Item:
             updated: Item = dict(item or {JobsKeys.PK: pk, JobsKeys.SK: sk})

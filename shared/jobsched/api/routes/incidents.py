@@ -22,7 +22,7 @@ from jobsched.paging.incidents import acknowledge, snooze
 
 MAX_SNOOZE = timedelta(days=7)
 
-AcknowledgedClass = Literal["failing", "late", "quality", "approval"]
+AcknowledgedClass = Literal["failing", "late", "quality", "approval", "stale", "anomaly"]
 
 
 class AcknowledgeRequest(BaseModel):

@@ -77,6 +77,7 @@ from jobsched.core.spec.policies import (
     Backoff,
     Concurrency,
     Escalation,
+    FreshnessSpec,
     RetryPolicy,
     SecondaryContact,
 )
@@ -167,6 +168,7 @@ __all__ = [
     "Escalation",
     "EventBridgeTarget",
     "EventTrigger",
+    "FreshnessSpec",
     "HolidayCalendar",
     "HttpTarget",
     "HttpUrl",

@@ -31,7 +31,7 @@ from jobsched.core.spec.base import (
 )
 from jobsched.core.spec.checks import Checks, _check_checks_target
 from jobsched.core.spec.dag import Dag
-from jobsched.core.spec.policies import Concurrency, Escalation, RetryPolicy
+from jobsched.core.spec.policies import Concurrency, Escalation, FreshnessSpec, RetryPolicy
 from jobsched.core.spec.schedule import Schedule
 from jobsched.core.spec.targets import ApprovalTarget, Target
 from jobsched.core.spec.triggers import JobTrigger, WaitCondition, WaitConditions, WaitPolicy
@@ -76,6 +76,16 @@ class JobSpec(StrictModel):
     heartbeat_timeout: Annotated[Duration, _bounded(timedelta(seconds=10), timedelta(days=1))] | None = None
     deadline: Annotated[Duration, _bounded(timedelta(minutes=1), timedelta(days=31))] | None = None
     escalation: Escalation | None = None
+    freshness: FreshnessSpec | None = Field(
+        default=None,
+        description="by when a successful run must exist: stale and fresh are states on the job, counted in its "
+        "tier's budget and paged by its tier (a job that did not run is as stale as one that failed)",
+    )
+    anomalies: Literal["record", "page"] = Field(
+        default="record",
+        description="a run far outside the job's learned baseline (duration, start lateness) is shown on the run "
+        "and the job; page: also paged at warning severity",
+    )
     run_retention: Annotated[Duration, _bounded(timedelta(days=1), timedelta(days=400))] = timedelta(days=30)
     wait_for: WaitConditions = Field(
         default_factory=list, description="conditions a run waits on (WAITING, holding nothing) before it starts"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Annotated, Literal
 
@@ -24,6 +25,7 @@ from jobsched.core.spec.base import (
     _bounded,
     _fail,
 )
+from jobsched.core.spec.schedule import check_timezone
 
 # --------------------------------------------------------------------------- retries, limits, alerts
 
@@ -119,4 +121,42 @@ class Escalation(StrictModel):
     def _somewhere(self) -> Escalation:
         if self.sns_topic is None and self.webhook is None:
             raise _fail("no_escalation_channel", "give sns_topic, webhook or both")
+        return self
+
+
+# ------------------------------------------------------------------------------------ freshness
+
+_DEADLINE = re.compile(r"^(?:[01]\d|2[0-3]):[0-5]\d$")
+
+
+class FreshnessSpec(StrictModel):
+    """By when a successful run must exist (``core.freshness``): each day's ``deadline`` (local wall time), with
+    the success at most ``max_age`` old then; or, without a deadline, at any time within ``max_age``."""
+
+    deadline: str | None = Field(default=None, description='HH:MM, local time in timezone: "09:00"')
+    timezone: str | None = Field(default=None, description="an IANA zone (default: the schedule's, else UTC)")
+    max_age: Annotated[Duration, _bounded(timedelta(minutes=1), timedelta(days=31))] | None = Field(
+        default=None, description="with deadline: how old the success may be then (default 24h); alone: at any time"
+    )
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline(cls, value: str | None) -> str | None:
+        if value is not None and not _DEADLINE.fullmatch(value):
+            raise _fail(
+                "invalid_freshness_deadline", "'{value}' is not a time of day: HH:MM, 00:00 to 23:59", value=value
+            )
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        return check_timezone(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _something(self) -> FreshnessSpec:
+        if self.deadline is None and self.max_age is None:
+            raise _fail("empty_freshness", "give deadline (HH:MM), max_age, or both")
+        if self.timezone is not None and self.deadline is None:
+            raise _fail("timezone_without_deadline", "timezone says where deadline's time of day is: give deadline")
         return self

@@ -147,6 +147,20 @@ class Blackout(StrictModel):
         return self
 
 
+def check_timezone(value: str) -> str:
+    """An IANA zone the pinned tzdata knows, or the error that names the closest one."""
+    if value in available_zones():
+        return value
+    suggestion = suggest_zone(value)
+    hint = f" (did you mean '{suggestion}'?)" if suggestion else ""
+    raise _fail(
+        "unknown_timezone",
+        "unknown time zone '{value}'; use an IANA name such as America/New_York, Europe/Berlin or UTC{hint}",
+        value=value,
+        hint=hint,
+    )
+
+
 class Schedule(StrictModel):
     expression: str
     timezone: str = "UTC"
@@ -170,16 +184,7 @@ class Schedule(StrictModel):
     @field_validator("timezone")
     @classmethod
     def _timezone(cls, value: str) -> str:
-        if value in available_zones():
-            return value
-        suggestion = suggest_zone(value)
-        hint = f" (did you mean '{suggestion}'?)" if suggestion else ""
-        raise _fail(
-            "unknown_timezone",
-            "unknown time zone '{value}'; use an IANA name such as America/New_York, Europe/Berlin or UTC{hint}",
-            value=value,
-            hint=hint,
-        )
+        return check_timezone(value)
 
     @model_validator(mode="after")
     def _window(self) -> Schedule:

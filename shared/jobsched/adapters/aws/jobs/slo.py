@@ -19,9 +19,10 @@ class SloLedgerStore(JobsTable):
         names = {f"#{name}": name for name in COUNTERS}
         values: dict[str, object] = {f":{name}": getattr(count, name) for name in COUNTERS}
         adds = [f"#{name} :{name}" for name in COUNTERS]
-        if job is not None and count.bad:
+        if job is not None and count.spent:
             names["#job"] = JobsKeys.SLO_JOB_PREFIX + job
-            adds.append("#job :bad")
+            adds.append("#job :spent")
+            values[":spent"] = count.spent
         expires = day + timedelta(days=MAX_WINDOW_DAYS + 1)
         names["#ttl"] = JobsKeys.TTL
         values[":ttl"] = _epoch(expires)

@@ -1,0 +1,139 @@
+"""The lifecycle's subscriber for a job's health: each run that ends is judged against the job's learned baseline
+(``core.baseline``) and taught to it, and a success moves the job's freshness (``pipeline.freshness``).
+
+Bounded: the baseline is one item per job, read eventually consistently at most once per ``CACHE_SECONDS`` per job
+and process, and written only when it takes the sample (at most once per ten minutes per job, or the first of
+the day for an hour of day). A write starts from a fresh read, so samples another process wrote are kept. A run
+far outside the baseline says so on its record (one write, for that rare run), on the job's health item, and,
+where the job asks (``anomalies: page``), pages at warning severity; the next usual run resolves that page.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from jobsched.core.baseline import Anomaly, Baseline, Sample, judge, learn
+from jobsched.core.records import Run
+from jobsched.core.runs import RunStatus, instant_text
+from jobsched.paging.escalation_events import EscalationEvent
+from jobsched.pipeline.freshness import FreshnessJobs, FreshnessKeeper
+from jobsched.pipeline.lifecycle import Change, StateChange
+from jobsched.pipeline.slo_ledger import JobTerms, SloTerms
+from jobsched.watch.signals import emit
+
+CACHE_SECONDS = 600.0
+
+
+class AnomalyRuns:
+    """The run store as the watch uses it: an anomalous run says so on its record."""
+
+    def note_anomaly(self, job: str, run_id: str, text: str) -> None: ...
+
+
+@dataclass
+class HealthWatch:
+    jobs: FreshnessJobs
+    runs: AnomalyRuns
+    publish: Callable[[EscalationEvent], None]
+    clock: Callable[[], datetime]
+    terms: JobTerms
+    monotonic: Callable[[], float] = time.monotonic
+    _cached: dict[str, tuple[float, Baseline]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, change: StateChange) -> None:
+        run = change.run
+        if change.change is not Change.FINISHED or change.task is not None or run is None:
+            return
+        sample = sample_of(run)
+        if sample.duration is None and sample.lateness is None and run.status is not RunStatus.SUCCEEDED:
+            return  # nothing to learn or judge (a MISSED, CANCELLED or SKIPPED run never started)
+        terms = self.terms(run.job)
+        if terms is None:
+            return
+        now = self.clock()
+        known = self._baseline(run.job)
+        anomaly = judge(known, sample, terms.zone) if sample.duration is not None or sample.lateness else None
+        flags = self._flags(run, terms, known, anomaly, now)
+        to_write = self._learned(run.job, sample, terms, flags, anomaly is not None or flags is not None)
+        if run.status is RunStatus.SUCCEEDED and terms.freshness is not None and run.finished_at is not None:
+            stored = self.jobs.get(run.job, consistent=False)
+            if stored is not None:
+                FreshnessKeeper(self.jobs, self.publish).succeeded(stored.spec, run.finished_at, now, baseline=to_write)
+                to_write = None
+        if to_write is not None:
+            self.jobs.put_health(run.job, baseline=to_write)
+        if to_write is not None or flags is not None:
+            self._remember(run.job, to_write or (flags.on(known) if flags is not None else known))
+
+    def _flags(
+        self, run: Run, terms: SloTerms, known: Baseline, anomaly: Anomaly | None, now: datetime
+    ) -> Marks | None:
+        """What the judgement changes on the baseline item (None: nothing): the anomaly shown, the page open."""
+        if anomaly is None:
+            if not known.anomaly_open:
+                return None
+            self.publish(_event("run_usual", run, now, detail="a run within its baseline again"))
+            return Marks(anomaly_open=False)
+        self.runs.note_anomaly(run.job, run.run_id, anomaly.text)
+        emit("RunAnomalies", 1, kind=anomaly.kind)
+        pages = terms.anomalies == "page"
+        if pages:
+            self.publish(_event("run_anomalous", run, now, error=anomaly.text, detail=f"{anomaly.kind} run"))
+        last = {"run_id": run.run_id, "kind": anomaly.kind, "text": anomaly.text, "at": instant_text(now)}
+        return Marks(anomaly_open=known.anomaly_open or pages, last_anomaly=last)
+
+    def _learned(
+        self, job: str, sample: Sample, terms: SloTerms, flags: Marks | None, changed: bool
+    ) -> Baseline | None:
+        """The baseline to write (None: no write): from a fresh read when it takes the sample or changes a flag."""
+        known = self._baseline(job)
+        if learn(known, sample, terms.zone) is None and not changed:
+            return None
+        fresh = self.jobs.health(job, consistent=False).baseline or Baseline()
+        fresh = flags.on(fresh) if flags is not None else fresh
+        return learn(fresh, sample, terms.zone) or fresh
+
+    def _baseline(self, job: str) -> Baseline:
+        now = self.monotonic()
+        with self._lock:
+            cached = self._cached.get(job)
+        if cached is not None and now - cached[0] < CACHE_SECONDS:
+            return cached[1]
+        found = self.jobs.health(job, consistent=False).baseline or Baseline()
+        self._remember(job, found)
+        return found
+
+    def _remember(self, job: str, baseline: Baseline) -> None:
+        with self._lock:
+            self._cached[job] = (self.monotonic(), baseline)
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What a judgement changes on the baseline item: whether an anomaly page is open, and the last anomaly."""
+
+    anomaly_open: bool
+    last_anomaly: dict[str, str] | None = None  # None: the one shown stays
+
+    def on(self, baseline: Baseline) -> Baseline:
+        return replace(
+            baseline, anomaly_open=self.anomaly_open, last_anomaly=self.last_anomaly or baseline.last_anomaly
+        )
+
+
+def sample_of(run: Run) -> Sample:
+    """An ended run's sample: a success's duration (its last attempt's), and the start lateness of one that started."""
+    duration = None
+    if run.status is RunStatus.SUCCEEDED and run.started_at is not None and run.finished_at is not None:
+        duration = max((run.finished_at - run.started_at).total_seconds(), 0.0)
+    lateness = run.lateness_ms / 1000 if run.lateness_ms is not None and run.started_at is not None else None
+    return Sample(at=run.scheduled_at, duration=duration, lateness=lateness)
+
+
+def _event(kind: str, run: Run, now: datetime, **details: str) -> EscalationEvent:
+    return EscalationEvent.about_run(kind, run, now, **details)  # type: ignore[arg-type]
