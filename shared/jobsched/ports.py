@@ -187,7 +187,29 @@ class EscalationStorePort(JobsPort, IncidentsPort, Protocol):
     """What the escalation handler reads and writes: jobs (to pause one) and incidents."""
 
 
-class RegistryPort(JobsPort, Protocol):
+class HealthPort(Protocol):
+    """A job's health item (``core.health``): its freshness and its learned baseline, and the freshness index."""
+
+    def health(self, job: str, *, consistent: bool = True) -> JobHealth: ...
+    def put_health(
+        self, job: str, *, freshness: FreshnessState | None = None, version: int = 0, baseline: Baseline | None = None
+    ) -> bool:
+        """Set the parts given (the rest kept). With ``freshness``: only if its version is still ``version`` (the one
+        read; 0: none yet), and on the freshness index while a judgement is due. False when it changed meanwhile."""
+        ...
+
+    def drop_freshness(self, job: str) -> None: ...
+    def note_team_freshness(self, team: str, name: str, view: dict[str, str] | None) -> None:
+        """A job's line on its team's freshness board (None: off it)."""
+        ...
+
+    def team_freshness(self, team: str) -> dict[str, dict[str, str]]: ...
+    def freshness_due(self, shard: int, until: datetime) -> Iterator[str]:
+        """Jobs whose freshness judgement is due by ``until`` (the freshness index only)."""
+        ...
+
+
+class RegistryPort(JobsPort, HealthPort, Protocol):
     """What registering and deleting jobs needs beyond the pipeline's view: the team count, deletion, and the
     reverse edges of after triggers (which jobs run after a job: its downstreams)."""
 
@@ -526,25 +548,3 @@ class DrillsPort(Protocol):
 
     def record_drills(self, team: str, verified: dict[str, dict[str, str]]) -> None: ...
     def drills(self, team: str) -> dict[str, dict[str, str]]: ...
-
-
-class HealthPort(Protocol):
-    """A job's health item (``core.health``): its freshness and its learned baseline, and the freshness index."""
-
-    def health(self, job: str, *, consistent: bool = True) -> JobHealth: ...
-    def put_health(
-        self, job: str, *, freshness: FreshnessState | None = None, version: int = 0, baseline: Baseline | None = None
-    ) -> bool:
-        """Set the parts given (the rest kept). With ``freshness``: only if its version is still ``version`` (the one
-        read; 0: none yet), and on the freshness index while a judgement is due. False when it changed meanwhile."""
-        ...
-
-    def drop_freshness(self, job: str) -> None: ...
-    def note_team_freshness(self, team: str, name: str, view: dict[str, str] | None) -> None:
-        """A job's line on its team's freshness board (None: off it)."""
-        ...
-
-    def team_freshness(self, team: str) -> dict[str, dict[str, str]]: ...
-    def freshness_due(self, shard: int, until: datetime) -> Iterator[str]:
-        """Jobs whose freshness judgement is due by ``until`` (the freshness index only)."""
-        ...

@@ -33,13 +33,16 @@ from jobsched.core.settings import Settings
 from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import PageSender
+from jobsched.paging.escalation_events import Alerts
 from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
+from jobsched.pipeline.baselines import HealthWatch
 from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
+from jobsched.pipeline.freshness import FreshnessKeeper
 from jobsched.pipeline.intake import EventIntake
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, StateChange, announced
-from jobsched.pipeline.slo_ledger import SloLedger
+from jobsched.pipeline.slo_ledger import JobTerms, SloLedger
 from jobsched.pipeline.worker import Worker, heartbeat_checker
 from jobsched.ports import RunLogsPort
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
@@ -62,16 +65,21 @@ def team_sessions(role_arn: str | None) -> TeamSessions:
 
 def metered_runs(settings: Settings) -> AnnouncedRuns:
     """The runs table, its state changes announced (``pipeline.lifecycle``): the SLI metrics of every run that
-    ends or retries (whoever ends it), its "Run Finished" event on the deployment's bus, and its team's SLO
-    ledger (``pipeline.slo_ledger``)."""
+    ends or retries (whoever ends it), its "Run Finished" event on the deployment's bus, its team's SLO
+    ledger (``pipeline.slo_ledger``), and its job's health: baseline and freshness (``pipeline.baselines``)."""
     published = RunEvents(settings.event_bus)
 
     def run_finished_event(change: StateChange) -> None:
         if change.change is Change.FINISHED and change.run is not None and not published.publish(change.run):
             emit("RunEventsUnpublished", 1)
 
-    ledger = SloLedger(JobsStore(settings.jobs_table, team_defaults=settings.team_limits), settings.slo_tiers)
-    return announced(RunsStore(settings.runs_table), run_finished_event, ledger)
+    jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
+    terms = JobTerms(jobs)
+    ledger = SloLedger(jobs, settings.slo_tiers, terms)
+    store = RunsStore(settings.runs_table)
+    alerts = Alerts(EscalationQueue(settings.escalation_queue_url), jobs, utc_now)
+    health = HealthWatch(jobs, store, alerts.publish, utc_now, terms)
+    return announced(store, run_finished_event, ledger, health)
 
 
 def build_rules(settings: Settings) -> TriggerRules | None:
@@ -249,7 +257,12 @@ def default_dispatcher() -> Dispatcher:
 
 @warm
 def default_heartbeat() -> HeartbeatChecker:
-    return heartbeat_checker(metered_runs(Settings.from_env()), ending_worker())
+    settings = Settings.from_env()
+    jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
+    alerts = Alerts(EscalationQueue(settings.escalation_queue_url), jobs, utc_now)
+    return heartbeat_checker(
+        metered_runs(settings), ending_worker(), freshness=FreshnessKeeper(jobs, alerts.publish).check
+    )
 
 
 @warm

@@ -15,6 +15,7 @@ end at once); lateness from every run that started.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ MIN_SAMPLES = 8
 MIN_HOUR_SAMPLES = 5
 POOL_SPACING = timedelta(minutes=10)
 MADS = 6.0  # how far from the median, in robust standard deviations (1.4826 MAD), a sample must be
+LOG_FLOOR = 0.1  # the least spread of log durations (about +-10%): a job that always takes 60.0 s may take 75
 SLOWER = 1.5  # ... and how many times the median at least (durations)
 FLOOR_SECONDS = 60.0  # ... and by how many seconds at least (durations and lateness)
 FASTER = 0.25  # a run this fraction of the usual duration or less is anomalous (a silent no-op) ...
@@ -100,13 +102,10 @@ class Baseline:
 
 def judge(baseline: Baseline, sample: Sample, zone: str = "UTC") -> Anomaly | None:
     """The first way ``sample`` is far outside ``baseline`` (None: usual, or too little history to say)."""
-    if sample.duration is not None:
-        hour = baseline.hours.get(_hour(sample.at, zone), ())
-        reference = hour if len(hour) >= MIN_HOUR_SAMPLES else baseline.durations
-        if len(reference) >= (MIN_HOUR_SAMPLES if reference is hour else MIN_SAMPLES):
-            found = _duration_anomaly(reference, sample.duration)
-            if found is not None:
-                return found
+    if sample.duration is not None and len(baseline.durations) >= MIN_SAMPLES:
+        found = _duration_anomaly(baseline, baseline.hours.get(_hour(sample.at, zone), ()), sample.duration)
+        if found is not None:
+            return found
     if sample.lateness is not None and len(baseline.lateness) >= MIN_SAMPLES:
         seconds = [tenths / 10 for tenths in baseline.lateness]
         median, spread = statistics.median(seconds), _robust_sd(seconds, floor=5.0)
@@ -137,14 +136,25 @@ def learn(baseline: Baseline, sample: Sample, zone: str = "UTC") -> Baseline | N
     return changed if changed != baseline else None
 
 
-def _duration_anomaly(reference: tuple[int, ...], duration: float) -> Anomaly | None:
-    seconds = [tenths / 10 for tenths in reference]
-    median = statistics.median(seconds)
-    spread = _robust_sd(seconds, floor=max(1.0, 0.1 * median))
-    usual = _range_text(reference)
-    if duration >= SLOWER * median and duration - median >= FLOOR_SECONDS and duration > median + MADS * spread:
+def _duration_anomaly(baseline: Baseline, hour: tuple[int, ...], duration: float) -> Anomaly | None:
+    """Durations vary by a factor, so they are judged in log space: the distance from the usual (the hour's median
+    once it has ``MIN_HOUR_SAMPLES``, else the pool's) in robust standard deviations of the log, at least
+    ``LOG_FLOOR``. A pool verdict is checked against an hour with fewer samples (a nightly batch is not slow at
+    night however few nights were seen)."""
+    seasonal = len(hour) >= MIN_HOUR_SAMPLES
+    reference = hour if seasonal else baseline.durations
+    logs = [math.log(max(tenths, 1) / 10) for tenths in reference]
+    pool_logs = [math.log(max(tenths, 1) / 10) for tenths in baseline.durations]
+    center = statistics.median(logs)
+    spread = max(_robust_sd(logs, floor=LOG_FLOOR), _robust_sd(pool_logs, floor=LOG_FLOOR))
+    usual, median = _range_text(reference), math.exp(center)
+    distance = (math.log(max(duration, 0.1)) - center) / spread
+    seen = [tenths / 10 for tenths in hour]
+    slow = distance > MADS and duration >= SLOWER * median and duration - median >= FLOOR_SECONDS
+    if slow and (seasonal or not seen or duration >= SLOWER * max(seen)):
         return Anomaly("slow", f"took {_span(duration)}, usual {usual}")
-    if median >= FAST_MIN_USUAL_SECONDS and duration <= FASTER * median and duration < median - MADS * spread:
+    fast = distance < -MADS and median >= FAST_MIN_USUAL_SECONDS and duration <= FASTER * median
+    if fast and (seasonal or not seen or duration <= FASTER * min(seen)):
         return Anomaly("fast", f"took {_span(duration)}, usual {usual}")
     return None
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Protocol
 
 from jobsched.core.baseline import Anomaly, Baseline, Sample, judge, learn
 from jobsched.core.records import Run
@@ -28,7 +29,7 @@ from jobsched.watch.signals import emit
 CACHE_SECONDS = 600.0
 
 
-class AnomalyRuns:
+class AnomalyRuns(Protocol):
     """The run store as the watch uses it: an anomalous run says so on its record."""
 
     def note_anomaly(self, job: str, run_id: str, text: str) -> None: ...
@@ -57,7 +58,7 @@ class HealthWatch:
             return
         now = self.clock()
         known = self._baseline(run.job)
-        anomaly = judge(known, sample, terms.zone) if sample.duration is not None or sample.lateness else None
+        anomaly = judge(known, sample, terms.zone)
         flags = self._flags(run, terms, known, anomaly, now)
         to_write = self._learned(run.job, sample, terms, flags, anomaly is not None or flags is not None)
         if run.status is RunStatus.SUCCEEDED and terms.freshness is not None and run.finished_at is not None:

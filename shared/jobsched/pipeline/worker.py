@@ -364,13 +364,16 @@ class Worker:
         return self.records.send_retry(message, spec, run)
 
 
-def heartbeat_checker(runs: RunsPort, worker: Worker) -> HeartbeatChecker:
+def heartbeat_checker(
+    runs: RunsPort, worker: Worker, *, freshness: Callable[[datetime], int] | None = None
+) -> HeartbeatChecker:
     """The heartbeat checker with the worker's collaborators: lost attempts are timed out by the worker's
-    rules, parked DAG tasks kept alive by its DAG runner."""
+    rules, parked DAG tasks kept alive by its DAG runner; with ``freshness``, jobs' freshness judged when due."""
     return HeartbeatChecker(
         runs,
         worker.jobs,
         worker.alerts,
         time_out=worker.run_ends.time_out,
         heartbeat_parked=lambda task: worker.dags.ends.heartbeat_parked(task),
+        freshness=freshness,
     )

@@ -13,6 +13,7 @@ from jobsched.core.spec import JobSpec
 from jobsched.core.waits import job_rules, per_prefix_wake_rules
 from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort, TriggerRulesPort
 from jobsched.registry.dependencies import cycle_through
+from jobsched.registry.freshness import policy_changed, policy_dropped
 from jobsched.registry.rule_quota import check_rule_quota
 from jobsched.schedule.fires import first_fire, next_fire, schedule_of
 from jobsched.tenancy.quotas import QuotaExceeded
@@ -52,6 +53,7 @@ def put_job(
     except Exception:
         _restore_winner(store, spec, dags, rules)
         raise
+    policy_changed(store, spec, current.spec if current is not None else None, now=now)
     if rules is not None and current is not None:
         rules.remove(spec.key, _only_in(job_rules(current.spec) + per_prefix_wake_rules(current.spec), job_rules(spec)))
     _link_upstreams(
@@ -210,6 +212,7 @@ def delete_job(
     meanwhile are dropped by the intake: the job is gone)."""
     store.delete(stored, now=now, principal=principal)
     store.drop_incidents(stored.key)
+    policy_dropped(store, stored.spec)
     if stored.spec.dag is not None and dags is not None:
         dags.remove(stored.key)
     if rules is not None and job_rules(stored.spec):

@@ -31,6 +31,7 @@ class CheckReport:
     parked_heartbeats: int = 0  # DAG tasks kept alive while they wait for their dependencies
     deadline_misses: int = 0
     overdue_jobs: int = 0  # due instants the dispatcher has not handled (it is stalled or failing)
+    stale_jobs: int = 0  # freshness judgements that found a job stale
     outcomes: list[str] = field(default_factory=list)
 
     def metrics(self) -> dict[str, float]:
@@ -41,6 +42,7 @@ class CheckReport:
             "DeadlineMisses": self.deadline_misses,
             "OverdueJobs": self.overdue_jobs,
             "ParkedTaskHeartbeats": self.parked_heartbeats,
+            "StaleJudgements": self.stale_jobs,
         }
 
     def summary(self) -> dict[str, int]:
@@ -52,6 +54,7 @@ class CheckReport:
             "deadline_misses": self.deadline_misses,
             "overdue_jobs": self.overdue_jobs,
             "parked_heartbeats": self.parked_heartbeats,
+            "stale_jobs": self.stale_jobs,
         }
 
 
@@ -62,6 +65,8 @@ class HeartbeatChecker:
     alerts: Alerts
     time_out: Callable[[Run], Outcome]  # the worker's rules for a lost attempt (retry or TIMED_OUT)
     heartbeat_parked: Callable[[ParkedTask], bool]  # keeps a DAG task alive while it waits
+    # Judges the jobs whose freshness judgement is due, returns how many it found stale (``pipeline.freshness``).
+    freshness: Callable[[datetime], int] | None = None
 
     def check(self, now: datetime) -> CheckReport:
         report = CheckReport()
@@ -83,6 +88,8 @@ class HeartbeatChecker:
             for run in self.runs.past_deadline(shard, now):
                 report.deadline_misses += self._deadline_missed(run, now)
         report.overdue_jobs = self._watch_dispatcher(now)
+        if self.freshness is not None:
+            report.stale_jobs = self.freshness(now)
         return report
 
     def _deadline_missed(self, run: Run, now: datetime) -> int:

@@ -72,7 +72,15 @@ CATALOG = _catalog(
         COUNT,
         ("tier", "outcome"),
         W,
-        "runs counted by their SLO tier (outcome good or bad): SloFastBurn<Tier>, SloSlowBurn<Tier>",
+        "runs counted by their SLO tier (outcome good or bad), and freshness judgements (the heartbeat checker's: "
+        "stale is bad): SloFastBurn<Tier>, SloSlowBurn<Tier>",
+    ),
+    MetricDef(
+        "RunAnomalies",
+        COUNT,
+        ("kind",),
+        W,
+        "runs far outside their job's learned baseline, by kind (slow, fast, late) (dashboards)",
     ),
     MetricDef("RunDurationSeconds", SECONDS, (), W, "M3 completion time p50/p95/p99 (dashboards)"),
     MetricDef("RunsRetried", COUNT, (), W, "M4 retry rate (on-call)"),
@@ -103,6 +111,7 @@ CATALOG = _catalog(
     MetricDef("DeadlineMisses", COUNT, (), H, "SLA deadlines missed (on-call)"),
     MetricDef("OverdueJobs", COUNT, (), H, "jobs whose instant passed without dispatch (on-call)"),
     MetricDef("ParkedTaskHeartbeats", COUNT, (), H, "DAG tasks kept alive while they wait (debug)"),
+    MetricDef("StaleJudgements", COUNT, (), H, "freshness judgements that found a job stale (on-call)"),
     # Escalation and pages.
     MetricDef("EscalationEvents", COUNT, ("team", "outcome"), E, "M8 escalation rate (on-call)"),
     MetricDef("Pages", COUNT, ("outcome",), E, "pages decided: one per incident (on-call)"),

@@ -1,0 +1,118 @@
+"""Alerts that learn: a job's baseline from its own runs (robust statistics, hour-of-day seasons), an anomaly found
+in a seeded history and none in a steady one, shown on the run and the job, paged only where the job asks, and
+bounded: one item per job under 1 KB, written at most once per ten minutes of a frequent job."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobsched.adapters.memory import MemoryJobs, MemoryRuns
+from jobsched.core.baseline import Baseline, Sample, judge, learn
+from jobsched.core.runs import RunMessage, RunStatus, parse_instant
+from jobsched.core.spec import JobSpec
+from jobsched.paging.escalation_events import EscalationEvent
+from jobsched.paging.rules import Policy, decide_open, page_severity
+from jobsched.pipeline.baselines import HealthWatch
+from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle
+from jobsched.pipeline.slo_ledger import JobTerms
+from scripts import bench_anomaly  # the figures the script prints are the ones tested here
+
+START = parse_instant("2027-01-04T00:00:00Z")
+
+
+def test_no_anomaly_in_a_steady_history_and_the_injected_ones_found_in_a_seeded_one() -> None:
+    for name in ("steady-hourly", "steady-minutely"):
+        steady = bench_anomaly.run_profile(next(p for p in bench_anomaly.PROFILES if p.name == name), seed=1)
+        assert steady.flagged == 0, name
+    seeded = bench_anomaly.run_profile(next(p for p in bench_anomaly.PROFILES if p.name == "hourly"), seed=1)
+    assert seeded.injected >= 5
+    assert seeded.precision == 1.0 and seeded.recall >= 0.9
+    assert seeded.max_item_bytes <= 1024  # one write unit
+    assert seeded.writes / seeded.runs <= 1.0
+
+
+def test_a_nightly_batch_that_is_always_slow_at_night_is_not_an_anomaly_then() -> None:
+    baseline = Baseline()
+    for day in range(7):
+        for hour in range(24):
+            at = START + timedelta(days=day, hours=hour)
+            took = 1800.0 if hour == 2 else 300.0
+            baseline = learn(baseline, Sample(at, took + (day % 3) * 10, 1.0)) or baseline
+    night = START + timedelta(days=7, hours=2)
+    assert judge(baseline, Sample(night, 1850.0, 1.0)) is None  # usual at 02:00
+    found = judge(baseline, Sample(night + timedelta(hours=10), 1850.0, 1.0))  # at noon it is 6x the usual
+    assert found is not None and found.kind == "slow" and found.text.startswith("took 31 min, usual 5")
+    assert judge(baseline, Sample(night, 300.0, 1.0)).kind == "fast"  # type: ignore[union-attr]  # 5 of 30 min
+    late = judge(baseline, Sample(night + timedelta(hours=10), 300.0, 720.0))
+    assert late is not None and late.kind == "late" and late.text.startswith("started 12 min late")
+
+
+def test_learning_is_bounded_one_pool_sample_per_ten_minutes_and_one_a_day_per_hour() -> None:
+    baseline = Baseline()
+    writes = 0
+    for minute in range(24 * 60):
+        learned = learn(baseline, Sample(START + timedelta(minutes=minute), 20.0, 0.5))
+        if learned is not None:
+            writes += 1
+            baseline = learned
+    assert writes == 24 * 6  # every tenth minute (each hour's first sample falls on one of them)
+    assert len(baseline.durations) == 16 and all(len(samples) == 1 for samples in baseline.hours.values())
+
+
+class Pages(list[EscalationEvent]):
+    def __call__(self, event: EscalationEvent) -> None:
+        self.append(event)
+
+
+class Now:
+    def __init__(self) -> None:
+        self.at = START
+
+    def __call__(self) -> datetime:
+        return self.at
+
+
+def test_an_anomaly_is_shown_on_the_run_and_the_job_and_paged_at_warning_only_where_the_job_asks() -> None:
+    now, jobs, store, pages = Now(), MemoryJobs(), MemoryRuns(), Pages()
+    for name, extra in (("quiet", {}), ("loud", {"anomalies": "page"})):
+        document: dict[str, Any] = {"name": name, "team": "data", "target": {"type": "lambda", "function": "f"}}
+        spec = JobSpec.model_validate(document | extra)
+        jobs.create(spec, now=START, principal="t", next_visit_at=None, cursor=START)
+    watch = HealthWatch(jobs, store, pages, now, JobTerms(jobs), monotonic=lambda: now.at.timestamp())
+    runs = AnnouncedRuns(store, Lifecycle([watch]))
+
+    def ran(job: str, index: int, took: float) -> str:
+        at = START + timedelta(hours=index)
+        message = RunMessage.scheduled(job=f"data/{job}", team="data", at=at, fire_at=at, spec_version=1)
+        now.at = at + timedelta(seconds=2)
+        runs.create(message, status=RunStatus.RUNNING, now=now.at, retention=timedelta(days=1))
+        now.at += timedelta(seconds=took)
+        runs.finish(message.job, message.run_id, attempt=1, status=RunStatus.SUCCEEDED, now=now.at)
+        return message.run_id
+
+    for index in range(20):
+        for job in ("quiet", "loud"):
+            ran(job, index, 400 + (index % 5) * 20)
+    assert pages == []
+    quiet_run, loud_run = ran("quiet", 20, 2460), ran("loud", 20, 2460)  # 41 minutes
+    for job, run_id in (("quiet", quiet_run), ("loud", loud_run)):
+        stored = store.get(f"data/{job}", run_id)
+        assert stored is not None and stored.anomaly is not None
+        assert stored.anomaly.startswith("took 41 min, usual 7-8 min"), stored.anomaly
+        shown = jobs.health(f"data/{job}").baseline
+        assert shown is not None and shown.last_anomaly is not None and shown.last_anomaly["run_id"] == run_id
+    assert [(page.kind, page.job) for page in pages] == [("run_anomalous", "data/loud")]
+    opened = decide_open(None, pages[0], Policy.for_job(None, "arn:aws:sns:eu-west-1:123456789012:t"), now.at)
+    assert opened.incident is not None and opened.pages
+    assert page_severity({"class": opened.incident.incident_class}) == "warning"
+    assert opened.pages[0].title.startswith("[jobsched, warning] data/loud")
+    # The next usual run resolves it (and the quiet job, never paged, sends nothing).
+    ran("quiet", 21, 410)
+    ran("loud", 21, 410)
+    assert [page.kind for page in pages] == ["run_anomalous", "run_usual"]
+    assert pages[1].resolves() == ("anomaly",)
+    ordinary = store.get("data/loud", RunMessage.scheduled(
+        job="data/loud", team="data", at=START + timedelta(hours=21), fire_at=START, spec_version=1
+    ).run_id)  # fmt: skip
+    assert ordinary is not None and ordinary.anomaly is None
