@@ -24,7 +24,7 @@ from jobsched.core.containers import TaskOutcome
 from jobsched.core.event_batches import BatchAdded, BatchedEvent, EventBatch
 from jobsched.core.events import TriggerRule
 from jobsched.core.freshness import FreshnessState
-from jobsched.core.health import JobHealth
+from jobsched.core.health import HealthItem
 from jobsched.core.limits import TeamLimits
 from jobsched.core.messages import WorkMessage
 from jobsched.core.records import (
@@ -190,7 +190,7 @@ class EscalationStorePort(JobsPort, IncidentsPort, Protocol):
 class HealthPort(Protocol):
     """A job's health item (``core.health``): its freshness and its learned baseline, and the freshness index."""
 
-    def health(self, job: str, *, consistent: bool = True) -> JobHealth: ...
+    def health(self, job: str, *, consistent: bool = True) -> HealthItem: ...
     def put_health(
         self, job: str, *, freshness: FreshnessState | None = None, version: int = 0, baseline: Baseline | None = None
     ) -> bool:

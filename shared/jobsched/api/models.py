@@ -336,6 +336,9 @@ class RunView(BaseModel):
     correlation_id: str
     callback_token: str | None = Field(default=None, description="for RUNNING callback runs: report with it")
     progress: ProgressView | None = Field(default=None, description="what a long attempt last reported")
+    anomaly: str | None = Field(
+        default=None, description='far outside the job\'s learned baseline, e.g. "took 41 min, usual 6-9 min"'
+    )
     tasks: list[TaskView] | None = Field(default=None, description="DAG runs: every task, in dependency order")
     logs: str = Field(default="", description="the run's log lines, from every component (GET this path)")
 
@@ -404,33 +407,6 @@ class ValidationResult(BaseModel):
     valid: bool
     errors: list[ErrorDetail] = Field(default_factory=list)
     next_fire_times: list[str] = Field(default_factory=list)
-
-
-class JobHealthView(BaseModel):
-    job: str
-    state: Literal["ACTIVE", "PAUSED"]
-    paused_reason: str | None = None
-    window_days: float
-    runs: int = Field(description="runs scheduled in the window, every status")
-    success_rate: float | None = Field(
-        description="succeeded / (succeeded + failed + timed out + missed) in the window; null if none ended"
-    )
-    strip: list[str] = Field(
-        description="the last runs, oldest first: succeeded, retried, failed, timed_out, missed, skipped, "
-        "cancelled, running, waiting"
-    )
-    lateness_p50_s: float | None = None
-    lateness_p95_s: float | None = None
-    duration_p50_s: float | None = None
-    duration_p95_s: float | None = None
-    streak: str | None = Field(default=None, description='the current run of one result, e.g. "3 failed"')
-    next_fire: str | None = None
-    open_incidents: list[str] = Field(description="incident classes open: failing, late, ...")
-
-
-class TeamHealthPage(BaseModel):
-    jobs: list[JobHealthView] = Field(description="this page of the team's jobs, worst first")
-    next_token: str | None = None
 
 
 MAX_TEAM_LIMIT = 1_000_000  # a typo like 10**9 is refused rather than stored

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +11,6 @@ from jobsched.api.models import (
     BackfillView,
     CheckView,
     IncidentView,
-    JobHealthView,
     JobView,
     LogLineView,
     MapItemsView,
@@ -31,7 +29,6 @@ from jobsched.dag.progress import task_reason
 from jobsched.pipeline.manual_runs import BackfillProgress
 from jobsched.ports import TaskRunsPort
 from jobsched.schedule.fires import preview_schedule, schedule_of
-from jobsched.watch.health import JobHealth
 
 
 def if_match_version(if_match: str | None) -> int | None:
@@ -100,6 +97,7 @@ def run_view(run: Run, token: str | None) -> RunView:
         correlation_id=run.correlation_id,
         callback_token=token,
         progress=progress_view(run.progress) if run.progress is not None else None,
+        anomaly=run.anomaly,
         logs=f"/teams/{team}/jobs/{name}/runs/{run.run_id}/logs",
     )
 
@@ -185,10 +183,6 @@ def backfill_view(progress: BackfillProgress) -> BackfillView:
         priority=progress.priority,
         rerun=progress.rerun,
     )
-
-
-def health_view(health: JobHealth) -> JobHealthView:
-    return JobHealthView.model_validate(asdict(health))
 
 
 def incident_view(incident: Incident) -> IncidentView:

@@ -1,5 +1,5 @@
 """``jobsched slo TEAM``: the team's error budget per SLO tier: the objective, the budget left over the window,
-how fast it burns, and the jobs that burn it most."""
+how fast it burns, and the jobs that burn it most; then its jobs' freshness, stale first."""
 
 from __future__ import annotations
 
@@ -17,10 +17,20 @@ TIER_COLUMNS = [
     ("BAD", "bad"),
     ("LATE", "late"),
     ("PAST DEADLINE", "past_deadline"),
+    ("STALE", "stale"),
     ("BUDGET LEFT", "left"),
     ("BURN 1D", "burn_rate_1d"),
     ("BURN 7D", "burn_rate_7d"),
     ("BURNING", "burning"),
+]
+
+
+FRESHNESS_COLUMNS = [
+    ("JOB", "job"),
+    ("FRESHNESS", "state"),
+    ("SINCE", "since"),
+    ("POLICY", "policy"),
+    ("WHY", "reason"),
 ]
 
 
@@ -41,6 +51,7 @@ def slo(team: str, client: Any, output: str) -> None:
             "bad": tier["bad"],
             "late": tier["late"],
             "past_deadline": tier["past_deadline"],
+            "stale": f"{tier['stale']}/{tier['judged']}" if tier["judged"] else "-",
             "left": f"{tier['budget_left']:.0%}",
             "burn_rate_1d": tier["burn_rate_1d"],
             "burn_rate_7d": tier["burn_rate_7d"],
@@ -50,3 +61,6 @@ def slo(team: str, client: Any, output: str) -> None:
     ]
     click.echo(f"team {team}: the last {view['window_days']} days to {view['as_of']}")
     emit(rows, output, TIER_COLUMNS)
+    if view["freshness"]:
+        click.echo("")
+        emit(view["freshness"], output, FRESHNESS_COLUMNS)

@@ -13,13 +13,13 @@ from jobsched.core.names import LEASE_SHARDS
 
 
 @dataclass(frozen=True)
-class JobHealth:
+class HealthItem:
     freshness: FreshnessState | None = None
     version: int = 0  # of the freshness part: its writes are conditional on the version read
     baseline: Baseline | None = None
 
     @classmethod
-    def from_values(cls, values: dict[str, Any] | None) -> JobHealth:
+    def from_values(cls, values: dict[str, Any] | None) -> HealthItem:
         if not values:
             return cls()
         fresh, learned = values.get("freshness"), values.get("baseline")

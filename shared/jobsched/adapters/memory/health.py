@@ -8,7 +8,7 @@ from datetime import datetime
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.baseline import Baseline
 from jobsched.core.freshness import FreshnessState
-from jobsched.core.health import JobHealth, fresh_shard
+from jobsched.core.health import HealthItem, fresh_shard
 from jobsched.core.names import JobsKeys
 from jobsched.core.runs import instant_text
 
@@ -16,8 +16,8 @@ from jobsched.core.runs import instant_text
 class MemoryHealth:
     table: MemoryTable
 
-    def health(self, job: str, *, consistent: bool = True) -> JobHealth:
-        return JobHealth.from_values(self.table.get(job, JobsKeys.HEALTH, consistent=consistent))
+    def health(self, job: str, *, consistent: bool = True) -> HealthItem:
+        return HealthItem.from_values(self.table.get(job, JobsKeys.HEALTH, consistent=consistent))
 
     def put_health(
         self, job: str, *, freshness: FreshnessState | None = None, version: int = 0, baseline: Baseline | None = None

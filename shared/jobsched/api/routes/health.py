@@ -1,4 +1,5 @@
-"""Health: a job's and a team's success rate, lateness and recent outcomes, worst first."""
+"""Health: a job's and a team's success rate, lateness and recent outcomes, worst first; freshness, and what
+the job's own runs taught its baseline."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, TEAM_RUNS_READ, Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import JobHealthView, TeamHealthPage
-from jobsched.api.views import health_view, upcoming
+from jobsched.api.health_views import JobHealthView, TeamHealthPage, health_view
+from jobsched.api.views import upcoming
 from jobsched.core.durations import parse_duration
+from jobsched.core.freshness import policy_of
 from jobsched.core.records import StoredJob
 from jobsched.watch.health import MAX_RUNS_READ, MAX_WINDOW, STRIP_LENGTH, JobHealth, job_health, worst_first
 
@@ -35,7 +37,11 @@ def router(access: Access) -> APIGatewayRouter:
     ) -> JobHealthView:
         member(team)
         stored = existing(team, name)
-        return health_view(_health(stored, _window(window), runs, MAX_RUNS_READ))
+        health = _health(stored, _window(window), runs, MAX_RUNS_READ)
+        item = services().jobs.health(stored.key, consistent=False)
+        zone = stored.spec.schedule.timezone if stored.spec.schedule is not None else "UTC"
+        policy = policy_of(stored.spec)
+        return health_view(health, item=item, policy=policy, zone=zone, now=services().clock())
 
     @router.get(
         "/teams/<team>/health",
@@ -54,7 +60,9 @@ def router(access: Access) -> APIGatewayRouter:
         keys, last = services().jobs.team_page(team, limit=limit, after_name=next_token)
         found = services().jobs.get_many(keys)
         healths = [_health(found[key], span, STRIP_LENGTH, TEAM_RUNS_READ) for key in keys if key in found]
-        return TeamHealthPage(jobs=[health_view(h) for h in worst_first(healths)], next_token=last)
+        board = services().jobs.team_freshness(team)  # one item: every job's freshness line
+        views = [health_view(h, board=board.get(h.job.split("/", 1)[1])) for h in worst_first(healths)]
+        return TeamHealthPage(jobs=views, next_token=last)
 
     def _window(text: str) -> timedelta:
         try:

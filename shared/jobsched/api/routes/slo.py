@@ -1,6 +1,6 @@
 """A team's SLOs: per tier, the platform's objectives, the error budget left over the rolling window, how fast
-it burns, the jobs that burn it most, and the window day by day. Read from the team's ledger (at most the
-window's items a tier), never from its runs."""
+it burns, the jobs that burn it most, and the window day by day; and its jobs' freshness. Read from the team's
+ledger (at most the window's items a tier) and its freshness board (one item), never from its runs."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class ObjectiveView(BaseModel):
 
 class BurningJobView(BaseModel):
     job: str
-    bad: int = Field(description="its FAILED, TIMED_OUT and MISSED runs in the window")
+    bad: int = Field(description="its FAILED, TIMED_OUT and MISSED runs and stale judgements in the window")
 
 
 class SloDayView(BaseModel):
@@ -38,6 +38,8 @@ class TierView(BaseModel):
     bad: int
     late: int = Field(description="runs that started later than the tier's start lateness")
     past_deadline: int = Field(description="runs with a deadline that finished past it")
+    judged: int = Field(description="freshness judgements in the window (events of the budget beside the runs)")
+    stale: int = Field(description="judgements that found a job stale (bad events)")
     budget_left: float = Field(description="of the window's error budget: 1 untouched, 0 spent, below 0 overspent")
     burn_rate_1d: float = Field(description="how fast the last day spent it: 1 spends exactly the budget")
     burn_rate_7d: float
@@ -45,11 +47,20 @@ class TierView(BaseModel):
     days: list[SloDayView] = Field(description="the window, oldest first")
 
 
+class FreshJobView(BaseModel):
+    job: str
+    state: str = Field(description="unknown (not judged yet), fresh or stale")
+    policy: str
+    since: str | None = None
+    reason: str | None = None
+
+
 class SloView(BaseModel):
     team: str
     window_days: int
     as_of: str = Field(description="the UTC day the window ends on (inclusive)")
     tiers: list[TierView]
+    freshness: list[FreshJobView] = Field(description="the team's jobs with a freshness policy, stale first")
 
 
 def tier_view(budget: TierBudget) -> TierView:
@@ -65,6 +76,8 @@ def tier_view(budget: TierBudget) -> TierView:
         bad=budget.bad,
         late=budget.late,
         past_deadline=budget.past_deadline,
+        judged=budget.judged,
+        stale=budget.stale,
         budget_left=budget.budget_left,
         burn_rate_1d=budget.burn_rate_1d,
         burn_rate_7d=budget.burn_rate_7d,
@@ -93,6 +106,14 @@ def router(access: Access) -> APIGatewayRouter:
             tier_view(tier_budget(tier, tiers, s.jobs.slo_days(team, tier, first, today), today=today))
             for tier in TIERS
         ]
-        return SloView(team=team, window_days=tiers.window_days, as_of=today.isoformat(), tiers=views)
+        board = s.jobs.team_freshness(team)
+        fresh = sorted(board.items(), key=lambda item: (item[1].get("state") != "stale", item[0]))
+        return SloView(
+            team=team,
+            window_days=tiers.window_days,
+            as_of=today.isoformat(),
+            tiers=views,
+            freshness=[FreshJobView(job=name, **line) for name, line in fresh],
+        )
 
     return router

@@ -13,17 +13,17 @@ from jobsched.adapters.aws.dynamo import every_item, from_item, to_values, updat
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.core.baseline import Baseline
 from jobsched.core.freshness import FreshnessState
-from jobsched.core.health import JobHealth, fresh_shard
+from jobsched.core.health import HealthItem, fresh_shard
 from jobsched.core.names import JobsKeys
 from jobsched.core.runs import instant_text
 
 
 class HealthStore(JobsTable):
-    def health(self, job: str, *, consistent: bool = True) -> JobHealth:
+    def health(self, job: str, *, consistent: bool = True) -> HealthItem:
         found = self.db.get_item(
             TableName=self.table, Key=self._key(job, JobsKeys.HEALTH), ConsistentRead=consistent
         ).get("Item")
-        return JobHealth.from_values(from_item(found) if found else None)
+        return HealthItem.from_values(from_item(found) if found else None)
 
     def put_health(
         self, job: str, *, freshness: FreshnessState | None = None, version: int = 0, baseline: Baseline | None = None
