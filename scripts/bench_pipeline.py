@@ -304,6 +304,7 @@ def run_scenario(
     clock = Clock(start)
     lambdas = FakeLambdas(functions={"echo": lambda event: {"ok": True}})
     stack = Stack(clock, lambdas)
+    stack.subscribe_as_deployed()  # the SLO ledger and the job's baseline, as wiring.metered_runs subscribes them
     meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
     for index in range(jobs):
         stack.register(

@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.console.widget import render_widget, viewer_of
 from jobsched.watch.observability import make_logger
-from jobsched.wiring import console_controls, console_stores, utc_now
+from jobsched.wiring import console_controls, console_platform, console_stores, utc_now
 
 logger = make_logger("console")
 
@@ -27,4 +27,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> str:
             "viewer": (viewer.team or "oncall") if viewer else None,
         },
     )
-    return render_widget(event, jobs, runs, utc_now(), console_controls(), viewer=viewer)
+    return render_widget(event, jobs, runs, utc_now(), console_controls(), viewer=viewer, platform=console_platform())

@@ -209,7 +209,11 @@ class Functions(Construct):
         self._event_intake(config, environment, storage, queues)
         # Team resources (targets, secrets, escalation topics) only through the team's session of this role.
         self.target_role = TargetRole(
-            self, "Targets", config=config, callers=(self.worker, self.api, self.pages, self.heartbeat, self.events)
+            self,
+            "Targets",
+            config=config,
+            # The console's actions: its drill button pages a team's topics and webhooks as that team.
+            callers=(self.worker, self.api, self.pages, self.heartbeat, self.events, self.console_actions),
         )
         # Who may act for which team: admins edit this parameter (README, "Granting teams access").
         self.membership = ssm.StringParameter(

@@ -167,6 +167,7 @@ class Observability(Construct):
         # Jobs without their own escalation channel page here.
         self.escalation_topic.grant_publish(functions.pages)
         self.escalation_topic.grant_publish(functions.api)  # paging drills of jobs paging the deployment's topic
+        self.escalation_topic.grant_publish(functions.console_actions)  # ... and the console's drill button
         for function in (functions.escalation, functions.pages):
             function.add_environment(Env.ESCALATION_TOPIC, self.escalation_topic.topic_arn)
         self.action = cw_actions.SnsAction(self.ops_topic)
@@ -387,6 +388,13 @@ class Observability(Construct):
                     for tier in TIERS
                 ],
             ),
+            cloudwatch.CustomWidget(
+                function_arn=f"{functions.console.function_arn}:{ONCALL_ALIAS}",
+                title="SLA compliance: teams x days, burn per tier, the week's top failing jobs (jobsched console)",
+                params={"view": "executive"},
+                width=24,
+                height=10,
+            ),
             cloudwatch.GraphWidget(
                 title="Cost drivers: worker invocations and duration",
                 left=[functions.worker.metric_invocations(), functions.worker.metric_duration()],
@@ -553,6 +561,7 @@ class Observability(Construct):
         # (title, the view's parameters, height, whether the dashboard's time range bounds it)
         shown = (
             ("Jobs, worst first", {"view": "team", "team": CONSOLE_TEAM}, 12, False),
+            ("SLOs: budget per tier, freshness, paging destinations", {"view": "slo", "team": CONSOLE_TEAM}, 12, False),
             ("Team timeline: a row per job", {"view": "timeline", "team": CONSOLE_TEAM}, 12, True),
             ("Job timeline", {"view": "job", "team": CONSOLE_TEAM, "job": CONSOLE_JOB}, 14, True),
         )

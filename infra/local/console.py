@@ -61,8 +61,8 @@ class ConsoleRequest:
 
 
 class LocalConsole:
-    """GET /console, /console/incidents, /console/teams/{team}, .../timeline[?days=N], .../jobs/{name}[?days=N],
-    .../runs/{run_id};
+    """GET /console, /console/incidents, /console/executive, /console/teams/{team}, .../slo, .../timeline[?days=N],
+    .../jobs/{name}[?days=N], .../runs/{run_id};
     GET /console/act?... (the confirmation) and POST /console/act (the action)."""
 
     def __init__(self, clock: Callable[[], datetime]) -> None:
@@ -109,29 +109,25 @@ class LocalConsole:
         days: int,
         team: str | None = None,
     ) -> views.View:
-        links, controls = _links, LocalControls()
+        links = _links
         if not path:
             return views.View(
-                "jobsched console", f'<p><a href="{PREFIX}/incidents">Open incidents</a></p>' + _teams(viewer, jobs)
+                "jobsched console",
+                f'<p><a href="{PREFIX}/incidents">Open incidents</a> &middot; '
+                f'<a href="{PREFIX}/executive">SLA compliance (teams x days)</a></p>' + _teams(viewer, jobs),
             )
+        if path == ["executive"]:
+            tiers = Settings.from_env().slo_tiers
+            return views.executive(jobs, tiers, now=now, links=links, teams=None if viewer.admin else viewer.teams)
         if path == ["incidents"]:
             teams = None if viewer.admin else set(viewer.teams)
             if team:  # ?team=: one team's (of those the viewer may see)
                 teams = {team} if teams is None else teams & {team}
             return views.incidents(jobs, now=now, links=links, teams=teams)
-        if len(path) >= 2 and path[0] == "teams" and not viewer.may_act_for(path[1]):
-            raise NotAllowed(403, f"{viewer.arn} is not a member of team '{path[1]}'")
-        if len(path) == 2 and path[0] == "teams":
-            return views.team(jobs, runs, path[1], now=now, links=links, controls=controls)
-        if len(path) == 3 and path[0] == "teams" and path[2] == "timeline":
-            start = now - timedelta(days=days)
-            return views.team_timeline(jobs, runs, path[1], start=start, end=now, now=now, links=links)
-        if len(path) == 4 and path[0] == "teams" and path[2] == "jobs":
-            key = f"{path[1]}/{path[3]}"
-            start = now - timedelta(days=days)
-            return views.job(jobs, runs, key, start=start, end=now, now=now, links=links, controls=controls)
-        if len(path) == 6 and path[0] == "teams" and path[2] == "jobs" and path[4] == "runs":
-            return views.run(jobs, runs, f"{path[1]}/{path[3]}", path[5], now=now, links=links, controls=controls)
+        if len(path) >= 2 and path[0] == "teams":
+            if not viewer.may_act_for(path[1]):
+                raise NotAllowed(403, f"{viewer.arn} is not a member of team '{path[1]}'")
+            return _team_view(path[1], path[2:], jobs, runs, now, days)
         raise views.NotFound(f"no console page {'/'.join(path)}")
 
     def _act(self, principal: Principal, request: ConsoleRequest, settings: Settings, now: datetime) -> views.View:
@@ -145,6 +141,24 @@ class LocalConsole:
             result = actions.act(action, principal=principal, stores=action_stores(settings), now=now)
         back = _job_link(str(values.get("job", "")))
         return views.View(result.title, result.html() + back, status=result.status)
+
+
+def _team_view(team: str, rest: list[str], jobs: JobsStore, runs: RunsStore, now: datetime, days: int) -> views.View:
+    """/teams/{team}, and its slo, timeline, jobs/{name} and jobs/{name}/runs/{run_id} pages."""
+    links, controls, settings = _links, LocalControls(), Settings.from_env()
+    start = now - timedelta(days=days)
+    if not rest:
+        return views.team(jobs, runs, team, now=now, links=links, controls=controls)
+    if rest == ["slo"]:
+        topic = settings.escalation_topic_arn
+        return views.team_slo(jobs, team, settings.slo_tiers, now=now, links=links, default_topic=topic)
+    if rest == ["timeline"]:
+        return views.team_timeline(jobs, runs, team, start=start, end=now, now=now, links=links)
+    if len(rest) == 2 and rest[0] == "jobs":
+        return views.job(jobs, runs, f"{team}/{rest[1]}", start=start, end=now, now=now, links=links, controls=controls)
+    if len(rest) == 4 and rest[0] == "jobs" and rest[2] == "runs":
+        return views.run(jobs, runs, f"{team}/{rest[1]}", rest[3], now=now, links=links, controls=controls)
+    raise views.NotFound(f"no console page teams/{team}/{'/'.join(rest)}")
 
 
 class NotAllowed(Exception):

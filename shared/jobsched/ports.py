@@ -541,6 +541,13 @@ class SloLedgerPort(Protocol):
 
     def count_run(self, team: str, tier: str, day: date, count: RunCount, *, job: str | None = None) -> None: ...
     def slo_days(self, team: str, tier: str, first: date, last: date) -> list[SloDay]: ...
+    def note_team_day(self, team: str, day: date) -> None:
+        """``team`` had counted events on ``day`` (idempotent)."""
+        ...
+
+    def teams_between(self, first: date, last: date) -> set[str]:
+        """The teams with counted events on any day from ``first`` to ``last``."""
+        ...
 
 
 class DrillsPort(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.container_logs import ContainerLogs
@@ -26,13 +27,14 @@ from jobsched.api.access import ApiServices
 from jobsched.api.identity import Membership, MembershipCache, iam_role_tags
 from jobsched.api.tokens import TOKEN_GRACE, CallbackTokens
 from jobsched.console.actions import ActionStores
-from jobsched.console.widget import WidgetControls
+from jobsched.console.widget import Platform, WidgetControls
 from jobsched.core.names import Env, reserved_prefixes
 from jobsched.core.records import RunContext
 from jobsched.core.settings import Settings
 from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import PageSender
+from jobsched.paging.drills import drill
 from jobsched.paging.escalation_events import Alerts
 from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
@@ -340,6 +342,12 @@ def console_stores() -> tuple[JobsStore, RunsStore]:
     return JobsStore(settings.jobs_table, team_defaults=settings.team_limits), RunsStore(settings.runs_table)
 
 
+def console_platform() -> Platform:
+    """What the SLO views need of the deployment: the tiers' objectives and the default escalation topic."""
+    settings = Settings.from_env()
+    return Platform(settings.slo_tiers, settings.escalation_topic_arn)
+
+
 @warm
 def console_controls() -> WidgetControls | None:
     """The widget's buttons: None when this stage has no actions function."""
@@ -368,4 +376,5 @@ def action_stores(settings: Settings) -> ActionStores:
         runs=metered_runs(settings),
         queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         dags=build_ending_worker(settings).dags,  # approvals answered from the console (its clients are made lazily)
+        drill=partial(drill, build_page_sender(settings).notifier, default_topic=settings.escalation_topic_arn),
     )

@@ -50,17 +50,20 @@ from jobsched.core.outcome import Outcome
 from jobsched.core.records import Run, RunContext
 from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.settings import Settings
+from jobsched.core.slo import SloTiers
 from jobsched.core.spec import JobSpec
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.delivery import Delivered, PageDelivery, PageNotDelivered, PageSender
-from jobsched.paging.escalation_events import EscalationEvent
+from jobsched.paging.escalation_events import Alerts, EscalationEvent
 from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
+from jobsched.pipeline.baselines import HealthWatch
 from jobsched.pipeline.containers import ContainerResults
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.intake import EventIntake, Received
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle
 from jobsched.pipeline.manual_runs import trigger_run
+from jobsched.pipeline.slo_ledger import JobTerms, SloLedger
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
 from jobsched.registry.jobs import put_job
@@ -285,6 +288,18 @@ class Stack:
             default_topic=self.default_topic,
             links=Links(region=REGION, api_url="https://api.example.com/prod", log_groups=("/aws/lambda/worker",)),
         )
+
+    def subscribe_as_deployed(self) -> Alerts:
+        """What ``wiring.metered_runs`` subscribes besides the SLIs: the team's SLO ledger and the job's health
+        (baseline and freshness), over this stack's tables and escalation queue. Returns the alerts they publish
+        with (the freshness checker publishes with them too)."""
+        alerts = Alerts(self.escalation_queue, self.jobs, self.clock)
+        terms = JobTerms(self.jobs, monotonic=lambda: self.clock().timestamp())
+        self.lifecycle.subscribe(SloLedger(self.jobs, SloTiers(), terms))
+        store = RunsStore(self.runs_table, self.dynamodb)  # the table the announced runs write
+        watch = HealthWatch(self.jobs, store, alerts.publish, self.clock, terms, monotonic=terms.monotonic)
+        self.lifecycle.subscribe(watch)
+        return alerts
 
     def handler_environment(self) -> dict[str, str]:
         """The handlers' environment for this stack, as the deployed Lambda configuration would set it."""

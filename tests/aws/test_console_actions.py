@@ -83,7 +83,8 @@ def test_the_buttons_on_a_page_pause_resume_trigger_and_rerun_through_the_teams_
     stored = stack.jobs.get("ops/report")
     assert stored is not None and stored.state == "PAUSED" and stored.paused_reason == "vendor outage, INC-42"
     # The job page now offers resume; resume it.
-    assert '"action": "resume"' in page(view="job", team="ops", job="report")
+    job_page = page(view="job", team="ops", job="report")
+    assert '"action": "resume"' in job_page and '"action": "page_test"' in job_page  # the job's page drills
     assert call(stack, widget_event({"action": "resume", "job": "ops/report"}), request="req-2").ok
     assert stack.jobs.get("ops/report").state == "ACTIVE"  # type: ignore[union-attr]
 

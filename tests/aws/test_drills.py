@@ -4,12 +4,17 @@ failing listed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from click.testing import CliRunner
 
 from jobsched.cli import cli
 from jobsched.cli import remote as cli_remote
+from jobsched.console.actions import ActionStores, handle_action
 from jobsched.core.names import OWNER_TAG
+from jobsched.core.spec import Escalation
+from jobsched.paging.drills import drill
 from tests.aws.api_client import ApiClient, InProcess, team_role
 from tests.aws.harness import Clock, Stack
 
@@ -71,3 +76,45 @@ def test_a_drill_reports_each_destination_and_the_team_sees_what_was_never_verif
     assert (after["never_verified"], after["failing"]) == (0, 1)
     shown = CliRunner().invoke(cli, ["page", "destinations", "ops"])
     assert shown.exit_code == 0 and "0 never verified, 1 failing" in shown.output
+
+
+def test_the_consoles_button_drills_the_jobs_chain_delivered_to_one_destination_refused_by_another(
+    stack: Stack, clock: Clock
+) -> None:
+    primary = stack.topic("ops-oncall", team="ops")
+    elsewhere = stack.topic("data-oncall", team="data")  # another team's topic, named as the secondary
+    stack.register(
+        {
+            "name": "drilled",
+            "team": "ops",
+            "schedule": {"expression": "0 * * * *"},
+            "target": {"type": "lambda", "function": "echo"},
+            "escalation": {"sns_topic": primary},
+        }
+    )
+    spec = stack.jobs.get("ops/drilled")
+    assert spec is not None
+    # Stored before the secondary was handed over: the console's drill finds it refused, as the API's does.
+    stack.sns.tag_resource(ResourceArn=primary, Tags=[{"Key": OWNER_TAG, "Value": "ops"}])
+    escalation = {"sns_topic": primary, "secondary": {"sns_topic": elsewhere, "after": 2}}
+    stored = replace(spec, spec=spec.spec.model_copy(update={"escalation": Escalation.model_validate(escalation)}))
+    stores = ActionStores(
+        stack.jobs,
+        stack.runs,
+        stack.queues,
+        drill=lambda job: drill(stack.page_sender.notifier, stored, stack.default_topic),
+    )
+    event = {"action": "page_test", "job": "ops/drilled"}
+    arn = "arn:aws:lambda:us-east-1:123456789012:function:jobsched-test-ConsoleActions:team-ops"
+    result = handle_action(event, invoked_function_arn=arn, request_id="req-9", stores=stores, now=clock())
+    assert not result.ok and result.title == "Test page not delivered everywhere for ops/drilled"
+    assert f"primary topic {primary}: delivered" in result.message
+    assert f"secondary topic {elsewhere}: refused" in result.message
+    [page] = stack.pages()
+    assert page["topic"] == primary and page["subject"].startswith("[jobsched, TEST]")
+    kept = stack.jobs.drills("ops")
+    assert kept[primary]["outcome"] == "delivered" and kept[elsewhere]["outcome"] == "refused"
+    # Another team's alias may not drill this job.
+    other = arn.replace("team-ops", "team-data")
+    refused = handle_action(event, invoked_function_arn=other, request_id="req-10", stores=stores, now=clock())
+    assert refused.status == 403

@@ -11,30 +11,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.cli import cli
 from jobsched.cli import remote as cli_remote
 from jobsched.core.names import OWNER_TAG
-from jobsched.core.slo import SloTiers
-from jobsched.paging.escalation_events import Alerts
-from jobsched.pipeline.baselines import HealthWatch
 from jobsched.pipeline.freshness import FreshnessKeeper
-from jobsched.pipeline.slo_ledger import JobTerms, SloLedger
 from jobsched.pipeline.worker import heartbeat_checker
 from tests.aws.api_client import ApiClient, InProcess, team_role
 from tests.aws.harness import Clock, Stack
-
-
-def subscribe_as_deployed(stack: Stack, clock: Clock) -> Alerts:
-    """What wiring.metered_runs subscribes, over the stack's tables and escalation queue."""
-    alerts = Alerts(stack.escalation_queue, stack.jobs, clock)
-    terms = JobTerms(stack.jobs, monotonic=lambda: clock().timestamp())
-    stack.lifecycle.subscribe(SloLedger(stack.jobs, SloTiers(), terms))
-    store = RunsStore(stack.runs_table, stack.dynamodb)  # the same table the announced runs write
-    stack.lifecycle.subscribe(
-        HealthWatch(stack.jobs, store, alerts.publish, clock, terms, monotonic=lambda: clock().timestamp())
-    )
-    return alerts
 
 
 def job(name: str, **extra: Any) -> dict[str, Any]:
@@ -44,7 +27,7 @@ def job(name: str, **extra: Any) -> dict[str, Any]:
 def test_a_stale_job_and_a_fresh_one_judged_at_the_deadline_paged_by_tier_and_shown(
     stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    alerts = subscribe_as_deployed(stack, clock)
+    alerts = stack.subscribe_as_deployed()
     stack.lambdas.functions["fine"] = lambda event: {"ok": 1}
     clock.set("2027-01-04T08:40:30Z")
     deadline = {"deadline": "09:00", "timezone": "UTC", "max_age": "2h"}
@@ -106,7 +89,7 @@ def test_a_stale_job_and_a_fresh_one_judged_at_the_deadline_paged_by_tier_and_sh
 
 
 def test_a_run_far_outside_its_baseline_says_so_on_the_run(stack: Stack, clock: Clock) -> None:
-    subscribe_as_deployed(stack, clock)
+    stack.subscribe_as_deployed()
     took = iter([30.0] * 12 + [400.0])
 
     def steady_then_slow(event: dict[str, Any]) -> Any:

@@ -139,6 +139,15 @@ def test_a_page_to_the_teams_own_topic_is_published_as_the_team(runtime: LocalRu
 
     message = json.loads(wait_for(paged, 60)[0]["Body"])
     assert "paged" in message["Message"], message
+    # The console's drill button: a marked test page to the same topic, published as the team by the actions
+    # function (its session of the targets role), and the deployment's topic for a job that names none.
+    status, page = press(runtime, {"action": "page_test", "job": f"{TEAM}/paged"})
+    assert status == 200 and "Test page delivered for perm/paged" in page and "delivered" in page, page
+    drilled = json.loads(wait_for(paged, 60)[0]["Body"])
+    assert drilled["Subject"].startswith("[jobsched, TEST]"), drilled
+    assert call(runtime, "PUT", f"/teams/{TEAM}/jobs/unpaged", {"target": ECHO}, team=TEAM)[0] in (200, 201)
+    status, page = press(runtime, {"action": "page_test", "job": f"{TEAM}/unpaged"})
+    assert status == 200 and "delivered" in page, page
 
 
 def test_each_priority_class_goes_through_its_own_queue(runtime: LocalRuntime) -> None:

@@ -1,5 +1,5 @@
-"""The console's actions: pause (with a reason), resume, trigger, rerun (a DAG run also from its failure), and
-approve or reject a DAG run's waiting approval, from a button on a page.
+"""The console's actions: pause (with a reason), resume, trigger, rerun (a DAG run also from its failure),
+approve or reject a DAG run's waiting approval, and test a job's pages (a paging drill), from a button on a page.
 
 Each action runs the API's own domain functions (``pause_job``, ``resume_job``, ``trigger_run``,
 ``rerun_run``) behind the API's own checks: the principal must act for the job's team
@@ -11,6 +11,7 @@ local console on a page.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
@@ -21,24 +22,34 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from jobsched.api.errors import MAPPED
 from jobsched.api.identity import Principal
 from jobsched.core.logs import JOB, RUN_ID
-from jobsched.core.records import CONSOLE_PRINCIPAL_PREFIX, StoredJob
+from jobsched.core.records import CONSOLE_PRINCIPAL_PREFIX, JobNotFound, StoredJob
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import NAME
+from jobsched.paging.drills import DrillResult, verified_values
 from jobsched.pipeline.approvals import decide
 from jobsched.pipeline.dag.conductor import DagRuns
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
-from jobsched.ports import TaskRunsPort, TriggerStorePort, WorkQueuesPort
+from jobsched.ports import DrillsPort, TaskRunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job, resume_job
 from jobsched.schedule.fires import next_fire
 
-ActionKind = Literal["pause", "resume", "trigger", "rerun", "rerun_from_failure", "approve", "reject"]
-ACTIONS: tuple[ActionKind, ...] = ("pause", "resume", "trigger", "rerun", "rerun_from_failure", "approve", "reject")
+ActionKind = Literal["pause", "resume", "trigger", "rerun", "rerun_from_failure", "approve", "reject", "page_test"]
+ACTIONS: tuple[ActionKind, ...] = (
+    "pause",
+    "resume",
+    "trigger",
+    "rerun",
+    "rerun_from_failure",
+    "approve",
+    "reject",
+    "page_test",
+)
 MAX_REASON = 500  # as the API's PauseRequest
 CONSOLE_ALIAS_PREFIX = "team-"  # the actions function's alias per team: its name is the team's authority
 
 
-class ActionJobs(TriggerStorePort, Protocol):
+class ActionJobs(TriggerStorePort, DrillsPort, Protocol):
     def count_request(self, team: str, *, now: datetime, limit: int) -> bool: ...
 
     def remember_console_request(self, request_id: str, job: str, *, now: datetime) -> None: ...
@@ -54,6 +65,7 @@ class ActionStores:
     runs: TaskRunsPort
     queues: WorkQueuesPort
     dags: DagRuns | None = None  # approvals: a DAG run's waiting approval task is answered through it
+    drill: Callable[[StoredJob], Sequence[DrillResult]] | None = None  # page_test: a job's chain, tested
 
 
 class ActionRequest(BaseModel):
@@ -176,6 +188,25 @@ def _answer(request: ActionRequest, stores: ActionStores, who: str, now: datetim
     return ActionResult(True, f"{verb} {request.task}", f"{request.job} run {request.run_id}: {after}.")
 
 
+def _drill(job: str, stores: ActionStores, now: datetime) -> ActionResult:
+    """A paging drill of the job's chain (``paging.drills``), its outcome per destination kept for the team."""
+    if stores.drill is None:
+        return ActionResult(False, "Not done", "this deployment cannot send pages from the console", 422)
+    stored = stores.jobs.get(job)
+    if stored is None:
+        raise JobNotFound(job)
+    results = stores.drill(stored)
+    stores.jobs.record_drills(stored.spec.team, verified_values(results, now))
+    if not results:
+        return ActionResult(False, "Nothing to test", f"{job} pages no destination", 422)
+    lines = "; ".join(
+        f"{r.role} {r.destination} {r.address}: {r.outcome}" + (f" ({r.reason})" if r.reason else "") for r in results
+    )
+    delivered = all(r.outcome == "delivered" for r in results)
+    title = f"Test page {'delivered' if delivered else 'not delivered everywhere'} for {job}"
+    return ActionResult(delivered, title, lines)
+
+
 def _carry_out(request: ActionRequest, principal: Principal, stores: ActionStores, now: datetime) -> ActionResult:
     jobs, job, who = stores.jobs, request.job, principal.arn
     if request.action == "pause":
@@ -191,6 +222,8 @@ def _carry_out(request: ActionRequest, principal: Principal, stores: ActionStore
     if request.action == "trigger":
         run = trigger_run(jobs, stores.runs, stores.queues, job, now=now, principal=who)
         return ActionResult(True, f"Triggered {job}", f"Run {run.run_id} is queued.", 202)
+    if request.action == "page_test":
+        return _drill(job, stores, now)
     if request.run_id is None:
         return ActionResult(False, "Not done", "run_id: which run to rerun", 422)
     if request.action in ("approve", "reject"):

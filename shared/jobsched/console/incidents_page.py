@@ -29,6 +29,10 @@ def incidents_view(incidents: Sequence[Incident], runbooks: dict[str, str], now:
         paged = ", ".join(incident.paged) or "nobody yet"
         if incident.acknowledged_by:  # someone is on it
             paged += f"; acknowledged by {incident.acknowledged_by}"
+        if incident.snoozed_until and incident.snoozed_until > now.strftime("%Y-%m-%dT%H:%M:%SZ"):
+            paged += f"; snoozed until {incident.snoozed_until}"
+        if incident.severity == "ticket":
+            paged += " (a ticket: best-effort, never paged)"
         last = incident.last or {}
         error = str(last.get("error") or DASH)
         # A run waiting for a person is not a failure: its row is blue, says what is asked, and links the run.

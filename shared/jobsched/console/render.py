@@ -56,7 +56,7 @@ MARKED_KINDS = ("dst gap", "dst overlap", "blackout")  # reasons a timeline mark
 class Button:
     """An action offered on a page: what it does, to which job (and run), and the question it asks first."""
 
-    action: str  # pause | resume | trigger | rerun | rerun_from_failure (jobsched.console.actions)
+    action: str  # pause | resume | trigger | rerun | rerun_from_failure | page_test (jobsched.console.actions)
     job: str
     label: str
     confirmation: str
@@ -75,13 +75,21 @@ class Controls(Protocol):
         ...
 
 
-def job_buttons(job: str, state: str) -> list[Button]:
+def job_buttons(job: str, state: str, *, drill: bool = False) -> list[Button]:
+    """Pause or resume, and trigger; with ``drill`` (the job's own page) a paging drill of its chain too."""
     pause_or_resume = (
         Button("resume", job, "Resume", f"Resume {job}? Instants that fell while it was paused are not run.")
         if state == "PAUSED"
         else Button("pause", job, "Pause", f"Pause {job}? No instant fires until it is resumed.")
     )
-    return [pause_or_resume, Button("trigger", job, "Trigger", f"Run {job} now, once?")]
+    drill_button = Button(
+        "page_test",
+        job,
+        "Test its pages",
+        f"Send a page marked TEST through {job}'s escalation chain (every topic and webhook it pages)?",
+    )
+    shown = [pause_or_resume, Button("trigger", job, "Trigger", f"Run {job} now, once?")]
+    return [*shown, drill_button] if drill else shown
 
 
 def approval_buttons(run: Run, waiting: Sequence[tuple[str, str]]) -> list[Button]:

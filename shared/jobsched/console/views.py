@@ -10,10 +10,11 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Protocol
 
-from jobsched.console import details, incidents_page, render, run_page, timelines
+from jobsched.console import details, incidents_page, render, run_page, slo_pages, timelines
 from jobsched.console.palette import look
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import TaskStatus, instant_text
+from jobsched.core.slo import SloTiers
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
 from jobsched.registry.dependencies import dependencies
@@ -29,7 +30,7 @@ MAX_TIMELINE_RUNS = 2_000
 READERS = 16  # jobs read at once for the team page
 
 
-class ConsoleJobs(ExplainJobs, Protocol):
+class ConsoleJobs(ExplainJobs, slo_pages.SloJobs, Protocol):
     def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]: ...
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]: ...
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None: ...
@@ -86,9 +87,12 @@ def team(
     with ThreadPoolExecutor(max_workers=READERS) as pool:
         healths = list(pool.map(health, [key for key in keys if key in found]))
     body = render.team_view(team_name, worst_first(healths), links, controls)
-    timeline = links(f"/teams/{team_name}/timeline")
-    if timeline:
-        body = f"<p>{render.link_text('Timeline of every job', timeline)}</p>" + body
+    timeline, slo = links(f"/teams/{team_name}/timeline"), links(f"/teams/{team_name}/slo")
+    if timeline and slo:
+        body = (
+            f"<p>{render.link_text('Timeline of every job', timeline)} &middot; "
+            f"{render.link_text('SLOs, freshness and paging destinations', slo)}</p>" + body
+        )
     return View(f"Team {team_name}", body, _nav(links, ("teams", team_name)))
 
 
@@ -326,12 +330,36 @@ def incidents(jobs: ConsoleJobs, *, now: datetime, links: render.Links, teams: C
     return View("Open incidents", incidents_page.incidents_view(found, runbooks, now, links), nav)
 
 
+def team_slo(
+    jobs: ConsoleJobs,
+    team_name: str,
+    tiers: SloTiers,
+    *,
+    now: datetime,
+    links: render.Links,
+    default_topic: str | None = None,
+) -> View:
+    """A team's error budget per tier, its jobs' freshness, its paging destinations never verified or failing."""
+    page = slo_pages.team_slo(jobs, team_name, tiers, now=now, links=links, default_topic=default_topic)
+    here = links(f"/teams/{team_name}/slo")
+    return View(page.title, page.body, (*_nav(links, ("teams", team_name)), *(((here, "slo"),) if here else ())))
+
+
+def executive(
+    jobs: ConsoleJobs, tiers: SloTiers, *, now: datetime, links: render.Links, teams: Collection[str] | None = None
+) -> View:
+    """SLA compliance across teams (those the viewer may see): the heat-map, each tier's burn, the top failing."""
+    page = slo_pages.executive(jobs, tiers, now=now, links=links, teams=teams)
+    here = links("/executive")
+    return View(page.title, page.body, ((here, "executive"),) if here else ())
+
+
 def _state_line(stored: StoredJob, controls: render.Controls | None) -> str:
     """The job's state (a paused job's reason) and, with controls, its buttons."""
     state = escape(stored.state.lower())
     if stored.state == "PAUSED" and stored.paused_reason:
         state += f": {escape(stored.paused_reason)}"
-    acts = render.buttons(controls, render.job_buttons(stored.key, stored.state))
+    acts = render.buttons(controls, render.job_buttons(stored.key, stored.state, drill=True))
     preamble = controls.preamble(stored.spec.team) if controls is not None and acts else ""
     return f"{preamble}<p>State: <b>{state}</b> {acts}</p>"
 

@@ -10,7 +10,7 @@ shows team NAME only (the console-user policy lets a person invoke their own tea
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from jobsched.console import render, views
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX, team_of_alias
 from jobsched.core.bounds import EARLIEST, LATEST
+from jobsched.core.slo import SloTiers
 from jobsched.watch.run_search import Cursor, SearchRefused, search_filter
 
 ONCALL_ALIAS = "oncall"  # the widget's alias for the platform's on-call: every team, incidents across teams
@@ -54,7 +55,8 @@ def viewer_of(invoked_function_arn: str) -> Viewer | None:
 
 DESCRIPTION = """\
 ### jobsched console
-Parameters: `view` (`incidents` | `team` | `timeline` | `job` | `run` | `explain` | `runs`), `team`, and for
+Parameters: `view` (`incidents` | `executive` | `team` | `slo` | `timeline` | `job` | `run` | `explain` | `runs`),
+`team`, and for
 `job`/`run`/`explain`: `job`, `run_id`, `at` (why the job ran or did not at that instant, as `jobsched explain`);
 `runs` searches as `jobsched runs` does: `job` (none: every job of the team), `status`, `trigger`,
 `min_attempts`, `error`, `since`, `until`, `next_token`.
@@ -107,6 +109,15 @@ class WidgetControls:
 
 
 SEARCH_PARAMETERS = ("status", "trigger", "error", "since", "until")
+EVERY_TEAM_VIEWS = ("incidents", "executive")  # views that name no team: what the viewer may see of every team
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What the deployment says that the SLO views need: each tier's objectives, the default escalation topic."""
+
+    tiers: SloTiers = field(default_factory=SloTiers)
+    default_topic: str | None = None
 
 
 def no_links(path: str) -> str | None:
@@ -122,6 +133,7 @@ def render_widget(
     controls: WidgetControls | None = None,
     *,
     viewer: Viewer | None,
+    platform: Platform | None = None,
 ) -> str:
     """The view the event asks for, if ``viewer`` (from the alias invoked) may see it."""
     if event.get("describe"):
@@ -130,7 +142,7 @@ def render_widget(
     params = {**_mapping(context.get("params")), **{k: v for k, v in event.items() if k != "widgetContext"}}
     view = str(params.get("view", "team"))
     team = str(params.get("team", ""))
-    if view != "incidents" and (
+    if view not in EVERY_TEAM_VIEWS and (
         team == CONSOLE_TEAM or params.get("job") == CONSOLE_JOB
     ):  # the dashboard's variables left empty
         return render.page(
@@ -141,7 +153,10 @@ def render_widget(
         return render.page("Not allowed", f"<p>{escape(refusal)}</p>", standalone=False)
     start, end = time_range(context, now)
     try:
-        shown = _view(view, team, params, jobs, runs, now=now, span=(start, end), controls=controls, viewer=viewer)
+        if view in ("slo", "executive"):
+            shown = _slo_view(view, team, jobs, now=now, viewer=viewer, platform=platform or Platform())
+        else:
+            shown = _view(view, team, params, jobs, runs, now=now, span=(start, end), controls=controls, viewer=viewer)
     except views.NotFound as missing:
         return render.page("Not found", f"<p>{escape(str(missing))}</p>", standalone=False)
     except SearchRefused as refused:
@@ -195,10 +210,22 @@ def _view(
     return None
 
 
+def _slo_view(
+    view: str, team: str, jobs: views.ConsoleJobs, *, now: datetime, viewer: Viewer | None, platform: Platform
+) -> views.View | None:
+    if view == "executive":
+        assert viewer is not None
+        return views.executive(jobs, platform.tiers, now=now, links=no_links, teams=viewer.teams)
+    if team:
+        topic = platform.default_topic
+        return views.team_slo(jobs, team, platform.tiers, now=now, links=no_links, default_topic=topic)
+    return None
+
+
 def _refusal(viewer: Viewer | None, view: str, team: str) -> str | None:
     if viewer is None:
         return f"Open this widget through an alias of its function: {CONSOLE_ALIAS_PREFIX}<team> or {ONCALL_ALIAS}."
-    if view != "incidents" and team and not viewer.may_see(team):
+    if view not in EVERY_TEAM_VIEWS and team and not viewer.may_see(team):
         return f"This widget shows team '{viewer.team}' only (the alias it was opened through), not '{team}'."
     return None
 

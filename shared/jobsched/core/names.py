@@ -160,6 +160,9 @@ class JobsKeys:
     # A team's SLO ledger: pk "TEAM#{team}", sk "SLO#{tier}#{YYYY-MM-DD}", one item a tier a day (jobsched.core.slo).
     SLO_PREFIX = "SLO#"
     SLO_JOB_PREFIX = "bad#"  # one counter attribute a job with bad runs that day
+    # The teams with counted events on a UTC day (the executive view's rows, never a scan): pk SLO_TEAMS, sk the
+    # day, a string set of team names added to once per team, day and process.
+    SLO_TEAMS = "SLO#TEAMS"
 
     @staticmethod
     def slo_day(tier: str, day: date) -> str:

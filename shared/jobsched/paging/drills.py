@@ -64,6 +64,39 @@ def destinations(stored: StoredJob, default_topic: str | None) -> list[tuple[str
     return found
 
 
+@dataclass(frozen=True)
+class Destination:
+    """Where a team's jobs page, which of them page it, and its last drill (None: never verified)."""
+
+    address: str
+    destination: str  # topic or webhook
+    jobs: tuple[str, ...]
+    last_outcome: str | None = None
+    last_verified_at: str | None = None
+    reason: str | None = None
+
+    @property
+    def failing(self) -> bool:
+        return self.last_outcome in ("failed", "refused")
+
+
+def team_destinations(
+    jobs: Sequence[StoredJob], default_topic: str | None, verified: dict[str, dict[str, str]]
+) -> list[Destination]:
+    """Every destination the team's ``jobs`` page, by address, with its last drill from ``verified``."""
+    paged: dict[str, tuple[str, list[str]]] = {}
+    for stored in jobs:
+        for _, delivery in destinations(stored, default_topic):
+            kind, paging = paged.setdefault(delivery.address, (delivery.destination, []))
+            if stored.key not in paging:
+                paging.append(stored.key)
+    found = []
+    for address, (kind, paging) in sorted(paged.items()):
+        last = verified.get(address, {})
+        found.append(Destination(address, kind, tuple(paging), last.get("outcome"), last.get("at"), last.get("reason")))
+    return found
+
+
 def drill(notifier: NotifierPort, stored: StoredJob, default_topic: str | None) -> list[DrillResult]:
     """Send the test page to every destination of the job's chain, now; what became of each."""
     results = []

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Protocol
 
 from jobsched.core.freshness import FreshnessPolicy, policy_of
@@ -81,6 +81,7 @@ class SloLedger:
     jobs: LedgerJobs
     tiers: SloTiers
     terms: JobTerms | None = None
+    _noted: set[tuple[str, date]] = field(default_factory=set)  # (team, day) added to the day's teams already
 
     def __post_init__(self) -> None:
         self.terms = self.terms or JobTerms(self.jobs)
@@ -95,6 +96,9 @@ class SloLedger:
         count = run_count(run, self.tiers, terms)
         day = (run.finished_at or run.scheduled_at).date()
         self.jobs.count_run(run.team, terms.tier, day, count, job=run.job.split("/", 1)[1] if count.bad else None)
+        if (run.team, day) not in self._noted:  # once per team, day and process: the executive view's rows
+            self.jobs.note_team_day(run.team, day)
+            self._noted.add((run.team, day))
         emit("TierRunsEnded", 1, tier=terms.tier, outcome="bad" if count.bad else "good")
 
     def terms_of(self, job: str) -> SloTerms:

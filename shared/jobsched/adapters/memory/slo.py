@@ -29,6 +29,18 @@ class MemorySloLedger:
 
         self.table.update(pk, sk, change)
 
+    def note_team_day(self, team: str, day: date) -> None:
+        def change(item: Item | None) -> Item:
+            updated: Item = dict(item or {})
+            updated["teams"] = set(updated.get("teams", set())) | {team}
+            return updated
+
+        self.table.update(JobsKeys.SLO_TEAMS, day.isoformat(), change)
+
+    def teams_between(self, first: date, last: date) -> set[str]:
+        items = self.table.partition(JobsKeys.SLO_TEAMS, first=first.isoformat(), last=last.isoformat())
+        return {str(team) for item in items for team in item.get("teams", ())}
+
     def slo_days(self, team: str, tier: str, first: date, last: date) -> list[SloDay]:
         items = self.table.partition(
             JobsKeys.TEAM_PREFIX + team, first=JobsKeys.slo_day(tier, first), last=JobsKeys.slo_day(tier, last)

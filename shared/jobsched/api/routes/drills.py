@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from jobsched.api.access import Access, ApiServices
 from jobsched.api.errors import ApiError
 from jobsched.core.records import StoredJob
-from jobsched.paging.drills import DrillResult, destinations, drill, verified_values
+from jobsched.paging.drills import DrillResult, drill, team_destinations, verified_values
 
 MAX_DRILLED_JOBS = 100  # --all TEAM: a team's jobs drilled in one request
 
@@ -107,26 +107,19 @@ def router(access: Access) -> APIGatewayRouter:
         member(team)
         s = services()
         keys, _ = s.jobs.team_page(team, limit=MAX_DRILLED_JOBS * 10, after_name=None)
-        paged: dict[str, tuple[str, list[str]]] = {}
         found = s.jobs.get_many(keys) if keys else {}
-        for stored in (found[key] for key in keys if key in found):
-            for _, delivery in destinations(stored, s.default_topic):
-                kind, jobs = paged.setdefault(delivery.address, (delivery.destination, []))
-                jobs.append(stored.key)
-        verified = s.jobs.drills(team)
-        views = []
-        for address, (kind, jobs) in sorted(paged.items()):
-            last = verified.get(address, {})
-            views.append(
-                DestinationView(
-                    address=address,
-                    destination=kind,
-                    jobs=jobs,
-                    last_outcome=last.get("outcome"),
-                    last_verified_at=last.get("at"),
-                    reason=last.get("reason"),
-                )
+        stored = [found[key] for key in keys if key in found]
+        views = [
+            DestinationView(
+                address=d.address,
+                destination=d.destination,
+                jobs=list(d.jobs),
+                last_outcome=d.last_outcome,
+                last_verified_at=d.last_verified_at,
+                reason=d.reason,
             )
+            for d in team_destinations(stored, s.default_topic, s.jobs.drills(team))
+        ]
         return DestinationsView(
             team=team,
             destinations=views,

@@ -50,6 +50,30 @@ class SloLedgerStore(JobsTable):
         )
         return [slo_day_of(values) for values in found]
 
+    def note_team_day(self, team: str, day: date) -> None:
+        self.db.update_item(
+            TableName=self.table,
+            Key=self._key(JobsKeys.SLO_TEAMS, day.isoformat()),
+            UpdateExpression="ADD teams :team SET #ttl = :ttl",
+            ExpressionAttributeNames={"#ttl": JobsKeys.TTL},
+            ExpressionAttributeValues={
+                ":team": {"SS": [team]},
+                ":ttl": {"N": str(_epoch(day + timedelta(days=MAX_WINDOW_DAYS + 1)))},
+            },
+        )
+
+    def teams_between(self, first: date, last: date) -> set[str]:
+        found = every_item(
+            self.db,
+            max_items=MAX_WINDOW_DAYS + 1,
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :last",
+            ExpressionAttributeValues=to_values(
+                {":pk": JobsKeys.SLO_TEAMS, ":first": first.isoformat(), ":last": last.isoformat()}
+            ),
+        )
+        return {str(team) for values in found for team in values.get("teams", ())}
+
 
 def _epoch(day: date) -> int:
     return int((day - date(1970, 1, 1)).total_seconds())
