@@ -30,7 +30,7 @@ MAX_TIMELINE_RUNS = 2_000
 READERS = 16  # jobs read at once for the team page
 
 
-class ConsoleJobs(ExplainJobs, slo_pages.SloJobs, Protocol):
+class ConsoleJobs(ExplainJobs, Protocol):
     def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]: ...
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]: ...
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None: ...
@@ -331,7 +331,7 @@ def incidents(jobs: ConsoleJobs, *, now: datetime, links: render.Links, teams: C
 
 
 def team_slo(
-    jobs: ConsoleJobs,
+    jobs: slo_pages.SloJobs,
     team_name: str,
     tiers: SloTiers,
     *,
@@ -346,7 +346,12 @@ def team_slo(
 
 
 def executive(
-    jobs: ConsoleJobs, tiers: SloTiers, *, now: datetime, links: render.Links, teams: Collection[str] | None = None
+    jobs: slo_pages.SloJobs,
+    tiers: SloTiers,
+    *,
+    now: datetime,
+    links: render.Links,
+    teams: Collection[str] | None = None,
 ) -> View:
     """SLA compliance across teams (those the viewer may see): the heat-map, each tier's burn, the top failing."""
     page = slo_pages.executive(jobs, tiers, now=now, links=links, teams=teams)

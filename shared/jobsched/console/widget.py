@@ -13,10 +13,11 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from html import escape
-from typing import Any
+from typing import Any, Protocol
 
 from jobsched.console import render, views
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX, team_of_alias
+from jobsched.console.slo_pages import SloJobs
 from jobsched.core.bounds import EARLIEST, LATEST
 from jobsched.core.slo import SloTiers
 from jobsched.watch.run_search import Cursor, SearchRefused, search_filter
@@ -125,9 +126,13 @@ def no_links(path: str) -> str | None:
     return None
 
 
+class WidgetJobs(views.ConsoleJobs, SloJobs, Protocol):
+    """What every view of the widget reads of the Jobs table."""
+
+
 def render_widget(
     event: dict[str, Any],
-    jobs: views.ConsoleJobs,
+    jobs: WidgetJobs,
     runs: views.ConsoleRuns,
     now: datetime,
     controls: WidgetControls | None = None,
@@ -211,7 +216,7 @@ def _view(
 
 
 def _slo_view(
-    view: str, team: str, jobs: views.ConsoleJobs, *, now: datetime, viewer: Viewer | None, platform: Platform
+    view: str, team: str, jobs: SloJobs, *, now: datetime, viewer: Viewer | None, platform: Platform
 ) -> views.View | None:
     if view == "executive":
         assert viewer is not None
