@@ -201,6 +201,7 @@ def test_the_target_role_is_assumed_only_by_jobscheds_functions_with_a_team_tag(
         "FunctionsPagesServiceRole",
         "FunctionsHeartbeatServiceRole",
         "FunctionsEventsServiceRole",  # reads the tags of a trigger's bucket or bus as the team, when events arrive
+        "FunctionsConsoleActionsServiceRole",  # a drill button pages the team's own topics and webhooks as the team
     }
 
     def principals(statement: dict[str, Any]) -> set[str]:
@@ -309,11 +310,15 @@ def test_four_dashboards_and_the_jobs_one_is_the_console(dev: Template) -> None:
         for logical, f in resources(dev[0], "AWS::Lambda::Function").items()
         if f.get("Handler") == "functions.console.handler.handler"
     ]
-    assert body.count('\\"type\\":\\"custom\\"') == 3 and console in body, "three custom widgets, the console"
-    for view in ("team", "timeline", "job"):
+    assert body.count('\\"type\\":\\"custom\\"') == 4 and console in body, "four custom widgets, the console"
+    for view in ("team", "slo", "timeline", "job"):
         assert f'\\"view\\":\\"{view}\\"' in body, view
     assert "CONSOLE_TEAM" in body and '\\"variables\\"' in body, "the team comes from a dashboard variable"
-    assert body.count(":team-CONSOLE_TEAM") == 3, "each widget invokes the typed team's alias"
+    assert body.count(":team-CONSOLE_TEAM") == 4, "each widget invokes the typed team's alias"
+    [executive] = [p for p in dashboards.values() if p["DashboardName"] == "jobsched-dev-executive"]
+    executive_body = json.dumps(executive["DashboardBody"])
+    assert executive_body.count('\\"type\\":\\"custom\\"') == 1 and '\\"view\\":\\"executive\\"' in executive_body
+    assert ":oncall" in executive_body, "every team's heat-map row through the on-call alias"
     [oncall] = [p for p in dashboards.values() if p["DashboardName"] == "jobsched-dev-oncall"]
     oncall_body = json.dumps(oncall["DashboardBody"])
     assert oncall_body.count('\\"type\\":\\"custom\\"') == 1 and '\\"view\\":\\"incidents\\"' in oncall_body
@@ -354,9 +359,15 @@ def test_console_actions_act_only_through_a_team_alias_that_iam_grants_by_the_ca
     name, actions_fn = function_by_handler(template, "functions.console_actions.handler.handler")
     assert actions_fn["Architectures"] == ["arm64"]
     # What an action may touch: the two tables, the work queues (trigger, rerun) and the escalation queue, the runs
-    # bus (a cancelled run's Run Finished), an approval task's token (approve, reject), and nothing else.
+    # bus (a cancelled run's Run Finished), an approval task's token (approve, reject), a drill's test page (the
+    # deployment's topic; a team's own through its session of the targets role), and nothing else.
     services = {a.split(":")[0] for a in role_actions(template, actions_fn)}
-    assert services <= {"dynamodb", "kms", "sqs", "xray", "events", "states"}
+    assert services <= {"dynamodb", "kms", "sqs", "xray", "events", "states", "sns", "sts"}
+    assert {a for a in role_actions(template, actions_fn) if a.startswith("sns:")} == {"sns:Publish"}
+    assert {a for a in role_actions(template, actions_fn) if a.startswith("sts:")} == {
+        "sts:AssumeRole",
+        "sts:TagSession",
+    }
     assert {a for a in role_actions(template, actions_fn) if a.startswith("events:")} == {"events:PutEvents"}
     assert {a for a in role_actions(template, actions_fn) if a.startswith("states:")} == {
         "states:SendTaskSuccess",
