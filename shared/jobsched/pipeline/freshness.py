@@ -106,29 +106,15 @@ class FreshnessKeeper:
         self, spec: JobSpec, policy: FreshnessPolicy, before: FreshnessState, judgement: Judgement, now: datetime
     ) -> None:
         state = judgement.state
+        about = {"subject": spec.key, "occurred_at": instant_text(now), "team": spec.team, "job": spec.key}
         if judgement.became_stale:
+            due = instant_text(before.check_at or now)  # one event per judgement: its id names the instant judged
+            detail = f"freshness: {policy.describe()}"
             self.publish(
-                EscalationEvent(
-                    kind="job_stale",
-                    subject=spec.key,
-                    occurred_at=instant_text(now),
-                    team=spec.team,
-                    job=spec.key,
-                    scheduled_at=instant_text(before.check_at or now),
-                    error=state.reason,
-                    detail=f"freshness: {policy.describe()}",
-                )
+                EscalationEvent(kind="job_stale", scheduled_at=due, error=state.reason, detail=detail, **about)
             )
         elif judgement.became_fresh:
-            self.publish(
-                EscalationEvent(
-                    kind="job_fresh",
-                    subject=spec.key,
-                    occurred_at=instant_text(now),
-                    team=spec.team,
-                    job=spec.key,
-                    detail=f"succeeded at {instant_text(state.last_success_at or now)}",
-                )
-            )
+            detail = f"succeeded at {instant_text(state.last_success_at or now)}"
+            self.publish(EscalationEvent(kind="job_fresh", detail=detail, **about))
         if state.state != before.state or judgement.became_stale:
             self.jobs.note_team_freshness(spec.team, spec.name, board_view(policy, state, changed_at=now))

@@ -5,6 +5,7 @@ most the window's items of one tier, by key range: never the runs."""
 from __future__ import annotations
 
 from datetime import date, timedelta
+from typing import Any
 
 from jobsched.adapters.aws.dynamo import every_item, to_values
 from jobsched.adapters.aws.jobs.table import JobsTable
@@ -35,20 +36,20 @@ class SloLedgerStore(JobsTable):
         )
 
     def slo_days(self, team: str, tier: str, first: date, last: date) -> list[SloDay]:
-        found = every_item(
-            self.db,
-            max_items=MAX_WINDOW_DAYS + 1,
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :last",
-            ExpressionAttributeValues=to_values(
-                {
-                    ":pk": JobsKeys.TEAM_PREFIX + team,
-                    ":first": JobsKeys.slo_day(tier, first),
-                    ":last": JobsKeys.slo_day(tier, last),
-                }
-            ),
-        )
+        found = self._days(JobsKeys.TEAM_PREFIX + team, JobsKeys.slo_day(tier, first), JobsKeys.slo_day(tier, last))
         return [slo_day_of(values) for values in found]
+
+    def _days(self, pk: str, first: str, last: str) -> list[dict[str, Any]]:
+        """A ledger partition's items from sort key ``first`` to ``last`` (a window's days: bounded)."""
+        return list(
+            every_item(
+                self.db,
+                max_items=MAX_WINDOW_DAYS + 1,
+                TableName=self.table,
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :last",
+                ExpressionAttributeValues=to_values({":pk": pk, ":first": first, ":last": last}),
+            )
+        )
 
     def note_team_day(self, team: str, day: date) -> None:
         self.db.update_item(
@@ -63,15 +64,7 @@ class SloLedgerStore(JobsTable):
         )
 
     def teams_between(self, first: date, last: date) -> set[str]:
-        found = every_item(
-            self.db,
-            max_items=MAX_WINDOW_DAYS + 1,
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :last",
-            ExpressionAttributeValues=to_values(
-                {":pk": JobsKeys.SLO_TEAMS, ":first": first.isoformat(), ":last": last.isoformat()}
-            ),
-        )
+        found = self._days(JobsKeys.SLO_TEAMS, first.isoformat(), last.isoformat())
         return {str(team) for values in found for team in values.get("teams", ())}
 
 
