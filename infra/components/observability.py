@@ -349,20 +349,21 @@ class Observability(Construct):
         )
         # Per SLO tier, from the platform's objectives (CDK context slo_tiers): critical and important page on
         # burn; best-effort never pages (its budget is shown on the team's SLO view, GET /teams/{team}/slo).
+        tiers = self.config.slo_tiers
         for tier in ("critical", "important"):
-            allowed = 1 - self.config.slo_tiers.objectives[tier].success
+            allowed = 1 - tiers.objectives[tier].success
             title = tier.title()
             self._alarm(
                 f"SloFastBurn{title}",
                 tier_bad_ratio(tier, Duration.hours(1)),
-                14.4 * allowed,
-                description=f"{tier} tier: error budget burning 14.4x (1 h)",
+                tiers.fast_burn * allowed,
+                description=f"{tier} tier: error budget burning {tiers.fast_burn:g}x (1 h)",
             )
             self._alarm(
                 f"SloSlowBurn{title}",
                 tier_bad_ratio(tier, Duration.hours(6)),
-                6 * allowed,
-                description=f"{tier} tier: error budget burning 6x (6 h)",
+                tiers.slow_burn * allowed,
+                description=f"{tier} tier: error budget burning {tiers.slow_burn:g}x (6 h)",
             )
         for name, function in (
             ("Dispatcher", functions.dispatcher),

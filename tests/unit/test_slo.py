@@ -3,6 +3,7 @@ ledger subscriber counting each ended run once, by its job's tier."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -27,8 +28,12 @@ def test_the_platform_sets_each_tiers_objectives_and_a_bad_configuration_is_refu
     assert tiers.objectives["critical"].start_lateness == timedelta(seconds=30)
     assert tiers.objectives["important"] == SloTiers().objectives["important"]  # untouched
     assert SloTiers.parse(None) == SloTiers()
+    assert (tiers.fast_burn, tiers.slow_burn) == (14.4, 6.0)  # SRE practice unless the platform says otherwise
+    four = SloTiers.parse('{"fast_burn": 4, "slow_burn": 2}')  # the reference's "x4 faster"
+    assert (four.fast_burn, four.slow_burn) == (4.0, 2.0) and SloTiers.parse(json.dumps(four.as_dict())) == four
     for bad in (
-        '{"gold": {}}',
+        '{"fast_burn": 1}',
+        '{"slow_burn": 5000}',
         '{"critical": {"success": 1.0}}',
         '{"critical": {"uptime": 0.9}}',
         '{"window_days": 0}',

@@ -22,6 +22,10 @@ Tier = Literal["critical", "important", "best-effort"]
 TIERS: tuple[Tier, ...] = ("critical", "important", "best-effort")
 DEFAULT_TIER: Tier = "important"
 MAX_WINDOW_DAYS = 90
+# The burn-rate alarms' multipliers (SRE practice: 14.4x over 1 h spends 2% of a 28-day budget, 6x over 6 h 5%); the
+# platform may set others (the reference's "configured multiplier, e.g. x4").
+FAST_BURN, SLOW_BURN = 14.4, 6.0
+MAX_BURN = 1000.0
 TOP_JOBS = 5  # the jobs that burn a tier's budget most, shown with it
 
 
@@ -58,28 +62,40 @@ class SloTiers:
 
     objectives: dict[Tier, TierObjective] = field(default_factory=lambda: dict(DEFAULT_OBJECTIVES))
     window_days: int = 28
+    fast_burn: float = FAST_BURN  # the 1-hour alarm fires above this burn rate
+    slow_burn: float = SLOW_BURN  # the 6-hour alarm fires above this one
 
     @classmethod
     def parse(cls, text: str | None) -> SloTiers:
         return cls().with_overrides(json.loads(text)) if text else cls()
 
     def with_overrides(self, overrides: dict[str, Any]) -> SloTiers:
-        """``{"window_days": 7, "critical": {"success": 0.9995, "start_lateness": "30s"}}``: the rest as before."""
+        """``{"window_days": 7, "fast_burn": 4, "critical": {"success": 0.9995, "start_lateness": "30s"}}``: the
+        rest as before."""
         objectives = dict(self.objectives)
         window = self.window_days
+        burns = {"fast_burn": self.fast_burn, "slow_burn": self.slow_burn}
         for key, value in overrides.items():
+            if key in burns:
+                burns[key] = float(value)
+                if not 1 < burns[key] <= MAX_BURN:
+                    raise BadSloConfig(f"{key} is {value}; a burn rate above 1 and at most {MAX_BURN:g}")
+                continue
             if key == "window_days":
                 window = int(value)
                 if not 1 <= window <= MAX_WINDOW_DAYS:
                     raise BadSloConfig(f"window_days is {window}; between 1 and {MAX_WINDOW_DAYS}")
                 continue
             if key not in TIERS or not isinstance(value, dict):
-                raise BadSloConfig(f"{key}: tiers are {', '.join(TIERS)} (each an object), and window_days")
+                raise BadSloConfig(
+                    f"{key}: tiers are {', '.join(TIERS)} (each an object), and window_days, fast_burn, slow_burn"
+                )
             objectives[key] = _objective(key, objectives[key], value)
-        return SloTiers(objectives, window)
+        return SloTiers(objectives, window, burns["fast_burn"], burns["slow_burn"])
 
     def as_dict(self) -> dict[str, Any]:
-        return {"window_days": self.window_days, **{tier: self.objectives[tier].as_dict() for tier in TIERS}}
+        tiers: dict[str, Any] = {tier: self.objectives[tier].as_dict() for tier in TIERS}
+        return {"window_days": self.window_days, "fast_burn": self.fast_burn, "slow_burn": self.slow_burn, **tiers}
 
 
 def _objective(tier: str, current: TierObjective, values: dict[str, Any]) -> TierObjective:
