@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from constructs import Construct
@@ -20,6 +21,7 @@ from jobsched.core.names import (
 )
 from jobsched.core.slo import SloTiers
 from jobsched.core.spec import NAME as TEAM_NAME
+from jobsched.registry.policy import OrgPolicy
 
 # Where the alarm runbook is read: the platform sets its published docs site's page (CDK context runbook_url).
 RUNBOOK_URL = "docs/operate/alarms.md"
@@ -147,6 +149,7 @@ class StageConfig:
     waf_rate_per_5_minutes: int = 3000
     team_limits: TeamLimits = field(default_factory=TeamLimits)  # every team's defaults (jobsched.tenancy.quotas)
     slo_tiers: SloTiers = field(default_factory=SloTiers)  # each tier's objectives (jobsched.core.slo)
+    org_policy: OrgPolicy = field(default_factory=OrgPolicy)  # enforced at PUT, served at GET /policy
     runbook_url: str = RUNBOOK_URL  # the alarm runbook each alarm's description links (the published docs' page)
     capacity: TableCapacity | None = None  # None: on demand; else provisioned with auto scaling
     # What an idle non-prod stage need not pay for (scripts/idle_cost.py): on by default in prod and locally.
@@ -174,6 +177,7 @@ class StageConfig:
             waf=prod if node.try_get_context("waf") is None else str(node.try_get_context("waf")).lower() == "true",
             team_limits=_team_limits_context(node.try_get_context("team_limits")),
             slo_tiers=_slo_tiers_context(node.try_get_context("slo_tiers")),
+            org_policy=_org_policy_context(node.try_get_context("org_policy")),
             runbook_url=str(node.try_get_context("runbook_url") or RUNBOOK_URL),
             capacity=TableCapacity.from_context(node.try_get_context("dynamodb_capacity")),
             dashboards=_flag(node, "dashboards", default=prod or stage == LOCAL_STAGE),
@@ -217,6 +221,20 @@ def _slo_tiers_context(value: Any) -> SloTiers:
     if value is None:
         return SloTiers()
     return SloTiers().with_overrides(json.loads(value) if isinstance(value, str) else dict(value))
+
+
+def _org_policy_context(value: Any) -> OrgPolicy:
+    """-c org_policy=policy.yaml (a path, relative to the app), its YAML or JSON text, or an object in cdk.json: the
+    same file ``jobsched lint --policy`` reads. Refused at synth when malformed."""
+    if value is None:
+        return OrgPolicy()
+    if isinstance(value, dict):
+        return OrgPolicy.model_validate(value)
+    text = str(value)
+    path = Path(text)
+    if "\n" not in text and len(text) < 1024 and path.suffix in (".yaml", ".yml", ".json") and path.is_file():
+        return OrgPolicy.load(path)
+    return OrgPolicy.parse(text)
 
 
 def _team_limits_context(value: Any) -> TeamLimits:

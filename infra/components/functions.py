@@ -87,6 +87,7 @@ class Functions(Construct):
             Env.STAGE: config.stage,
             Env.TEAM_LIMITS: json.dumps(config.team_limits.as_dict(), sort_keys=True),
             Env.SLO_TIERS: json.dumps(config.slo_tiers.as_dict(), sort_keys=True),
+            Env.ORG_POLICY: config.org_policy.model_dump_json(exclude_defaults=True),
             Env.ZERO_METRICS: "on" if config.zero_metrics else "off",
             Env.DUE_SHARDS: str(config.burst.due_shards),
             **(

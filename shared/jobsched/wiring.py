@@ -47,6 +47,7 @@ from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, StateChange, anno
 from jobsched.pipeline.slo_ledger import JobTerms, SloLedger
 from jobsched.pipeline.worker import Worker, heartbeat_checker
 from jobsched.ports import RunLogsPort
+from jobsched.registry.policy import OrgPolicy
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
 from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.warm import forget_all, warm
@@ -319,6 +320,7 @@ def build_api_services(settings: Settings) -> ApiServices:
         membership=membership(),
         clock=utc_now,
         slo_tiers=settings.slo_tiers,
+        policy=OrgPolicy.parse(settings.org_policy),
         notifier=build_page_sender(settings).notifier,  # paging drills
         default_topic=settings.escalation_topic_arn,
         dags=build_dag_deployer(settings),

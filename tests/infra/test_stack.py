@@ -535,6 +535,23 @@ def test_team_limits_come_from_context_and_a_bad_one_fails_the_synth() -> None:
         StageConfig.from_context(App(context={"team_limits": {"max_running": 0}}))
 
 
+def test_the_org_policy_is_the_file_lint_reads_given_by_path_text_or_object_and_a_bad_one_fails_the_synth() -> None:
+    from aws_cdk import App
+
+    from infra.config import StageConfig
+    from jobsched.registry.policy import OrgPolicy
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
+    by_path = StageConfig.from_context(App(context={"org_policy": str(path)})).org_policy
+    assert by_path == OrgPolicy.load(path) and by_path.require == ["owner", "runbook_url"]
+    as_text = StageConfig.from_context(App(context={"org_policy": '{"limits": {"max_attempts": 3}}'})).org_policy
+    assert as_text.limits.max_attempts == 3
+    assert StageConfig.from_context(App(context={"org_policy": {"require": ["tier"]}})).org_policy.require == ["tier"]
+    assert StageConfig.from_context(App()).org_policy == OrgPolicy()
+    with pytest.raises(ValueError, match="requir"):
+        StageConfig.from_context(App(context={"org_policy": '{"requir": ["owner"]}'}))
+
+
 def test_cloudwatch_may_publish_every_alarm_to_its_encrypted_topic(dev: Template) -> None:
     """An alarm reaches nobody if CloudWatch cannot use the topic's KMS key: the key policy must say so,
     for alarms of this account only."""

@@ -235,7 +235,7 @@ def test_scheduled_upstreams_that_share_no_instant_are_refused_for_all_of() -> N
 
 def test_lint_finds_a_cycle_across_job_files(tmp_path: Any) -> None:
     from jobsched.registry.lint import lint
-    from jobsched.registry.policy import LintPolicy
+    from jobsched.registry.policy import OrgPolicy
 
     files = {
         "a.yaml": "name: a\nteam: data\ntarget: {type: callback}\ntriggers: [{after: {job: data/c}}]\n",
@@ -245,7 +245,7 @@ def test_lint_finds_a_cycle_across_job_files(tmp_path: Any) -> None:
     }
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    findings = [f for f in lint([tmp_path], LintPolicy(), now=T0) if f.rule == "dependency-cycle"]
+    findings = [f for f in lint([tmp_path], OrgPolicy(), now=T0) if f.rule == "dependency-cycle"]
     assert sorted(f.file.rsplit("/", 1)[-1] for f in findings) == ["a.yaml", "b.yaml", "c.yaml"]
     assert all(f.severity == "error" for f in findings)
     assert "data/a runs after data/c runs after data/b runs after data/a" in findings[0].message

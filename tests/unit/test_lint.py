@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from jobsched.cli import app as cli_app
 from jobsched.cli import cli
 from jobsched.registry.lint import lint
-from jobsched.registry.policy import LintPolicy
+from jobsched.registry.policy import OrgPolicy
 from tests.helpers import utc
 
 NOW = utc("2027-01-04T12:00:00Z")
@@ -41,7 +41,7 @@ def write(folder: Path, name: str, document: dict[str, Any]) -> Path:
 
 
 def rules(folder: Path, policy: dict[str, Any] | None = None, now: datetime = NOW) -> list[tuple[str, str, str]]:
-    found = lint([folder], LintPolicy.model_validate(policy or {}), now=now)
+    found = lint([folder], OrgPolicy.model_validate(policy or {}), now=now)
     return [(f.rule, f.severity, f.path) for f in found]
 
 
@@ -107,7 +107,7 @@ def test_a_fixed_time_in_a_dst_gap_and_in_an_overlap_is_warned_with_its_dates(tm
         "wild",
         {**COMPLIANT, "name": "wild", "schedule": {"expression": "*/30 * * * *", "timezone": "America/New_York"}},
     )
-    found = lint([tmp_path], LintPolicy(), now=NOW)
+    found = lint([tmp_path], OrgPolicy(), now=NOW)
     gap = next(f for f in found if f.rule == "dst-gap")
     assert (
         gap.file.endswith("gap.yaml")
@@ -124,7 +124,7 @@ def test_a_herd_at_one_minute_is_told_to_use_h(tmp_path: Path) -> None:
     for index in range(10):
         write(tmp_path, f"job{index}", {**COMPLIANT, "name": f"job{index}", "schedule": {"expression": "0 9 * * *"}})
     write(tmp_path, "spread", {**COMPLIANT, "name": "spread", "schedule": {"expression": "H 9 * * *"}})
-    found = lint([tmp_path], LintPolicy(), now=NOW)
+    found = lint([tmp_path], OrgPolicy(), now=NOW)
     herd = [f for f in found if f.rule == "herd"]
     assert len(herd) == 10 and "10 jobs fire at 09:00" in herd[0].message and "'H 9 * * *'" in herd[0].fix
     assert not rules(tmp_path, {"herd_threshold": 11})
@@ -198,3 +198,54 @@ def test_exit_codes_formats_and_an_invalid_file(tmp_path: Path) -> None:
     bad_policy = tmp_path / "bad.yml"
     bad_policy.write_text("require: [owner]\ntargets: {allowed: [lambda]}\n")
     assert run("lint", str(folder), "--policy", str(bad_policy))[0] == 2
+
+
+def test_a_dst_policy_set_explicitly_is_a_decision_and_strict_passes_the_file(tmp_path: Path) -> None:
+    """#49: dst-gap warned on a job that set dst.gap, so --strict failed a compliant file."""
+    decided = {
+        **COMPLIANT,
+        "name": "decided",
+        "schedule": {
+            "expression": "30 2 * * *",
+            "timezone": "America/New_York",
+            "dst": {"gap": "skip", "fold": "first"},
+        },
+    }
+    write(tmp_path, "decided", decided)
+    assert rules(tmp_path, POLICY) == []
+    undecided = {**decided, "schedule": {"expression": "30 2 * * *", "timezone": "America/New_York"}}
+    write(tmp_path, "decided", undecided)
+    assert ("dst-gap", "warning", "schedule.expression") in rules(tmp_path, POLICY)
+
+
+def test_time_zones_retries_timeouts_priorities_and_a_teams_own_targets(tmp_path: Path) -> None:
+    policy = {
+        **POLICY,
+        "schedule": {"timezones": ["UTC", "Europe/*"]},
+        "limits": {"max_attempts": 3, "max_timeout": "10m"},
+        "priorities": {"payments": ["high", "normal"], "*": ["normal", "low"]},
+        "teams": {"search": {"allowed_types": ["http"]}},
+    }
+    write(tmp_path, "ok", {**COMPLIANT, "priority": "high"})
+    assert rules(tmp_path, policy) == []
+    write(
+        tmp_path,
+        "ok",
+        {
+            **COMPLIANT,
+            "schedule": {"expression": "H 9 * * *", "timezone": "America/New_York"},
+            "retry": {"max_attempts": 5},
+            "target": {**COMPLIANT["target"], "timeout": "12m"},
+            "priority": "low",
+        },
+    )
+    assert sorted(rules(tmp_path, policy)) == [
+        ("policy-max-retries", "error", "retry.max_attempts"),
+        ("policy-max-timeout", "error", "target.timeout"),
+        ("policy-priority", "error", "priority"),
+        ("policy-timezone", "error", "schedule.timezone"),
+    ]
+    write(tmp_path, "ok", {**COMPLIANT, "team": "search"})  # search may use http targets only
+    assert rules(tmp_path, policy) == [("policy-target-type", "error", "target.type")]
+    with pytest.raises(ValueError, match=r"priorities\.payments: urgent"):
+        OrgPolicy.model_validate({"priorities": {"payments": ["urgent"]}})

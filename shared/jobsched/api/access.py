@@ -29,6 +29,7 @@ from jobsched.ports import (
     TaskRunsPort,
     TriggerRulesPort,
 )
+from jobsched.registry.policy import OrgPolicy
 from jobsched.tenancy.egress import AddressPolicy
 from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.watch.explain import ExplainRuns
@@ -60,6 +61,7 @@ class ApiServices:
     slo_tiers: SloTiers = field(default_factory=SloTiers)  # the platform's objectives per tier
     notifier: NotifierPort | None = None  # paging drills send their test pages through it (None: refused)
     default_topic: str | None = None  # the deployment's escalation topic (a job without its own channel)
+    policy: OrgPolicy = field(default_factory=OrgPolicy)  # the organisation's rules for jobs, enforced at PUT
 
 
 @dataclass

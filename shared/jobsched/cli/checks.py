@@ -32,10 +32,10 @@ def lint(paths: tuple[Path, ...], policy_path: Path | None, output_format: str, 
     from pydantic import ValidationError
 
     from jobsched.registry.lint import lint as lint_files
-    from jobsched.registry.policy import LintPolicy
+    from jobsched.registry.policy import OrgPolicy
 
     try:
-        policy = LintPolicy.load(policy_path) if policy_path else LintPolicy()
+        policy = OrgPolicy.load(policy_path) if policy_path else OrgPolicy()
     except (ValidationError, ValueError, OSError) as error:
         raise click.BadParameter(str(error).splitlines()[0], param_hint="--policy") from None
     findings = lint_files(paths, policy, now=app.clock())

@@ -1,5 +1,6 @@
 """``jobsched slo TEAM``: the team's error budget per SLO tier: the objective, the budget left over the window,
-how fast it burns, and the jobs that burn it most; then its jobs' freshness, stale first."""
+how fast it burns, and the jobs that burn it most; then its jobs' freshness, stale first. ``jobsched policy``: the
+organisation's policy the deployment enforces."""
 
 from __future__ import annotations
 
@@ -64,3 +65,12 @@ def slo(team: str, client: Any, output: str) -> None:
     if view["freshness"]:
         click.echo("")
         emit(view["freshness"], output, FRESHNESS_COLUMNS)
+
+
+@cli.command()
+@remote
+def policy(client: Any, output: str) -> None:
+    """The organisation's policy for jobs, as the deployment enforces it at PUT: save it as the file
+    `jobsched lint --policy` reads (YAML; -o json for JSON)."""
+    view = client.call("GET", "/policy").body
+    emit(view, "json" if output == "json" else "yaml")

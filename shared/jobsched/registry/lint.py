@@ -20,7 +20,7 @@ from jobsched.core.spec import JobSpec
 from jobsched.registry.dependencies import cycle_through
 from jobsched.registry.findings import INTERVAL_SAMPLE, Finding, LintedJob, shortest_interval
 from jobsched.registry.jobfile import find_job_files, parse_document, validate_document
-from jobsched.registry.policy import LintPolicy, policy_findings
+from jobsched.registry.policy import OrgPolicy, policy_findings
 from jobsched.schedule.engine import ScheduleTooExpensive
 from jobsched.schedule.fires import preview_schedule
 
@@ -31,7 +31,7 @@ MAX_OCCURRENCES = 20_000  # per job and check: a lint run is bounded whatever th
 LONG_CATCHUP = timedelta(days=1)
 
 
-def lint(paths: Iterable[Path], policy: LintPolicy, *, now: datetime) -> list[Finding]:
+def lint(paths: Iterable[Path], policy: OrgPolicy, *, now: datetime) -> list[Finding]:
     """Every finding of every job file under ``paths``, in file order."""
     findings: list[Finding] = []
     jobs: list[LintedJob] = []
@@ -154,6 +154,13 @@ def _dst(job: LintedJob, now: datetime) -> list[Finding]:
         elif occurrence.reason_kind == "dst overlap":
             folds[wall].append(str(scheduled.date()))
     zone = compiled.schedule.timezone
+    # A policy set explicitly in the file is the team's decision: no warning for it (--strict passes a compliant file).
+    written = job.document.get("schedule", {}).get("dst", {}) if isinstance(job.document.get("schedule"), dict) else {}
+    decided = written if isinstance(written, dict) else {}
+    if "gap" in decided:
+        gaps.clear()
+    if "fold" in decided:
+        folds.clear()
     found = [
         Finding(
             "dst-gap",
@@ -199,7 +206,7 @@ def _no_fires(job: LintedJob, now: datetime) -> list[Finding]:
     ]
 
 
-def _herds(jobs: list[LintedJob], policy: LintPolicy, now: datetime) -> list[Finding]:
+def _herds(jobs: list[LintedJob], policy: OrgPolicy, now: datetime) -> list[Finding]:
     """Many jobs at one minute across the files, each at a fixed minute: suggest H to spread them."""
     at_minute: dict[datetime, list[LintedJob]] = defaultdict(list)
     for job in jobs:

@@ -18,16 +18,19 @@ from jobsched.core.spec import JobSpec
 from jobsched.registry.jobfile import validate_document
 from jobsched.registry.jobs import delete_job as remove_job
 from jobsched.registry.jobs import put_job
+from jobsched.registry.policy import admission_errors as policy_errors
 from jobsched.tenancy.admission import admission_errors, admission_warnings, priority_errors, schedule_cost_errors
 
 
-def admitted(services: ApiServices, document: dict[str, Any]) -> JobSpec:
+def admitted(services: ApiServices, document: dict[str, Any], written: dict[str, Any] | None = None) -> JobSpec:
     """A job document as PUT accepts it: valid, a priority the team may use, a schedule whose cost is
-    bounded, and only resources the team owns and addresses the stage may reach (422 otherwise)."""
+    bounded, within the organisation's policy (``written``: the document as the caller wrote it, defaults left
+    out), and only resources the team owns and addresses the stage may reach (422 otherwise)."""
     spec = validate_document(document)
     refused = (
         priority_errors(spec, services.membership.priorities_for(spec.team))
         or schedule_cost_errors(spec, services.clock())
+        or policy_errors(written if written is not None else document, spec, services.policy, now=services.clock())
         or admission_errors(spec, services.guard, services.egress)
     )
     if refused:
@@ -62,7 +65,8 @@ def router(access: Access) -> APIGatewayRouter:
                     422, "path_mismatch", f"{field} '{value}' in the body differs from the path '{in_path}'", field
                 )
         document = body.model_dump(mode="json", exclude_none=True) | {"team": team, "name": name}
-        spec = admitted(services(), document)
+        written = body.model_dump(mode="json", exclude_unset=True, exclude_none=True)
+        spec = admitted(services(), document, written)
         expected = if_match_version(if_match)
         stored, created = put_job(
             services().jobs,

@@ -1,4 +1,5 @@
-"""Validation: a job document checked as ``PUT`` would check it, and its next fire times, nothing stored."""
+"""Validation: a job document checked as ``PUT`` would check it, and its next fire times, nothing stored; and the
+organisation's policy that ``PUT`` enforces."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from jobsched.api.models import ValidationResult
 from jobsched.api.views import next_fires
 from jobsched.core.errors import SpecError
 from jobsched.registry.jobfile import validate_document
+from jobsched.registry.policy import OrgPolicy
+from jobsched.registry.policy import admission_errors as policy_errors
 from jobsched.tenancy.admission import schedule_cost_errors
 
 
@@ -32,9 +35,20 @@ def router(access: Access) -> APIGatewayRouter:
             spec = validate_document(body)
         except SpecError as error:
             return ValidationResult(valid=False, errors=[detail(e) for e in error.errors])
-        too_expensive = schedule_cost_errors(spec, services().clock())
-        if too_expensive:
-            return ValidationResult(valid=False, errors=[detail(e) for e in too_expensive])
-        return ValidationResult(valid=True, next_fire_times=next_fires(spec, services().clock(), 5))
+        now = services().clock()
+        refused = schedule_cost_errors(spec, now) or policy_errors(body, spec, services().policy, now=now)
+        if refused:
+            return ValidationResult(valid=False, errors=[detail(e) for e in refused])
+        return ValidationResult(valid=True, next_fire_times=next_fires(spec, now, 5))
+
+    @router.get(
+        "/policy",
+        operation_id="getPolicy",
+        tags=["validation"],
+        summary="The organisation's policy for jobs, enforced at PUT (the file jobsched lint --policy reads)",
+    )
+    def get_policy() -> OrgPolicy:
+        principal()
+        return services().policy
 
     return router
