@@ -51,6 +51,7 @@ from jobsched.core.records import (
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, TaskStatus
 from jobsched.core.slo import RunCount, SloDay
 from jobsched.core.spec import ContainerTarget, JobSpec
+from jobsched.core.stops import Stop
 
 
 class JobsPort(Protocol):
@@ -555,3 +556,13 @@ class DrillsPort(Protocol):
 
     def record_drills(self, team: str, verified: dict[str, dict[str, str]]) -> None: ...
     def drills(self, team: str) -> dict[str, dict[str, str]]: ...
+
+
+class StopsPort(Protocol):
+    """Emergency stops kept on the Jobs table (one item each)."""
+
+    def put_stop(self, stop: Stop) -> None: ...
+    def get_stop(self, stop_id: str) -> Stop | None: ...
+    def resume_stop_once(self, stop: Stop) -> bool:
+        """Store ``stop`` as resumed, only if it was not resumed yet; False when it was."""
+        ...

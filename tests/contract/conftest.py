@@ -22,13 +22,21 @@ from jobsched.ports import (
     EventIntakeStorePort,
     RegistryPort,
     SloLedgerPort,
+    StopsPort,
     TaskRunsPort,
     TriggerStorePort,
 )
 
 
 class JobStore(
-    EscalationStorePort, RegistryPort, TriggerStorePort, EventIntakeStorePort, SloLedgerPort, DrillsPort, Protocol
+    EscalationStorePort,
+    RegistryPort,
+    TriggerStorePort,
+    EventIntakeStorePort,
+    SloLedgerPort,
+    DrillsPort,
+    StopsPort,
+    Protocol,
 ):
     """Every port the Jobs table's adapters serve, and the history the API pages through."""
 

@@ -41,6 +41,7 @@ from jobsched.api.routes import (
     runs,
     schedule,
     slo,
+    stops,
     validation,
 )
 from jobsched.core.bounds import MAX_JSON_DEPTH, json_depth_exceeds, quoted
@@ -84,6 +85,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         incidents,
         slo,
         drills,
+        stops,
     ):
         app.include_router(module.router(access))
     return app

@@ -21,6 +21,7 @@ from jobsched.core.records import JobExists, JobNotFound, StaleAttempt, VersionC
 from jobsched.pipeline.approvals import NotAnApproval, NothingToDecide
 from jobsched.pipeline.manual_runs import BackfillLimit, BackfillTooLarge, NoSchedule
 from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight, RunNotFound
+from jobsched.pipeline.stops import StopAlreadyResumed, StopNotFound, TooManyStopped
 from jobsched.schedule.engine import ScheduleTooExpensive
 from jobsched.tenancy.quotas import QuotaExceeded
 
@@ -70,6 +71,9 @@ MAPPED: dict[type[Exception], tuple[int, str, str | None, Callable[[Any], str]]]
     RerunUnsupported: (422, "invalid_rerun", "tasks", str),
     NotAnApproval: (422, "not_an_approval", "task", str),
     NothingToDecide: (409, "nothing_to_decide", "task", str),
+    StopNotFound: (404, "stop_not_found", "stop_id", lambda error: f"no emergency stop {error}"),
+    StopAlreadyResumed: (409, "stop_already_resumed", "stop_id", str),
+    TooManyStopped: (422, "selector_too_wide", "teams", str),
 }
 
 

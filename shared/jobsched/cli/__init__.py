@@ -13,6 +13,7 @@ from jobsched.cli import (
     remote,
     reruns,
     slo,
+    stops,
 )
 from jobsched.cli.app import cli, main
 
@@ -31,4 +32,5 @@ __all__ = [
     "remote",
     "reruns",
     "slo",
+    "stops",
 ]

@@ -276,16 +276,6 @@ def deps(job: str, team: str | None, client: Any, output: str) -> None:
 @cli.command()
 @click.argument("job")
 @click.option("--team")
-@remote
-def resume(job: str, team: str | None, client: Any, output: str) -> None:
-    """Resume a paused job (what fell in the pause does not run)."""
-    owner, name = job_ref(job, team)
-    emit(client.call("POST", f"/teams/{owner}/jobs/{name}/resume").body, output, JOB_COLUMNS)
-
-
-@cli.command()
-@click.argument("job")
-@click.option("--team")
 @click.option("--payload", help="JSON to send instead of the job's payload.")
 @click.option("--idempotency-key", help="The same key always gives the same run.")
 @remote

@@ -157,6 +157,9 @@ class JobsKeys:
     # A team's open breakers, so they can be listed without a scan: pk "TEAM#{team}", sk "BREAKERS", one
     # attribute per open breaker (its key -> open until). Written when one opens or closes, which is rare.
     TEAM_BREAKERS = "BREAKERS"
+    # An emergency stop: pk "STOP#{id}", sk STOP: its selector, the jobs it paused, its resume (pipeline.stops).
+    STOP_PREFIX = "STOP#"
+    STOP = "STOP"
     TEAM_DRILLS = "DRILLS"  # a team's paging drills: pk "TEAM#{team}", one attribute per destination address
     # A team's SLO ledger: pk "TEAM#{team}", sk "SLO#{tier}#{YYYY-MM-DD}", one item a tier a day (jobsched.core.slo).
     SLO_PREFIX = "SLO#"

@@ -27,6 +27,7 @@ from jobsched.adapters.aws.jobs.requests import RequestsStore
 from jobsched.adapters.aws.jobs.slo import SloLedgerStore
 from jobsched.adapters.aws.jobs.slots import SlotsStore
 from jobsched.adapters.aws.jobs.specs import SpecsStore
+from jobsched.adapters.aws.jobs.stops import StopsStore
 from jobsched.adapters.aws.jobs.waiters import WaitersStore
 from jobsched.core.limits import TeamLimits
 from jobsched.tenancy.quotas import CachedLimits
@@ -45,6 +46,7 @@ class JobsStore(
     SloLedgerStore,
     DrillsStore,
     HealthStore,
+    StopsStore,
 ):
     """The Jobs table: every aggregate's store over one table and one client."""
 

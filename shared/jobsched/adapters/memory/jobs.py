@@ -15,6 +15,7 @@ from jobsched.adapters.memory.health import MemoryHealth
 from jobsched.adapters.memory.incidents import MemoryIncidents
 from jobsched.adapters.memory.slo import MemorySloLedger
 from jobsched.adapters.memory.slots import MemorySlots
+from jobsched.adapters.memory.stops import MemoryStops
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JOBS_TABLE, JobsKeys
@@ -35,7 +36,14 @@ from jobsched.tenancy.quotas import CachedLimits
 
 
 class MemoryJobs(
-    MemoryBreakers, MemorySlots, MemoryIncidents, MemoryBatches, MemorySloLedger, MemoryDrills, MemoryHealth
+    MemoryBreakers,
+    MemorySlots,
+    MemoryIncidents,
+    MemoryBatches,
+    MemorySloLedger,
+    MemoryDrills,
+    MemoryHealth,
+    MemoryStops,
 ):
     def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
         self.table = MemoryTable(JOBS_TABLE)
