@@ -149,6 +149,21 @@ class TestJobs:
             "2027-03-28T02:00:00Z",
             "2027-03-28T03:00:00Z",
         ]
+        # #49: skipped instants come with their reasons, as the CLI's preview shows them.
+        quiet = {
+            **JOB,
+            "schedule": {
+                "expression": "0 9 * * *",
+                "timezone": "Europe/London",
+                "calendar": {"exclude_dates": ["2027-03-30"], "business_days_only": True},
+            },
+        }
+        assert api.call("PUT", "/teams/payments/jobs/daily", quiet).status == 201
+        days = api.call("GET", "/teams/payments/jobs/daily/preview?count=2&after=2027-03-26T12:00:00Z").body
+        assert [e["utc"] for e in days] == ["2027-03-29T08:00:00Z", "2027-03-31T08:00:00Z"]
+        skipped = [(s["local"][:10], s["reason"]) for s in days[0]["skipped"]]
+        assert [day for day, _ in skipped] == ["2027-03-27", "2027-03-28"] and all(reason for _, reason in skipped)
+        assert [s["local"][:10] for s in days[1]["skipped"]] == ["2027-03-30"]
         ok = api.call("POST", "/validate", {"name": "x", "team": "t", **JOB})
         assert ok.status == 200 and ok.body["valid"] and len(ok.body["next_fire_times"]) == 5
         bad = api.call("POST", "/validate", {"name": "x", "team": "t", "target": {"type": "sqs"}})

@@ -397,10 +397,21 @@ class BackfillView(BaseModel):
     rerun: int = Field(default=0, description="instants that had a run and were run again")
 
 
+class SkippedInstant(BaseModel):
+    utc: str | None = Field(description="none for a wall time that did not exist (a DST gap)")
+    local: str
+    reason: str | None = Field(default=None, description='why it does not fire: "holiday", "blackout ...", "dst gap"')
+
+
 class PreviewEntry(BaseModel):
     utc: str
     local: str
     reason: str | None = None
+    fire_at: str | None = Field(default=None, description="with jitter: when it is sent (utc is its identity)")
+    moved_from: list[str] | None = Field(default=None, description="the wall times it was moved from (deferred)")
+    skipped: list[SkippedInstant] | None = Field(
+        default=None, description="the instants skipped since the previous fire, each with its reason"
+    )
 
 
 class ValidationResult(BaseModel):

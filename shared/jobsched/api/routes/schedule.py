@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
-from jobsched.api.models import JobView, PauseRequest, PauseView, PreviewEntry
+from jobsched.api.models import JobView, PauseRequest, PauseView, PreviewEntry, SkippedInstant
 from jobsched.api.views import job_view
 from jobsched.core.bounds import Instant
 from jobsched.core.runs import instant_text, job_key
@@ -74,9 +74,26 @@ def router(access: Access) -> APIGatewayRouter:
         if compiled is None:
             return []
         start = after if after and after.tzinfo else services().clock()
-        return [
-            PreviewEntry(utc=instant_text(o.at), local=o.at.astimezone(compiled.zone).isoformat(), reason=o.reason)
-            for o in compiled.next_fires(start, count)
-        ]
+        entries = []
+        for fire, skipped in compiled.preview(start, count):
+            entries.append(
+                PreviewEntry(
+                    utc=instant_text(fire.at),
+                    local=fire.at.astimezone(compiled.zone).isoformat(),
+                    reason=fire.reason,
+                    fire_at=instant_text(fire.fire_at) if fire.fire_at != fire.at else None,
+                    moved_from=[wall.isoformat() for wall in fire.moved_from] or None,
+                    skipped=[
+                        SkippedInstant(
+                            utc=instant_text(skip.at) if skip.exists else None,
+                            local=(skip.at.astimezone(compiled.zone) if skip.exists else skip.wall).isoformat(),
+                            reason=skip.reason,
+                        )
+                        for skip in skipped
+                    ]
+                    or None,
+                )
+            )
+        return entries
 
     return router
