@@ -27,6 +27,14 @@ def test_an_admin_reads_the_defaults_then_sets_and_resets_a_teams_limits(api: Ap
     again = api.call("PUT", "/admin/teams/payments", {"max_jobs": None})
     assert again.body["overrides"] == {"max_running": 50}
     assert again.body["limits"]["max_jobs"] == stack.jobs.team_defaults.max_jobs
+    # #49: each change is in the team's history, newest first: who, from what, to what.
+    history = api.call("GET", "/admin/teams/payments/history").body["entries"]
+    assert [entry["action"] for entry in history] == ["team_limits", "team_limits"]
+    assert history[0]["details"] == {"before": {"max_running": 50, "max_jobs": 2}, "changes": {"max_jobs": None}}
+    assert history[1]["details"] == {"before": {}, "changes": {"max_running": 50, "max_jobs": 2}}
+    assert history[0]["principal"] and history[0]["version"] == 2
+    member = api.call("GET", "/admin/teams/payments/history", principal=team_role("payments"))
+    assert member.status == 403
 
 
 def test_the_new_max_jobs_is_enforced_on_the_next_create(api: ApiClient) -> None:

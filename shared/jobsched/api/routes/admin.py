@@ -1,15 +1,18 @@
-"""Platform administration: a team's limits (max running, max jobs, max backfills, API rate)."""
+"""Platform administration: a team's limits (max running, max jobs, max backfills, API rate), each change kept in
+the team's history."""
 
 from __future__ import annotations
 
 import logging
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from jobsched.api.access import Access
-from jobsched.api.models import TeamLimitsRequest, TeamLimitsView
+from jobsched.api.access import MAX_PAGE, Access
+from jobsched.api.models import HistoryPage, TeamLimitsRequest, TeamLimitsView
+from jobsched.api.routes.history import entry_view, from_token, to_token
+from jobsched.core.names import JobsKeys
 
 TEAM = Path(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$", description="a team name")
 log = logging.getLogger(__name__)
@@ -48,8 +51,37 @@ def router(access: Access) -> APIGatewayRouter:
     def put_team_limits(team: Annotated[str, TEAM], body: Annotated[TeamLimitsRequest, Body()]) -> TeamLimitsView:
         caller = access.admin()
         changes = body.model_dump(exclude_unset=True)
-        services().jobs.set_team_limits(team, changes)
+        jobs = services().jobs
+        before = jobs.team_overrides(team)
+        jobs.set_team_limits(team, changes)
+        # In the team's history (GET /admin/teams/{team}/history): who changed which limit, from what, to what.
+        latest, _ = jobs.history(f"{JobsKeys.TEAM_PREFIX}{team}", limit=1)  # numbered: changes in one ms keep order
+        jobs.record_action(
+            f"{JobsKeys.TEAM_PREFIX}{team}",
+            version=latest[0].version + 1 if latest else 1,
+            now=services().clock(),
+            principal=caller.arn,
+            action="team_limits",
+            details={"before": before, "changes": changes},
+        )
         log.info("team limits changed", extra={"team": team, "principal": caller.arn, "changes": changes})
         return view(team)
+
+    @router.get(
+        "/admin/teams/<team>/history",
+        operation_id="getTeamHistory",
+        tags=["admin"],
+        summary="Changes to a team's limits, newest first",
+    )
+    def team_history(
+        team: Annotated[str, TEAM],
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        next_token: Annotated[str | None, Query(max_length=200, pattern="^[A-Za-z0-9_-]+$")] = None,
+    ) -> HistoryPage:
+        access.admin()
+        before = from_token(next_token) if next_token else None
+        entries, last = services().jobs.history(f"{JobsKeys.TEAM_PREFIX}{team}", limit=limit, before=before)
+        now = services().clock()
+        return HistoryPage(entries=[entry_view(entry, now) for entry in entries], next_token=to_token(last))
 
     return router
