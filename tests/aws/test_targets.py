@@ -316,3 +316,39 @@ def test_http_5xx_and_refused_connections_are_unhealthy_and_4xx_is_not(
     failures = stack.jobs.breaker(f"ops:http:{origin[0]}//{origin[2]}").failures
     assert failures == 1, "the 503s counted once (one attempt); the 400 did not"
     assert stack.jobs.breaker("ops:http:http://127.0.0.1:9").failures == 1
+
+
+def test_a_secret_rotated_mid_run_is_resolved_again_once_on_401(stack: Stack, clock: Clock, webhook: Any) -> None:
+    """#49: the attempt read the secret, then it was rotated; the origin answers 401 to the old value. The header is
+    resolved again once (never from a cache) and the request sent with the new value: the run succeeds."""
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    secrets.create_secret(Name="ops/rotated", SecretString="Bearer old", Tags=[{"Key": OWNER_TAG, "Value": "ops"}])
+    real = stack.targets.secret_resolver
+    reads: list[bool] = []
+
+    def rotated_after_the_first_read(reference: str, team: str, *, fresh: bool = False) -> str:
+        value = real(reference, team, fresh=fresh)
+        reads.append(fresh)
+        if len(reads) == 1:
+            secrets.put_secret_value(SecretId="ops/rotated", SecretString="Bearer new")
+        return value
+
+    stack.targets.secret_resolver = rotated_after_the_first_read
+    webhook.statuses[:] = [401]
+    target = {"type": "http", "url": webhook.url, "secret_headers": {"Authorization": "secretsmanager:ops/rotated"}}
+    run = run_one(stack, clock, target)
+    assert run.status is RunStatus.SUCCEEDED and run.attempt == 1, run.error
+    assert [request["headers"]["Authorization"] for request in webhook.seen] == ["Bearer old", "Bearer new"]
+    assert reads == [False, True]
+
+
+def test_a_401_with_the_secret_unchanged_fails_without_a_second_request(
+    stack: Stack, clock: Clock, webhook: Any
+) -> None:
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    secrets.create_secret(Name="ops/wrong", SecretString="Bearer wrong", Tags=[{"Key": OWNER_TAG, "Value": "ops"}])
+    webhook.statuses[:] = [403]
+    target = {"type": "http", "url": webhook.url, "secret_headers": {"Authorization": "secretsmanager:ops/wrong"}}
+    run = run_one(stack, clock, target)
+    assert run.status is RunStatus.FAILED and (run.error or "").startswith("HTTP 403")
+    assert len(webhook.seen) == 1  # read again, the same value: not sent twice

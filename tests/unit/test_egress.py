@@ -193,7 +193,7 @@ def test_a_refused_http_target_fails_the_run_without_resolving_its_secrets(
     port, seen = internal.port, internal.seen
     resolved: list[str] = []
 
-    def resolver(reference: str, team: str) -> str:
+    def resolver(reference: str, team: str, *, fresh: bool = False) -> str:
         resolved.append(reference)
         return "s3cret"
 

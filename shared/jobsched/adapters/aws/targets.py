@@ -98,8 +98,8 @@ class LambdaInvoker(Protocol):
 
 
 class SecretResolver(Protocol):
-    def __call__(self, reference: str, team: str) -> str:
-        """The secret's value, read as ``team``."""
+    def __call__(self, reference: str, team: str, *, fresh: bool = False) -> str:
+        """The secret's value, read as ``team`` (``fresh``: not from the cache: it was rotated)."""
 
 
 class SessionSecretResolver:
@@ -108,13 +108,15 @@ class SessionSecretResolver:
     def __init__(self, sessions: TeamSessions) -> None:
         self.sessions = sessions
 
-    def __call__(self, reference: str, team: str) -> str:
+    def __call__(self, reference: str, team: str, *, fresh: bool = False) -> str:
         from aws_lambda_powertools.utilities.parameters import SecretsProvider, SSMProvider
 
         source, name, json_key = parse_secret_ref(reference)
         if source == "ssm":
-            return str(SSMProvider(boto3_client=self.sessions.client(team, "ssm")).get(name, decrypt=True, max_age=300))
-        value = str(SecretsProvider(boto3_client=self.sessions.client(team, "secretsmanager")).get(name, max_age=300))
+            ssm = SSMProvider(boto3_client=self.sessions.client(team, "ssm"))
+            return str(ssm.get(name, decrypt=True, max_age=300, force_fetch=fresh))
+        secrets = SecretsProvider(boto3_client=self.sessions.client(team, "secretsmanager"))
+        value = str(secrets.get(name, max_age=300, force_fetch=fresh))
         return str(json.loads(value)[json_key]) if json_key else value
 
 
@@ -274,9 +276,19 @@ class TargetExecutor:
         prepared = self._http_headers(target, context)
         if isinstance(prepared, TargetResult):
             return prepared
-        return self._http_send(target, context, prepared)
+        result = self._http_send(target, context, prepared)
+        if target.secret_headers and _auth_refused(result):
+            # A rotated secret: the cached value (up to 5 minutes old) may be the old one. Read it again, once.
+            fresh = self._http_headers(target, context, fresh=True)
+            if isinstance(fresh, TargetResult):
+                return fresh
+            if fresh != prepared:
+                return self._http_send(target, context, fresh)
+        return result
 
-    def _http_headers(self, target: HttpTarget, context: RunContext) -> dict[str, str] | TargetResult:
+    def _http_headers(
+        self, target: HttpTarget, context: RunContext, *, fresh: bool = False
+    ) -> dict[str, str] | TargetResult:
         """The request's headers, secrets resolved only after the URL passed the egress policy."""
         headers = {
             "Content-Type": "application/json",
@@ -294,7 +306,10 @@ class TargetExecutor:
         except urllib3.exceptions.HTTPError as error:
             return TargetResult("failed", error=f"connection error: {error}", unhealthy=True)
         try:
-            secrets = {name: self.secret_resolver(ref, context.team) for name, ref in target.secret_headers.items()}
+            secrets = {
+                name: self.secret_resolver(ref, context.team, fresh=fresh)
+                for name, ref in target.secret_headers.items()
+            }
         except Exception as error:
             return TargetResult("failed", error=f"cannot resolve a secret header: {type(error).__name__}")
         for name, value in secrets.items():
@@ -343,3 +358,8 @@ class TargetExecutor:
                 return TargetResult("failed", error=last_error, retryable=False)  # the request itself is wrong
         # Connection errors, 5xx and 429 on every try within the attempt: the origin is unwell.
         return TargetResult("failed", error=last_error, unhealthy=True)
+
+
+def _auth_refused(result: TargetResult) -> bool:
+    """The origin refused the request's credentials (HTTP 401 or 403)."""
+    return result.outcome == "failed" and (result.error or "").startswith(("HTTP 401", "HTTP 403"))
