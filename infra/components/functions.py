@@ -192,6 +192,14 @@ class Functions(Construct):
             storage.jobs.grant_read_write_data(function)
             storage.runs.grant_read_write_data(function)
             queues.escalations.grant_send_messages(function)
+        # jobsched dlq: the API reads the work and escalation dead-letter queues and redrives them (sends again
+        # through the work and escalation queues, which it may send to already).
+        dead_letters = {f"work-{p}": queues.dead[p] for p in PRIORITIES} | {"escalations": queues.escalation_dead}
+        for dead in dead_letters.values():
+            dead.grant_consume_messages(self.api)
+        self.api.add_environment(
+            Env.DEAD_LETTER_QUEUES, json.dumps({name: dead.queue_url for name, dead in dead_letters.items()})
+        )
         self.escalation.add_environment(Env.LOG_GROUPS, log_groups)
         for priority in PRIORITIES:
             for queue in queues.shards[priority]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -565,4 +566,26 @@ class StopsPort(Protocol):
     def get_stop(self, stop_id: str) -> Stop | None: ...
     def resume_stop_once(self, stop: Stop) -> bool:
         """Store ``stop`` as resumed, only if it was not resumed yet; False when it was."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    message_id: str
+    receipt: str
+    body: str
+    receives: int
+
+
+class DeadLettersPort(Protocol):
+    """The deployment's dead-letter queues by name (``pipeline.dead_letters.QUEUES``)."""
+
+    def count(self, queue: str) -> int: ...
+    def receive(self, queue: str, *, max_messages: int, hold: timedelta) -> list[DeadLetter]:
+        """Up to ``max_messages`` (≤ 10), out of sight for ``hold`` (0: visible again at once)."""
+        ...
+
+    def delete(self, queue: str, letters: Sequence[DeadLetter]) -> None: ...
+    def release(self, queue: str, letters: Sequence[DeadLetter]) -> None:
+        """Visible again at once."""
         ...

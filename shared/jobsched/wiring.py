@@ -11,6 +11,7 @@ from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.container_logs import ContainerLogs
 from jobsched.adapters.aws.container_work import ContainerWork
 from jobsched.adapters.aws.data_checks import S3DataChecks
+from jobsched.adapters.aws.dead_letters import DeadLetterQueues
 from jobsched.adapters.aws.ecs_tasks import RunCallbacks
 from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.logs import InsightsLogs
@@ -40,6 +41,7 @@ from jobsched.paging.incidents import Escalator
 from jobsched.paging.rules import Links
 from jobsched.pipeline.baselines import HealthWatch
 from jobsched.pipeline.containers import ContainerResults
+from jobsched.pipeline.dead_letters import DeadLetters
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.freshness import FreshnessKeeper
 from jobsched.pipeline.intake import EventIntake
@@ -321,6 +323,13 @@ def build_api_services(settings: Settings) -> ApiServices:
         clock=utc_now,
         slo_tiers=settings.slo_tiers,
         policy=OrgPolicy.parse(settings.org_policy),
+        dead_letters=DeadLetters(
+            DeadLetterQueues(settings.dead_letter_queues),
+            WorkQueues(settings.queue_urls, shards=settings.queue_shards),
+            EscalationQueue(settings.escalation_queue_url),
+        )
+        if settings.dead_letter_queues
+        else None,
         notifier=build_page_sender(settings).notifier,  # paging drills
         default_topic=settings.escalation_topic_arn,
         dags=build_dag_deployer(settings),

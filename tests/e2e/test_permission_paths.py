@@ -238,3 +238,24 @@ def test_the_consoles_trigger_and_approval_act_through_the_actions_function(runt
     assert status in (200, 202) and "Approved" in page, page
     done = wait_for(finished(runtime, "gated", run_id, TEAM), 60)
     assert done["status"] == "SUCCEEDED", done
+
+
+def test_the_dead_letter_queues_are_listed_and_redriven_by_the_api(runtime: LocalRuntime) -> None:
+    """jobsched dlq: the API reads a dead-letter queue and sends its messages back (#49)."""
+    from infra.local.stack import DEFAULT_ADMIN
+    from jobsched.core.runs import RunMessage, parse_instant
+
+    assert call(runtime, "PUT", f"/teams/{TEAM}/jobs/dead", {"target": ECHO}, team=TEAM)[0] in (200, 201)
+    sqs = aws(runtime, "sqs")
+    [dead_queue] = [url for url in sqs.list_queues()["QueueUrls"] if url.endswith("WorkNormal-dlq")]
+    at = parse_instant("2027-01-04T10:00:00Z")
+    message = RunMessage.scheduled(job=f"{TEAM}/dead", team=TEAM, at=at, fire_at=at, spec_version=1)
+    sqs.send_message(QueueUrl=dead_queue, MessageBody=message.model_dump_json(exclude_none=True))
+    sqs.send_message(QueueUrl=dead_queue, MessageBody="not a message")
+    admin = {"Content-Type": "application/json", "X-Jobsched-Principal": DEFAULT_ADMIN}
+    listed = HTTP.request("GET", runtime.api_url + "/dlq", headers=admin)
+    assert listed.status == 200, listed.data
+    normal = next(queue for queue in json.loads(listed.data) if queue["queue"] == "work-normal")
+    assert normal["by_team"] == {TEAM: 1, "": 1}
+    redriven = HTTP.request("POST", runtime.api_url + "/dlq/work-normal/redrive", body=b"{}", headers=admin)
+    assert redriven.status == 200 and json.loads(redriven.data) == {"queue": "work-normal", "moved": 1, "left": 1}

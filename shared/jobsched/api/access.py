@@ -20,6 +20,7 @@ from jobsched.api.tokens import CallbackTokens
 from jobsched.core.records import StoredJob
 from jobsched.core.runs import job_key
 from jobsched.core.slo import SloTiers
+from jobsched.pipeline.dead_letters import DeadLetters
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import (
     ContainerLogsPort,
@@ -62,6 +63,7 @@ class ApiServices:
     notifier: NotifierPort | None = None  # paging drills send their test pages through it (None: refused)
     default_topic: str | None = None  # the deployment's escalation topic (a job without its own channel)
     policy: OrgPolicy = field(default_factory=OrgPolicy)  # the organisation's rules for jobs, enforced at PUT
+    dead_letters: DeadLetters | None = None  # jobsched dlq (None: this deployment's API cannot reach them)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from jobsched.api.routes import (
     backfills,
     breakers,
     callbacks,
+    dead_letters,
     dependencies,
     drills,
     explain,
@@ -86,6 +87,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         slo,
         drills,
         stops,
+        dead_letters,
     ):
         app.include_router(module.router(access))
     return app

@@ -19,6 +19,7 @@ from jobsched.api.tokens import TOKEN_HEADER, InvalidToken
 from jobsched.core.errors import FieldError, SpecError, WorkflowsNotConfigured, field_errors_from
 from jobsched.core.records import JobExists, JobNotFound, StaleAttempt, VersionConflict
 from jobsched.pipeline.approvals import NotAnApproval, NothingToDecide
+from jobsched.pipeline.dead_letters import UnknownQueue
 from jobsched.pipeline.manual_runs import BackfillLimit, BackfillTooLarge, NoSchedule
 from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight, RunNotFound
 from jobsched.pipeline.stops import StopAlreadyResumed, StopNotFound, TooManyStopped
@@ -74,6 +75,7 @@ MAPPED: dict[type[Exception], tuple[int, str, str | None, Callable[[Any], str]]]
     StopNotFound: (404, "stop_not_found", "stop_id", lambda error: f"no emergency stop {error}"),
     StopAlreadyResumed: (409, "stop_already_resumed", "stop_id", str),
     TooManyStopped: (422, "selector_too_wide", "teams", str),
+    UnknownQueue: (404, "queue_not_found", "queue", str),
 }
 
 

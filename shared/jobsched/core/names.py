@@ -60,6 +60,8 @@ class Env:
         "JOBSCHED_EGRESS_ALLOW"  # comma-separated hosts or CIDRs outbound HTTP may reach despite the deny-list
     )
     TEAM_LIMITS = "JOBSCHED_TEAM_LIMITS"  # JSON: the platform's default limits for every team (jobsched.tenancy.quotas)
+    # JSON: the dead-letter queues people work (jobsched dlq), by name: work-high|normal|low, escalations.
+    DEAD_LETTER_QUEUES = "JOBSCHED_DEAD_LETTER_QUEUES"
     ORG_POLICY = "JOBSCHED_ORG_POLICY"  # JSON: the organisation's policy for jobs (jobsched.registry.policy)
     SLO_TIERS = "JOBSCHED_SLO_TIERS"  # JSON: each SLO tier's objectives and the budget window (jobsched.core.slo)
     PAGES_QUEUE = "JOBSCHED_PAGES_QUEUE_URL"  # escalation pages waiting for delivery

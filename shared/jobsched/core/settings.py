@@ -31,6 +31,7 @@ class Settings:
     egress_allow: tuple[str, ...] = ()
     team_limits: TeamLimits = field(default_factory=TeamLimits)
     slo_tiers: SloTiers = field(default_factory=SloTiers)
+    dead_letter_queues: dict[str, str] = field(default_factory=dict)  # name -> URL (jobsched dlq)
     org_policy: str | None = None  # the organisation's policy as JSON (parsed where it is enforced: pydantic)
     pages_queue_url: str | None = None  # None: pages are delivered by the escalation handler itself
     intake_queue_arn: str | None = None  # None: this deployment refuses jobs with triggers
@@ -73,6 +74,7 @@ class Settings:
             team_limits=TeamLimits.parse(source.get(Env.TEAM_LIMITS)),
             slo_tiers=SloTiers.parse(source.get(Env.SLO_TIERS)),
             org_policy=source.get(Env.ORG_POLICY) or None,
+            dead_letter_queues=dict(json.loads(source.get(Env.DEAD_LETTER_QUEUES) or "{}")),
             pages_queue_url=source.get(Env.PAGES_QUEUE) or None,
             intake_queue_arn=source.get(Env.INTAKE_QUEUE_ARN) or None,
             system_intake_queue_arn=source.get(Env.SYSTEM_INTAKE_QUEUE_ARN) or None,
