@@ -10,10 +10,12 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from jobsched.adapters.aws.dead_letters import DeadLetterQueues
 from jobsched.api.app import ApiServices, build_handler
 from jobsched.api.identity import Membership
 from jobsched.api.tokens import CallbackTokens
 from jobsched.client import HttpResult
+from jobsched.pipeline.dead_letters import DeadLetters
 from jobsched.tenancy.egress import AddressPolicy
 from tests.aws.harness import Stack
 
@@ -54,6 +56,11 @@ class ApiClient:
             egress=AddressPolicy(),  # as deployed: literal private addresses are refused at PUT
             notifier=stack.page_sender.notifier,  # paging drills send through the pages' own notifier
             default_topic=stack.default_topic,
+            dead_letters=DeadLetters(  # as deployed: the work queues' dead-letter queues (jobsched dlq)
+                DeadLetterQueues({f"work-{p}": url for p, url in stack.dlq_urls.items()}, stack.sqs),
+                stack.queues,
+                stack.escalation_queue,
+            ),
         )
         self.handle = build_handler(lambda: services)
 
