@@ -580,6 +580,10 @@ class DeadLetter:
 class DeadLettersPort(Protocol):
     """The deployment's dead-letter queues by name (``pipeline.dead_letters.QUEUES``)."""
 
+    def names(self) -> tuple[str, ...]:
+        """The dead-letter queues this deployment has (of ``pipeline.dead_letters.QUEUES``)."""
+        ...
+
     def count(self, queue: str) -> int: ...
     def receive(self, queue: str, *, max_messages: int, hold: timedelta) -> list[DeadLetter]:
         """Up to ``max_messages`` (≤ 10), out of sight for ``hold`` (0: visible again at once)."""

@@ -74,7 +74,7 @@ class DeadLetters:
     def listing(self, *, team: str | None, samples: int = 5) -> list[QueueLetters]:
         """Each queue's dead letters; ``team``: only that team's are counted and shown (None: all, an admin)."""
         found = []
-        for queue in QUEUES:
+        for queue in (name for name in QUEUES if name in self.letters.names()):
             letters = self._peek(queue)
             listed = QueueLetters(queue, self.letters.count(queue), read=len(letters))
             for letter in letters:
@@ -91,8 +91,8 @@ class DeadLetters:
 
     def redrive(self, queue: str, *, team: str | None, limit: int = MAX_REDRIVE) -> Redriven:
         """Send ``team``'s dead letters of ``queue`` (None: every one) back to where they came from."""
-        if queue not in QUEUES:
-            raise UnknownQueue(f"no dead-letter queue {queue}; there are {', '.join(QUEUES)}")
+        if queue not in QUEUES or queue not in self.letters.names():
+            raise UnknownQueue(f"no dead-letter queue {queue}; there are {', '.join(self.letters.names())}")
         done = Redriven(queue)
         seen: set[str] = set()
         while done.moved < limit:

@@ -20,6 +20,9 @@ class DeadLetterQueues:
     def sqs(self) -> Any:
         return self._client or client("sqs")
 
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.urls)
+
     def _url(self, queue: str) -> str:
         if queue not in self.urls:
             raise KeyError(f"this deployment has no dead-letter queue {queue}")

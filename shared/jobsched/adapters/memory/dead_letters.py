@@ -22,6 +22,9 @@ class MemoryDeadLetters:
         self.messages[queue][message_id] = (body, 0)
         return message_id
 
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.messages)
+
     def count(self, queue: str) -> int:
         return len(self.messages[queue])
 
