@@ -92,6 +92,13 @@ def router(access: Access) -> APIGatewayRouter:
             caller.require(team)
         return caller.arn
 
+    def existing(stop_id: str) -> tuple[Stop, str]:
+        """The stop, and the caller, who must act for each of its teams (404 when there is none)."""
+        stop = services().jobs.get_stop(stop_id)
+        if stop is None:
+            raise StopNotFound(stop_id)
+        return stop, acting_for(stop.selector.teams)
+
     @router.post(
         "/stops",
         operation_id="emergencyStop",
@@ -109,11 +116,7 @@ def router(access: Access) -> APIGatewayRouter:
 
     @router.get("/stops/<stop_id>", operation_id="getStop", tags=["schedule"], summary="An emergency stop")
     def get_stop(stop_id: Annotated[str, STOP_ID]) -> StopView:
-        stop = services().jobs.get_stop(stop_id)
-        if stop is None:
-            raise StopNotFound(stop_id)
-        acting_for(stop.selector.teams)
-        return stop_view(stop)
+        return stop_view(existing(stop_id)[0])
 
     @router.post(
         "/stops/<stop_id>/resume",
@@ -122,11 +125,7 @@ def router(access: Access) -> APIGatewayRouter:
         summary="Resume exactly the jobs the stop paused, with the catch-up chosen (once)",
     )
     def resume_stop(stop_id: Annotated[str, STOP_ID], body: Annotated[ResumeStopRequest, Body()]) -> StopView:
-        s = services()
-        stop = s.jobs.get_stop(stop_id)
-        if stop is None:
-            raise StopNotFound(stop_id)
-        who = acting_for(stop.selector.teams)
+        s, (_, who) = services(), existing(stop_id)
         return stop_view(resume_stopped(s.jobs, stop_id, catchup=body.catchup, principal=who, now=s.clock()))
 
     return router
