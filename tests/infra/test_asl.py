@@ -94,7 +94,9 @@ def compiled_machines() -> dict[str, dict[str, Any]]:
 
 def example_files() -> list[Path]:
     return [
-        p for p in sorted((ROOT / "examples").rglob("*.yaml")) if "invalid" not in p.parts and p.name != "policy.yaml"
+        p
+        for p in sorted((ROOT / "examples").rglob("*.yaml"))
+        if "invalid" not in p.parts and "tests" not in p.parts and p.name != "policy.yaml"
     ]
 
 

@@ -78,13 +78,16 @@ class JobFileResult:
 
 
 def find_job_files(paths: Iterable[Path]) -> Iterator[Path]:
-    """Files as given; directories searched recursively for .yaml/.yml/.json, in sorted order."""
+    """Files as given; directories searched recursively for .yaml/.yml/.json, in sorted order (a job file's test,
+    ``NAME.test.yaml``, is not a job file: ``jobsched test`` reads those)."""
     for path in paths:
         if path.is_dir():
             yield from sorted(
                 candidate
                 for candidate in path.rglob("*")
-                if candidate.is_file() and candidate.suffix.lower() in JOB_FILE_SUFFIXES
+                if candidate.is_file()
+                and candidate.suffix.lower() in JOB_FILE_SUFFIXES
+                and not candidate.name.lower().endswith((".test.yaml", ".test.yml", ".test.json"))
             )
         else:
             yield path
