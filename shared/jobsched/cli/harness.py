@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,7 +31,9 @@ from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.runs import RunStatus, instant_text
 from jobsched.core.spec import ApprovalTarget, CallbackTarget, JobSpec, StrictModel
 from jobsched.dag.deployer import DagDeployer
-from jobsched.paging.rules import OPENS
+from jobsched.paging.escalation_events import EscalationEvent
+from jobsched.paging.incidents import Escalator
+from jobsched.paging.rules import Links
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle
 from jobsched.pipeline.manual_runs import trigger_run
@@ -42,6 +44,7 @@ from jobsched.schedule.fires import first_fire
 MAX_WINDOW = timedelta(days=366)
 MAX_STEPS = 200_000  # a test is bounded whatever its window and schedule
 SINGLE = "target"  # the stub name of a job's single target
+DEFAULT_TOPIC = "arn:aws:sns:us-east-1:123456789012:jobsched-test"  # where a job with no escalation of its own pages
 
 
 class Stub(StrictModel):
@@ -73,7 +76,9 @@ class Expect(StrictModel):
     attempts: dict[str, int] | None = Field(default=None, description="an instant's run's attempts")
     tasks: dict[str, str] | None = Field(default=None, description="a DAG task's status, in every run")
     payloads: dict[str, Any] | None = Field(default=None, description="what a task (or target) was last called with")
-    pages: int | None = Field(default=None, ge=0, description="escalation events that open an incident")
+    pages: int | None = Field(
+        default=None, ge=0, description="pages sent (opened, escalated, paused), as the tier and escalation route them"
+    )
 
 
 class JobTest(StrictModel):
@@ -240,8 +245,28 @@ class Harness:
                 observed.tasks.setdefault(name.split("[", 1)[0], set()).add(state.status.value)
         for name, _, payload in self.targets.calls:
             observed.payloads[name] = payload
-        observed.pages = sum(1 for event in self.escalations.events if event.get("kind") in OPENS)
+        observed.pages = self._pages()
         return observed
+
+    def _pages(self) -> int:
+        """The pages the escalation path would send for what happened (opened, escalated, paused), routed by the
+        job's tier and escalation as deployed: one per incident, not one per failure; a ticket pages nobody."""
+        escalator = Escalator(self.jobs, PagesNotSent(), self.clock, DEFAULT_TOPIC, Links(region="us-east-1"))
+        sent = 0
+        for event in self.escalations.events:
+            handled = escalator.handle(EscalationEvent.model_validate(event))
+            sent += sum(1 for page in handled.pages if page.notice != "resolved")
+        return sent
+
+
+class PagesNotSent:
+    """The pages queue of a test: pages are counted, never sent."""
+
+    def send(self, bodies: Sequence[str]) -> None:
+        return None
+
+    def retry_later(self, receipt_handle: str, delay: timedelta) -> None:
+        return None
 
 
 def check(expect: Expect, observed: Observed) -> list[str]:
