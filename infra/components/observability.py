@@ -563,6 +563,7 @@ class Observability(Construct):
         shown = (
             ("Jobs, worst first", {"view": "team", "team": CONSOLE_TEAM}, 12, False),
             ("SLOs: budget per tier, freshness, paging destinations", {"view": "slo", "team": CONSOLE_TEAM}, 12, False),
+            ("Recent changes: specs, pauses, stops, limits", {"view": "changes", "team": CONSOLE_TEAM}, 8, False),
             ("Team timeline: a row per job", {"view": "timeline", "team": CONSOLE_TEAM}, 12, True),
             ("Job timeline", {"view": "job", "team": CONSOLE_TEAM, "job": CONSOLE_JOB}, 14, True),
         )

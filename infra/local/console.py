@@ -61,7 +61,8 @@ class ConsoleRequest:
 
 
 class LocalConsole:
-    """GET /console, /console/incidents, /console/executive, /console/teams/{team}, .../slo, .../timeline[?days=N],
+    """GET /console, /console/incidents, /console/executive, /console/teams/{team}, .../slo, .../changes,
+    .../timeline[?days=N],
     .../jobs/{name}[?days=N], .../runs/{run_id};
     GET /console/act?... (the confirmation) and POST /console/act (the action)."""
 
@@ -149,6 +150,8 @@ def _team_view(team: str, rest: list[str], jobs: JobsStore, runs: RunsStore, now
     start = now - timedelta(days=days)
     if not rest:
         return views.team(jobs, runs, team, now=now, links=links, controls=controls)
+    if rest == ["changes"]:
+        return views.team_changes(jobs, team, now=now, links=links)
     if rest == ["slo"]:
         topic = settings.escalation_topic_arn
         return views.team_slo(jobs, team, settings.slo_tiers, now=now, links=links, default_topic=topic)

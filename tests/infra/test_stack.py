@@ -310,11 +310,11 @@ def test_four_dashboards_and_the_jobs_one_is_the_console(dev: Template) -> None:
         for logical, f in resources(dev[0], "AWS::Lambda::Function").items()
         if f.get("Handler") == "functions.console.handler.handler"
     ]
-    assert body.count('\\"type\\":\\"custom\\"') == 4 and console in body, "four custom widgets, the console"
-    for view in ("team", "slo", "timeline", "job"):
+    assert body.count('\\"type\\":\\"custom\\"') == 5 and console in body, "five custom widgets, the console"
+    for view in ("team", "slo", "changes", "timeline", "job"):
         assert f'\\"view\\":\\"{view}\\"' in body, view
     assert "CONSOLE_TEAM" in body and '\\"variables\\"' in body, "the team comes from a dashboard variable"
-    assert body.count(":team-CONSOLE_TEAM") == 4, "each widget invokes the typed team's alias"
+    assert body.count(":team-CONSOLE_TEAM") == 5, "each widget invokes the typed team's alias"
     [executive] = [p for p in dashboards.values() if p["DashboardName"] == "jobsched-dev-executive"]
     executive_body = json.dumps(executive["DashboardBody"])
     assert executive_body.count('\\"type\\":\\"custom\\"') == 1 and '\\"view\\":\\"executive\\"' in executive_body

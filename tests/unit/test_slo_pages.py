@@ -110,3 +110,25 @@ def test_the_widget_shows_every_team_on_call_and_one_team_through_its_alias() ->
     assert "SLOs of team data" in slo
     refused = render_widget({"view": "slo", "team": "data"}, jobs, None, NOW, viewer=Viewer("web"))  # type: ignore[arg-type]
     assert "Not allowed" in refused
+
+
+def test_a_teams_recent_changes_newest_first_with_who_and_why_and_its_limits() -> None:
+    from jobsched.console.changes_page import team_changes
+    from jobsched.console.views import team_changes as team_changes_view
+
+    jobs = MemoryJobs()
+    at = NOW - timedelta(days=1)
+    spec = JobSpec.model_validate({"name": "etl", "team": "data", "target": {"type": "lambda", "function": "f"}})
+    jobs.create(spec, now=at - timedelta(days=30), principal="alice", next_visit_at=None, cursor=at)  # too old
+    jobs.record_action("data/etl", version=1, now=at, principal="bob", action="pause", reason="emergency stop s1: INC")
+    jobs.record_action("TEAM#data", version=1, now=at + timedelta(hours=1), principal="admin", action="team_limits",
+                       details={"changes": {"max_running": 5}})  # fmt: skip
+    changes = team_changes(jobs, "data", now=NOW)
+    assert [(c.subject, c.entry.action) for c in changes] == [("team limits", "team_limits"), ("data/etl", "pause")]
+    page = team_changes_view(jobs, "data", now=NOW, links=links)
+    assert page.title == "Recent changes of team data"
+    assert "emergency stop s1: INC" in page.body and "bob" in page.body and "max_running" in page.body
+    assert "/console/teams/data/jobs/etl" in page.body and "alice" not in page.body
+    widget = render_widget({"view": "changes", "team": "data"}, jobs, None, NOW, viewer=Viewer("data"))  # type: ignore[arg-type]
+    assert "Recent changes of team data" in widget
+    assert "Not allowed" in render_widget({"view": "changes", "team": "data"}, jobs, None, NOW, viewer=Viewer("web"))  # type: ignore[arg-type]

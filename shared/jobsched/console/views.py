@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Protocol
 
-from jobsched.console import details, incidents_page, render, run_page, slo_pages, timelines
+from jobsched.console import changes_page, details, incidents_page, render, run_page, slo_pages, timelines
 from jobsched.console.palette import look
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import TaskStatus, instant_text
@@ -88,10 +88,12 @@ def team(
         healths = list(pool.map(health, [key for key in keys if key in found]))
     body = render.team_view(team_name, worst_first(healths), links, controls)
     timeline, slo = links(f"/teams/{team_name}/timeline"), links(f"/teams/{team_name}/slo")
-    if timeline and slo:
+    changes = links(f"/teams/{team_name}/changes")
+    if timeline and slo and changes:
         body = (
             f"<p>{render.link_text('Timeline of every job', timeline)} &middot; "
-            f"{render.link_text('SLOs, freshness and paging destinations', slo)}</p>" + body
+            f"{render.link_text('SLOs, freshness and paging destinations', slo)} &middot; "
+            f"{render.link_text('Recent changes', changes)}</p>" + body
         )
     return View(f"Team {team_name}", body, _nav(links, ("teams", team_name)))
 
@@ -343,6 +345,14 @@ def team_slo(
     page = slo_pages.team_slo(jobs, team_name, tiers, now=now, links=links, default_topic=default_topic)
     here = links(f"/teams/{team_name}/slo")
     return View(page.title, page.body, (*_nav(links, ("teams", team_name)), *(((here, "slo"),) if here else ())))
+
+
+def team_changes(jobs: changes_page.ChangeJobs, team_name: str, *, now: datetime, links: render.Links) -> View:
+    """What changed on the team's jobs and limits lately, newest first (the audit, not the runs)."""
+    body = changes_page.changes_view(changes_page.team_changes(jobs, team_name, now=now), now, links)
+    here = links(f"/teams/{team_name}/changes")
+    nav = (*_nav(links, ("teams", team_name)), *(((here, "changes"),) if here else ()))
+    return View(f"Recent changes of team {team_name}", body, nav)
 
 
 def executive(

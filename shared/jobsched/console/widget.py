@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from jobsched.console import render, views
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX, team_of_alias
+from jobsched.console.changes_page import ChangeJobs
 from jobsched.console.slo_pages import SloJobs
 from jobsched.core.bounds import EARLIEST, LATEST
 from jobsched.core.slo import SloTiers
@@ -56,7 +57,8 @@ def viewer_of(invoked_function_arn: str) -> Viewer | None:
 
 DESCRIPTION = """\
 ### jobsched console
-Parameters: `view` (`incidents` | `executive` | `team` | `slo` | `timeline` | `job` | `run` | `explain` | `runs`),
+Parameters: `view` (`incidents` | `executive` | `team` | `slo` | `changes` | `timeline` | `job` | `run` | `explain` |
+`runs`),
 `team`, and for
 `job`/`run`/`explain`: `job`, `run_id`, `at` (why the job ran or did not at that instant, as `jobsched explain`);
 `runs` searches as `jobsched runs` does: `job` (none: every job of the team), `status`, `trigger`,
@@ -126,7 +128,7 @@ def no_links(path: str) -> str | None:
     return None
 
 
-class WidgetJobs(views.ConsoleJobs, SloJobs, Protocol):
+class WidgetJobs(views.ConsoleJobs, SloJobs, ChangeJobs, Protocol):
     """What every view of the widget reads of the Jobs table."""
 
 
@@ -158,7 +160,10 @@ def render_widget(
         return render.page("Not allowed", f"<p>{escape(refusal)}</p>", standalone=False)
     start, end = time_range(context, now)
     try:
-        if view in ("slo", "executive"):
+        shown: views.View | None
+        if view == "changes" and team:
+            shown = views.team_changes(jobs, team, now=now, links=no_links)
+        elif view in ("slo", "executive"):
             shown = _slo_view(view, team, jobs, now=now, viewer=viewer, platform=platform or Platform())
         else:
             shown = _view(view, team, params, jobs, runs, now=now, span=(start, end), controls=controls, viewer=viewer)
