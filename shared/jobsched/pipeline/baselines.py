@@ -60,12 +60,11 @@ class HealthWatch:
         known = self._baseline(run.job)
         anomaly = judge(known, sample, terms.zone)
         flags = self._flags(run, terms, known, anomaly, now)
-        to_write = self._learned(run.job, sample, terms, flags, anomaly is not None or flags is not None)
+        to_write = self._learned(run.job, known, sample, terms, flags)
         if run.status is RunStatus.SUCCEEDED and terms.freshness is not None and run.finished_at is not None:
-            stored = self.jobs.get(run.job, consistent=False)
-            if stored is not None:
-                FreshnessKeeper(self.jobs, self.publish).succeeded(stored.spec, run.finished_at, now, baseline=to_write)
-                to_write = None
+            assert terms.spec is not None  # terms with a freshness policy were read from a spec
+            FreshnessKeeper(self.jobs, self.publish).succeeded(terms.spec, run.finished_at, now, baseline=to_write)
+            to_write = None
         if to_write is not None:
             self.jobs.put_health(run.job, baseline=to_write)
         if to_write is not None or flags is not None:
@@ -89,11 +88,10 @@ class HealthWatch:
         return Marks(anomaly_open=known.anomaly_open or pages, last_anomaly=last)
 
     def _learned(
-        self, job: str, sample: Sample, terms: SloTerms, flags: Marks | None, changed: bool
+        self, job: str, known: Baseline, sample: Sample, terms: SloTerms, flags: Marks | None
     ) -> Baseline | None:
         """The baseline to write (None: no write): from a fresh read when it takes the sample or changes a flag."""
-        known = self._baseline(job)
-        if learn(known, sample, terms.zone) is None and not changed:
+        if learn(known, sample, terms.zone) is None and flags is None:
             return None
         fresh = self.jobs.health(job, consistent=False).baseline or Baseline()
         fresh = flags.on(fresh) if flags is not None else fresh

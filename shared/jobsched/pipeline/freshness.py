@@ -31,10 +31,8 @@ from jobsched.core.slo import FRESHNESS_JUDGED, FRESHNESS_STALE
 from jobsched.core.spec import JobSpec
 from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.ports import HealthPort, JobsPort, SloLedgerPort
-from jobsched.registry.freshness import board_view, policy_changed
+from jobsched.registry.freshness import ATTEMPTS, board_view, policy_changed
 from jobsched.watch.signals import emit
-
-ATTEMPTS = 5  # conditional writes lost to a racing success or judgement before giving up (the next tick retries)
 
 
 class FreshnessJobs(JobsPort, HealthPort, SloLedgerPort, Protocol):

@@ -45,11 +45,12 @@ class SloTerms:
     freshness: FreshnessPolicy | None = None
     anomalies: str = "record"
     zone: str = "UTC"
+    spec: JobSpec | None = None  # the spec these terms were read from (its freshness is kept with it)
 
     @classmethod
     def of(cls, spec: JobSpec) -> SloTerms:
         zone = spec.schedule.timezone if spec.schedule is not None else "UTC"
-        return cls(spec.tier, spec.deadline, policy_of(spec), spec.anomalies, zone)
+        return cls(spec.tier, spec.deadline, policy_of(spec), spec.anomalies, zone, spec)
 
 
 @dataclass

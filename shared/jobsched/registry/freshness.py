@@ -4,6 +4,7 @@ the job's line on its team's freshness board (``pipeline.freshness`` keeps both 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from jobsched.core.freshness import FreshnessPolicy, FreshnessState, policy_of, started
@@ -43,14 +44,7 @@ def policy_changed(jobs: HealthPort, spec: JobSpec, before: JobSpec | None, *, n
         else:
             moved = policy.next_deadline(now) if policy.deadline is not None else None
             expiry = (current.last_success_at or current.since) + policy.max_age
-            state = FreshnessState(
-                since=current.since,
-                state=current.state,
-                last_success_at=current.last_success_at,
-                stale_since=current.stale_since,
-                check_at=moved if moved is not None else max(expiry, now),
-                reason=current.reason,
-            )
+            state = replace(current, check_at=moved if moved is not None else max(expiry, now))
         if jobs.put_health(spec.key, freshness=state, version=health.version):
             jobs.note_team_freshness(spec.team, spec.name, board_view(policy, state, changed_at=now))
             return
