@@ -73,6 +73,10 @@ class Stores:
             for key in self.specs
         }
 
+    def company_entries(self) -> dict[str, dict[str, object]]:
+        time.sleep(self.latency)  # one query of the company partition
+        return {}
+
     def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]:
         time.sleep(self.latency * 3)  # the team index, a page of 500 keys
         return sorted(self.specs)[:limit], None

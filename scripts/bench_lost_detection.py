@@ -22,6 +22,7 @@ from jobsched.core.runs import RunMessage, RunStatus, parse_instant, scheduled_r
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.worker import Worker
+from jobsched.schedule.company import NO_COMPANY
 from jobsched.schedule.fires import first_fire
 
 START = parse_instant("2027-01-04T08:59:30Z")
@@ -66,7 +67,11 @@ class Pipeline:
         )
         now = self.clock()
         self.jobs.create(
-            spec, now=now, principal="bench", cursor=now, next_visit_at=first_fire(spec, registered_at=now, after=now)
+            spec,
+            now=now,
+            principal="bench",
+            cursor=now,
+            next_visit_at=first_fire(spec, registered_at=now, after=now, company=NO_COMPANY),
         )
         self.dispatcher = Dispatcher(
             self.jobs, self.runs, self.queues, escalations=self.escalations, backlogs=self.queues if quick else None

@@ -41,6 +41,7 @@ from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.worker import Worker
 from jobsched.planning.scale_model import AwsLimits, Calibration, Deployment, simulate
+from jobsched.schedule.company import NO_COMPANY
 from jobsched.schedule.fires import first_fire
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +105,7 @@ def calibrate_pipeline(jobs_count: int) -> dict[str, float]:
             now=clock(),
             principal="bench",
             cursor=clock(),
-            next_visit_at=first_fire(spec, registered_at=clock(), after=clock()),
+            next_visit_at=first_fire(spec, registered_at=clock(), after=clock(), company=NO_COMPANY),
         )
     for table in (jobs.table, runs.table):
         table.capacity.reset()

@@ -55,7 +55,20 @@ from jobsched.core.spec import ContainerTarget, JobSpec
 from jobsched.core.stops import Stop
 
 
-class JobsPort(Protocol):
+class CompanyPort(Protocol):
+    """Company calendars and maintenance windows (``core.spec.company``) as stored: one item each on the Jobs table,
+    read whole in one query (at most a few hundred, each a few KB)."""
+
+    def company_entries(self) -> dict[str, dict[str, Any]]:
+        """``{kind}#{company/NAME}`` -> the document as stored (kind: calendar or maintenance)."""
+        ...
+
+    def put_company_entry(self, kind: str, reference: str, document: dict[str, Any] | None) -> None:
+        """Store one entry (None: delete it)."""
+        ...
+
+
+class JobsPort(CompanyPort, Protocol):
     """Specs, the dispatch state (cursor, audit mark, due index), slots, breakers and team limits."""
 
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None: ...

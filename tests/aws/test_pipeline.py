@@ -108,10 +108,10 @@ def test_an_error_in_one_job_leaves_the_others_dispatched(stack: Stack, clock: C
     stack.register(job("fine") | {"team": "b"})
     original = stack.dispatcher._compiled_for
 
-    def failing(stored: Any) -> Any:
+    def failing(stored: Any, company: Any) -> Any:
         if stored.key == "a/broken":
             raise RuntimeError("a bug that only this job's spec triggers")
-        return original(stored)
+        return original(stored, company)
 
     stack.dispatcher._compiled_for = failing  # type: ignore[method-assign]
     report = stack.tick()

@@ -20,6 +20,7 @@ from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle, StateChange
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import TaskRunsPort
+from jobsched.schedule.company import NO_COMPANY
 from jobsched.schedule.fires import first_fire
 from tests.helpers import Clock
 
@@ -82,7 +83,11 @@ class DagMemoryStack:
         spec = JobSpec.model_validate(document)
         now = self.clock()
         self.jobs.create(
-            spec, now=now, principal="test", cursor=now, next_visit_at=first_fire(spec, registered_at=now, after=now)
+            spec,
+            now=now,
+            principal="test",
+            cursor=now,
+            next_visit_at=first_fire(spec, registered_at=now, after=now, company=NO_COMPANY),
         )
         DagDeployer(self.workflows, {priority: f"memory://{priority}" for priority in PRIORITIES}).deploy(spec)
         return spec

@@ -18,6 +18,7 @@ from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.worker import Worker
+from jobsched.schedule.company import NO_COMPANY
 from jobsched.schedule.fires import first_fire
 from tests.helpers import Clock
 
@@ -46,7 +47,11 @@ class Pipeline:
         spec = JobSpec.model_validate({"name": "job", "team": "data", "target": {"type": "callback"}} | body)
         now = self.clock()
         self.jobs.create(
-            spec, now=now, principal="test", cursor=now, next_visit_at=first_fire(spec, registered_at=now, after=now)
+            spec,
+            now=now,
+            principal="test",
+            cursor=now,
+            next_visit_at=first_fire(spec, registered_at=now, after=now, company=NO_COMPANY),
         )
         self.dispatcher = Dispatcher(self.jobs, self.runs, self.queues, escalations=self.escalations)
         self.worker = Worker(self.jobs, self.runs, self.queues, self.escalations, targets, self.clock)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from jobsched.core.durations import format_duration, parse_duration
 from jobsched.core.errors import FieldError, SpecError
-from jobsched.core.spec import JobSpec
+from jobsched.core.spec import CalendarPolicy, JobSpec
 from jobsched.registry.jobfile import load_job_file, parse_document, validate_document
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "jobs" / "nightly-invoices.yaml"
@@ -54,7 +54,7 @@ def test_issue_example_validates_as_written() -> None:
     assert job.key == "payments/nightly-invoices"
     assert job.schedule is not None and job.schedule.timezone == "America/New_York"
     assert job.schedule.catchup.window == timedelta(hours=6)
-    assert job.schedule.calendar is not None and job.schedule.calendar.skip_holidays is not None
+    assert isinstance(job.schedule.calendar, CalendarPolicy) and job.schedule.calendar.skip_holidays is not None
     assert job.schedule.calendar.skip_holidays.country == "US"
     assert job.target is not None and job.target.type == "lambda" and job.target.timeout == timedelta(minutes=10)
     assert job.retry.backoff.max == timedelta(minutes=10)

@@ -31,6 +31,7 @@ from jobsched.ports import (
     TriggerRulesPort,
 )
 from jobsched.registry.policy import OrgPolicy
+from jobsched.schedule.company import CompanySettings
 from jobsched.tenancy.egress import AddressPolicy
 from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.watch.explain import ExplainRuns
@@ -64,6 +65,10 @@ class ApiServices:
     default_topic: str | None = None  # the deployment's escalation topic (a job without its own channel)
     policy: OrgPolicy = field(default_factory=OrgPolicy)  # the organisation's rules for jobs, enforced at PUT
     dead_letters: DeadLetters | None = None  # jobsched dlq (None: this deployment's API cannot reach them)
+
+    def company(self) -> CompanySettings:
+        """The company calendars and maintenance windows, read now (one query)."""
+        return CompanySettings.read(self.jobs)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from jobsched.api.routes import (
     backfills,
     breakers,
     callbacks,
+    company,
     dead_letters,
     dependencies,
     drills,
@@ -88,6 +89,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         drills,
         stops,
         dead_letters,
+        company,
     ):
         app.include_router(module.router(access))
     return app

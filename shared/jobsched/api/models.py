@@ -192,6 +192,10 @@ class IncidentView(BaseModel):
     severity: str | None = Field(default=None, description="ticket: a best-effort job's incident, never paged")
     snoozed_until: str | None = Field(default=None, description="no page for it before this instant")
     snoozed_by: str | None = None
+    held: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="pages a company maintenance window held (role, window, at, kind): recorded, not sent",
+    )
 
 
 class WarningView(BaseModel):

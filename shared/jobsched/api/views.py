@@ -28,6 +28,7 @@ from jobsched.dag.definition import graph_from_values
 from jobsched.dag.progress import task_reason
 from jobsched.pipeline.manual_runs import BackfillProgress
 from jobsched.ports import TaskRunsPort
+from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.fires import preview_schedule, schedule_of
 
 
@@ -40,22 +41,22 @@ def if_match_version(if_match: str | None) -> int | None:
     return version
 
 
-def next_fires(spec: JobSpec, now: datetime, count: int) -> list[str]:
+def next_fires(spec: JobSpec, now: datetime, count: int, company: CompanySettings) -> list[str]:
     """A job's first fire times if it were registered now (a validation's preview)."""
-    compiled = preview_schedule(spec, registered_at=now)
+    compiled = preview_schedule(spec, registered_at=now, company=company)
     return [instant_text(o.at) for o in compiled.next_fires(now, count)] if compiled else []
 
 
-def upcoming(stored: StoredJob, now: datetime, count: int) -> list[str]:
+def upcoming(stored: StoredJob, now: datetime, count: int, company: CompanySettings) -> list[str]:
     """A stored job's next fire times (none while paused)."""
-    compiled = schedule_of(stored)
+    compiled = schedule_of(stored, company)
     if stored.state != "ACTIVE" or compiled is None:
         return []
     return [instant_text(o.at) for o in compiled.next_fires(now, count)]
 
 
-def job_view(stored: StoredJob, now: datetime) -> JobView:
-    next_five = upcoming(stored, now, 5)
+def job_view(stored: StoredJob, now: datetime, company: CompanySettings) -> JobView:
+    next_five = upcoming(stored, now, 5, company)
     return JobView(
         team=stored.spec.team,
         name=stored.spec.name,
@@ -199,6 +200,7 @@ def incident_view(incident: Incident) -> IncidentView:
         severity=incident.severity,
         snoozed_until=incident.snoozed_until,
         snoozed_by=incident.snoozed_by,
+        held=list(incident.held),
     )
 
 

@@ -4,7 +4,9 @@ the jobs no file defines any more (downstreams first), and ``--dry-run`` shows a
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +21,7 @@ from jobsched.client import ClientError
 
 if TYPE_CHECKING:
     from jobsched.core.spec import JobSpec
+    from jobsched.schedule.company import CompanySettings
 
 
 @cli.command()
@@ -52,8 +55,9 @@ def apply(
         sys.exit(1)
     files = {r.job.key: r.path for r in results if r.job is not None}
     specs = [r.job for r in results if r.job is not None and (team is None or r.job.team == team)]
+    company = functools.cache(lambda: _deployed_company(client))  # read once, on the first diff that needs it
     report = [
-        _apply_one(client, spec, files[spec.key], dry_run, app.clock())
+        _apply_one(client, spec, files[spec.key], dry_run, app.clock(), company)
         for spec in upstreams_first(specs, lambda spec: spec.key, JobSpec.upstreams)
     ]
     if prune:
@@ -72,7 +76,16 @@ def apply(
         sys.exit(1)
 
 
-def _apply_one(client: Any, spec: JobSpec, path: Path, dry_run: bool, now: datetime) -> dict[str, Any]:
+def _deployed_company(client: Any) -> CompanySettings:
+    """The deployment's company calendars and windows (GET /company), for a diff's fire times."""
+    from jobsched.schedule.company import CompanySettings
+
+    return CompanySettings.from_document(client.call("GET", "/company").body)
+
+
+def _apply_one(
+    client: Any, spec: JobSpec, path: Path, dry_run: bool, now: datetime, company: Callable[[], CompanySettings]
+) -> dict[str, Any]:
     """PUT one job if it differs from what is deployed (If-Match: the version read); print the diff on a dry run.
     A refusal is this file's answer, not the end of the folder."""
     entry: dict[str, Any] = {"job": spec.key, "file": str(path)}
@@ -82,7 +95,7 @@ def _apply_one(client: Any, spec: JobSpec, path: Path, dry_run: bool, now: datet
         old = _normalized(current.body["spec"]) if current.status == 200 else None
         action = "created" if old is None else ("unchanged" if old == new else "changed")
         if dry_run and action != "unchanged":
-            _print_change(spec.key, old, new, now)
+            _print_change(spec.key, old, new, now, company)
         if not dry_run and action != "unchanged":
             headers = {"If-Match": str(current.body["version"])} if current.status == 200 else {}
             stored = client.call("PUT", f"/teams/{spec.team}/jobs/{spec.name}", new, headers=headers).body
@@ -133,12 +146,15 @@ def _normalized(spec: dict[str, Any]) -> dict[str, Any]:
     return JobSpec.model_validate(spec).model_dump(mode="json", exclude_none=True)
 
 
-def _print_change(key: str, old: dict[str, Any] | None, new: dict[str, Any], now: datetime) -> None:
+def _print_change(
+    key: str, old: dict[str, Any] | None, new: dict[str, Any], now: datetime, company: Callable[[], CompanySettings]
+) -> None:
     import difflib
 
     import yaml
 
     from jobsched.core.spec import JobSpec
+    from jobsched.schedule.company import NO_COMPANY
     from jobsched.schedule.fires import preview_schedule
 
     before = yaml.safe_dump(old, sort_keys=True).splitlines() if old else []
@@ -149,7 +165,10 @@ def _print_change(key: str, old: dict[str, Any] | None, new: dict[str, Any], now
     def fires(spec: dict[str, Any] | None) -> set[str]:
         if spec is None:
             return set()
-        compiled = preview_schedule(JobSpec.model_validate(spec), registered_at=now)
+        job = JobSpec.model_validate(spec)
+        compiled = preview_schedule(
+            job, registered_at=now, company=company() if job.company_references() else NO_COMPANY
+        )
         if compiled is None:
             return set()
         return {utc_text(o.at) for o in compiled.fires(now, until=now + timedelta(days=7))}

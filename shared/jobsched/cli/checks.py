@@ -10,11 +10,12 @@ import click
 
 from jobsched.cli import app
 from jobsched.cli.app import cli
-from jobsched.cli.offline import parse_instant_option
+from jobsched.cli.offline import company_option, load_company, parse_instant_option
 
 if TYPE_CHECKING:  # imported on use: the spec's models cost every CLI call otherwise (#46)
     from jobsched.core.spec import JobSpec
     from jobsched.registry.findings import Finding
+    from jobsched.schedule.company import CompanySettings
     from jobsched.schedule.engine import Occurrence
 
 
@@ -25,7 +26,10 @@ if TYPE_CHECKING:  # imported on use: the spec's models cost every CLI call othe
     "--format", "output_format", type=click.Choice(["text", "json", "github"]), default="text", show_default=True
 )
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
-def lint(paths: tuple[Path, ...], policy_path: Path | None, output_format: str, strict: bool) -> None:
+@company_option
+def lint(
+    paths: tuple[Path, ...], policy_path: Path | None, output_format: str, strict: bool, company_path: Path | None
+) -> None:
     """Check job files against the organisation's policy and the known mistakes (DST gaps and overlaps,
     herds, piling-up runs, deadlines shorter than timeouts, calendars that never fire, long catch-ups).
     Exit 0 clean (or warnings only), 1 errors (or warnings with --strict)."""
@@ -38,7 +42,7 @@ def lint(paths: tuple[Path, ...], policy_path: Path | None, output_format: str, 
         policy = OrgPolicy.load(policy_path) if policy_path else OrgPolicy()
     except (ValidationError, ValueError, OSError) as error:
         raise click.BadParameter(str(error).splitlines()[0], param_hint="--policy") from None
-    findings = lint_files(paths, policy, now=app.clock())
+    findings = lint_files(paths, policy, now=app.clock(), company=load_company(company_path))
     if output_format == "json":
         click.echo(json.dumps([finding.as_dict() for finding in findings], indent=2))
     elif output_format == "github":
@@ -79,9 +83,26 @@ def github_annotation(finding: Finding) -> str:
 @click.option("--json", "as_json", is_flag=True, help="The summary as JSON.")
 @click.option("--fires", "stream", is_flag=True, help="Also print every instant as it is computed (JSON lines).")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(1, 1000), help="Busiest minutes shown.")
-def simulate(paths: tuple[Path, ...], start_text: str, end_text: str, as_json: bool, stream: bool, top: int) -> None:
+@company_option
+@click.option(
+    "--compare",
+    "compare_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A changed company file: list the jobs whose instants in the range it moves (added, removed).",
+)
+def simulate(
+    paths: tuple[Path, ...],
+    start_text: str,
+    end_text: str,
+    as_json: bool,
+    stream: bool,
+    top: int,
+    company_path: Path | None,
+    compare_path: Path | None,
+) -> None:
     """Every instant of the jobs in a range (no cap): per job the fires, the instants skipped and moved
-    by reason and the DST events met; across all jobs the busiest minutes."""
+    by reason and the DST events met; across all jobs the busiest minutes. With --compare, what a change to the
+    company calendars and windows (--company: as they are) does to each job's instants."""
     from jobsched.planning.simulate import simulate as run_simulation
     from jobsched.registry.jobfile import validate_files
     from jobsched.schedule.engine import ScheduleTooExpensive
@@ -97,12 +118,18 @@ def simulate(paths: tuple[Path, ...], start_text: str, end_text: str, as_json: b
     if invalid:
         raise SystemExit(1)
     specs = [r.job for r in results if r.job is not None]
+    company = load_company(company_path)
+    if compare_path is not None:
+        print_company_change(specs, company, load_company(compare_path, "--compare"), start, end, as_json)
+        return
 
     def echo_occurrence(spec: JobSpec, occurrence: Occurrence) -> None:
         click.echo(json.dumps(occurrence_line(spec, occurrence)))
 
     try:
-        result = run_simulation(specs, start=start, end=end, on_occurrence=echo_occurrence if stream else None)
+        result = run_simulation(
+            specs, start=start, end=end, on_occurrence=echo_occurrence if stream else None, company=company
+        )
     except ScheduleTooExpensive as error:
         raise click.ClickException(str(error)) from None
     summary = {
@@ -125,6 +152,29 @@ def simulate(paths: tuple[Path, ...], start_text: str, end_text: str, as_json: b
         click.echo(json.dumps(summary, indent=None if stream else 2))
         return
     print_summary(summary)
+
+
+def print_company_change(
+    specs: list[JobSpec], before: CompanySettings, after: CompanySettings, start: Any, end: Any, as_json: bool
+) -> None:
+    """The jobs whose instants in (start, end] the changed company file moves; exit 0 either way."""
+    from jobsched.planning.company import compare_fires
+    from jobsched.schedule.engine import ScheduleTooExpensive
+
+    try:
+        moved = compare_fires(specs, before, after, start=start, end=end)
+    except ScheduleTooExpensive as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        click.echo(json.dumps({"moved": [m.as_dict() for m in moved]}, indent=2))
+        return
+    click.echo(f"{len(moved)} of {len(specs)} job(s) move between {start.isoformat()} and {end.isoformat()}")
+    for job in moved:
+        click.echo(f"  {job.job}: +{len(job.added)} -{len(job.removed)} instant(s)")
+        for instant in job.removed[:5]:
+            click.echo(f"    - {instant}")
+        for instant in job.added[:5]:
+            click.echo(f"    + {instant}")
 
 
 def occurrence_line(spec: JobSpec, occurrence: Occurrence) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import Worker
 from jobsched.registry.jobfile import load_job_file
+from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.fires import first_fire
 
 MAX_WINDOW = timedelta(days=366)
@@ -84,6 +85,9 @@ class Expect(StrictModel):
 class JobTest(StrictModel):
     name: str | None = None
     job: str = Field(description="the job file, relative to this test file")
+    company: str | None = Field(
+        default=None, description="the company calendars and maintenance windows it names: a file, relative to this one"
+    )
     window: Window
     stubs: dict[str, Stub] = Field(default_factory=dict, max_length=100)
     triggers: list[Trigger] = Field(default_factory=list, max_length=1000)
@@ -162,7 +166,7 @@ class StubTargets:
 class Harness:
     """One job on the memory adapters, through a window of virtual time."""
 
-    def __init__(self, spec: JobSpec, test: JobTest) -> None:
+    def __init__(self, spec: JobSpec, test: JobTest, company: CompanySettings = NO_COMPANY) -> None:
         self.spec, self.test = spec, test
         self.clock = Clock(test.window.start)
         self.jobs, self.store = MemoryJobs(), MemoryRuns()
@@ -176,12 +180,19 @@ class Harness:
         )
         self.dispatcher = Dispatcher(self.jobs, self.runs, self.queues, escalations=self.escalations)
         now = self.clock()
+        for reference, calendar in company.calendars.items():
+            self.jobs.put_company_entry("calendar", reference, calendar.model_dump(mode="json", exclude_none=True))
+        for reference, window in company.windows.items():
+            self.jobs.put_company_entry("maintenance", reference, window.model_dump(mode="json", exclude_none=True))
+        missing = company.missing(spec)
+        if missing:
+            raise ValueError(f"{missing[0][1]} ({missing[0][0]}) is not defined: name a company file that defines it")
         self.jobs.create(
             spec,
             now=now,
             principal="jobsched test",
             cursor=now,
-            next_visit_at=first_fire(spec, registered_at=now, after=now),
+            next_visit_at=first_fire(spec, registered_at=now, after=now, company=company),
         )
         if spec.dag is not None:
             DagDeployer(self.workflows, {priority: f"memory://{priority}" for priority in PRIORITIES}).deploy(spec)
@@ -300,9 +311,14 @@ def run_test_file(path: Path, extra_stubs: dict[str, Stub] | None = None) -> Out
     if not timedelta(0) < test.window.end - test.window.start <= MAX_WINDOW:
         raise ValueError(f"{path}: the window must end after it starts, within {MAX_WINDOW.days} days")
     spec = load_job_file((path.parent / test.job).resolve())
+    company = NO_COMPANY
+    if test.company is not None:
+        company = CompanySettings.from_document(
+            yaml.safe_load((path.parent / test.company).resolve().read_text(encoding="utf-8")) or {}
+        )
     if extra_stubs:
         test = test.model_copy(update={"stubs": test.stubs | extra_stubs})
-    observed = Harness(spec, test).run()
+    observed = Harness(spec, test, company).run()
     return Outcome(str(path), test.name or path.stem, check(test.expect, observed), observed)
 
 

@@ -15,17 +15,53 @@ from jobsched.cli.app import cli
 from jobsched.core.tz import UTC, get_zone
 
 if TYPE_CHECKING:  # imported on use: the spec's models cost every CLI call otherwise (#46)
+    from collections.abc import Callable
+
     from jobsched.core.errors import FieldError
-    from jobsched.core.spec import Schedule
+    from jobsched.core.spec import JobSpec, Schedule
+    from jobsched.schedule.company import CompanySettings
     from jobsched.schedule.engine import CompiledSchedule, Occurrence
 
+COMPANY_HELP = (
+    "YAML of the company calendars and maintenance windows the jobs name as company/NAME "
+    "({calendars: {NAME: ...}, maintenance: {NAME: ...}}; `jobsched company list -o yaml` writes the deployment's)."
+)
 
-def _next_fire_note(schedule: Schedule | None, hash_key: str, now: datetime) -> str:
-    if schedule is None:
+
+def company_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--company FILE``: the company calendars and windows offline commands resolve company/NAME with."""
+    path = click.Path(exists=True, dir_okay=False, path_type=Path)
+    return click.option("--company", "company_path", type=path, help=COMPANY_HELP)(command)
+
+
+def load_company(path: Path | None, hint: str = "--company") -> CompanySettings:
+    import yaml
+    from pydantic import ValidationError
+
+    from jobsched.schedule.company import NO_COMPANY, CompanySettings
+
+    if path is None:
+        return NO_COMPANY
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(document, dict):
+            raise ValueError("the file holds calendars: and maintenance: mappings")
+        return CompanySettings.from_document(document)
+    except (ValidationError, ValueError, OSError, yaml.YAMLError) as error:
+        raise click.BadParameter(f"{path}: {str(error).splitlines()[0]}", param_hint=hint) from None
+
+
+def _next_fire_note(spec: JobSpec, now: datetime, company: CompanySettings) -> str:
+    if spec.schedule is None:
         return " (no schedule: runs when triggered)"
-    from jobsched.schedule.fires import schedule_for
+    missing = company.missing(spec)
+    if missing:
+        return f" (next: unknown: {missing[0][1]} is not in --company)"
+    from jobsched.schedule.fires import preview_schedule
 
-    upcoming = schedule_for(schedule, job=hash_key, registered_at=now).next_fires(now, 1)
+    compiled = preview_schedule(spec, registered_at=now, company=company)
+    assert compiled is not None
+    upcoming = compiled.next_fires(now, 1)
     if not upcoming:
         return " (warning: no fire instant in the next 10 years)"
     return f" (next: {utc_text(upcoming[0].at)})"
@@ -33,10 +69,12 @@ def _next_fire_note(schedule: Schedule | None, hash_key: str, now: datetime) -> 
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-def validate(paths: tuple[Path, ...]) -> None:
+@company_option
+def validate(paths: tuple[Path, ...], company_path: Path | None) -> None:
     """Check job files (YAML or JSON; directories are searched) without deploying anything."""
     from jobsched.registry.jobfile import validate_files
 
+    company = load_company(company_path)
     now = app.clock()
     failed = False
     results = validate_files(paths)
@@ -50,7 +88,7 @@ def validate(paths: tuple[Path, ...]) -> None:
                 click.echo(f"{result.path}: {error}")
             continue
         assert result.job is not None
-        click.echo(f"{result.path}: OK {result.job.key}{_next_fire_note(result.job.schedule, result.job.key, now)}")
+        click.echo(f"{result.path}: OK {result.job.key}{_next_fire_note(result.job, now, company)}")
     sys.exit(1 if failed else 0)
 
 
@@ -72,6 +110,7 @@ def validate(paths: tuple[Path, ...]) -> None:
 @click.option("--count", default=10, show_default=True, type=click.IntRange(1, 10000))
 @click.option("--job", "job_key", default="", help="team/name that fixes H values and jitter.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@company_option
 def preview(
     expression: str | None,
     job_file: Path | None,
@@ -80,6 +119,7 @@ def preview(
     count: int,
     job_key: str,
     as_json: bool,
+    company_path: Path | None,
 ) -> None:
     """Show the next fire instants of EXPRESSION (or --file JOB) and why others are skipped or moved."""
     if (expression is None) == (job_file is None):
@@ -103,8 +143,14 @@ def preview(
                     ],
                     job_file,
                 )
-            assert job.schedule is not None
-            schedule, hash_key = job.schedule, job.key
+            company = load_company(company_path)
+            missing = company.missing(job)
+            if missing:
+                message = f"{missing[0][1]} is not defined: pass --company FILE with its definition"
+                _fail_with([FieldError(missing[0][0], "unknown_company_reference", message)], job_file)
+            effective = company.effective(job)
+            assert effective is not None
+            schedule, hash_key = effective, job.key
         else:
             schedule = _schedule_from_options(expression or "", timezone)
             hash_key = job_key
@@ -217,7 +263,10 @@ def _fire_json(fire: Occurrence, skipped: list[Occurrence], compiled: CompiledSc
 @click.option("--days", default=7, show_default=True, type=click.IntRange(1, 366), help="How far ahead to look.")
 @click.option("--after", "after_text", help="ISO-8601 instant to start from (default: now).")
 @click.option("--p99", "target_p99", default=60.0, show_default=True, help="Target p99 start lateness (s).")
-def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_p99: float) -> None:
+@company_option
+def capacity(
+    paths: tuple[Path, ...], days: int, after_text: str | None, target_p99: float, company_path: Path | None
+) -> None:
     """Size a deployment for job files: the peak minute of the next DAYS, the CDK settings and AWS quotas
     that peak needs (from the scale model, scripts/bench_scale.py), and the monthly cost."""
     from collections import Counter
@@ -236,7 +285,8 @@ def capacity(paths: tuple[Path, ...], days: int, after_text: str | None, target_
         click.echo("fix the job files first" if bad else "no job files (.yaml, .yml, .json) found", err=True)
         sys.exit(1)
     start = parse_instant_option(after_text, "UTC") if after_text else app.clock()
-    profile = load_profile((r.job for r in results if r.job is not None), start=start, days=days)
+    company = load_company(company_path)
+    profile = load_profile((r.job for r in results if r.job is not None), start=start, days=days, company=company)
     minute, peak = profile.peak()
     sizing = size_for(profile, target_p99_s=target_p99)
     d = sizing.deployment

@@ -32,6 +32,7 @@ from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.reruns import TaskSelection, rerun_run
 from jobsched.ports import DrillsPort, TaskRunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job, resume_job
+from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.fires import next_fire
 
 ActionKind = Literal["pause", "resume", "trigger", "rerun", "rerun_from_failure", "approve", "reject", "page_test"]
@@ -216,7 +217,7 @@ def _carry_out(request: ActionRequest, principal: Principal, stores: ActionStore
         return ActionResult(True, f"Paused {job}", f"Reason: {stored.paused_reason}. No instant fires until resumed.")
     if request.action == "resume":
         stored = resume_job(jobs, job, now=now, principal=who)
-        upcoming = next_fire(stored, now)
+        upcoming = next_fire(stored, now, CompanySettings.read(jobs))
         after = f"next fire {instant_text(upcoming)}" if upcoming else "no instant ahead"
         return ActionResult(True, f"Resumed {job}", f"Instants that fell while paused are not run; {after}.")
     if request.action == "trigger":

@@ -15,6 +15,7 @@ from jobsched.core.records import Run, StoredJob, TaskState
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.dag.progress import task_reason
+from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.engine import ScheduleTooExpensive
 from jobsched.schedule.fires import schedule_of
 from jobsched.watch.health import strip_cell
@@ -24,12 +25,12 @@ NEXT_FIRES = 5
 OUTPUT_SHOWN = 2000  # characters of a task's output on the page (the API and `jobsched run -o json` have it whole)
 
 
-def job_facts(stored: StoredJob, now: datetime) -> str:
+def job_facts(stored: StoredJob, now: datetime, company: CompanySettings) -> str:
     """Its next fires, its triggers and what it runs, then its spec as stored (YAML)."""
     import yaml
 
     spec = stored.spec
-    compiled = schedule_of(stored)
+    compiled = schedule_of(stored, company)
     try:
         upcoming = [instant_text(o.fire_at) for o in compiled.next_fires(now, NEXT_FIRES)] if compiled else []
     except ScheduleTooExpensive:

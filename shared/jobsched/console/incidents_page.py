@@ -33,6 +33,9 @@ def incidents_view(incidents: Sequence[Incident], runbooks: dict[str, str], now:
             paged += f"; snoozed until {incident.snoozed_until}"
         if incident.severity == "ticket":
             paged += " (a ticket: best-effort, never paged)"
+        if incident.held:  # pages a maintenance window held: recorded, not sent
+            windows = ", ".join(sorted({entry["window"] for entry in incident.held}))
+            paged += f"; {len(incident.held)} page(s) held by maintenance {windows}"
         last = incident.last or {}
         error = str(last.get("error") or DASH)
         # A run waiting for a person is not a failure: its row is blue, says what is asked, and links the run.

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from html import escape
-from typing import Protocol
+from typing import Any, Protocol
 
 from jobsched.console import changes_page, details, incidents_page, render, run_page, slo_pages, timelines
 from jobsched.console.palette import look
@@ -18,6 +18,7 @@ from jobsched.core.slo import SloTiers
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.dag.definition import graph_from_values
 from jobsched.registry.dependencies import dependencies
+from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.engine import CompiledSchedule, Occurrence
 from jobsched.schedule.fires import next_fire, schedule_of
 from jobsched.watch.explain import ExplainJobs, ExplainRuns, NotAnInstant, explanation_for
@@ -37,6 +38,7 @@ class ConsoleJobs(ExplainJobs, Protocol):
     def open_incidents(self, job: str) -> set[str]: ...
     def open_incident_list(self, *, limit: int = 200) -> list[StoredIncident]: ...
     def downstreams(self, job: str) -> list[str]: ...
+    def company_entries(self) -> dict[str, dict[str, Any]]: ...
 
 
 class ConsoleRuns(ExplainRuns, RunQueries, Protocol):
@@ -68,6 +70,7 @@ def team(
 ) -> View:
     keys, _ = jobs.team_page(team_name, limit=MAX_TEAM_JOBS, after_name=None)
     found = jobs.get_many(keys)
+    company = CompanySettings.read(jobs)
 
     def health(key: str) -> JobHealth:
         stored = found[key]
@@ -79,7 +82,7 @@ def team(
             window=MAX_WINDOW,
             state=stored.state,
             paused_reason=stored.paused_reason,
-            next_fire=_next_fire(stored, now),
+            next_fire=_next_fire(stored, now, company),
             open_incidents=jobs.open_incidents(key),
             strip_length=STRIP_LENGTH,
         )
@@ -118,6 +121,7 @@ def team_timeline(
     start = max(min(start, end - timedelta(minutes=1)), end - timedelta(days=render.MAX_DAYS))
     keys, _ = jobs.team_page(team_name, limit=MAX_TEAM_JOBS, after_name=None)
     found = jobs.get_many(keys)
+    company = CompanySettings.read(jobs)
 
     def read(key: str) -> timelines.JobInstants:
         shown, partial = _runs_between(runs, key, start, end, limit=TEAM_TIMELINE_RUNS)
@@ -130,7 +134,7 @@ def team_timeline(
     for row in rows[:TEAM_TIMELINE_JOBS]:
         # When the range held more runs than were read, its older part is not shown: nor are its instants.
         since = min(r.scheduled_at for r in row.runs) if row.partial else start
-        shown_rows.append(replace(row, occurrences=_moved_or_skipped(found[row.job], since, end)))
+        shown_rows.append(replace(row, occurrences=_moved_or_skipped(found[row.job], since, end, company)))
     body = timelines.team_timeline_view(team_name, shown_rows, start, end, links, of_jobs=len(rows))
     here = links(f"/teams/{team_name}/timeline")
     nav = _nav(links, ("teams", team_name)) + (((here, "timeline"),) if here else ())
@@ -152,11 +156,11 @@ def _runs_between(
             return shown[:limit], True
 
 
-def _moved_or_skipped(stored: StoredJob, start: datetime, end: datetime) -> list[Occurrence]:
+def _moved_or_skipped(stored: StoredJob, start: datetime, end: datetime, company: CompanySettings) -> list[Occurrence]:
     """The instants in [start, end] the schedule skipped or moved, to show beside the runs. Stepping the
     engine costs about 0.2 ms an instant, too slow for 150 rows of an hourly week: it is stepped only
     where an instant can be skipped or moved (around DST changes, on the days a calendar excludes)."""
-    compiled = _compiled(stored)
+    compiled = schedule_of(stored, company)
     if compiled is None:
         return []
     spans = compiled.irregular_spans(start, end)
@@ -164,10 +168,6 @@ def _moved_or_skipped(stored: StoredJob, start: datetime, end: datetime) -> list
         return _occurrences(compiled, start, end, TEAM_TIMELINE_RUNS)
     found = [o for low, high in spans for o in _occurrences(compiled, low, high, TEAM_TIMELINE_RUNS)]
     return [o for o in found if not o.fires or o.reason_kind in render.MARKED_KINDS][:TEAM_TIMELINE_RUNS]
-
-
-def _compiled(stored: StoredJob) -> CompiledSchedule | None:
-    return schedule_of(stored)
 
 
 def _occurrences(compiled: CompiledSchedule, start: datetime, end: datetime, limit: int) -> list[Occurrence]:
@@ -193,13 +193,14 @@ def job(
     start = max(start, end - timedelta(days=render.MAX_DAYS))
     shown, _ = _runs_between(runs, job_key, start, end, limit=MAX_TIMELINE_RUNS)
     zone = stored.spec.schedule.timezone if stored.spec.schedule is not None else "UTC"
-    compiled = _compiled(stored)
+    company = CompanySettings.read(jobs)
+    compiled = schedule_of(stored, company)
     occurrences = _occurrences(compiled, start, end, MAX_TIMELINE_RUNS) if compiled else []
     body = timelines.timeline_view(job_key, shown, occurrences, zone, start, end)
     team_name, name = job_key.split("/", 1)
     latest = sorted(shown, key=lambda r: r.run_id, reverse=True)[:50]
     runs_list = details.runs_table(latest, links(f"/teams/{team_name}/jobs/{name}"), now=now)
-    head = _state_line(stored, controls) + details.job_facts(stored, now)
+    head = _state_line(stored, controls) + details.job_facts(stored, now, company)
     upstreams, downstreams = dependencies(jobs, runs, stored)
     related = render.dependencies_view(upstreams, downstreams, links)
     nav = _nav(links, ("teams", team_name), ("jobs", name))
@@ -379,10 +380,10 @@ def _state_line(stored: StoredJob, controls: render.Controls | None) -> str:
     return f"{preamble}<p>State: <b>{state}</b> {acts}</p>"
 
 
-def _next_fire(stored: StoredJob, now: datetime) -> str | None:
+def _next_fire(stored: StoredJob, now: datetime, company: CompanySettings) -> str | None:
     if stored.state != "ACTIVE":
         return None
-    upcoming = next_fire(stored, now)
+    upcoming = next_fire(stored, now, company)
     return instant_text(upcoming) if upcoming else None
 
 

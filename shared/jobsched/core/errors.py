@@ -127,6 +127,8 @@ def _drop_union_tags(location: tuple[Any, ...]) -> tuple[Any, ...]:
         previous = location[index - 1] if index else None
         if isinstance(part, str) and part in tags and previous == "target":
             continue
+        if part in ("own", "company") and previous == "calendar":  # schedule.calendar's forms (core.spec.schedule)
+            continue
         kept.append(part)
     return tuple(kept)
 

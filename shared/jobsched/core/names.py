@@ -162,6 +162,10 @@ class JobsKeys:
     # An emergency stop: pk "STOP#{id}", sk STOP: its selector, the jobs it paused, its resume (pipeline.stops).
     STOP_PREFIX = "STOP#"
     STOP = "STOP"
+    # Company calendars and maintenance windows: pk COMPANY, sk "ENTRY#{kind}#company/{name}", the document as
+    # JSON; their changes are AUDIT# items of the same partition (GET /admin/company/history).
+    COMPANY = "COMPANY"
+    COMPANY_ENTRY_PREFIX = "ENTRY#"
     TEAM_DRILLS = "DRILLS"  # a team's paging drills: pk "TEAM#{team}", one attribute per destination address
     # A team's SLO ledger: pk "TEAM#{team}", sk "SLO#{tier}#{YYYY-MM-DD}", one item a tier a day (jobsched.core.slo).
     SLO_PREFIX = "SLO#"

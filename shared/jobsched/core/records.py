@@ -154,6 +154,9 @@ class Incident:
     severity: str | None = None  # "ticket": a best-effort job's incident, recorded and never paged
     snoozed_until: str | None = None  # no page for it before this instant (someone said so, audited)
     snoozed_by: str | None = None
+    # Pages a maintenance window held (role, window, at, kind): recorded, not sent; the role is still unpaged, so
+    # the incident's next event after the window pages it.
+    held: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,7 @@ class StoredIncident:
             severity=values.get("severity"),
             snoozed_until=values.get("snoozed_until"),
             snoozed_by=values.get("snoozed_by"),
+            held=tuple(dict(entry) for entry in values.get("held", ())),
         )
 
     @classmethod

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from jobsched.paging.rules import (
 )
 from jobsched.ports import EscalationStorePort, PageQueuePort
 from jobsched.registry.jobs import pause_job
+from jobsched.schedule.company import CompanySettings
 
 log = logging.getLogger(__name__)
 PRINCIPAL = "jobsched:escalation"
@@ -60,6 +61,10 @@ class Escalator:
         policy = Policy.for_job(
             spec.escalation if spec else None, self.default_topic, spec.tier if spec else "important"
         )
+        if spec is not None and not event.resolves():
+            # One read of the company's windows per event that may page (a resolve never does).
+            held_by = CompanySettings.read(self.jobs).holding_pages(spec, self.clock())
+            policy = replace(policy, held_by=held_by)
         pages: list[Page] = []
         paused = False
         for incident_class in event.resolves() or (OPENS[event.kind],):

@@ -22,6 +22,9 @@ the scheduler itself ("SYSTEM").
   and pages at warning severity; run_usual (a later run within it) resolves it.
 A job's SLO tier routes its incidents (``Policy.for_job``): critical pages at the first failure, important
 follows its escalation, best-effort opens the incident at ticket severity and never pages anyone.
+While a company maintenance window that applies to the job is open (``suppress_pages``), a page it would send is
+held: recorded on the incident (role, window, when, why) and not sent, the role left unpaged so the incident's next
+event after the window pages it; nothing escalates meanwhile (no secondary, no auto-pause), its events still counted.
 Someone may snooze an open incident until an instant (no page for it meanwhile, its events still counted)
 or resolve it by hand with a reason (``resolved_by_hand``, through the same path as any resolving event).
 Resolving sends one notice to every contact that was paged. Every event carries an id; an event seen
@@ -78,6 +81,7 @@ class Policy:
     secondary_after: int = 3
     auto_pause_after: int | None = None
     pages: bool = True  # False: a best-effort job's incidents are tickets, recorded and never paged
+    held_by: str | None = None  # a maintenance window open now that holds the job's pages (company/NAME)
 
     @classmethod
     def for_job(cls, escalation: Escalation | None, default_topic: str | None, tier: Tier = DEFAULT_TIER) -> Policy:
@@ -141,6 +145,8 @@ def decide_open(incident: Incident | None, event: EscalationEvent, policy: Polic
     threshold = policy.after_failures if incident_class == "failing" else 1
     snoozed = current.snoozed_until is not None and instant_text(now) < current.snoozed_until
     if policy.pages and not snoozed and "primary" not in current.paged and failures >= threshold:
+        if policy.held_by is not None:
+            return Decision(_held(current, "primary", policy.held_by, event, now))
         current = replace(current, paged=(*current.paged, "primary"))
         pages.append(_page("primary", "opened", current, event))
     secondary_at = threshold + policy.secondary_after
@@ -171,6 +177,15 @@ def decide_open(incident: Incident | None, event: EscalationEvent, policy: Polic
         )[:500]
         pages.append(_page("primary", "paused", current, event))
     return Decision(current, pages=tuple(pages), pause_reason=pause_reason)
+
+
+MAX_HELD = 50  # held pages recorded per incident (the newest)
+
+
+def _held(incident: Incident, role: Role, window: str, event: EscalationEvent, now: datetime) -> Incident:
+    """The page a maintenance window holds, recorded on the incident instead of sent."""
+    entry = {"role": role, "window": window, "at": instant_text(now), "kind": event.kind}
+    return replace(incident, held=(*incident.held, entry)[-MAX_HELD:])
 
 
 def decide_resolve(incident: Incident | None, event: EscalationEvent) -> Decision:

@@ -44,6 +44,7 @@ from jobsched.pipeline.lost_audit import LOST_AFTER, QUICK_LOST_AFTER, QUIET_DEP
 from jobsched.pipeline.manual_runs import advance_backfill
 from jobsched.ports import EscalationsPort, JobsPort, QueueBacklogPort, RunsPort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job
+from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, plan_due
 from jobsched.schedule.fires import schedule_of
 from jobsched.tenancy.quotas import interleave_teams
@@ -159,7 +160,7 @@ class Dispatcher:
     monotonic: Callable[[], float] = time.monotonic
     dispatch_ahead: timedelta = DISPATCH_AHEAD
     io_concurrency: int = IO_CONCURRENCY
-    _compiled: dict[tuple[str, int], CompiledSchedule] = field(default_factory=dict)
+    _compiled: dict[tuple[str, int, str], CompiledSchedule] = field(default_factory=dict)
 
     def tick(self, now: datetime, *, part: int = 0, parts: int = 1) -> TickReport:
         """One tick over the due shards of this ``part`` of ``parts`` parallel dispatchers (shard % parts ==
@@ -213,6 +214,8 @@ class Dispatcher:
         """Each due job's instants, within the tick's budget (a job left over stays due for the next)."""
         specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
         marks = self.jobs.audit_marks([entry.job for entry in entries]) if entries else {}
+        # Company calendars and maintenance windows: one query a tick with due jobs, whatever their number.
+        company = CompanySettings.read(self.jobs) if entries else NO_COMPANY
         started = self.monotonic()
         plans = []
         for entry in entries:
@@ -223,7 +226,7 @@ class Dispatcher:
                 entry.job,
                 now,
                 report,
-                partial(self._plan, entry, specs.get(entry.job), marks.get(entry.job), now),
+                partial(self._plan, entry, specs.get(entry.job), marks.get(entry.job), now, company),
                 budgeted=True,
             )
             if plan is not None:
@@ -300,12 +303,17 @@ class Dispatcher:
             self.escalations.publish(event.model_dump(exclude_none=True))
 
     def _plan(
-        self, entry: DueEntry, stored: StoredJob | None, audited_to: datetime | None, now: datetime
+        self,
+        entry: DueEntry,
+        stored: StoredJob | None,
+        audited_to: datetime | None,
+        now: datetime,
+        company: CompanySettings,
     ) -> _JobPlan | None:
         if stored is None or stored.state != "ACTIVE" or stored.version != entry.spec_version:
             return None  # deleted, paused or being replaced: the change rewrote (or is rewriting) the due entry
         spec = stored.spec
-        compiled = self._compiled_for(stored)
+        compiled = self._compiled_for(stored, company)
         plan = plan_due(compiled, last=entry.cursor, now=now, lookahead=self.lookahead)
         messages = [
             (
@@ -429,11 +437,11 @@ class Dispatcher:
                 self.escalations.publish(event.model_dump(exclude_none=True))
         return judged.audited_to or job_plan.audited_to
 
-    def _compiled_for(self, stored: StoredJob) -> CompiledSchedule:
-        key = (stored.key, stored.version)
+    def _compiled_for(self, stored: StoredJob, company: CompanySettings) -> CompiledSchedule:
+        key = (stored.key, stored.version, company.version)
         compiled = self._compiled.get(key)
         if compiled is None:
-            compiled = schedule_of(stored)
+            compiled = schedule_of(stored, company)
             assert compiled is not None  # only jobs with a schedule are on the due index
             if len(self._compiled) > 10_000:
                 self._compiled.clear()

@@ -33,6 +33,7 @@ from jobsched.core.runs import (
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.reruns import NEVER_RAN, reopen_and_send
 from jobsched.ports import JobsPort, RunsPort, TriggerStorePort, WorkQueuesPort
+from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.fires import schedule_of
 
 MAX_BACKFILL_INSTANTS = 10_000
@@ -160,7 +161,7 @@ def start_backfill(
         raise ValueError("the range must end after it starts")
     if end > now:
         raise ValueError("a backfill re-runs the past: the range must end no later than now")
-    compiled = schedule_of(stored)
+    compiled = schedule_of(stored, CompanySettings.read(jobs))
     assert compiled is not None  # the caller checked the job has a schedule
     instants = list(
         itertools.islice(compiled.fires(start - timedelta(seconds=1), until=end), MAX_BACKFILL_INSTANTS + 1)
@@ -233,7 +234,7 @@ def advance_backfill(
     room = int(item["max_in_flight"]) - len(step.in_flight)
     if item.get("rate_per_minute"):
         room = min(room, int(item["rate_per_minute"]))  # a step a tick: a tick a minute
-    compiled = schedule_of(stored)
+    compiled = schedule_of(stored, CompanySettings.read(jobs))
     assert compiled is not None  # a backfill is only started for a job with a schedule
     upcoming = list(
         itertools.islice(compiled.fires(_instant(item["cursor"]), until=_instant(item["end"])), max(room, 0))

@@ -24,6 +24,7 @@ from jobsched.core.runs import RunMessage, RunStatus, instant_text
 from jobsched.core.spec import EXTERNAL_TARGETS, JobSpec
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import JobsPort
+from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.fires import next_fire
 
 
@@ -88,6 +89,6 @@ def _rewind(jobs: JobsPort, key: str) -> bool:
         spec_version=state.spec_version,
         old_cursor=cursor,
         cursor=mark,
-        next_visit_at=next_fire(stored, mark),
+        next_visit_at=next_fire(stored, mark, CompanySettings.read(jobs)),
         audited_to=mark,
     )

@@ -26,6 +26,7 @@ from jobsched.core.stops import Catchup, Selector, Stop
 from jobsched.pipeline.manual_runs import BackfillLimit, BackfillTooLarge, start_backfill
 from jobsched.ports import RegistryPort, StopsPort
 from jobsched.registry.jobs import pause_job, resume_job
+from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.fires import schedule_of
 
 MAX_STOP_TEAMS = 20
@@ -129,7 +130,7 @@ def _catch_up(
     jobs: StopJobs, stored: StoredJob, catchup: Catchup, *, paused_at: datetime, now: datetime, who: str
 ) -> dict[str, str]:
     """What falls in the stop runs as a backfill: none of it, its latest instant, or all of it."""
-    compiled = schedule_of(stored)
+    compiled = schedule_of(stored, CompanySettings.read(jobs))
     if catchup == "none" or compiled is None:
         return {"outcome": "resumed", "catch_up": "none"}
     missed = list(itertools.islice(compiled.fires(paused_at, until=now), 10_001))

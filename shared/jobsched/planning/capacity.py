@@ -30,6 +30,7 @@ from jobsched.planning.scale_model import (
     Deployment,
     simulate,
 )
+from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.fires import preview_schedule
 
 # Measured by scripts/bench_pipeline.py and scripts/idle_cost.py (README "Measured"): update with them.
@@ -75,7 +76,9 @@ class LoadProfile:
         return self.total / self.days * 30
 
 
-def load_profile(specs: Iterable[JobSpec], *, start: datetime, days: int) -> LoadProfile:
+def load_profile(
+    specs: Iterable[JobSpec], *, start: datetime, days: int, company: CompanySettings = NO_COMPANY
+) -> LoadProfile:
     """Runs due per minute over ``days`` from ``start``."""
     groups: Counter[str] = Counter()
     representative: dict[str, JobSpec] = {}
@@ -84,7 +87,8 @@ def load_profile(specs: Iterable[JobSpec], *, start: datetime, days: int) -> Loa
         jobs += 1
         if spec.schedule is None:
             continue
-        schedule = spec.schedule
+        schedule = company.effective(spec)
+        assert schedule is not None
         job_dependent = "H" in schedule.expression or schedule.jitter > timedelta(0)
         key = schedule.model_dump_json() + (spec.key if job_dependent else "")
         groups[key] += 1
@@ -95,7 +99,7 @@ def load_profile(specs: Iterable[JobSpec], *, start: datetime, days: int) -> Loa
     truncated = 0
     for key, count in groups.items():
         spec = representative[key]
-        compiled = preview_schedule(spec, registered_at=start)
+        compiled = preview_schedule(spec, registered_at=start, company=company)
         assert compiled is not None  # grouped from jobs with a schedule
         previous: datetime | None = None
         for fires, occurrence in enumerate(compiled.fires(start, until=until), start=1):

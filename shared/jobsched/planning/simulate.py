@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from jobsched.core.spec import JobSpec
+from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.engine import Occurrence
 from jobsched.schedule.fires import preview_schedule
 
@@ -50,12 +51,14 @@ def simulate(
     start: datetime,
     end: datetime,
     on_occurrence: Callable[[JobSpec, Occurrence], None] | None = None,
+    company: CompanySettings = NO_COMPANY,
 ) -> Simulation:
     """Every occurrence of every scheduled job in (start, end], each handed to ``on_occurrence`` as it comes."""
     per_minute: Counter[datetime] = Counter()
     jobs = []
     for spec in specs:
-        compiled = preview_schedule(spec, registered_at=start)  # start_at, when the schedule has one, wins
+        # start_at, when the schedule has one, wins over the registration
+        compiled = preview_schedule(spec, registered_at=start, company=company)
         if compiled is None:
             continue
         result = JobSimulation(spec.key)

@@ -15,6 +15,7 @@ from jobsched.ports import DagDeploymentPort, JobsPort, RegistryPort, TriggerRul
 from jobsched.registry.dependencies import cycle_through
 from jobsched.registry.freshness import policy_changed, policy_dropped
 from jobsched.registry.rule_quota import check_rule_quota
+from jobsched.schedule.company import COMPANY_LINK, CompanySettings, company_reference_error
 from jobsched.schedule.fires import first_fire, next_fire, schedule_of
 from jobsched.tenancy.quotas import QuotaExceeded
 
@@ -40,7 +41,9 @@ def put_job(
     """
     current = store.get(spec.key)
     _check_admissible(store, spec, current, expected_version)
-    check_dependencies(store, spec, now=now)
+    company = CompanySettings.read(store)
+    check_company_references(company, spec)
+    check_dependencies(store, spec, now=now, company=company)
     if rules is not None:
         check_rule_quota(store, spec)
     if spec.dag is not None:
@@ -49,17 +52,30 @@ def put_job(
         dags.deploy(spec)
     _deploy_rules(rules, spec, kept=job_rules(current.spec) if current is not None else [])
     try:
-        stored, created = _store_job(store, spec, current, now=now, principal=principal, action=action, reason=reason)
+        stored, created = _store_job(
+            store, spec, current, now=now, principal=principal, action=action, reason=reason, company=company
+        )
     except Exception:
         _restore_winner(store, spec, dags, rules)
         raise
     policy_changed(store, spec, current.spec if current is not None else None, now=now)
     if rules is not None and current is not None:
         rules.remove(spec.key, _only_in(job_rules(current.spec) + per_prefix_wake_rules(current.spec), job_rules(spec)))
-    _link_upstreams(
-        store, spec.key, before=set(current.spec.upstreams()) if current else set(), after=set(spec.upstreams())
-    )
+    _link_upstreams(store, spec.key, before=_linked(current.spec) if current else set(), after=_linked(spec))
     return stored, created
+
+
+def check_company_references(company: CompanySettings, spec: JobSpec) -> None:
+    """Every company calendar and maintenance window the job names is defined."""
+    errors = [company_reference_error(company, path, reference) for path, reference in company.missing(spec)]
+    if errors:
+        raise SpecError(errors)
+
+
+def _linked(spec: JobSpec) -> set[str]:
+    """What the job's reverse edges hang from: its upstreams, and the company entries it names (so a change to one
+    finds the jobs it moves without a scan)."""
+    return {*spec.upstreams(), *(COMPANY_LINK + reference for reference in spec.company_references())}
 
 
 def _link_upstreams(store: RegistryPort, job: str, *, before: set[str], after: set[str]) -> None:
@@ -76,7 +92,7 @@ LINE_UP_INSTANTS = 1000  # each scheduled upstream's next instants compared for 
 LINE_UP_HORIZON = timedelta(days=400)
 
 
-def check_dependencies(store: JobsPort, spec: JobSpec, *, now: datetime) -> None:
+def check_dependencies(store: JobsPort, spec: JobSpec, *, now: datetime, company: CompanySettings) -> None:
     """Every upstream of the job's after triggers and job waits exists, is the team's or shares with it, and
     does not run (through its own after triggers or waits) after this job: a cycle would start nothing ever, or
     loop, or wait until it times out. An all-of
@@ -97,7 +113,7 @@ def check_dependencies(store: JobsPort, spec: JobSpec, *, now: datetime) -> None
             continue
         form = "all" if trigger.after.all else "any" if trigger.after.any else "job"
         if trigger.after.needs_all:
-            never = _never_lines_up(get, trigger.after.upstreams, now)
+            never = _never_lines_up(get, trigger.after.upstreams, now, company)
             if never is not None:
                 errors.append(FieldError(f"triggers[{index}].after.all", "never_lines_up", never))
         named += [(_after_path(index, form, position), up) for position, up in enumerate(trigger.after.upstreams)]
@@ -133,13 +149,15 @@ def _upstream_problem(
     return None
 
 
-def _never_lines_up(get: Callable[[str], StoredJob | None], upstreams: list[str], now: datetime) -> str | None:
+def _never_lines_up(
+    get: Callable[[str], StoredJob | None], upstreams: list[str], now: datetime, company: CompanySettings
+) -> str | None:
     """Why scheduled upstreams can never finish runs for one logical instant (None: they can, or some are not
     scheduled, whose instants nobody can foretell). Bounded: each upstream's next instants, at most a year's."""
     instants: dict[str, set[datetime]] = {}
     for upstream in upstreams:
         stored = get(upstream)
-        schedule = schedule_of(stored) if stored is not None else None
+        schedule = schedule_of(stored, company) if stored is not None else None
         if schedule is None:
             return None
         fires = schedule.next_fires(now, LINE_UP_INSTANTS, horizon=LINE_UP_HORIZON)
@@ -217,7 +235,7 @@ def delete_job(
         dags.remove(stored.key)
     if rules is not None and job_rules(stored.spec):
         rules.remove(stored.key, job_rules(stored.spec) + per_prefix_wake_rules(stored.spec))
-    _link_upstreams(store, stored.key, before=set(stored.spec.upstreams()), after=set())
+    _link_upstreams(store, stored.key, before=_linked(stored.spec), after=set())
 
 
 def _store_job(
@@ -229,6 +247,7 @@ def _store_job(
     principal: str,
     action: str = "replace",
     reason: str | None = None,
+    company: CompanySettings,
 ) -> tuple[StoredJob, bool]:
     if current is None:
         stored = store.create(
@@ -236,14 +255,15 @@ def _store_job(
             now=now,
             principal=principal,
             cursor=now,
-            next_visit_at=first_fire(spec, registered_at=now, after=now),
+            next_visit_at=first_fire(spec, registered_at=now, after=now, company=company),
         )
         return stored, True
     # Dispatch restarts now under the new version: instants already sent under the old one are dropped by
     # the worker (version check) and sent again if the new schedule still has them (same run ids).
     state = store.get_state(spec.key)
     cursor = min(state.cursor, now) if state is not None else now
-    next_fire = first_fire(spec, registered_at=current.created_at, after=cursor) if current.state == "ACTIVE" else None
+    active = current.state == "ACTIVE"
+    next_fire = first_fire(spec, registered_at=current.created_at, after=cursor, company=company) if active else None
     stored = store.replace(
         current,
         spec,
@@ -272,7 +292,13 @@ def resume_job(store: JobsPort, job: str, *, now: datetime, principal: str) -> S
     if current.state == "ACTIVE":
         return current
     return store.set_state(
-        current, "ACTIVE", now=now, principal=principal, reason=None, cursor=now, next_visit_at=next_fire(current, now)
+        current,
+        "ACTIVE",
+        now=now,
+        principal=principal,
+        reason=None,
+        cursor=now,
+        next_visit_at=next_fire(current, now, CompanySettings.read(store)),
     )
 
 

@@ -21,6 +21,7 @@ from jobsched.registry.dependencies import cycle_through
 from jobsched.registry.findings import INTERVAL_SAMPLE, Finding, LintedJob, shortest_interval
 from jobsched.registry.jobfile import find_job_files, parse_document, validate_document
 from jobsched.registry.policy import OrgPolicy, policy_findings
+from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.engine import ScheduleTooExpensive
 from jobsched.schedule.fires import preview_schedule
 
@@ -31,7 +32,9 @@ MAX_OCCURRENCES = 20_000  # per job and check: a lint run is bounded whatever th
 LONG_CATCHUP = timedelta(days=1)
 
 
-def lint(paths: Iterable[Path], policy: OrgPolicy, *, now: datetime) -> list[Finding]:
+def lint(
+    paths: Iterable[Path], policy: OrgPolicy, *, now: datetime, company: CompanySettings = NO_COMPANY
+) -> list[Finding]:
     """Every finding of every job file under ``paths``, in file order."""
     findings: list[Finding] = []
     jobs: list[LintedJob] = []
@@ -40,7 +43,19 @@ def lint(paths: Iterable[Path], policy: OrgPolicy, *, now: datetime) -> list[Fin
         if loaded is not None:
             jobs.append(loaded)
     for job in jobs:
-        job.compiled = preview_schedule(job.spec, registered_at=now)
+        missing = company.missing(job.spec)
+        findings += [
+            Finding(
+                "unknown-company-reference",
+                "error",
+                job.file,
+                path,
+                f"{reference} is not defined in the company file given (PUT refuses it where it is not defined)",
+                "pass --company FILE with its definition (jobsched company list -o yaml writes the deployment's)",
+            )
+            for path, reference in missing
+        ]
+        job.compiled = preview_schedule(job.spec, registered_at=now, company=company)
         if job.compiled is not None:
             try:
                 job.fires = [o.at for o in itertools.islice(job.compiled.fires(now), INTERVAL_SAMPLE)]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import fnmatch
 import itertools
 import re
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,13 @@ from jobsched.core.durations import Duration, format_duration
 from jobsched.core.errors import FieldError
 from jobsched.core.spec import JobSpec, StrictModel
 from jobsched.registry.findings import INTERVAL_SAMPLE, Finding, LintedJob, shortest_interval
+from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.fires import preview_schedule
 
 ACCOUNT_IN_ARN = re.compile(r"^arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:(\d{12}):")
 ACCOUNT_IN_QUEUE_URL = re.compile(r"^https://sqs\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/(\d{12})/")
 PRIORITY_CLASSES = ("high", "normal", "low")
+AROUND = timedelta(hours=2)  # sampled before each instant where fires may bunch
 MAX_RULE_ITEMS = 200  # entries of any one list in a policy: a policy is configuration, not data
 
 
@@ -89,15 +92,28 @@ class OrgPolicy(StrictModel):
         return self.teams.get(team, self.targets)
 
 
-def admission_errors(written: dict[str, Any], spec: JobSpec, policy: OrgPolicy, *, now: datetime) -> list[FieldError]:
+def admission_errors(
+    written: dict[str, Any],
+    spec: JobSpec,
+    policy: OrgPolicy,
+    *,
+    now: datetime,
+    company: CompanySettings,
+    around: Sequence[datetime] = (),
+) -> list[FieldError]:
     """The policy's breaches of a job about to be stored, as the API refuses them: code ``policy_violation``, the
     rule and the fix in the message, the field as the path. ``written``: the document as the caller wrote it
-    (defaults do not satisfy ``require``, as in lint)."""
+    (defaults do not satisfy ``require``, as in lint). ``around``: instants where fires may bunch (a window's
+    openings), sampled too besides the first fires from ``now``."""
     job = LintedJob("", spec, written)
-    job.compiled = preview_schedule(spec, registered_at=now)
+    job.compiled = preview_schedule(spec, registered_at=now, company=company)
     if job.compiled is not None and policy.schedule.min_interval is not None:
         # Bounded: the admission's schedule cost check has run first (a schedule too expensive is refused before).
-        job.fires = [o.at for o in itertools.islice(job.compiled.fires(now), INTERVAL_SAMPLE)]
+        # Samples are joined in time order: a gap between two samples is wider than any real one, never narrower.
+        fires = {o.at for o in itertools.islice(job.compiled.fires(now), INTERVAL_SAMPLE)}
+        for point in around:
+            fires |= {o.at for o in itertools.islice(job.compiled.fires(point - AROUND), INTERVAL_SAMPLE // 4)}
+        job.fires = sorted(fires)
     return [
         FieldError(
             found.path, "policy_violation", f"{found.rule}: {found.message}" + (f" ({found.fix})" if found.fix else "")

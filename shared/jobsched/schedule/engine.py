@@ -127,7 +127,9 @@ def reason_kind(reason: str) -> str:
         ("DST gap", "dst gap"),
         ("DST overlap", "dst overlap"),
         ("skipped the whole day", "date does not exist"),
+        ("maintenance", "maintenance"),
         ("blackout", "blackout"),
+        ("freeze", "freeze"),
         ("holiday", "holiday"),
         ("not a business day", "not a business day"),
         ("excluded date", "excluded date"),
@@ -178,6 +180,8 @@ class CompiledSchedule:
         self.anchor = _as_utc(anchor_source) if anchor_source else None
         if isinstance(self.expression, RateExpression) and self.anchor is None:
             raise ValueError("a rate() schedule needs start_at or an anchor (the job's creation time)")
+        if isinstance(schedule.calendar, str):  # schedule.fires resolves company calendars before compiling
+            raise ValueError(f"{schedule.calendar} is not resolved: compile the schedule through schedule.fires")
         self._calendar = _CalendarCheck(schedule.calendar) if schedule.calendar else None
         self._blackouts = [_BlackoutWindows(b, self) for b in schedule.blackouts]
 
@@ -403,14 +407,15 @@ class CompiledSchedule:
             window = windows.containing(occurrence.at, budget)
             if window is None:
                 continue
-            label = windows.describe(window)
+            # A named window (a company maintenance window) says its name; a job's own blackout, its times.
+            label = windows.describe(window) if windows.blackout.name else f"blackout {windows.describe(window)}"
             if windows.blackout.action == "skip":
-                return occurrence.skipped(f"in blackout {label}"), deferred
+                return occurrence.skipped(f"in {label}"), deferred
             end = window[1]
             if deferred is None:
-                deferred = _fire(end, local_wall(end, self.zone), reason=f"deferred by blackout {label}")
+                deferred = _fire(end, local_wall(end, self.zone), reason=f"deferred by {label}")
             deferred = replace(deferred, moved_from=(*deferred.moved_from, occurrence.wall))
-            return occurrence.skipped(f"in blackout {label}: deferred to its end"), deferred
+            return occurrence.skipped(f"in {label}: deferred to its end"), deferred
         return occurrence, deferred
 
     def _apply_jitter(self, stream: Iterable[Occurrence]) -> Iterator[Occurrence]:
@@ -462,8 +467,15 @@ class _CalendarCheck:
         self.weekend = frozenset(self.holidays.weekend) if self.holidays is not None else frozenset({5, 6})
 
     def excluded(self, day: date) -> str | None:
+        reason = self._excluded(day)
+        return f"{self.policy.name}: {reason}" if reason and self.policy.name else reason
+
+    def _excluded(self, day: date) -> str | None:
         if day in self.excluded_dates:
             return f"{day} is an excluded date"
+        for freeze in self.policy.freezes:
+            if freeze.start <= day <= freeze.end:
+                return f"{day} is in the {freeze.label()}"
         if self.policy.business_days_only and day.weekday() in self.weekend:
             return f"{day} ({day:%A}) is not a business day"
         if self.holidays is not None and day in self.holidays:
@@ -483,6 +495,21 @@ def _holidays(calendar: HolidayCalendar) -> holidays.HolidayBase:
     return _holidays_for(calendar.country, calendar.subdivision)
 
 
+def window_open(blackout: Blackout, now: datetime) -> bool:
+    """Whether one of ``blackout``'s windows holds ``now`` (a maintenance window holding pages)."""
+    owner = CompiledSchedule(Schedule(expression="@yearly", timezone=blackout.timezone or "UTC"), hash_key="")
+    return _BlackoutWindows(blackout, owner).containing(_as_utc(now), _Budget(owner.step_limit, now)) is not None
+
+
+def window_starts(blackout: Blackout, after: datetime, count: int) -> list[datetime]:
+    """The next ``count`` openings of ``blackout`` after ``after`` (where a schedule's fires bunch, if anywhere)."""
+    if blackout.cron is None:
+        assert blackout.start is not None
+        return [_as_utc(blackout.start)] if _as_utc(blackout.start) > _as_utc(after) else []
+    starts = compile_schedule(Schedule(expression=blackout.cron, timezone=blackout.timezone or "UTC"), hash_key="")
+    return [o.at for o in starts.next_fires(after, count)]
+
+
 class _BlackoutWindows:
     """The windows of one blackout: recurring (cron start + duration) or one absolute range."""
 
@@ -493,8 +520,9 @@ class _BlackoutWindows:
         self.owner = owner
         self.starts: CompiledSchedule | None = None
         self._last: tuple[datetime, datetime] | None = None  # instants arrive in order: most fall in it
+        self.zone = get_zone(blackout.timezone) if blackout.timezone else owner.zone
         if blackout.cron is not None:
-            spec = Schedule(expression=blackout.cron, timezone=owner.schedule.timezone)
+            spec = Schedule(expression=blackout.cron, timezone=blackout.timezone or owner.schedule.timezone)
             self.starts = CompiledSchedule(spec, hash_key=owner.hash_key, step_limit=owner.step_limit)
 
     def containing(self, instant: datetime, budget: _Budget) -> tuple[datetime, datetime] | None:
@@ -522,8 +550,9 @@ class _BlackoutWindows:
         return self._last
 
     def describe(self, window: tuple[datetime, datetime]) -> str:
-        zone = self.owner.zone
-        start, end = (local_wall(t, zone) for t in window)
+        start, end = (local_wall(t, self.zone) for t in window)
+        if self.blackout.name is not None:
+            return f"{self.blackout.name} ({start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} {self.zone.key})"
         if self.blackout.cron is not None:
             assert self.blackout.duration is not None
             return (

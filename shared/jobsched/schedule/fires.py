@@ -17,19 +17,22 @@ from datetime import datetime
 
 from jobsched.core.records import StoredJob
 from jobsched.core.spec import JobSpec, Schedule
+from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.engine import CompiledSchedule, compile_schedule
 
 
-def schedule_of(stored: StoredJob) -> CompiledSchedule | None:
+def schedule_of(stored: StoredJob, company: CompanySettings) -> CompiledSchedule | None:
     """A registered job's schedule; None for a job that has none (triggered only)."""
-    return preview_schedule(stored.spec, registered_at=stored.created_at)
+    return preview_schedule(stored.spec, registered_at=stored.created_at, company=company)
 
 
-def preview_schedule(spec: JobSpec, *, registered_at: datetime) -> CompiledSchedule | None:
-    """The schedule ``spec`` has once registered at ``registered_at``."""
-    if spec.schedule is None:
+def preview_schedule(spec: JobSpec, *, registered_at: datetime, company: CompanySettings) -> CompiledSchedule | None:
+    """The schedule ``spec`` has once registered at ``registered_at``, with the company calendar it names and the
+    maintenance windows that apply to it (``company``)."""
+    schedule = company.effective(spec)
+    if schedule is None:
         return None
-    return schedule_for(spec.schedule, job=spec.key, registered_at=registered_at)
+    return schedule_for(schedule, job=spec.key, registered_at=registered_at)
 
 
 def schedule_for(schedule: Schedule, *, job: str, registered_at: datetime) -> CompiledSchedule:
@@ -38,13 +41,13 @@ def schedule_for(schedule: Schedule, *, job: str, registered_at: datetime) -> Co
     return compile_schedule(schedule, hash_key=job, anchor=registered_at)
 
 
-def next_fire(stored: StoredJob, after: datetime) -> datetime | None:
+def next_fire(stored: StoredJob, after: datetime, company: CompanySettings) -> datetime | None:
     """The job's first fire time after ``after``; None when none is left (or it has no schedule)."""
-    return first_fire(stored.spec, registered_at=stored.created_at, after=after)
+    return first_fire(stored.spec, registered_at=stored.created_at, after=after, company=company)
 
 
-def first_fire(spec: JobSpec, *, registered_at: datetime, after: datetime) -> datetime | None:
+def first_fire(spec: JobSpec, *, registered_at: datetime, after: datetime, company: CompanySettings) -> datetime | None:
     """``next_fire`` for a spec registered (or about to be) at ``registered_at``."""
-    compiled = preview_schedule(spec, registered_at=registered_at)
+    compiled = preview_schedule(spec, registered_at=registered_at, company=company)
     upcoming = compiled.next_fires(after, 1) if compiled is not None else []
     return upcoming[0].at if upcoming else None

@@ -14,6 +14,7 @@ from jobsched.core.errors import FieldError
 from jobsched.core.names import OWNER_TAG
 from jobsched.core.spec import HttpTarget, JobSpec
 from jobsched.core.urls import UrlRefused, parse_url
+from jobsched.schedule.company import CompanySettings, company_reference_error
 from jobsched.schedule.engine import schedule_cost_problem
 from jobsched.tenancy.egress import AddressPolicy
 from jobsched.tenancy.ownership import (
@@ -104,11 +105,16 @@ def priority_errors(spec: JobSpec, granted: tuple[str, ...]) -> list[FieldError]
     return [FieldError("priority", "priority_not_granted", message)]
 
 
-def schedule_cost_errors(spec: JobSpec, now: datetime) -> list[FieldError]:
-    """A schedule whose next fire costs unbounded work would stall the dispatcher for every team."""
-    if spec.schedule is None:
+def schedule_cost_errors(spec: JobSpec, now: datetime, company: CompanySettings) -> list[FieldError]:
+    """A schedule whose next fire costs unbounded work would stall the dispatcher for every team (with the company
+    calendar it names and the maintenance windows that apply to it), or names a company entry not defined."""
+    missing = company.missing(spec)
+    if missing:
+        return [company_reference_error(company, path, reference) for path, reference in missing]
+    schedule = company.effective(spec)
+    if schedule is None:
         return []
-    problem = schedule_cost_problem(spec.schedule, hash_key=spec.key, now=now)
+    problem = schedule_cost_problem(schedule, hash_key=spec.key, now=now)
     return [FieldError("schedule", "schedule_too_expensive", problem)] if problem else []
 
 

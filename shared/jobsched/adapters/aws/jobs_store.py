@@ -18,6 +18,7 @@ from typing import Any
 
 from jobsched.adapters.aws.jobs.batches import BatchesStore
 from jobsched.adapters.aws.jobs.breakers import BreakersStore
+from jobsched.adapters.aws.jobs.company import CompanyStore
 from jobsched.adapters.aws.jobs.dispatch_state import DispatchStateStore
 from jobsched.adapters.aws.jobs.downstreams import DownstreamsStore
 from jobsched.adapters.aws.jobs.drills import DrillsStore
@@ -47,6 +48,7 @@ class JobsStore(
     DrillsStore,
     HealthStore,
     StopsStore,
+    CompanyStore,
 ):
     """The Jobs table: every aggregate's store over one table and one client."""
 

@@ -10,6 +10,7 @@ from typing import Any
 from jobsched.adapters.items import audit_values, job_state_values, jobs_snapshot
 from jobsched.adapters.memory.batches import MemoryBatches
 from jobsched.adapters.memory.breakers import MemoryBreakers
+from jobsched.adapters.memory.company import MemoryCompany
 from jobsched.adapters.memory.drills import MemoryDrills
 from jobsched.adapters.memory.health import MemoryHealth
 from jobsched.adapters.memory.incidents import MemoryIncidents
@@ -44,6 +45,7 @@ class MemoryJobs(
     MemoryDrills,
     MemoryHealth,
     MemoryStops,
+    MemoryCompany,
 ):
     def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
         self.table = MemoryTable(JOBS_TABLE)

@@ -76,7 +76,7 @@ def router(access: Access) -> APIGatewayRouter:
     def _health(stored: StoredJob, span: timedelta, strip: int, read: int) -> JobHealth:
         now = services().clock()
         recent = services().runs.page(stored.key, limit=read, newest_first=True)[0]
-        next_fire = upcoming(stored, now, 1)
+        next_fire = upcoming(stored, now, 1, services().company())
         return job_health(
             stored.key,
             recent,

@@ -96,7 +96,7 @@ def router(access: Access) -> APIGatewayRouter:
             action="rollback",
             reason=f"rollback to version {body.to_version}",
         )
-        view = job_view(stored, services().clock())
+        view = job_view(stored, services().clock(), services().company())
         return Response(200, content_types.APPLICATION_JSON, view, headers={"ETag": str(stored.version)})
 
     def find_version(team: str, name: str, version: int) -> dict[str, object]:

@@ -19,6 +19,7 @@ from jobsched.registry.jobfile import validate_document
 from jobsched.registry.jobs import delete_job as remove_job
 from jobsched.registry.jobs import put_job
 from jobsched.registry.policy import admission_errors as policy_errors
+from jobsched.schedule.company import CompanySettings
 from jobsched.tenancy.admission import admission_errors, admission_warnings, priority_errors, schedule_cost_errors
 
 
@@ -27,10 +28,12 @@ def admitted(services: ApiServices, document: dict[str, Any], written: dict[str,
     bounded, within the organisation's policy (``written``: the document as the caller wrote it, defaults left
     out), and only resources the team owns and addresses the stage may reach (422 otherwise)."""
     spec = validate_document(document)
+    company = CompanySettings.read(services.jobs)
+    now = services.clock()
     refused = (
         priority_errors(spec, services.membership.priorities_for(spec.team))
-        or schedule_cost_errors(spec, services.clock())
-        or policy_errors(written if written is not None else document, spec, services.policy, now=services.clock())
+        or schedule_cost_errors(spec, now, company)
+        or policy_errors(written if written is not None else document, spec, services.policy, now=now, company=company)
         or admission_errors(spec, services.guard, services.egress)
     )
     if refused:
@@ -77,7 +80,7 @@ def router(access: Access) -> APIGatewayRouter:
             dags=services().dags,
             rules=services().rules,
         )
-        view = job_view(stored, services().clock())
+        view = job_view(stored, services().clock(), services().company())
         warned = admission_warnings(spec, services().guard)
         view.warnings = [WarningView(field=w.path, code=w.code, message=w.message) for w in warned] or None
         return Response(
@@ -104,9 +107,10 @@ def router(access: Access) -> APIGatewayRouter:
         keys, last = services().jobs.team_page(team, limit=limit, after_name=next_token)
         found = services().jobs.get_many(keys)
         now = services().clock()
+        company = services().company()
         tag_key, _, tag_value = (tag or "").partition("=")
         jobs = [
-            job_view(found[key], now)
+            job_view(found[key], now, company)
             for key in keys
             if key in found
             and (state is None or found[key].state == state)
@@ -123,7 +127,7 @@ def router(access: Access) -> APIGatewayRouter:
     def get_job(team: str, name: str) -> Response[JobView]:
         member(team)
         stored = existing(team, name)
-        view = job_view(stored, services().clock())
+        view = job_view(stored, services().clock(), services().company())
         view.open_incidents = [
             incident_view(stored_incident.incident)
             for stored_incident in services().jobs.incidents(stored.key)

@@ -41,7 +41,7 @@ def router(access: Access) -> APIGatewayRouter:
                 action="cancel",
                 details={"run_id": run.run_id, "attempt": run.attempt, "why": "paused with cancel_running"},
             )
-        view = job_view(stored, services().clock())
+        view = job_view(stored, services().clock(), services().company())
         return PauseView(**view.model_dump(), cancelled_runs=[run.run_id for run in cancelled])
 
     @router.post(
@@ -54,7 +54,7 @@ def router(access: Access) -> APIGatewayRouter:
         caller = member(team)
         existing(team, name)
         stored = resume_job(services().jobs, job_key(team, name), now=services().clock(), principal=caller.arn)
-        return job_view(stored, services().clock())
+        return job_view(stored, services().clock(), services().company())
 
     @router.get(
         "/teams/<team>/jobs/<name>/preview",
@@ -70,7 +70,7 @@ def router(access: Access) -> APIGatewayRouter:
     ) -> list[PreviewEntry]:
         member(team)
         stored = existing(team, name)
-        compiled = schedule_of(stored)
+        compiled = schedule_of(stored, services().company())
         if compiled is None:
             return []
         start = after if after and after.tzinfo else services().clock()

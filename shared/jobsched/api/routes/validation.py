@@ -35,11 +35,13 @@ def router(access: Access) -> APIGatewayRouter:
             spec = validate_document(body)
         except SpecError as error:
             return ValidationResult(valid=False, errors=[detail(e) for e in error.errors])
-        now = services().clock()
-        refused = schedule_cost_errors(spec, now) or policy_errors(body, spec, services().policy, now=now)
+        now, company = services().clock(), services().company()
+        refused = schedule_cost_errors(spec, now, company) or policy_errors(
+            body, spec, services().policy, now=now, company=company
+        )
         if refused:
             return ValidationResult(valid=False, errors=[detail(e) for e in refused])
-        return ValidationResult(valid=True, next_fire_times=next_fires(spec, now, 5))
+        return ValidationResult(valid=True, next_fire_times=next_fires(spec, now, 5, company))
 
     @router.get(
         "/policy",

@@ -32,7 +32,7 @@ from jobsched.core.spec.base import (
 from jobsched.core.spec.checks import Checks, _check_checks_target
 from jobsched.core.spec.dag import Dag
 from jobsched.core.spec.policies import Concurrency, Escalation, FreshnessSpec, RetryPolicy
-from jobsched.core.spec.schedule import Schedule
+from jobsched.core.spec.schedule import CompanyRef, Schedule
 from jobsched.core.spec.targets import ApprovalTarget, Target
 from jobsched.core.spec.triggers import JobTrigger, WaitCondition, WaitConditions, WaitPolicy
 
@@ -51,6 +51,11 @@ class JobSpec(StrictModel):
         default_factory=dict, max_length=50
     )
     schedule: Schedule | None = Field(default=None, description="absent: the job runs only when triggered")
+    maintenance: list[CompanyRef] = Field(
+        default_factory=list,
+        max_length=10,
+        description="company maintenance windows it opts into (company/NAME): its runs skip or defer, its pages wait",
+    )
     share_with: list[Name] = Field(
         default_factory=list, max_length=50, description="other teams whose jobs may run after this job's runs"
     )
@@ -165,6 +170,11 @@ class JobSpec(StrictModel):
                 )
             )
         return _validate_with(cls, data, handler, problems)
+
+    def company_references(self) -> list[str]:
+        """The company calendar and maintenance windows it names, each once (``company/NAME``)."""
+        calendar = self.schedule.company_calendar if self.schedule is not None else None
+        return list(dict.fromkeys([*([calendar] if calendar else []), *self.maintenance]))
 
     def dag_outputs(self) -> set[str]:
         """The DAG's tasks whose output a downstream task reads (none for a single-target job)."""

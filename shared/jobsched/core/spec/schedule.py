@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date, timedelta
 from functools import cache
 from typing import Annotated, Any, Literal
 
 import holidays
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BeforeValidator,
+    Discriminator,
     Field,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -22,6 +26,8 @@ from jobsched.core.spec.base import MAX_JITTER, StrictModel, _bounded, _fail
 from jobsched.core.tz import UTC, available_zones, suggest_zone
 
 # ---------------------------------------------------------------------------------------- schedule
+
+MAX_FREEZE_DAYS = 366
 
 
 class DstPolicy(StrictModel):
@@ -92,6 +98,27 @@ class HolidayCalendar(StrictModel):
         return f"{self.country}-{self.subdivision}" if self.subdivision else self.country
 
 
+class Freeze(StrictModel):
+    """Days no run starts (a change freeze, a quarter close): from ``start`` to ``end``, both included."""
+
+    start: date
+    end: date
+    reason: str = Field(default="", max_length=200)
+
+    @model_validator(mode="after")
+    def _span(self) -> Freeze:
+        if self.end < self.start or (self.end - self.start).days > MAX_FREEZE_DAYS:
+            raise _fail(
+                "invalid_freeze",
+                "a freeze runs from start to end (both included, end not before start), at most {days} days",
+                days=MAX_FREEZE_DAYS,
+            )
+        return self
+
+    def label(self) -> str:
+        return f"freeze {self.start} to {self.end}" + (f" ({self.reason})" if self.reason else "")
+
+
 class CalendarPolicy(StrictModel):
     skip_holidays: Annotated[HolidayCalendar | None, BeforeValidator(_parse_holiday_calendar)] = None
     business_days_only: bool = False
@@ -109,6 +136,30 @@ class CalendarPolicy(StrictModel):
                 raise _fail("invalid_date", "'{value}' is not a date; write YYYY-MM-DD", value=value) from None
         return sorted(set(values))
 
+    freezes: list[Freeze] = Field(default_factory=list, max_length=50)
+    name: str | None = Field(default=None, max_length=80, description="how previews name it (a company calendar's)")
+
+
+COMPANY_PREFIX = "company/"
+_COMPANY_REF = re.compile(r"^company/[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def check_company_ref(value: str) -> str:
+    """``company/NAME``: a calendar or maintenance window the platform team defines (``core.spec.company``)."""
+    if not _COMPANY_REF.fullmatch(value):
+        raise _fail(
+            "invalid_company_reference",
+            "'{value}' is not a company reference; write company/NAME (NAME: 1-63 characters a-z, 0-9 and '-')",
+            value=value,
+        )
+    return value
+
+
+CompanyRef = Annotated[str, AfterValidator(check_company_ref)]
+# The tags of schedule.calendar's two forms (a mapping: the job's own; a string: a company calendar's name); error
+# paths leave them out (core.errors).
+OWN_CALENDAR, COMPANY_CALENDAR = "own", "company"
+
 
 class Blackout(StrictModel):
     """A window in which the job must not fire: recurring (cron start + duration) or absolute."""
@@ -118,6 +169,8 @@ class Blackout(StrictModel):
     start: AwareDatetime | None = None
     end: AwareDatetime | None = None
     action: Literal["skip", "defer"] = "skip"
+    timezone: str | None = Field(default=None, description="the zone of cron's wall times (absent: the schedule's)")
+    name: str | None = Field(default=None, max_length=80, description="how previews name it (absent: its times)")
 
     @field_validator("cron")
     @classmethod
@@ -130,6 +183,11 @@ class Blackout(StrictModel):
             if not isinstance(parsed, CronExpression):
                 raise _fail("invalid_cron", "a blackout starts on a cron entry, not {value}", value=value)
         return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        return check_timezone(value) if value is not None else None
 
     @model_validator(mode="after")
     def _one_form(self) -> Blackout:
@@ -169,7 +227,13 @@ class Schedule(StrictModel):
     end_at: Instant | None = None
     jitter: Annotated[Duration, _bounded(timedelta(0), MAX_JITTER)] = timedelta(0)
     catchup: CatchupPolicy = Field(default_factory=CatchupPolicy)
-    calendar: CalendarPolicy | None = None
+    calendar: (
+        Annotated[
+            Annotated[CalendarPolicy, Tag(OWN_CALENDAR)] | Annotated[CompanyRef, Tag(COMPANY_CALENDAR)],
+            Discriminator(lambda value: COMPANY_CALENDAR if isinstance(value, str) else OWN_CALENDAR),
+        ]
+        | None
+    ) = Field(default=None, description="the days it may fire: its own, or a company calendar by name (company/NAME)")
     blackouts: list[Blackout] = Field(default_factory=list, max_length=20)
 
     @field_validator("expression")
@@ -185,6 +249,11 @@ class Schedule(StrictModel):
     @classmethod
     def _timezone(cls, value: str) -> str:
         return check_timezone(value)
+
+    @property
+    def company_calendar(self) -> str | None:
+        """The company calendar it names (``company/NAME``), if any."""
+        return self.calendar if isinstance(self.calendar, str) else None
 
     @model_validator(mode="after")
     def _window(self) -> Schedule:
