@@ -48,8 +48,8 @@ def test_a_window_defers_one_job_skips_another_and_holds_their_pages_until_it_cl
     api = ApiClient(stack)
     defer = {"start": "2027-01-04T10:00:00Z", "end": "2027-01-04T11:30:00Z", "action": "defer"}
     skip = defer | {"action": "skip", "applies_to": {"teams": ["data"], "tags": {"warehouse": "true"}}}
-    for name, window in (("db-maintenance", defer), ("network-freeze", skip)):
-        put = api.call("PUT", f"/admin/company/maintenance/{name}?reason=patching", window)
+    for entry, document in (("db-maintenance", defer), ("network-freeze", skip)):
+        put = api.call("PUT", f"/admin/company/maintenance/{entry}?reason=patching", document)
         assert put.status == 200 and put.body["applied"], put.body
     stack.register(loader("deferred", "ops", maintenance=["company/db-maintenance"]))
     stack.register(loader("skipped", "data", tags={"warehouse": "true"}))  # the selector picks it, no line needed

@@ -28,7 +28,14 @@ NOT_RUN = {
     "export JOBSCHED_API=https://": "a deployed stage (needs AWS): tests/unit/test_docs_commands.py runs each command "
     "against an API that knows nothing instead"
 }
-OFFLINE = ("jobsched validate", "jobsched preview", "jobsched capacity", "jobsched lint", "jobsched test")
+OFFLINE = (
+    "jobsched validate",
+    "jobsched preview",
+    "jobsched capacity",
+    "jobsched lint",
+    "jobsched test",
+    "jobsched simulate",
+)
 NEXT_FIRE = re.compile(r"\(next: [^)]+\)")
 
 

@@ -54,6 +54,7 @@ def guide_commands() -> list[Shown]:
 @pytest.mark.parametrize("shown", guide_commands(), ids=lambda shown: shown.command[:70])
 def test_each_command_of_the_guide_parses_and_reaches_the_api(shown: Shown, api: str, tmp_path: Path) -> None:
     shutil.copytree(ROOT / "examples" / "jobs", tmp_path / "jobs")
+    shutil.copy(ROOT / "examples" / "company.yaml", tmp_path / "company.yaml")
     command = shown.command.split("  #")[0].strip()
     done = subprocess.run(
         ["bash", "-c", command],

@@ -4,6 +4,7 @@ change showing which jobs' next fires move (``--dry-run``: only that)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +60,19 @@ def _calendar_summary(calendar: dict[str, Any]) -> str:
 @click.option("--dry-run", is_flag=True, help="Only show which jobs' next fires move (and what it would break).")
 @remote
 def set_entry(kind: str, name: str, file: Path, reason: str, dry_run: bool, client: Any, output: str) -> None:
-    """Set a company calendar or maintenance window from a YAML FILE: the jobs whose next fires it moves are listed;
-    refused (exit 1) if a job it reaches would break the organisation's policy."""
+    """Set a company calendar or maintenance window from a YAML FILE (its document, or a company file holding it):
+    the jobs whose next fires it moves are listed; refused (exit 1) if a job it reaches would break the policy."""
     import yaml
 
     document = yaml.safe_load(file.read_text(encoding="utf-8"))
     if not isinstance(document, dict):
         raise click.BadParameter(f"{file} holds no mapping", param_hint="FILE")
+    if set(document) & set(KINDS.values()):  # a whole company file (`list -o yaml`): the entry named NAME in it
+        entries = document.get(KINDS[kind]) or {}
+        if name not in entries:
+            raise click.BadParameter(f"{file} has no {kind} {name}", param_hint="FILE")
+        document = entries[name]
+    document = json.loads(json.dumps(document, default=str))  # YAML's dates and times as the API reads them: text
     query = {"reason": reason, "dry_run": str(dry_run).lower()}
     change = client.call("PUT", f"/admin/company/{KINDS[kind]}/{name}", document, query=query).body
     _show(change, output)

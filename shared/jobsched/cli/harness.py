@@ -28,12 +28,12 @@ from jobsched.core.durations import Duration
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage, WorkMessage, parse_work_message
 from jobsched.core.names import PRIORITIES
 from jobsched.core.records import RunContext, TargetResult
-from jobsched.core.runs import RunStatus, instant_text
+from jobsched.core.runs import RunStatus, instant_text, parse_instant
 from jobsched.core.spec import ApprovalTarget, CallbackTarget, JobSpec, StrictModel
 from jobsched.dag.deployer import DagDeployer
 from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.paging.incidents import Escalator
-from jobsched.paging.rules import Links
+from jobsched.paging.rules import OPENS, Links
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle
 from jobsched.pipeline.manual_runs import trigger_run
@@ -80,6 +80,9 @@ class Expect(StrictModel):
     pages: int | None = Field(
         default=None, ge=0, description="pages sent (opened, escalated, paused), as the tier and escalation route them"
     )
+    held_pages: int | None = Field(
+        default=None, ge=0, description="pages a company maintenance window held (recorded on the incident, not sent)"
+    )
 
 
 class JobTest(StrictModel):
@@ -103,6 +106,7 @@ class Observed:
     tasks: dict[str, set[str]] = field(default_factory=dict)
     payloads: dict[str, Any] = field(default_factory=dict)
     pages: int = 0
+    held_pages: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +117,7 @@ class Observed:
             "tasks": {task: sorted(states) for task, states in self.tasks.items()},
             "payloads": self.payloads,
             "pages": self.pages,
+            "held_pages": self.held_pages,
         }
 
 
@@ -257,15 +262,20 @@ class Harness:
         for name, _, payload in self.targets.calls:
             observed.payloads[name] = payload
         observed.pages = self._pages()
+        incidents = [self.jobs.get_incident(self.spec.key, kind) for kind in sorted(set(OPENS.values()))]
+        observed.held_pages = sum(len(found.incident.held) for found in incidents if found is not None)
         return observed
 
     def _pages(self) -> int:
         """The pages the escalation path would send for what happened (opened, escalated, paused), routed by the
         job's tier and escalation as deployed: one per incident, not one per failure; a ticket pages nobody."""
-        escalator = Escalator(self.jobs, PagesNotSent(), self.clock, DEFAULT_TOPIC, Links(region="us-east-1"))
+        at = Clock(self.clock())
+        escalator = Escalator(self.jobs, PagesNotSent(), at, DEFAULT_TOPIC, Links(region="us-east-1"))
         sent = 0
         for event in self.escalations.events:
-            handled = escalator.handle(EscalationEvent.model_validate(event))
+            parsed = EscalationEvent.model_validate(event)
+            at.now = parse_instant(parsed.occurred_at)  # handled when it happened (a maintenance window open then)
+            handled = escalator.handle(parsed)
             sent += sum(1 for page in handled.pages if page.notice != "resolved")
         return sent
 
@@ -299,6 +309,7 @@ def check(expect: Expect, observed: Observed) -> list[str]:
     for task, payload in (expect.payloads or {}).items():
         differ(f"payloads[{task}]", payload, observed.payloads.get(task, "never called"))
     differ("pages", expect.pages, observed.pages)
+    differ("held_pages", expect.held_pages, observed.held_pages)
     return failures
 
 
