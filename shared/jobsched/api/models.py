@@ -295,7 +295,11 @@ class UpstreamRunView(BaseModel):
 class TriggerDetailView(BaseModel):
     """The event that started a run (trigger "event"), or for a batched trigger the batch."""
 
-    kind: str = Field(description="event (an EventBridge pattern), s3 (an object created) or after (upstream runs)")
+    kind: str = Field(
+        description="event (an EventBridge pattern), s3 (an object created), after (upstream runs), or schedule (of "
+        "a job with several schedules: which one)"
+    )
+    schedule: str | None = Field(default=None, description="the schedule that fired it (a job with several)")
     event_id: str | None = Field(default=None, description="EventBridge's id of the event (not for a batch)")
     source: str | None = None
     batch: TriggerBatchView | None = Field(default=None, description="batched triggers: the run's batch")
@@ -413,6 +417,7 @@ class PreviewEntry(BaseModel):
     reason: str | None = None
     fire_at: str | None = Field(default=None, description="with jitter: when it is sent (utc is its identity)")
     moved_from: list[str] | None = Field(default=None, description="the wall times it was moved from (deferred)")
+    schedule: str | None = Field(default=None, description="a job with several schedules: the one that fires it")
     skipped: list[SkippedInstant] | None = Field(
         default=None, description="the instants skipped since the previous fire, each with its reason"
     )

@@ -127,7 +127,7 @@ def preview(
     from jobsched.core.errors import FieldError, SpecError
     from jobsched.registry.jobfile import load_job_file
     from jobsched.schedule.engine import DEFAULT_HORIZON
-    from jobsched.schedule.fires import schedule_for
+    from jobsched.schedule.fires import preview_schedule, schedule_for
 
     try:
         if job_file is not None:
@@ -148,16 +148,17 @@ def preview(
             if missing:
                 message = f"{missing[0][1]} is not defined: pass --company FILE with its definition"
                 _fail_with([FieldError(missing[0][0], "unknown_company_reference", message)], job_file)
-            effective = company.effective(job)
-            assert effective is not None
-            schedule, hash_key = effective, job.key
+            assert job.schedule is not None
+            after = parse_instant_option(after_text, job.schedule.timezone) if after_text else app.clock()
+            found = preview_schedule(job, registered_at=after, company=company)  # its several schedules merged
+            assert found is not None
+            compiled = found
         else:
             schedule = _schedule_from_options(expression or "", timezone)
-            hash_key = job_key
+            after = parse_instant_option(after_text, schedule.timezone) if after_text else app.clock()
+            compiled = schedule_for(schedule, job=job_key, registered_at=after)
     except SpecError as error:
         _fail_with(error.errors, job_file)
-    after = parse_instant_option(after_text, schedule.timezone) if after_text else app.clock()
-    compiled = schedule_for(schedule, job=hash_key, registered_at=after)
     entries = compiled.preview(after, count)
     if as_json:
         click.echo(json.dumps([_fire_json(fire, skipped, compiled) for fire, skipped in entries], indent=2))
@@ -204,7 +205,7 @@ def utc_text(instant: datetime) -> str:
 
 
 def _local(occurrence: Occurrence, compiled: CompiledSchedule) -> datetime | None:
-    return occurrence.at.astimezone(compiled.zone) if occurrence.exists else None
+    return occurrence.at.astimezone(compiled.zone_of(occurrence)) if occurrence.exists else None
 
 
 def _local_text(occurrence: Occurrence, compiled: CompiledSchedule) -> str:
@@ -217,8 +218,7 @@ def _local_text(occurrence: Occurrence, compiled: CompiledSchedule) -> str:
 def _print_preview(
     compiled: CompiledSchedule, after: datetime, entries: list[tuple[Occurrence, list[Occurrence]]]
 ) -> None:
-    schedule = compiled.schedule
-    click.echo(f"# {schedule.expression} in {schedule.timezone}, after {utc_text(after)}", err=True)
+    click.echo(f"# {compiled.describe()}, after {utc_text(after)}", err=True)
     for fire, skipped in entries:
         for skip in skipped:
             utc = utc_text(skip.at) if skip.exists else "-" * 20
@@ -228,6 +228,8 @@ def _print_preview(
             line += f"  fires at {utc_text(fire.fire_at)} (jitter +{int((fire.fire_at - fire.at).total_seconds())}s)"
         if fire.reason:
             line += f"  ({fire.reason})"
+        if fire.schedule:
+            line += f"  [{fire.schedule}]"
         click.echo(line)
 
 
@@ -237,13 +239,15 @@ def _fire_json(fire: Occurrence, skipped: list[Occurrence], compiled: CompiledSc
     entry: dict[str, Any] = {
         "utc": utc_text(fire.at),
         "local": local.isoformat(),
-        "zone": compiled.schedule.timezone,
+        "zone": compiled.zone_of(fire).key,
         "abbreviation": local.tzname(),
     }
     if fire.fire_at != fire.at:
         entry["fire_at"] = utc_text(fire.fire_at)
     if fire.reason:
         entry["reason"] = fire.reason
+    if fire.schedule:
+        entry["schedule"] = fire.schedule
     if fire.moved_from:
         entry["moved_from"] = [wall.isoformat() for wall in fire.moved_from]
     if skipped:

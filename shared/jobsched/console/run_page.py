@@ -41,7 +41,7 @@ def run_view(run: Run, tasks: dict[str, TaskState], graph: Graph | None, order: 
         ("finished", instant_text(run.finished_at) if run.finished_at else DASH),
         ("late at start", f"{run.lateness_ms / 1000:.1f} s" if run.lateness_ms is not None else DASH),
         ("trigger", escape(run.trigger)),
-        *((("event", escape(trigger_summary(run.trigger_detail))),) if run.trigger_detail else ()),
+        *((("started by", escape(trigger_summary(run.trigger_detail))),) if run.trigger_detail else ()),
         ("error", escape(run.error or DASH)),
         *((("checks", checks_summary(run.checks)),) if run.checks else ()),
         ("reason", escape(run.reason or DASH)),

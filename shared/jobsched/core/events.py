@@ -297,6 +297,8 @@ class EventEnvelope(BaseModel):
 
 def trigger_summary(detail: dict[str, Any]) -> str:
     """One line of what started a run (the CLI's `jobsched run`, the console's run page)."""
+    if detail.get("kind") == "schedule":
+        return f"schedule {detail.get('schedule')}"
     upstreams = detail.get("upstreams")
     if isinstance(upstreams, list):
         finished = ", ".join(

@@ -86,6 +86,10 @@ def parse_instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
+SCHEDULE_RUN_MARK = "-s-"  # a distinct schedule's run: "{instant}-s-{schedule name}"
+LAST_OF_INSTANT = "~"  # sorts after every run id that begins with an instant's (a range's inclusive upper bound)
+
+
 def scheduled_run_id(instant: datetime) -> str:
     """The run id of a scheduled instant: sortable by time, identical however often it is derived."""
     return instant.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -129,9 +133,13 @@ class RunMessage(BaseModel):
         spec_version: int,
         trigger: Trigger = "schedule",
         correlation_id: str | None = None,
+        run_id: str | None = None,
+        schedule: str | None = None,
+        payload: JsonValue = None,
     ) -> RunMessage:
-        """The message for the run of a scheduled instant (its id is the instant, however it is reached)."""
-        run_id = scheduled_run_id(at)
+        """The message for the run of a scheduled instant (its id is the instant, however it is reached; a job with
+        several schedules: ``run_id`` from the occurrence, ``schedule`` its name, ``payload`` the schedule's)."""
+        run_id = run_id or scheduled_run_id(at)
         return cls(
             job=job,
             team=team,
@@ -141,6 +149,8 @@ class RunMessage(BaseModel):
             spec_version=spec_version,
             trigger=trigger,
             correlation_id=correlation_id or f"{job}/{run_id}",
+            payload_override=payload,
+            trigger_detail={"kind": "schedule", "schedule": schedule} if schedule else None,
         )
 
     def for_attempt(self, attempt: int) -> RunMessage:

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from jobsched.core.durations import format_duration
 from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.records import LOST_PREFIX, DueEntry, StoredJob
-from jobsched.core.runs import RunMessage, RunStatus, instant_text, scheduled_run_id
+from jobsched.core.runs import LAST_OF_INSTANT, RunMessage, RunStatus, instant_text, scheduled_run_id
 from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.pipeline.lost_audit import LOST_AFTER, QUICK_LOST_AFTER, QUIET_DEPTH, AuditWait, judge_lost
 from jobsched.pipeline.manual_runs import advance_backfill
@@ -46,7 +46,7 @@ from jobsched.ports import EscalationsPort, JobsPort, QueueBacklogPort, RunsPort
 from jobsched.registry.jobs import pause_job
 from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, plan_due
-from jobsched.schedule.fires import schedule_of
+from jobsched.schedule.fires import schedule_of, scheduled_message
 from jobsched.tenancy.quotas import interleave_teams
 
 # Instants up to this far ahead are sent per cursor update: fewer writes per run, still within the
@@ -312,18 +312,9 @@ class Dispatcher:
     ) -> _JobPlan | None:
         if stored is None or stored.state != "ACTIVE" or stored.version != entry.spec_version:
             return None  # deleted, paused or being replaced: the change rewrote (or is rewriting) the due entry
-        spec = stored.spec
         compiled = self._compiled_for(stored, company)
         plan = plan_due(compiled, last=entry.cursor, now=now, lookahead=self.lookahead)
-        messages = [
-            (
-                RunMessage.scheduled(
-                    job=spec.key, team=spec.team, at=o.at, fire_at=o.fire_at, spec_version=stored.version
-                ),
-                o.fire_at - now,
-            )
-            for o in plan.due
-        ]
+        messages = [(scheduled_message(stored, o, fire_at=o.fire_at), o.fire_at - now) for o in plan.due]
         # A job stored before the audit existed starts its audit at its cursor.
         return _JobPlan(entry, stored, compiled, plan, messages, audited_to or entry.cursor, AuditWait(self.lost_after))
 
@@ -366,9 +357,7 @@ class Dispatcher:
             reason = f"missed: more than the catch-up window ({window}) overdue when dispatch resumed"
             outside = [(occurrence, reason) for occurrence in itertools.islice(spans, MAX_MISSED_RECORDED)]
         for occurrence, reason in [*outside, *plan.missed]:
-            message = RunMessage.scheduled(
-                job=spec.key, team=spec.team, at=occurrence.at, fire_at=occurrence.fire_at, spec_version=stored.version
-            )
+            message = scheduled_message(stored, occurrence, fire_at=occurrence.fire_at)
             if self.runs.create(message, status=RunStatus.MISSED, now=now, retention=spec.run_retention, reason=reason):
                 report.missed += 1
                 recorded.append((occurrence.at, reason))
@@ -415,7 +404,8 @@ class Dispatcher:
         )
         if not fired or fired[0].fire_at > now - earliest:
             return job_plan.audited_to
-        found = self.runs.scheduled_ids(spec.key, scheduled_run_id(fired[0].at), scheduled_run_id(fired[-1].at))
+        # Up to the last instant's every run (a distinct schedule's id is the instant and its name).
+        found = self.runs.scheduled_ids(spec.key, fired[0].run_id, scheduled_run_id(fired[-1].at) + LAST_OF_INSTANT)
         judged = judge_lost(fired, found, now, wait)
         recorded = []
         for occurrence in judged.lost:
@@ -424,9 +414,7 @@ class Dispatcher:
                 f"{LOST_PREFIX}no run record {waited} after its fire time: the run message was lost (or the workers "
                 "are that far behind; if it still arrives, the run starts)"
             )
-            message = RunMessage.scheduled(
-                job=spec.key, team=spec.team, at=occurrence.at, fire_at=occurrence.fire_at, spec_version=stored.version
-            )
+            message = scheduled_message(stored, occurrence, fire_at=occurrence.fire_at)
             if self.runs.create(message, status=RunStatus.MISSED, now=now, retention=spec.run_retention, reason=reason):
                 recorded.append((occurrence.at, reason))
         if recorded:

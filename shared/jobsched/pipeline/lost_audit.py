@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobsched.core.runs import scheduled_run_id
 from jobsched.schedule.engine import Occurrence
 
 LOST_AFTER = timedelta(minutes=15)
@@ -41,11 +40,14 @@ def judge_lost(occurrences: Sequence[Occurrence], found: set[str], now: datetime
     the run ids among them (and later) that have a record. The mark moves over every settled instant and stops
     before the first one that may still be queued."""
     # The latest fire time among the instants that started: one pass, not one scan per unrecorded instant.
-    latest_started = max((o.fire_at for o in occurrences if scheduled_run_id(o.at) in found), default=None)
+    latest_started = max((o.fire_at for o in occurrences if o.run_id in found), default=None)
     lost: list[Occurrence] = []
     mark: datetime | None = None
+    settled_before: datetime | None = None  # the mark before the instant being settled (several schedules share one)
     for occurrence in occurrences:
-        if scheduled_run_id(occurrence.at) in found:
+        if mark is not None and occurrence.at > mark:
+            settled_before = mark
+        if occurrence.run_id in found:
             mark = occurrence.at
             continue
         waited = now - occurrence.fire_at
@@ -55,5 +57,9 @@ def judge_lost(occurrences: Sequence[Occurrence], found: set[str], now: datetime
             lost.append(occurrence)
             mark = occurrence.at
             continue
-        break  # may still be queued: judged at a later visit
+        # May still be queued: judged at a later visit. The mark never covers an instant only partly settled
+        # (another schedule's run of the same instant may be the one still queued).
+        if mark == occurrence.at:
+            mark = settled_before
+        break
     return Judged(lost, mark)

@@ -34,7 +34,8 @@ from jobsched.core.spec import JobSpec
 from jobsched.pipeline.reruns import NEVER_RAN, reopen_and_send
 from jobsched.ports import JobsPort, RunsPort, TriggerStorePort, WorkQueuesPort
 from jobsched.schedule.company import CompanySettings
-from jobsched.schedule.fires import schedule_of
+from jobsched.schedule.engine import Occurrence
+from jobsched.schedule.fires import schedule_of, scheduled_message
 
 MAX_BACKFILL_INSTANTS = 10_000
 MAX_IN_FLIGHT = 100
@@ -236,10 +237,11 @@ def advance_backfill(
         room = min(room, int(item["rate_per_minute"]))  # a step a tick: a tick a minute
     compiled = schedule_of(stored, CompanySettings.read(jobs))
     assert compiled is not None  # a backfill is only started for a job with a schedule
-    upcoming = list(
-        itertools.islice(compiled.fires(_instant(item["cursor"]), until=_instant(item["end"])), max(room, 0))
-    )
-    messages = [step.start(occurrence.at, runs, queues, now, backfill_id) for occurrence in upcoming]
+    stream = compiled.fires(_instant(item["cursor"]), until=_instant(item["end"]))
+    upcoming = list(itertools.islice(stream, max(room, 0)))
+    if upcoming:  # the cursor is an instant: every schedule's run of the last one is started with it
+        upcoming += list(itertools.takewhile(lambda o: o.at == upcoming[-1].at, stream))
+    messages = [step.start(occurrence, runs, queues, now, backfill_id) for occurrence in upcoming]
     sent_now = [message for message in messages if message is not None]
     if sent_now:
         queues.send(item.get("priority") or stored.spec.priority, [(message, timedelta(0)) for message in sent_now])
@@ -277,16 +279,14 @@ class _BackfillStep:
             self.in_flight.append(run_id)
 
     def start(
-        self, at: datetime, runs: RunsPort, queues: WorkQueuesPort, now: datetime, backfill_id: str
+        self, occurrence: Occurrence, runs: RunsPort, queues: WorkQueuesPort, now: datetime, backfill_id: str
     ) -> RunMessage | None:
         """One instant of the range: its message if it is new; a rerun (sent here) if its run qualifies."""
         spec = self.stored.spec
-        message = RunMessage.scheduled(
-            job=spec.key,
-            team=spec.team,
-            at=at,
+        message = scheduled_message(
+            self.stored,
+            occurrence,
             fire_at=now,
-            spec_version=self.stored.version,
             trigger="backfill",
             correlation_id=f"{spec.key}/backfill/{backfill_id}",
         )

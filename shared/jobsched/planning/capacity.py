@@ -87,10 +87,9 @@ def load_profile(
         jobs += 1
         if spec.schedule is None:
             continue
-        schedule = company.effective(spec)
-        assert schedule is not None
-        job_dependent = "H" in schedule.expression or schedule.jitter > timedelta(0)
-        key = schedule.model_dump_json() + (spec.key if job_dependent else "")
+        schedules = company.effective(spec)
+        job_dependent = any("H" in s.expression or s.jitter > timedelta(0) for s in schedules)
+        key = "|".join(s.model_dump_json() for s in schedules) + (spec.key if job_dependent else "")
         groups[key] += 1
         representative.setdefault(key, spec)
     until = start + timedelta(days=days)

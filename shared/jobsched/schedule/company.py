@@ -114,13 +114,14 @@ class CompanySettings:
         found += [(f"maintenance[{i}]", name) for i, name in enumerate(spec.maintenance) if name not in self.windows]
         return found
 
-    def effective(self, spec: JobSpec) -> Schedule | None:
-        """The job's schedule with the company calendar it names in place and its maintenance windows as blackouts
-        (an undefined reference is no calendar: admission refuses it, and a deleted one stops excluding days)."""
-        schedule = spec.schedule
-        if schedule is None:
-            return None
+    def effective(self, spec: JobSpec) -> list[Schedule]:
+        """The job's schedules (none, one, or several), each with the company calendar it names in place and the
+        maintenance windows that apply to the job as blackouts (an undefined reference is no calendar: admission
+        refuses it, and a deleted one stops excluding days)."""
         windows = [(name, window) for name, window in self.windows_of(spec) if window.action != "run"]
+        return [self._resolved(schedule, windows) for schedule in spec.all_schedules()]
+
+    def _resolved(self, schedule: Schedule, windows: list[tuple[str, MaintenanceWindow]]) -> Schedule:
         calendar = schedule.company_calendar
         if calendar is None and not windows:
             return schedule

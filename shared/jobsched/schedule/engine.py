@@ -41,6 +41,7 @@ from jobsched.core.expressions import (
     hash_value,
     parse_expression,
 )
+from jobsched.core.runs import SCHEDULE_RUN_MARK, scheduled_run_id
 from jobsched.core.spec import Blackout, CalendarPolicy, HolidayCalendar, Schedule
 from jobsched.core.tz import UTC, get_zone
 from jobsched.schedule.dst import WallKind, local_wall, offset_changes, resolve_wall, zone_changes_near
@@ -105,6 +106,14 @@ class Occurrence:
     reason: str | None = None
     moved_from: tuple[datetime, ...] = ()
     exists: bool = True
+    schedule: str | None = None  # of a job with several schedules: the one that names it
+    distinct: bool = False  # that schedule's runs are its own, even at an instant another one fires
+
+    @property
+    def run_id(self) -> str:
+        """The id of its run: the instant; a distinct schedule's runs add the schedule's name."""
+        instant = scheduled_run_id(self.at)
+        return f"{instant}{SCHEDULE_RUN_MARK}{self.schedule}" if self.distinct and self.schedule else instant
 
     def skipped(self, reason: str) -> Occurrence:
         return replace(self, fires=False, reason=reason)
@@ -186,6 +195,13 @@ class CompiledSchedule:
         self._blackouts = [_BlackoutWindows(b, self) for b in schedule.blackouts]
 
     # ------------------------------------------------------------------------------ public API
+
+    def zone_of(self, occurrence: Occurrence) -> ZoneInfo:
+        """The zone the occurrence's schedule reads wall times in (a job with several: that schedule's)."""
+        return self.zone
+
+    def describe(self) -> str:
+        return f"{self.schedule.expression} in {self.schedule.timezone}"
 
     def irregular_spans(self, start: datetime, end: datetime) -> list[tuple[datetime, datetime]] | None:
         """The parts of [start, end] where an instant may be skipped or moved instead of firing as written:

@@ -16,9 +16,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from jobsched.core.records import StoredJob
+from jobsched.core.runs import RunMessage, Trigger
 from jobsched.core.spec import JobSpec, Schedule
 from jobsched.schedule.company import CompanySettings
-from jobsched.schedule.engine import CompiledSchedule, compile_schedule
+from jobsched.schedule.engine import CompiledSchedule, Occurrence, compile_schedule
+from jobsched.schedule.several import SeveralSchedules
 
 
 def schedule_of(stored: StoredJob, company: CompanySettings) -> CompiledSchedule | None:
@@ -29,16 +31,42 @@ def schedule_of(stored: StoredJob, company: CompanySettings) -> CompiledSchedule
 def preview_schedule(spec: JobSpec, *, registered_at: datetime, company: CompanySettings) -> CompiledSchedule | None:
     """The schedule ``spec`` has once registered at ``registered_at``, with the company calendar it names and the
     maintenance windows that apply to it (``company``)."""
-    schedule = company.effective(spec)
-    if schedule is None:
-        return None
-    return schedule_for(schedule, job=spec.key, registered_at=registered_at)
+    schedules = [schedule_for(s, job=spec.key, registered_at=registered_at) for s in company.effective(spec)]
+    if len(schedules) > 1:
+        return SeveralSchedules(schedules)
+    return schedules[0] if schedules else None
 
 
 def schedule_for(schedule: Schedule, *, job: str, registered_at: datetime) -> CompiledSchedule:
     """A schedule as the job ``job`` (team/name) registered at ``registered_at`` would fire it (the CLI's preview
     of an expression typed with a job's name)."""
     return compile_schedule(schedule, hash_key=job, anchor=registered_at)
+
+
+def scheduled_message(
+    stored: StoredJob,
+    occurrence: Occurrence,
+    *,
+    fire_at: datetime,
+    trigger: Trigger = "schedule",
+    correlation_id: str | None = None,
+) -> RunMessage:
+    """The run message of a scheduled instant: its run id (a distinct schedule's adds its name), and with several
+    schedules the one that fired it (on the run: ``trigger_detail``) and that schedule's payload."""
+    spec = stored.spec
+    named = spec.schedule if occurrence.schedule is None else spec.schedule_named(occurrence.schedule)
+    return RunMessage.scheduled(
+        job=spec.key,
+        team=spec.team,
+        at=occurrence.at,
+        fire_at=fire_at,
+        spec_version=stored.version,
+        trigger=trigger,
+        correlation_id=correlation_id,
+        run_id=occurrence.run_id,
+        schedule=occurrence.schedule,
+        payload=named.payload if named is not None else None,
+    )
 
 
 def next_fire(stored: StoredJob, after: datetime, company: CompanySettings) -> datetime | None:

@@ -111,11 +111,13 @@ def schedule_cost_errors(spec: JobSpec, now: datetime, company: CompanySettings)
     missing = company.missing(spec)
     if missing:
         return [company_reference_error(company, path, reference) for path, reference in missing]
-    schedule = company.effective(spec)
-    if schedule is None:
-        return []
-    problem = schedule_cost_problem(schedule, hash_key=spec.key, now=now)
-    return [FieldError("schedule", "schedule_too_expensive", problem)] if problem else []
+    errors = []
+    for index, schedule in enumerate(company.effective(spec)):
+        problem = schedule_cost_problem(schedule, hash_key=spec.key, now=now)
+        if problem:
+            errors.append(FieldError("schedule" if index == 0 else f"schedules[{index - 1}]", "schedule_too_expensive",
+                                     problem))  # fmt: skip
+    return errors
 
 
 def _urls(spec: JobSpec) -> Iterator[tuple[str, str]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from jobsched.core.bounds import STORED
 from jobsched.core.durations import format_duration
@@ -20,9 +20,10 @@ from jobsched.core.records import AuditEntry, DispatchState, Run, StoredJob
 from jobsched.core.runs import RunStatus, instant_text, scheduled_run_id
 from jobsched.core.spec import JobSpec
 from jobsched.core.tz import UTC, get_zone
+from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.dst import WallKind, local_wall, resolve_wall
 from jobsched.schedule.engine import Occurrence, ScheduleTooExpensive
-from jobsched.schedule.fires import schedule_for
+from jobsched.schedule.fires import preview_schedule, schedule_of
 
 Verdict = Literal[
     "ran",  # succeeded
@@ -54,6 +55,7 @@ class ExplainInputs:
     runs: dict[datetime, list[Run]]  # per instant asked about: the runs whose id begins with its instant
     dispatch: DispatchState | None
     now: datetime
+    company: CompanySettings = NO_COMPANY  # the company calendars and windows its schedule names
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ def instants_asked(text: str, spec: JobSpec) -> tuple[list[datetime], list[str]]
 class ExplainJobs(Protocol):
     def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]: ...
     def get_state(self, job: str) -> DispatchState | None: ...
+    def company_entries(self) -> dict[str, dict[str, Any]]: ...
 
 
 class ExplainRuns(Protocol):
@@ -135,7 +138,8 @@ def explanation_for(jobs: ExplainJobs, runs: ExplainRuns, stored: StoredJob, ask
         first = scheduled_run_id(instant)
         found, _ = runs.page(stored.key, limit=RUNS_PER_INSTANT, newest_first=False, between=(first, first + "\uffff"))
         at_instant[instant] = found
-    return explain(asked, ExplainInputs(stored, history, at_instant, jobs.get_state(stored.key), now))
+    company = CompanySettings.read(jobs)
+    return explain(asked, ExplainInputs(stored, history, at_instant, jobs.get_state(stored.key), now, company))
 
 
 def explain(asked: str, inputs: ExplainInputs) -> Explanation:
@@ -143,24 +147,31 @@ def explain(asked: str, inputs: ExplainInputs) -> Explanation:
     instants, notes = instants_asked(asked, stored.spec)
     zone = stored.spec.schedule.timezone if stored.spec.schedule is not None else "UTC"
     answers = [_answer(at, inputs) for at in instants]
-    upcoming = _next_fire(stored, inputs.now) if stored.state == "ACTIVE" else None
+    upcoming = _next_fire(stored, inputs.now, inputs.company) if stored.state == "ACTIVE" else None
     return Explanation(stored.key, asked, zone, answers, notes, upcoming)
 
 
 def _answer(at: datetime, inputs: ExplainInputs) -> InstantAnswer:
     stored = inputs.stored
     runs = inputs.runs.get(at, [])
-    scheduled = next((run for run in runs if run.run_id == scheduled_run_id(at)), None)
-    others = [run for run in runs if run is not scheduled]
     spec, changed = _spec_at(at, stored, inputs.history)
+    occurrence = _occurrence(spec, stored, at, inputs.company) if spec.schedule is not None else None
+    run_id = occurrence.run_id if occurrence is not None else scheduled_run_id(at)
+    scheduled = next((run for run in runs if run.run_id == run_id), None)
+    others = [run for run in runs if run is not scheduled]
     zone = get_zone(spec.schedule.timezone if spec.schedule is not None else "UTC")
     wall = local_wall(at, zone).strftime("%Y-%m-%d %H:%M:%S") + f" {zone.key}"
-    verdict, lines, run = _verdict_at(at, spec, scheduled, others, inputs)
+    verdict, lines, run = _verdict_at(at, spec, occurrence, scheduled, others, inputs)
     return InstantAnswer(at, wall, verdict, ([changed] if changed else []) + lines, run, others)
 
 
 def _verdict_at(
-    at: datetime, spec: JobSpec, scheduled: Run | None, others: list[Run], inputs: ExplainInputs
+    at: datetime,
+    spec: JobSpec,
+    occurrence: Occurrence | None,
+    scheduled: Run | None,
+    others: list[Run],
+    inputs: ExplainInputs,
 ) -> tuple[Verdict, list[str], Run | None]:
     stored = inputs.stored
     if stored.created_at > at and scheduled is None:
@@ -168,9 +179,8 @@ def _verdict_at(
     if spec.schedule is None:
         what = "it has no schedule: it runs when triggered (by hand, by events, or after other jobs)"
         return (_verdict(others[0]) if others else "not-scheduled"), [what], None
-    occurrence = _occurrence(spec, stored, at)
     if occurrence is None:
-        return "not-scheduled", _not_named(spec, stored, at), None
+        return "not-scheduled", _not_named(spec, stored, at, inputs.company), None
     if not occurrence.fires:
         return "skipped", [f"the schedule skips it: {occurrence.reason}"], None
     why = []
@@ -290,9 +300,9 @@ def _spec_at(at: datetime, stored: StoredJob, history: Sequence[AuditEntry]) -> 
     return stored.spec, None
 
 
-def _occurrence(spec: JobSpec, stored: StoredJob, at: datetime) -> Occurrence | None:
-    assert spec.schedule is not None
-    compiled = schedule_for(spec.schedule, job=stored.key, registered_at=stored.created_at)
+def _occurrence(spec: JobSpec, stored: StoredJob, at: datetime, company: CompanySettings) -> Occurrence | None:
+    compiled = preview_schedule(spec, registered_at=stored.created_at, company=company)
+    assert compiled is not None
     try:
         for occurrence in compiled.occurrences(at - timedelta(seconds=1), until=at):
             if occurrence.at == at:
@@ -302,9 +312,10 @@ def _occurrence(spec: JobSpec, stored: StoredJob, at: datetime) -> Occurrence | 
     return None
 
 
-def _not_named(spec: JobSpec, stored: StoredJob, at: datetime) -> list[str]:
+def _not_named(spec: JobSpec, stored: StoredJob, at: datetime, company: CompanySettings) -> list[str]:
     assert spec.schedule is not None
-    compiled = schedule_for(spec.schedule, job=stored.key, registered_at=stored.created_at)
+    compiled = preview_schedule(spec, registered_at=stored.created_at, company=company)
+    assert compiled is not None
     lines = [
         f"the schedule ({spec.schedule.expression}, {spec.schedule.timezone}) names no instant at {instant_text(at)}"
     ]
@@ -322,10 +333,10 @@ def _not_named(spec: JobSpec, stored: StoredJob, at: datetime) -> list[str]:
     return lines
 
 
-def _next_fire(stored: StoredJob, now: datetime) -> datetime | None:
-    if stored.spec.schedule is None:
+def _next_fire(stored: StoredJob, now: datetime, company: CompanySettings) -> datetime | None:
+    compiled = schedule_of(stored, company)
+    if compiled is None:
         return None
-    compiled = schedule_for(stored.spec.schedule, job=stored.key, registered_at=stored.created_at)
     try:
         upcoming = compiled.next_fires(now, 1)
     except ScheduleTooExpensive:

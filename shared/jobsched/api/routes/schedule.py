@@ -79,14 +79,17 @@ def router(access: Access) -> APIGatewayRouter:
             entries.append(
                 PreviewEntry(
                     utc=instant_text(fire.at),
-                    local=fire.at.astimezone(compiled.zone).isoformat(),
+                    local=fire.at.astimezone(compiled.zone_of(fire)).isoformat(),
+                    schedule=fire.schedule,
                     reason=fire.reason,
                     fire_at=instant_text(fire.fire_at) if fire.fire_at != fire.at else None,
                     moved_from=[wall.isoformat() for wall in fire.moved_from] or None,
                     skipped=[
                         SkippedInstant(
                             utc=instant_text(skip.at) if skip.exists else None,
-                            local=(skip.at.astimezone(compiled.zone) if skip.exists else skip.wall).isoformat(),
+                            local=(
+                                skip.at.astimezone(compiled.zone_of(skip)) if skip.exists else skip.wall
+                            ).isoformat(),
                             reason=skip.reason,
                         )
                         for skip in skipped

@@ -28,6 +28,7 @@ MAX_SYNC_TARGET_TIMEOUT = timedelta(minutes=14)  # the worker Lambda itself stop
 MAX_ASYNC_TIMEOUT = timedelta(days=7)
 MAX_JITTER = timedelta(hours=1)
 MIN_PARKED_HEARTBEAT = timedelta(minutes=3)  # the heartbeat checker ticks each minute
+MAX_SCHEDULES = 10  # schedules of one job (each compiled and merged at every visit)
 MAX_TRIGGERS = 5  # event and s3 triggers of one job (each is an EventBridge rule)
 MAX_BATCH_EVENTS = 500  # events one batched run receives
 MAX_UPSTREAMS = 10  # jobs one after trigger waits on

@@ -20,6 +20,7 @@ from jobsched.core.durations import Duration
 from jobsched.core.references import has_reference
 from jobsched.core.slo import DEFAULT_TIER, Tier
 from jobsched.core.spec.base import (
+    MAX_SCHEDULES,
     MAX_TRIGGERS,
     EmailAddress,
     HttpUrl,
@@ -32,7 +33,7 @@ from jobsched.core.spec.base import (
 from jobsched.core.spec.checks import Checks, _check_checks_target
 from jobsched.core.spec.dag import Dag
 from jobsched.core.spec.policies import Concurrency, Escalation, FreshnessSpec, RetryPolicy
-from jobsched.core.spec.schedule import CompanyRef, Schedule
+from jobsched.core.spec.schedule import CatchupPolicy, CompanyRef, Schedule
 from jobsched.core.spec.targets import ApprovalTarget, Target
 from jobsched.core.spec.triggers import JobTrigger, WaitCondition, WaitConditions, WaitPolicy
 
@@ -51,6 +52,12 @@ class JobSpec(StrictModel):
         default_factory=dict, max_length=50
     )
     schedule: Schedule | None = Field(default=None, description="absent: the job runs only when triggered")
+    schedules: list[Schedule] = Field(
+        default_factory=list,
+        max_length=MAX_SCHEDULES - 1,
+        description="several schedules, each named, with its own zone and payload (the first is stored as "
+        "`schedule`, the others here): exactly one run per schedule and instant",
+    )
     maintenance: list[CompanyRef] = Field(
         default_factory=list,
         max_length=10,
@@ -128,7 +135,13 @@ class JobSpec(StrictModel):
     @model_validator(mode="wrap")
     @classmethod
     def _one_kind_of_work(cls, data: Any, handler: ModelWrapValidatorHandler[JobSpec]) -> JobSpec:
-        problems = []
+        if isinstance(data, dict) and data.get("schedule") is None and isinstance(data.get("schedules"), list):
+            # `schedules: [a, b]` as written is stored as `schedule: a, schedules: [b]`: one form, read back alike.
+            first, *others = data["schedules"] or [None]
+            data = {**data, "schedule": first, "schedules": others, _WRITTEN_AS_LIST: True}
+        problems = _several_schedules(data) if isinstance(data, dict) else []
+        if isinstance(data, dict):
+            data.pop(_WRITTEN_AS_LIST, None)
         if isinstance(data, dict) and data.get("wait") is not None and not data.get("wait_for"):
             problems.append(
                 InitErrorDetails(
@@ -171,10 +184,18 @@ class JobSpec(StrictModel):
             )
         return _validate_with(cls, data, handler, problems)
 
+    def all_schedules(self) -> list[Schedule]:
+        """Its schedules: none, the one, or each of several (the first is ``schedule``)."""
+        return [self.schedule, *self.schedules] if self.schedule is not None else []
+
+    def schedule_named(self, name: str | None) -> Schedule | None:
+        """The schedule a run says fired it (None: the job's only schedule)."""
+        return next((s for s in self.all_schedules() if s.name == name), None)
+
     def company_references(self) -> list[str]:
-        """The company calendar and maintenance windows it names, each once (``company/NAME``)."""
-        calendar = self.schedule.company_calendar if self.schedule is not None else None
-        return list(dict.fromkeys([*([calendar] if calendar else []), *self.maintenance]))
+        """The company calendars and maintenance windows it names, each once (``company/NAME``)."""
+        calendars = [s.company_calendar for s in self.all_schedules() if s.company_calendar]
+        return list(dict.fromkeys([*calendars, *self.maintenance]))
 
     def dag_outputs(self) -> set[str]:
         """The DAG's tasks whose output a downstream task reads (none for a single-target job)."""
@@ -205,3 +226,35 @@ class JobSpec(StrictModel):
         if self.dag is not None:
             return [(f"dag.tasks[{index}].target", task.target) for index, task in enumerate(self.dag.tasks)]
         return []
+
+
+_WRITTEN_AS_LIST = "__schedules_as_list"
+
+
+def _several_schedules(data: dict[str, Any]) -> list[InitErrorDetails]:
+    """With several schedules each is named (its runs say which fired them); catch-up is the job's (one cursor)."""
+    extras = data.get("schedules")
+    if not isinstance(extras, list) or not extras:
+        return []
+    every = [data.get("schedule"), *extras]
+    names = [entry.get("name") if isinstance(entry, dict) else None for entry in every]
+    problems = []
+    if None in names or len(set(names)) != len(names):
+        problems.append(
+            InitErrorDetails(
+                type=_fail("unnamed_schedule", "with several schedules, each has a name of its own (name: eu-close)"),
+                loc=("schedules",),
+                input=names,
+            )
+        )
+    offset = 1 if data.get(_WRITTEN_AS_LIST) else 0  # error paths as written: schedules[1] is the second
+    for index, entry in enumerate(extras, start=offset):
+        if isinstance(entry, dict) and entry.get("catchup") not in (None, {}, CatchupPolicy().model_dump(mode="json")):
+            problems.append(
+                InitErrorDetails(
+                    type=_fail("catchup_per_schedule", "catch-up is the job's: set it on its first schedule only"),
+                    loc=("schedules", index, "catchup"),
+                    input=entry["catchup"],
+                )
+            )
+    return problems

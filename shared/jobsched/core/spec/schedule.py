@@ -22,7 +22,7 @@ from pydantic import (
 from jobsched.core.bounds import Instant
 from jobsched.core.durations import Duration
 from jobsched.core.expressions import CronExpression, ExpressionError, parse_expression
-from jobsched.core.spec.base import MAX_JITTER, StrictModel, _bounded, _fail
+from jobsched.core.spec.base import MAX_JITTER, Name, Payload, StrictModel, _bounded, _fail
 from jobsched.core.tz import UTC, available_zones, suggest_zone
 
 # ---------------------------------------------------------------------------------------- schedule
@@ -235,6 +235,15 @@ class Schedule(StrictModel):
         | None
     ) = Field(default=None, description="the days it may fire: its own, or a company calendar by name (company/NAME)")
     blackouts: list[Blackout] = Field(default_factory=list, max_length=20)
+    # A job with several schedules (JobSpec.schedules) names each, may give each its own payload, and says whether
+    # an instant another of its schedules also fires is a run of its own (distinct) or the same run.
+    name: Name | None = Field(default=None, description="with several schedules: which one (each run says it)")
+    payload: Payload | None = Field(default=None, description="what its runs pass to the target instead")
+    distinct: bool = Field(
+        default=False,
+        description="an instant another schedule of the job also fires is its own run (default: one run, the "
+        "first schedule's)",
+    )
 
     @field_validator("expression")
     @classmethod
