@@ -44,6 +44,7 @@ from infra.components.waivers import (
 from infra.config import StageConfig
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
 from jobsched.console.widget import ONCALL_ALIAS, PLACEHOLDER_ALIAS
+from jobsched.core.changes import resource_change_pattern
 from jobsched.core.events import container_rule_patterns
 from jobsched.core.names import (
     INTAKE_CONCURRENCY,
@@ -484,6 +485,16 @@ class Functions(Construct):
                     },
                 },
             ),
+            targets=[targets.LambdaFunction(self.console_audit, retry_attempts=8)],
+        )
+        # A team's change history shows changes to the secrets its jobs name and to the targets' role, from the
+        # account's trail (write management events; IAM's arrive in us-east-1 only, as for every global service).
+        events.Rule(
+            self,
+            "ResourceChanges",
+            rule_name=resource_name(config, "ResourceChanges"),
+            description="jobsched: CloudTrail's record of a change to a secret or an IAM role, for change histories",
+            event_pattern=events.EventPattern(**resource_change_pattern()),
             targets=[targets.LambdaFunction(self.console_audit, retry_attempts=8)],
         )
         if config.console_trail and config.console_teams:

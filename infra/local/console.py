@@ -151,7 +151,8 @@ def _team_view(team: str, rest: list[str], jobs: JobsStore, runs: RunsStore, now
     if not rest:
         return views.team(jobs, runs, team, now=now, links=links, controls=controls)
     if rest == ["changes"]:
-        return views.team_changes(jobs, team, now=now, links=links)
+        roles = (settings.target_role_arn,) if settings.target_role_arn else ()
+        return views.team_changes(jobs, team, now=now, links=links, roles=roles)
     if rest == ["slo"]:
         topic = settings.escalation_topic_arn
         return views.team_slo(jobs, team, settings.slo_tiers, now=now, links=links, default_topic=topic)

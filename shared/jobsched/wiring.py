@@ -356,7 +356,8 @@ def console_stores() -> tuple[JobsStore, RunsStore]:
 def console_platform() -> Platform:
     """What the SLO views need of the deployment: the tiers' objectives and the default escalation topic."""
     settings = Settings.from_env()
-    return Platform(settings.slo_tiers, settings.escalation_topic_arn)
+    roles = (settings.target_role_arn,) if settings.target_role_arn else ()
+    return Platform(settings.slo_tiers, settings.escalation_topic_arn, roles)
 
 
 @warm

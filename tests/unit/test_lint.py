@@ -249,3 +249,23 @@ def test_time_zones_retries_timeouts_priorities_and_a_teams_own_targets(tmp_path
     assert rules(tmp_path, policy) == [("policy-target-type", "error", "target.type")]
     with pytest.raises(ValueError, match=r"priorities\.payments: urgent"):
         OrgPolicy.model_validate({"priorities": {"payments": ["urgent"]}})
+
+
+def test_each_of_several_schedules_is_linted_in_its_own_zone_at_its_own_path(tmp_path: Path) -> None:
+    """#49: a DST gap of the Berlin schedule is the Berlin schedule's (schedules[0]); New York's 02:30 set dst.gap
+    (its decision: no warning) and has no overlap at 02:30; UTC has neither."""
+    document = {
+        "name": "closes",
+        "team": "t",
+        "schedules": [
+            {"name": "berlin", "expression": "30 2 * * *", "timezone": "Europe/Berlin"},
+            {"name": "ny", "expression": "30 2 * * *", "timezone": "America/New_York", "dst": {"gap": "skip"}},
+            {"name": "utc", "expression": "30 2 * * *"},
+        ],
+        "target": {"type": "callback"},
+    }
+    write(tmp_path, "closes", document)
+    assert sorted(rules(tmp_path)) == [
+        ("dst-gap", "warning", "schedules[0].expression"),
+        ("dst-overlap", "warning", "schedules[0].expression"),
+    ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -348,9 +348,12 @@ def team_slo(
     return View(page.title, page.body, (*_nav(links, ("teams", team_name)), *(((here, "slo"),) if here else ())))
 
 
-def team_changes(jobs: changes_page.ChangeJobs, team_name: str, *, now: datetime, links: render.Links) -> View:
-    """What changed on the team's jobs and limits lately, newest first (the audit, not the runs)."""
-    body = changes_page.changes_view(changes_page.team_changes(jobs, team_name, now=now), now, links)
+def team_changes(
+    jobs: changes_page.ChangeJobs, team_name: str, *, now: datetime, links: render.Links, roles: Sequence[str] = ()
+) -> View:
+    """What changed on the team's jobs, limits, secrets and roles lately, newest first (the audit, not the runs)."""
+    changes = changes_page.team_changes(jobs, team_name, now=now, roles=roles)
+    body = changes_page.changes_view(changes, now, links)
     here = links(f"/teams/{team_name}/changes")
     nav = (*_nav(links, ("teams", team_name)), *(((here, "changes"),) if here else ()))
     return View(f"Recent changes of team {team_name}", body, nav)

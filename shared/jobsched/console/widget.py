@@ -121,6 +121,7 @@ class Platform:
 
     tiers: SloTiers = field(default_factory=SloTiers)
     default_topic: str | None = None
+    roles: tuple[str, ...] = ()  # the roles runs act through (the targets role): their changes on team histories
 
 
 def no_links(path: str) -> str | None:
@@ -162,7 +163,8 @@ def render_widget(
     try:
         shown: views.View | None
         if view == "changes" and team:
-            shown = views.team_changes(jobs, team, now=now, links=no_links)
+            roles = (platform or Platform()).roles
+            shown = views.team_changes(jobs, team, now=now, links=no_links, roles=roles)
         elif view in ("slo", "executive"):
             shown = _slo_view(view, team, jobs, now=now, viewer=viewer, platform=platform or Platform())
         else:

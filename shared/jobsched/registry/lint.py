@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from jobsched.core.durations import format_duration
 from jobsched.core.errors import SpecError
@@ -22,8 +23,9 @@ from jobsched.registry.findings import INTERVAL_SAMPLE, Finding, LintedJob, shor
 from jobsched.registry.jobfile import find_job_files, parse_document, validate_document
 from jobsched.registry.policy import OrgPolicy, policy_findings
 from jobsched.schedule.company import NO_COMPANY, CompanySettings
-from jobsched.schedule.engine import ScheduleTooExpensive
+from jobsched.schedule.engine import CompiledSchedule, ScheduleTooExpensive
 from jobsched.schedule.fires import preview_schedule
+from jobsched.schedule.several import SeveralSchedules
 
 DST_HORIZON = timedelta(days=400)  # a year ahead, both transitions of every zone
 NO_FIRE_HORIZON = timedelta(days=90)
@@ -153,9 +155,32 @@ def _timeout(spec: JobSpec) -> timedelta | None:
 
 
 def _dst(job: LintedJob, now: datetime) -> list[Finding]:
+    """Each schedule's fixed wall times in a DST gap or overlap (a job with several: each in its own zone)."""
+    if job.compiled is None:
+        return []
+    parts = job.compiled.parts if isinstance(job.compiled, SeveralSchedules) else [job.compiled]
+    found: list[Finding] = []
+    for part, (path, document) in zip(parts, _written_schedules(job.document), strict=False):
+        found += _dst_of(job, part, path, document, now)
+    return found
+
+
+def _written_schedules(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(field path, document) of each schedule as the file wrote it, in the job's order (``schedule`` then
+    ``schedules``, or ``schedules`` alone)."""
+    raw = document.get("schedules")
+    listed: list[Any] = raw if isinstance(raw, list) else []
+    written = [(f"schedules[{index}]", entry) for index, entry in enumerate(listed)]
+    if isinstance(document.get("schedule"), dict):
+        written.insert(0, ("schedule", document["schedule"]))
+    return [(path, entry if isinstance(entry, dict) else {}) for path, entry in written] or [("schedule", {})]
+
+
+def _dst_of(
+    job: LintedJob, compiled: CompiledSchedule, path: str, document: dict[str, Any], now: datetime
+) -> list[Finding]:
     """A fixed wall time in a DST gap (it shifts) or overlap (it folds), with the next dates it happens."""
-    compiled = job.compiled
-    if compiled is None or not isinstance(compiled.expression, CronExpression) or compiled.expression.wildcard:
+    if not isinstance(compiled.expression, CronExpression) or compiled.expression.wildcard:
         return []
     gaps: dict[str, list[str]] = defaultdict(list)
     folds: dict[str, list[str]] = defaultdict(list)
@@ -170,7 +195,7 @@ def _dst(job: LintedJob, now: datetime) -> list[Finding]:
             folds[wall].append(str(scheduled.date()))
     zone = compiled.schedule.timezone
     # A policy set explicitly in the file is the team's decision: no warning for it (--strict passes a compliant file).
-    written = job.document.get("schedule", {}).get("dst", {}) if isinstance(job.document.get("schedule"), dict) else {}
+    written = document.get("dst", {})
     decided = written if isinstance(written, dict) else {}
     if "gap" in decided:
         gaps.clear()
@@ -181,7 +206,7 @@ def _dst(job: LintedJob, now: datetime) -> list[Finding]:
             "dst-gap",
             "warning",
             job.file,
-            "schedule.expression",
+            f"{path}.expression",
             f"{wall} does not exist in {zone} on {', '.join(dates[:3])}",
             "schedule outside the zone's transition hour, run in UTC, or set schedule.dst.gap explicitly",
         )
@@ -192,7 +217,7 @@ def _dst(job: LintedJob, now: datetime) -> list[Finding]:
             "dst-overlap",
             "warning",
             job.file,
-            "schedule.expression",
+            f"{path}.expression",
             f"{wall} occurs twice in {zone} on {', '.join(dates[:3])}; it runs once (dst.fold: {compiled.fold_policy})",
             "schedule outside the zone's transition hour, run in UTC, or set schedule.dst.fold explicitly",
         )

@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 
 
 class CompanyView(BaseModel):
-    calendars: dict[str, CompanyCalendar] = Field(description="by name: schedule.calendar: company/NAME")
-    maintenance: dict[str, MaintenanceWindow] = Field(description="by name: maintenance: [company/NAME]")
+    # Documents as stored (dicts: the request bodies' models stay input-only, one model each in a generated client).
+    calendars: dict[str, dict[str, Any]] = Field(description="by name: schedule.calendar: company/NAME")
+    maintenance: dict[str, dict[str, Any]] = Field(description="by name: maintenance: [company/NAME]")
 
 
 class MovedJobView(BaseModel):
@@ -60,8 +61,14 @@ def router(access: Access) -> APIGatewayRouter:
         access.principal()
         company = services().company()
         return CompanyView(
-            calendars={name.removeprefix(COMPANY_PREFIX): entry for name, entry in company.calendars.items()},
-            maintenance={name.removeprefix(COMPANY_PREFIX): entry for name, entry in company.windows.items()},
+            calendars={
+                name.removeprefix(COMPANY_PREFIX): entry.model_dump(mode="json", exclude_none=True)
+                for name, entry in company.calendars.items()
+            },
+            maintenance={
+                name.removeprefix(COMPANY_PREFIX): entry.model_dump(mode="json", exclude_none=True)
+                for name, entry in company.windows.items()
+            },
         )
 
     @router.put(

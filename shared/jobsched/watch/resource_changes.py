@@ -1,0 +1,47 @@
+"""CloudTrail's record of a change to a secret or an IAM role -> that resource's change history (``core.changes``),
+which a team's change history shows for the resources its jobs name. A record delivered twice is kept once (its
+CloudTrail event id is looked up among the resource's newest changes first)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from jobsched.core.changes import ResourceChange, resource_change
+from jobsched.core.records import AuditEntry
+
+RECENT = 20  # a resource's newest changes looked through for a redelivered record
+
+
+class ChangeStore(Protocol):
+    def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]: ...
+    def record_action(
+        self,
+        job: str,
+        *,
+        version: int,
+        now: datetime,
+        principal: str,
+        action: str,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None: ...
+
+
+def record_resource_change(event: dict[str, Any], store: ChangeStore) -> ResourceChange | None:
+    """Keep the change ``event`` records (None: not one this history keeps, or kept already)."""
+    change = resource_change(event)
+    if change is None:
+        return None
+    recent, _ = store.history(change.subject, limit=RECENT)
+    if any((entry.details or {}).get("event_id") == change.event_id for entry in recent):
+        return None
+    store.record_action(
+        change.subject,
+        version=0,
+        now=change.at,
+        principal=change.principal,
+        action=change.action,
+        details={**change.details, "event_id": change.event_id},
+    )
+    return change
