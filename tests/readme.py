@@ -73,6 +73,19 @@ def run_typed(command: str, env: dict[str, str], timeout: float = 120) -> subpro
     )
 
 
+def jobsched(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user types it: the venv's entry point, from the repo root."""
+    return subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "jobsched"), *args],
+        cwd=cwd,
+        env=user_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def matches(shown: list[str], printed: list[str]) -> bool:
     """Printed output agrees with what the README shows: line for line, where "..." stands for any lines."""
     pattern = "\n".join(".*?" if line.strip() == "..." else re.escape(line.rstrip()) for line in shown)

@@ -30,6 +30,7 @@ from jobsched.core.limits import TeamLimits
 from jobsched.core.messages import WorkMessage
 from jobsched.core.records import (
     AttemptClaim,
+    AuditEntry,
     BreakerState,
     DispatchState,
     DueEntry,
@@ -99,6 +100,10 @@ class JobsPort(CompanyPort, Protocol):
         reason: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> None: ...
+    def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]:
+        """A subject's history (a job, a team's limits, the company, a resource's changes), newest first."""
+        ...
+
     def set_state(
         self,
         current: StoredJob,

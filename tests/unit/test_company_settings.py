@@ -5,7 +5,6 @@ pages, held pages recorded and paged after the window, and the CLI's --company a
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import datetime
 
 import pytest
@@ -16,7 +15,7 @@ from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.paging.rules import Channel, Policy, decide_open
 from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.fires import preview_schedule
-from tests.readme import ROOT, user_environment
+from tests.readme import jobsched
 
 T0 = parse_instant("2027-03-01T00:00:00Z")
 COMPANY = CompanySettings.from_document(
@@ -97,19 +96,6 @@ def test_a_held_page_is_recorded_and_the_first_event_after_the_window_pages() ->
     paged = decide_open(held.incident, failed("e2", after), policy, after)
     assert [page.role for page in paged.pages] == ["primary"] and paged.incident is not None
     assert paged.incident.failures == 2 and paged.incident.held == held.incident.held
-
-
-def jobsched(*args: str) -> subprocess.CompletedProcess[str]:
-    """As typed, from the repo root (the venv's entry point)."""
-    return subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "jobsched"), *args],
-        cwd=ROOT,
-        env=user_environment(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("command", ["lint", "validate"])

@@ -5,25 +5,12 @@ happened, --stub answers a task from a file, and a malformed test is a usage err
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import yaml
 
 from jobsched.cli.harness import JobTest, run_test_file
-from tests.readme import ROOT, user_environment
-
-
-def jobsched(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "jobsched"), *args],
-        cwd=cwd,
-        env=user_environment(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from tests.readme import ROOT, jobsched
 
 
 def test_the_examples_own_tests_pass_as_typed() -> None:

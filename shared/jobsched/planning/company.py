@@ -16,11 +16,11 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from jobsched.core.errors import FieldError
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import AuditEntry, StoredJob
+from jobsched.core.records import StoredJob
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import JobSpec
 from jobsched.core.spec.company import CompanyCalendar, CompanyKind, MaintenanceWindow
@@ -38,12 +38,6 @@ WINDOW_OPENINGS = 4  # a changed window's next openings, where each job's fires 
 COMPARED_SPAN = timedelta(days=400)
 PAGE = 500
 CHANGE_HISTORY = JobsKeys.COMPANY  # the company's changes: AUDIT# items beside its entries
-
-
-class CompanyStore(RegistryPort, Protocol):
-    """The jobs store as company changes use it: the registry, and the history they are kept in."""
-
-    def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]: ...
 
 
 class TooManyJobs(ValueError):
@@ -75,7 +69,7 @@ class CompanyChange:
 
 
 def change_company_entry(
-    store: CompanyStore,
+    store: RegistryPort,
     kind: CompanyKind,
     reference: str,
     document: dict[str, Any] | None,
@@ -118,7 +112,7 @@ def _entry(kind: CompanyKind, document: dict[str, Any] | None) -> CompanyCalenda
 
 
 def _reached(
-    store: CompanyStore, kind: CompanyKind, reference: str, before: CompanySettings, after: CompanySettings
+    store: RegistryPort, kind: CompanyKind, reference: str, before: CompanySettings, after: CompanySettings
 ) -> list[StoredJob]:
     """The jobs that name the entry, and (a window) those its selector matches, before or after the change."""
     keys = set(store.downstreams(COMPANY_LINK + reference))
@@ -139,7 +133,7 @@ def _reached(
     return sorted({job.key: job for job in [*named, *selected]}.values(), key=lambda job: job.key)
 
 
-def _team_jobs(store: CompanyStore, team: str, counted: int) -> list[StoredJob]:
+def _team_jobs(store: RegistryPort, team: str, counted: int) -> list[StoredJob]:
     jobs: list[StoredJob] = []
     after: str | None = None
     while True:
@@ -195,7 +189,7 @@ def _new_breaches(
 
 
 def _record(
-    store: CompanyStore, change: CompanyChange, document: dict[str, Any] | None, *, principal: str, reason: str,
+    store: RegistryPort, change: CompanyChange, document: dict[str, Any] | None, *, principal: str, reason: str,
     now: datetime,
 ) -> None:  # fmt: skip
     """In the company's history (GET /admin/company/history): who changed which entry to what, and what moved."""
@@ -216,7 +210,7 @@ def _record(
     )
 
 
-def _pull_in_visits(store: CompanyStore, moved: list[StoredJob], company: CompanySettings, now: datetime) -> None:
+def _pull_in_visits(store: RegistryPort, moved: list[StoredJob], company: CompanySettings, now: datetime) -> None:
     """A moved job whose next instant comes earlier is visited by then (a visit too early finds nothing due and
     sets the next one; a visit too late would find its instant overdue)."""
     for job in moved:

@@ -4,31 +4,15 @@ CloudTrail event id is looked up among the resource's newest changes first)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from jobsched.core.changes import ResourceChange, resource_change
-from jobsched.core.records import AuditEntry
+from jobsched.ports import JobsPort
 
 RECENT = 20  # a resource's newest changes looked through for a redelivered record
 
 
-class ChangeStore(Protocol):
-    def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]: ...
-    def record_action(
-        self,
-        job: str,
-        *,
-        version: int,
-        now: datetime,
-        principal: str,
-        action: str,
-        reason: str | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> None: ...
-
-
-def record_resource_change(event: dict[str, Any], store: ChangeStore) -> ResourceChange | None:
+def record_resource_change(event: dict[str, Any], store: JobsPort) -> ResourceChange | None:
     """Keep the change ``event`` records (None: not one this history keeps, or kept already)."""
     change = resource_change(event)
     if change is None:
