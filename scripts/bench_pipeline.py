@@ -60,16 +60,18 @@ from jobsched.core.names import (
     JobsKeys,
     TableDefinition,
 )
+from jobsched.core.prices import US_EAST_1
 from scripts.idle_cost import report as idle_cost_report
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE_EXAMPLE = "examples/jobs/cost-cleanup.yaml"  # checks, data between tasks, a map, an approval
-PRICE_WRITE_UNIT = 0.625e-6
-PRICE_READ_UNIT = 0.125e-6
-PRICE_SQS_REQUEST = 0.40e-6
-PRICE_LAMBDA_REQUEST = 0.20e-6
-PRICE_GB_SECOND = 0.0000133334
+# Priced from the one table the chargeback uses (jobsched.core.prices): a benchmark figure and a team's bill agree.
+PRICE_WRITE_UNIT = US_EAST_1.write_unit
+PRICE_READ_UNIT = US_EAST_1.read_unit
+PRICE_SQS_REQUEST = US_EAST_1.queue_request
+PRICE_LAMBDA_REQUEST = US_EAST_1.function_request
+PRICE_GB_SECOND = US_EAST_1.function_gb_second_arm
 TARGET_GB_SECONDS = 0.128 * 0.100
 # For comparison only: provisioned capacity ($0.00065 per WCU-hour, $0.00013 per RCU-hour) kept 70% busy.
 PROVISIONED_UTILIZATION = 0.7
@@ -399,14 +401,14 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, floa
     return lines, total, total - on_demand + provisioned
 
 
-PRICE_STATE_TRANSITION = 25e-6  # Step Functions Standard
+PRICE_STATE_TRANSITION = US_EAST_1.state_transition  # Step Functions Standard
 # A container run's end comes back as an ECS Task State Change: AWS service events on the default bus are free;
 # the rule's delivery is one SQS send to the intake queue, which the events function reads in batches of 10
 # (one receive and one delete a batch) in an invocation of about 50 ms at 256 MB.
 INTAKE_BATCH = 10
 INTAKE_SECONDS = 0.050
 # The work itself is the team's bill, printed for scale: Fargate (x86, us-east-1) per vCPU-hour and GB-hour.
-FARGATE_VCPU_HOUR, FARGATE_GB_HOUR = 0.04048, 0.004445
+FARGATE_VCPU_HOUR, FARGATE_GB_HOUR = US_EAST_1.fargate_vcpu_hour, US_EAST_1.fargate_gb_hour
 
 
 def container_scenario(runs: int) -> list[str]:

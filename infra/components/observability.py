@@ -58,6 +58,7 @@ RUNBOOK_SECTIONS: tuple[tuple[str, str], ...] = (
     ("EventStart", "event-start-latency"),
     ("EventsRefused", "events-refused"),
     ("Unpublished", "run-finished-unpublished"),
+    ("UsageUnrecorded", "usage-unrecorded"),
     ("WaitTimeouts", "wait-timeouts"),
     ("DuplicateExecutions", "duplicate-executions"),
     ("Api5xx", "api-5xx"),
@@ -280,6 +281,12 @@ class Observability(Construct):
             signal("RunEventsUnpublished", "Sum", FIVE_MINUTES),
             0,
             description="Run Finished events EventBridge did not take: consumers of the runs bus miss them",
+        )
+        self._alarm(
+            "UsageUnrecorded",
+            signal("UsageUnrecorded", "Sum", FIVE_MINUTES),
+            0,
+            description="attempts whose usage was not written: the teams' chargeback under-counts them",
         )
         self._alarm(
             "WaitTimeouts",

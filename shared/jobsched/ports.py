@@ -570,6 +570,28 @@ class SloLedgerPort(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class UsageDay:
+    """One job's usage on one UTC day (``core.usage`` counters), with the tier and target type it ran under."""
+
+    job: str
+    day: date
+    tier: str
+    target_type: str
+    counters: dict[str, float]
+
+
+class UsagePort(Protocol):
+    """Usage counters, one item per team, job and day (``core.usage``): added to, read a team's range at a time."""
+
+    def add_usage(
+        self, team: str, job: str, day: date, counters: dict[str, float], *, tier: str, target_type: str
+    ) -> None: ...
+    def usage_between(self, team: str, first: date, last: date) -> list[UsageDay]:
+        """Every job's days from ``first`` to ``last`` (inclusive)."""
+        ...
+
+
 class DrillsPort(Protocol):
     """A team's paging drills: the last outcome per destination address (``paging.drills``)."""
 

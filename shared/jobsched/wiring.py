@@ -30,6 +30,7 @@ from jobsched.api.tokens import TOKEN_GRACE, CallbackTokens
 from jobsched.console.actions import ActionStores
 from jobsched.console.widget import Platform, WidgetControls
 from jobsched.core.names import Env, reserved_prefixes
+from jobsched.core.prices import US_EAST_1, price_table
 from jobsched.core.records import RunContext
 from jobsched.core.settings import Settings
 from jobsched.core.tz import UTC
@@ -234,6 +235,7 @@ def build_worker(
         wait_signal=wait_ended,
         # What the target adapters started, found, read and stopped by those same adapters.
         containers=ContainerWork(targets.ecs, targets.batch, targets.kubernetes),
+        usage=jobs,  # each attempt's usage: the teams' chargeback (jobsched cost)
     )
 
 
@@ -323,6 +325,7 @@ def build_api_services(settings: Settings) -> ApiServices:
         clock=utc_now,
         slo_tiers=settings.slo_tiers,
         policy=OrgPolicy.parse(settings.org_policy),
+        prices=price_table(settings.region or US_EAST_1.region),
         dead_letters=DeadLetters(
             DeadLetterQueues(settings.dead_letter_queues),
             WorkQueues(settings.queue_urls, shards=settings.queue_shards),

@@ -263,6 +263,7 @@ class Stack:
             checks=S3DataChecks(self.sessions, self.guard),
             waiters=self.jobs,
             containers=ContainerWork(self.targets.ecs, self.targets.batch, self.targets.kubernetes),
+            usage=self.jobs,
         )
         self.intake.containers = ContainerResults(
             self.runs, lambda: self.worker.ends, self.jobs, lambda: self.worker.containers

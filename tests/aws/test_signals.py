@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from jobsched import wiring
+from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.core.names import LOCAL_STAGE, Env
 from jobsched.core.runs import instant_text
 from jobsched.pipeline.lifecycle import Change, StateChange
@@ -147,6 +149,10 @@ def sample_run_message(now: datetime) -> dict[str, Any]:
     return body | {"scheduled_at": instant_text(now), "fire_at": instant_text(now)}
 
 
+def throttle(*args: Any, **kwargs: Any) -> None:
+    raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem")
+
+
 def drive_every_handler(
     deployed: Stack, template: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> set[Metric]:
@@ -184,7 +190,9 @@ def drive_every_handler(
     for message in (body, retried):
         deployed.sqs.send_message(QueueUrl=deployed.queue_urls["normal"], MessageBody=json.dumps(message))
     messages = deployed.sqs.receive_message(QueueUrl=deployed.queue_urls["normal"], MaxNumberOfMessages=10)["Messages"]
-    worker(sqs_event(deployed, messages), FakeContext())
+    with monkeypatch.context() as throttled:  # a usage write throttled: UsageUnrecorded, the runs unharmed
+        throttled.setattr(JobsStore, "add_usage", throttle)
+        worker(sqs_event(deployed, messages), FakeContext())
 
     as_deployed("escalation")
     deployed.register({"name": "nightly", "team": "ops", "target": {"type": "callback"}})

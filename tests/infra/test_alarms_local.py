@@ -139,7 +139,7 @@ def test_time_scale_makes_a_five_minute_period_last_five_seconds(dev: Template) 
 def test_every_alarm_of_the_template_can_be_evaluated(dev: Template) -> None:
     alarms = alarms_from_template(dev[0], resolve)
     assert (
-        len(alarms) == 39
+        len(alarms) == 40
     )  # 28 before #28: + the events DLQ, errors, event-to-start p99, refused sources, unpublished Run Finished;
     # + WaitTimeouts (#29); + fast and slow burn of the critical and important tiers (#48)
     board = AlarmBoard(alarms, scale=60)

@@ -653,7 +653,7 @@ def test_an_idle_non_prod_stage_pays_for_no_dashboards_traces_or_zero_counts(tmp
     ]
     assert ours and {variables[Env.ZERO_METRICS] for variables in ours} == {"off"}
     assert (
-        len(resources(template, "AWS::CloudWatch::Alarm")) == 39
+        len(resources(template, "AWS::CloudWatch::Alarm")) == 40
     )  # alarms cost nothing while idle (no data, not breaching)
     prod, _ = synthesize(tmp_path / "prod", stage="prod")
     assert len(resources(prod, "AWS::CloudWatch::Dashboard")) == 4
@@ -819,7 +819,7 @@ def test_every_alarm_links_its_section_of_the_alarm_runbook(dev: Template) -> No
         for heading in re.findall(r"^## (.+)$", runbook, flags=re.MULTILINE)
     }
     alarms = resources(dev[0], "AWS::CloudWatch::Alarm")
-    assert len(alarms) >= 39
+    assert len(alarms) >= 40
     for alarm in alarms.values():
         description = alarm["AlarmDescription"]
         link = description.rsplit("Runbook: ", 1)[1]

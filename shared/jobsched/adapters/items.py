@@ -33,6 +33,8 @@ from jobsched.core.runs import (
 )
 from jobsched.core.slo import SloDay
 from jobsched.core.spec import JobSpec
+from jobsched.core.usage import COUNTERS
+from jobsched.ports import UsageDay
 
 
 def task_partition(job: str, run_id: str) -> str:
@@ -304,3 +306,15 @@ def slo_day_of(values: dict[str, object]) -> SloDay:
         if name.startswith(JobsKeys.SLO_JOB_PREFIX)
     }
     return SloDay(day, bad_by_job=by_job, **counts)
+
+
+def usage_day(item: dict[str, Any]) -> UsageDay:
+    """A usage item (``aws.jobs.usage``) as the port returns it."""
+    day = str(item[JobsKeys.SK]).removeprefix(JobsKeys.USAGE_PREFIX).split("#", 1)[0]
+    return UsageDay(
+        job=str(item["job"]),
+        day=date.fromisoformat(day),
+        tier=str(item.get("tier") or ""),
+        target_type=str(item.get("target_type") or ""),
+        counters={name: float(str(item[name])) for name in COUNTERS if name in item},
+    )

@@ -17,6 +17,7 @@ from jobsched.adapters.aws.queues import WorkQueues
 from jobsched.api.errors import ApiError, Throttled
 from jobsched.api.identity import Forbidden, Membership, MembershipCache, Principal, caller_arn
 from jobsched.api.tokens import CallbackTokens
+from jobsched.core.prices import US_EAST_1, PriceTable
 from jobsched.core.records import StoredJob
 from jobsched.core.runs import job_key
 from jobsched.core.slo import SloTiers
@@ -65,6 +66,7 @@ class ApiServices:
     default_topic: str | None = None  # the deployment's escalation topic (a job without its own channel)
     policy: OrgPolicy = field(default_factory=OrgPolicy)  # the organisation's rules for jobs, enforced at PUT
     dead_letters: DeadLetters | None = None  # jobsched dlq (None: this deployment's API cannot reach them)
+    prices: PriceTable = US_EAST_1  # the deployment's region's list prices: the teams' chargeback
 
     def company(self) -> CompanySettings:
         """The company calendars and maintenance windows, read now (one query)."""

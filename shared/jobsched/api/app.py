@@ -30,6 +30,7 @@ from jobsched.api.routes import (
     breakers,
     callbacks,
     company,
+    cost,
     dead_letters,
     dependencies,
     drills,
@@ -90,6 +91,7 @@ def build_app(services: Callable[[], ApiServices]) -> APIGatewayRestResolver:
         stops,
         dead_letters,
         company,
+        cost,
     ):
         app.include_router(module.router(access))
     return app

@@ -169,6 +169,9 @@ class JobsKeys:
     TEAM_DRILLS = "DRILLS"  # a team's paging drills: pk "TEAM#{team}", one attribute per destination address
     # A team's SLO ledger: pk "TEAM#{team}", sk "SLO#{tier}#{YYYY-MM-DD}", one item a tier a day (jobsched.core.slo).
     SLO_PREFIX = "SLO#"
+    # A job's usage on a UTC day: pk "TEAM#{team}", sk "USAGE#{YYYY-MM-DD}#{team/name}", numeric counters added to
+    # (core.usage), its tier and target type set; a month is one key range of the team's partition.
+    USAGE_PREFIX = "USAGE#"
     SLO_JOB_PREFIX = "bad#"  # one counter attribute a job with bad runs that day
     # The teams with counted events on a UTC day (the executive view's rows, never a scan): pk SLO_TEAMS, sk the
     # day, a string set of team names added to once per team, day and process.

@@ -513,6 +513,7 @@ class TargetResult:
     # The failure says the target itself is unwell (a timeout, a throttle, a 5xx, a refused connection), not
     # that this job's work failed: only these count toward the target's circuit breaker.
     unhealthy: bool = False
+    usage: dict[str, float] | None = None  # what the target reported it used (core.usage counters), for chargeback
 
 
 def _checks(values: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -64,6 +64,7 @@ class Attempts:
         context: Callable[[Claimed], RunContext],
         steps: AttemptSteps = AttemptSteps(),
         checks: Sequence[CheckLike] = (),
+        metered: Callable[[RunContext, TargetResult], None] | None = None,
     ) -> Executed[Claimed] | Held | Outcome:
         """Held (circuit open), the claim's own outcome when it did not claim (or claimed and handed the attempt
         on, as a DAG job's start does), or the executed attempt with its result. ``owner``: whose breaker
@@ -76,7 +77,10 @@ class Attempts:
         if isinstance(claimed, Outcome):
             return claimed
         self.after_step(steps.claimed)
-        result = self.targets.execute(target, context(claimed))
+        attempt = context(claimed)
+        result = self.targets.execute(target, attempt)
+        if metered is not None:
+            metered(attempt, result)  # what the attempt used (pipeline.usage): written whatever its outcome
         self.after_step(steps.executed)
         self.breakers.record(key, breaker, result)  # the target's own answer: a failed check is not its fault
         return Executed(claimed, judge(result, checks))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import JsonValue
 
@@ -28,6 +29,7 @@ from jobsched.core.records import (
     RunContext,
     StaleAttempt,
     StoredJob,
+    TargetResult,
 )
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
@@ -40,6 +42,7 @@ from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.outside import OutsideEnds
 from jobsched.pipeline.recording import Records
 from jobsched.pipeline.run_ends import ENDED, RunEnds
+from jobsched.pipeline.usage import UsageMeter
 from jobsched.pipeline.waiting import Met, Waits, WaitSignal
 from jobsched.ports import (
     ContainersPort,
@@ -50,6 +53,7 @@ from jobsched.ports import (
     RunsPort,
     TargetsPort,
     TaskRunsPort,
+    UsagePort,
     WaitersPort,
     WorkflowsPort,
     WorkQueuesPort,
@@ -96,6 +100,7 @@ class Worker:
     checks: DataChecksPort | None = None  # wait_for's objects (the team's buckets)
     waiters: WaitersPort | None = None  # runs and tasks waiting for data (the jobs store)
     containers: ContainersPort | None = None  # container targets' tasks: described and stopped
+    usage: UsagePort | None = None  # each attempt's usage, for the teams' chargeback (pipeline.usage)
     wait_signal: Callable[[WaitSignal, timedelta], None] = field(default=lambda kind, waited: None)
     breaker_failures: int = FAILURES_TO_OPEN  # consecutive failures of one target that open its circuit
     breaker_cool_down: timedelta = COOL_DOWN
@@ -116,6 +121,13 @@ class Worker:
     @property
     def attempts(self) -> Attempts:
         return Attempts(self.targets, self.breakers, self.after_step)
+
+    def _metered(self, spec: JobSpec, target: Any) -> Callable[[RunContext, TargetResult], None] | None:
+        """What records an attempt's usage of ``target`` (None: this deployment keeps none)."""
+        if self.usage is None:
+            return None
+        meter = UsageMeter(self.usage, self.clock)
+        return lambda context, result: meter.attempt(spec, target, context, result)
 
     @property
     def records(self) -> Records:
@@ -152,6 +164,7 @@ class Worker:
             after_step=self.after_step,
             waits=self.waits if self.checks is not None and self.waiters is not None else None,
             objects=self.checks,
+            meter=UsageMeter(self.usage, self.clock) if self.usage is not None else None,
         )
 
     def start_batch(self, messages: Sequence[WorkMessage | DagTaskFailure]) -> WorkerBatch:
@@ -268,6 +281,7 @@ class Worker:
             claim=lambda: self._claim(message, stored, now, batch, crowded),
             context=context,
             checks=spec.checks,
+            metered=self._metered(spec, spec.target),
         )
         if isinstance(attempt, Held):
             attempts.breakers.holding(attempt.breaker, f"{message.job}/{message.run_id}")

@@ -92,6 +92,7 @@ CATALOG = _catalog(
         "quality gates failed on finished runs (error: the run failed; warn: it succeeded, and paged) (dashboards)",
     ),
     MetricDef("RunEventsUnpublished", COUNT, (), W, "Run Finished events EventBridge did not take (on-call)"),
+    MetricDef("UsageUnrecorded", COUNT, (), W, "attempts whose usage the chargeback does not hold (on-call)"),
     # Waits for data (wait_for): one per wait begun, and per wait ended (met or timed out, with its length).
     MetricDef("WaitsBegun", COUNT, (), W, "runs and DAG tasks that began waiting for data (on-call)"),
     MetricDef("WaitSeconds", SECONDS, (), W, "how long waits for data lasted, p50/p95 (on-call)"),

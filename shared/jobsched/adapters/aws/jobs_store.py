@@ -29,6 +29,7 @@ from jobsched.adapters.aws.jobs.slo import SloLedgerStore
 from jobsched.adapters.aws.jobs.slots import SlotsStore
 from jobsched.adapters.aws.jobs.specs import SpecsStore
 from jobsched.adapters.aws.jobs.stops import StopsStore
+from jobsched.adapters.aws.jobs.usage import UsageStore
 from jobsched.adapters.aws.jobs.waiters import WaitersStore
 from jobsched.core.limits import TeamLimits
 from jobsched.tenancy.quotas import CachedLimits
@@ -49,6 +50,7 @@ class JobsStore(
     HealthStore,
     StopsStore,
     CompanyStore,
+    UsageStore,
 ):
     """The Jobs table: every aggregate's store over one table and one client."""
 

@@ -5,6 +5,7 @@ Functions, and as headers for HTTP.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -35,6 +36,7 @@ from jobsched.core.spec import (
     parse_secret_ref,
 )
 from jobsched.core.urls import UrlRefused, parse_url
+from jobsched.core.usage import TARGET_FUNCTION_REQUESTS, lambda_report_usage
 from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp
 from jobsched.tenancy.ownership import NotOwned, OwnershipGuard, target_resources
 
@@ -191,19 +193,22 @@ class TargetExecutor:
     def _lambda(self, target: LambdaTarget, context: RunContext) -> TargetResult:
         event = {"jobsched": context.envelope(), "payload": _payload(target.payload, context)}
         payload = json.dumps(event).encode()
+        usage = {TARGET_FUNCTION_REQUESTS: 1.0}  # an invocation is billed whatever it answers
         if self.lambda_invoker is not None:
             body, function_error = self.lambda_invoker(target.function, payload, target.timeout)
         else:
+            # The log tail's REPORT line says the billed duration and memory size: the team's cost of the attempt.
             response = self.sessions.client(
                 context.team, "lambda", read_timeout=int(target.timeout.total_seconds()) + 5
-            ).invoke(FunctionName=target.function, InvocationType="RequestResponse", Payload=payload)
+            ).invoke(FunctionName=target.function, InvocationType="RequestResponse", LogType="Tail", Payload=payload)
             body, function_error = response["Payload"].read(), response.get("FunctionError")
+            usage |= lambda_report_usage(base64.b64decode(response.get("LogResult") or "").decode(errors="replace"))
         text = body.decode(errors="replace")
         if function_error:
             # The function raised: the job's own error, unless Lambda stopped it for running out of time.
             timed_out = any(marker in text for marker in LAMBDA_TIMEOUT_MARKERS)
-            return TargetResult("failed", error=f"{function_error}: {text}", unhealthy=timed_out)
-        return TargetResult("succeeded", output=text)
+            return TargetResult("failed", error=f"{function_error}: {text}", unhealthy=timed_out, usage=usage)
+        return TargetResult("succeeded", output=text, usage=usage)
 
     def _sqs(self, target: SqsTarget, context: RunContext) -> TargetResult:
         request: dict[str, Any] = {

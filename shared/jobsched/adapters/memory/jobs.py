@@ -18,6 +18,7 @@ from jobsched.adapters.memory.slo import MemorySloLedger
 from jobsched.adapters.memory.slots import MemorySlots
 from jobsched.adapters.memory.stops import MemoryStops
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
+from jobsched.adapters.memory.usage import MemoryUsage
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JOBS_TABLE, JobsKeys
 from jobsched.core.records import (
@@ -46,6 +47,7 @@ class MemoryJobs(
     MemoryHealth,
     MemoryStops,
     MemoryCompany,
+    MemoryUsage,
 ):
     def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
         self.table = MemoryTable(JOBS_TABLE)

@@ -47,6 +47,7 @@ from jobsched.pipeline.dag.readiness import DataReadiness, Fail, Hold, Lost, Rep
 from jobsched.pipeline.dag.recording import TaskRecords
 from jobsched.pipeline.dag.run_end import RunEnd
 from jobsched.pipeline.dag.turn import NO_ITEM, TaskTurn, Unresolved, task_of
+from jobsched.pipeline.usage import UsageMeter
 from jobsched.pipeline.waiting import Waits
 from jobsched.ports import DataChecksPort, JobsPort, TaskRunsPort, WorkflowsPort, WorkQueuesPort
 from jobsched.watch.breaker import breaker_owner
@@ -67,6 +68,11 @@ class DagRuns:
     after_step: Callable[[str], None] = field(default=lambda step: None)  # crash-injection hook (tests)
     waits: Waits | None = None  # tasks with wait_for
     objects: DataChecksPort | None = None  # the team's objects distributed maps run over
+    meter: UsageMeter | None = None  # each task attempt's usage, for the team's chargeback
+
+    def _metered(self, spec: JobSpec, target: Any) -> Callable[[RunContext, TargetResult], None] | None:
+        meter = self.meter
+        return None if meter is None else (lambda context, result: meter.attempt(spec, target, context, result))
 
     @property
     def inputs(self) -> Inputs:
@@ -262,6 +268,7 @@ class DagRuns:
             context=context,
             steps=TASK_STEPS,
             checks=task.checks,
+            metered=self._metered(turn.spec, task.target),
         )
         if isinstance(attempt, Held):
             self.attempts.breakers.holding(attempt.breaker, f"{run.job}/{run.run_id}#{turn.record}")

@@ -1,0 +1,116 @@
+"""What an attempt used, and what that costs (``core.prices``): the scheduler's share (its table units, queue
+requests, its functions' invocations and GB-seconds, events) and, where the target's price can be known, the
+target's own (a Lambda function's billed GB-seconds and request, a Fargate task's vCPU- and GB-seconds, a state
+machine's transitions). Kept as counters in one item per team, job and day (``ports.UsagePort``): a month's
+chargeback adds at most 31 items a job, never the runs.
+
+The scheduler's share of an attempt is modelled, not metered: DynamoDB returns no consumed units per run, so the
+units are those ``scripts/bench_pipeline.py`` measures for a run of each kind (a minutely job's run: 4.6 write and 3.8
+read units, 3 queue requests; its printout names the figures this model must follow). A target's own usage is
+what the target reported (Lambda's billed duration and memory size in its log tail; the task's size and its
+running time), and is left out, never guessed, where it did not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from jobsched.core.prices import PriceTable
+
+# Counter names (attributes of the usage item): the scheduler's share, then the target's.
+ATTEMPTS = "attempts"
+RUNS = "runs"
+WRITE_UNITS = "write_units"
+READ_UNITS = "read_units"
+QUEUE_REQUESTS = "queue_requests"
+FUNCTION_REQUESTS = "function_requests"
+FUNCTION_GB_SECONDS = "function_gb_seconds"
+EVENTS = "events"
+TARGET_FUNCTION_REQUESTS = "target_function_requests"
+TARGET_FUNCTION_GB_SECONDS = "target_function_gb_seconds"
+TARGET_VCPU_SECONDS = "target_vcpu_seconds"
+TARGET_GB_SECONDS = "target_gb_seconds"
+TARGET_TRANSITIONS = "target_transitions"
+SCHEDULER_COUNTERS = (WRITE_UNITS, READ_UNITS, QUEUE_REQUESTS, FUNCTION_REQUESTS, FUNCTION_GB_SECONDS, EVENTS)
+TARGET_COUNTERS = (
+    TARGET_FUNCTION_REQUESTS,
+    TARGET_FUNCTION_GB_SECONDS,
+    TARGET_VCPU_SECONDS,
+    TARGET_GB_SECONDS,
+    TARGET_TRANSITIONS,
+)
+COUNTERS = (ATTEMPTS, RUNS, *SCHEDULER_COUNTERS, *TARGET_COUNTERS)
+
+# One attempt of a run through the scheduler (dispatch, claim, result, ledger and health writes; the worker's
+# share of a batch of 10): the model scripts/bench_pipeline.py checks against what it measures.
+WORKER_MEMORY_GB = 0.256
+SCHEDULER_PER_ATTEMPT: Mapping[str, float] = {
+    WRITE_UNITS: 4.6,
+    READ_UNITS: 3.8,
+    QUEUE_REQUESTS: 3.0,  # send, receive, delete
+    FUNCTION_REQUESTS: 0.2,  # the worker's invocation (10 a batch) and the dispatcher's tick, shared
+    FUNCTION_GB_SECONDS: WORKER_MEMORY_GB * 0.12,  # the worker's time on it, and the dispatcher's share
+    EVENTS: 1.0,  # "Run Finished" on the deployment's bus
+}
+
+_REPORT = re.compile(r"Billed Duration: (\d+) ms\s+Memory Size: (\d+) MB")
+
+
+def lambda_report_usage(log_tail: str) -> dict[str, float]:
+    """A Lambda function's own usage from the REPORT line of its log tail (``LogType: Tail``); empty without one."""
+    found = _REPORT.search(log_tail)
+    if found is None:
+        return {}
+    billed_ms, memory_mb = int(found.group(1)), int(found.group(2))
+    return {TARGET_FUNCTION_REQUESTS: 1.0, TARGET_FUNCTION_GB_SECONDS: billed_ms / 1000 * memory_mb / 1024}
+
+
+def task_usage(vcpu: float, memory_gb: float, seconds: float) -> dict[str, float]:
+    """A Fargate task's (or a Batch job's on Fargate) billed size over its running time (a minute at least)."""
+    billed = max(seconds, 60.0)
+    return {TARGET_VCPU_SECONDS: vcpu * billed, TARGET_GB_SECONDS: memory_gb * billed}
+
+
+@dataclass(frozen=True)
+class Cost:
+    scheduler: float  # USD
+    target: float
+
+    @property
+    def total(self) -> float:
+        return self.scheduler + self.target
+
+
+def cost_of(counters: Mapping[str, float], prices: PriceTable) -> Cost:
+    """What ``counters`` cost at ``prices`` (the scheduler's functions on arm64, a team's Lambda on x86)."""
+
+    def n(name: str) -> float:
+        return float(counters.get(name, 0.0))
+
+    scheduler = (
+        n(WRITE_UNITS) * prices.write_unit
+        + n(READ_UNITS) * prices.read_unit
+        + n(QUEUE_REQUESTS) * prices.queue_request
+        + n(FUNCTION_REQUESTS) * prices.function_request
+        + n(FUNCTION_GB_SECONDS) * prices.function_gb_second_arm
+        + n(EVENTS) * prices.event_put
+    )
+    target = (
+        n(TARGET_FUNCTION_REQUESTS) * prices.function_request
+        + n(TARGET_FUNCTION_GB_SECONDS) * prices.function_gb_second_x86
+        + n(TARGET_VCPU_SECONDS) * prices.fargate_vcpu_hour / 3600
+        + n(TARGET_GB_SECONDS) * prices.fargate_gb_hour / 3600
+        + n(TARGET_TRANSITIONS) * prices.state_transition
+    )
+    return Cost(scheduler, target)
+
+
+def attempt_usage(target_usage: Mapping[str, float], *, first_attempt: bool) -> dict[str, float]:
+    """One attempt's counters: the scheduler's modelled share, and what the target reported."""
+    counters = {ATTEMPTS: 1.0, RUNS: 1.0 if first_attempt else 0.0, **SCHEDULER_PER_ATTEMPT}
+    for name, value in target_usage.items():
+        if name in TARGET_COUNTERS:
+            counters[name] = counters.get(name, 0.0) + float(value)
+    return counters

@@ -1,0 +1,67 @@
+"""#50: the worker records each attempt's usage on its job's item of the day (one write an attempt, whatever its
+outcome); `GET /teams/{team}/cost` and `jobsched cost` price the month from those items, runs and attempts apart,
+another team's usage never in it."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from jobsched.cli import cli
+from jobsched.cli import remote as cli_remote
+from jobsched.core.usage import TARGET_FUNCTION_REQUESTS, WRITE_UNITS
+from tests.aws.api_client import ApiClient, InProcess, team_role
+from tests.aws.harness import Clock, Stack
+
+
+def every_minute(name: str, team: str, function: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "team": team,
+        "schedule": {"expression": "* * * * *"},
+        "target": {"type": "lambda", "function": function},
+        "retry": {"max_attempts": 3, "backoff": {"initial": "10s", "max": "10s", "jitter": "none"}},
+    }
+
+
+def test_each_attempt_is_metered_and_the_month_is_priced(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def flaky(event: dict[str, Any]) -> Any:
+        if event["jobsched"]["attempt"] == 1:
+            raise RuntimeError("first attempts fail")
+        return {"ok": True}
+
+    stack.lambdas.functions["flaky"] = flaky
+    clock.set("2027-01-04T08:59:30Z")
+    stack.register(every_minute("sync", "ops", "echo"))
+    stack.register(every_minute("flaky", "ops", "flaky"))
+    stack.register(every_minute("other", "data", "echo"))
+    stack.minutes(5)
+    clock.advance(timedelta(seconds=20))
+    stack.pump()  # the last run's retry, ten seconds after its first attempt failed
+    days = {day.job: day for day in stack.jobs.usage_between("ops", date(2027, 1, 1), date(2027, 1, 31))}
+    assert set(days) == {"ops/sync", "ops/flaky"}
+    sync, flaky_day = days["ops/sync"].counters, days["ops/flaky"].counters
+    assert sync["runs"] == sync["attempts"] == sync[TARGET_FUNCTION_REQUESTS] == 5
+    assert flaky_day["runs"] == 5 and flaky_day["attempts"] == 10 and flaky_day[TARGET_FUNCTION_REQUESTS] == 10
+    assert sync[WRITE_UNITS] == pytest.approx(5 * 4.6)
+    assert days["ops/sync"].tier == "important" and days["ops/sync"].target_type == "lambda"
+
+    api = ApiClient(stack)
+    bill = api.call("GET", "/teams/ops/cost?month=2027-01", principal=team_role("ops")).body
+    lines = {line["key"]: line for line in bill["lines"]}
+    assert set(lines) == {"ops/sync", "ops/flaky"} and lines["ops/flaky"]["attempts"] == 10
+    assert lines["ops/flaky"]["total_usd"] > lines["ops/sync"]["total_usd"] > 0  # twice the attempts
+    assert bill["prices"] == "us-east-1 list prices of 2026-12-01"
+    refused = api.call("GET", "/teams/data/cost?month=2027-01", principal=team_role("ops"))
+    assert refused.status == 403
+    assert api.call("GET", "/teams/ops/cost?month=2027-13", principal=team_role("ops")).status == 422
+
+    monkeypatch.setattr(cli_remote, "make_transport", lambda url: InProcess(api, team_role("ops")))
+    printed = CliRunner().invoke(cli, ["cost", "ops", "--month", "2027-01", "--by", "target"])
+    assert printed.exit_code == 0, printed.output
+    assert printed.output.startswith("ops 2027-01: $") and "lambda" in printed.output and "15" in printed.output
