@@ -203,7 +203,21 @@ class IncidentsPort(Protocol):
     def mark_incident(self, job: str, incident_class: str, *, is_open: bool) -> None: ...
 
 
-class EscalationStorePort(JobsPort, IncidentsPort, Protocol):
+class BudgetsPort(Protocol):
+    """Teams' budgets (``core.budgets``, one document each, read all at once) and what each did in a month."""
+
+    def put_budget(self, team: str, budget: dict[str, Any] | None) -> None: ...
+    def budgets(self) -> dict[str, dict[str, Any]]: ...
+    def budget_state(self, team: str, month: str) -> tuple[dict[str, Any] | None, int]:
+        """The month's state as stored, and its version (0: none yet)."""
+        ...
+
+    def put_budget_state(self, team: str, month: str, values: dict[str, Any], *, expected_version: int) -> bool:
+        """Store it only if its version is still ``expected_version``; False when another wrote it first."""
+        ...
+
+
+class EscalationStorePort(JobsPort, IncidentsPort, BudgetsPort, Protocol):
     """What the escalation handler reads and writes: jobs (to pause one) and incidents."""
 
 

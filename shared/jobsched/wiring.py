@@ -49,6 +49,7 @@ from jobsched.pipeline.intake import EventIntake
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, StateChange, announced
 from jobsched.pipeline.slo_ledger import JobTerms, SloLedger
 from jobsched.pipeline.worker import Worker, heartbeat_checker
+from jobsched.planning.budgets import BudgetWatch
 from jobsched.ports import RunLogsPort
 from jobsched.registry.policy import OrgPolicy
 from jobsched.tenancy.egress import AddressPolicy, GuardedHttp
@@ -267,8 +268,12 @@ def default_heartbeat() -> HeartbeatChecker:
     settings = Settings.from_env()
     jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
     alerts = Alerts(EscalationQueue(settings.escalation_queue_url), jobs, utc_now)
+    watch = BudgetWatch(jobs, alerts.publish, price_table(settings.region or US_EAST_1.region))
     return heartbeat_checker(
-        metered_runs(settings), ending_worker(), freshness=FreshnessKeeper(jobs, alerts.publish).check
+        metered_runs(settings),
+        ending_worker(),
+        freshness=FreshnessKeeper(jobs, alerts.publish).check,
+        budgets=lambda now: len(watch.check_all(now)) if watch.due(now) else 0,
     )
 
 

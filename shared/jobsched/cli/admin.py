@@ -54,6 +54,57 @@ def quota(team: str, settings: tuple[str, ...], reset: tuple[str, ...], client: 
     emit(rows, output, LIMIT_COLUMNS)
 
 
+@admin.command("budget")
+@click.argument("team")
+@click.option("--set", "monthly", type=click.FloatRange(min=0.01), help="The monthly budget, USD.")
+@click.option("--warn", default="0.8", show_default=True, help="Fractions that page, comma-separated (0.5,0.8).")
+@click.option("--hard", default="1.0", show_default=True, help="The fraction that pauses non-critical jobs ('none').")
+@click.option("--job", "jobs", multiple=True, metavar="NAME=USD", help="A job's own monthly budget (repeat).")
+@click.option("--delete", is_flag=True, help="Delete the team's budget (what it paused stays paused).")
+@click.option("--resume", is_flag=True, help="Resume exactly the team's jobs a budget paused.")
+@remote
+def budget(
+    team: str,
+    monthly: float | None,
+    warn: str,
+    hard: str,
+    jobs: tuple[str, ...],
+    delete: bool,
+    resume: bool,
+    client: Any,
+    output: str,
+) -> None:
+    """Set TEAM's monthly budget (--set), delete it, or resume what it paused; shows the month's spend."""
+    if resume:
+        resumed = client.call("POST", f"/admin/teams/{team}/budget/resume").body
+        emit(resumed, output) if output != "table" else click.echo(f"resumed {len(resumed['resumed'])} job(s)")
+        return
+    if delete:
+        emit(client.call("DELETE", f"/admin/teams/{team}/budget").body, output)
+        return
+    if monthly is not None:
+        per_job = {}
+        for entry in jobs:
+            name, sep, usd = entry.partition("=")
+            if not sep:
+                raise click.BadParameter(f"{entry!r} is not NAME=USD", param_hint="--job")
+            per_job[name] = float(usd)
+        body: dict[str, Any] = {
+            "monthly_usd": monthly,
+            "warn_at": [float(part) for part in warn.split(",") if part.strip()],
+            "hard_at": None if hard.strip().lower() == "none" else float(hard),
+            "jobs": per_job,
+        }
+        client.call("PUT", f"/admin/teams/{team}/budget", body)
+    bill = client.call("GET", f"/teams/{team}/cost").body
+    if output != "table":
+        emit(bill, output)
+        return
+    budget_usd = bill.get("budget_usd")
+    of = f" of ${budget_usd:,.2f} ({bill['total_usd'] / budget_usd:.0%})" if budget_usd else " (no budget)"
+    click.echo(f"{team} {bill['month']}: spent ${bill['total_usd']:,.2f}{of}")
+
+
 BREAKER_COLUMNS = [
     ("TARGET", "target"),
     ("SCOPE", "scope"),

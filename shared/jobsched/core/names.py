@@ -172,6 +172,10 @@ class JobsKeys:
     # A job's usage on a UTC day: pk "TEAM#{team}", sk "USAGE#{YYYY-MM-DD}#{team/name}", numeric counters added to
     # (core.usage), its tier and target type set; a month is one key range of the team's partition.
     USAGE_PREFIX = "USAGE#"
+    # Teams' budgets: pk BUDGET, sk the team, the document as JSON (read all at once); what one did in a month:
+    # pk "TEAM#{team}", sk "BUDGET#{YYYY-MM}", JSON and a version (conditional writes).
+    BUDGET = "BUDGET"
+    BUDGET_MONTH_PREFIX = "BUDGET#"
     SLO_JOB_PREFIX = "bad#"  # one counter attribute a job with bad runs that day
     # The teams with counted events on a UTC day (the executive view's rows, never a scan): pk SLO_TEAMS, sk the
     # day, a string set of team names added to once per team, day and process.

@@ -133,7 +133,7 @@ class StoredJob:
         )
 
 
-IncidentClass = Literal["failing", "late", "circuit", "dispatcher", "quality", "approval", "stale", "anomaly"]
+IncidentClass = Literal["failing", "late", "circuit", "dispatcher", "quality", "approval", "stale", "anomaly", "budget"]
 Role = Literal["primary", "secondary"]
 
 

@@ -37,6 +37,8 @@ EventKind = Literal[
     "job_fresh",  # a success made a stale job fresh again
     "run_anomalous",  # a run far outside the job's learned baseline (the job asked to be paged for it)
     "run_usual",  # a later run within the baseline again
+    "budget_warning",  # a team's (or a job's) month-to-date cost crossed a warning threshold of its budget
+    "budget_exceeded",  # ... its hard threshold: non-critical jobs paused until an admin resumes them
     "resolved_by_hand",  # a person resolved an open incident (``incident_class``), with a reason (``detail``)
 ]
 

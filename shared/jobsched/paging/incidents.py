@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from jobsched.core.budgets import BUDGET_SUBJECT_PREFIX, Budget
 from jobsched.core.records import Incident, IncidentClass, StoredIncident, StoredJob, VersionConflict
 from jobsched.core.runs import instant_text
 from jobsched.paging.delivery import PageDelivery, page_deliveries
@@ -61,6 +62,11 @@ class Escalator:
         policy = Policy.for_job(
             spec.escalation if spec else None, self.default_topic, spec.tier if spec else "important"
         )
+        if event.subject.startswith(BUDGET_SUBJECT_PREFIX) and event.team:
+            # A team's budget pages where its budget says (read when it pages: budgets change rarely).
+            budget = self.jobs.budgets().get(event.team)
+            escalation = Budget.model_validate(budget).escalation if budget else None
+            policy = Policy.for_job(escalation, self.default_topic)
         if spec is not None and not event.resolves():
             # One read of the company's windows per event that may page (a resolve never does).
             held_by = CompanySettings.read(self.jobs).holding_pages(spec, self.clock())

@@ -57,6 +57,8 @@ OPENS: dict[str, IncidentClass] = {
     "approval_requested": "approval",  # a DAG task waits for a person of the team: resolved when decided
     "job_stale": "stale",  # freshness: paged by the job's tier until a success makes it fresh
     "run_anomalous": "anomaly",  # far outside the learned baseline: warning severity, until a usual run
+    "budget_warning": "budget",  # a month's cost crossed a budget threshold: paged once a threshold
+    "budget_exceeded": "budget",  # ... its hard one (jobs paused): resolved by hand, or by the new month's calm
 }
 TICKET = "ticket"  # the severity of a best-effort job's incident: recorded, shown, never paged
 MAX_SEEN = 200  # event ids kept per incident for deduplication (a redelivery comes within minutes)
@@ -142,6 +144,7 @@ def decide_open(incident: Incident | None, event: EscalationEvent, policy: Polic
         seen=(*current.seen, event.event_id)[-MAX_SEEN:],
     )
     pages: list[Page] = []
+    already_paged = "primary" in current.paged
     threshold = policy.after_failures if incident_class == "failing" else 1
     snoozed = current.snoozed_until is not None and instant_text(now) < current.snoozed_until
     if policy.pages and not snoozed and "primary" not in current.paged and failures >= threshold:
@@ -161,6 +164,11 @@ def decide_open(incident: Incident | None, event: EscalationEvent, policy: Polic
     ):
         current = replace(current, paged=(*current.paged, "secondary"))
         pages.append(_page("secondary", "escalated", current, event))
+    if event.kind == "budget_exceeded" and not current.auto_paused and policy.held_by is None and not snoozed:
+        # The hard threshold paused jobs: said to whoever the warning reached, at once (a warning's page is not it).
+        current = replace(current, auto_paused=True)
+        if already_paged:
+            pages.append(_page("primary", "paused", current, event))
     pause_reason = None
     if (
         incident_class == "failing"
@@ -212,6 +220,8 @@ def _page(role: Role, notice: Notice, incident: Incident, event: EscalationEvent
         "approval_requested": "approval requested",
         "job_stale": "stale (freshness)",
         "run_anomalous": "run outside its baseline",
+        "budget_warning": "budget warning",
+        "budget_exceeded": "budget exceeded: jobs paused",
     }.get(incident.first_kind, incident.first_kind)
     if notice == "resolved" and event.kind == "resolved_by_hand":
         what = f"{what}; resolved by hand: {event.detail or 'no reason given'}"

@@ -379,7 +379,11 @@ class Worker:
 
 
 def heartbeat_checker(
-    runs: RunsPort, worker: Worker, *, freshness: Callable[[datetime], int] | None = None
+    runs: RunsPort,
+    worker: Worker,
+    *,
+    freshness: Callable[[datetime], int] | None = None,
+    budgets: Callable[[datetime], int] | None = None,
 ) -> HeartbeatChecker:
     """The heartbeat checker with the worker's collaborators: lost attempts are timed out by the worker's
     rules, parked DAG tasks kept alive by its DAG runner; with ``freshness``, jobs' freshness judged when due."""
@@ -390,4 +394,5 @@ def heartbeat_checker(
         time_out=worker.run_ends.time_out,
         heartbeat_parked=lambda task: worker.dags.ends.heartbeat_parked(task),
         freshness=freshness,
+        budgets=budgets,
     )

@@ -32,6 +32,7 @@ class CheckReport:
     deadline_misses: int = 0
     overdue_jobs: int = 0  # due instants the dispatcher has not handled (it is stalled or failing)
     stale_jobs: int = 0  # freshness judgements that found a job stale
+    budget_crossings: int = 0  # budget thresholds crossed (paged; a hard one paused jobs)
     outcomes: list[str] = field(default_factory=list)
 
     def metrics(self) -> dict[str, float]:
@@ -55,6 +56,7 @@ class CheckReport:
             "overdue_jobs": self.overdue_jobs,
             "parked_heartbeats": self.parked_heartbeats,
             "stale_jobs": self.stale_jobs,
+            "budget_crossings": self.budget_crossings,
         }
 
 
@@ -67,6 +69,8 @@ class HeartbeatChecker:
     heartbeat_parked: Callable[[ParkedTask], bool]  # keeps a DAG task alive while it waits
     # Judges the jobs whose freshness judgement is due, returns how many it found stale (``pipeline.freshness``).
     freshness: Callable[[datetime], int] | None = None
+    # Checks the teams' budgets when due (every 15 minutes), returns the thresholds crossed (``planning.budgets``).
+    budgets: Callable[[datetime], int] | None = None
 
     def check(self, now: datetime) -> CheckReport:
         report = CheckReport()
@@ -90,6 +94,8 @@ class HeartbeatChecker:
         report.overdue_jobs = self._watch_dispatcher(now)
         if self.freshness is not None:
             report.stale_jobs = self.freshness(now)
+        if self.budgets is not None:
+            report.budget_crossings = self.budgets(now)
         return report
 
     def _deadline_missed(self, run: Run, now: datetime) -> int:

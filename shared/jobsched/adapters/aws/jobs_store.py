@@ -18,6 +18,7 @@ from typing import Any
 
 from jobsched.adapters.aws.jobs.batches import BatchesStore
 from jobsched.adapters.aws.jobs.breakers import BreakersStore
+from jobsched.adapters.aws.jobs.budgets import BudgetsStore
 from jobsched.adapters.aws.jobs.company import CompanyStore
 from jobsched.adapters.aws.jobs.dispatch_state import DispatchStateStore
 from jobsched.adapters.aws.jobs.downstreams import DownstreamsStore
@@ -51,6 +52,7 @@ class JobsStore(
     StopsStore,
     CompanyStore,
     UsageStore,
+    BudgetsStore,
 ):
     """The Jobs table: every aggregate's store over one table and one client."""
 

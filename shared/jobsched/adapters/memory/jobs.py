@@ -10,6 +10,7 @@ from typing import Any
 from jobsched.adapters.items import audit_values, job_state_values, jobs_snapshot
 from jobsched.adapters.memory.batches import MemoryBatches
 from jobsched.adapters.memory.breakers import MemoryBreakers
+from jobsched.adapters.memory.budgets import MemoryBudgets
 from jobsched.adapters.memory.company import MemoryCompany
 from jobsched.adapters.memory.drills import MemoryDrills
 from jobsched.adapters.memory.health import MemoryHealth
@@ -48,6 +49,7 @@ class MemoryJobs(
     MemoryStops,
     MemoryCompany,
     MemoryUsage,
+    MemoryBudgets,
 ):
     def __init__(self, *, team_defaults: TeamLimits | None = None) -> None:
         self.table = MemoryTable(JOBS_TABLE)

@@ -4,7 +4,7 @@ the team's history."""
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
@@ -54,16 +54,7 @@ def router(access: Access) -> APIGatewayRouter:
         jobs = services().jobs
         before = jobs.team_overrides(team)
         jobs.set_team_limits(team, changes)
-        # In the team's history (GET /admin/teams/{team}/history): who changed which limit, from what, to what.
-        latest, _ = jobs.history(f"{JobsKeys.TEAM_PREFIX}{team}", limit=1)  # numbered: changes in one ms keep order
-        jobs.record_action(
-            f"{JobsKeys.TEAM_PREFIX}{team}",
-            version=latest[0].version + 1 if latest else 1,
-            now=services().clock(),
-            principal=caller.arn,
-            action="team_limits",
-            details={"before": before, "changes": changes},
-        )
+        record_team_change(access, team, caller.arn, "team_limits", {"before": before, "changes": changes})
         log.info("team limits changed", extra={"team": team, "principal": caller.arn, "changes": changes})
         return view(team)
 
@@ -85,3 +76,13 @@ def router(access: Access) -> APIGatewayRouter:
         return HistoryPage(entries=[entry_view(entry, now) for entry in entries], next_token=to_token(last))
 
     return router
+
+
+def record_team_change(access: Access, team: str, principal: str, action: str, details: dict[str, Any]) -> None:
+    """In the team's history (GET /admin/teams/{team}/history): who changed which limit or budget, and how."""
+    jobs = access.services().jobs
+    subject = f"{JobsKeys.TEAM_PREFIX}{team}"
+    latest, _ = jobs.history(subject, limit=1)  # numbered: changes in one millisecond keep their order
+    version = latest[0].version + 1 if latest else 1
+    now = access.services().clock()
+    jobs.record_action(subject, version=version, now=now, principal=principal, action=action, details=details)
