@@ -48,7 +48,7 @@ def test_each_attempt_is_metered_and_the_month_is_priced(
     sync, flaky_day = days["ops/sync"].counters, days["ops/flaky"].counters
     assert sync["runs"] == sync["attempts"] == sync[TARGET_FUNCTION_REQUESTS] == 5
     assert flaky_day["runs"] == 5 and flaky_day["attempts"] == 10 and flaky_day[TARGET_FUNCTION_REQUESTS] == 10
-    assert sync[WRITE_UNITS] == pytest.approx(5 * 4.6)
+    assert sync[WRITE_UNITS] == pytest.approx(5 * 5.6)
     assert days["ops/sync"].tier == "important" and days["ops/sync"].target_type == "lambda"
 
     api = ApiClient(stack)

@@ -15,6 +15,8 @@ from jobsched.cli import app as cli_app
 from jobsched.cli import cli
 from jobsched.cli import remote as cli_module
 from jobsched.client import HttpResult, ServiceError
+from jobsched.core.prices import US_EAST_1
+from jobsched.core.usage import SCHEDULER_PER_ATTEMPT, cost_of
 from tests.aws.api_client import ApiClient, InProcess, team_role
 from tests.aws.harness import Clock, Stack
 
@@ -72,6 +74,24 @@ def test_apply_dry_run_shows_the_diff_and_fire_times_and_changes_nothing(run_cli
     code, output = run_cli("get", "job", "payments/alpha", "-o", "json")
     assert code == 0, output
     assert json.loads(output)["spec"]["schedule"]["expression"] == "0 * * * *"
+
+
+def test_apply_dry_run_says_what_a_change_costs_a_month(run_cli: Any, tmp_path: Path, stack: Stack) -> None:
+    """#50: cost before apply: every minute instead of hourly is 43,200 runs a month instead of 720, priced."""
+    write_job(tmp_path, "alpha")
+    run_cli("apply", "-f", str(tmp_path))
+    write_job(tmp_path, "alpha", "* * * * *")
+    code, output = run_cli("apply", "-f", str(tmp_path), "--dry-run")
+    assert code == 0, output
+    per_run = cost_of(SCHEDULER_PER_ATTEMPT, US_EAST_1).total
+    delta = (43_200 - 720) * per_run
+    line = next(line for line in output.splitlines() if line.startswith("cost: "))
+    assert line.startswith(f"cost: +${delta:,.2f}/month (43,200 runs a month instead of 720)"), line
+    validated = ApiClient(stack).call(
+        "POST", "/validate", yaml.safe_load((tmp_path / "alpha.yaml").read_text()), principal=team_role("payments")
+    )
+    assert validated.body["runs_per_month"] == 43_200
+    assert validated.body["usd_per_month"] == pytest.approx(43_200 * per_run, rel=1e-3)
 
 
 def test_apply_prune_deletes_what_no_file_defines(run_cli: Any, tmp_path: Path) -> None:

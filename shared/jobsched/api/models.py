@@ -427,6 +427,10 @@ class ValidationResult(BaseModel):
     valid: bool
     errors: list[ErrorDetail] = Field(default_factory=list)
     next_fire_times: list[str] = Field(default_factory=list)
+    runs_per_month: int | None = Field(default=None, description="its runs in the next 30 days")
+    usd_per_month: float | None = Field(
+        default=None, description="the scheduler's cost of those runs (the targets' own not foreseen)"
+    )
 
 
 MAX_TEAM_LIMIT = 1_000_000  # a typo like 10**9 is refused rather than stored

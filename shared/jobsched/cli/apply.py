@@ -173,6 +173,18 @@ def _print_change(
             return set()
         return {utc_text(o.at) for o in compiled.fires(now, until=now + timedelta(days=7))}
 
+    from jobsched.core.prices import US_EAST_1
+    from jobsched.planning.forecast import forecast
+
+    def expected(spec: dict[str, Any] | None) -> Any:
+        if spec is None:
+            return None
+        job = JobSpec.model_validate(spec)
+        settings = company() if job.company_references() else NO_COMPANY
+        return forecast(job, now=now, company=settings, prices=US_EAST_1)
+
+    after_forecast = expected(new)
+    click.echo(f"cost: {after_forecast.change_from(expected(old))} (the scheduler's share, us-east-1 list prices)")
     old_fires, new_fires = fires(old), fires(new)
     added, removed = sorted(new_fires - old_fires), sorted(old_fires - new_fires)
     click.echo(f"fire times over the next 7 days: +{len(added)} -{len(removed)}")

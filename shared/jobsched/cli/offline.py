@@ -320,3 +320,19 @@ def capacity(
         over = " OVER: ask for more, or spread the triggers over team buses" if count > RULES_PER_BUS else ""
         click.echo(f"  EventBridge rules on bus {bus}: {count:,} (default quota {RULES_PER_BUS} per bus){over}")
     click.echo(f"monthly cost: ${sizing.monthly_cost_usd:,.2f} (prod idle + runs at the measured price per run)")
+    print_forecasts([r.job for r in results if r.job is not None], start, company)
+
+
+def print_forecasts(specs: list[Any], now: datetime, company: CompanySettings, shown: int = 10) -> None:
+    """Each job's expected runs and scheduler cost a month, the most expensive first (``planning.forecast``)."""
+    from jobsched.core.prices import US_EAST_1
+    from jobsched.planning.forecast import forecast
+
+    expected = sorted(
+        ((spec.key, forecast(spec, now=now, company=company, prices=US_EAST_1)) for spec in specs),
+        key=lambda item: (-item[1].usd_per_month, item[0]),
+    )
+    click.echo(f"expected per job (the scheduler's share a month, {US_EAST_1.label}; the targets' own not foreseen):")
+    for key, job in expected[:shown]:
+        capped = " (capped)" if job.capped else ""
+        click.echo(f"  {key}: {job.runs_per_month:,} runs, ${job.usd_per_month:,.4f}{capped}")

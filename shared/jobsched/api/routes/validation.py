@@ -13,6 +13,7 @@ from jobsched.api.errors import detail
 from jobsched.api.models import ValidationResult
 from jobsched.api.views import next_fires
 from jobsched.core.errors import SpecError
+from jobsched.planning.forecast import forecast
 from jobsched.registry.jobfile import validate_document
 from jobsched.registry.policy import OrgPolicy
 from jobsched.registry.policy import admission_errors as policy_errors
@@ -41,7 +42,13 @@ def router(access: Access) -> APIGatewayRouter:
         )
         if refused:
             return ValidationResult(valid=False, errors=[detail(e) for e in refused])
-        return ValidationResult(valid=True, next_fire_times=next_fires(spec, now, 5, company))
+        expected = forecast(spec, now=now, company=company, prices=services().prices)
+        return ValidationResult(
+            valid=True,
+            next_fire_times=next_fires(spec, now, 5, company),
+            runs_per_month=expected.runs_per_month,
+            usd_per_month=round(expected.usd_per_month, 4),
+        )
 
     @router.get(
         "/policy",
