@@ -109,7 +109,9 @@ def build_intake(settings: Settings) -> EventIntake:
         runs,
         WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         guard=build_guard(settings),
-        containers=ContainerResults(runs, lambda: ending_worker().ends, jobs, lambda: ending_worker().containers),
+        containers=ContainerResults(
+            runs, lambda: ending_worker().ends, jobs, lambda: ending_worker().containers, usage=jobs
+        ),
     )
 
 

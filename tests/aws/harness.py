@@ -266,7 +266,7 @@ class Stack:
             usage=self.jobs,
         )
         self.intake.containers = ContainerResults(
-            self.runs, lambda: self.worker.ends, self.jobs, lambda: self.worker.containers
+            self.runs, lambda: self.worker.ends, self.jobs, lambda: self.worker.containers, usage=self.jobs
         )
 
         # Pages: SNS topics in moto, each delivering to one SQS queue the tests read; webhooks recorded.

@@ -10,7 +10,7 @@ import base64
 import hashlib
 import hmac
 import json
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -28,6 +28,7 @@ from jobsched.core.names import Env
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 from jobsched.core.tz import UTC
+from jobsched.core.usage import TARGET_GB_SECONDS, TARGET_VCPU_SECONDS
 from jobsched.pipeline.ends import AttemptRef
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.worker import heartbeat_checker
@@ -592,3 +593,19 @@ def test_a_task_iam_will_not_let_the_team_describe_is_skipped_not_fatal() -> Non
 
     with pytest.raises(ClientError):  # anything but a refusal is still the caller's to see
         EcsTasks._described(Broken(), "shared", [ours])
+
+
+def test_a_fargate_task_is_metered_at_its_end_by_its_size_and_running_time_once(stack: Stack) -> None:
+    """#50: a container run's own usage comes with its task's state change: 0.25 vCPU and 0.5 GB for ten minutes; the
+    same state change delivered again adds nothing."""
+    ecs = cluster_and_definition("data")
+    stack.register_and_trigger(ecs_job())
+    [task] = tasks(ecs)
+    stopped = {"launchType": "FARGATE", "cpu": "256", "memory": "512",
+               "startedAt": "2027-01-04T09:00:00Z", "stoppedAt": "2027-01-04T09:10:00Z"}  # fmt: skip
+    assert stack.intake.receive(state_change(task, 0, **stopped), now=stack.clock()).action == "ended"
+    assert stack.intake.receive(state_change(task, 0, **stopped), now=stack.clock()).action == "duplicate"
+    [day] = stack.jobs.usage_between("data", date(2027, 1, 1), date(2027, 1, 31))
+    assert day.counters[TARGET_VCPU_SECONDS] == pytest.approx(150.0)  # 0.25 vCPU x 600 s
+    assert day.counters[TARGET_GB_SECONDS] == pytest.approx(300.0)
+    assert day.target_type == "ecs" and day.counters["attempts"] == 1

@@ -18,6 +18,7 @@ from jobsched.core.usage import (
     attempt_usage,
     lambda_report_usage,
     task_usage,
+    work_usage,
 )
 from jobsched.planning.chargeback import chargeback, month_days
 
@@ -85,3 +86,19 @@ def test_what_a_target_reports_and_what_it_does_not() -> None:
     assert month_days("2028-02") == (date(2028, 2, 1), date(2028, 2, 29))
     with pytest.raises(ValueError):
         month_days("2027-13")
+
+
+def test_a_batch_job_on_fargate_is_billed_by_its_requirements_and_ec2_capacity_is_not_guessed() -> None:
+    batch = {
+        "jobId": "j-1",
+        "platformCapabilities": ["FARGATE"],
+        "container": {"resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "2048"}]},
+        "startedAt": 1799053200000,
+        "stoppedAt": 1799053500000,  # five minutes
+    }
+    measured = work_usage(batch)
+    assert measured is not None
+    counters, stopped = measured
+    assert counters == {TARGET_VCPU_SECONDS: 300.0, TARGET_GB_SECONDS: 600.0} and stopped.year == 2027
+    assert work_usage(batch | {"platformCapabilities": ["EC2"]}) is None
+    assert work_usage({"taskArn": "t", "launchType": "EC2", "cpu": "256", "memory": "512"}) is None

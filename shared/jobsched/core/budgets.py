@@ -10,7 +10,7 @@ jobs are never paused by a budget: their page says so instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
@@ -22,11 +22,13 @@ MAX_BUDGET_USD = 10_000_000.0
 
 class Budget(StrictModel):
     monthly_usd: float = Field(gt=0, le=MAX_BUDGET_USD, description="the team's monthly budget, USD")
-    warn_at: list[float] = Field(default_factory=lambda: [0.8], max_length=5, description="fractions that page")
+    warn_at: list[Annotated[float, Field(gt=0, lt=10)]] = Field(
+        default_factory=lambda: [0.8], max_length=5, description="fractions that page (0.8: at 80 %)"
+    )
     hard_at: float | None = Field(
         default=1.0, gt=0, le=10, description="the fraction that pauses the team's non-critical jobs (None: never)"
     )
-    jobs: dict[Name, float] = Field(
+    jobs: dict[Name, Annotated[float, Field(gt=0, le=MAX_BUDGET_USD)]] = Field(
         default_factory=dict, max_length=100, description="a job's own monthly budget, USD (team/name by name)"
     )
     escalation: Escalation | None = Field(

@@ -17,8 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from jobsched.core.prices import PriceTable
+from jobsched.core.runs import parse_instant
+from jobsched.core.tz import UTC
 
 # Counter names (attributes of the usage item): the scheduler's share, then the target's.
 ATTEMPTS = "attempts"
@@ -115,3 +119,27 @@ def attempt_usage(target_usage: Mapping[str, float], *, first_attempt: bool) -> 
         if name in TARGET_COUNTERS:
             counters[name] = counters.get(name, 0.0) + float(value)
     return counters
+
+
+def work_usage(detail: dict[str, Any]) -> tuple[dict[str, float], datetime] | None:
+    """A Fargate task's (ECS) or Fargate job's (Batch) billed size and time from its state change, with when it
+    stopped; None for work whose price is not the team's to know here (EC2 capacity, an EKS pod)."""
+    if "taskArn" in detail and detail.get("launchType") == "FARGATE":
+        started, stopped = detail.get("startedAt") or detail.get("createdAt"), detail.get("stoppedAt")
+        cpu, memory = detail.get("cpu"), detail.get("memory")
+        if not (started and stopped and cpu and memory):
+            return None
+        begun, ended = parse_instant(str(started)), parse_instant(str(stopped))
+        seconds = (ended - begun).total_seconds()
+        return task_usage(float(cpu) / 1024, float(memory) / 1024, seconds), ended
+    if "jobId" in detail and "FARGATE" in (detail.get("platformCapabilities") or []):
+        needs = {
+            r.get("type"): r.get("value") for r in (detail.get("container") or {}).get("resourceRequirements") or []
+        }
+        started, stopped = detail.get("startedAt"), detail.get("stoppedAt")
+        if not (started and stopped and needs.get("VCPU") and needs.get("MEMORY")):
+            return None
+        ended = datetime.fromtimestamp(int(stopped) / 1000, tz=UTC)
+        seconds = (int(stopped) - int(started)) / 1000
+        return task_usage(float(needs["VCPU"]), float(needs["MEMORY"]) / 1024, seconds), ended
+    return None

@@ -18,6 +18,7 @@ waiting for them.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -36,8 +37,12 @@ from jobsched.core.records import Run, StaleAttempt, TargetResult
 from jobsched.core.roles import role_of
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import BatchTarget, ContainerTarget, EcsTarget, JobSpec, KubernetesTarget
+from jobsched.core.usage import work_usage
 from jobsched.pipeline.ends import AttemptRef, Ends, Reported
-from jobsched.ports import ContainersPort, JobsPort, RunsPort
+from jobsched.ports import ContainersPort, JobsPort, RunsPort, UsagePort
+from jobsched.watch.signals import emit
+
+log = logging.getLogger(__name__)
 
 Recorded = Literal["recorded", "stale", "not_ours", "malformed"]
 
@@ -115,9 +120,11 @@ class ContainerResults:
         ends: Callable[[], Ends],
         jobs: JobsPort | None = None,
         containers: Callable[[], ContainersPort | None] = lambda: None,
+        usage: UsagePort | None = None,
     ) -> None:
         # ends: the door a container's end goes through (built on first use: the worker that records it)
         self.runs, self.ends, self.jobs, self.containers = runs, ends, jobs, containers
+        self.usage = usage  # the task's vCPU- and GB-seconds, on its job's usage of the day it stopped
 
     def _attempts_work(self, run: Run, detail: dict[str, Any]) -> bool:
         recorded = work_id(started_task(run))
@@ -152,7 +159,22 @@ class ContainerResults:
             self.ends().complete(AttemptRef(job, run_id, attempt), reported)
         except StaleAttempt:
             return "stale"
+        self._meter(run, detail)
         return "recorded"
+
+    def _meter(self, run: Run, detail: dict[str, Any]) -> None:
+        """The stopped work's own usage (a Fargate task's size and running time) on its job's item of the day."""
+        measured = work_usage(detail)
+        stored = self.jobs.get(run.job) if self.jobs is not None and self.usage is not None and measured else None
+        if stored is None or measured is None or self.usage is None:
+            return
+        counters, stopped = measured
+        target = str(getattr(stored.spec.target, "type", ""))
+        try:
+            self.usage.add_usage(run.team, run.job, stopped.date(), counters, tier=stored.spec.tier, target_type=target)
+        except Exception:  # the run's end is recorded: its bill is not worth failing the event for
+            log.exception("usage not recorded", extra={"job": run.job, "team": run.team, "run_id": run.run_id})
+            emit("UsageUnrecorded", 1)
 
 
 def started_by_attempt(spec: JobSpec, run: Run, detail: dict[str, Any]) -> bool:
