@@ -25,8 +25,9 @@ from jobsched.api.tokens import CallbackTokens, key_id
 from jobsched.core.containers import attempt_token
 from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 from jobsched.core.names import Env
-from jobsched.core.runs import RunStatus
+from jobsched.core.runs import RunStatus, instant_text
 from jobsched.core.spec import JobSpec
+from jobsched.core.traces import attempt_span_id, trace_id
 from jobsched.core.tz import UTC
 from jobsched.core.usage import TARGET_GB_SECONDS, TARGET_VCPU_SECONDS
 from jobsched.pipeline.ends import AttemptRef
@@ -609,3 +610,19 @@ def test_a_fargate_task_is_metered_at_its_end_by_its_size_and_running_time_once(
     assert day.counters[TARGET_VCPU_SECONDS] == pytest.approx(150.0)  # 0.25 vCPU x 600 s
     assert day.counters[TARGET_GB_SECONDS] == pytest.approx(300.0)
     assert day.target_type == "ecs" and day.counters["attempts"] == 1
+
+
+def test_a_container_learns_its_runs_trace_from_its_environment(stack: Stack) -> None:
+    """#50: TRACEPARENT and TRACESTATE in the task's environment (OpenTelemetry's environment carrier), naming the
+    run's trace and the attempt's span; a job may not set them itself."""
+    ecs = cluster_and_definition("data")
+    run_id = stack.register_and_trigger(ecs_job())
+    [task] = tasks(ecs)
+    environment = {e["name"]: e["value"] for e in task["overrides"]["containerOverrides"][0]["environment"]}
+    run = stack.runs.get("data/etl", run_id)
+    assert run is not None
+    trace = trace_id("data/etl", run_id, instant_text(run.scheduled_at))
+    assert environment["TRACEPARENT"].startswith(f"00-{trace}-{attempt_span_id('data/etl', run_id, 1)}-")
+    assert environment["TRACESTATE"] == f"jobsched={run_id}:1"
+    with pytest.raises(ValueError, match="reserved_env_name"):
+        JobSpec.model_validate(ecs_job(container={"name": "etl", "environment": {"traceparent": "00-x"}}))

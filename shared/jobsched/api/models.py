@@ -327,6 +327,8 @@ class RunView(BaseModel):
     attempt: int
     trigger: str = Field(description="what started the run: schedule, manual, backfill or event")
     trigger_detail: TriggerDetailView | None = Field(default=None, description="runs started by an event")
+    trace_id: str = Field(description="the run's W3C trace id: what its targets received as traceparent")
+    xray_trace_id: str = Field(description="the same trace as AWS X-Ray names it")
     scheduled_at: str
     fire_at: str
     started_at: str | None = None

@@ -24,12 +24,14 @@ from jobsched.core.bounds import parse_bounded_int
 from jobsched.core.records import Incident, LogLine, Progress, Run, StoredJob, TaskState
 from jobsched.core.runs import RunStatus, TaskStatus, instant_text, moment_text
 from jobsched.core.spec import CallbackTarget, JobSpec
+from jobsched.core.traces import xray_trace_id
 from jobsched.dag.definition import graph_from_values
 from jobsched.dag.progress import task_reason
 from jobsched.pipeline.manual_runs import BackfillProgress
 from jobsched.ports import TaskRunsPort
 from jobsched.schedule.company import CompanySettings
 from jobsched.schedule.fires import preview_schedule, schedule_of
+from jobsched.watch.trace_spans import run_trace_id
 
 
 def if_match_version(if_match: str | None) -> int | None:
@@ -83,6 +85,8 @@ def run_view(run: Run, token: str | None) -> RunView:
         attempt=run.attempt,
         trigger=run.trigger,
         trigger_detail=TriggerDetailView.model_validate(run.trigger_detail) if run.trigger_detail else None,
+        trace_id=run_trace_id(run),
+        xray_trace_id=xray_trace_id(run_trace_id(run)),
         scheduled_at=instant_text(run.scheduled_at),
         fire_at=instant_text(run.fire_at),
         started_at=moment_text(run.started_at) if run.started_at else None,

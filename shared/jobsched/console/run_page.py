@@ -4,7 +4,7 @@ Pure, escaped, as ``render``."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
@@ -13,8 +13,10 @@ from jobsched.console.render import DASH, cell
 from jobsched.core.events import trigger_summary
 from jobsched.core.records import Run, TaskState
 from jobsched.core.runs import RunStatus, instant_text
+from jobsched.core.traces import xray_trace_id
 from jobsched.dag.definition import Graph
 from jobsched.watch.health import strip_cell
+from jobsched.watch.trace_spans import run_spans, run_trace_id
 
 # ------------------------------------------------------------------------------------------- run
 
@@ -30,7 +32,14 @@ def checks_summary(checks: Sequence[Mapping[str, Any]]) -> str:
     return "<br>".join(lines)
 
 
-def run_view(run: Run, tasks: dict[str, TaskState], graph: Graph | None, order: Sequence[str], now: datetime) -> str:
+def run_view(
+    run: Run,
+    tasks: dict[str, TaskState],
+    graph: Graph | None,
+    order: Sequence[str],
+    now: datetime,
+    region: str | None = None,
+) -> str:
     """The run's attempt and timings; for a DAG run, a Gantt chart of its tasks and its dependency graph."""
     outcome = strip_cell(run)
     facts = [
@@ -52,10 +61,41 @@ def run_view(run: Run, tasks: dict[str, TaskState], graph: Graph | None, order: 
         ),
     ]
     table = "<table>" + "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in facts) + "</table>"
+    table += trace_view(run, tasks, now, region)
     if graph is None:
         return table
     gantt_chart = gantt(run, tasks, order, now)
     return f"{table}<h2>Tasks over time</h2>{gantt_chart}<h2>Dependencies</h2>{dependency_graph(graph, tasks, order)}"
+
+
+def trace_view(run: Run, tasks: dict[str, TaskState], now: datetime, region: str | None) -> str:
+    """The run's trace: its id (linked to X-Ray's console where the region is known) and a waterfall of its spans,
+    each a bar from its start to its end (now if unfinished), nested under the run."""
+    trace = run_trace_id(run)
+    xray = xray_trace_id(trace)
+    shown = escape(trace)
+    if region:
+        href = f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#xray:traces/{xray}"
+        shown = f'<a href="{escape(href)}">{shown}</a>'
+    spans = run_spans(run, tasks)
+    start = min(span.start for span in spans)
+    total = max(max((span.end or now) for span in spans) - start, timedelta(seconds=1)).total_seconds()
+    rows = []
+    for span in spans:
+        left = (span.start - start).total_seconds() / total * WATERFALL_WIDTH
+        width = max(((span.end or now) - span.start).total_seconds() / total * WATERFALL_WIDTH, 2)
+        indent = "" if span.parent_id is None else "&nbsp;&nbsp;"
+        took = f"{((span.end or now) - span.start).total_seconds():.1f} s" + ("" if span.end else " so far")
+        fill, title = look(span.status.lower()).colour, escape(span.status)
+        bar = f'<rect x="{left:.1f}" width="{width:.1f}" height="12" fill="{fill}"><title>{title}</title></rect>'
+        rows.append(
+            f"<tr><td>{indent}{escape(span.name)}</td><td class=num>{took}</td>"
+            f'<td><svg width="{WATERFALL_WIDTH}" height="12">{bar}</svg></td></tr>'
+        )
+    return f"<h2>Trace {shown}</h2><table>{''.join(rows)}</table>"
+
+
+WATERFALL_WIDTH = 420
 
 
 def task_outcome(state: TaskState | None) -> str:

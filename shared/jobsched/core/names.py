@@ -96,6 +96,8 @@ class RunEnv:
     ATTEMPT = "JOBSCHED_ATTEMPT"
     LOGICAL_INSTANT = "JOBSCHED_LOGICAL_INSTANT"
     CORRELATION_ID = "JOBSCHED_CORRELATION_ID"
+    TRACEPARENT = "TRACEPARENT"  # W3C Trace Context, as OpenTelemetry's environment carrier reads it
+    TRACESTATE = "TRACESTATE"
     TASK = "JOBSCHED_TASK"
     CHECKPOINT = "JOBSCHED_CHECKPOINT"  # the last checkpoint an earlier attempt of the run reported (JSON)
     API_URL = Env.API_URL

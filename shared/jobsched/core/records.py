@@ -24,6 +24,7 @@ from jobsched.core.runs import (
     truncate,
 )
 from jobsched.core.spec import JobSpec
+from jobsched.core.traces import TraceContext, attempt_trace
 
 if TYPE_CHECKING:
     from jobsched.core.checks import CheckResult
@@ -480,6 +481,14 @@ class RunContext:
     task: str | None = None  # DAG runs: the task this attempt is of
     trigger: str = "schedule"  # what started the run: schedule, manual, backfill or event
     checkpoint: str | None = None  # the last checkpoint an earlier attempt of this run reported (JSON text)
+    critical: bool = False  # its job's tier is critical: its trace is always sampled
+
+    @property
+    def trace(self) -> TraceContext:
+        """The attempt's W3C trace context (``core.traces``): the run's trace, this attempt's span."""
+        return attempt_trace(
+            self.job, self.run_id, self.scheduled_at, self.attempt, task=self.task, critical=self.critical
+        )
 
     @property
     def idempotency_key(self) -> str:
@@ -496,6 +505,8 @@ class RunContext:
             "correlation_id": self.correlation_id,
             "idempotency_key": self.idempotency_key,
             "trigger": self.trigger,
+            "traceparent": self.trace.traceparent,
+            "tracestate": self.trace.tracestate,
         }
         if self.task:
             envelope["task"] = self.task

@@ -265,6 +265,7 @@ class Worker:
                 payload_override=self._payload(message),
                 trigger=message.trigger,
                 checkpoint=run.progress.checkpoint if run.progress is not None else None,
+                critical=spec.tier == "critical",
             )
 
         # A run that waited for a slot, or took one while others of its batch were refused, has runs behind it.

@@ -60,6 +60,8 @@ def run_environment(
         RunEnv.ATTEMPT: str(context.attempt),
         RunEnv.LOGICAL_INSTANT: context.scheduled_at,
         RunEnv.CORRELATION_ID: context.correlation_id,
+        RunEnv.TRACEPARENT: context.trace.traceparent,
+        RunEnv.TRACESTATE: context.trace.tracestate,
     }
     if context.task:
         values[RunEnv.TASK] = context.task

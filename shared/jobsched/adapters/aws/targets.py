@@ -303,6 +303,9 @@ class TargetExecutor:
             "X-Jobsched-Attempt": str(context.attempt),
             "X-Jobsched-Scheduled-At": context.scheduled_at,
             "X-Correlation-Id": context.correlation_id,
+            # W3C Trace Context: the run's trace, this attempt's span (core.traces).
+            "traceparent": context.trace.traceparent,
+            "tracestate": context.trace.tracestate,
         }
         try:
             self.http_policy_check(target.url)

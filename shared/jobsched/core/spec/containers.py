@@ -28,6 +28,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_COMMAND_BYTES = 8 * 1024  # a container override's command, all arguments together
 MAX_ENVIRONMENT_BYTES = 8 * 1024  # names and values together (ECS allows its overrides 8 KB in all)
 RESERVED_ENV_PREFIX = "JOBSCHED_"  # what the scheduler sets: a team may not override them
+RESERVED_ENV_NAMES = frozenset({"TRACEPARENT", "TRACESTATE"})  # the run's trace context (core.traces)
 
 
 def _check_pattern(value: str, pattern: re.Pattern[str], code: str, what: str) -> str:
@@ -65,8 +66,12 @@ def _bounded_command(value: list[str] | None) -> list[str] | None:
 def _bounded_environment(value: dict[str, str]) -> dict[str, str]:
     for name in value:
         _check_pattern(name, _ENV_NAME, "invalid_env_name", "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
-        if name.startswith(RESERVED_ENV_PREFIX):
-            raise _fail("reserved_env_name", "'{name}': JOBSCHED_ variables are the scheduler's", name=name)
+        if name.startswith(RESERVED_ENV_PREFIX) or name.upper() in RESERVED_ENV_NAMES:
+            raise _fail(
+                "reserved_env_name",
+                "'{name}': JOBSCHED_ variables and the trace context are the scheduler's",
+                name=name,
+            )
     if sum(len(k.encode()) + len(v.encode()) for k, v in value.items()) > MAX_ENVIRONMENT_BYTES:
         raise _fail("environment_too_large", "the environment is over {limit} bytes", limit=MAX_ENVIRONMENT_BYTES)
     return value

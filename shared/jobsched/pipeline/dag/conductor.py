@@ -257,6 +257,7 @@ class DagRuns:
                 task=turn.record,  # an item's own idempotency key: run id + task[index] + attempt
                 trigger=run.trigger,
                 payload_override=payload,
+                critical=turn.spec.tier == "critical",
             )
 
         lease_until = turn.now + attempt_timeout(task) + LEASE_MARGIN
