@@ -48,6 +48,7 @@ from jobsched.pipeline.freshness import FreshnessKeeper
 from jobsched.pipeline.intake import EventIntake
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, StateChange, announced
 from jobsched.pipeline.slo_ledger import JobTerms, SloLedger
+from jobsched.pipeline.usage import DagRunUsage
 from jobsched.pipeline.worker import Worker, heartbeat_checker
 from jobsched.planning.budgets import BudgetWatch
 from jobsched.ports import RunLogsPort
@@ -86,7 +87,7 @@ def metered_runs(settings: Settings) -> AnnouncedRuns:
     store = RunsStore(settings.runs_table)
     alerts = Alerts(EscalationQueue(settings.escalation_queue_url), jobs, utc_now)
     health = HealthWatch(jobs, store, alerts.publish, utc_now, terms)
-    return announced(store, run_finished_event, ledger, health)
+    return announced(store, run_finished_event, ledger, health, DagRunUsage(jobs, utc_now))
 
 
 def build_rules(settings: Settings) -> TriggerRules | None:

@@ -64,6 +64,7 @@ from jobsched.pipeline.intake import EventIntake, Received
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle
 from jobsched.pipeline.manual_runs import trigger_run
 from jobsched.pipeline.slo_ledger import JobTerms, SloLedger
+from jobsched.pipeline.usage import DagRunUsage
 from jobsched.pipeline.worker import Worker
 from jobsched.ports import delay_seconds
 from jobsched.registry.jobs import put_job
@@ -300,6 +301,7 @@ class Stack:
         store = RunsStore(self.runs_table, self.dynamodb)  # the table the announced runs write
         watch = HealthWatch(self.jobs, store, alerts.publish, self.clock, terms, monotonic=terms.monotonic)
         self.lifecycle.subscribe(watch)
+        self.lifecycle.subscribe(DagRunUsage(self.jobs, self.clock))  # a DAG run's transitions, at its end
         return alerts
 
     def handler_environment(self) -> dict[str, str]:

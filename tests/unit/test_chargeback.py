@@ -102,3 +102,26 @@ def test_a_batch_job_on_fargate_is_billed_by_its_requirements_and_ec2_capacity_i
     assert counters == {TARGET_VCPU_SECONDS: 300.0, TARGET_GB_SECONDS: 600.0} and stopped.year == 2027
     assert work_usage(batch | {"platformCapabilities": ["EC2"]}) is None
     assert work_usage({"taskArn": "t", "launchType": "EC2", "cpu": "256", "memory": "512"}) is None
+
+
+def test_a_dag_run_counts_once_with_its_transitions_and_its_tasks_as_attempts() -> None:
+    from pathlib import Path
+
+    from jobsched.cli.harness import Harness, JobTest
+    from jobsched.core.usage import ATTEMPTS, RUNS, TRANSITIONS
+    from jobsched.pipeline.usage import DagRunUsage
+    from jobsched.registry.jobfile import load_job_file
+
+    spec = load_job_file(Path(__file__).resolve().parents[2] / "examples" / "jobs" / "nightly-etl.yaml")
+    window = {"from": "2027-07-02T00:00:00Z", "to": "2027-07-03T00:00:00Z"}
+    stubs = {"extract": {"output": {"rows": 3, "files": ["s3://lake/a.csv"]}}, "load": {"output": {}}}
+    harness = Harness(spec, JobTest.model_validate({"job": "x", "window": window, "stubs": stubs, "expect": {}}))
+    harness.worker.usage = harness.jobs  # as deployed: every task attempt metered
+    harness.runs.lifecycle.subscribe(DagRunUsage(harness.jobs, harness.clock))
+    harness.run()
+    [run] = harness.store.history(spec.key, limit=10)
+    tasks = harness.store.tasks(spec.key, run.run_id)
+    [day] = harness.jobs.usage_between(spec.team, date(2027, 7, 1), date(2027, 7, 31))
+    assert day.counters[RUNS] == 1 and day.counters[ATTEMPTS] == len(tasks)
+    assert run.graph is not None and day.counters[TRANSITIONS] == 1 + len(run.graph)
+    assert day.target_type == "dag"

@@ -33,12 +33,21 @@ QUEUE_REQUESTS = "queue_requests"
 FUNCTION_REQUESTS = "function_requests"
 FUNCTION_GB_SECONDS = "function_gb_seconds"
 EVENTS = "events"
+TRANSITIONS = "transitions"  # the deployment's DAG state machine's: a DAG run's, counted at its end
 TARGET_FUNCTION_REQUESTS = "target_function_requests"
 TARGET_FUNCTION_GB_SECONDS = "target_function_gb_seconds"
 TARGET_VCPU_SECONDS = "target_vcpu_seconds"
 TARGET_GB_SECONDS = "target_gb_seconds"
 TARGET_TRANSITIONS = "target_transitions"
-SCHEDULER_COUNTERS = (WRITE_UNITS, READ_UNITS, QUEUE_REQUESTS, FUNCTION_REQUESTS, FUNCTION_GB_SECONDS, EVENTS)
+SCHEDULER_COUNTERS = (
+    WRITE_UNITS,
+    READ_UNITS,
+    QUEUE_REQUESTS,
+    FUNCTION_REQUESTS,
+    FUNCTION_GB_SECONDS,
+    EVENTS,
+    TRANSITIONS,
+)
 TARGET_COUNTERS = (
     TARGET_FUNCTION_REQUESTS,
     TARGET_FUNCTION_GB_SECONDS,
@@ -61,6 +70,12 @@ SCHEDULER_PER_ATTEMPT: Mapping[str, float] = {
 }
 
 _REPORT = re.compile(r"Billed Duration: (\d+) ms\s+Memory Size: (\d+) MB")
+
+
+def dag_run_usage(tasks: int) -> dict[str, float]:
+    """A DAG run, counted at its end: one run, and its state machine's transitions (one a task, and its start, as
+    ``scripts/bench_pipeline.py`` counts them for the example pipelines). Its tasks are attempts of their own."""
+    return {RUNS: 1.0, TRANSITIONS: 1.0 + tasks}
 
 
 def lambda_report_usage(log_tail: str) -> dict[str, float]:
@@ -101,6 +116,7 @@ def cost_of(counters: Mapping[str, float], prices: PriceTable) -> Cost:
         + n(FUNCTION_REQUESTS) * prices.function_request
         + n(FUNCTION_GB_SECONDS) * prices.function_gb_second_arm
         + n(EVENTS) * prices.event_put
+        + n(TRANSITIONS) * prices.state_transition
     )
     target = (
         n(TARGET_FUNCTION_REQUESTS) * prices.function_request
