@@ -125,3 +125,19 @@ def test_a_dag_run_counts_once_with_its_transitions_and_its_tasks_as_attempts() 
     assert day.counters[RUNS] == 1 and day.counters[ATTEMPTS] == len(tasks)
     assert run.graph is not None and day.counters[TRANSITIONS] == 1 + len(run.graph)
     assert day.target_type == "dag"
+
+
+def test_the_executive_view_lists_the_months_top_teams_and_jobs_by_cost() -> None:
+    from jobsched.console.cost_page import top_costs
+    from jobsched.core.runs import parse_instant
+
+    store = MemoryJobs()
+    seed_month(store)
+    html = top_costs(
+        store, ["data", "ops"], now=parse_instant("2027-01-31T12:00:00Z"), prices=US_EAST_1, links=lambda path: None
+    )
+    assert html.index("ops/export") < html.index("ops/sync")  # most expensive first
+    assert ">ops<" in html and ">data<" in html and "2027-01 so far" in html
+    assert html.index(">ops<") < html.index(">data<")  # ops spends more (it has the Fargate job)
+    empty = top_costs(store, ["ops"], now=parse_instant("2026-06-01T00:00:00Z"), prices=US_EAST_1, links=lambda p: None)
+    assert "No usage recorded in 2026-06" in empty

@@ -10,8 +10,9 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Any, Protocol
 
-from jobsched.console import changes_page, details, incidents_page, render, run_page, slo_pages, timelines
+from jobsched.console import changes_page, cost_page, details, incidents_page, render, run_page, slo_pages, timelines
 from jobsched.console.palette import look
+from jobsched.core.prices import US_EAST_1, PriceTable
 from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
 from jobsched.core.runs import TaskStatus, instant_text
 from jobsched.core.slo import SloTiers
@@ -359,16 +360,27 @@ def team_changes(
     return View(f"Recent changes of team {team_name}", body, nav)
 
 
+class ExecutiveJobs(slo_pages.SloJobs, cost_page.CostJobs, Protocol):
+    """The jobs store as the executive view reads it."""
+
+
 def executive(
-    jobs: slo_pages.SloJobs,
+    jobs: ExecutiveJobs,
     tiers: SloTiers,
     *,
     now: datetime,
     links: render.Links,
     teams: Collection[str] | None = None,
+    prices: PriceTable = US_EAST_1,
 ) -> View:
-    """SLA compliance across teams (those the viewer may see): the heat-map, each tier's burn, the top failing."""
+    """SLA compliance across teams (those the viewer may see): the heat-map, each tier's burn, the top failing; and
+    this month's top teams and jobs by cost."""
     page = slo_pages.executive(jobs, tiers, now=now, links=links, teams=teams)
+    today = now.date()
+    seen = sorted(jobs.teams_between(today - timedelta(days=slo_pages.HEAT_DAYS - 1), today))
+    shown = [team for team in seen if teams is None or team in teams]
+    costs = cost_page.top_costs(jobs, shown, now=now, prices=prices, links=links)
+    page = slo_pages.SloPage(page.title, page.body + "<h2>This month's top teams and jobs by cost</h2>" + costs)
     here = links("/executive")
     return View(page.title, page.body, ((here, "executive"),) if here else ())
 

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from jobsched.console import render, views
 from jobsched.console.actions import CONSOLE_ALIAS_PREFIX, team_of_alias
 from jobsched.console.changes_page import ChangeJobs
-from jobsched.console.slo_pages import SloJobs
 from jobsched.core.bounds import EARLIEST, LATEST
+from jobsched.core.prices import US_EAST_1, PriceTable
 from jobsched.core.slo import SloTiers
 from jobsched.watch.run_search import Cursor, SearchRefused, search_filter
 
@@ -122,6 +122,7 @@ class Platform:
     tiers: SloTiers = field(default_factory=SloTiers)
     default_topic: str | None = None
     roles: tuple[str, ...] = ()  # the roles runs act through (the targets role): their changes on team histories
+    prices: PriceTable = US_EAST_1  # the deployment's region's list prices: the executive view's cost
 
 
 def no_links(path: str) -> str | None:
@@ -129,7 +130,7 @@ def no_links(path: str) -> str | None:
     return None
 
 
-class WidgetJobs(views.ConsoleJobs, SloJobs, ChangeJobs, Protocol):
+class WidgetJobs(views.ConsoleJobs, views.ExecutiveJobs, ChangeJobs, Protocol):
     """What every view of the widget reads of the Jobs table."""
 
 
@@ -223,11 +224,13 @@ def _view(
 
 
 def _slo_view(
-    view: str, team: str, jobs: SloJobs, *, now: datetime, viewer: Viewer | None, platform: Platform
+    view: str, team: str, jobs: views.ExecutiveJobs, *, now: datetime, viewer: Viewer | None, platform: Platform
 ) -> views.View | None:
     if view == "executive":
         assert viewer is not None
-        return views.executive(jobs, platform.tiers, now=now, links=no_links, teams=viewer.teams)
+        return views.executive(
+            jobs, platform.tiers, now=now, links=no_links, teams=viewer.teams, prices=platform.prices
+        )
     if team:
         topic = platform.default_topic
         return views.team_slo(jobs, team, platform.tiers, now=now, links=no_links, default_topic=topic)
