@@ -18,7 +18,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from jobsched.core.messages import parse_work_message, work_message_of
 from jobsched.pipeline.worker import WorkerBatch
-from jobsched.watch.observability import make_logger, make_tracer, message_keys, run_message_handled
+from jobsched.watch.observability import (
+    make_logger,
+    make_tracer,
+    message_keys,
+    run_message_handled,
+    trace_annotations,
+)
 from jobsched.watch.signals import emit
 from jobsched.wiring import default_worker
 
@@ -34,7 +40,12 @@ def process_record(record: SQSRecord, batch: WorkerBatch) -> None:
     # Records run on pool threads at once: keys are per thread, cleared from the record that ran before.
     logger.thread_safe_clear_keys()
     logger.thread_safe_append_keys(**message_keys(message))
-    run_message_handled(logger, message, default_worker().process_any(message, batch))
+    # One X-Ray subsegment a record, annotated with the run's W3C trace (core.traces): X-Ray's search finds the
+    # worker's part of a run by it (annotation.jobsched_trace), beside what its target reported under traceparent.
+    with tracer.provider.in_subsegment(f"## {message.job}") as subsegment:
+        for name, value in trace_annotations(message).items():
+            subsegment.put_annotation(name, value)
+        run_message_handled(logger, message, default_worker().process_any(message, batch))
 
 
 @logger.inject_lambda_context

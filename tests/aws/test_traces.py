@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,17 @@ def test_every_critical_run_and_every_retry_is_sampled_and_a_tenth_of_the_rest()
     share = sum(sampled(run_id, 1, critical=False) for run_id in ids) / len(ids)
     assert 0.06 < share < 0.14, share
     assert sampled(ids[0], 1, critical=False) == sampled(ids[0], 1, critical=False)  # stable per run
+
+
+def test_the_workers_subsegment_is_annotated_with_the_runs_trace() -> None:
+    from jobsched.core.runs import RunMessage
+    from jobsched.core.tz import UTC
+    from jobsched.watch.observability import trace_annotations
+
+    at = datetime(2027, 1, 4, 10, tzinfo=UTC)
+    message = RunMessage.scheduled(job="ops/hook", team="ops", at=at, fire_at=at, spec_version=1)
+    assert trace_annotations(message) == {
+        "jobsched_trace": trace_id("ops/hook", "20270104T100000Z", "2027-01-04T10:00:00Z"),
+        "job": "ops/hook",
+        "run_id": "20270104T100000Z",
+    }

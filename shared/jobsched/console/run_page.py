@@ -92,7 +92,9 @@ def trace_view(run: Run, tasks: dict[str, TaskState], now: datetime, region: str
             f"<tr><td>{indent}{escape(span.name)}</td><td class=num>{took}</td>"
             f'<td><svg width="{WATERFALL_WIDTH}" height="12">{bar}</svg></td></tr>'
         )
-    return f"<h2>Trace {shown}</h2><table>{''.join(rows)}</table>"
+    search = escape(f'annotation.jobsched_trace = "{trace}"')
+    found = f'<p class="muted">The worker\'s part in X-Ray: {search}</p>'
+    return f"<h2>Trace {shown}</h2>{found}<table>{''.join(rows)}</table>"
 
 
 WATERFALL_WIDTH = 420

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger, Tracer
 
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage
+from jobsched.core.traces import trace_id
 from jobsched.watch.signals import NAMESPACE, emit
 
 if TYPE_CHECKING:
@@ -51,6 +52,18 @@ def make_logger(service: str) -> Logger:
 
 def make_tracer(service: str) -> Tracer:
     return Tracer(service=f"jobsched-{service}")
+
+
+def trace_annotations(message: Any) -> dict[str, str]:
+    """What a record's X-Ray subsegment is annotated with: the run's trace (``core.traces``), job and run id."""
+    job, run_id, scheduled_at = (getattr(message, name, None) for name in ("job", "run_id", "scheduled_at"))
+    if not (job and run_id and scheduled_at):
+        return {}
+    return {
+        "jobsched_trace": trace_id(str(job), str(run_id), str(scheduled_at)),
+        "job": str(job),
+        "run_id": str(run_id),
+    }
 
 
 def emit_run_outcome(
