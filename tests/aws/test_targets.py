@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 import boto3
@@ -352,3 +352,30 @@ def test_a_401_with_the_secret_unchanged_fails_without_a_second_request(
     run = run_one(stack, clock, target)
     assert run.status is RunStatus.FAILED and (run.error or "").startswith("HTTP 403")
     assert len(webhook.seen) == 1  # read again, the same value: not sent twice
+
+
+def test_every_target_type_is_metered_with_its_type(stack: Stack, clock: Clock, webhook: RecordingServer) -> None:
+    """#50: an attempt of each target type adds its usage to its job's item of the day, under its type (the
+    scheduler's share for each; a Lambda's own request besides; its GB-seconds when its log tail says them)."""
+    url = stack.sqs.create_queue(QueueName="metered-inbox", tags=OPS)["QueueUrl"]
+    events = boto3.client("events", region_name=REGION)
+    events.create_event_bus(Name="metered-bus", Tags=[{"Key": OWNER_TAG, "Value": "ops"}])
+    states = boto3.client("stepfunctions", region_name=REGION)
+    role = "arn:aws:iam::123456789012:role/sfn"
+    definition = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
+    machine = states.create_state_machine(name="metered", definition=definition, roleArn=role,
+                                          tags=[{"key": OWNER_TAG, "value": "ops"}])["stateMachineArn"]  # fmt: skip
+    targets = {
+        "sqs": {"type": "sqs", "queue_url": url},
+        "eventbridge": {"type": "eventbridge", "bus": "metered-bus", "source": "ops.jobs", "detail_type": "x"},
+        "http": {"type": "http", "url": webhook.url},
+        "stepfunctions": {"type": "stepfunctions", "state_machine_arn": machine},
+        "lambda": {"type": "lambda", "function": "echo"},
+    }
+    for kind, target in targets.items():
+        assert run_one(stack, clock, target, name=f"m-{kind}").status is RunStatus.SUCCEEDED
+    days = {day.job: day for day in stack.jobs.usage_between("ops", date(2027, 1, 1), date(2027, 1, 31))}
+    assert {job: day.target_type for job, day in days.items()} == {f"ops/m-{kind}": kind for kind in targets}
+    assert all(day.counters["runs"] == day.counters["attempts"] == 1 for day in days.values())
+    assert days["ops/m-lambda"].counters["target_function_requests"] == 1
+    assert "target_function_requests" not in days["ops/m-sqs"].counters
