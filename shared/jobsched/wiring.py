@@ -368,9 +368,8 @@ def console_platform() -> Platform:
     """What the SLO views need of the deployment: the tiers' objectives and the default escalation topic."""
     settings = Settings.from_env()
     roles = (settings.target_role_arn,) if settings.target_role_arn else ()
-    return Platform(
-        settings.slo_tiers, settings.escalation_topic_arn, roles, price_table(settings.region or US_EAST_1.region)
-    )
+    prices = price_table(settings.region or US_EAST_1.region)
+    return Platform(settings.slo_tiers, settings.escalation_topic_arn, roles, prices, settings.region)
 
 
 @warm

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jobsched.cli.harness import Harness, JobTest
-from jobsched.core.runs import RunStatus
+from jobsched.core.runs import RunStatus, instant_text
 from jobsched.core.traces import attempt_span_id, run_span_id, sampled, trace_id, xray_trace_id
 from jobsched.registry.jobfile import load_job_file
 from jobsched.watch.trace_spans import run_spans
@@ -116,3 +116,20 @@ def test_the_workers_subsegment_is_annotated_with_the_runs_trace() -> None:
         "job": "ops/hook",
         "run_id": "20270104T100000Z",
     }
+
+
+def test_the_run_page_links_the_trace_to_xray_where_the_region_is_known(stack: Stack, clock: Clock) -> None:
+    from infra.local.console import _links
+    from jobsched.console import views
+
+    run_id = stack.register_and_trigger({"name": "fn", "team": "ops", "target": {"type": "lambda", "function": "echo"}})
+    run = stack.runs.get("ops/fn", run_id)
+    assert run is not None
+    trace = trace_id("ops/fn", run_id, instant_text(run.scheduled_at))
+    linked = views.run(stack.jobs, stack.runs, "ops/fn", run_id, now=clock(), links=_links, region="eu-west-1").body
+    assert (
+        f"https://eu-west-1.console.aws.amazon.com/cloudwatch/home?region=eu-west-1#xray:traces/{xray_trace_id(trace)}"
+        in linked
+    )
+    plain = views.run(stack.jobs, stack.runs, "ops/fn", run_id, now=clock(), links=_links).body
+    assert "console.aws.amazon.com" not in plain and f"annotation.jobsched_trace = &quot;{trace}&quot;" in plain

@@ -217,7 +217,9 @@ def run(
     now: datetime,
     links: render.Links,
     controls: render.Controls | None = None,
+    region: str | None = None,
 ) -> View:
+    """A run's page (``region``: where its trace links to X-Ray's console, when the deployment's is known)."""
     stored = jobs.get(job_key, consistent=False)
     found = runs.get(job_key, run_id)
     if stored is None or found is None:
@@ -231,7 +233,7 @@ def run(
     waiting = waiting_approvals(stored.spec, tasks)
     acts = render.buttons(controls, render.run_buttons(found, dag=stored.spec.dag is not None, waiting=waiting))
     head = details.approvals_asked(stored.spec, waiting) + (f"<p>{acts}</p>" if acts else "")
-    body = run_page.run_view(found, tasks, graph, order, now)
+    body = run_page.run_view(found, tasks, graph, order, now, region)
     if graph is not None:
         after = {name: list(node.depends_on) for name, node in graph.items()}
         body += details.tasks_table(found, stored.spec, tasks, order, after)

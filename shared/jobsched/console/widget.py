@@ -123,6 +123,7 @@ class Platform:
     default_topic: str | None = None
     roles: tuple[str, ...] = ()  # the roles runs act through (the targets role): their changes on team histories
     prices: PriceTable = US_EAST_1  # the deployment's region's list prices: the executive view's cost
+    region: str | None = None  # the deployment's: a run's trace links to X-Ray's console there
 
 
 def no_links(path: str) -> str | None:
@@ -169,7 +170,11 @@ def render_widget(
         elif view in ("slo", "executive"):
             shown = _slo_view(view, team, jobs, now=now, viewer=viewer, platform=platform or Platform())
         else:
-            shown = _view(view, team, params, jobs, runs, now=now, span=(start, end), controls=controls, viewer=viewer)
+            region = (platform or Platform()).region
+            shown = _view(
+                view, team, params, jobs, runs, now=now, span=(start, end), controls=controls, viewer=viewer,
+                region=region,
+            )  # fmt: skip
     except views.NotFound as missing:
         return render.page("Not found", f"<p>{escape(str(missing))}</p>", standalone=False)
     except SearchRefused as refused:
@@ -190,6 +195,7 @@ def _view(
     span: tuple[datetime, datetime],
     controls: WidgetControls | None,
     viewer: Viewer | None,
+    region: str | None = None,
 ) -> views.View | None:
     """The page the parameters name; None when they name none."""
     key = f"{team}/{params['job']}" if team and params.get("job") else None
@@ -219,7 +225,8 @@ def _view(
     if view == "explain" and key and params.get("at"):
         return views.explain(jobs, runs, key, str(params["at"])[:40], now=now, links=no_links)
     if view == "run" and key and params.get("run_id"):
-        return views.run(jobs, runs, key, str(params["run_id"]), now=now, links=no_links, controls=controls)
+        run_id = str(params["run_id"])
+        return views.run(jobs, runs, key, run_id, now=now, links=no_links, controls=controls, region=region)
     return None
 
 
