@@ -6,69 +6,22 @@ Every check schemathesis has, through its CLI; and the error answers of the API 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.local.gateway import LocalGateway
-
-# Enough examples per operation that the fuzzing phase finds `depends_on: [{}]` (a TypeError, 502, before).
-EXAMPLES = 25
-
-
-def schemathesis(gateway: LocalGateway, cwd: Path, *options: str) -> str:
-    """The schemathesis CLI as a user runs it against the gateway; its summary, asserted free of failures."""
-    common: tuple[str, ...] = ("--max-examples", str(EXAMPLES), "--seed", "1", "--continue-on-failure", "--no-color")
-    # The instant range's pattern (years 1970-2199) beside format date-time makes the generator discard many
-    # strings before it finds one: slower, not wrong.
-    common += ("--suppress-health-check", "filter_too_much")
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("st")), "run", f"{gateway.url}/openapi.json", *options, *common],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=cwd,
-        timeout=600,
-    )
-    summary = result.stdout[result.stdout.find("SUMMARY") :]
-    print(summary)
-    assert result.returncode == 0, result.stdout[-6000:]
-    assert "0 failures" in summary or "No issues found" in summary or "passed" in summary, summary
-    return summary
+from tests.aws.fuzzing import schemathesis
 
 
 def test_schemathesis_with_every_check_finds_nothing(gateway: LocalGateway, tmp_path: Path) -> None:
     """Every phase (examples, coverage with its content-type and method probes, fuzzing, stateful) and every
     check: no 5xx, every status and body documented, schema-invalid requests refused, undeclared methods 405 with
-    the path's Allow, and schema-valid requests accepted."""
+    the path's Allow (schema-valid requests accepted: tests/aws/test_api_fuzz_acceptance.py, a module of its own so
+    that the two runs share the suite's workers)."""
     summary = schemathesis(gateway, tmp_path, "--checks", "all", "--exclude-checks", "positive_data_acceptance")
     assert re.search(r"Tested: (2[5-9]|[3-9]\d)", summary), summary  # every operation was reached
-    # Schema-valid requests accepted, on every operation but one: a job spec can be schema-valid and still refused
-    # for a cross-reference no JSON Schema can state (a DAG task's depends_on naming a task of the same DAG, a
-    # parked task's heartbeat of at least 2 minutes); those are 422 on the field, tested in tests/aws/test_api.py.
-    # So can a company calendar or window: the calendar's dates and freezes, a window's two forms (cron + duration, or
-    # start + end) are the job spec's own checks, and a change a job it reaches would break the policy with is 422
-    # whatever its schema (tests/aws/test_company_calendars.py).
-    schemathesis(
-        gateway,
-        tmp_path,
-        "--checks",
-        "positive_data_acceptance",
-        "--exclude-operation-id",
-        "putJob",
-        "--exclude-operation-id",
-        "putCompanyCalendar",
-        "--exclude-operation-id",
-        "putMaintenanceWindow",
-        # A budget's warnings must be below its hard threshold: one field against another.
-        "--exclude-operation-id",
-        "putTeamBudget",
-        "--phases",
-        "fuzzing",
-    )
 
 
 def test_the_error_answers_are_declared_on_every_operation(gateway: LocalGateway) -> None:
