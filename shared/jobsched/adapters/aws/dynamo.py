@@ -61,8 +61,10 @@ def batch_get(db: Any, table: str, keys: Sequence[dict[str, Any]], **options: An
 
 
 def is_conditional_failure(error: ClientError) -> bool:
+    """The write lost its race: its condition did not hold, or (a global table with multi-Region strong
+    consistency) another Region's concurrent write to the item won (``ReplicatedWriteConflictException``)."""
     code = error.response.get("Error", {}).get("Code", "")
-    if code == "ConditionalCheckFailedException":
+    if code in ("ConditionalCheckFailedException", "ReplicatedWriteConflictException"):
         return True
     if code == "TransactionCanceledException":
         reasons = error.response.get("CancellationReasons") or []
