@@ -109,6 +109,7 @@ def resume_stopped(jobs: StopJobs, stop_id: str, *, catchup: Catchup, principal:
     if stop.resumed_at is not None:
         raise StopAlreadyResumed(f"{stop_id} was resumed at {instant_text(stop.resumed_at)} by {stop.resumed_by}")
     done = []
+    company = CompanySettings.read(jobs)  # once for the whole stop, not once a job
     for key in stop.stopped:
         current = jobs.get(key)
         if current is None:
@@ -118,8 +119,9 @@ def resume_stopped(jobs: StopJobs, stop_id: str, *, catchup: Catchup, principal:
             done.append({"job": key, "outcome": "left: resumed or paused again since"})
             continue
         paused_at = current.paused_at or stop.at
-        resume_job(jobs, key, now=now, principal=principal)
-        done.append({"job": key, **_catch_up(jobs, current, catchup, paused_at=paused_at, now=now, who=principal)})
+        resume_job(jobs, key, now=now, principal=principal, company=company)
+        caught_up = _catch_up(jobs, current, catchup, company, paused_at=paused_at, now=now, who=principal)
+        done.append({"job": key, **caught_up})
     resumed = replace(stop, resumed_at=now, resumed_by=principal, catchup=catchup, resumed=tuple(done))
     if not jobs.resume_stop_once(resumed):
         raise StopAlreadyResumed(f"{stop_id} was resumed meanwhile")
@@ -127,10 +129,17 @@ def resume_stopped(jobs: StopJobs, stop_id: str, *, catchup: Catchup, principal:
 
 
 def _catch_up(
-    jobs: StopJobs, stored: StoredJob, catchup: Catchup, *, paused_at: datetime, now: datetime, who: str
+    jobs: StopJobs,
+    stored: StoredJob,
+    catchup: Catchup,
+    company: CompanySettings,
+    *,
+    paused_at: datetime,
+    now: datetime,
+    who: str,
 ) -> dict[str, str]:
     """What falls in the stop runs as a backfill: none of it, its latest instant, or all of it."""
-    compiled = schedule_of(stored, CompanySettings.read(jobs))
+    compiled = schedule_of(stored, company)
     if catchup == "none" or compiled is None:
         return {"outcome": "resumed", "catch_up": "none"}
     missed = list(itertools.islice(compiled.fires(paused_at, until=now), 10_001))

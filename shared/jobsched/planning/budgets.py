@@ -24,6 +24,7 @@ from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.planning.chargeback import chargeback
 from jobsched.ports import BudgetsPort, RegistryPort, UsagePort
 from jobsched.registry.jobs import pause_job, resume_job
+from jobsched.schedule.company import CompanySettings
 
 log = logging.getLogger(__name__)
 PRINCIPAL = "jobsched:budget"
@@ -120,6 +121,7 @@ class BudgetWatch:
     def resume(self, team: str, *, principal: str, now: datetime) -> list[str]:
         """Resume exactly the team's jobs a budget paused and that are still paused by it."""
         resumed = []
+        company = CompanySettings.read(self.jobs)  # once for every job it resumes
         for critical in (False, True):  # a job's own budget may have paused a critical job
             for job in self._team_jobs(team, critical=critical):
                 stored = self.jobs.get(job)
@@ -128,6 +130,6 @@ class BudgetWatch:
                     and stored.state == "PAUSED"
                     and (stored.paused_reason or "").startswith(REASON_PREFIX)
                 ):
-                    resume_job(self.jobs, job, now=now, principal=principal)
+                    resume_job(self.jobs, job, now=now, principal=principal, company=company)
                     resumed.append(job)
         return resumed

@@ -286,8 +286,11 @@ def pause_job(store: JobsPort, job: str, *, now: datetime, principal: str, reaso
     )
 
 
-def resume_job(store: JobsPort, job: str, *, now: datetime, principal: str) -> StoredJob:
-    """Instants that fell while paused are not run: pausing means not running."""
+def resume_job(
+    store: JobsPort, job: str, *, now: datetime, principal: str, company: CompanySettings | None = None
+) -> StoredJob:
+    """Instants that fell while paused are not run: pausing means not running. ``company``: the company's calendars
+    and windows when the caller resumes many jobs (read once); read here otherwise."""
     current = _existing(store, job)
     if current.state == "ACTIVE":
         return current
@@ -298,7 +301,7 @@ def resume_job(store: JobsPort, job: str, *, now: datetime, principal: str) -> S
         principal=principal,
         reason=None,
         cursor=now,
-        next_visit_at=next_fire(current, now, CompanySettings.read(store)),
+        next_visit_at=next_fire(current, now, company or CompanySettings.read(store)),
     )
 
 
