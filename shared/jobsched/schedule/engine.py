@@ -671,6 +671,10 @@ def schedule_cost_problem(
             points.append(_as_utc(windows.blackout.start))
     started = monotonic()
     try:
+        recurring = schedule.end_at is None and not isinstance(compiled.expression, AtExpression)
+        if recurring and not compiled.next_fires(_as_utc(now), 1):
+            # Decided by steps, not by the clock: each look-up would walk the whole horizon for nothing.
+            return f"no instant fires within {DEFAULT_HORIZON.days} days: all its candidate instants are excluded"
         for point in sorted(points):
             compiled.next_fires(point, 1)
             if monotonic() - started > deadline_seconds:
