@@ -25,6 +25,7 @@ from jobsched.ports import (
     StopsPort,
     TaskRunsPort,
     TriggerStorePort,
+    UsagePort,
 )
 
 
@@ -36,6 +37,7 @@ class JobStore(
     SloLedgerPort,
     DrillsPort,
     StopsPort,
+    UsagePort,
     Protocol,
 ):
     """Every port the Jobs table's adapters serve, and the history the API pages through."""

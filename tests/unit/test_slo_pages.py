@@ -28,20 +28,20 @@ def seeded() -> MemoryJobs:
     for back in range(14):
         day = TODAY - timedelta(days=back)
         for _ in range(50):
-            jobs.count_run("payments", "critical", day, RunCount())
+            jobs.count_run("payments", "critical", day, RunCount(), job="payments/settle")
         jobs.note_team_day("payments", day)
         for _ in range(100):
-            jobs.count_run("data", "important", day, RunCount())
+            jobs.count_run("data", "important", day, RunCount(), job="data/sync")
         jobs.note_team_day("data", day)
     bad_day = date(2027, 1, 12)
     for _ in range(20):
-        jobs.count_run("data", "critical", bad_day, RunCount())
-    jobs.count_run("data", "critical", bad_day, RunCount(bad=1), job="ledger-close")
-    jobs.count_run("data", "critical", bad_day, RunCount(ended=0, judged=1, stale=1), job="daily-load")
+        jobs.count_run("data", "critical", bad_day, RunCount(), job="data/ledger-close")
+    jobs.count_run("data", "critical", bad_day, RunCount(bad=1), job="data/ledger-close")
+    jobs.count_run("data", "critical", bad_day, RunCount(ended=0, judged=1, stale=1), job="data/daily-load")
     for _ in range(90):
-        jobs.count_run("web", "best-effort", TODAY, RunCount())
+        jobs.count_run("web", "best-effort", TODAY, RunCount(), job="web/rebuild")
     for _ in range(10):
-        jobs.count_run("web", "best-effort", TODAY, RunCount(bad=1), job="rebuild")
+        jobs.count_run("web", "best-effort", TODAY, RunCount(bad=1), job="web/rebuild")
     jobs.note_team_day("web", TODAY)
     return jobs
 

@@ -31,7 +31,7 @@ from jobsched.core.runs import (
     parse_instant,
     truncate,
 )
-from jobsched.core.slo import SloDay
+from jobsched.core.slo import RunCount, SloDay
 from jobsched.core.spec import JobSpec
 from jobsched.core.usage import COUNTERS
 from jobsched.ports import UsageDay
@@ -294,6 +294,41 @@ def audit_values(
 
 
 SLO_COUNTERS = ("ended", "bad", "late", "with_deadline", "past_deadline", "judged", "stale")  # a ledger item's counters
+
+
+def job_day_adds(counters: dict[str, float], count: RunCount | None) -> dict[str, float]:
+    """What one write adds to a job's item of the day (``JobsKeys.USAGE_PREFIX``): an attempt's usage counters
+    and, at a run's end, its SLO counts, so a run's end is one write, not one for the ledger and one for usage."""
+    added = {name: float(value) for name, value in counters.items() if name in COUNTERS and value}
+    if count is not None:
+        added |= {name: float(getattr(count, name)) for name in SLO_COUNTERS if getattr(count, name)}
+    return added
+
+
+def slo_days_of(job_days: Iterable[dict[str, Any]], ledger_days: Iterable[dict[str, Any]], tier: str) -> list[SloDay]:
+    """A team's SLO days of ``tier``: the sum of its jobs' items of each day under that tier (the tier a job's item
+    was last written with), with ``ledger_days``, the items of the one-item-a-tier-a-day layout before #51 (read
+    until their window has passed, so an upgrade loses no count)."""
+    totals: dict[date, dict[str, int]] = {}
+    bad_by_job: dict[date, dict[str, int]] = {}
+    for item in job_days:
+        if str(item.get("tier") or "") != tier or not any(name in item for name in SLO_COUNTERS):
+            continue  # usage only (an attempt whose run has not ended): not an SLO event
+        day = date.fromisoformat(str(item[JobsKeys.SK]).removeprefix(JobsKeys.USAGE_PREFIX).split("#", 1)[0])
+        counts = totals.setdefault(day, dict.fromkeys(SLO_COUNTERS, 0))
+        for name in SLO_COUNTERS:
+            counts[name] += int(float(str(item.get(name, 0))))
+        spent = int(float(str(item.get("bad", 0)))) + int(float(str(item.get("stale", 0))))
+        if spent:
+            name = str(item["job"]).split("/", 1)[-1]
+            bad_by_job.setdefault(day, {})[name] = bad_by_job.get(day, {}).get(name, 0) + spent
+    for legacy in map(slo_day_of, ledger_days):
+        counts = totals.setdefault(legacy.day, dict.fromkeys(SLO_COUNTERS, 0))
+        for name in SLO_COUNTERS:
+            counts[name] += getattr(legacy, name)
+        for name, spent in legacy.bad_by_job.items():
+            bad_by_job.setdefault(legacy.day, {})[name] = bad_by_job.get(legacy.day, {}).get(name, 0) + spent
+    return [SloDay(day, bad_by_job=bad_by_job.get(day, {}), **totals[day]) for day in sorted(totals)]
 
 
 def slo_day_of(values: dict[str, object]) -> SloDay:

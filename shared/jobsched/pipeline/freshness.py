@@ -93,7 +93,7 @@ class FreshnessKeeper:
             if judgement.counted:
                 count = FRESHNESS_STALE if judgement.stale else FRESHNESS_JUDGED
                 day = (current.check_at or now).date()
-                self.jobs.count_run(spec.team, spec.tier, day, count, job=spec.name if judgement.stale else None)
+                self.jobs.count_run(spec.team, spec.tier, day, count, job=spec.key)
                 self.jobs.note_team_day(spec.team, day)
                 emit("TierRunsEnded", 1, tier=spec.tier, outcome="bad" if judgement.stale else "good")
             self._announce(spec, policy, current, judgement, now)

@@ -1,5 +1,6 @@
 """The SLO ledger's subscriber to the lifecycle: each run that ends adds to its team's ledger for its tier and
-day (``core.slo``), and is counted on ``TierRunsEnded{tier, outcome}``, which the tiers' burn-rate alarms read.
+day (``core.slo``: its job's item of the day, with the ending attempt's usage in the same write, ``pipeline.usage``),
+and is counted on ``TierRunsEnded{tier, outcome}``, which the tiers' burn-rate alarms read.
 
 A cancelled or skipped run is not counted. A FAILED, TIMED_OUT or MISSED run is bad; a run that started later
 than its tier's start lateness is late; a run with a deadline that finished past it is past its deadline.
@@ -23,6 +24,7 @@ from jobsched.core.runs import RunStatus
 from jobsched.core.slo import DEFAULT_TIER, RunCount, SloTiers, Tier
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.lifecycle import Change, StateChange
+from jobsched.pipeline.usage import take_held, write_usage
 from jobsched.ports import JobsPort, SloLedgerPort
 from jobsched.watch.signals import emit
 
@@ -89,14 +91,20 @@ class SloLedger:
 
     def __call__(self, change: StateChange) -> None:
         run = change.run
-        if change.change is not Change.FINISHED or change.task is not None or run is None:
+        if change.task is not None or run is None or change.change not in (Change.FINISHED, Change.RETRYING):
             return
-        if run.status in NOT_COUNTED:
+        held = take_held(run.job, run.run_id)  # the attempt's usage, written with the end (``pipeline.usage``)
+        if change.change is Change.RETRYING or run.status in NOT_COUNTED:
+            if held is not None:
+                write_usage(held)
             return
         terms = self.terms_of(run.job)
         count = run_count(run, self.tiers, terms)
         day = (run.finished_at or run.scheduled_at).date()
-        self.jobs.count_run(run.team, terms.tier, day, count, job=run.job.split("/", 1)[1] if count.bad else None)
+        if held is not None:
+            write_usage(held, count=count, day=day)
+        else:
+            self.jobs.count_run(run.team, terms.tier, day, count, job=run.job)
         if (run.team, day) not in self._noted:  # once per team, day and process: the executive view's rows
             self.jobs.note_team_day(run.team, day)
             self._noted.add((run.team, day))

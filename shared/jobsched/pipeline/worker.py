@@ -42,7 +42,7 @@ from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.outside import OutsideEnds
 from jobsched.pipeline.recording import Records
 from jobsched.pipeline.run_ends import ENDED, RunEnds
-from jobsched.pipeline.usage import UsageMeter
+from jobsched.pipeline.usage import UsageMeter, flush_held
 from jobsched.pipeline.waiting import Met, Waits, WaitSignal
 from jobsched.ports import (
     ContainersPort,
@@ -126,7 +126,7 @@ class Worker:
         """What records an attempt's usage of ``target`` (None: this deployment keeps none)."""
         if self.usage is None:
             return None
-        meter = UsageMeter(self.usage, self.clock)
+        meter = UsageMeter(self.usage, self.clock, hold_for_end=True)  # ``process`` writes what is left held
         return lambda context, result: meter.attempt(spec, target, context, result)
 
     @property
@@ -219,6 +219,12 @@ class Worker:
     def process(self, message: RunMessage, batch: WorkerBatch | None = None) -> Outcome:
         """Handle one delivery. The message can always be deleted afterwards: one that must wait has been
         sent again with a delay."""
+        try:
+            return self._delivery(message, batch)
+        finally:
+            flush_held()  # an attempt's usage its run's end did not take (``pipeline.usage``)
+
+    def _delivery(self, message: RunMessage, batch: WorkerBatch | None) -> Outcome:
         now = self.clock()
         fire_at = parse_instant(message.fire_at)
         # Eventually consistent (half the read cost): a version read a moment stale is caught by the checks

@@ -27,9 +27,13 @@ class BudgetsPort(Protocol):
 
 
 class SloLedgerPort(Protocol):
-    """A team's SLO ledger: one item a tier a day (``core.slo``), added to by each ended run."""
+    """A team's SLO ledger (``core.slo``): each ended run adds to its job's item of the day (the usage item: one
+    write with the attempt's usage), a tier's day is the sum of the team's jobs under that tier."""
 
-    def count_run(self, team: str, tier: str, day: date, count: RunCount, *, job: str | None = None) -> None: ...
+    def count_run(self, team: str, tier: str, day: date, count: RunCount, *, job: str) -> None:
+        """Add ``count`` to ``job``'s (``team/name``) item of ``day``, under ``tier``."""
+        ...
+
     def slo_days(self, team: str, tier: str, first: date, last: date) -> list[SloDay]: ...
     def note_team_day(self, team: str, day: date) -> None:
         """``team`` had counted events on ``day`` (idempotent)."""
@@ -55,8 +59,19 @@ class UsagePort(Protocol):
     """Usage counters, one item per team, job and day (``core.usage``): added to, read a team's range at a time."""
 
     def add_usage(
-        self, team: str, job: str, day: date, counters: dict[str, float], *, tier: str, target_type: str
-    ) -> None: ...
+        self,
+        team: str,
+        job: str,
+        day: date,
+        counters: dict[str, float],
+        *,
+        tier: str,
+        target_type: str | None = None,
+        count: RunCount | None = None,
+    ) -> None:
+        """Add ``counters`` (and a run's end, ``count``, for its SLO ledger: one write) to the job's day item."""
+        ...
+
     def usage_between(self, team: str, first: date, last: date) -> list[UsageDay]:
         """Every job's days from ``first`` to ``last`` (inclusive)."""
         ...

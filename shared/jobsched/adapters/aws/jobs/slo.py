@@ -1,6 +1,8 @@
-"""A team's SLO ledger on the Jobs table: one item per team, tier and UTC day (``JobsKeys.slo_day``) whose counters
-each ended run adds to in one UpdateItem (ADD), and a counter per job with bad runs that day. A budget reads at
-most the window's items of one tier, by key range: never the runs."""
+"""A team's SLO ledger on the Jobs table: each ended run (and freshness judgement) adds its counts to its job's
+item of the day (``aws.jobs.usage``, with the attempt's usage: one write); a tier's day is the sum of the team's
+job items of that day under the tier, read by key range (a window's days of the team's jobs: never the runs).
+Items of the layout before #51 (one a tier a day, ``JobsKeys.slo_day``) are still read until their window has
+passed. The teams with counted events on each day are kept apart (the executive view's rows)."""
 
 from __future__ import annotations
 
@@ -8,36 +10,19 @@ from datetime import date, timedelta
 from typing import Any
 
 from jobsched.adapters.aws.dynamo import every_item, to_values
-from jobsched.adapters.aws.jobs.table import JobsTable
-from jobsched.adapters.items import SLO_COUNTERS as COUNTERS
-from jobsched.adapters.items import slo_day_of
+from jobsched.adapters.aws.jobs.usage import UsageStore
+from jobsched.adapters.items import slo_days_of
 from jobsched.core.names import JobsKeys
 from jobsched.core.slo import MAX_WINDOW_DAYS, RunCount, SloDay
 
 
-class SloLedgerStore(JobsTable):
-    def count_run(self, team: str, tier: str, day: date, count: RunCount, *, job: str | None = None) -> None:
-        names = {f"#{name}": name for name in COUNTERS}
-        values: dict[str, object] = {f":{name}": getattr(count, name) for name in COUNTERS}
-        adds = [f"#{name} :{name}" for name in COUNTERS]
-        if job is not None and count.spent:
-            names["#job"] = JobsKeys.SLO_JOB_PREFIX + job
-            adds.append("#job :spent")
-            values[":spent"] = count.spent
-        expires = day + timedelta(days=MAX_WINDOW_DAYS + 1)
-        names["#ttl"] = JobsKeys.TTL
-        values[":ttl"] = _epoch(expires)
-        self.db.update_item(
-            TableName=self.table,
-            Key=self._key(JobsKeys.TEAM_PREFIX + team, JobsKeys.slo_day(tier, day)),
-            UpdateExpression="ADD " + ", ".join(adds) + " SET #ttl = :ttl",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=to_values(values),
-        )
+class SloLedgerStore(UsageStore):
+    def count_run(self, team: str, tier: str, day: date, count: RunCount, *, job: str) -> None:
+        self.add_usage(team, job, day, {}, tier=tier, count=count)
 
     def slo_days(self, team: str, tier: str, first: date, last: date) -> list[SloDay]:
-        found = self._days(JobsKeys.TEAM_PREFIX + team, JobsKeys.slo_day(tier, first), JobsKeys.slo_day(tier, last))
-        return [slo_day_of(values) for values in found]
+        ledger = self._days(JobsKeys.TEAM_PREFIX + team, JobsKeys.slo_day(tier, first), JobsKeys.slo_day(tier, last))
+        return slo_days_of(self._job_days(team, first, last), ledger, tier)
 
     def _days(self, pk: str, first: str, last: str) -> list[dict[str, Any]]:
         """A ledger partition's items from sort key ``first`` to ``last`` (a window's days: bounded)."""
