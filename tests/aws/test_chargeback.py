@@ -65,3 +65,38 @@ def test_each_attempt_is_metered_and_the_month_is_priced(
     printed = CliRunner().invoke(cli, ["cost", "ops", "--month", "2027-01", "--by", "target"])
     assert printed.exit_code == 0, printed.output
     assert printed.output.startswith("ops 2027-01: $") and "lambda" in printed.output and "15" in printed.output
+
+
+def test_a_runs_end_writes_its_usage_and_its_slo_count_in_one_write(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#51: the ending attempt's usage waits for the run's end and goes with its SLO count, one write a run; an
+    attempt that retries writes its usage alone (its run has not ended), so nothing is counted twice or lost."""
+    stack.subscribe_as_deployed()  # the SLO ledger, as deployed
+    writes: list[tuple[str, bool]] = []
+    real_add = type(stack.jobs).add_usage
+
+    def add_usage(self: Any, team: str, job: str, day: date, counters: dict[str, float], **rest: Any) -> None:
+        writes.append((job, rest.get("count") is not None))
+        real_add(self, team, job, day, counters, **rest)
+
+    monkeypatch.setattr(type(stack.jobs), "add_usage", add_usage)
+
+    def flaky(event: dict[str, Any]) -> Any:
+        if event["jobsched"]["attempt"] == 1:
+            raise RuntimeError("first attempts fail")
+        return {"ok": True}
+
+    stack.lambdas.functions["flaky"] = flaky
+    clock.set("2027-01-04T08:59:30Z")
+    stack.register(every_minute("sync", "ops", "echo"))
+    stack.register(every_minute("flaky", "ops", "flaky"))
+    stack.minutes(3)
+    clock.advance(timedelta(seconds=20))
+    stack.pump()
+    assert writes.count(("ops/sync", True)) == 3 and ("ops/sync", False) not in writes  # one write a run
+    assert writes.count(("ops/flaky", False)) == 3 and writes.count(("ops/flaky", True)) == 3  # retry, then end
+    days = {day.job: day for day in stack.jobs.usage_between("ops", date(2027, 1, 4), date(2027, 1, 4))}
+    assert days["ops/sync"].counters["runs"] == 3 and days["ops/flaky"].counters["attempts"] == 6
+    (slo_day,) = stack.jobs.slo_days("ops", "important", date(2027, 1, 4), date(2027, 1, 4))
+    assert slo_day.ended == 6 and slo_day.bad == 0
