@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from jobsched.adapters.aws.dynamo import to_item
+from jobsched.adapters.items import job_state_values
 from jobsched.core.records import StoredJob
 from jobsched.core.spec import JobSpec
 from tests.aws.harness import Clock, Stack
@@ -25,8 +27,8 @@ def test_a_tick_over_10000_registered_jobs_with_10_due_examines_about_10_items(s
         stored = StoredJob(spec, 1, "ACTIVE", now, now, "bulk-load")
         # Ten due at 09:00 today; the rest tomorrow (idle, but registered and active).
         next_fire = now + timedelta(minutes=1) if index % 1000 == 0 else now + timedelta(days=1, minutes=1)
-        items.append(stack.jobs._spec_item(stored))
-        items.append(stack.jobs._state_item(spec.key, 1, now, next_fire))
+        items.append(to_item(stored.to_values()))
+        items.append(to_item(job_state_values(spec.key, 1, now, next_fire)))
     for start in range(0, len(items), 25):
         stack.dynamodb.batch_write_item(
             RequestItems={stack.jobs_table: [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]}

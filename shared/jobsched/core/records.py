@@ -220,7 +220,12 @@ class DueEntry:
     next_visit_at: datetime
     cursor: datetime
     spec_version: int
-    sk: str = JobsKeys.STATE  # STATE for a job's schedule, BACKFILL#id for an active backfill
+    sk: str = JobsKeys.STATE  # STATE for a job's schedule, BACKFILL#id for an active backfill, SPEC for a change
+
+    @property
+    def pending_change(self) -> bool:
+        """A change of the job's spec left unfinished (``JobsPort.settle_change``), not the job's schedule."""
+        return self.sk == JobsKeys.SPEC
 
     @property
     def backfill_id(self) -> str | None:

@@ -87,6 +87,7 @@ class TickReport:
     job_errors: int = 0  # jobs left due after an error (tried again next tick)
     quarantined: int = 0  # jobs paused because their schedule costs more than its budget
     deferred: int = 0  # due jobs left for the next tick because this one ran out of time
+    changes_settled: int = 0  # spec changes a crash left half written, finished by this tick
     lateness_seconds: list[float] = field(default_factory=list)  # how late each sent instant already was
     # (job, team, run ids) per job whose instants went out: the handler logs them, so a run's logs begin here
     sent: list[tuple[str, str, list[str]]] = field(default_factory=list)
@@ -122,6 +123,7 @@ class TickReport:
             "retries_woken": self.retries_woken,
             "quarantined": self.quarantined,
             "job_errors": self.job_errors,
+            "changes_settled": self.changes_settled,
             "deferred": self.deferred,
             "max_send_lateness_s": max(lateness, default=0.0),
             "median_send_lateness_s": statistics.median(lateness) if lateness else 0.0,
@@ -171,7 +173,11 @@ class Dispatcher:
             shards = pool.map(lambda shard: list(self.jobs.due(shard, now + self.due_window)), mine)
             entries = [entry for shard in shards for entry in shard]
         backfills = [entry for entry in entries if entry.backfill_id]
-        entries = [entry for entry in entries if not entry.backfill_id]
+        changes = [entry for entry in entries if entry.pending_change]
+        entries = [entry for entry in entries if not entry.backfill_id and not entry.pending_change]
+        for entry in changes:  # a spec change a crash left half written: finished before its job is planned
+            if self._isolated(entry.job, now, report, partial(self.jobs.settle_change, entry.job)):
+                report.changes_settled += 1
         report.due_jobs = len(entries)
         plans = self._with_audit_waits(self._plan_all(entries, now, report))
         unsent = self._send(plans, report)

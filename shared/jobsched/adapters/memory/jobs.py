@@ -165,6 +165,9 @@ class MemoryJobs(
 
     # ---------------------------------------------------------------------- dispatch state
 
+    def settle_change(self, job: str) -> bool:
+        return False  # its writes leave no change pending: nothing to finish
+
     def due(self, shard: int, until: datetime) -> Iterator[DueEntry]:
         for values in self.table.query_index(JobsKeys.DUE_INDEX, shard, instant_text(until)):
             yield DueEntry(

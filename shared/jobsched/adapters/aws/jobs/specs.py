@@ -1,66 +1,133 @@
-"""Specs and their audit trail: create, replace, pause/resume, delete, each in one transaction
-with its audit record and the STATE item it implies."""
+"""Specs and their audit trail: create, replace, pause/resume, delete, each a saga of single-item conditional writes
+(#51: a table with multi-Region strong consistency has no transactions).
+
+A change commits with one conditional write of the SPEC item (its version: one writer wins), which also records
+what is left to do (``PendingChange``: the STATE item it implies, its audit entry) and puts the SPEC item on the
+due index a minute ahead. Then, each idempotent and conditional so that no older change undoes a newer one:
+1. the STATE item (cursor, spec version, due entry; a delete removes it),
+2. the audit entry (its key fixed in the pending change),
+3. the SPEC item's pending change removed (a delete removes the item, a tombstone until then).
+A crash after the commit leaves the change pending on the SPEC item: the next change of the job finishes it first,
+and the dispatcher, reading it from the due index after a minute, finishes it (``settle_change``). Until then a
+deleted job reads as absent, and the dispatcher skips a job whose STATE lags its spec's version, as it always did
+while a change was being written.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from jobsched.adapters.aws.dynamo import batch_get, from_item, is_conditional_failure, to_item, to_values
+from jobsched.adapters.aws.dynamo import (
+    batch_get,
+    from_item,
+    is_conditional_failure,
+    to_item,
+    to_values,
+    update_if,
+)
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.adapters.items import audit_values, jobs_snapshot
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import AuditEntry, JobExists, JobsSnapshot, JobState, StoredJob
+from jobsched.core.records import AuditEntry, JobExists, JobsSnapshot, JobState, StoredJob, VersionConflict, due_shard
+from jobsched.core.runs import instant_text, parse_instant
 from jobsched.core.spec import JobSpec
 
 CONSOLE_REQUEST_KEPT = timedelta(days=2)  # CloudTrail delivers within minutes; a day of outage still fits
 CONSOLE_CONFIRM_LOOKBACK = 100  # the job's newest entries searched for the request's
+CHANGE_GRACE = timedelta(minutes=1)  # a change left pending longer is the dispatcher's to finish
+PENDING = "pending_change"  # the SPEC item's attribute holding its unfinished change
+DELETING = "deleting"  # a SPEC item whose delete is under way: the job reads as absent
+
+
+@dataclass(frozen=True)
+class PendingChange:
+    """What a committed change of a job's spec still has to write (see the module's docstring)."""
+
+    version: int  # the spec version the change made (a delete: the version its audit entry has)
+    cursor: datetime
+    next_visit_at: datetime | None  # None: off the due index (paused, nothing left to fire, deleted)
+    audit: dict[str, Any]
+    delete: bool = False
+
+    def to_text(self) -> str:
+        return json.dumps(
+            {
+                "version": self.version,
+                "cursor": instant_text(self.cursor),
+                "next_visit_at": instant_text(self.next_visit_at) if self.next_visit_at else None,
+                "audit": self.audit,
+                "delete": self.delete,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_text(cls, text: str) -> PendingChange:
+        values = json.loads(text)
+        visit = values["next_visit_at"]
+        return cls(
+            int(values["version"]),
+            parse_instant(values["cursor"]),
+            parse_instant(visit) if visit else None,
+            values["audit"],
+            bool(values["delete"]),
+        )
+
+
+def live(values: dict[str, Any]) -> StoredJob | None:
+    """A SPEC item as the job it holds; None for a job being deleted."""
+    return None if values.get(DELETING) else StoredJob.from_values(values)
 
 
 class SpecsStore(JobsTable):
+    after_change_step: Callable[[str], None] | None = None  # tests stop a change between two of its writes
+
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None:
         response = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=consistent)
         item = response.get("Item")
-        return StoredJob.from_values(from_item(item)) if item else None
+        return live(from_item(item)) if item else None
 
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]:
         """Spec items for up to any number of jobs."""
         # Eventually consistent: the dispatcher compares versions with the due entry and skips a mismatch.
         keys = [self._key(job, JobsKeys.SPEC) for job in jobs]
-        stored = (
-            StoredJob.from_values(values) for values in batch_get(self.db, self.table, keys, ConsistentRead=False)
-        )
-        return {job.key: job for job in stored}
+        found = (live(values) for values in batch_get(self.db, self.table, keys, ConsistentRead=False))
+        return {stored.key: stored for stored in found if stored is not None}
 
     def snapshot(self, jobs: list[str]) -> JobsSnapshot:
         """Specs and STATE items in one BatchGetItem (eventually consistent: see ``JobsSnapshot``)."""
         keys = [self._key(job, sk) for job in dict.fromkeys(jobs) for sk in (JobsKeys.SPEC, JobsKeys.STATE)]
-        return jobs_snapshot(batch_get(self.db, self.table, keys, ConsistentRead=False))
+        items = batch_get(self.db, self.table, keys, ConsistentRead=False)
+        return jobs_snapshot(values for values in items if not values.get(DELETING))
 
     def create(
         self, spec: JobSpec, *, now: datetime, principal: str, next_visit_at: datetime | None, cursor: datetime
     ) -> StoredJob:
         stored = StoredJob(spec, 1, "ACTIVE", now, now, principal)
-        try:
-            self.db.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": self._spec_item(stored),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {"Put": {"TableName": self.table, "Item": self._state_item(spec.key, 1, cursor, next_visit_at)}},
-                    self._audit(spec.key, 1, now, principal, "create", spec),
-                ]
-            )
-        except ClientError as error:
-            if is_conditional_failure(error):
-                raise JobExists(spec.key) from None
-            raise
+        change = PendingChange(1, cursor, next_visit_at, audit_values(spec.key, 1, now, principal, "create", spec))
+        for _ in range(2):  # a second time after finishing the delete of an earlier job of that name
+            try:
+                self.db.put_item(
+                    TableName=self.table,
+                    Item=self._committed(stored.to_values(), change, now),
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+                break
+            except ClientError as error:
+                if not is_conditional_failure(error) or not self._finish_delete_first(spec.key):
+                    if is_conditional_failure(error):
+                        raise JobExists(spec.key) from None
+                    raise
+        else:
+            raise JobExists(spec.key)
+        self._step("commit")
+        self._settle(spec.key, change)
         return stored
 
     def replace(
@@ -78,14 +145,8 @@ class SpecsStore(JobsTable):
         """New spec at version + 1, conditional on ``current.version``; dispatch restarts at ``cursor``.
         ``action``/``reason``: how the history names the change (a rollback says which version it restored)."""
         stored = current.changed_to(spec, now=now, principal=principal)
-        self._transact_versioned(
-            current,
-            [
-                {"Put": self._versioned_put(stored, current.version)},
-                {"Update": self._state_update(spec.key, stored, cursor, next_visit_at)},
-                self._audit(spec.key, stored.version, now, principal, action, spec, reason),
-            ],
-        )
+        audit = audit_values(spec.key, stored.version, now, principal, action, spec, reason=reason)
+        self._change(current, stored.to_values(), PendingChange(stored.version, cursor, next_visit_at, audit), now)
         return stored
 
     def set_state(
@@ -102,40 +163,132 @@ class SpecsStore(JobsTable):
         """Pause (leaves the due index) or resume (re-enters it at ``cursor``)."""
         paused = state == "PAUSED"
         stored = current.in_state(state, now=now, principal=principal, reason=reason)
-        self._transact_versioned(
-            current,
-            [
-                {"Put": self._versioned_put(stored, current.version)},
-                {"Update": self._state_update(current.key, stored, cursor, None if paused else next_visit_at)},
-                self._audit(
-                    current.key,
-                    stored.version,
-                    now,
-                    principal,
-                    "pause" if paused else "resume",
-                    None,  # the spec did not change
-                    reason,
-                ),
-            ],
-        )
+        action = "pause" if paused else "resume"  # the spec did not change
+        audit = audit_values(current.key, stored.version, now, principal, action, None, reason=reason)
+        visit = None if paused else next_visit_at
+        self._change(current, stored.to_values(), PendingChange(stored.version, cursor, visit, audit), now)
         return stored
 
     def delete(self, current: StoredJob, *, now: datetime, principal: str) -> None:
-        self._transact_versioned(
-            current,
-            [
-                {
-                    "Delete": {
-                        "TableName": self.table,
-                        "Key": self._key(current.key, JobsKeys.SPEC),
-                        "ConditionExpression": "version = :v",
-                        "ExpressionAttributeValues": to_values({":v": current.version}),
-                    }
-                },
-                {"Delete": {"TableName": self.table, "Key": self._key(current.key, JobsKeys.STATE)}},
-                self._audit(current.key, current.version + 1, now, principal, "delete", None),
-            ],
+        version = current.version + 1
+        audit = audit_values(current.key, version, now, principal, "delete", None)
+        tombstone = current.to_values() | {DELETING: True}
+        self._change(current, tombstone, PendingChange(version, now, None, audit, delete=True), now)
+
+    def settle_change(self, job: str) -> bool:
+        """Finish the job's pending change, if it has one (the dispatcher, after ``CHANGE_GRACE``)."""
+        item = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=True).get(
+            "Item"
         )
+        text = from_item(item).get(PENDING) if item else None
+        if not text:
+            return False
+        self._settle(job, PendingChange.from_text(str(text)))
+        return True
+
+    # ------------------------------------------------------------------------------ the saga
+
+    def _committed(self, values: dict[str, Any], change: PendingChange, now: datetime) -> dict[str, Any]:
+        """The SPEC item that commits ``change``: on the due index (one minute ahead) until it is finished."""
+        return to_item(
+            {k: v for k, v in values.items() if v is not None}
+            | {
+                PENDING: change.to_text(),
+                JobsKeys.DUE_SHARD: due_shard(str(values[JobsKeys.PK])),
+                JobsKeys.NEXT_VISIT_AT: instant_text(now + CHANGE_GRACE),
+                "cursor": instant_text(change.cursor),
+                "spec_version": change.version,
+            }
+        )
+
+    def _change(self, current: StoredJob, values: dict[str, Any], change: PendingChange, now: datetime) -> None:
+        """Commit ``change`` over ``current`` (its version), finishing an earlier pending change first."""
+        for _ in range(2):
+            try:
+                self.db.put_item(
+                    TableName=self.table,
+                    Item=self._committed(values, change, now),
+                    ConditionExpression=(
+                        "version = :v AND attribute_not_exists(#pending) AND attribute_not_exists(#deleting)"
+                    ),
+                    ExpressionAttributeNames={"#pending": PENDING, "#deleting": DELETING},
+                    ExpressionAttributeValues=to_values({":v": current.version}),
+                )
+                break
+            except ClientError as error:
+                if not is_conditional_failure(error):
+                    raise
+                # At its version but with a change of its own unfinished (a crash): finish that one, then ours.
+                stored = self.get(current.key)
+                if stored is None or stored.version != current.version or not self.settle_change(current.key):
+                    raise VersionConflict(f"{current.key} is no longer at version {current.version}") from None
+        else:
+            raise VersionConflict(f"{current.key} is no longer at version {current.version}")
+        self._step("commit")
+        self._settle(current.key, change)
+
+    def _finish_delete_first(self, job: str) -> bool:
+        """A create found the name taken: True if by a job whose delete was left unfinished (now finished)."""
+        item = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=True).get(
+            "Item"
+        )
+        return item is not None and bool(from_item(item).get(DELETING)) and self.settle_change(job)
+
+    def _settle(self, job: str, change: PendingChange) -> None:
+        self._settle_state(job, change)
+        self._step("state")
+        self.db.put_item(TableName=self.table, Item=to_item(change.audit))  # idempotent: its key is fixed
+        self._step("audit")
+        self._settle_spec(job, change)
+
+    def _settle_state(self, job: str, change: PendingChange) -> None:
+        """The STATE item as of ``change``, unless a newer change wrote it already."""
+        key = self._key(job, JobsKeys.STATE)
+        if change.delete:
+            try:
+                self.db.delete_item(
+                    TableName=self.table,
+                    Key=key,
+                    ConditionExpression="attribute_not_exists(pk) OR spec_version < :v",
+                    ExpressionAttributeValues=to_values({":v": change.version}),
+                )
+            except ClientError as error:
+                if not is_conditional_failure(error):
+                    raise
+            return
+        update = self._state_update(job, change.version, change.cursor, change.next_visit_at)
+        update_if(
+            self.db,
+            **update,
+            ConditionExpression="attribute_not_exists(spec_version) OR spec_version < :v",
+        )
+
+    def _settle_spec(self, job: str, change: PendingChange) -> None:
+        """The SPEC item without its pending change (and off the due index); a delete's tombstone removed."""
+        key = self._key(job, JobsKeys.SPEC)
+        condition = {
+            "ConditionExpression": "#pending = :change",
+            "ExpressionAttributeValues": to_values({":change": change.to_text()}),
+        }
+        names = {"#pending": PENDING}
+        try:
+            if change.delete:
+                self.db.delete_item(TableName=self.table, Key=key, ExpressionAttributeNames=names, **condition)
+            else:
+                self.db.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="REMOVE #pending, due_shard, next_fire_at, #cursor, spec_version",
+                    ExpressionAttributeNames=names | {"#cursor": "cursor"},
+                    **condition,
+                )
+        except ClientError as error:
+            if not is_conditional_failure(error):  # finished already, by us or by the dispatcher
+                raise
+
+    def _step(self, name: str) -> None:
+        if self.after_change_step is not None:
+            self.after_change_step(name)
 
     def team_page(self, team: str, *, limit: int, after_name: str | None) -> tuple[list[str], str | None]:
         """Job keys of ``team`` in name order, ``limit`` at a time; the second value continues the listing."""
