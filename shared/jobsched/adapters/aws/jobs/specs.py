@@ -126,7 +126,7 @@ class SpecsStore(JobsTable):
                     raise
         else:
             raise JobExists(spec.key)
-        self._step("commit")
+        self._change_step("commit")
         self._settle(spec.key, change)
         return stored
 
@@ -224,7 +224,7 @@ class SpecsStore(JobsTable):
                     raise VersionConflict(f"{current.key} is no longer at version {current.version}") from None
         else:
             raise VersionConflict(f"{current.key} is no longer at version {current.version}")
-        self._step("commit")
+        self._change_step("commit")
         self._settle(current.key, change)
 
     def _finish_delete_first(self, job: str) -> bool:
@@ -236,9 +236,9 @@ class SpecsStore(JobsTable):
 
     def _settle(self, job: str, change: PendingChange) -> None:
         self._settle_state(job, change)
-        self._step("state")
+        self._change_step("state")
         self.db.put_item(TableName=self.table, Item=to_item(change.audit))  # idempotent: its key is fixed
-        self._step("audit")
+        self._change_step("audit")
         self._settle_spec(job, change)
 
     def _settle_state(self, job: str, change: PendingChange) -> None:
@@ -286,7 +286,7 @@ class SpecsStore(JobsTable):
             if not is_conditional_failure(error):  # finished already, by us or by the dispatcher
                 raise
 
-    def _step(self, name: str) -> None:
+    def _change_step(self, name: str) -> None:
         if self.after_change_step is not None:
             self.after_change_step(name)
 
