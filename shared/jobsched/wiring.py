@@ -18,6 +18,7 @@ from jobsched.adapters.aws.logs import InsightsLogs
 from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.ownership import AwsTagReader, TeamSessions
 from jobsched.adapters.aws.queues import EscalationQueue, PageQueue, WorkQueues
+from jobsched.adapters.aws.retention import ExpiredItems
 from jobsched.adapters.aws.rotation import Step, rotate
 from jobsched.adapters.aws.rules import TriggerRules
 from jobsched.adapters.aws.run_events import RunEvents
@@ -58,6 +59,7 @@ from jobsched.tenancy.ownership import OwnershipGuard
 from jobsched.warm import forget_all, warm
 from jobsched.watch.heartbeat import HeartbeatChecker
 from jobsched.watch.observability import wait_ended
+from jobsched.watch.retention import Sweeper
 from jobsched.watch.signals import emit
 
 
@@ -277,6 +279,7 @@ def default_heartbeat() -> HeartbeatChecker:
         ending_worker(),
         freshness=FreshnessKeeper(jobs, alerts.publish).check,
         budgets=lambda now: len(watch.check_all(now)) if watch.due(now) else 0,
+        sweep=lambda now: Sweeper(ExpiredItems(settings.jobs_table, settings.runs_table)).sweep(now).deleted,
     )
 
 

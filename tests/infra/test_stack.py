@@ -42,7 +42,7 @@ def test_tables_match_the_one_definition(dev: Template) -> None:
         assert props["BillingMode"] == "PAY_PER_REQUEST"
         assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
         assert props["SSESpecification"]["SSEEnabled"] is True and props["SSESpecification"]["SSEType"] == "KMS"
-        assert props["TimeToLiveSpecification"] == {"AttributeName": definition.ttl_attribute, "Enabled": True}
+        assert "TimeToLiveSpecification" not in props  # #51: the sweeper keeps retention (watch.retention)
 
 
 def test_prod_retains_and_protects_tables_and_has_no_examples(dev: Template, prod: Template) -> None:

@@ -251,6 +251,8 @@ class TableDefinition:
     partition_key: tuple[str, Literal["S", "N"]]
     sort_key: tuple[str, Literal["S", "N"]]
     indexes: tuple[IndexDefinition, ...] = field(default_factory=tuple)
+    # None on the hot tables (#51): a table with multi-Region strong consistency has no TTL; items past their
+    # ``expires_at`` are deleted by the sweeper (``watch.retention``).
     ttl_attribute: str | None = None
 
     def create_table_kwargs(self, table_name: str) -> dict[str, Any]:
@@ -307,7 +309,6 @@ JOBS_TABLE = TableDefinition(
         # Jobs with a freshness policy whose next judgement is due (the heartbeat checker reads only these).
         IndexDefinition(JobsKeys.FRESHNESS_INDEX, (JobsKeys.FRESH_SHARD, "N"), (JobsKeys.FRESH_CHECK_AT, "S")),
     ),
-    ttl_attribute=JobsKeys.TTL,
 )
 
 RUNS_TABLE = TableDefinition(
@@ -324,7 +325,6 @@ RUNS_TABLE = TableDefinition(
         # Runs of a team waiting for max_running, oldest first: a run that ends wakes the next one.
         IndexDefinition(RunsKeys.SLOT_WAIT_INDEX, (RunsKeys.SLOT_WAIT_TEAM, "S"), (RunsKeys.SLOT_WAIT_SINCE, "S")),
     ),
-    ttl_attribute=RunsKeys.TTL,
 )
 
 

@@ -391,6 +391,7 @@ def heartbeat_checker(
     *,
     freshness: Callable[[datetime], int] | None = None,
     budgets: Callable[[datetime], int] | None = None,
+    sweep: Callable[[datetime], int] | None = None,
 ) -> HeartbeatChecker:
     """The heartbeat checker with the worker's collaborators: lost attempts are timed out by the worker's
     rules, parked DAG tasks kept alive by its DAG runner; with ``freshness``, jobs' freshness judged when due."""
@@ -402,4 +403,5 @@ def heartbeat_checker(
         heartbeat_parked=lambda task: worker.dags.ends.heartbeat_parked(task),
         freshness=freshness,
         budgets=budgets,
+        sweep=sweep,
     )

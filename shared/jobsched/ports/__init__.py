@@ -65,6 +65,12 @@ from jobsched.ports.operations import (
     DrillsPort as DrillsPort,
 )
 from jobsched.ports.operations import (
+    ExpiredItemsPort as ExpiredItemsPort,
+)
+from jobsched.ports.operations import (
+    ExpiredPage as ExpiredPage,
+)
+from jobsched.ports.operations import (
     SloLedgerPort as SloLedgerPort,
 )
 from jobsched.ports.operations import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
 from jobsched.core.slo import RunCount, SloDay
@@ -118,3 +118,30 @@ class DeadLettersPort(Protocol):
     def release(self, queue: str, letters: Sequence[DeadLetter]) -> None:
         """Visible again at once."""
         ...
+
+
+@dataclass(frozen=True)
+class ExpiredPage:
+    """One page of a sweep pass over a table: the keys of items whose expiry has passed, how many items the page
+    read, and where the pass goes on (None: the pass has read the whole table)."""
+
+    keys: list[dict[str, Any]]
+    scanned: int
+    cursor: str | None
+
+
+class ExpiredItemsPort(Protocol):
+    """Retention without TTL (#51: a table with multi-Region strong consistency has none): the hot tables read a
+    page at a time for items whose ``expires_at`` has passed, deleted only while it still has."""
+
+    def tables(self) -> tuple[str, ...]:
+        """The tables swept, by logical name."""
+        ...
+
+    def expired_page(self, table: str, *, cursor: str | None, now: datetime, limit: int) -> ExpiredPage: ...
+    def delete_expired(self, table: str, keys: Sequence[dict[str, Any]], *, now: datetime) -> int:
+        """Delete each item whose expiry is still past (one conditional write each); returns how many went."""
+        ...
+
+    def sweep_cursor(self, table: str) -> str | None: ...
+    def save_sweep_cursor(self, table: str, cursor: str | None) -> None: ...

@@ -33,6 +33,7 @@ class CheckReport:
     overdue_jobs: int = 0  # due instants the dispatcher has not handled (it is stalled or failing)
     stale_jobs: int = 0  # freshness judgements that found a job stale
     budget_crossings: int = 0  # budget thresholds crossed (paged; a hard one paused jobs)
+    swept: int = 0  # expired items deleted (``watch.retention``: the hot tables keep no TTL)
     outcomes: list[str] = field(default_factory=list)
 
     def metrics(self) -> dict[str, float]:
@@ -57,6 +58,7 @@ class CheckReport:
             "parked_heartbeats": self.parked_heartbeats,
             "stale_jobs": self.stale_jobs,
             "budget_crossings": self.budget_crossings,
+            "swept": self.swept,
         }
 
 
@@ -71,24 +73,13 @@ class HeartbeatChecker:
     freshness: Callable[[datetime], int] | None = None
     # Checks the teams' budgets when due (every 15 minutes), returns the thresholds crossed (``planning.budgets``).
     budgets: Callable[[datetime], int] | None = None
+    # Deletes a bounded page of expired items from the hot tables (``watch.retention``), returns how many.
+    sweep: Callable[[datetime], int] | None = None
 
     def check(self, now: datetime) -> CheckReport:
         report = CheckReport()
         for shard in range(LEASE_SHARDS):
-            for run in self.runs.expired_leases(shard, now):
-                if isinstance(run, ParkedTask):
-                    report.parked_heartbeats += int(self.heartbeat_parked(run))
-                    continue
-                report.expired += 1
-                try:
-                    outcome = self.time_out(run)
-                except StaleAttempt:
-                    continue  # a result or heartbeat arrived meanwhile: the fencing decided
-                report.outcomes.append(outcome.action)
-                if outcome.action == "retrying":
-                    report.retried += 1
-                elif outcome.action == "failed":
-                    report.timed_out += 1
+            self._expired_leases(shard, now, report)
             for run in self.runs.past_deadline(shard, now):
                 report.deadline_misses += self._deadline_missed(run, now)
         report.overdue_jobs = self._watch_dispatcher(now)
@@ -96,7 +87,25 @@ class HeartbeatChecker:
             report.stale_jobs = self.freshness(now)
         if self.budgets is not None:
             report.budget_crossings = self.budgets(now)
+        if self.sweep is not None:
+            report.swept = self.sweep(now)
         return report
+
+    def _expired_leases(self, shard: int, now: datetime, report: CheckReport) -> None:
+        for run in self.runs.expired_leases(shard, now):
+            if isinstance(run, ParkedTask):
+                report.parked_heartbeats += int(self.heartbeat_parked(run))
+                continue
+            report.expired += 1
+            try:
+                outcome = self.time_out(run)
+            except StaleAttempt:
+                continue  # a result or heartbeat arrived meanwhile: the fencing decided
+            report.outcomes.append(outcome.action)
+            if outcome.action == "retrying":
+                report.retried += 1
+            elif outcome.action == "failed":
+                report.timed_out += 1
 
     def _deadline_missed(self, run: Run, now: datetime) -> int:
         stored = self.jobs.get(run.job, consistent=False)
