@@ -9,6 +9,7 @@ is stored in the second case. Reads return copies, so no caller can change a sto
 from __future__ import annotations
 
 import contextlib
+import bisect
 import copy
 import math
 import threading
@@ -54,7 +55,9 @@ class MemoryTable:
         self._indexes: dict[str, dict[Any, dict[Key, str]]] = {
             index.name: defaultdict(dict) for index in self.definition.indexes
         }
-        self._partitions: dict[str, set[str]] = defaultdict(set)
+        # Each partition's sort keys in order: a range is found by bisection, as DynamoDB's B-tree finds it, so a
+        # partition's history costs a read nothing (#51: cost and speed independent of history).
+        self._partitions: dict[str, list[str]] = defaultdict(list)
 
     # ------------------------------------------------------------------------------ reads
 
@@ -76,11 +79,10 @@ class MemoryTable:
     def partition(self, pk: str, *, first: str | None = None, last: str | None = None) -> list[Item]:
         """A partition's items in sort-key order, optionally between two sort keys (inclusive)."""
         with self._lock:
-            keys = sorted(
-                sk
-                for sk in self._partitions.get(pk, ())
-                if (first is None or sk >= first) and (last is None or sk <= last)
-            )
+            ordered = self._partitions.get(pk, [])
+            low = 0 if first is None else bisect.bisect_left(ordered, first)
+            high = len(ordered) if last is None else bisect.bisect_right(ordered, last)
+            keys = ordered[low:high]
             found = [copy.deepcopy(self.items[(pk, sk)]) for sk in keys]
             self.capacity.reads += 1
             self.capacity.read_units += max(1, math.ceil(sum(item_size(item) for item in found) / 4096)) / 2
@@ -159,10 +161,14 @@ class MemoryTable:
                 self.capacity.write_units += 1
         if after is None:
             self.items.pop(key, None)
-            self._partitions[key[0]].discard(key[1])
+            ordered = self._partitions[key[0]]
+            at = bisect.bisect_left(ordered, key[1])
+            if at < len(ordered) and ordered[at] == key[1]:
+                del ordered[at]
         else:
+            if key not in self.items:
+                bisect.insort(self._partitions[key[0]], key[1])
             self.items[key] = after
-            self._partitions[key[0]].add(key[1])
 
     def _count_read(self, item: Item | None, consistent: bool) -> None:
         self.capacity.reads += 1
