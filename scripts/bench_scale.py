@@ -37,8 +37,11 @@ from jobsched.core.limits import TeamLimits
 from jobsched.core.names import WORKER_BATCH
 from jobsched.core.records import RunContext, TargetResult
 from jobsched.core.runs import RunMessage, parse_instant
+from jobsched.core.slo import SloTiers
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher
+from jobsched.pipeline.lifecycle import announced
+from jobsched.pipeline.slo_ledger import SloLedger
 from jobsched.pipeline.worker import Worker
 from jobsched.planning.scale_model import AwsLimits, Calibration, Deployment, simulate
 from jobsched.schedule.company import NO_COMPANY
@@ -87,7 +90,8 @@ def counts(jobs: MemoryJobs, runs: MemoryRuns, queues: MemoryWorkQueues) -> tupl
 
 
 def calibrate_pipeline(jobs_count: int) -> dict[str, float]:
-    """Daily jobs at 00:00 spread over teams: one dispatcher tick plans them all, then the worker runs each."""
+    """Daily jobs at 00:00 spread over teams: one dispatcher tick plans them all, then the worker runs each (with
+    the run's end metered as deployed: its usage and SLO count in one write)."""
     clock = VirtualClock("2027-01-04T23:00:00Z")
     jobs = MemoryJobs(team_defaults=TeamLimits(max_running=100_000, max_jobs=100_000))
     runs, queues, escalations = MemoryRuns(), MemoryWorkQueues(clock), MemoryEscalations()
@@ -116,7 +120,9 @@ def calibrate_pipeline(jobs_count: int) -> dict[str, float]:
     dispatch_cpu = time.process_time() - started
     after = counts(jobs, runs, queues)
     assert report.messages_sent == jobs_count, report
-    worker = Worker(jobs, runs, queues, escalations, InstantTargets(), clock)
+    # As deployed: each attempt's usage and each ended run's SLO count, one write at the run's end (#51).
+    ledger = announced(runs, SloLedger(jobs, SloTiers()))
+    worker = Worker(jobs, ledger, queues, escalations, InstantTargets(), clock, usage=jobs)
     clock.now = parse_instant("2027-01-05T00:00:00Z")
     messages = queues.receive("normal", limit=jobs_count, now=clock())
     started = time.process_time()

@@ -17,7 +17,9 @@ def test_finished_runs_past_their_retention_are_swept_and_the_job_stays(stack: S
     stack.register(job("long", run_retention="30d"))
     stack.minutes(3)
     assert len(stack.run_list("payments/short")) == 3 and len(stack.run_list("payments/long")) == 3
-    sweeper = Sweeper(ExpiredItems(stack.jobs_table, stack.runs_table, stack.dynamodb), pages=1, page_items=4)
+    sweeper = Sweeper(
+        ExpiredItems(stack.jobs_table, stack.runs_table, stack.dynamodb), pages=1, page_items=4, pass_every=timedelta(0)
+    )
     checker = heartbeat_checker(stack.runs, stack.worker, sweep=lambda now: sweeper.sweep(now).deleted)
     clock.advance(timedelta(days=2))
     swept = 0

@@ -13,7 +13,7 @@ from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.adapters.memory.retention import MemoryExpiredItems
 from jobsched.core.names import JobsKeys, RunsKeys
 from jobsched.core.runs import parse_instant
-from jobsched.ports import ExpiredItemsPort
+from jobsched.ports import ExpiredItemsPort, SweepState
 from jobsched.watch.retention import Sweeper
 from tests.contract.conftest import Stores
 from tests.contract.test_slo_ledger_port import put_raw
@@ -50,7 +50,7 @@ def test_a_sweep_deletes_expired_items_of_both_tables_and_nothing_else(stores: S
     put_raw(stores, "data/load", "BATCHED#new", {JobsKeys.TTL: FUTURE})
     put_raw(stores, "data/load", "AUDIT#kept", {})  # no expiry: kept
     store = expired_items(stores)
-    sweeper = Sweeper(store, pages=1, page_items=7)
+    sweeper = Sweeper(store, pages=1, page_items=7, pass_every=timedelta(0))
     first = sweeper.sweep(NOW)
     assert first.scanned == 3 + 7 and first.passes_ended == ["Jobs"]  # bounded: a page of 7 a table
     total = first.deleted
@@ -74,8 +74,19 @@ def test_an_item_whose_expiry_moved_on_is_not_deleted(stores: Stores) -> None:
 
 def test_where_a_pass_has_got_to_is_kept(stores: Stores) -> None:
     store = expired_items(stores)
-    assert store.sweep_cursor("Runs") is None
-    store.save_sweep_cursor("Runs", '{"job": "a", "run_id": "b"}')
-    assert store.sweep_cursor("Runs") == '{"job": "a", "run_id": "b"}'
-    store.save_sweep_cursor("Runs", None)
-    assert store.sweep_cursor("Runs") is None
+    assert store.sweep_state("Runs") == SweepState()
+    kept = SweepState('{"job": "a", "run_id": "b"}', NOW)
+    store.save_sweep_state("Runs", kept)
+    assert store.sweep_state("Runs") == kept
+    store.save_sweep_state("Runs", SweepState(None, NOW))
+    assert store.sweep_state("Runs") == SweepState(None, NOW)
+
+
+def test_a_new_pass_starts_a_pass_interval_after_the_last(stores: Stores) -> None:
+    put_run(stores, "20270001", PAST)
+    store = expired_items(stores)
+    sweeper = Sweeper(store, pages=1, page_items=100, pass_every=timedelta(days=7))
+    assert sweeper.sweep(NOW).deleted == 1
+    put_run(stores, "20270002", PAST)
+    assert sweeper.sweep(NOW + timedelta(days=6)).scanned == 0  # between passes: nothing read
+    assert sweeper.sweep(NOW + timedelta(days=7)).deleted == 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from jobsched.core.names import JobsKeys, RunsKeys
+from jobsched.core.names import SWEEP, JobsKeys, RunsKeys
 from jobsched.core.records import (
     JobsSnapshot,
     SlotsTaken,
@@ -34,7 +34,7 @@ from jobsched.core.runs import (
 from jobsched.core.slo import RunCount, SloDay
 from jobsched.core.spec import JobSpec
 from jobsched.core.usage import COUNTERS
-from jobsched.ports import UsageDay
+from jobsched.ports import SweepState, UsageDay
 
 
 def task_partition(job: str, run_id: str) -> str:
@@ -353,3 +353,18 @@ def usage_day(item: dict[str, Any]) -> UsageDay:
         target_type=str(item.get("target_type") or ""),
         counters={name: float(str(item[name])) for name in COUNTERS if name in item},
     )
+
+
+def sweep_state_values(table: str, state: SweepState) -> dict[str, Any]:
+    """A table's sweep state item (``watch.retention``) on the Jobs table: pk ``SWEEP``, sk the table."""
+    values: dict[str, Any] = {JobsKeys.PK: SWEEP, JobsKeys.SK: table}
+    if state.cursor:
+        values["cursor"] = state.cursor
+    if state.next_pass_at is not None:
+        values["next_pass_at"] = instant_text(state.next_pass_at)
+    return values
+
+
+def sweep_state_of(values: dict[str, Any]) -> SweepState:
+    cursor, next_pass = values.get("cursor"), values.get("next_pass_at")
+    return SweepState(str(cursor) if cursor else None, parse_instant(str(next_pass)) if next_pass else None)

@@ -30,6 +30,7 @@ MAX_DUE_SHARDS = 1024
 MAX_DISPATCHERS = 64  # parallel dispatcher invocations per tick (CDK context ``dispatchers``)
 MAX_WORK_QUEUES = 16  # work queues per priority class, each with its own event source (CDK ``work_queues``)
 LEASE_SHARDS = 4
+SWEEP = "SWEEP"  # the Jobs table's partition of the sweeper's state, an item a table (watch.retention)
 
 
 def due_shard_count(environ: dict[str, str] | None = None) -> int:

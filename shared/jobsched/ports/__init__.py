@@ -77,6 +77,9 @@ from jobsched.ports.operations import (
     StopsPort as StopsPort,
 )
 from jobsched.ports.operations import (
+    SweepState as SweepState,
+)
+from jobsched.ports.operations import (
     UsageDay as UsageDay,
 )
 from jobsched.ports.operations import (

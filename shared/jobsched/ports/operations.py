@@ -130,6 +130,14 @@ class ExpiredPage:
     cursor: str | None
 
 
+@dataclass(frozen=True)
+class SweepState:
+    """Where a table's sweep pass has got to (None: between passes), and when the next pass may start."""
+
+    cursor: str | None = None
+    next_pass_at: datetime | None = None
+
+
 class ExpiredItemsPort(Protocol):
     """Retention without TTL (#51: a table with multi-Region strong consistency has none): the hot tables read a
     page at a time for items whose ``expires_at`` has passed, deleted only while it still has."""
@@ -143,5 +151,5 @@ class ExpiredItemsPort(Protocol):
         """Delete each item whose expiry is still past (one conditional write each); returns how many went."""
         ...
 
-    def sweep_cursor(self, table: str) -> str | None: ...
-    def save_sweep_cursor(self, table: str, cursor: str | None) -> None: ...
+    def sweep_state(self, table: str) -> SweepState: ...
+    def save_sweep_state(self, table: str, state: SweepState) -> None: ...

@@ -14,10 +14,9 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.clients import client
 from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, to_item, to_values
-from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, JobsKeys, TableDefinition
-from jobsched.ports import ExpiredPage
-
-SWEEP = "SWEEP"
+from jobsched.adapters.items import sweep_state_of, sweep_state_values
+from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, SWEEP, JobsKeys, TableDefinition
+from jobsched.ports import ExpiredPage, SweepState
 
 
 class ExpiredItems:
@@ -75,15 +74,11 @@ class ExpiredItems:
                     raise
         return deleted
 
-    def sweep_cursor(self, table: str) -> str | None:
+    def sweep_state(self, table: str) -> SweepState:
         item = self.db.get_item(
             TableName=self._jobs_table, Key=to_item({JobsKeys.PK: SWEEP, JobsKeys.SK: table}), ConsistentRead=True
         ).get("Item")
-        cursor = from_item(item).get("cursor") if item else None
-        return str(cursor) if cursor else None
+        return sweep_state_of(from_item(item) if item else {})
 
-    def save_sweep_cursor(self, table: str, cursor: str | None) -> None:
-        values: dict[str, Any] = {JobsKeys.PK: SWEEP, JobsKeys.SK: table}
-        if cursor:
-            values["cursor"] = cursor
-        self.db.put_item(TableName=self._jobs_table, Item=to_item(values))
+    def save_sweep_state(self, table: str, state: SweepState) -> None:
+        self.db.put_item(TableName=self._jobs_table, Item=to_item(sweep_state_values(table, state)))

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from jobsched.adapters.items import sweep_state_of, sweep_state_values
 from jobsched.adapters.memory.table import MemoryTable
-from jobsched.core.names import JobsKeys
-from jobsched.ports import ExpiredPage
-
-SWEEP = "SWEEP"
+from jobsched.core.names import SWEEP, JobsKeys
+from jobsched.ports import ExpiredPage, SweepState
 
 
 class MemoryExpiredItems:
@@ -44,15 +43,11 @@ class MemoryExpiredItems:
                     deleted += 1
         return deleted
 
-    def sweep_cursor(self, table: str) -> str | None:
-        item = self._jobs.get(SWEEP, table)
-        return str(item["cursor"]) if item and item.get("cursor") else None
+    def sweep_state(self, table: str) -> SweepState:
+        return sweep_state_of(self._jobs.get(SWEEP, table) or {})
 
-    def save_sweep_cursor(self, table: str, cursor: str | None) -> None:
-        item: dict[str, Any] = {JobsKeys.PK: SWEEP, JobsKeys.SK: table}
-        if cursor:
-            item["cursor"] = cursor
-        self._jobs.put(item)
+    def save_sweep_state(self, table: str, state: SweepState) -> None:
+        self._jobs.put(sweep_state_values(table, state))
 
 
 def _expired(item: dict[str, Any] | None, now: int) -> bool:

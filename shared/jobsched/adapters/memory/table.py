@@ -8,8 +8,8 @@ is stored in the second case. Reads return copies, so no caller can change a sto
 
 from __future__ import annotations
 
-import contextlib
 import bisect
+import contextlib
 import copy
 import math
 import threading
