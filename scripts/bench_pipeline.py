@@ -51,6 +51,8 @@ from boto3.dynamodb.types import TypeDeserializer
 from moto import mock_aws
 
 from infra.local.examples import EXAMPLE_BUCKET, EXAMPLE_INVENTORY_ROWS, put_example_inventory
+from jobsched.adapters.aws.dynamo import every_item, to_item
+from jobsched.adapters.aws.retention import ExpiredItems
 from jobsched.core.names import (
     JOBS_TABLE,
     OWNER_TAG,
@@ -61,10 +63,12 @@ from jobsched.core.names import (
     TableDefinition,
 )
 from jobsched.core.prices import US_EAST_1
+from jobsched.watch.retention import PASS_EVERY, Sweeper
 from scripts.idle_cost import report as idle_cost_report
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
 ROOT = Path(__file__).resolve().parents[1]
+RUN_RETENTION = timedelta(days=30)  # a job's default run_retention
 PIPELINE_EXAMPLE = "examples/jobs/cost-cleanup.yaml"  # checks, data between tasks, a map, an approval
 # Priced from the one table the chargeback uses (jobsched.core.prices): a benchmark figure and a team's bill agree.
 PRICE_WRITE_UNIT = US_EAST_1.write_unit
@@ -298,6 +302,7 @@ class Scenario:
     dispatcher_compute_seconds: float = 0.0
     messages_delivered: int = 0
     dispatcher_calls: int = 0
+    retention: tuple[float, float] = (0.0, 0.0)  # write and read units a run, to delete it once kept
 
 
 def run_scenario(
@@ -334,7 +339,31 @@ def run_scenario(
         scenario.worker_compute_seconds += (time.process_time() - began) - (meter.aws_cpu_seconds - moto_before)
         scenario.messages_delivered += len(outcomes)
     scenario.runs = len(lambdas.calls)
+    scenario.retention = retention_per_run(stack, clock, meter, scenario.runs)
     return scenario, meter
+
+
+def retention_per_run(stack: Stack, clock: Clock, meter: Meter, runs: int) -> tuple[float, float]:
+    """What deleting the scenario's runs costs once their retention has passed (#51: no TTL, the sweeper): the
+    delete write units measured (the sweeper run over the tables, every write metered), and the read units of the
+    passes that read a run while it is kept (each pass reads it once: its size's units, modelled, since a Scan's
+    bill is the size of the items it reads before its filter, which its answer does not tell)."""
+    with meter.paused():
+        items = list(every_item(stack.dynamodb, "scan", TableName=stack.runs_table))
+    run_bytes = sum(item_size(to_item(values)) for values in items) / max(1, len(items))
+    counted = (Counter(meter.write_units), Counter(meter.write_units_by_item), dict(meter.read_units))
+    clock.advance(RUN_RETENTION + timedelta(days=1))
+    expired = ExpiredItems(stack.jobs_table, stack.runs_table, stack.dynamodb)
+    with meter.paused():
+        deleted = Sweeper(expired, pages=1000, pass_every=timedelta(0)).sweep(clock()).deleted
+    assert deleted >= runs, (deleted, runs)
+    runs_table = f"{RUNS_TABLE.logical_name} table"
+    delete_units = (meter.write_units[runs_table] - counted[0][runs_table]) / deleted
+    # The sweeper's own writes are not the scenario's: its counters as they were.
+    meter.write_units, meter.write_units_by_item = counted[0], counted[1]
+    meter.read_units = defaultdict(float, counted[2])
+    passes = RUN_RETENTION / PASS_EVERY
+    return delete_units, passes * run_bytes / 4096 * 0.5
 
 
 def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, float]:
@@ -363,9 +392,11 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, floa
         concurrency=DISPATCHER_IO_CONCURRENCY,
     )
     dispatcher_gb_s = dispatcher_seconds / runs * DISPATCHER_MEMORY_GB
+    retention_writes, retention_reads = scenario.retention
     costs = {
         "dynamodb writes": writes * PRICE_WRITE_UNIT,
         "dynamodb reads": reads * PRICE_READ_UNIT,
+        "dynamodb retention (sweeper)": retention_writes * PRICE_WRITE_UNIT + retention_reads * PRICE_READ_UNIT,
         "sqs requests": sqs_requests * PRICE_SQS_REQUEST,
         "worker lambda": worker_invocations * PRICE_LAMBDA_REQUEST + worker_gb_s * PRICE_GB_SECOND,
         "dispatcher lambda": dispatcher_invocations * PRICE_LAMBDA_REQUEST + dispatcher_gb_s * PRICE_GB_SECOND,
@@ -380,6 +411,10 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, floa
         for kind, units in sorted(meter.write_units_by_item.items())
     ]
     lines.append(
+        f"  retention/run: {retention_writes:.3f} write units (its delete), {retention_reads:.3f} read units (the "
+        f"sweeper's passes while it is kept {RUN_RETENTION.days} days, one every {PASS_EVERY.days} days)"
+    )
+    lines.append(
         f"  lambda invocations/run: worker {worker_invocations:.3f}, dispatcher {dispatcher_invocations:.4f}, target 1"
     )
     record_cpu_ms = scenario.worker_compute_seconds / records * 1000
@@ -392,8 +427,9 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, floa
     lines += [f"  $/million runs {key:32s} {value * 1e6:7.3f}" for key, value in costs.items()]
     total = sum(costs.values()) * 1e6
     lines.append(f"  $/million runs {'TOTAL':32s} {total:7.3f}")
+    writes, reads = writes + retention_writes, reads + retention_reads
     provisioned = (writes * PROVISIONED_WRITE_UNIT + reads * PROVISIONED_READ_UNIT) * 1e6
-    on_demand = (costs["dynamodb writes"] + costs["dynamodb reads"]) * 1e6
+    on_demand = (costs["dynamodb writes"] + costs["dynamodb reads"] + costs["dynamodb retention (sweeper)"]) * 1e6
     lines.append(
         f"  (with provisioned DynamoDB at {PROVISIONED_UTILIZATION:.0%} utilization: "
         f"{total - on_demand + provisioned:.3f} $/million runs)"
@@ -484,9 +520,11 @@ def container_scenario(runs: int) -> list[str]:
     # A batch of ten runs concurrently: its invocation lasts about one record's time (its calls and 10 ms of
     # compute), shared by the ten runs.
     worker_s = (sum(per_run.values()) * AWS_CALL_SECONDS + 0.010) / ESM_BATCH
+    retention_writes, retention_reads = retention_per_run(stack, clock, meter, ended)
     costs = {
         "dynamodb writes": writes * PRICE_WRITE_UNIT,
         "dynamodb reads": reads * PRICE_READ_UNIT,
+        "dynamodb retention (sweeper)": retention_writes * PRICE_WRITE_UNIT + retention_reads * PRICE_READ_UNIT,
         "sqs requests (work queue, intake)": sqs * PRICE_SQS_REQUEST,
         "worker lambda": PRICE_LAMBDA_REQUEST / ESM_BATCH + worker_s * WORKER_MEMORY_GB * PRICE_GB_SECOND,
         "events lambda (the state change)": PRICE_LAMBDA_REQUEST / INTAKE_BATCH
