@@ -513,6 +513,7 @@ def container_scenario(runs: int) -> list[str]:
                     {"jobsched": {"job": "", "trigger": CONTAINER_TRIGGER}, "event": event}
                 )
                 ended += stack.intake.receive(envelope, now=clock()).action == "ended"
+        retention_writes, retention_reads = retention_per_run(stack, clock, meter, ended)
     per_run = {key: value / ended for key, value in meter.requests.items()}
     writes = sum(meter.write_units.values()) / ended
     reads = sum(meter.read_units.values()) / ended
@@ -520,7 +521,6 @@ def container_scenario(runs: int) -> list[str]:
     # A batch of ten runs concurrently: its invocation lasts about one record's time (its calls and 10 ms of
     # compute), shared by the ten runs.
     worker_s = (sum(per_run.values()) * AWS_CALL_SECONDS + 0.010) / ESM_BATCH
-    retention_writes, retention_reads = retention_per_run(stack, clock, meter, ended)
     costs = {
         "dynamodb writes": writes * PRICE_WRITE_UNIT,
         "dynamodb reads": reads * PRICE_READ_UNIT,
