@@ -152,6 +152,10 @@ class StageConfig:
     org_policy: OrgPolicy = field(default_factory=OrgPolicy)  # enforced at PUT, served at GET /policy
     runbook_url: str = RUNBOOK_URL  # the alarm runbook each alarm's description links (the published docs' page)
     capacity: TableCapacity | None = None  # None: on demand; else provisioned with auto scaling
+    # DynamoDB's TTL on the hot tables' ``expires_at``, deleting expired items for free (#51): off by default, as a
+    # table with multi-Region strong consistency has none; a stage that stays in one region may turn it on. The
+    # sweeper runs either way (nothing relies on TTL): with it, its weekly passes find little left to delete.
+    table_ttl: bool = False
     # What an idle non-prod stage need not pay for (scripts/idle_cost.py): on by default in prod and locally.
     dashboards: bool = True  # three dashboards, $3 each a month
     zero_metrics: bool = True  # publish zero counts each tick (13 custom metrics, $0.30 each a month idle)
@@ -180,6 +184,7 @@ class StageConfig:
             org_policy=_org_policy_context(node.try_get_context("org_policy")),
             runbook_url=str(node.try_get_context("runbook_url") or RUNBOOK_URL),
             capacity=TableCapacity.from_context(node.try_get_context("dynamodb_capacity")),
+            table_ttl=_flag(node, "table_ttl", default=False),
             dashboards=_flag(node, "dashboards", default=prod or stage == LOCAL_STAGE),
             zero_metrics=_flag(node, "zero_metrics", default=prod or stage == LOCAL_STAGE),
             tracing=_flag(node, "tracing", default=prod or stage == LOCAL_STAGE),

@@ -9,7 +9,7 @@ from constructs import Construct
 
 from infra.components.common import resource_name
 from infra.config import StageConfig
-from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, TableDefinition
+from jobsched.core.names import EXPIRES_AT, JOBS_TABLE, RUNS_TABLE, TableDefinition
 
 
 class Storage(Construct):
@@ -40,7 +40,7 @@ class Storage(Construct):
             ),
             deletion_protection=config.prod,
             removal_policy=RemovalPolicy.RETAIN if config.prod else RemovalPolicy.DESTROY,
-            time_to_live_attribute=definition.ttl_attribute,
+            time_to_live_attribute=EXPIRES_AT if config.table_ttl else None,  # see StageConfig.table_ttl
         )
         for index in definition.indexes:
             projection = {

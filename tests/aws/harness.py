@@ -187,10 +187,6 @@ class Stack:
         self.jobs_table, self.runs_table = "jobsched-test-Jobs", "jobsched-test-Runs"
         for definition, name in ((JOBS_TABLE, self.jobs_table), (RUNS_TABLE, self.runs_table)):
             self.dynamodb.create_table(**definition.create_table_kwargs(name))
-            if definition.ttl_attribute:
-                self.dynamodb.update_time_to_live(
-                    TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": definition.ttl_attribute}
-                )
         self.queue_urls: dict[str, str] = {}
         self.dlq_urls: dict[str, str] = {}
         for priority in PRIORITIES:

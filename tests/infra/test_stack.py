@@ -613,9 +613,12 @@ def test_provisioned_capacity_from_context_scales_every_table_and_index(tmp_path
     from infra.config import StageConfig
     from tests.infra.conftest import synthesize
 
-    context = {"stage": "prod", "dynamodb_capacity": '{"write": {"min": 50, "max": 20000}, "target_utilization": 60}'}
+    capacity = '{"write": {"min": 50, "max": 20000}, "target_utilization": 60}'
+    context = {"stage": "prod", "dynamodb_capacity": capacity, "table_ttl": "true"}
     template, folder = synthesize(tmp_path, **context)
     tables = resources(template, "AWS::DynamoDB::Table").values()
+    # -c table_ttl=true (a stage that stays in one region): DynamoDB deletes expired items for free.
+    assert all(t["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True} for t in tables)
     indexes = [index for table in tables for index in table.get("GlobalSecondaryIndexes", [])]
     assert len(tables) == 2 and indexes
     for provisioned in [*tables, *indexes]:

@@ -30,6 +30,9 @@ MAX_DUE_SHARDS = 1024
 MAX_DISPATCHERS = 64  # parallel dispatcher invocations per tick (CDK context ``dispatchers``)
 MAX_WORK_QUEUES = 16  # work queues per priority class, each with its own event source (CDK ``work_queues``)
 LEASE_SHARDS = 4
+# Items past this (epoch seconds) are deleted by the sweeper (watch.retention), or by DynamoDB's TTL where a stage
+# turns it on (StageConfig.table_ttl): the hot tables keep no TTL otherwise (#51: multi-Region strong consistency).
+EXPIRES_AT = "expires_at"
 SWEEP = "SWEEP"  # the Jobs table's partition of the sweeper's state, an item a table (watch.retention)
 
 
@@ -200,7 +203,7 @@ class JobsKeys:
 
     HELD = "held"  # on a breaker: the runs (and DAG tasks) it held back, a bounded string set
     INCIDENTS = "incidents"  # on a job's STATE item: the classes of its open incidents
-    TTL = "expires_at"  # request windows and idempotency keys expire
+    TTL = EXPIRES_AT  # request windows and idempotency keys expire
     DUE_INDEX = "due"
     DUE_SHARD = "due_shard"  # present only while the job is ACTIVE and has a next instant
     # The due index's sort key: when the dispatcher next visits the job (``DispatchState.next_visit_at``). That is
@@ -222,7 +225,7 @@ class RunsKeys:
 
     PK = "job"  # "{team}/{name}"
     SK = "run_id"
-    TTL = "expires_at"
+    TTL = EXPIRES_AT
     LEASE_INDEX = "leases"
     LEASE_SHARD = "lease_shard"  # present only while a run awaits an external result
     LEASE_EXPIRES_AT = "lease_expires_at"
@@ -252,9 +255,6 @@ class TableDefinition:
     partition_key: tuple[str, Literal["S", "N"]]
     sort_key: tuple[str, Literal["S", "N"]]
     indexes: tuple[IndexDefinition, ...] = field(default_factory=tuple)
-    # None on the hot tables (#51): a table with multi-Region strong consistency has no TTL; items past their
-    # ``expires_at`` are deleted by the sweeper (``watch.retention``).
-    ttl_attribute: str | None = None
 
     def create_table_kwargs(self, table_name: str) -> dict[str, Any]:
         """Arguments for boto3 ``create_table`` (on-demand), as tests and the local runtime use."""
