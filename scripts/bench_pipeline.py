@@ -434,6 +434,10 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, floa
         f"  (with provisioned DynamoDB at {PROVISIONED_UTILIZATION:.0%} utilization: "
         f"{total - on_demand + provisioned:.3f} $/million runs)"
     )
+    lines.append(
+        f"  (with -c table_ttl=true, a stage in one region whose TTL deletes expired runs for free: "
+        f"{total - retention_writes * PRICE_WRITE_UNIT * 1e6:.3f} $/million runs)"
+    )
     return lines, total, total - on_demand + provisioned
 
 
