@@ -57,10 +57,10 @@ class HealthWatch:
         if terms is None:
             return
         now = self.clock()
-        known = self._baseline(run.job)
+        known, just_read = self._baseline(run.job)
         anomaly = judge(known, sample, terms.zone)
         flags = self._flags(run, terms, known, anomaly, now)
-        to_write = self._learned(run.job, known, sample, terms, flags)
+        to_write = self._learned(run.job, known, sample, terms, flags, fresh=known if just_read else None)
         if run.status is RunStatus.SUCCEEDED and terms.freshness is not None and run.finished_at is not None:
             assert terms.spec is not None  # terms with a freshness policy were read from a spec
             FreshnessKeeper(self.jobs, self.publish).succeeded(terms.spec, run.finished_at, now, baseline=to_write)
@@ -88,24 +88,35 @@ class HealthWatch:
         return Marks(anomaly_open=known.anomaly_open or pages, last_anomaly=last)
 
     def _learned(
-        self, job: str, known: Baseline, sample: Sample, terms: SloTerms, flags: Marks | None
+        self,
+        job: str,
+        known: Baseline,
+        sample: Sample,
+        terms: SloTerms,
+        flags: Marks | None,
+        *,
+        fresh: Baseline | None = None,
     ) -> Baseline | None:
-        """The baseline to write (None: no write): from a fresh read when it takes the sample or changes a flag."""
+        """The baseline to write (None: no write): from a fresh read when it takes the sample or changes a flag
+        (``fresh``: the baseline this very call read, not read again: a job whose runs are further apart than the
+        cache, an hourly one, read it twice a run)."""
         if learn(known, sample, terms.zone) is None and flags is None:
             return None
-        fresh = self.jobs.health(job, consistent=False).baseline or Baseline()
+        if fresh is None:
+            fresh = self.jobs.health(job, consistent=False).baseline or Baseline()
         fresh = flags.on(fresh) if flags is not None else fresh
         return learn(fresh, sample, terms.zone) or fresh
 
-    def _baseline(self, job: str) -> Baseline:
+    def _baseline(self, job: str) -> tuple[Baseline, bool]:
+        """The job's baseline, and whether it was read from the table just now (not from the cache)."""
         now = self.monotonic()
         with self._lock:
             cached = self._cached.get(job)
         if cached is not None and now - cached[0] < CACHE_SECONDS:
-            return cached[1]
+            return cached[1], False
         found = self.jobs.health(job, consistent=False).baseline or Baseline()
         self._remember(job, found)
-        return found
+        return found, True
 
     def _remember(self, job: str, baseline: Baseline) -> None:
         with self._lock:
