@@ -23,6 +23,7 @@ from jobsched.core.records import Run
 from jobsched.core.runs import RunStatus
 from jobsched.core.slo import DEFAULT_TIER, RunCount, SloTiers, Tier
 from jobsched.core.spec import JobSpec
+from jobsched.pipeline.in_hand import spec_in_hand
 from jobsched.pipeline.lifecycle import Change, StateChange
 from jobsched.pipeline.usage import take_held, write_usage
 from jobsched.ports import JobsPort, SloLedgerPort
@@ -72,7 +73,7 @@ class JobTerms:
             cached = self._terms.get(job)
         if cached is not None and now - cached[0] < TIER_CACHE_SECONDS:
             return cached[1]
-        stored = self.jobs.get(job, consistent=False)
+        stored = spec_in_hand(job) or self.jobs.get(job, consistent=False)
         terms = SloTerms.of(stored.spec) if stored is not None else None
         with self._lock:
             self._terms[job] = (now, terms)

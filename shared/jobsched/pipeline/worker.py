@@ -39,6 +39,7 @@ from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun, TeamSlots
 from jobsched.pipeline.dag.conductor import DagRuns
 from jobsched.pipeline.decisions import already_settled, before_claim, on_existing
 from jobsched.pipeline.ends import AttemptRef, Reported
+from jobsched.pipeline.in_hand import drop_spec, hold_spec
 from jobsched.pipeline.outside import OutsideEnds
 from jobsched.pipeline.recording import Records
 from jobsched.pipeline.run_ends import ENDED, RunEnds
@@ -223,6 +224,7 @@ class Worker:
             return self._delivery(message, batch)
         finally:
             flush_held()  # an attempt's usage its run's end did not take (``pipeline.usage``)
+            drop_spec()
 
     def _delivery(self, message: RunMessage, batch: WorkerBatch | None) -> Outcome:
         now = self.clock()
@@ -235,6 +237,7 @@ class Worker:
             stored = self.jobs.get(message.job, consistent=False)
         if stored is None:
             return Outcome("superseded", "the job no longer exists")
+        hold_spec(stored)  # the lifecycle's subscribers take the job's terms from it (``pipeline.in_hand``)
         if fire_at - now > EARLY_TOLERANCE:
             outcome = Outcome("waiting", "before its instant", wait=fire_at - now)
         else:
