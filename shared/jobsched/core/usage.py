@@ -5,9 +5,10 @@ machine's transitions). Kept as counters in one item per team, job and day (``po
 chargeback adds at most 31 items a job, never the runs.
 
 The scheduler's share of an attempt is modelled, not metered: DynamoDB returns no consumed units per run, so the
-units are those ``scripts/bench_pipeline.py`` measures for a minutely job's run (5.6 write units, this item's own
-write among them, and 3.8 read units; an hourly job's run measures 9.2 and 4.8, its due-index move: the model
-undercounts those), and 3 queue requests. A target's own usage is
+units are those ``scripts/bench_pipeline.py`` measures for a minutely job's run (5.6 write units: 4.6 on its way,
+this item's own write with the run's SLO count among them, and 1.0 for its delete by the sweeper once its retention
+has passed; 3.5 read units; an hourly job's run measures 9.2 and 4.0, its due-index move: the model undercounts
+those), and 3 queue requests. A target's own usage is
 what the target reported (Lambda's billed duration and memory size in its log tail; the task's size and its
 running time), and is left out, never guessed, where it did not.
 """
@@ -61,8 +62,8 @@ COUNTERS = (ATTEMPTS, RUNS, *SCHEDULER_COUNTERS, *TARGET_COUNTERS)
 # share of a batch of 10): the model scripts/bench_pipeline.py checks against what it measures.
 WORKER_MEMORY_GB = 0.256
 SCHEDULER_PER_ATTEMPT: Mapping[str, float] = {
-    WRITE_UNITS: 5.6,  # of which 1.0 is this usage item's own ADD
-    READ_UNITS: 3.8,
+    WRITE_UNITS: 5.6,  # 4.6 on the run's way (this item's ADD one of them) and 1.0 its delete by the sweeper
+    READ_UNITS: 3.5,
     QUEUE_REQUESTS: 3.0,  # send, receive, delete
     FUNCTION_REQUESTS: 0.2,  # the worker's invocation (10 a batch) and the dispatcher's tick, shared
     FUNCTION_GB_SECONDS: WORKER_MEMORY_GB * 0.12,  # the worker's time on it, and the dispatcher's share
