@@ -86,6 +86,19 @@ TEAM_GRANTS = {
 }
 
 
+def record_operations(stack: Stack) -> list[str]:
+    """Every DynamoDB operation the stack's client makes from now on, by name, in order (it goes on as before)."""
+    calls: list[str] = []
+    original = stack.dynamodb._make_api_call
+
+    def recorded(operation: str, params: Any) -> Any:
+        calls.append(operation)
+        return original(operation, params)
+
+    stack.dynamodb._make_api_call = recorded
+    return calls
+
+
 class Crash(BaseException):
     """Raised by crash-injection hooks: the process dies between two writes (a BaseException, so no
     error handling in the code under test can swallow it, as none could swallow a dead process)."""

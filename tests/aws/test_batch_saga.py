@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 
 from jobsched.adapters.aws.jobs_store import JobsStore
-from jobsched.core.event_batches import BatchedEvent
+from jobsched.core.event_batches import BatchedEvent, EventBatch
 from jobsched.core.runs import parse_instant
-from tests.aws.harness import Crash, Stack
+from tests.aws.harness import Crash, Stack, record_operations
 
 T0 = parse_instant("2027-03-01T10:00:00Z")
 JOB, TRIGGER = "data/load", "0123456789abcdef"
@@ -33,13 +33,8 @@ def at_step(store: JobsStore, step: str, then: Callable[[], None]) -> None:
     store.after_batch_step = hook
 
 
-def listed(store: JobsStore, *numbers: int) -> list[int]:
-    return [e.entry["n"] for number in numbers for e in store.batch_events(JOB, TRIGGER, number)]
-
-
-@pytest.mark.parametrize("step", STEPS)
-def test_a_delivery_that_died_after_any_write_is_completed_by_its_redelivery(stack: Stack, step: str) -> None:
-    store = stack.jobs
+def died_adding(store: JobsStore, step: str) -> EventBatch:
+    """Batch 1 started, and an add of event 1 that died right after ``step``."""
     batch, _ = store.start_batch(JOB, TRIGGER, after=0, run_id="r1", now=T0)
 
     def die() -> None:
@@ -48,6 +43,16 @@ def test_a_delivery_that_died_after_any_write_is_completed_by_its_redelivery(sta
     at_step(store, step, die)
     with pytest.raises(Crash):
         store.add_to_batch(batch, event(1), now=T0, window=WINDOW, max_events=10)
+    return batch
+
+
+def listed(store: JobsStore, *numbers: int) -> list[int]:
+    return [e.entry["n"] for number in numbers for e in store.batch_events(JOB, TRIGGER, number)]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_delivery_that_died_after_any_write_is_completed_by_its_redelivery(stack: Stack, step: str) -> None:
+    store, batch = stack.jobs, died_adding(stack.jobs, step)
     again = store.add_to_batch(batch, event(1), now=T0, window=WINDOW, max_events=10)
     assert again.status in ("added", "duplicate")
     assert store.add_to_batch(batch, event(1), now=T0, window=WINDOW, max_events=10).status == "duplicate"
@@ -57,14 +62,7 @@ def test_a_delivery_that_died_after_any_write_is_completed_by_its_redelivery(sta
 @pytest.mark.parametrize("step", STEPS)
 def test_a_delivery_that_died_before_its_batch_closed_lands_in_the_next_batch_once(stack: Stack, step: str) -> None:
     store = stack.jobs
-    batch, _ = store.start_batch(JOB, TRIGGER, after=0, run_id="r1", now=T0)
-
-    def die() -> None:
-        raise Crash(step)
-
-    at_step(store, step, die)
-    with pytest.raises(Crash):
-        store.add_to_batch(batch, event(1), now=T0, window=WINDOW, max_events=10)
+    died_adding(store, step)
     first = store.close_batch(JOB, TRIGGER, 1)
     second, _ = store.start_batch(JOB, TRIGGER, after=1, run_id="r2", now=T0 + timedelta(seconds=30))
     redelivered = store.add_to_batch(second, event(1), now=T0, window=WINDOW, max_events=10)
@@ -105,14 +103,7 @@ def test_two_deliveries_of_one_event_at_once_are_one_entry(stack: Stack) -> None
 
 
 def test_adding_an_event_is_no_transaction(stack: Stack) -> None:
-    calls: list[str] = []
-    original = stack.dynamodb._make_api_call
-
-    def recorded(operation: str, params: object) -> object:
-        calls.append(operation)
-        return original(operation, params)
-
-    stack.dynamodb._make_api_call = recorded
+    calls = record_operations(stack)
     store = stack.jobs
     batch, _ = store.start_batch(JOB, TRIGGER, after=0, run_id="r1", now=T0)
     for n in range(3):

@@ -27,15 +27,16 @@ def every_minute(name: str, team: str, function: str) -> dict[str, Any]:
     }
 
 
+def fails_first_attempts(event: dict[str, Any]) -> Any:
+    if event["jobsched"]["attempt"] == 1:
+        raise RuntimeError("first attempts fail")
+    return {"ok": True}
+
+
 def test_each_attempt_is_metered_and_the_month_is_priced(
     stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def flaky(event: dict[str, Any]) -> Any:
-        if event["jobsched"]["attempt"] == 1:
-            raise RuntimeError("first attempts fail")
-        return {"ok": True}
-
-    stack.lambdas.functions["flaky"] = flaky
+    stack.lambdas.functions["flaky"] = fails_first_attempts
     clock.set("2027-01-04T08:59:30Z")
     stack.register(every_minute("sync", "ops", "echo"))
     stack.register(every_minute("flaky", "ops", "flaky"))
@@ -82,12 +83,7 @@ def test_a_runs_end_writes_its_usage_and_its_slo_count_in_one_write(
 
     monkeypatch.setattr(type(stack.jobs), "add_usage", add_usage)
 
-    def flaky(event: dict[str, Any]) -> Any:
-        if event["jobsched"]["attempt"] == 1:
-            raise RuntimeError("first attempts fail")
-        return {"ok": True}
-
-    stack.lambdas.functions["flaky"] = flaky
+    stack.lambdas.functions["flaky"] = fails_first_attempts
     clock.set("2027-01-04T08:59:30Z")
     stack.register(every_minute("sync", "ops", "echo"))
     stack.register(every_minute("flaky", "ops", "flaky"))

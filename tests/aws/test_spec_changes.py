@@ -16,7 +16,7 @@ from jobsched.adapters.aws.jobs.specs import CHANGE_GRACE, PENDING
 from jobsched.core.names import JobsKeys
 from jobsched.core.runs import RunStatus
 from jobsched.registry.jobs import delete_job, pause_job, resume_job
-from tests.aws.harness import Clock, Crash, Stack
+from tests.aws.harness import Clock, Crash, Stack, record_operations
 from tests.aws.test_pipeline import job
 
 STEPS = ("commit", "state", "audit")
@@ -152,15 +152,7 @@ def test_a_resume_that_crashed_before_its_state_item_runs_from_the_resume_on(sta
 
 def test_no_job_store_write_is_a_transaction(stack: Stack, clock: Clock) -> None:
     """Creates, replaces, pauses, resumes and deletes make only single-item writes."""
-    calls: list[str] = []
-    original = stack.dynamodb._make_api_call
-
-    def recorded(operation: str, params: Any) -> Any:
-        calls.append(operation)
-        return original(operation, params)
-
-    stack.dynamodb._make_api_call = recorded
-    stack.jobs._client = stack.dynamodb
+    calls = record_operations(stack)
     stack.register(job())
     stack.register(job(target={"type": "lambda", "function": "echo", "payload": {"v": 2}}))
     pause_job(stack.jobs, KEY, now=clock(), principal="ops", reason="hold")
