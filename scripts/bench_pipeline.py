@@ -306,11 +306,16 @@ class Scenario:
 
 
 def run_scenario(
-    name: str, expression: str, jobs: int, steps: int, step: timedelta, start: str
+    name: str, expression: str, jobs: int, steps: int, step: timedelta, start: str, *, quick_audits: bool = False
 ) -> tuple[Scenario, Meter]:
+    """``quick_audits``: the dispatcher reads its classes' backlogs, as deployed (``wiring``), so a quiet class's
+    sent instants are audited 4 minutes after their fire time, at a visit of their own where the job's next one
+    comes later (an hourly job's: one more visit a run)."""
     clock = Clock(start)
     lambdas = FakeLambdas(functions={"echo": lambda event: {"ok": True}})
     stack = Stack(clock, lambdas)
+    if quick_audits:
+        stack.dispatcher.backlogs = stack.queues
     stack.subscribe_as_deployed()  # the SLO ledger and the job's baseline, as wiring.metered_runs subscribes them
     meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
     for index in range(jobs):
@@ -715,6 +720,9 @@ def main() -> None:
     parser.add_argument("--dag-runs", type=int, default=10, help="runs of the 5-task DAG (0: skip)")
     parser.add_argument("--skip-idle", action="store_true", help="leave out the idle deployment's monthly cost")
     parser.add_argument("--container-runs", type=int, default=200, help="ECS container runs (0: skip)")
+    parser.add_argument(
+        "--deployed-audits", action="store_true", help="also the two scenarios with quick audits, as deployed"
+    )
     args = parser.parse_args()
     offline_environment()
     half = args.runs // 2
@@ -729,6 +737,19 @@ def main() -> None:
         results.append(
             run_scenario("hourly", "0 * * * *", jobs, half // jobs, timedelta(hours=1), "2027-01-04T08:59:00Z")
         )
+    deployed = []
+    if args.deployed_audits:
+        # The same two, with the dispatcher's quick audits as deployed, ticking every minute as deployed (the
+        # hourly scenario above ticks once an hour, so an audit's visit of its own cannot happen there).
+        for name, expression, minutes in (
+            ("minutely", "* * * * *", half // jobs),
+            ("hourly", "0 * * * *", 60 * half // jobs),
+        ):
+            with mock_aws():
+                scenario, meter = run_scenario(name, expression, jobs, minutes, timedelta(minutes=1),
+                                               "2027-01-04T08:59:00Z", quick_audits=True)  # fmt: skip
+            scenario.name += ", quick audits as deployed"
+            deployed.append((scenario, meter))
     totals = []
     for scenario, meter in results:
         lines, total, provisioned = cost_lines(scenario, meter)
@@ -739,6 +760,14 @@ def main() -> None:
         print("\n".join(pipeline_scenario(args.dag_runs)))
     if args.container_runs:
         print("\n".join(container_scenario(args.container_runs)))
+    deployed_totals = []
+    for scenario, meter in deployed:
+        lines, total, provisioned = cost_lines(scenario, meter)
+        print("\n".join(lines))
+        deployed_totals.append((scenario.runs, total))
+    if deployed_totals:
+        as_deployed = sum(runs * total for runs, total in deployed_totals) / sum(runs for runs, _ in deployed_totals)
+        print(f"cost_per_million_runs_deployed_audits_usd={as_deployed:.3f}")
     runs_in_all = sum(runs for runs, _, _ in totals)
     blended = sum(runs * total for runs, total, _ in totals) / runs_in_all
     blended_provisioned = sum(runs * provisioned for runs, _, provisioned in totals) / runs_in_all
