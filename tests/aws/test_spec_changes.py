@@ -161,3 +161,21 @@ def test_no_job_store_write_is_a_transaction(stack: Stack, clock: Clock) -> None
     assert stored is not None
     delete_job(stack.jobs, stored, now=clock(), principal="ops", dags=stack.dags)
     assert calls and not any(call.startswith("Transact") for call in calls)
+
+
+def test_a_spec_near_the_request_limit_commits_and_its_audit_entry_keeps_it_whole(stack: Stack, clock: Clock) -> None:
+    """The pending change holds no second copy of the spec (the SPEC item has it): four schedules with 60 KB payloads
+    each, a 240 KB spec, commit in one item under DynamoDB's 400 KB; the dispatcher's audit entry has it whole."""
+    big = "x" * 60_000
+    schedules = [{"name": f"s{n}", "expression": f"{n} * * * *", "payload": {"blob": big, "n": n}} for n in range(4)]
+    document = job() | {"schedules": schedules}
+    document.pop("schedule")
+    revive = crash_at(stack, "commit")
+    with pytest.raises(Crash):
+        stack.register(document)
+    revive()
+    item = spec_item(stack)
+    assert item is not None and len(item[PENDING]["S"]) < 2_000
+    settle_by_dispatcher(stack, clock)
+    (entry,) = stack.jobs.audit_trail(KEY)
+    assert entry["action"] == "create" and entry["spec"].count(big) == 4

@@ -261,6 +261,11 @@ def jobs_snapshot(items: Iterable[dict[str, Any]]) -> JobsSnapshot:
 HISTORY_RETENTION = timedelta(days=400)  # a job's history (each spec version in full) is kept this long
 
 
+def audit_spec_text(spec: JobSpec) -> str:
+    """The spec as an audit entry keeps it (sorted keys: the same text however often it is derived)."""
+    return json.dumps(spec.model_dump(mode="json", exclude_none=True), sort_keys=True)
+
+
 def audit_values(
     job: str,
     version: int,
@@ -287,7 +292,7 @@ def audit_values(
         JobsKeys.TTL: int((now + HISTORY_RETENTION).timestamp()),
     }
     if spec is not None:
-        values["spec"] = json.dumps(spec.model_dump(mode="json", exclude_none=True), sort_keys=True)
+        values["spec"] = audit_spec_text(spec)
     if details:
         values["details"] = json.dumps(details, sort_keys=True, default=str)
     return values

@@ -32,7 +32,7 @@ from jobsched.adapters.aws.dynamo import (
     update_if,
 )
 from jobsched.adapters.aws.jobs.table import JobsTable
-from jobsched.adapters.items import audit_values, jobs_snapshot
+from jobsched.adapters.items import audit_spec_text, audit_values, jobs_snapshot
 from jobsched.core.names import JobsKeys
 from jobsched.core.records import AuditEntry, JobExists, JobsSnapshot, JobState, StoredJob, VersionConflict, due_shard
 from jobsched.core.runs import instant_text, parse_instant
@@ -56,26 +56,33 @@ class PendingChange:
     delete: bool = False
 
     def to_text(self) -> str:
+        """Without the audit entry's copy of the spec: the SPEC item holds it (a spec of 256 KB twice in one item
+        would pass DynamoDB's 400 KB), and ``audit_for`` puts it back."""
         return json.dumps(
             {
                 "version": self.version,
                 "cursor": instant_text(self.cursor),
                 "next_visit_at": instant_text(self.next_visit_at) if self.next_visit_at else None,
-                "audit": self.audit,
+                "audit": {key: value for key, value in self.audit.items() if key != "spec"},
+                "audit_spec": "spec" in self.audit,
                 "delete": self.delete,
             },
             sort_keys=True,
         )
 
     @classmethod
-    def from_text(cls, text: str) -> PendingChange:
+    def from_text(cls, text: str, spec_item: dict[str, Any]) -> PendingChange:
+        """The change as ``to_text`` wrote it on ``spec_item`` (the SPEC item), its audit entry whole again."""
         values = json.loads(text)
         visit = values["next_visit_at"]
+        audit = dict(values["audit"])
+        if values.get("audit_spec"):
+            audit["spec"] = audit_spec_text(StoredJob.from_values(spec_item).spec)
         return cls(
             int(values["version"]),
             parse_instant(values["cursor"]),
             parse_instant(visit) if visit else None,
-            values["audit"],
+            audit,
             bool(values["delete"]),
         )
 
@@ -180,10 +187,11 @@ class SpecsStore(JobsTable):
         item = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=True).get(
             "Item"
         )
-        text = from_item(item).get(PENDING) if item else None
+        values = from_item(item) if item else {}
+        text = values.get(PENDING)
         if not text:
             return False
-        self._settle(job, PendingChange.from_text(str(text)))
+        self._settle(job, PendingChange.from_text(str(text), values))
         return True
 
     # ------------------------------------------------------------------------------ the saga
