@@ -57,7 +57,7 @@ class PendingChange:
 
     def to_text(self) -> str:
         """Without the audit entry's copy of the spec: the SPEC item holds it (a spec of 256 KB twice in one item
-        would pass DynamoDB's 400 KB), and ``audit_for`` puts it back."""
+        would pass DynamoDB's 400 KB), and ``from_text`` puts it back."""
         return json.dumps(
             {
                 "version": self.version,
@@ -96,9 +96,14 @@ class SpecsStore(JobsTable):
     after_change_step: Callable[[str], None] | None = None  # tests stop a change between two of its writes
 
     def get(self, job: str, *, consistent: bool = True) -> StoredJob | None:
+        values = self._spec_values(job, consistent=consistent)
+        return live(values) if values else None
+
+    def _spec_values(self, job: str, *, consistent: bool = True) -> dict[str, Any]:
+        """The job's SPEC item as stored, pending change and tombstone included ({}: none)."""
         response = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=consistent)
         item = response.get("Item")
-        return live(from_item(item)) if item else None
+        return from_item(item) if item else {}
 
     def get_many(self, jobs: list[str]) -> dict[str, StoredJob]:
         """Spec items for up to any number of jobs."""
@@ -127,10 +132,11 @@ class SpecsStore(JobsTable):
                 )
                 break
             except ClientError as error:
-                if not is_conditional_failure(error) or not self._finish_delete_first(spec.key):
-                    if is_conditional_failure(error):
-                        raise JobExists(spec.key) from None
+                if not is_conditional_failure(error):
                     raise
+                taken = self._spec_values(spec.key)
+                if not taken.get(DELETING) or not self._settle_pending(spec.key, taken):
+                    raise JobExists(spec.key) from None
         else:
             raise JobExists(spec.key)
         self._change_step("commit")
@@ -184,10 +190,10 @@ class SpecsStore(JobsTable):
 
     def settle_change(self, job: str) -> bool:
         """Finish the job's pending change, if it has one (the dispatcher, after ``CHANGE_GRACE``)."""
-        item = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=True).get(
-            "Item"
-        )
-        values = from_item(item) if item else {}
+        return self._settle_pending(job, self._spec_values(job))
+
+    def _settle_pending(self, job: str, values: dict[str, Any]) -> bool:
+        """Finish the pending change on ``values``, the job's SPEC item as just read; False: it has none."""
         text = values.get(PENDING)
         if not text:
             return False
@@ -227,20 +233,14 @@ class SpecsStore(JobsTable):
                 if not is_conditional_failure(error):
                     raise
                 # At its version but with a change of its own unfinished (a crash): finish that one, then ours.
-                stored = self.get(current.key)
-                if stored is None or stored.version != current.version or not self.settle_change(current.key):
+                found = self._spec_values(current.key)
+                at_version = bool(found) and not found.get(DELETING) and int(found["version"]) == current.version
+                if not at_version or not self._settle_pending(current.key, found):
                     raise VersionConflict(f"{current.key} is no longer at version {current.version}") from None
         else:
             raise VersionConflict(f"{current.key} is no longer at version {current.version}")
         self._change_step("commit")
         self._settle(current.key, change)
-
-    def _finish_delete_first(self, job: str) -> bool:
-        """A create found the name taken: True if by a job whose delete was left unfinished (now finished)."""
-        item = self.db.get_item(TableName=self.table, Key=self._key(job, JobsKeys.SPEC), ConsistentRead=True).get(
-            "Item"
-        )
-        return item is not None and bool(from_item(item).get(DELETING)) and self.settle_change(job)
 
     def _settle(self, job: str, change: PendingChange) -> None:
         self._settle_state(job, change)
