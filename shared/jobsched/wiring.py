@@ -274,12 +274,13 @@ def default_heartbeat() -> HeartbeatChecker:
     jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
     alerts = Alerts(EscalationQueue(settings.escalation_queue_url), jobs, utc_now)
     watch = BudgetWatch(jobs, alerts.publish, price_table(settings.region or US_EAST_1.region))
+    sweeper = Sweeper(ExpiredItems(settings.jobs_table, settings.runs_table))
     return heartbeat_checker(
         metered_runs(settings),
         ending_worker(),
         freshness=FreshnessKeeper(jobs, alerts.publish).check,
         budgets=lambda now: len(watch.check_all(now)) if watch.due(now) else 0,
-        sweep=lambda now: Sweeper(ExpiredItems(settings.jobs_table, settings.runs_table)).sweep(now).deleted,
+        sweep=lambda now: sweeper.sweep(now).deleted,
     )
 
 

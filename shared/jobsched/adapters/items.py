@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -314,26 +315,26 @@ def slo_days_of(job_days: Iterable[dict[str, Any]], ledger_days: Iterable[dict[s
     """A team's SLO days of ``tier``: the sum of its jobs' items of each day under that tier (the tier a job's item
     was last written with), with ``ledger_days``, the items of the one-item-a-tier-a-day layout before #51 (read
     until their window has passed, so an upgrade loses no count)."""
-    totals: dict[date, dict[str, int]] = {}
-    bad_by_job: dict[date, dict[str, int]] = {}
+    totals: dict[date, Counter[str]] = defaultdict(Counter)
+    bad_by_job: dict[date, Counter[str]] = defaultdict(Counter)
     for item in job_days:
         if str(item.get("tier") or "") != tier or not any(name in item for name in SLO_COUNTERS):
             continue  # usage only (an attempt whose run has not ended): not an SLO event
         day = date.fromisoformat(str(item[JobsKeys.SK]).removeprefix(JobsKeys.USAGE_PREFIX).split("#", 1)[0])
-        counts = totals.setdefault(day, dict.fromkeys(SLO_COUNTERS, 0))
-        for name in SLO_COUNTERS:
-            counts[name] += int(float(str(item.get(name, 0))))
-        spent = int(float(str(item.get("bad", 0)))) + int(float(str(item.get("stale", 0))))
-        if spent:
-            name = str(item["job"]).split("/", 1)[-1]
-            bad_by_job.setdefault(day, {})[name] = bad_by_job.get(day, {}).get(name, 0) + spent
+        counts = {name: int(float(str(item.get(name, 0)))) for name in SLO_COUNTERS}
+        totals[day].update(counts)
+        bad_by_job[day][str(item["job"]).split("/", 1)[-1]] += counts["bad"] + counts["stale"]
     for legacy in map(slo_day_of, ledger_days):
-        counts = totals.setdefault(legacy.day, dict.fromkeys(SLO_COUNTERS, 0))
-        for name in SLO_COUNTERS:
-            counts[name] += getattr(legacy, name)
-        for name, spent in legacy.bad_by_job.items():
-            bad_by_job.setdefault(legacy.day, {})[name] = bad_by_job.get(legacy.day, {}).get(name, 0) + spent
-    return [SloDay(day, bad_by_job=bad_by_job.get(day, {}), **totals[day]) for day in sorted(totals)]
+        totals[legacy.day].update({name: getattr(legacy, name) for name in SLO_COUNTERS})
+        bad_by_job[legacy.day].update(legacy.bad_by_job)
+    return [
+        SloDay(
+            day,
+            bad_by_job={job: spent for job, spent in bad_by_job[day].items() if spent},
+            **{name: totals[day][name] for name in SLO_COUNTERS},
+        )
+        for day in sorted(totals)
+    ]
 
 
 def slo_day_of(values: dict[str, object]) -> SloDay:

@@ -42,14 +42,14 @@ class HeldUsage:
     tier: str
     target_type: str
 
-    def write(self, *, count: RunCount | None = None, day: date | None = None, tier: str | None = None) -> None:
+    def write(self, *, count: RunCount | None = None, day: date | None = None) -> None:
         """Add the usage (and ``count``, a run's end: one write) to the job's item of ``day`` (the attempt's)."""
         self.store.add_usage(
             self.team,
             self.job,
             day or self.day,
             self.counters,
-            tier=tier or self.tier,
+            tier=self.tier,
             target_type=self.target_type,
             count=count,
         )
