@@ -26,7 +26,8 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from jobsched.core.names import JOBS_TABLE, OWNER_TAG, RUNS_TABLE  # noqa: E402
-from scripts.bench_pipeline import Meter, offline_environment  # noqa: E402
+from scripts.bench_pipeline import offline_environment  # noqa: E402
+from scripts.dynamo_meter import Meter  # noqa: E402
 from tests.aws.harness import Clock, FakeLambdas, Stack  # noqa: E402
 
 JOB, RUN = "bench/wide", "20270104T090000Z"

@@ -16,12 +16,11 @@ from scripts.bench_pipeline import (
     PRICE_WRITE_UNIT,
     TARGET_GB_SECONDS,
     TARGET_SECONDS,
-    Meter,
     Scenario,
     billed_seconds,
     cost_lines,
-    item_kind,
 )
+from scripts.dynamo_meter import Meter, item_kind
 
 
 def test_billed_time_stretches_cpu_to_the_functions_share_and_is_never_negative() -> None:
