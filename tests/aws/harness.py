@@ -190,12 +190,20 @@ class Stack:
 
     team_grants = TeamGrants.from_config(TEAM_GRANTS)  # a test may grant others
 
-    def __init__(self, clock: Clock, lambdas: FakeLambdas | None = None, *, in_memory_queues: bool = False) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        lambdas: FakeLambdas | None = None,
+        *,
+        in_memory_queues: bool = False,
+        dynamodb: Callable[[Any], Any] | None = None,
+    ) -> None:
+        """``dynamodb``: what the stores get in place of the plain client (given it), e.g. a client moving tables."""
         self.clock = clock
         self.lambdas = lambdas or FakeLambdas()
         self._held: dict[str, dict[str, dict[str, Any]]] = {}
         self.crashes, self.lifecycle = 0, Lifecycle()  # tests subscribe what they hear (no SLIs printed)
-        self.dynamodb = boto3.client("dynamodb", region_name=REGION)
+        self.dynamodb = (dynamodb or (lambda db: db))(boto3.client("dynamodb", region_name=REGION))
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.jobs_table, self.runs_table = "jobsched-test-Jobs", "jobsched-test-Runs"
         for definition, name in ((JOBS_TABLE, self.jobs_table), (RUNS_TABLE, self.runs_table)):

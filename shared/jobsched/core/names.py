@@ -34,6 +34,14 @@ LEASE_SHARDS = 4
 # turns it on (StageConfig.table_ttl): the hot tables keep no TTL otherwise (#51: multi-Region strong consistency).
 EXPIRES_AT = "expires_at"
 SWEEP = "SWEEP"  # the Jobs table's partition of the sweeper's state, an item a table (watch.retention)
+# Moving to new tables (adapters.aws.moves): an old table's item carries MOVE_MARK once its key belongs to the new
+# table (MOVE_COPYING while its copy may be unfinished, MOVE_COPIED after); a key deleted from the new table while
+# the move runs leaves MOVE_TOMBSTONE there, so the old item is never copied back. The move's phase and cursors are
+# the new Jobs table's item pk=TABLE_MOVE, sk=TABLE_MOVE.
+MOVE_MARK = "move_mark"
+MOVE_TOMBSTONE = "move_tombstone"
+MOVE_COPYING, MOVE_COPIED = 1, 2
+TABLE_MOVE = "TABLE_MOVE"
 
 
 def due_shard_count(environ: dict[str, str] | None = None) -> int:
@@ -48,6 +56,9 @@ class Env:
     JOBS_TABLE = "JOBSCHED_JOBS_TABLE"
     ZERO_METRICS = "JOBSCHED_ZERO_METRICS"  # "off": a count of 0 is not published (an idle stage pays nothing)
     RUNS_TABLE = "JOBSCHED_RUNS_TABLE"
+    # The tables a stage is moving from (set while a release carries both layouts): adapters.aws.moves
+    PREVIOUS_JOBS_TABLE = "JOBSCHED_PREVIOUS_JOBS_TABLE"
+    PREVIOUS_RUNS_TABLE = "JOBSCHED_PREVIOUS_RUNS_TABLE"
     QUEUE_HIGH = "JOBSCHED_QUEUE_URL_HIGH"
     QUEUE_NORMAL = "JOBSCHED_QUEUE_URL_NORMAL"
     QUEUE_LOW = "JOBSCHED_QUEUE_URL_LOW"

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
+from jobsched.adapters.aws.moves.client import moving_client
 from jobsched.core.names import Env
+from jobsched.core.tz import UTC
 
 _lock = threading.Lock()
 _CONFIG = Config(retries={"max_attempts": 5, "mode": "standard"}, max_pool_connections=32)
@@ -36,7 +39,9 @@ def client(service: str, read_timeout: int | None = None) -> Any:
             # Locally one process plays every invocation of every function: more connections, or urllib3
             # discards and reopens them under load.
             config = config.merge(Config(max_pool_connections=LOCAL_POOL_CONNECTIONS))
-        return boto3.session.Session().client(service, endpoint_url=endpoint, config=config)
+        made = boto3.session.Session().client(service, endpoint_url=endpoint, config=config)
+        # A stage moving to new tables: every store's calls go through the move (adapters.aws.moves).
+        return moving_client(made, os.environ, lambda: datetime.now(UTC)) if service == "dynamodb" else made
 
 
 def reset_clients() -> None:
