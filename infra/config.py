@@ -156,6 +156,9 @@ class StageConfig:
     # table with multi-Region strong consistency has none; a stage that stays in one region may turn it on. The
     # sweeper runs either way (nothing relies on TTL): with it, its weekly passes find little left to delete.
     table_ttl: bool = False
+    # The tables of the layout before #51, kept (and read by the functions) until `jobsched tables move` has moved
+    # the stage onto the global tables; `-c previous_tables=false` once it has (a prod table is retained, not deleted).
+    previous_tables: bool = True
     # What an idle non-prod stage need not pay for (scripts/idle_cost.py): on by default in prod and locally.
     dashboards: bool = True  # three dashboards, $3 each a month
     zero_metrics: bool = True  # publish zero counts each tick (13 custom metrics, $0.30 each a month idle)
@@ -185,6 +188,7 @@ class StageConfig:
             runbook_url=str(node.try_get_context("runbook_url") or RUNBOOK_URL),
             capacity=TableCapacity.from_context(node.try_get_context("dynamodb_capacity")),
             table_ttl=_flag(node, "table_ttl", default=False),
+            previous_tables=_flag(node, "previous_tables", default=True),
             dashboards=_flag(node, "dashboards", default=prod or stage == LOCAL_STAGE),
             zero_metrics=_flag(node, "zero_metrics", default=prod or stage == LOCAL_STAGE),
             tracing=_flag(node, "tracing", default=prod or stage == LOCAL_STAGE),

@@ -111,8 +111,8 @@ def _acknowledge(stack: JobschedStack) -> None:
         "secretsmanager:GetRandomPassword (rotation) has no resource; logs:GetQueryResults and StopQuery (the API's"
         " run logs) take a query id",
     }
-    for table in (stack.storage.jobs, stack.storage.runs):
-        logical = stack.get_logical_id(table.node.default_child)  # type: ignore[arg-type]
+    for table in stack.storage.resources:
+        logical = stack.get_logical_id(table)
         granular[f"AwsSolutions-IAM5[Resource::<{logical}.Arn>/index/*]"] = "the indexes of our own table"
     region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
     account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account

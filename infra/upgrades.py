@@ -14,6 +14,7 @@ from typing import Any
 # Resource type -> the properties whose change replaces the resource (AWS's "Update requires: Replacement").
 IDENTITY: dict[str, tuple[str, ...]] = {
     "AWS::DynamoDB::Table": ("TableName", "KeySchema"),
+    "AWS::DynamoDB::GlobalTable": ("TableName", "KeySchema"),
     "AWS::KMS::Key": ("KeySpec", "KeyUsage"),
     "AWS::SecretsManager::Secret": ("Name",),
     "AWS::SQS::Queue": ("QueueName", "FifoQueue"),
@@ -21,7 +22,8 @@ IDENTITY: dict[str, tuple[str, ...]] = {
     "AWS::Logs::LogGroup": ("LogGroupName",),
 }
 # What prod must keep when the stack is deleted or a resource replaced.
-RETAINED_IN_PROD = ("AWS::DynamoDB::Table", "AWS::KMS::Key", "AWS::SecretsManager::Secret")
+TABLES = ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable")
+RETAINED_IN_PROD = (*TABLES, "AWS::KMS::Key", "AWS::SecretsManager::Secret")
 
 
 def stateful_resources(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -37,7 +39,7 @@ def stateful_resources(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
             "identity": {name: properties[name] for name in IDENTITY[kind] if name in properties},
             "deletion_policy": resource.get("DeletionPolicy", "Delete"),
         }
-        if kind == "AWS::DynamoDB::Table":
+        if kind in TABLES:
             entry["global_indexes"] = {
                 index["IndexName"]: index["KeySchema"] for index in properties.get("GlobalSecondaryIndexes", [])
             }
@@ -63,7 +65,7 @@ def upgrade_problems(record: dict[str, dict[str, Any]], current: dict[str, dict[
         for name, value in before["identity"].items():
             if after["identity"].get(name) != value:
                 problems.append(f"{logical_id}: {name} changed (CloudFormation replaces the resource)")
-        if before["type"] == "AWS::DynamoDB::Table":
+        if before["type"] in TABLES:
             problems.extend(_index_problems(logical_id, before, after))
     for logical_id, after in current.items():
         if logical_id not in record:

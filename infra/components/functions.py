@@ -82,8 +82,7 @@ class Functions(Construct):
         self.log_groups: dict[str, logs.LogGroup] = {}
         self.code = lambda_code(config)
         environment = {
-            Env.JOBS_TABLE: storage.jobs.table_name,
-            Env.RUNS_TABLE: storage.runs.table_name,
+            **storage.environment(),
             Env.ESCALATION_QUEUE: queues.escalations.queue_url,
             Env.STAGE: config.stage,
             Env.TEAM_LIMITS: json.dumps(config.team_limits.as_dict(), sort_keys=True),
@@ -166,7 +165,7 @@ class Functions(Construct):
                 max_concurrency=ESCALATION_CONCURRENCY,
             )
         )
-        storage.jobs.grant_read_write_data(self.escalation)
+        storage.grant_jobs(self.escalation)
         self.escalation.add_environment(Env.PAGES_QUEUE, queues.pages.queue_url)
         queues.pages.grant_send_messages(self.escalation)
         # Delivery on its own queue and function: a dead webhook never slows incident handling.
@@ -190,8 +189,8 @@ class Functions(Construct):
             f"/aws/lambda/{resource_name(config, name)}" for name in ("Worker", "Dispatcher", "Heartbeat", "Api")
         )
         for function in (self.dispatcher, self.worker, self.api, self.heartbeat):
-            storage.jobs.grant_read_write_data(function)
-            storage.runs.grant_read_write_data(function)
+            storage.grant_jobs(function)
+            storage.grant_runs(function)
             queues.escalations.grant_send_messages(function)
         # jobsched dlq: the API reads the work and escalation dead-letter queues and redrives them (sends again
         # through the work and escalation queues, which it may send to already).
@@ -298,8 +297,8 @@ class Functions(Construct):
             self.events.add_event_source(
                 sources.SqsEventSource(source, batch_size=10, report_batch_item_failures=True, max_concurrency=most)
             )
-        storage.jobs.grant_read_write_data(self.events)
-        storage.runs.grant_read_write_data(self.events)
+        storage.grant_jobs(self.events)
+        storage.grant_runs(self.events)
         # A container's end reaches the run here, and a run that ends failed is escalated (found by make iam).
         queues.escalations.grant_send_messages(self.events)
         for priority in PRIORITIES:
@@ -379,8 +378,8 @@ class Functions(Construct):
             invoked=DLQ_SYNCHRONOUS,
             reserved=CONSOLE_ACTIONS_CONCURRENCY,
         )
-        storage.jobs.grant_read_write_data(self.console_actions)
-        storage.runs.grant_read_write_data(self.console_actions)
+        storage.grant_jobs(self.console_actions)
+        storage.grant_runs(self.console_actions)
         queues.escalations.grant_send_messages(self.console_actions)  # an approval's decision resolves its page
         for priority in PRIORITIES:
             for queue in queues.shards[priority]:
@@ -406,8 +405,8 @@ class Functions(Construct):
             invoked=DLQ_SYNCHRONOUS,
             reserved=CONSOLE_CONCURRENCY,
         )
-        storage.jobs.grant_read_data(self.console)
-        storage.runs.grant_read_data(self.console)
+        storage.grant_jobs(self.console, write=False)
+        storage.grant_runs(self.console, write=False)
         # The widget shows what the alias it is invoked through allows (jobsched.console.widget): a team's
         # own jobs, or every team for the on-call; the placeholder alias only asks for a team to be typed.
         widget_version = self.console.current_version
@@ -464,7 +463,7 @@ class Functions(Construct):
             invoked=DLQ_CLOUDTRAIL,
             reserved=2,
         )
-        storage.jobs.grant_read_write_data(self.console_audit)
+        storage.grant_jobs(self.console_audit)
         events.Rule(
             self,
             "ConsoleInvocations",

@@ -124,6 +124,7 @@ class Resolver:
         arns = {
             "AWS::IAM::Role": f"arn:{PARTITION}:iam::{account}:role/{physical}",
             "AWS::DynamoDB::Table": f"arn:{PARTITION}:dynamodb:{region}:{account}:table/{physical}",
+            "AWS::DynamoDB::GlobalTable": f"arn:{PARTITION}:dynamodb:{region}:{account}:table/{physical}",
             "AWS::Lambda::Function": f"arn:{PARTITION}:lambda:{region}:{account}:function:{physical}",
             "AWS::KMS::Key": f"arn:{PARTITION}:kms:{region}:{account}:key/{physical}",
             "AWS::StepFunctions::StateMachine": physical,
@@ -280,6 +281,7 @@ def document(statements: list[dict[str, Any]], prefix: str) -> dict[str, Any]:
 # and state machines: their ARN, built from the name).
 NAME_PROPERTY = {
     "AWS::DynamoDB::Table": "TableName",
+    "AWS::DynamoDB::GlobalTable": "TableName",
     "AWS::SQS::Queue": "QueueName",
     "AWS::Lambda::Function": "FunctionName",
     "AWS::IAM::Role": "RoleName",

@@ -37,6 +37,7 @@ UNSUPPORTED = {
     "AWS::SQS::QueuePolicy": "moto does not enforce resource policies",
     "AWS::SecretsManager::Secret": "created by the local runtime with the same name",
     "AWS::SecretsManager::RotationSchedule": "the local signing key lives for one run of the stack",
+    "AWS::DynamoDB::GlobalTable": "created as a table of the same name, keys, indexes and key (its one replica)",
 }
 
 
@@ -142,6 +143,9 @@ def adapt(
         if kind == "AWS::Lambda::EventSourceMapping":
             event_sources.append(_event_source(props))
             del resources[logical]
+        elif kind == "AWS::DynamoDB::GlobalTable":
+            resources[logical] = _as_table(resource)
+            removed_kinds.add(kind)
         elif kind in UNSUPPORTED:
             removed[logical] = _stand_in(kind, logical, props, secrets)
             removed_kinds.add(kind)
@@ -159,6 +163,28 @@ def adapt(
     template.pop("Rules", None)
     template.get("Parameters", {}).pop("BootstrapVersion", None)
     return template, event_sources, _ticks(template["Resources"]), adaptations, secrets
+
+
+def _as_table(resource: dict[str, Any]) -> dict[str, Any]:
+    """A global table with one replica as moto's CloudFormation can create it: a table (same name, keys, indexes)."""
+    props = resource["Properties"]
+    provisioned = props.get("BillingMode") == "PROVISIONED"
+    throughput = {"ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}} if provisioned else {}
+    [replica] = props["Replicas"]
+    table = {
+        "TableName": props["TableName"],
+        "KeySchema": props["KeySchema"],
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+        "GlobalSecondaryIndexes": [
+            {"IndexName": i["IndexName"], "KeySchema": i["KeySchema"], "Projection": i["Projection"], **throughput}
+            for i in props.get("GlobalSecondaryIndexes", [])
+        ],
+        "SSESpecification": {"SSEEnabled": True, "SSEType": "KMS"}
+        | {"KMSMasterKeyId": replica.get("SSESpecification", {}).get("KMSMasterKeyId")},
+        **throughput,
+    }
+    return {**resource, "Type": "AWS::DynamoDB::Table", "Properties": table}
 
 
 def _event_source(props: dict[str, Any]) -> EventSource:

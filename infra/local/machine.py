@@ -61,12 +61,11 @@ class Snapshots:
     """The tables' items written since the last save, read back and saved within a second."""
 
     path: Path
-    tables: dict[str, str] = field(default_factory=dict)  # env variable -> table name
     keys: dict[str, Keys] = field(default_factory=dict)  # table name -> its key attributes
     changed: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     dirty: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # table -> key (JSON) -> key
-    saved: dict[str, dict[str, Any]] = field(default_factory=dict)  # env variable -> key (JSON) -> item
+    saved: dict[str, dict[str, Any]] = field(default_factory=dict)  # table name -> key (JSON) -> item
 
     def note_request(self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         """Before a write is sent: which items it is about to change, kept on the request."""
@@ -97,18 +96,18 @@ class Snapshots:
             return  # a start that failed before its snapshots began: the state saved before stays as it was
         with self.lock:
             dirty, self.dirty = self.dirty, {}
-        for variable, table in self.tables.items():
-            items = self.saved.get(variable)
-            key = self.keys[table]
+        for table, key in self.keys.items():
+            items = self.saved.get(table)
             if items is None:
                 items = {}
                 for page in dynamodb.get_paginator("scan").paginate(TableName=table):
                     for item in page["Items"]:
                         items[json.dumps([item[key[0]], item[key[1]]])] = item
-                self.saved[variable] = items
+                self.saved[table] = items
                 continue
             _refresh(dynamodb, table, key, items, dirty.get(table, {}))
-        snapshot = {variable: list(self.saved[variable].values()) for variable in self.tables}
+        # By table name, as AWS keeps them: a release that names other tables finds these where they were.
+        snapshot = {"format": 2, "tables": {table: list(self.saved[table].values()) for table in self.keys}}
         write_atomically(self.path, json.dumps(snapshot))
 
 
@@ -187,11 +186,11 @@ class LocalMachine:
 
     # ------------------------------------------------------------------------------ tables
 
-    def start_snapshots(self, tables: dict[str, str], keys: dict[str, Keys], dynamodb: Any) -> None:
+    def start_snapshots(self, keys: dict[str, Keys], dynamodb: Any) -> None:
         """Every write through ``dynamodb`` (the handlers' client) marks its item changed; the changed items are
         read back and the state is saved within a second. (A full scan every second was a fifth of moto's time
         under load.)"""
-        self.snapshots.tables, self.snapshots.keys = tables, keys
+        self.snapshots.keys = keys
         dynamodb.meta.events.register("before-parameter-build.dynamodb", self.snapshots.note_request)
         dynamodb.meta.events.register("after-call.dynamodb", self.snapshots.note_written)
 
@@ -207,21 +206,31 @@ class LocalMachine:
 
         self.snapshots.save(boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=REGION))
 
-    def restore_tables(self, tables: dict[str, str]) -> dict[str, list[dict[str, Any]]] | None:
-        """The tables' items from the last snapshot, written back (None: nothing was saved)."""
+    def restore_tables(
+        self, keys: dict[str, Keys], first_format: dict[str, str]
+    ) -> dict[str, list[dict[str, Any]]] | None:
+        """The tables' items from the last snapshot (table name -> items), written back (None: nothing was saved).
+        ``first_format``: where the items of a snapshot keyed by environment variable go (one written before the
+        tables were saved by name: by a release before #51's global tables, so its tables are the previous ones)."""
         import boto3
 
         path = self.snapshots.path
         if not path.exists():
             return None
         dynamodb = boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=REGION)
-        saved: dict[str, list[dict[str, Any]]] = json.loads(path.read_text())
-        for variable, items in saved.items():
+        loaded: dict[str, Any] = json.loads(path.read_text())
+        saved: dict[str, list[dict[str, Any]]] = (
+            loaded["tables"] if loaded.get("format") == 2 else {first_format[v]: items for v, items in loaded.items()}
+        )
+        for table, items in saved.items():
+            if table not in keys:
+                log.warning("%s is not a table of this deployment: its %d saved items are left out", table, len(items))
+                continue
             for start in range(0, len(items), 25):
                 requests = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
-                dynamodb.batch_write_item(RequestItems={tables[variable]: requests})
+                dynamodb.batch_write_item(RequestItems={table: requests})
         log.info("restored tables from %s", path)
-        return saved
+        return {table: items for table, items in saved.items() if table in keys}
 
     def stop(self) -> None:
         self.stopping.set()

@@ -59,11 +59,11 @@ class LocalRuntime:
         machine.start_moto()
         machine.note_api(self.api_url)
         stack.deploy()
-        tables, keys = stack.tables()
-        saved = machine.restore_tables(tables)
+        keys, first_format = stack.tables()
+        saved = machine.restore_tables(keys, first_format)
         if saved is not None:
             stack.recover(saved)
-        machine.start_snapshots(tables, keys, client("dynamodb"))
+        machine.start_snapshots(keys, client("dynamodb"))
         handle, context = stack.api()
         on_response = stack.alarms.api_response if stack.alarms is not None else None
         machine.start_gateway(handle, context, port=self.port, principal=self.principal, on_response=on_response)

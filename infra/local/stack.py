@@ -105,14 +105,25 @@ class LocalStack:
         self._start_escalation_watch()
         self._start_container_agent()
 
-    def tables(self) -> tuple[dict[str, str], dict[str, Keys]]:
-        """(env variable -> table name, table name -> key attributes) of the deployment's tables."""
+    def tables(self) -> tuple[dict[str, Keys], dict[str, str]]:
+        """(table name -> key attributes) of the deployment's tables (the previous ones too, while it carries them),
+        and where a snapshot keyed by environment variable belongs (``LocalMachine.restore_tables``)."""
         from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
 
-        pairs = ((Env.JOBS_TABLE, JOBS_TABLE), (Env.RUNS_TABLE, RUNS_TABLE))
-        names = {variable: os.environ[variable] for variable, _ in pairs}
-        keys = {os.environ[variable]: (table.partition_key[0], table.sort_key[0]) for variable, table in pairs}
-        return names, keys
+        variables = {
+            Env.JOBS_TABLE: JOBS_TABLE,
+            Env.RUNS_TABLE: RUNS_TABLE,
+            Env.PREVIOUS_JOBS_TABLE: JOBS_TABLE,
+            Env.PREVIOUS_RUNS_TABLE: RUNS_TABLE,
+        }
+        keys = {
+            os.environ[variable]: (table.partition_key[0], table.sort_key[0])
+            for variable, table in variables.items()
+            if os.environ.get(variable)
+        }
+        previous = {Env.JOBS_TABLE: Env.PREVIOUS_JOBS_TABLE, Env.RUNS_TABLE: Env.PREVIOUS_RUNS_TABLE}
+        first_format = {v: os.environ.get(previous[v]) or os.environ[v] for v in previous}
+        return keys, first_format
 
     def api(self) -> tuple[Callable[[dict[str, Any], Any], Any], LocalContext]:
         """The deployment's API function, as API Gateway invokes it."""
@@ -139,6 +150,9 @@ class LocalStack:
             if function["handler"].startswith("functions."):
                 os.environ.update(function["environment"])
         os.environ[Env.AWS_ENDPOINT] = self.endpoint
+        # One process plays every function: it reads a table move's phase every second (deployed: every minute),
+        # so `jobsched local move-tables` announces and settles in seconds.
+        os.environ[Env.MOVE_PHASE_SECONDS] = "1"
         os.environ[Env.API_URL] = self.api_url  # links in pages point at the local API
         os.environ[Env.CONSOLE_URL] = f"{self.api_url}/console"  # and at the run's page, for a person
         import boto3
@@ -313,13 +327,23 @@ class LocalStack:
         from jobsched import wiring
         from jobsched.adapters.aws.dynamo import from_item
         from jobsched.adapters.items import is_run_item
-        from jobsched.core.names import JobsKeys
+        from jobsched.core.names import MOVE_COPIED, MOVE_MARK, MOVE_TOMBSTONE, JobsKeys, RunsKeys
         from jobsched.core.records import Run
         from jobsched.core.runs import TERMINAL
         from jobsched.pipeline.recovery import recover_lost_queues
 
-        jobs = [from_item(item) for item in saved.get(Env.JOBS_TABLE, [])]
-        runs = [from_item(item) for item in saved.get(Env.RUNS_TABLE, [])]
+        # The previous tables' items too (a stage not moved yet): a key in both is the new table's.
+        def items_of(variables: tuple[str, str], key: tuple[str, str]) -> list[dict[str, Any]]:
+            found: dict[tuple[Any, Any], dict[str, Any]] = {}
+            for variable in variables:
+                for item in saved.get(os.environ.get(variable) or "", []):
+                    values = from_item(item)
+                    if values.get(MOVE_MARK) != MOVE_COPIED and MOVE_TOMBSTONE not in values:
+                        found.setdefault((values[key[0]], values[key[1]]), values)
+            return list(found.values())
+
+        jobs = items_of((Env.JOBS_TABLE, Env.PREVIOUS_JOBS_TABLE), (JobsKeys.PK, JobsKeys.SK))
+        runs = items_of((Env.RUNS_TABLE, Env.PREVIOUS_RUNS_TABLE), (RunsKeys.PK, RunsKeys.SK))
         terminal = {status.value for status in TERMINAL}
         report = recover_lost_queues(
             wiring.default_worker(),

@@ -17,8 +17,8 @@ from moto import mock_aws
 from jobsched.adapters.aws.dynamo import every_item, from_item, to_item
 from jobsched.adapters.aws.moves.client import MovingClient, table_pairs
 from jobsched.adapters.aws.moves.conditions import UndecidedCondition, holds_for_absent_item
-from jobsched.adapters.aws.moves.copier import SETTLE, TableMover
-from jobsched.adapters.aws.moves.phase import LEAD, Mode, PhaseReader
+from jobsched.adapters.aws.moves.copier import TableMover
+from jobsched.adapters.aws.moves.phase import LEAD, SETTLE, Mode, PhaseReader
 from jobsched.core.names import JOBS_TABLE, MOVE_COPIED, MOVE_COPYING, MOVE_MARK, RUNS_TABLE
 from tests.aws.harness import REGION, Clock, Crash
 
@@ -297,8 +297,26 @@ def test_the_copier_moves_everything_resumes_after_a_crash_and_clears_tombstones
         assert moves.item(OLD_RUNS, f"job-{n % 4}", f"run-{n}")[MOVE_MARK] == MOVE_COPIED  # type: ignore[index]
     assert moves.item(NEW_JOBS, "job-0", "STATE") is None  # the delete held, and its tombstone is gone
     assert moves.item(NEW_JOBS, "job-1", "STATE") == {"pk": "job-1", "sk": "STATE", "n": 1}
-    assert moves.process().phases.mode() is Mode.DONE
+    assert moves.process().phases.mode() is Mode.CLEAN
     assert timedelta(seconds=60) < SETTLE
+
+
+def test_a_stage_installed_with_the_new_tables_has_nothing_to_move(moves: Moves) -> None:
+    fresh = PhaseReader(moves.raw, NEW_JOBS, moves.clock, previous_tables=(OLD_JOBS, OLD_RUNS))
+    assert fresh.mode() is Mode.CLEAN
+    phase = moves.mover().phase()
+    assert phase is not None and phase.phase == "clean"  # recorded: every process reads the same from now on
+    db = moves.process()
+    db.put_item(TableName=NEW_JOBS, Item=to_item({"pk": "a", "sk": "SPEC"}))
+    assert moves.item(NEW_JOBS, "a", "SPEC") == {"pk": "a", "sk": "SPEC"}  # as it is: no mark, no tombstone
+    assert moves.item(OLD_JOBS, "a", "SPEC") is None
+
+
+def test_a_stage_deployed_before_waits_for_its_move(moves: Moves) -> None:
+    moves.raw.put_item(TableName=OLD_JOBS, Item=to_item({"pk": "SWEEP", "sk": "Jobs"}))
+    reader = PhaseReader(moves.raw, NEW_JOBS, moves.clock, previous_tables=(OLD_JOBS, OLD_RUNS))
+    assert reader.mode() is Mode.OLD
+    assert moves.mover().phase() is None
 
 
 @pytest.mark.parametrize(

@@ -34,9 +34,9 @@ HTTP = urllib3.PoolManager()
 
 
 class Target:
-    """Counts calls per job path; the first call of ``/hook/slow`` hangs (the run in flight at the kill)."""
+    """Counts calls per job path; the first call of ``/hook/slow`` hangs ``hold`` seconds (the run in flight)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: float = 60.0) -> None:
         self.calls: Counter[str] = Counter()
         target = self
 
@@ -45,7 +45,7 @@ class Target:
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 target.calls[self.path] += 1
                 if self.path == "/hook/slow" and target.calls[self.path] == 1:
-                    time.sleep(60)
+                    time.sleep(hold)
                 self.send_response(200)
                 self.end_headers()
                 self.wfile.write(b"{}")

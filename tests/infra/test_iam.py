@@ -16,6 +16,7 @@ from infra.iam.evaluate import Asked, judge
 from infra.iam.probes import ADAPTER_WALLS, resource_kind_probes
 from infra.iam.requests import IamRequest
 from infra.iam.template import Policies, physical_from_names, policies
+from jobsched.core.names import RunsKeys
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 Template = tuple[dict[str, Any], Path]
@@ -42,7 +43,8 @@ def table(template: dict[str, Any], suffix: str) -> str:
     [name] = [
         r["Properties"]["TableName"]
         for r in template["Resources"].values()
-        if r["Type"] == "AWS::DynamoDB::Table" and r["Properties"]["TableName"].endswith(suffix)
+        if r["Type"] in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable")
+        and r["Properties"]["TableName"].endswith(suffix)
     ]
     return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}"
 
@@ -67,6 +69,25 @@ def test_a_grant_the_code_relies_on_is_allowed_and_removing_it_fails_naming_the_
     write_report(report, tmp_path / "report.txt")
     text = (tmp_path / "report.txt").read_text()
     assert f"dynamodb:UpdateItem on {table(template, '-Runs')}" in text and "ImplicitlyDenied" in text
+
+
+def test_while_a_stage_moves_its_functions_may_write_both_generations_of_tables_and_their_indexes(
+    dev: Template,
+) -> None:
+    """#51: a key moves on first touch (a mark in the previous table, a copy in the global one), and a listing reads
+    both tables' indexes: every function that reaches a table reaches both generations."""
+    template = dev[0]
+    asked = [
+        Asked(role(template, prefix), (), IamRequest(action, resource))
+        for prefix in ("FunctionsWorkerServiceRole", "FunctionsDispatcherServiceRole", "FunctionsApiServiceRole")
+        for suffix in ("-Runs", "-RunsV2", "-Jobs", "-JobsV2")
+        for action, resource in (
+            ("dynamodb:UpdateItem", table(template, suffix)),
+            ("dynamodb:Query", f"{table(template, suffix)}/index/{RunsKeys.WAKE_INDEX}"),
+        )
+    ]
+    report = judged(template, asked)
+    assert len(report.allowed) == len(asked), [(v.asked.request, v.result) for v in report.denied]
 
 
 def test_a_kubernetes_run_may_read_its_teams_cluster_and_start_the_machine_and_nothing_else(dev: Template) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from jobsched.core.limits import TeamLimits
-from jobsched.core.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, WORK_QUEUES, Env
+from jobsched.core.names import JOBS_TABLE, PRIORITIES, RUNS_TABLE, TABLE_GENERATION, WORK_QUEUES, Env
 
 Template = tuple[dict[str, Any], Path]
 
@@ -20,15 +21,19 @@ def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
     return {name: r["Properties"] | {"_r": r} for name, r in template["Resources"].items() if r["Type"] == kind}
 
 
+TABLE_KINDS = ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable")
+
+
 def table(template: dict[str, Any], suffix: str) -> dict[str, Any]:
-    [found] = [p for p in resources(template, "AWS::DynamoDB::Table").values() if p["TableName"].endswith(suffix)]
+    [found] = [p for kind in TABLE_KINDS for p in resources(template, kind).values() if p["TableName"].endswith(suffix)]
     return found
 
 
 def test_tables_match_the_one_definition(dev: Template) -> None:
+    """The global tables (#51) and, kept while a stage deployed before moves onto them, the previous ones."""
     template, _ = dev
-    for definition in (JOBS_TABLE, RUNS_TABLE):
-        props = table(template, f"-{definition.logical_name}")
+    for definition, generation in itertools.product((JOBS_TABLE, RUNS_TABLE), (TABLE_GENERATION, "")):
+        props = table(template, f"-{definition.logical_name}{generation}")
         assert props["KeySchema"] == [
             {"AttributeName": definition.partition_key[0], "KeyType": "HASH"},
             {"AttributeName": definition.sort_key[0], "KeyType": "RANGE"},
@@ -40,22 +45,52 @@ def test_tables_match_the_one_definition(dev: Template) -> None:
             assert keys == [index.partition_key[0], index.sort_key[0]]
             assert indexes[index.name]["Projection"]["ProjectionType"] == index.projection
         assert props["BillingMode"] == "PAY_PER_REQUEST"
-        assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+        assert replica(props)["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
         assert props["SSESpecification"]["SSEEnabled"] is True and props["SSESpecification"]["SSEType"] == "KMS"
+        key = replica(props).get("SSESpecification", props["SSESpecification"])["KMSMasterKeyId"]
+        assert key["Fn::GetAtt"][0].startswith("Key")  # the stack's own key
         assert "TimeToLiveSpecification" not in props  # #51: the sweeper keeps retention (watch.retention)
+    [global_jobs] = [p for p in resources(template, "AWS::DynamoDB::GlobalTable").values() if "Jobs" in p["TableName"]]
+    assert [r["Region"] for r in global_jobs["Replicas"]] == [{"Ref": "AWS::Region"}]  # one replica, here (#51)
+
+
+def replica(props: dict[str, Any]) -> dict[str, Any]:
+    """A table's per-region settings: a global table's replica's, a table's own."""
+    return props["Replicas"][0] if "Replicas" in props else props
 
 
 def test_prod_retains_and_protects_tables_and_has_no_examples(dev: Template, prod: Template) -> None:
-    for definition in (JOBS_TABLE, RUNS_TABLE):
-        props = table(prod[0], f"-{definition.logical_name}")
-        assert props["DeletionProtectionEnabled"] is True
+    for definition, generation in itertools.product((JOBS_TABLE, RUNS_TABLE), (TABLE_GENERATION, "")):
+        name = f"-{definition.logical_name}{generation}"
+        props = table(prod[0], name)
+        assert replica(props)["DeletionProtectionEnabled"] is True
         assert props["_r"]["DeletionPolicy"] == "Retain"
-        assert table(dev[0], f"-{definition.logical_name}")["_r"]["DeletionPolicy"] == "Delete"
+        assert table(dev[0], name)["_r"]["DeletionPolicy"] == "Delete"
 
     def names(template: dict[str, Any]) -> set[str]:
         return {p.get("FunctionName", "") for p in resources(template, "AWS::Lambda::Function").values()}
 
     assert "jobsched-example-echo" in names(dev[0]) and "jobsched-example-echo" not in names(prod[0])
+
+
+def test_a_stage_moved_onto_its_global_tables_drops_the_previous_ones_when_asked(dev: Template, tmp_path: Path) -> None:
+    """Every function names the previous tables while the stage carries them (its move may be under way), and
+    may reach both generations; `-c previous_tables=false` leaves them out (the release after the move)."""
+    from tests.infra.conftest import synthesize
+
+    functions = resources(dev[0], "AWS::Lambda::Function").values()
+    variables = [
+        f["Environment"]["Variables"]
+        for f in functions
+        if Env.JOBS_TABLE in f.get("Environment", {}).get("Variables", {})
+    ]
+    assert variables and all(Env.PREVIOUS_JOBS_TABLE in v and Env.PREVIOUS_RUNS_TABLE in v for v in variables)
+    template, _ = synthesize(tmp_path, stage="dev", previous_tables="false")
+    assert (
+        not resources(template, "AWS::DynamoDB::Table") and len(resources(template, "AWS::DynamoDB::GlobalTable")) == 2
+    )
+    for function in resources(template, "AWS::Lambda::Function").values():
+        assert Env.PREVIOUS_JOBS_TABLE not in function.get("Environment", {}).get("Variables", {})
 
 
 def test_work_queues_redrive_to_dead_letter_queues_and_are_encrypted(dev: Template) -> None:
@@ -616,9 +651,19 @@ def test_provisioned_capacity_from_context_scales_every_table_and_index(tmp_path
     capacity = '{"write": {"min": 50, "max": 20000}, "target_utilization": 60}'
     context = {"stage": "prod", "dynamodb_capacity": capacity, "table_ttl": "true"}
     template, folder = synthesize(tmp_path, **context)
-    tables = resources(template, "AWS::DynamoDB::Table").values()
+    tables = resources(template, "AWS::DynamoDB::Table").values()  # the previous ones
+    global_tables = resources(template, "AWS::DynamoDB::GlobalTable").values()
     # -c table_ttl=true (a stage that stays in one region): DynamoDB deletes expired items for free.
-    assert all(t["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True} for t in tables)
+    ttl = {"AttributeName": "expires_at", "Enabled": True}
+    assert all(t["TimeToLiveSpecification"] == ttl for t in [*tables, *global_tables]) and len(global_tables) == 2
+    for global_table in global_tables:
+        scaled = global_table["WriteProvisionedThroughputSettings"]["WriteCapacityAutoScalingSettings"]
+        assert (scaled["MinCapacity"], scaled["MaxCapacity"]) == (50, 20000)
+        assert scaled["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 60
+        [replica] = global_table["Replicas"]
+        reads = replica["ReadProvisionedThroughputSettings"]["ReadCapacityAutoScalingSettings"]
+        assert (reads["MinCapacity"], reads["MaxCapacity"]) == (5, 4000)
+        assert len(replica["GlobalSecondaryIndexes"]) == len(global_table["GlobalSecondaryIndexes"])
     indexes = [index for table in tables for index in table.get("GlobalSecondaryIndexes", [])]
     assert len(tables) == 2 and indexes
     for provisioned in [*tables, *indexes]:
@@ -711,8 +756,9 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
         variables = function.get("Environment", {}).get("Variables", {})
         if Env.JOBS_TABLE in variables:
             assert variables[Env.DUE_SHARDS] == "64"
-    for table in resources(template, "AWS::DynamoDB::Table").values():
-        assert table["WarmThroughput"] == {"ReadUnitsPerSecond": 12000, "WriteUnitsPerSecond": 40000}
+    for kind in TABLE_KINDS:
+        for table in resources(template, kind).values():
+            assert table["WarmThroughput"] == {"ReadUnitsPerSecond": 12000, "WriteUnitsPerSecond": 40000}
     concurrency = sorted(
         mapping["ScalingConfig"]["MaximumConcurrency"]
         for mapping in resources(template, "AWS::Lambda::EventSourceMapping").values()

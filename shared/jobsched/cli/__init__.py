@@ -18,6 +18,7 @@ from jobsched.cli import (
     reruns,
     slo,
     stops,
+    tables,
 )
 from jobsched.cli.app import cli, main
 
@@ -41,4 +42,5 @@ __all__ = [
     "reruns",
     "slo",
     "stops",
+    "tables",
 ]

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from jobsched.cli.app import cli
-from jobsched.core.names import Env
+from jobsched.core.names import LOCAL_STAGE, Env, StageTables
 from jobsched.core.tz import UTC
 
 LOCAL_HOME = Path.home() / ".jobsched-local"
@@ -371,3 +371,19 @@ def local_create_bucket(team: str, bucket: str, state_dir: Path | None) -> None:
     s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [{"Key": OWNER_TAG, "Value": team}]})
     s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={"EventBridgeConfiguration": {}})
     click.echo(f"bucket {bucket}: team {team} ({OWNER_TAG}={team}), events to EventBridge on")
+
+
+@local.command("move-tables")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The runtime's state directory (default: the stack JOBSCHED_API names, else the one running, else the last"
+    " run).",
+)
+def local_move_tables(state_dir: Path | None) -> None:
+    """Move the running local stack (a --state-dir kept from before #51) onto its global tables, as `jobsched
+    tables move` moves a deployed stage: its functions read the move's phase every second, so it waits seconds."""
+    from jobsched.cli.tables import LOCAL_TIMING, drive
+
+    tables = StageTables.of(LOCAL_STAGE)
+    raise SystemExit(drive(_local_aws(state_dir, "dynamodb"), tables, lead=LOCAL_TIMING, settle=LOCAL_TIMING))

@@ -57,6 +57,7 @@ class Env:
     ZERO_METRICS = "JOBSCHED_ZERO_METRICS"  # "off": a count of 0 is not published (an idle stage pays nothing)
     RUNS_TABLE = "JOBSCHED_RUNS_TABLE"
     # The tables a stage is moving from (set while a release carries both layouts): adapters.aws.moves
+    MOVE_PHASE_SECONDS = "JOBSCHED_MOVE_PHASE_SECONDS"  # how long a process trusts its read of the move's phase
     PREVIOUS_JOBS_TABLE = "JOBSCHED_PREVIOUS_JOBS_TABLE"
     PREVIOUS_RUNS_TABLE = "JOBSCHED_PREVIOUS_RUNS_TABLE"
     QUEUE_HIGH = "JOBSCHED_QUEUE_URL_HIGH"
@@ -373,6 +374,31 @@ SYSTEM_INTAKE_CONCURRENCY = 2
 def physical_name(stage: str, logical_name: str) -> str:
     """The deployed name of a resource: jobsched-{stage}-{logical}."""
     return f"{PROJECT}-{stage}-{logical_name}"
+
+
+# The tables' generation (#51: global tables, no TTL, no transactions): jobsched-<stage>-JobsV2 and -RunsV2. The
+# tables before it (jobsched-<stage>-Jobs and -Runs) stay in a stage deployed before until its move is clean.
+TABLE_GENERATION = "V2"
+
+
+@dataclass(frozen=True)
+class StageTables:
+    jobs: str
+    runs: str
+    previous_jobs: str
+    previous_runs: str
+
+    @classmethod
+    def of(cls, stage: str) -> StageTables:
+        def named(table: TableDefinition, generation: str = "") -> str:
+            return physical_name(stage, f"{table.logical_name}{generation}")
+
+        return cls(
+            named(JOBS_TABLE, TABLE_GENERATION),
+            named(RUNS_TABLE, TABLE_GENERATION),
+            named(JOBS_TABLE),
+            named(RUNS_TABLE),
+        )
 
 
 def reserved_prefixes(stage: str) -> tuple[str, ...]:

@@ -18,14 +18,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.dynamo import is_conditional_failure
 from jobsched.adapters.aws.moves.conditions import grouped, over_tombstone
-from jobsched.adapters.aws.moves.phase import Mode, PhaseReader
+from jobsched.adapters.aws.moves.phase import PHASE_CACHE, Mode, PhaseReader
 from jobsched.core.names import MOVE_COPIED, MOVE_COPYING, MOVE_MARK, MOVE_TOMBSTONE, Env, JobsKeys, RunsKeys
 
 MARK = "#move_mark"
@@ -91,8 +91,11 @@ class MovingClient:
         return getattr(self._db, name)  # every other call (and ``exceptions``) as the plain client
 
     def _route(self, table: str) -> tuple[TablePair | None, Mode]:
+        """The pair ``table`` is the new table of, unless it is not one or the move is clean (then: as it is)."""
         pair = self._pairs.get(table)
-        return pair, (self.phases.mode() if pair else Mode.DONE)
+        if pair is None or self.phases.mode() is Mode.CLEAN:
+            return None, Mode.CLEAN
+        return pair, self.phases.mode()
 
     # -- keys ----------------------------------------------------------------------------------------------------
 
@@ -193,6 +196,9 @@ class MovingClient:
     def _batch(self, pair: TablePair, ask: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """One table's part of a BatchGetItem: (items, its unprocessed keys under the new table's name)."""
         mode = self.phases.mode()
+        if mode is Mode.CLEAN:
+            answer = self._db.batch_get_item(RequestItems={pair.new: ask})
+            return answer.get("Responses", {}).get(pair.new, []), (answer.get("UnprocessedKeys") or {}).get(pair.new)
         if mode is not Mode.MOVING:
             table, marker = (pair.old, MOVE_MARK) if mode is Mode.OLD else (pair.new, MOVE_TOMBSTONE)
             asked, added = _projecting(ask, [marker])
@@ -215,9 +221,15 @@ class MovingClient:
     def _listing(self, operation: str, request: dict[str, Any]) -> dict[str, Any]:
         pair, mode = self._route(request["TableName"])
         call = getattr(self._db, operation)
+        start = request.get("ExclusiveStartKey") or {}
         if pair is None:
+            if SIDE in start:  # a listing begun while moving, the move now clean: on in the new table
+                position = {k: v for k, v in start.items() if k != SIDE}
+                gone_on = position and start[SIDE]["S"] == "new"  # else from the start: items may show again
+                request = {k: v for k, v in request.items() if k != "ExclusiveStartKey"}
+                request |= {"ExclusiveStartKey": position} if gone_on else {}
             return dict(call(**request))
-        if SIDE in (request.get("ExclusiveStartKey") or {}):
+        if SIDE in start:
             return self._union(operation, pair, request)  # a listing begun while moving goes on as it began
         if mode is Mode.OLD:
             asked, added = _projecting(request | {"TableName": pair.old}, [MOVE_MARK])
@@ -227,7 +239,7 @@ class MovingClient:
                 return {**page, "Items": [_clean(i, added) for i in items]} if items is not None else dict(page)
             self.phases.saw_moved_key()
             mode = Mode.MOVING
-        if mode is Mode.DONE:
+        if mode is not Mode.MOVING:  # done: tombstones may be left
             page = call(**_filtered(request, f"attribute_not_exists({GONE})", **{GONE: MOVE_TOMBSTONE}))
             return {**page, "Items": [_clean(i) for i in page.get("Items", [])]} if "Items" in page else dict(page)
         return self._union(operation, pair, request)
@@ -389,4 +401,6 @@ def moving_client(db: Any, environ: Mapping[str, str], clock: Callable[[], datet
     if not previous_jobs or not previous_runs:
         return db
     jobs, runs = environ[Env.JOBS_TABLE], environ[Env.RUNS_TABLE]
-    return MovingClient(db, table_pairs(jobs, runs, previous_jobs, previous_runs), PhaseReader(db, jobs, clock))
+    cache = timedelta(seconds=float(environ.get(Env.MOVE_PHASE_SECONDS) or PHASE_CACHE.total_seconds()))
+    phases = PhaseReader(db, jobs, clock, previous_tables=(previous_jobs, previous_runs), cache=cache)
+    return MovingClient(db, table_pairs(jobs, runs, previous_jobs, previous_runs), phases)

@@ -1,9 +1,9 @@
 """The move's driver: announce it, copy every old item a page at a time, say it is done, then clear tombstones.
 
 Every step is resumable (its cursors live in the phase item, written after each page) and idempotent (a page read
-again moves nothing twice: ``MovingClient.move`` is). A pass runs once the announced instant is ``SETTLE`` behind
-(no old-mode write is still under way); a second pass checks that nothing unmoved is left before the move is done;
-tombstones are removed ``SETTLE`` after that, when no process can still be moving.
+again moves nothing twice: ``MovingClient.move`` is). A pass runs once the announced instant is the phase's
+``settle`` behind (no old-mode write is still under way); a pass that finds nothing left to move ends a table's
+move; tombstones are removed ``settle`` after the move is done, when no process can still be moving.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, to_item
 from jobsched.adapters.aws.moves.client import MARK, MovingClient, TablePair
-from jobsched.adapters.aws.moves.phase import LEAD, PHASE_CACHE, MovePhase, read_phase, write_phase
+from jobsched.adapters.aws.moves.phase import LEAD, SETTLE, MovePhase, read_phase, write_phase
 from jobsched.core.names import MOVE_COPYING, MOVE_MARK, MOVE_TOMBSTONE
 
-SETTLE = PHASE_CACHE + timedelta(seconds=30)  # a process's stale phase, and a write's retries, are over by then
 PAGE = 200
 
 
@@ -46,9 +45,10 @@ class TableMover:
     def phase(self) -> MovePhase | None:
         return read_phase(self._db, self._jobs_table)
 
-    def announce(self, now: datetime, lead: timedelta = LEAD) -> MovePhase:
+    def announce(self, now: datetime, lead: timedelta = LEAD, settle: timedelta = SETTLE) -> MovePhase:
         """Start the move ``lead`` from now (the one already announced, if any)."""
-        phase = MovePhase("moving", moving_from=now + lead, cursors={pair.old: "" for pair in self._pairs})
+        cursors = {pair.old: "" for pair in self._pairs}
+        phase = MovePhase("moving", moving_from=now + lead, cursors=cursors, settle=settle)
         try:
             write_phase(self._db, self._jobs_table, phase)
         except ClientError as error:
@@ -66,11 +66,11 @@ class TableMover:
         if phase.phase == "clean":
             return Step("clean")
         if phase.phase == "done":
-            if now < (phase.done_at or now) + SETTLE:
-                return Step("done", wait_until=(phase.done_at or now) + SETTLE)
+            if now < (phase.done_at or now) + phase.settle:
+                return Step("done", wait_until=(phase.done_at or now) + phase.settle)
             return self._clear_tombstones(phase, page)
-        if now < phase.moving_from + SETTLE:
-            return Step("moving", wait_until=phase.moving_from + SETTLE)
+        if now < phase.moving_from + phase.settle:
+            return Step("moving", wait_until=phase.moving_from + phase.settle)
         for pair in self._pairs:
             cursor = phase.cursors.get(pair.old, "")
             if cursor != "done":
@@ -111,7 +111,7 @@ class TableMover:
 
     def _finish_pass(self, phase: MovePhase, now: datetime) -> Step:
         write_phase(self._db, self._jobs_table, replace(phase, phase="done", done_at=now))
-        return Step("done", wait_until=now + SETTLE)
+        return Step("done", wait_until=now + phase.settle)
 
     def _clear_tombstones(self, phase: MovePhase, page: int) -> Step:
         for pair in self._pairs:
