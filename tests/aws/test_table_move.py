@@ -19,7 +19,7 @@ from jobsched.adapters.aws.moves.client import MovingClient, table_pairs
 from jobsched.adapters.aws.moves.conditions import UndecidedCondition, holds_for_absent_item
 from jobsched.adapters.aws.moves.copier import TableMover
 from jobsched.adapters.aws.moves.phase import LEAD, SETTLE, Mode, PhaseReader
-from jobsched.core.names import JOBS_TABLE, MOVE_COPIED, MOVE_COPYING, MOVE_MARK, RUNS_TABLE
+from jobsched.core.names import JOBS_TABLE, MOVE_COPIED, MOVE_COPYING, MOVE_MARK, RUNS_TABLE, JobsKeys
 from tests.aws.harness import REGION, Clock, Crash
 
 NEW_JOBS, NEW_RUNS, OLD_JOBS, OLD_RUNS = "t-Jobs2", "t-Runs2", "t-Jobs", "t-Runs"
@@ -258,6 +258,35 @@ def test_listings_span_both_tables_each_item_once(moves: Moves) -> None:
     assert len(first["Items"]) <= 2 and "LastEvaluatedKey" in first
 
 
+def test_an_index_listing_leaves_out_a_moved_item_though_the_index_does_not_project_its_mark(moves: Moves) -> None:
+    """The due index projects only the cursor and version: a moved STATE item's old index entry (its cursor frozen
+    where it was) must not be read as due, or the dispatcher sends its instants again."""
+    for n in range(4):
+        state = {"pk": f"t/j{n}", "sk": "STATE", "due_shard": 0, "next_fire_at": "2027-01-04T09:00:00Z"}
+        moves.raw.put_item(
+            TableName=OLD_JOBS, Item=to_item(state | {"cursor": "2027-01-04T08:00:00Z", "spec_version": 1})
+        )
+    moves.start_moving()
+    db = moves.process()
+    db.update_item(  # j0 and j1 moved and visited: due later now
+        TableName=NEW_JOBS,
+        Key=key("t/j0", "STATE"),
+        UpdateExpression="SET next_fire_at = :later, #c = :c",
+        ExpressionAttributeNames={"#c": "cursor"},
+        ExpressionAttributeValues={":later": {"S": "2027-01-04T10:00:00Z"}, ":c": {"S": "2027-01-04T09:00:00Z"}},
+    )
+    db.get_item(TableName=NEW_JOBS, Key=key("t/j1", "STATE"))
+    due: dict[str, Any] = {
+        "TableName": NEW_JOBS,
+        "IndexName": JobsKeys.DUE_INDEX,
+        "KeyConditionExpression": "due_shard = :shard AND next_fire_at <= :until",
+        "ExpressionAttributeValues": {":shard": {"N": "0"}, ":until": {"S": "2027-01-04T09:30:00Z"}},
+    }
+    listed = [item["pk"] for item in every_item(db, **due)]
+    assert sorted(listed) == ["t/j1", "t/j2", "t/j3"]  # j1 once (from the global table), j0 not due any more
+    assert db.query(**due, Select="COUNT")["Count"] == 3
+
+
 def test_a_stale_copy_in_the_old_table_is_finished_by_a_listing_before_it_reads_the_new(moves: Moves) -> None:
     moves.raw.put_item(TableName=OLD_RUNS, Item=to_item({"job": "job", "run_id": "run-1", "n": 1}))
     moves.start_moving()
@@ -345,3 +374,11 @@ def test_a_condition_whose_answer_on_no_item_is_unsure_is_refused() -> None:
         holds_for_absent_item("status <> :v", {":v": {"S": "x"}})
     with pytest.raises(UndecidedCondition):
         holds_for_absent_item("a = ", {})
+
+
+def test_the_commands_pages_and_waits_are_the_moves() -> None:
+    """The CLI names them without importing the adapters (it starts without boto3)."""
+    from jobsched.adapters.aws.moves import copier, phase
+    from jobsched.cli import tables
+
+    assert (tables.PAGE, tables.LEAD, tables.SETTLE) == (copier.PAGE, phase.LEAD, phase.SETTLE)

@@ -82,6 +82,14 @@ def test_a_running_stage_moves_to_new_tables_with_no_run_lost_or_run_twice(movin
     }
     for document in jobs.values():
         stack.register(document)
+    sent: Counter[tuple[str, str, int]] = Counter()
+    send_each = stack.dispatcher.queues.send_each
+
+    def counted(priority: str, messages: Any) -> Any:
+        sent.update((m.job, m.run_id, m.attempt) for m, _ in messages)
+        return send_each(priority, messages)
+
+    stack.dispatcher.queues.send_each = counted  # type: ignore[method-assign]
     stack.minutes(12)  # 08:59 .. 09:10 on the old tables
     stack.handle_escalations()
     assert count(raw, NEW_JOBS) == count(raw, NEW_RUNS) == 0
@@ -99,6 +107,7 @@ def test_a_running_stage_moves_to_new_tables_with_no_run_lost_or_run_twice(movin
     flaky_runs = after_runs.history("payments/flaky", limit=1000, newest_first=False)
     assert all(run.attempt == 2 for run in flaky_runs if run.status is RunStatus.SUCCEEDED)
     assert incidents <= after_jobs.open_incidents("payments/broken")
+    assert [key for key, times in sent.items() if times > 1] == []  # no instant sent twice: its listing read once
     for function in ("echo", "flaky", "broken"):
         executions = stack.lambdas.executions(function)
         assert len(executions) == len(set(executions)), f"{function}: an attempt was made twice"

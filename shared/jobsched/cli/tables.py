@@ -12,19 +12,19 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from botocore.exceptions import ClientError
 
-from jobsched.adapters.aws.clients import client
-from jobsched.adapters.aws.dynamo import is_conditional_failure
-from jobsched.adapters.aws.moves.client import MovingClient, table_pairs
-from jobsched.adapters.aws.moves.copier import PAGE, TableMover
-from jobsched.adapters.aws.moves.phase import LEAD, SETTLE, MovePhase, PhaseReader
 from jobsched.cli import app
 from jobsched.core.names import StageTables
 
+if TYPE_CHECKING:  # boto3 and the adapters load when a command runs (the CLI starts without them)
+    from jobsched.adapters.aws.moves.copier import TableMover
+    from jobsched.adapters.aws.moves.phase import MovePhase
+
+PAGE = 200  # as adapters.aws.moves.copier.PAGE (a test holds them equal)
+LEAD = SETTLE = timedelta(seconds=90)  # as adapters.aws.moves.phase (a test holds them equal)
 LOCAL_TIMING = timedelta(seconds=3)  # the local runtime reads the phase every second (JOBSCHED_MOVE_PHASE_SECONDS)
 
 
@@ -39,6 +39,8 @@ def tables() -> None:
 @click.option("--no-wait", is_flag=True, help="Do what can be done now, then say when to run again.")
 def move(stage: str, page: int, no_wait: bool) -> None:
     """Move STAGE onto its global tables, online: run again after any stop, it goes on where it was."""
+    from jobsched.adapters.aws.clients import client
+
     raise SystemExit(drive(client("dynamodb"), StageTables.of(stage), page=page, wait=not no_wait))
 
 
@@ -54,20 +56,20 @@ def drive(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """The move from wherever it stands to clean (or, without ``wait``, as far as it goes now). Exit status."""
+    from jobsched.adapters.aws.moves.client import MovingClient, table_pairs
+    from jobsched.adapters.aws.moves.copier import TableMover
+    from jobsched.adapters.aws.moves.phase import PhaseReader
+
     now = clock or app.clock
     pairs = table_pairs(names.jobs, names.runs, names.previous_jobs, names.previous_runs)
-    for table in (names.jobs, names.runs, names.previous_jobs, names.previous_runs):
-        try:
-            db.describe_table(TableName=table)
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
-                raise
-            click.echo(
-                f"Error: table {table} not found: deploy this release first (it adds the global tables and"
-                " keeps the previous ones)",
-                err=True,
-            )
-            return 1
+    missing = _missing_table(db, names)
+    if missing:
+        click.echo(
+            f"Error: table {missing} not found: deploy this release first (it adds the global tables and keeps the"
+            " previous ones)",
+            err=True,
+        )
+        return 1
     mover = TableMover(MovingClient(db, pairs, PhaseReader(db, names.jobs, now)), db, pairs, names.jobs)
     phase = mover.phase()
     if phase is None:
@@ -85,6 +87,10 @@ def _until_clean(
     now: Callable[[], datetime],
     sleep: Callable[[float], None],
 ) -> int:
+    from botocore.exceptions import ClientError
+
+    from jobsched.adapters.aws.dynamo import is_conditional_failure
+
     moved: Counter[str] = Counter()
     removed = 0
     while True:
@@ -108,6 +114,8 @@ def _until_clean(
 
 
 def _missing_table(db: Any, names: StageTables) -> str | None:
+    from botocore.exceptions import ClientError
+
     for table in (names.jobs, names.runs, names.previous_jobs, names.previous_runs):
         try:
             db.describe_table(TableName=table)

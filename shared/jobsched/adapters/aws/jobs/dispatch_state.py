@@ -23,7 +23,13 @@ class DispatchStateStore(JobsTable):
             "KeyConditionExpression": "due_shard = :shard AND next_fire_at <= :until",
             "ExpressionAttributeValues": to_values({":shard": shard, ":until": instant_text(until)}),
         }
+        # A listing while the tables move may list an item twice (adapters.aws.moves: the previous table's copy, then
+        # the global table's): the later is the newer, and a job sent twice would be sent twice.
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
         for values in every_item(self.db, **request):
+            latest.pop((values["pk"], values["sk"]), None)
+            latest[(values["pk"], values["sk"])] = values
+        for values in latest.values():
             yield DueEntry(
                 job=values["pk"],
                 next_visit_at=parse_instant(values["next_fire_at"]),

@@ -15,6 +15,7 @@ The adapters name the new tables; this client decides where each call goes (``Mo
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,10 @@ def is_tombstone(item: dict[str, Any] | None) -> bool:
 
 def _clean(item: dict[str, Any], added: Sequence[str] = ()) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k not in (MOVE_MARK, MOVE_TOMBSTONE) and k not in added}
+
+
+def _key_text(key: dict[str, Any]) -> str:
+    return json.dumps(key, sort_keys=True)
 
 
 def _named(request: dict[str, Any], **names: str) -> dict[str, Any]:
@@ -107,7 +112,12 @@ class MovingClient:
     def move(self, pair: TablePair, key: dict[str, Any]) -> dict[str, Any] | None:
         """Fence the old item, copy it if the new table has nothing at its key, mark it copied (a key that was in
         neither table too: its absence is the new table's to keep). Idempotent: any crash between the writes is
-        finished by the next call on the key (or the copier's pass)."""
+        finished by the next call on the key (or the copier's pass). Once no old-way write can land (the phase's
+        settle has passed), a key absent from the old table needs no fence: one strong read instead of two writes."""
+        if self.phases.settled():
+            there = self._db.get_item(TableName=pair.old, Key=key, ConsistentRead=True).get("Item")
+            if there is None or there.get(MOVE_MARK) == _COPIED:
+                return None
         old = (
             self._db.update_item(
                 TableName=pair.old,
@@ -282,6 +292,8 @@ class MovingClient:
             page = call(**_filtered(request, f"attribute_not_exists({GONE})", **{GONE: MOVE_TOMBSTONE}))
             return page, [_clean(item) for item in page.get("Items", [])]
         old = request | {"TableName": pair.old}
+        if "IndexName" in request:
+            return self._old_index_side(call, pair, old, counting)
         if counting:  # an item whose copy a crash left unfinished counts on neither side until it is finished
             return call(**_filtered(old, f"attribute_not_exists({MARK})", **{MARK: MOVE_MARK})), []
         unmoved = f"attribute_not_exists({MARK}) OR {MARK} = :move_copying"
@@ -296,6 +308,49 @@ class MovingClient:
             else:
                 found.append(_clean(item, added))
         return page, found
+
+    def _old_index_side(
+        self, call: Any, pair: TablePair, request: dict[str, Any], counting: bool
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """An index of the previous table: its entries do not carry the mark (an index projects only its own
+        attributes), so the items' marks are read from the table, strongly, a batch a page."""
+        asked = {k: v for k, v in request.items() if k != "Select"}
+        asked, added = _projecting(asked, list(pair.key_names))
+        page = call(**asked)
+        items = page.get("Items", [])
+        marks = self._marks(pair, [pair.key_of(item) for item in items])
+        found = []
+        for item in items:
+            mark = marks.get(_key_text(pair.key_of(item)))
+            if mark is None:
+                found.append(_clean(item, added))
+            elif mark == _COPYING:
+                self.move(pair, pair.key_of(item))  # finished now, it is read from the new table next
+        if counting:
+            return {**page, "Count": len(found)}, []
+        return page, found
+
+    def _marks(self, pair: TablePair, keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The previous table's marks at ``keys`` (key text -> mark), for the marked ones."""
+        marks: dict[str, dict[str, Any]] = {}
+        names = {MARK: MOVE_MARK, **{f"#move_k{i}": name for i, name in enumerate(pair.key_names)}}
+        projection = ", ".join(names)
+        for start in range(0, len(keys), 100):
+            ask: dict[str, Any] = {
+                pair.old: {
+                    "Keys": keys[start : start + 100],
+                    "ConsistentRead": True,
+                    "ProjectionExpression": projection,
+                    "ExpressionAttributeNames": names,
+                }
+            }
+            while ask:
+                answer = self._db.batch_get_item(RequestItems=ask)
+                for item in answer.get("Responses", {}).get(pair.old, []):
+                    if MOVE_MARK in item:
+                        marks[_key_text(pair.key_of(item))] = item[MOVE_MARK]
+                ask = answer.get("UnprocessedKeys") or {}
+        return marks
 
     def get_paginator(self, operation: str) -> Any:
         return _Pages(self, operation) if operation in ("query", "scan") else self._db.get_paginator(operation)

@@ -149,6 +149,11 @@ class PhaseReader:
                 raise
             return read_phase(self._db, self._jobs_table)
 
+    def settled(self) -> bool:
+        """No write begun the old way can still land: the move began its ``settle`` ago (as last read)."""
+        phase = self._phase
+        return phase is not None and self._clock() >= phase.moving_from + phase.settle
+
     def saw_moved_key(self) -> None:
         """An old item carries the mark: the move is on, whatever this process read of the phase."""
         with self._lock:
