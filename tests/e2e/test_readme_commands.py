@@ -26,7 +26,9 @@ from tests.readme import ROOT, Shown, block_with, console_blocks, matches, run_t
 # Console blocks not run here, and why: they show a deployed API (SigV4, a team's own job files).
 NOT_RUN = {
     "export JOBSCHED_API=https://": "a deployed stage (needs AWS): tests/unit/test_docs_commands.py runs each command "
-    "against an API that knows nothing instead"
+    "against an API that knows nothing instead",
+    "jobsched tables move": "a deployed stage's tables (needs AWS): tests/e2e/test_tables_move_command.py runs it as "
+    "typed against moto's server",
 }
 OFFLINE = (
     "jobsched validate",
