@@ -26,7 +26,7 @@ from jobsched.adapters.aws.dynamo import to_item
 from jobsched.core.names import LOCAL_STAGE, MOVE_COPIED, MOVE_MARK, MOVE_TOMBSTONE, SWEEP, StageTables
 from tests.e2e.test_local_crash import Target, call, run, runtime_group, start, wait_for
 
-HOLD = 20.0  # seconds the slow job's target holds its first call: across the whole move
+HOLD = 15.0  # seconds the slow job's target holds its first call: across the whole move
 
 __all__ = ["runtime_group"]  # the fixture, shared with the crash test
 
@@ -57,7 +57,7 @@ def test_a_live_local_stage_moves_onto_its_global_tables_losing_nothing(
     db = local_dynamodb(tmp_path)
     now = datetime.now(UTC).replace(microsecond=0)
     instants = {"before": now + timedelta(seconds=3), "slow": now + timedelta(seconds=5)}
-    instants["ahead"] = now + timedelta(seconds=30)  # sent ahead before the move, due after it
+    instants["ahead"] = now + timedelta(seconds=22)  # sent ahead before the move, due after it
     for job, at in instants.items():
         body = {
             "schedule": {"expression": f"at({at:%Y-%m-%dT%H:%M:%S})"},
