@@ -250,6 +250,12 @@ def test_listings_span_both_tables_each_item_once(moves: Moves) -> None:
         assert sorted(item["n"] for item in found) == [0, 1, 2, 3, 5, 6, 7], limit
         assert all(set(item) == {"job", "run_id", "n"} for item in found)
     assert db.query(**query, Select="COUNT")["Count"] == 7
+    # A query of the table itself reads in key order across both tables, as one table would: newest first here.
+    for limit in (1, 2, 3, 10):
+        newest = [item["n"] for item in every_item(db, **query, ScanIndexForward=False, Limit=limit)]
+        assert newest == [7, 6, 5, 3, 2, 1, 0], limit
+    [latest] = db.query(**query, ScanIndexForward=False, Limit=1)["Items"]
+    assert from_item(latest)["n"] == 7  # the latest run is the latest, wherever it lives
     projected = list(every_item(db, **query, ProjectionExpression="run_id"))
     assert sorted(item["run_id"] for item in projected) == [f"run-{n}" for n in (0, 1, 2, 3, 5, 6, 7)]
     assert all(set(item) == {"run_id"} for item in projected)

@@ -17,8 +17,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, to_item
-from jobsched.adapters.aws.moves.client import MARK, MovingClient, TablePair
+from jobsched.adapters.aws.moves.client import MovingClient
 from jobsched.adapters.aws.moves.phase import LEAD, SETTLE, MovePhase, read_phase, write_phase
+from jobsched.adapters.aws.moves.requests import MARK, TablePair
 from jobsched.core.names import MOVE_COPYING, MOVE_MARK, MOVE_TOMBSTONE
 
 PAGE = 200
