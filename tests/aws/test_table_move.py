@@ -293,6 +293,38 @@ def test_an_index_listing_leaves_out_a_moved_item_though_the_index_does_not_proj
     assert db.query(**due, Select="COUNT")["Count"] == 3
 
 
+def test_an_index_listings_cursor_is_always_a_key_the_caller_can_read(moves: Moves) -> None:
+    """A team's jobs by name, a page at a time (the API's cursor is the last key's name): at the page where the old
+    table runs out, the cursor is still a key, and the listing goes on with no job twice or left out."""
+    for n in range(3):
+        spec = {"pk": f"t/old{n}", "sk": "SPEC", JobsKeys.TEAM: "t", JobsKeys.NAME: f"old{n}"}
+        moves.raw.put_item(TableName=OLD_JOBS, Item=to_item(spec))
+    moves.start_moving()
+    db = moves.process()
+    for n in range(2):
+        spec = {"pk": f"t/new{n}", "sk": "SPEC", JobsKeys.TEAM: "t", JobsKeys.NAME: f"new{n}"}
+        db.put_item(TableName=NEW_JOBS, Item=to_item(spec))
+    for limit in (1, 2, 3, 4, 5, 6):
+        listed: list[str] = []
+        request: dict[str, Any] = {
+            "TableName": NEW_JOBS,
+            "IndexName": JobsKeys.TEAM_INDEX,
+            "KeyConditionExpression": "#team = :team",
+            "ExpressionAttributeNames": {"#team": JobsKeys.TEAM},
+            "ExpressionAttributeValues": {":team": {"S": "t"}},
+            "Limit": limit,
+        }
+        for _ in range(20):
+            page = db.query(**request)
+            assert len(page["Items"]) <= limit
+            listed += [from_item(item)[JobsKeys.NAME] for item in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                break
+            assert JobsKeys.NAME in page["LastEvaluatedKey"], (limit, page["LastEvaluatedKey"])
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        assert sorted(listed) == ["new0", "new1", "old0", "old1", "old2"], limit
+
+
 def test_a_stale_copy_in_the_old_table_is_finished_by_a_listing_before_it_reads_the_new(moves: Moves) -> None:
     moves.raw.put_item(TableName=OLD_RUNS, Item=to_item({"job": "job", "run_id": "run-1", "n": 1}))
     moves.start_moving()

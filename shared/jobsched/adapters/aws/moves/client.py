@@ -39,7 +39,7 @@ from jobsched.adapters.aws.moves.requests import (
     named,
     projecting,
 )
-from jobsched.core.names import MOVE_MARK, MOVE_TOMBSTONE, Env, JobsKeys, RunsKeys
+from jobsched.core.names import JOBS_TABLE, MOVE_MARK, MOVE_TOMBSTONE, RUNS_TABLE, Env, TableDefinition
 
 
 class MovingClient:
@@ -279,10 +279,11 @@ class MovingClient:
 
 
 def table_pairs(jobs: str, runs: str, previous_jobs: str, previous_runs: str) -> list[TablePair]:
-    return [
-        TablePair(jobs, previous_jobs, (JobsKeys.PK, JobsKeys.SK)),
-        TablePair(runs, previous_runs, (RunsKeys.PK, RunsKeys.SK)),
-    ]
+    def pair(new: str, old: str, table: TableDefinition) -> TablePair:
+        indexes = {index.name: (index.partition_key[0], index.sort_key[0]) for index in table.indexes}
+        return TablePair(new, old, (table.partition_key[0], table.sort_key[0]), indexes)
+
+    return [pair(jobs, previous_jobs, JOBS_TABLE), pair(runs, previous_runs, RUNS_TABLE)]
 
 
 def moving_client(db: Any, environ: Mapping[str, str], clock: Callable[[], datetime]) -> Any:

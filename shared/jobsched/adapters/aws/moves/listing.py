@@ -58,7 +58,11 @@ class UnionListing:
                 return answer
             side, start = "new", {}
             if limit is not None and scanned >= limit:
-                return answer | {"LastEvaluatedKey": {SIDE: {"S": "new"}}}
+                # The old table is through and the page full: go on after its last item (a cursor is a key, as
+                # callers read it); with none listed yet, the new table's first page answers within the limit.
+                resume = _position(pair, request, items[-1]) if items else None
+                if resume is not None:
+                    return answer | {"LastEvaluatedKey": {**resume, SIDE: {"S": "old"}}}
 
     def _merged(self, pair: TablePair, request: dict[str, Any]) -> dict[str, Any]:
         """A query of the table itself, both tables' pages merged in key order: a listing newest first reads as one
@@ -165,6 +169,12 @@ class UnionListing:
                         marks[key_text(pair.key_of(item))] = item[MOVE_MARK]
                 ask = answer.get("UnprocessedKeys") or {}
         return marks
+
+
+def _position(pair: TablePair, request: dict[str, Any], item: dict[str, Any]) -> dict[str, Any] | None:
+    """The key an ExclusiveStartKey after ``item`` needs (the table's, and the index's), if the item holds it."""
+    names = {*pair.key_names, *pair.index_keys.get(request.get("IndexName", ""), ())}
+    return {name: item[name] for name in names} if names <= item.keys() else None
 
 
 class Pages:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobsched.adapters.aws.moves.conditions import grouped
@@ -25,6 +25,7 @@ class TablePair:
     new: str
     old: str
     key_names: tuple[str, str]  # partition key, sort key
+    index_keys: dict[str, tuple[str, str]] = field(default_factory=dict)  # index -> its partition and sort key
 
     def key_of(self, item: dict[str, Any]) -> dict[str, Any]:
         return {name: item[name] for name in self.key_names}
