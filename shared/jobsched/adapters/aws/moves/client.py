@@ -34,10 +34,10 @@ from jobsched.adapters.aws.moves.requests import (
     SIDE,
     TablePair,
     clean,
-    filtered,
     is_tombstone,
     named,
     projecting,
+    without_tombstones,
 )
 from jobsched.core.names import JOBS_TABLE, MOVE_MARK, MOVE_TOMBSTONE, RUNS_TABLE, Env, TableDefinition
 
@@ -55,9 +55,8 @@ class MovingClient:
     def _route(self, table: str) -> tuple[TablePair | None, Mode]:
         """The pair ``table`` is the new table of, unless it is not one or the move is clean (then: as it is)."""
         pair = self._pairs.get(table)
-        if pair is None or self.phases.mode() is Mode.CLEAN:
-            return None, Mode.CLEAN
-        return pair, self.phases.mode()
+        mode = self.phases.mode() if pair is not None else Mode.CLEAN
+        return (None, mode) if mode is Mode.CLEAN else (pair, mode)
 
     # -- keys ----------------------------------------------------------------------------------------------------
 
@@ -207,7 +206,7 @@ class MovingClient:
             self.phases.saw_moved_key()
             mode = Mode.MOVING
         if mode is not Mode.MOVING:  # done: tombstones may be left
-            page = call(**filtered(request, f"attribute_not_exists({GONE})", **{GONE: MOVE_TOMBSTONE}))
+            page = call(**without_tombstones(request))
             return {**page, "Items": [clean(i) for i in page.get("Items", [])]} if "Items" in page else dict(page)
         return self._listings.union(operation, pair, request)
 

@@ -19,8 +19,8 @@ from botocore.exceptions import ClientError
 from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, to_item
 from jobsched.adapters.aws.moves.client import MovingClient
 from jobsched.adapters.aws.moves.phase import LEAD, SETTLE, MovePhase, read_phase, write_phase
-from jobsched.adapters.aws.moves.requests import MARK, TablePair
-from jobsched.core.names import MOVE_COPYING, MOVE_MARK, MOVE_TOMBSTONE
+from jobsched.adapters.aws.moves.requests import TablePair, unmoved
+from jobsched.core.names import MOVE_TOMBSTONE
 
 PAGE = 200
 
@@ -82,14 +82,7 @@ class TableMover:
         """Move one page of the old table's unmoved items. A pass ends where the scan does; the move of a table is
         through after a pass that found nothing left to move (normally the second)."""
         state: dict[str, Any] = json.loads(cursor) if cursor else {"pass": 1, "at": None, "found": 0}
-        request: dict[str, Any] = {
-            "TableName": pair.old,
-            "Limit": page,
-            "ConsistentRead": True,
-            "FilterExpression": f"attribute_not_exists({MARK}) OR {MARK} = :copying",
-            "ExpressionAttributeNames": {MARK: MOVE_MARK},
-            "ExpressionAttributeValues": {":copying": {"N": str(MOVE_COPYING)}},
-        }
+        request = unmoved({"TableName": pair.old, "Limit": page, "ConsistentRead": True})
         if state["at"]:
             request["ExclusiveStartKey"] = to_item(state["at"])
         answer = self._db.scan(**request)
@@ -143,9 +136,7 @@ class TableMover:
                         raise
             following = answer.get("LastEvaluatedKey")
             next_cursor = json.dumps(from_item(following), sort_keys=True, default=str) if following else "done"
-            write_phase(
-                self._db, self._jobs_table, replace(phase, cursors=dict(phase.cursors) | {pair.new: next_cursor})
-            )
+            self._save(phase, pair.new, next_cursor)
             return Step("done", removed=removed, table=pair.new)
         write_phase(self._db, self._jobs_table, replace(phase, phase="clean"))
         return Step("clean")

@@ -7,9 +7,8 @@ from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
+from jobsched.adapters.aws.dynamo import batch_get, to_item
 from jobsched.adapters.aws.moves.requests import (
-    COPYING,
-    GONE,
     MARK,
     SIDE,
     TablePair,
@@ -17,8 +16,10 @@ from jobsched.adapters.aws.moves.requests import (
     filtered,
     key_text,
     projecting,
+    unmoved,
+    without_tombstones,
 )
-from jobsched.core.names import MOVE_MARK, MOVE_TOMBSTONE
+from jobsched.core.names import MOVE_COPYING, MOVE_MARK
 
 
 class UnionListing:
@@ -85,11 +86,8 @@ class UnionListing:
         stops = [page["LastEvaluatedKey"] for page in (old_page, new_page) if page.get("LastEvaluatedKey")]
         following = (min if forward else max)(stops, key=position) if stops else None
         if following is not None:
-            ordered = [
-                i
-                for i in ordered
-                if (position(i) <= position(following)) == forward or position(i) == position(following)
-            ]
+            stop = position(following)
+            ordered = [i for i in ordered if (position(i) <= stop if forward else position(i) >= stop)]
         if limit is not None and len(ordered) > limit:
             ordered, following = ordered[:limit], pair.key_of(ordered[limit - 1])
         scanned = int(old_page.get("ScannedCount", 0)) + int(new_page.get("ScannedCount", 0))
@@ -107,17 +105,14 @@ class UnionListing:
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         call = getattr(self._db, operation)
         if side == "new":
-            page = call(**filtered(request, f"attribute_not_exists({GONE})", **{GONE: MOVE_TOMBSTONE}))
+            page = call(**without_tombstones(request))
             return page, [clean(item) for item in page.get("Items", [])]
         old = request | {"TableName": pair.old}
         if "IndexName" in request:
             return self._old_index_side(call, pair, old, counting)
         if counting:  # an item whose copy a crash left unfinished counts on neither side until it is finished
             return call(**filtered(old, f"attribute_not_exists({MARK})", **{MARK: MOVE_MARK})), []
-        unmoved = f"attribute_not_exists({MARK}) OR {MARK} = :move_copying"
-        old = filtered(old, unmoved, **{MARK: MOVE_MARK})
-        old["ExpressionAttributeValues"] = {**old.get("ExpressionAttributeValues", {}), ":move_copying": COPYING}
-        asked, added = projecting(old, [MOVE_MARK, *pair.key_names])
+        asked, added = projecting(unmoved(old), [MOVE_MARK, *pair.key_names])
         page = call(**asked)
         found = []
         for item in page.get("Items", []):
@@ -142,33 +137,26 @@ class UnionListing:
             mark = marks.get(key_text(pair.key_of(item)))
             if mark is None:
                 found.append(clean(item, added))
-            elif mark == COPYING:
+            elif mark == MOVE_COPYING:
                 self._move(pair, pair.key_of(item))  # finished now, it is read from the new table next
         if counting:
             return {**page, "Count": len(found)}, []
         return page, found
 
-    def _marks(self, pair: TablePair, keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    def _marks(self, pair: TablePair, keys: list[dict[str, Any]]) -> dict[str, int]:
         """The previous table's marks at ``keys`` (key text -> mark), for the marked ones."""
-        marks: dict[str, dict[str, Any]] = {}
         names = {MARK: MOVE_MARK, **{f"#move_k{i}": name for i, name in enumerate(pair.key_names)}}
-        projection = ", ".join(names)
-        for start in range(0, len(keys), 100):
-            ask: dict[str, Any] = {
-                pair.old: {
-                    "Keys": keys[start : start + 100],
-                    "ConsistentRead": True,
-                    "ProjectionExpression": projection,
-                    "ExpressionAttributeNames": names,
-                }
-            }
-            while ask:
-                answer = self._db.batch_get_item(RequestItems=ask)
-                for item in answer.get("Responses", {}).get(pair.old, []):
-                    if MOVE_MARK in item:
-                        marks[key_text(pair.key_of(item))] = item[MOVE_MARK]
-                ask = answer.get("UnprocessedKeys") or {}
-        return marks
+        found = batch_get(
+            self._db,
+            pair.old,
+            keys,
+            ProjectionExpression=", ".join(names),
+            ExpressionAttributeNames=names,
+            ConsistentRead=True,
+        )
+        return {
+            key_text(to_item(pair.key_of(values))): int(values[MOVE_MARK]) for values in found if MOVE_MARK in values
+        }
 
 
 def _position(pair: TablePair, request: dict[str, Any], item: dict[str, Any]) -> dict[str, Any] | None:

@@ -68,3 +68,15 @@ def filtered(request: dict[str, Any], extra: str, **names: str) -> dict[str, Any
     existing = request.get("FilterExpression")
     expression = f"{grouped(existing)} AND {grouped(extra)}" if existing else extra
     return {**named(request, **names), "FilterExpression": expression}
+
+
+def without_tombstones(request: dict[str, Any]) -> dict[str, Any]:
+    """A listing of a new table, its tombstones left out."""
+    return filtered(request, f"attribute_not_exists({GONE})", **{GONE: MOVE_TOMBSTONE})
+
+
+def unmoved(request: dict[str, Any]) -> dict[str, Any]:
+    """A listing of an old table: its items not moved, and those whose copy a crash may have left unfinished."""
+    asked = filtered(request, f"attribute_not_exists({MARK}) OR {MARK} = :move_copying", **{MARK: MOVE_MARK})
+    asked["ExpressionAttributeValues"] = {**asked.get("ExpressionAttributeValues", {}), ":move_copying": COPYING}
+    return asked
