@@ -19,22 +19,19 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from infra.local.console import LocalConsole
 from infra.local.deploy import REGION
-from infra.local.statefiles import write_atomically
+from infra.local.snapshots import Keys, Snapshots
 
 log = logging.getLogger("jobsched.local")
 
 SNAPSHOT_EVERY = 1.0  # seconds: at most this much of the tables' writes is lost to a kill -9
 RUNTIME_FILE = "runtime.json"  # the API's URL and moto's endpoint, for `jobsched local put-event` and the like
-TABLE_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
-Keys = tuple[str, str]  # a table's partition and sort key attributes
-TOUCHED = "jobsched_touched"  # a write request's items, kept on its context from request to answer
 
 
 @dataclass
@@ -54,61 +51,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-@dataclass
-class Snapshots:
-    """The tables' items written since the last save, read back and saved within a second."""
-
-    path: Path
-    keys: dict[str, Keys] = field(default_factory=dict)  # table name -> its key attributes
-    changed: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    dirty: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # table -> key (JSON) -> key
-    saved: dict[str, dict[str, Any]] = field(default_factory=dict)  # table name -> key (JSON) -> item
-
-    def note_request(self, model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-        """Before a write is sent: which items it is about to change, kept on the request."""
-        if model.name in TABLE_WRITES:
-            context[TOUCHED] = _written_keys(model.name, params)
-
-    def note_written(self, context: dict[str, Any], **_: Any) -> None:
-        """After the write's answer: its items marked changed, so a save that reads them back reads what it wrote
-        (marked before the answer, a save could read an item back before the write landed, clear its mark, and
-        keep the old item until the next write of it: a kill -9 then lost a job stored long before). A refused
-        conditional write changed nothing, and reading it back costs only a read."""
-        touched = context.pop(TOUCHED, None)
-        if not touched:
-            return
-        with self.lock:
-            for table, values in touched:
-                key = self.keys.get(table)
-                if key is not None:
-                    self.dirty.setdefault(table, {})[json.dumps([values[key[0]], values[key[1]]])] = {
-                        key[0]: values[key[0]],
-                        key[1]: values[key[1]],
-                    }
-        self.changed.set()
-
-    def save(self, dynamodb: Any) -> None:
-        """A full scan the first time, then only the items written since, read back in batches of 100."""
-        if not self.keys:
-            return  # a start that failed before its snapshots began: the state saved before stays as it was
-        with self.lock:
-            dirty, self.dirty = self.dirty, {}
-        for table, key in self.keys.items():
-            items = self.saved.get(table)
-            if items is None:
-                items = {}
-                for page in dynamodb.get_paginator("scan").paginate(TableName=table):
-                    for item in page["Items"]:
-                        items[json.dumps([item[key[0]], item[key[1]]])] = item
-                self.saved[table] = items
-                continue
-            _refresh(dynamodb, table, key, items, dirty.get(table, {}))
-        # By table name, as AWS keeps them: a release that names other tables finds these where they were.
-        snapshot = {"format": 2, "tables": {table: list(self.saved[table].values()) for table in self.keys}}
-        write_atomically(self.path, json.dumps(snapshot))
 
 
 class LocalMachine:
@@ -187,12 +129,9 @@ class LocalMachine:
     # ------------------------------------------------------------------------------ tables
 
     def start_snapshots(self, keys: dict[str, Keys], dynamodb: Any) -> None:
-        """Every write through ``dynamodb`` (the handlers' client) marks its item changed; the changed items are
-        read back and the state is saved within a second. (A full scan every second was a fifth of moto's time
-        under load.)"""
+        """Every write through ``dynamodb`` (the handlers' client) is saved within a second (``snapshots``)."""
         self.snapshots.keys = keys
-        dynamodb.meta.events.register("before-parameter-build.dynamodb", self.snapshots.note_request)
-        dynamodb.meta.events.register("after-call.dynamodb", self.snapshots.note_written)
+        self.snapshots.watch(dynamodb)
 
         def snapshot() -> None:
             if self.snapshots.changed.is_set():
@@ -258,40 +197,3 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], seconds: float =
                 return
         time.sleep(0.1)
     raise RuntimeError(f"the moto server did not listen on port {port} within {seconds:.0f} s")
-
-
-def _written_keys(operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(table, key or item) of every item a DynamoDB write request names."""
-    if operation in ("PutItem", "UpdateItem", "DeleteItem"):
-        return [(params["TableName"], params.get("Key") or params["Item"])]
-    touched: list[tuple[str, dict[str, Any]]] = []
-    if operation == "BatchWriteItem":
-        for table, requests in params["RequestItems"].items():
-            for request in requests:
-                change = request.get("PutRequest") or request.get("DeleteRequest") or {}
-                touched.append((table, change.get("Key") or change.get("Item") or {}))
-        return touched
-    for item in params["TransactItems"]:
-        for kind in ("Put", "Update", "Delete"):
-            if kind in item:
-                touched.append((item[kind]["TableName"], item[kind].get("Key") or item[kind]["Item"]))
-    return touched
-
-
-def _refresh(dynamodb: Any, table: str, key: Keys, items: dict[str, Any], dirty: dict[str, dict[str, Any]]) -> None:
-    """Read the written items back (100 a batch) into ``items``; one that is gone was deleted."""
-    changed = list(dirty.items())
-    for start in range(0, len(changed), 100):
-        chunk = dict(changed[start : start + 100])
-        found: dict[str, Any] = {}
-        request: dict[str, Any] = {table: {"Keys": list(chunk.values()), "ConsistentRead": True}}
-        while request:
-            response = dynamodb.batch_get_item(RequestItems=request)
-            for item in response["Responses"].get(table, []):
-                found[json.dumps([item[key[0]], item[key[1]]])] = item
-            request = response.get("UnprocessedKeys") or {}
-        for name in chunk:
-            if name in found:
-                items[name] = found[name]
-            else:
-                items.pop(name, None)  # deleted

@@ -30,8 +30,9 @@ from infra.iam.recording import CALLER, acting_as, recorded_invoke
 from infra.local.alarms import LocalAlarms
 from infra.local.deploy import ACCOUNT, REGION, Deployment, deploy, synthesize_cached
 from infra.local.logs import CapturedLogs
-from infra.local.machine import Keys, LocalContext, LocalMachine
+from infra.local.machine import LocalContext, LocalMachine
 from infra.local.pollers import EventSourcePollers
+from infra.local.snapshots import Keys
 from jobsched.core.names import Env
 from jobsched.warm import use_function_scope
 from jobsched.watch import signals
