@@ -55,7 +55,7 @@ class WritesDuringTheRead:
         self.reader, self.writer = reader, writer
         self.scheduler: threading.Thread | None = None
 
-    def batch_get_item(self, RequestItems: dict[str, Any]) -> Any:  # noqa: N803 (boto3's parameter name)
+    def batch_get_item(self, RequestItems: dict[str, Any]) -> Any:
         if JOBS in RequestItems and self.scheduler is None:
             self.scheduler = threading.Thread(target=self.schedule)
             self.scheduler.start()
