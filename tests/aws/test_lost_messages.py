@@ -24,7 +24,7 @@ def take_message(stack: Stack, run_id: str) -> dict[str, Any]:
     """Remove a sent run message from the queue (as if SQS lost it); returns it."""
     stack.pending()
     held = stack._held["normal"]
-    [message_id] = [key for key, raw in held.items() if json.loads(raw["Body"])["run_id"] == run_id]
+    [message_id] = [key for key, raw in held.items() if json.loads(raw["Body"]).get("run_id") == run_id]
     return held.pop(message_id)
 
 
@@ -71,23 +71,6 @@ def test_a_message_that_is_only_late_still_runs_after_the_audit_recorded_it_lost
     assert run.status is RunStatus.SUCCEEDED and run.attempt == 1 and run.reason is None
     assert run.lateness_ms is not None and run.lateness_ms >= 20 * 60_000
     assert [e for e in stack.lambdas.executions("echo") if e[1] == run.run_id] == [("payments/hello", run.run_id, 1)]
-
-
-def test_a_daily_jobs_lost_message_is_found_the_same_day_with_one_extra_visit(stack: Stack, clock: Clock) -> None:
-    stack.register(job("daily", "5 9 * * *"))
-    clock.set("2027-01-04T09:04:00Z")
-    stack.tick()
-    take_message(stack, "20270104T090500Z")
-    advanced = 0
-    lost = 0
-    for _ in range(40):
-        report = stack.tick()
-        advanced, lost = advanced + report.advanced, lost + report.lost
-        clock.advance(MINUTE)
-        stack.pump()
-    [run] = stack.run_list("payments/daily")
-    assert run.status is RunStatus.MISSED and (run.reason or "").startswith(LOST_PREFIX)
-    assert lost == 1 and advanced == 1  # one visit to audit; the next natural one is tomorrow's
 
 
 def test_healthy_waiting_and_paused_instants_are_never_called_lost(stack: Stack, clock: Clock) -> None:

@@ -1,4 +1,5 @@
-"""What the work queues carry besides run messages: a DAG task's message and its failure report."""
+"""What the work queues carry besides run messages: a DAG task's message and its failure report, a callback's
+result, and a sparse job's sent instant to audit."""
 
 from __future__ import annotations
 
@@ -89,11 +90,45 @@ class CallbackResult(BaseModel):
         return self.run_id
 
 
-WorkMessage = RunMessage | DagTaskMessage | CallbackResult  # what the scheduler itself puts on a work queue
+class AuditMessage(BaseModel):
+    """A sparse job's sent instant, to be looked at once its run record should exist (#51): what an extra visit of
+    the dispatcher did for it (three write units a run), for the price of a message and a read
+    (``pipeline.sent_audits``). It travels on the job's work queue behind its run message."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    kind: Literal["audit"] = "audit"
+    run: RunMessage  # the run message the dispatcher sent
+    priority: str = "normal"  # its job's class: the queue it comes back on when it must wait
+
+    @property
+    def job(self) -> str:
+        return self.run.job
+
+    @property
+    def team(self) -> str:
+        return self.run.team
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def attempt(self) -> int:
+        return self.run.attempt
+
+    @property
+    def correlation_id(self) -> str:
+        return self.run.correlation_id
 
 
-def parse_work_message(body: str) -> RunMessage | DagTaskMessage | DagTaskFailure | CallbackResult:
-    """A work-queue message: a run, one of the two kinds a DAG state machine sends, or a callback's result."""
+# What the scheduler itself puts on a work queue.
+WorkMessage = RunMessage | DagTaskMessage | CallbackResult | AuditMessage
+
+
+def parse_work_message(body: str) -> WorkMessage | DagTaskFailure:
+    """A work-queue message: a run, one of the two kinds a DAG state machine sends, a callback's result, or an
+    instant to audit."""
     kind = json.loads(body).get("kind") if body.lstrip().startswith("{") else None
     if kind == "dag_task":
         return DagTaskMessage.model_validate_json(body)
@@ -101,6 +136,8 @@ def parse_work_message(body: str) -> RunMessage | DagTaskMessage | DagTaskFailur
         return DagTaskFailure.model_validate_json(body)
     if kind == "callback_result":
         return CallbackResult.model_validate_json(body)
+    if kind == "audit":
+        return AuditMessage.model_validate_json(body)
     return RunMessage.model_validate_json(body)
 
 

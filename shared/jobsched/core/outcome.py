@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
-from jobsched.core.messages import DagTaskMessage
+from jobsched.core.messages import AuditMessage, DagTaskMessage
 from jobsched.core.records import Run
 from jobsched.core.runs import RunMessage
 
@@ -21,6 +21,8 @@ Action = Literal[
     "waiting",
     "cancelled",
     "duplicate_execution",  # the same attempt ran twice: must never happen (M5, alarmed)
+    "audited",  # an audit message (``pipeline.sent_audits``): its instant has a record, or is not its to judge
+    "lost",  # an audit message: its instant had no record long enough to be recorded MISSED as lost
 ]
 
 
@@ -34,4 +36,6 @@ class Outcome:
     run: Run | None = None
     lateness: timedelta | None = None
     priority: str = "normal"  # the job's priority class, for metrics
-    resend: RunMessage | DagTaskMessage | None = None  # what goes back on the queue for ``wait`` (default: the message)
+    resend: RunMessage | DagTaskMessage | AuditMessage | None = (
+        None  # what goes back on the queue for ``wait`` (default: the message)
+    )

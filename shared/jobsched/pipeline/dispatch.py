@@ -26,22 +26,32 @@ from __future__ import annotations
 
 import itertools
 import logging
-import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from jobsched.core.durations import format_duration
+from jobsched.core.messages import AuditMessage
 from jobsched.core.names import LEASE_SHARDS, due_shard_count
-from jobsched.core.records import LOST_PREFIX, DueEntry, StoredJob
-from jobsched.core.runs import LAST_OF_INSTANT, RunMessage, RunStatus, instant_text, scheduled_run_id
+from jobsched.core.records import DueEntry, StoredJob
+from jobsched.core.runs import LAST_OF_INSTANT, RunMessage, RunStatus, instant_text, parse_instant, scheduled_run_id
 from jobsched.paging.escalation_events import EscalationEvent
-from jobsched.pipeline.lost_audit import LOST_AFTER, QUICK_LOST_AFTER, QUIET_DEPTH, AuditWait, judge_lost
+from jobsched.pipeline.lost_audit import (
+    LOST_AFTER,
+    QUICK_LOST_AFTER,
+    QUIET_DEPTH,
+    AuditWait,
+    judge_lost,
+    lost_reason,
+    missed_event,
+)
 from jobsched.pipeline.manual_runs import advance_backfill
+from jobsched.pipeline.sent_audits import audit_delay
+from jobsched.pipeline.tick_report import TickReport
 from jobsched.ports import EscalationsPort, JobsPort, QueueBacklogPort, RunsPort, WorkQueuesPort
 from jobsched.registry.jobs import pause_job
 from jobsched.schedule.company import NO_COMPANY, CompanySettings
@@ -74,62 +84,6 @@ QUARANTINE_PREFIX = "quarantined: "
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class TickReport:
-    due_jobs: int = 0
-    messages_sent: int = 0
-    missed: int = 0
-    lost: int = 0  # instants the audit found without a run record (their message was lost)
-    advanced: int = 0
-    lost_races: int = 0  # another dispatcher (or a spec change) advanced first: our sends were duplicates
-    retries_woken: int = 0
-    backfills_advanced: int = 0
-    job_errors: int = 0  # jobs left due after an error (tried again next tick)
-    quarantined: int = 0  # jobs paused because their schedule costs more than its budget
-    deferred: int = 0  # due jobs left for the next tick because this one ran out of time
-    changes_settled: int = 0  # spec changes a crash left half written, finished by this tick
-    lateness_seconds: list[float] = field(default_factory=list)  # how late each sent instant already was
-    # (job, team, run ids) per job whose instants went out: the handler logs them, so a run's logs begin here
-    sent: list[tuple[str, str, list[str]]] = field(default_factory=list)
-
-    def merge(self, other: TickReport) -> None:
-        """Add the counts of one job's part of the tick (jobs are finished concurrently, each on its own)."""
-        for name, value in vars(other).items():
-            setattr(self, name, getattr(self, name) + value)
-
-    def metrics(self) -> dict[str, float]:
-        """The tick's data points, by metric name (``watch.signals.CATALOG``; no dimensions)."""
-        return {
-            "DueJobs": self.due_jobs,
-            "MessagesDispatched": self.messages_sent,
-            "MissedInstants": self.missed,
-            "LostRunMessages": self.lost,
-            "DispatchRacesLost": self.lost_races,
-            "RetriesWoken": self.retries_woken,
-            "QuarantinedJobs": self.quarantined,
-            "DispatchJobErrors": self.job_errors,
-        }
-
-    def summary(self) -> dict[str, Any]:
-        """The tick's log line and the handler's answer."""
-        lateness = self.lateness_seconds
-        return {
-            "due_jobs": self.due_jobs,
-            "messages_sent": self.messages_sent,
-            "missed": self.missed,
-            "lost": self.lost,
-            "advanced": self.advanced,
-            "lost_races": self.lost_races,
-            "retries_woken": self.retries_woken,
-            "quarantined": self.quarantined,
-            "job_errors": self.job_errors,
-            "changes_settled": self.changes_settled,
-            "deferred": self.deferred,
-            "max_send_lateness_s": max(lateness, default=0.0),
-            "median_send_lateness_s": statistics.median(lateness) if lateness else 0.0,
-        }
-
-
 _T = TypeVar("_T")
 
 
@@ -142,6 +96,9 @@ class _JobPlan:
     messages: list[tuple[RunMessage, timedelta]]
     audited_to: datetime  # every instant up to here has a run record (or was not the dispatcher's)
     wait: AuditWait  # how long past its fire time a sent instant may be without a record
+    natural_visit: datetime | None  # when its next instant brings the job due again (None: it has none)
+    sparse: bool  # one instant a visit (``_natural_visit``)
+    audits: list[tuple[AuditMessage, timedelta]] = field(default_factory=list)  # its sent instants' audits
 
 
 @dataclass
@@ -179,7 +136,7 @@ class Dispatcher:
             if self._isolated(entry.job, now, report, partial(self.jobs.settle_change, entry.job)):
                 report.changes_settled += 1
         report.due_jobs = len(entries)
-        plans = self._with_audit_waits(self._plan_all(entries, now, report))
+        plans = self._with_audit_messages(self._with_audit_waits(self._plan_all(entries, now, report)), now)
         unsent = self._send(plans, report)
 
         def finish(plan: _JobPlan) -> TickReport:
@@ -215,6 +172,27 @@ class Dispatcher:
                 quiet[priority] = False
         quick = AuditWait(self.lost_after, self.quick_lost_after)
         return [replace(plan, wait=quick) if quiet[plan.stored.spec.priority] else plan for plan in plans]
+
+    def _with_audit_messages(self, plans: list[_JobPlan], now: datetime) -> list[_JobPlan]:
+        """A sparse job's sent instant whose audit would need a visit of its own (its next natural visit comes later
+        than the audit is due) is audited by a message sent beside its run message instead (``sent_audits``)."""
+        audited = []
+        for plan in plans:
+            if plan.natural_visit is not None and plan.messages and plan.sparse:
+                due = [self._audit_due(plan, message) for message, _ in plan.messages]
+                if plan.natural_visit > min(due):
+                    priority = plan.stored.spec.priority
+                    sent = [AuditMessage(run=message, priority=priority) for message, _ in plan.messages]
+                    plan = replace(plan, audits=[(audit, audit_delay(audit, now, self.lost_after)) for audit in sent])
+            audited.append(plan)
+        return audited
+
+    def _audit_due(self, plan: _JobPlan, message: RunMessage) -> datetime:
+        """When a visit of the job would have to audit ``message``'s instant, slack included."""
+        quick = plan.wait.quick_after
+        wait = quick if quick is not None else self.lost_after
+        slack = timedelta(0) if quick is not None else AUDIT_SLACK
+        return parse_instant(message.fire_at) + wait + self.due_window + slack
 
     def _plan_all(self, entries: list[DueEntry], now: datetime, report: TickReport) -> list[_JobPlan]:
         """Each due job's instants, within the tick's budget (a job left over stays due for the next)."""
@@ -259,6 +237,13 @@ class Dispatcher:
             failed = self.queues.send_each(priority, [message for _, message in batch])
             unsent |= {batch[index][0] for index in failed}
             report.messages_sent += len(batch) - len(failed)
+            # Behind the run messages: an audit is never on the queue before its run. (Sent in the same batches
+            # would save requests only where a batch has room; the run messages are most of them.)
+            audits = [(plan.stored.key, audit) for plan in plans if plan.stored.spec.priority == priority
+                      for audit in plan.audits if plan.stored.key not in unsent]  # fmt: skip
+            failed = self.queues.send_each(priority, [audit for _, audit in audits])
+            unsent |= {audits[index][0] for index in failed}
+            report.audits_sent += len(audits) - len(failed)
         return unsent
 
     def _isolated(
@@ -322,7 +307,19 @@ class Dispatcher:
         plan = plan_due(compiled, last=entry.cursor, now=now, lookahead=self.lookahead)
         messages = [(scheduled_message(stored, o, fire_at=o.fire_at), o.fire_at - now) for o in plan.due]
         # A job stored before the audit existed starts its audit at its cursor.
-        return _JobPlan(entry, stored, compiled, plan, messages, audited_to or entry.cursor, AuditWait(self.lost_after))
+        audit_from, wait = audited_to or entry.cursor, AuditWait(self.lost_after)
+        natural, sparse = self._natural_visit(compiled, plan.cursor)
+        return _JobPlan(entry, stored, compiled, plan, messages, audit_from, wait, natural, sparse)
+
+    def _natural_visit(self, compiled: CompiledSchedule, cursor: datetime) -> tuple[datetime | None, bool]:
+        """When the job's next instant brings it due, and whether the job is sparse: one instant a visit (its
+        instants further apart than the lookahead uses), so it is visited early (``DISPATCH_AHEAD``)."""
+        upcoming = compiled.next_fires(cursor, 2)
+        if not upcoming:
+            return None, False
+        if len(upcoming) == 1 or upcoming[1].at - upcoming[0].at > self.lookahead - self.due_window:
+            return upcoming[0].at - (self.dispatch_ahead - self.due_window), True
+        return upcoming[0].at, False
 
     def _finish(self, job_plan: _JobPlan, now: datetime, report: TickReport) -> None:
         """After the messages are out: record missed instants, then advance the cursor."""
@@ -374,14 +371,12 @@ class Dispatcher:
             self.escalations.publish(missed_event(spec.key, spec.team, recorded, now).model_dump(exclude_none=True))
 
     def _next_visit(self, job_plan: _JobPlan, audited_to: datetime) -> datetime | None:
-        """When the job is due again: its next instant (early for a sparse job), or its next audit."""
+        """When the job is due again: its next instant (early for a sparse job), or its next audit (unless its sent
+        instants went out with their audit messages)."""
         plan = job_plan.plan
-        upcoming = job_plan.compiled.next_fires(plan.cursor, 2)
-        next_visit = upcoming[0].at if upcoming else None
-        if next_visit is not None and (
-            len(upcoming) == 1 or upcoming[1].at - upcoming[0].at > self.lookahead - self.due_window
-        ):
-            next_visit -= self.dispatch_ahead - self.due_window  # a sparse job: visited early (DISPATCH_AHEAD)
+        next_visit = job_plan.natural_visit
+        if job_plan.audits:
+            return next_visit
         unaudited = job_plan.compiled.next_fires(audited_to, 1)
         if unaudited and unaudited[0].at <= plan.cursor:
             # The audit of that instant is due then (plus the due window the index is read with). With no backlog
@@ -415,11 +410,7 @@ class Dispatcher:
         judged = judge_lost(fired, found, now, wait)
         recorded = []
         for occurrence in judged.lost:
-            waited = format_duration(now - occurrence.fire_at)
-            reason = (
-                f"{LOST_PREFIX}no run record {waited} after its fire time: the run message was lost (or the workers "
-                "are that far behind; if it still arrives, the run starts)"
-            )
+            reason = lost_reason(format_duration(now - occurrence.fire_at))
             message = scheduled_message(stored, occurrence, fire_at=occurrence.fire_at)
             if self.runs.create(message, status=RunStatus.MISSED, now=now, retention=spec.run_retention, reason=reason):
                 recorded.append((occurrence.at, reason))
@@ -459,19 +450,3 @@ class Dispatcher:
                 self.queues.send(stored.spec.priority, [(message, run.next_attempt_at - now)])
                 if self.runs.clear_wake(run.job, run.run_id, attempt=run.attempt):
                     report.retries_woken += 1
-
-
-def missed_event(job: str, team: str, missed: list[tuple[datetime, str]], now: datetime) -> EscalationEvent:
-    first, last = missed[0][0], missed[-1][0]
-    return EscalationEvent(
-        kind="missed_schedule",
-        subject=job,
-        occurred_at=instant_text(now),
-        team=team,
-        job=job,
-        run_id=scheduled_run_id(first),
-        scheduled_at=instant_text(first),
-        count=len(missed),
-        lateness_seconds=round((now - first).total_seconds(), 3),
-        error=f"{len(missed)} instant(s) {instant_text(first)}..{instant_text(last)} did not run: {missed[0][1]}",
-    )

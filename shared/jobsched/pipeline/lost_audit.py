@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from jobsched.core.records import LOST_PREFIX
+from jobsched.core.runs import instant_text, scheduled_run_id
+from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.schedule.engine import Occurrence
 
 LOST_AFTER = timedelta(minutes=15)
@@ -63,3 +66,27 @@ def judge_lost(occurrences: Sequence[Occurrence], found: set[str], now: datetime
             mark = settled_before
         break
     return Judged(lost, mark)
+
+
+def lost_reason(waited: str) -> str:
+    """What a lost instant's MISSED record says (``waited``: how long after its fire time it was judged)."""
+    return (
+        f"{LOST_PREFIX}no run record {waited} after its fire time: the run message was lost (or the workers "
+        "are that far behind; if it still arrives, the run starts)"
+    )
+
+
+def missed_event(job: str, team: str, missed: list[tuple[datetime, str]], now: datetime) -> EscalationEvent:
+    first, last = missed[0][0], missed[-1][0]
+    return EscalationEvent(
+        kind="missed_schedule",
+        subject=job,
+        occurred_at=instant_text(now),
+        team=team,
+        job=job,
+        run_id=scheduled_run_id(first),
+        scheduled_at=instant_text(first),
+        count=len(missed),
+        lateness_seconds=round((now - first).total_seconds(), 3),
+        error=f"{len(missed)} instant(s) {instant_text(first)}..{instant_text(last)} did not run: {missed[0][1]}",
+    )

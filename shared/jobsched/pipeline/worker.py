@@ -20,7 +20,7 @@ from pydantic import JsonValue
 
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.event_batches import batch_named, batch_payload, run_events_path
-from jobsched.core.messages import CallbackResult, DagTaskFailure, DagTaskMessage, WorkMessage
+from jobsched.core.messages import AuditMessage, CallbackResult, DagTaskFailure, DagTaskMessage, WorkMessage
 from jobsched.core.outcome import Action, Outcome
 from jobsched.core.records import (
     BreakerState,
@@ -43,6 +43,7 @@ from jobsched.pipeline.in_hand import drop_spec, hold_spec
 from jobsched.pipeline.outside import OutsideEnds
 from jobsched.pipeline.recording import Records
 from jobsched.pipeline.run_ends import ENDED, RunEnds
+from jobsched.pipeline.sent_audits import SentAudits
 from jobsched.pipeline.usage import UsageMeter, flush_held
 from jobsched.pipeline.waiting import Met, Waits, WaitSignal
 from jobsched.ports import (
@@ -202,12 +203,16 @@ class Worker:
         finally:
             self.end_batch(batch)
 
-    def process_any(
-        self, message: RunMessage | DagTaskMessage | DagTaskFailure | CallbackResult, batch: WorkerBatch | None = None
-    ) -> Outcome:
-        """One work-queue message of any kind: a run, a DAG task, a DAG task's failure report, a callback's result."""
+    def process_any(self, message: WorkMessage | DagTaskFailure, batch: WorkerBatch | None = None) -> Outcome:
+        """One work-queue message of any kind: a run, a DAG task, a DAG task's failure report, a callback's result,
+        an instant to audit."""
         if isinstance(message, CallbackResult):
             return self.callback_result(message)
+        if isinstance(message, AuditMessage):
+            outcome = SentAudits(self.jobs, self.runs, self.escalations, self.clock).audit(message)
+            if outcome.wait is not None:
+                self.queues.send(outcome.priority, [(message, outcome.wait)])
+            return outcome
         if isinstance(message, DagTaskMessage):
             outcome = self.dags.process_task(message)
             if outcome.wait is not None:

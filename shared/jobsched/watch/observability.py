@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
 
-from jobsched.core.messages import DagTaskFailure, DagTaskMessage
+from jobsched.core.messages import AuditMessage, DagTaskFailure, DagTaskMessage
 from jobsched.core.traces import trace_id
 from jobsched.watch.signals import NAMESPACE, emit
 
@@ -91,7 +91,11 @@ def message_keys(message: WorkMessage | DagTaskFailure) -> dict[str, Any]:
 
 
 def run_message_handled(logger: Logger, message: WorkMessage | DagTaskFailure, outcome: Outcome) -> None:
-    """A run message's SLIs (``emit_run_outcome``) and its "run message" log line."""
+    """A run message's SLIs (``emit_run_outcome``) and its "run message" log line. An audit message is no run's
+    outcome: it is logged only (a lost instant it found is counted as ``LostRunMessages`` where it is found)."""
+    if isinstance(message, AuditMessage):
+        logger.info("audit message", extra={"outcome": outcome.action, "detail": outcome.detail})
+        return
     lateness = outcome.lateness.total_seconds() if outcome.lateness is not None else None
     emit_run_outcome(
         team=message.team,
