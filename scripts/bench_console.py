@@ -18,7 +18,8 @@ from datetime import UTC, datetime, timedelta
 
 from jobsched.console import render, views
 from jobsched.console.widget import WidgetControls, no_links
-from jobsched.core.records import AuditEntry, DispatchState, Run, StoredIncident, StoredJob, TaskState
+from jobsched.core.records import AuditEntry, DispatchState, StoredIncident, StoredJob
+from jobsched.core.run_records import Run, TaskState
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec
 from jobsched.watch.run_search import RunFilter

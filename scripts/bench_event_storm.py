@@ -38,7 +38,7 @@ from jobsched.adapters.aws.clients import reset_clients
 from jobsched.adapters.aws.run_events import run_finished_detail
 from jobsched.core.events import EventEnvelope, trigger_fingerprint
 from jobsched.core.names import INTAKE_CONCURRENCY, SYSTEM_INTAKE_CONCURRENCY
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.intake import EventIntake

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.adapters.memory.queues import MemoryEscalations, MemoryWorkQueues
 from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant, scheduled_run_id
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.adapters.memory.queues import MemoryEscalations, MemoryWorkQueues
 from jobsched.core.messages import WorkMessage
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant, scheduled_run_id
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobsched.adapters.memory import MemoryEscalations, MemoryJobs, MemoryRuns, MemoryWorkQueues
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import WORKER_BATCH
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.slo import SloTiers
 from jobsched.core.spec import JobSpec

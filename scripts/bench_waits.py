@@ -23,7 +23,7 @@ from typing import Any
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.adapters.memory.data_checks import MemoryDataChecks
 from jobsched.adapters.memory.queues import MemoryEscalations, MemoryWorkQueues
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.worker import Worker

@@ -329,7 +329,7 @@ class LocalStack:
         from jobsched.adapters.aws.dynamo import from_item
         from jobsched.adapters.items import is_run_item
         from jobsched.core.names import MOVE_COPIED, MOVE_MARK, MOVE_TOMBSTONE, JobsKeys, RunsKeys
-        from jobsched.core.records import Run
+        from jobsched.core.run_records import Run
         from jobsched.core.runs import TERMINAL
         from jobsched.pipeline.recovery import recover_lost_queues
 

@@ -32,7 +32,7 @@ from jobsched.console.actions import ActionStores
 from jobsched.console.widget import Platform, WidgetControls
 from jobsched.core.names import Env, reserved_prefixes
 from jobsched.core.prices import US_EAST_1, price_table
-from jobsched.core.records import RunContext
+from jobsched.core.run_records import RunContext
 from jobsched.core.settings import Settings
 from jobsched.core.tz import UTC
 from jobsched.dag.deployer import DagDeployer

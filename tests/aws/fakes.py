@@ -13,7 +13,7 @@ from typing import Any
 
 from jobsched.adapters.aws.queues import WorkQueues
 from jobsched.core.messages import WorkMessage
-from jobsched.core.records import Run, RunContext
+from jobsched.core.run_records import Run, RunContext
 from jobsched.core.runs import parse_instant
 from jobsched.ports import delay_seconds
 from tests.helpers import Clock as Clock  # re-exported: the moto tests take the stack and its clock from here

@@ -44,7 +44,7 @@ from jobsched.core.names import (
     state_machine_prefix,
 )
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.settings import Settings
 from jobsched.core.slo import SloTiers

@@ -11,7 +11,7 @@ from typing import Any
 
 from jobsched.core.messages import AuditMessage
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import LOST_PREFIX
+from jobsched.core.run_records import LOST_PREFIX
 from jobsched.core.runs import RunStatus
 from jobsched.pipeline.lost_audit import LOST_AFTER
 from jobsched.registry.jobs import pause_job

@@ -17,7 +17,7 @@ import pytest
 
 from jobsched.core.errors import ExecutionNotOurs
 from jobsched.core.names import OWNER_TAG
-from jobsched.core.records import Run, StaleAttempt, TaskState
+from jobsched.core.run_records import Run, StaleAttempt, TaskState
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.core.spec import JobSpec
 from jobsched.dag.definition import compile_definition, definition_text

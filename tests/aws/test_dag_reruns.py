@@ -14,7 +14,7 @@ import pytest
 
 from jobsched.console.actions import ActionStores, handle_action
 from jobsched.console.widget import Viewer, WidgetControls, render_widget
-from jobsched.core.records import StaleAttempt
+from jobsched.core.run_records import StaleAttempt
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.manual_runs import start_backfill

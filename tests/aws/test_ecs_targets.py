@@ -305,7 +305,7 @@ def test_a_worker_that_dies_between_runtask_and_its_record_leaves_one_task_that_
 
 def test_an_unrecorded_task_ends_the_run_only_from_the_jobs_cluster_with_the_attempts_token() -> None:
     from jobsched.core.containers import attempt_token
-    from jobsched.core.records import Run
+    from jobsched.core.run_records import Run
     from jobsched.core.runs import parse_instant
     from jobsched.pipeline.containers import started_by_attempt
 

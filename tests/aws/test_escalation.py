@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.core.records import StaleAttempt
+from jobsched.core.run_records import StaleAttempt
 from jobsched.core.runs import RunStatus
 from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.worker import heartbeat_checker

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.core.records import StaleAttempt
+from jobsched.core.run_records import StaleAttempt
 from jobsched.core.runs import RunStatus
 from jobsched.pipeline.dispatch import Dispatcher
 from tests.aws.harness import Clock, Crash, Stack
@@ -169,7 +169,7 @@ def test_an_attempt_recorded_twice_is_told_apart_from_a_superseded_one(stack: St
     """M5's tripwire: the claim makes two executions of one attempt impossible, so if a second result of
     the same attempt ever arrives after the run ended at that attempt, it is counted as
     duplicate_execution (alarmed), not as an ordinary superseded result."""
-    from jobsched.core.records import TargetResult
+    from jobsched.core.run_records import TargetResult
 
     clock.set("2027-01-04T09:59:30Z")
     stack.register(job("once", "0 * * * *"))

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobsched.core.records import StaleAttempt
+from jobsched.core.run_records import StaleAttempt
 from jobsched.core.runs import RunStatus
 from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.worker import heartbeat_checker

@@ -20,7 +20,7 @@ from jobsched.adapters.aws.kubernetes_jobs import KubernetesJobs
 from jobsched.core.events import CONTAINER_TRIGGER, EventEnvelope
 from jobsched.core.kubernetes import SECRET_KEY, job_manifest, state_machine_definition
 from jobsched.core.names import Env
-from jobsched.core.records import RunContext
+from jobsched.core.run_records import RunContext
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import JobSpec, KubernetesTarget
 from jobsched.pipeline.worker import heartbeat_checker

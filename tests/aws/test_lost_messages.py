@@ -8,7 +8,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from jobsched.core.records import LOST_PREFIX
+from jobsched.core.run_records import LOST_PREFIX
 from jobsched.core.runs import TERMINAL, RunStatus
 from jobsched.pipeline.lost_audit import LOST_AFTER
 from jobsched.pipeline.recovery import recover_lost_queues

@@ -87,7 +87,7 @@ def test_overlap_replace_cancels_the_running_run_and_refuses_its_late_result(sta
     stack.register(callback_job("fresh", "replace"))
     stack.minutes(2)
     assert statuses(stack, "ops/fresh") == [("0900", "CANCELLED"), ("0901", "RUNNING")]
-    from jobsched.core.records import StaleAttempt
+    from jobsched.core.run_records import StaleAttempt
 
     try:
         stack.runs.finish("ops/fresh", "20270104T090000Z", attempt=1, status=RunStatus.SUCCEEDED, now=clock())

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobsched.core.records import Run, StaleAttempt
+from jobsched.core.run_records import Run, StaleAttempt
 from jobsched.core.runs import RunStatus, instant_text
 from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.manual_runs import cancel_backfill, get_backfill, start_backfill

@@ -22,7 +22,7 @@ from jobsched.adapters.aws.moves.copier import TableMover
 from jobsched.adapters.aws.moves.phase import Mode, PhaseReader
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.core.names import JOBS_TABLE, MOVE_MARK, MOVE_TOMBSTONE, RUNS_TABLE
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunStatus
 from tests.aws.harness import REGION, Clock, Crash, FakeLambdas, Stack
 from tests.aws.test_pipeline import job

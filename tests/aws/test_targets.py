@@ -179,7 +179,7 @@ def test_executor_never_raises_for_aws_errors() -> None:
     def failing(function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
         raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "no"}}, "Invoke")
 
-    from jobsched.core.records import RunContext
+    from jobsched.core.run_records import RunContext
     from jobsched.core.spec import LambdaTarget
 
     class Owned:
@@ -234,7 +234,7 @@ def test_a_secret_header_whose_value_has_a_line_break_is_never_sent(stack: Stack
 
 
 def test_an_adapter_that_raises_anything_gives_a_failed_result() -> None:
-    from jobsched.core.records import RunContext
+    from jobsched.core.run_records import RunContext
     from jobsched.core.spec import LambdaTarget
 
     def broken(function: str, payload: bytes, timeout: timedelta) -> tuple[bytes, str | None]:
@@ -284,7 +284,7 @@ def test_only_failures_that_say_the_target_is_unwell_count_toward_its_breaker(an
     or a request the target refuses says only that this job's work failed (#46: the demo's failing job)."""
     from botocore.exceptions import ClientError
 
-    from jobsched.core.records import RunContext
+    from jobsched.core.run_records import RunContext
     from jobsched.core.spec import LambdaTarget
 
     if isinstance(answer, str):

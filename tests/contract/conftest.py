@@ -14,7 +14,8 @@ from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.core.names import JOBS_TABLE, RUNS_TABLE
-from jobsched.core.records import AuditEntry, Run
+from jobsched.core.records import AuditEntry
+from jobsched.core.run_records import Run
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Change, Lifecycle, StateChange
 from jobsched.ports import (
     DrillsPort,

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from jobsched.core.records import LOST_PREFIX, AttemptClaim, Progress, Run, StaleAttempt, lease_shard
+from jobsched.core.run_records import LOST_PREFIX, AttemptClaim, Progress, Run, StaleAttempt, lease_shard
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from tests.contract.conftest import Stores
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobsched.core.records import ParkedTask, lease_shard
+from jobsched.core.run_records import ParkedTask, lease_shard
 from jobsched.core.runs import RunMessage, RunStatus, TaskStatus, parse_instant
 from tests.contract.conftest import Stores
 

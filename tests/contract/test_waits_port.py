@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from jobsched.core.records import StaleAttempt, Waiting
+from jobsched.core.records import Waiting
+from jobsched.core.run_records import StaleAttempt
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from tests.contract.conftest import Stores
 
@@ -39,7 +40,7 @@ def test_a_run_waits_from_nothing_or_from_scheduled_keeps_its_start_and_is_claim
 
 
 def _shard(stores: Stores) -> int:
-    from jobsched.core.records import lease_shard
+    from jobsched.core.run_records import lease_shard
 
     return lease_shard(MESSAGE.job, MESSAGE.run_id)
 

@@ -13,7 +13,7 @@ from jobsched.adapters.memory.workflows import MemoryWorkflows
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage, WorkMessage, parse_work_message
 from jobsched.core.names import PRIORITIES
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Run, RunContext, TargetResult, TaskState
+from jobsched.core.run_records import Run, RunContext, TargetResult, TaskState
 from jobsched.core.spec import ApprovalTarget, CallbackTarget, JobSpec
 from jobsched.dag.deployer import DagDeployer
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle, StateChange

@@ -20,7 +20,7 @@ from jobsched.adapters.memory.queues import MemoryWorkQueues
 from jobsched.adapters.memory.rules import MemoryRules
 from jobsched.core.errors import SpecError
 from jobsched.core.events import EventEnvelope, after_pattern, after_run_id, trigger_fingerprint
-from jobsched.core.records import AttemptClaim, Run
+from jobsched.core.run_records import AttemptClaim, Run
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant, scheduled_run_id
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.intake import EventIntake

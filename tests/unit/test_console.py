@@ -11,7 +11,7 @@ from jobsched.console import render, run_page, timelines
 from jobsched.console.actions import team_of_alias
 from jobsched.console.palette import BACKGROUND, MUTED, OUTCOMES, TEXT, contrast
 from jobsched.console.widget import WidgetControls, render_widget, time_range
-from jobsched.core.records import Run, TaskState
+from jobsched.core.run_records import Run, TaskState
 from jobsched.core.runs import RunStatus, TaskStatus
 from jobsched.core.spec import JobSpec
 from jobsched.dag.definition import TaskNode

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobsched.core.records import StaleAttempt, TargetResult
+from jobsched.core.run_records import StaleAttempt, TargetResult
 from jobsched.core.runs import RunStatus
 from jobsched.pipeline.ends import AttemptRef, Reported
 from jobsched.pipeline.lifecycle import Change

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from jobsched.adapters.items import new_run_values
-from jobsched.core.records import LOST_PREFIX, Run, StoredJob, TargetResult
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import LOST_PREFIX, Run, TargetResult
 from jobsched.core.runs import LEASE_MARGIN, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.decisions import (

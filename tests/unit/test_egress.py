@@ -17,7 +17,7 @@ from jobsched.adapters.aws.notify import Notifier
 from jobsched.adapters.aws.targets import TargetExecutor
 from jobsched.core.errors import ChannelRefused
 from jobsched.core.names import OWNER_TAG
-from jobsched.core.records import RunContext
+from jobsched.core.run_records import RunContext
 from jobsched.core.spec import HttpTarget
 from jobsched.core.urls import UrlRefused, parse_url
 from jobsched.tenancy.egress import AddressPolicy, EgressRefused, GuardedHttp

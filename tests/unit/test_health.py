@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunStatus
 from jobsched.watch.health import job_health, percentile, worst_first
 from tests.helpers import utc

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from jobsched.core.checks import MAX_CHECKED_OUTPUT, MAX_SCHEMA_DEPTH, check_schema, evaluate
 from jobsched.core.output_paths import MAX_EXPECT_CHARS, CheckDefinitionError, holds, parse_assertion
-from jobsched.core.records import TargetResult
+from jobsched.core.run_records import TargetResult
 from jobsched.core.spec import JobSpec, OutputCheck
 from jobsched.pipeline.attempts import judge
 from tests.helpers import AtOnce, on_threads

@@ -13,7 +13,7 @@ import pytest
 
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.adapters.memory.queues import MemoryEscalations, MemoryWorkQueues
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.dispatch import Dispatcher

@@ -20,7 +20,7 @@ from jobsched.adapters.memory.queues import MemoryEscalations, MemoryWorkQueues
 from jobsched.adapters.memory.rules import MemoryRules
 from jobsched.core.errors import SpecError
 from jobsched.core.events import EventEnvelope
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.core.templates import TemplateError, check_key_template, render_key

@@ -14,15 +14,8 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from jobsched.core.names import SWEEP, JobsKeys, RunsKeys
-from jobsched.core.records import (
-    JobsSnapshot,
-    SlotsTaken,
-    StoredJob,
-    Waiting,
-    due_shard,
-    lease_shard,
-    shown_waiting_for,
-)
+from jobsched.core.records import JobsSnapshot, SlotsTaken, StoredJob, Waiting, due_shard, shown_waiting_for
+from jobsched.core.run_records import lease_shard
 from jobsched.core.runs import (
     TERMINAL,
     RunMessage,

@@ -17,7 +17,8 @@ from jobsched.api.identity import Forbidden, Unauthenticated
 from jobsched.api.models import ErrorBody, ErrorDetail, ErrorResponse, JobBody
 from jobsched.api.tokens import TOKEN_HEADER, InvalidToken
 from jobsched.core.errors import FieldError, SpecError, WorkflowsNotConfigured, field_errors_from
-from jobsched.core.records import JobExists, JobNotFound, StaleAttempt, VersionConflict
+from jobsched.core.records import JobExists, JobNotFound, VersionConflict
+from jobsched.core.run_records import StaleAttempt
 from jobsched.pipeline.approvals import NotAnApproval, NothingToDecide
 from jobsched.pipeline.dead_letters import UnknownQueue
 from jobsched.pipeline.manual_runs import BackfillLimit, BackfillTooLarge, NoSchedule

@@ -10,7 +10,7 @@ from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
 from jobsched.core.bounds import WHOLE_NUMBER, Instant
-from jobsched.core.records import MAX_CHECKPOINT_BYTES, MAX_PROGRESS_MESSAGE, ProgressReport
+from jobsched.core.run_records import MAX_CHECKPOINT_BYTES, MAX_PROGRESS_MESSAGE, ProgressReport
 from jobsched.core.spec import JobSpec, Name
 
 _OBJECT: JsonDict = {"type": "object"}

@@ -21,7 +21,8 @@ from jobsched.api.models import (
 )
 from jobsched.api.tokens import CallbackTokens, token_expiry
 from jobsched.core.bounds import parse_bounded_int
-from jobsched.core.records import Incident, LogLine, Progress, Run, StoredJob, TaskState
+from jobsched.core.records import Incident, LogLine, StoredJob
+from jobsched.core.run_records import Progress, Run, TaskState
 from jobsched.core.runs import RunStatus, TaskStatus, instant_text, moment_text
 from jobsched.core.spec import CallbackTarget, JobSpec
 from jobsched.core.traces import xray_trace_id

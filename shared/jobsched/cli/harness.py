@@ -27,7 +27,7 @@ from jobsched.core.bounds import Instant
 from jobsched.core.durations import Duration
 from jobsched.core.messages import DagTaskFailure, DagTaskMessage, WorkMessage, parse_work_message
 from jobsched.core.names import PRIORITIES
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.runs import RunStatus, instant_text, parse_instant
 from jobsched.core.spec import ApprovalTarget, CallbackTarget, JobSpec, StrictModel
 from jobsched.dag.deployer import DagDeployer

@@ -11,7 +11,8 @@ from datetime import datetime
 from html import escape
 
 from jobsched.console.palette import look
-from jobsched.core.records import Run, StoredJob, TaskState
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import Run, TaskState
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.dag.progress import task_reason

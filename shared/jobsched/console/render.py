@@ -13,7 +13,7 @@ from html import escape
 from typing import Protocol
 
 from jobsched.console.palette import BACKGROUND, MUTED, TEXT, look
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import TERMINAL, RunStatus, instant_text
 from jobsched.registry.dependencies import Dependency
 from jobsched.watch.health import JobHealth, strip_cell

@@ -11,7 +11,7 @@ from typing import Any
 from jobsched.console.palette import MUTED, TEXT, look
 from jobsched.console.render import DASH, cell
 from jobsched.core.events import trigger_summary
-from jobsched.core.records import Run, TaskState
+from jobsched.core.run_records import Run, TaskState
 from jobsched.core.runs import RunStatus, instant_text
 from jobsched.core.traces import xray_trace_id
 from jobsched.dag.definition import Graph

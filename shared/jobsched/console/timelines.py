@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 from jobsched.console.palette import MUTED, look
 from jobsched.console.render import MARKED_KINDS, MAX_DAYS, SEVERITY, Links, age_text, legend
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import instant_text
 from jobsched.schedule.engine import Occurrence
 from jobsched.watch.health import strip_cell

@@ -13,7 +13,8 @@ from typing import Any, Protocol
 from jobsched.console import changes_page, cost_page, details, incidents_page, render, run_page, slo_pages, timelines
 from jobsched.console.palette import look
 from jobsched.core.prices import US_EAST_1, PriceTable
-from jobsched.core.records import Run, StoredIncident, StoredJob, TaskState
+from jobsched.core.records import StoredIncident, StoredJob
+from jobsched.core.run_records import Run, TaskState
 from jobsched.core.runs import TaskStatus, instant_text
 from jobsched.core.slo import SloTiers
 from jobsched.core.spec import ApprovalTarget, JobSpec

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobsched.core.events import CONTAINER_STARTED_BY
-from jobsched.core.records import TargetResult
+from jobsched.core.run_records import TargetResult
 
 NOT_RETRIED = (  # (marker in a reason, what it is): another attempt fails the same way
     ("OutOfMemoryError", "out of memory: the container was killed (raise container.memory)"),

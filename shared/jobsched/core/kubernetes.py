@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobsched.core.names import OWNER_TAG, RunEnv
-from jobsched.core.records import RunContext
+from jobsched.core.run_records import RunContext
 from jobsched.core.spec import KubernetesTarget
 
 ANNOTATION_PREFIX = "jobsched.io/"

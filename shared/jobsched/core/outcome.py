@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Literal
 
 from jobsched.core.messages import AuditMessage, DagTaskMessage
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunMessage
 
 Action = Literal[

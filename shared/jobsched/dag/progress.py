@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from jobsched.core.records import Run, TaskState
+from jobsched.core.run_records import Run, TaskState
 from jobsched.core.runs import TERMINAL, TaskStatus, instant_text
 from jobsched.core.spec import JobSpec
 from jobsched.core.waits import awaited

@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from jobsched.core.checks import CheckResult
 from jobsched.core.checks import warned as warned_checks
-from jobsched.core.records import IncidentClass, Run
+from jobsched.core.records import IncidentClass
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunStatus, instant_text
 from jobsched.core.spec import JobSpec
 from jobsched.ports import EscalationsPort, JobsPort

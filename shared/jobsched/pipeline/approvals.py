@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from jobsched.core.records import JobNotFound, Run
+from jobsched.core.records import JobNotFound
+from jobsched.core.run_records import Run
 from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import ApprovalTarget
 from jobsched.pipeline.dag.conductor import DagRuns

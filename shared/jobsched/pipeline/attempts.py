@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from jobsched.core.checks import CheckLike, evaluate
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.ports import TargetsPort
 from jobsched.watch.breaker import Breakers
 

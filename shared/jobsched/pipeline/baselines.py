@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Protocol
 
 from jobsched.core.baseline import Anomaly, Baseline, Sample, judge, learn
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunStatus, instant_text
 from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.pipeline.freshness import FreshnessJobs, FreshnessKeeper

@@ -18,7 +18,8 @@ from functools import partial
 
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import AttemptClaim, Run, StaleAttempt, StoredJob
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import AttemptClaim, Run, StaleAttempt
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.pipeline.containers import stop_started_task
 from jobsched.pipeline.decisions import claim_transition, is_external, lease_until, overlap_policy

@@ -33,8 +33,8 @@ from jobsched.core.containers import (
     task_outcome,
 )
 from jobsched.core.names import RunEnv
-from jobsched.core.records import Run, StaleAttempt, TargetResult
 from jobsched.core.roles import role_of
+from jobsched.core.run_records import Run, StaleAttempt, TargetResult
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import BatchTarget, ContainerTarget, EcsTarget, JobSpec, KubernetesTarget
 from jobsched.core.usage import work_usage

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from jobsched.core.durations import format_duration
-from jobsched.core.records import LOST_PREFIX, Run, StoredJob, TargetResult
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import LOST_PREFIX, Run, TargetResult
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, RunStatus, attempts_left, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, EXTERNAL_TARGETS, CallbackTarget, JobSpec
 from jobsched.dag.definition import run_budget

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from jobsched.core.records import ProgressReport, Run
+from jobsched.core.run_records import ProgressReport, Run
 
 
 @dataclass(frozen=True)

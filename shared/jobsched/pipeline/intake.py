@@ -33,7 +33,8 @@ from jobsched.core.events import (
     trigger_fingerprint,
 )
 from jobsched.core.messages import DagTaskFailure, parse_work_message
-from jobsched.core.records import Run, StaleAttempt, StoredJob
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import Run, StaleAttempt
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import DEFAULT_BUS, AfterTrigger, JobTrigger
 from jobsched.core.waits import MAX_WAITERS_WOKEN, wake_rule

@@ -18,7 +18,8 @@ from enum import StrEnum
 from typing import Any
 
 from jobsched.core.checks import CheckResult
-from jobsched.core.records import AttemptClaim, Run, Waiting
+from jobsched.core.records import Waiting
+from jobsched.core.run_records import AttemptClaim, Run
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, TaskStatus
 from jobsched.ports import RunsPort
 from jobsched.watch.observability import run_finished, run_retried

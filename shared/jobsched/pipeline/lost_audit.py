@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobsched.core.records import LOST_PREFIX
+from jobsched.core.run_records import LOST_PREFIX
 from jobsched.core.runs import instant_text, scheduled_run_id
 from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.schedule.engine import Occurrence

@@ -20,8 +20,9 @@ from typing import Any
 from pydantic import JsonValue
 
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import JobNotFound, Run, StaleAttempt, StoredJob
+from jobsched.core.records import JobNotFound, StoredJob
 from jobsched.core.references import reads_run_payload
+from jobsched.core.run_records import Run, StaleAttempt
 from jobsched.core.runs import (
     TERMINAL,
     RunMessage,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobsched.core.errors import WorkflowsNotConfigured
-from jobsched.core.records import ProgressReport, Run
+from jobsched.core.run_records import ProgressReport, Run
 from jobsched.pipeline.dag.ends import TaskEnds
 from jobsched.pipeline.ends import AttemptRef, Ends, Reported
 from jobsched.pipeline.run_ends import RunEnds

@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Run, StaleAttempt, StoredJob, TargetResult
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import Run, StaleAttempt, TargetResult
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, instant_text, parse_instant, retry_delay
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.escalation_events import Alerts

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from jobsched.core.records import Run, StaleAttempt
+from jobsched.core.run_records import Run, StaleAttempt
 from jobsched.core.runs import RunMessage, RunStatus, instant_text
 from jobsched.core.spec import EXTERNAL_TARGETS, JobSpec
 from jobsched.pipeline.worker import Worker

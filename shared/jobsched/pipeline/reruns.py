@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobsched.core.records import JobNotFound, Run, StoredJob
+from jobsched.core.records import JobNotFound, StoredJob
+from jobsched.core.run_records import Run
 from jobsched.core.runs import TERMINAL, RunStatus, TaskStatus
 from jobsched.dag.definition import descendants, graph_from_values, graph_of
 from jobsched.ports import JobsPort, RunsPort, TaskRunsPort, WorkQueuesPort

@@ -12,7 +12,8 @@ from datetime import datetime
 from jobsched.core.durations import format_duration
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Progress, ProgressReport, Run, StaleAttempt, StoredJob, TargetResult
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import Progress, ProgressReport, Run, StaleAttempt, TargetResult
 from jobsched.core.runs import TERMINAL, RunStatus
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.pipeline.attempts import judge

@@ -19,7 +19,7 @@ from datetime import date, timedelta
 from typing import Protocol
 
 from jobsched.core.freshness import FreshnessPolicy, policy_of
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunStatus
 from jobsched.core.slo import DEFAULT_TIER, RunCount, SloTiers, Tier
 from jobsched.core.spec import JobSpec

@@ -20,7 +20,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
-from jobsched.core.records import Run, StoredJob
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import Run
 from jobsched.core.runs import instant_text
 from jobsched.core.stops import Catchup, Selector, Stop
 from jobsched.pipeline.manual_runs import BackfillLimit, BackfillTooLarge, start_backfill

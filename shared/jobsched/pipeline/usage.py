@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Protocol
 
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.slo import RunCount
 from jobsched.core.spec import JobSpec
 from jobsched.core.usage import attempt_usage, dag_run_usage

@@ -24,7 +24,8 @@ from typing import Literal
 
 from jobsched.core.messages import DagTaskMessage
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Run, StaleAttempt, StoredJob, TaskState, Waiting, shown_waiting_for
+from jobsched.core.records import StoredJob, Waiting, shown_waiting_for
+from jobsched.core.run_records import Run, StaleAttempt, TaskState
 from jobsched.core.runs import RunMessage, RunStatus, TaskStatus, parse_instant
 from jobsched.core.spec import DagTask, JobSpec, WaitCondition, WaitPolicy
 from jobsched.core.waits import Awaited, awaited, policy_of, poll_delay, timed_out_reason, waiting_reason

@@ -22,15 +22,8 @@ from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.event_batches import batch_named, batch_payload, run_events_path
 from jobsched.core.messages import AuditMessage, CallbackResult, DagTaskFailure, DagTaskMessage, WorkMessage
 from jobsched.core.outcome import Action, Outcome
-from jobsched.core.records import (
-    BreakerState,
-    JobsSnapshot,
-    Run,
-    RunContext,
-    StaleAttempt,
-    StoredJob,
-    TargetResult,
-)
+from jobsched.core.records import BreakerState, JobsSnapshot, StoredJob
+from jobsched.core.run_records import Run, RunContext, StaleAttempt, TargetResult
 from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.escalation_events import Alerts

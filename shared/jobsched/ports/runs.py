@@ -10,9 +10,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from jobsched.core.checks import CheckResult
 from jobsched.core.messages import WorkMessage
-from jobsched.core.records import (
+from jobsched.core.records import LogLine, Waiting
+from jobsched.core.run_records import (
     AttemptClaim,
-    LogLine,
     ParkedTask,
     Progress,
     Run,
@@ -20,7 +20,6 @@ from jobsched.core.records import (
     TargetResult,
     TaskOutput,
     TaskState,
-    Waiting,
 )
 from jobsched.core.runs import MAX_SQS_DELAY, RunMessage, RunStatus, TaskStatus
 from jobsched.core.spec import JobSpec

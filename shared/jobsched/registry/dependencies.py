@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import Protocol
 
 from jobsched.core.durations import format_duration
-from jobsched.core.records import Run, StoredJob
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import Run
 from jobsched.core.spec import AfterTrigger
 
 MAX_DOWNSTREAMS = 100  # shown per job

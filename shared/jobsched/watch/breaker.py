@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 
 from jobsched.core.names import TARGET_PREFIX
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import BreakerState, TargetResult, breaker_team
+from jobsched.core.records import BreakerState, breaker_team
+from jobsched.core.run_records import TargetResult
 from jobsched.core.runs import instant_text
 from jobsched.core.spec import (
     EXTERNAL_TARGETS,

@@ -16,7 +16,8 @@ from typing import Any, Literal, Protocol
 
 from jobsched.core.bounds import STORED
 from jobsched.core.durations import format_duration
-from jobsched.core.records import AuditEntry, DispatchState, Run, StoredJob
+from jobsched.core.records import AuditEntry, DispatchState, StoredJob
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunStatus, instant_text, scheduled_run_id
 from jobsched.core.spec import JobSpec
 from jobsched.core.tz import UTC, get_zone

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import ParkedTask, Run, StaleAttempt
+from jobsched.core.run_records import ParkedTask, Run, StaleAttempt
 from jobsched.core.runs import TERMINAL, instant_text
 from jobsched.paging.escalation_events import SYSTEM, Alerts, EscalationEvent, deadline_event
 from jobsched.ports import JobsPort, RunsPort

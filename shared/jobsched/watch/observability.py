@@ -20,7 +20,7 @@ from jobsched.watch.signals import NAMESPACE, emit
 if TYPE_CHECKING:
     from jobsched.core.messages import WorkMessage
     from jobsched.core.outcome import Outcome
-    from jobsched.core.records import Run
+    from jobsched.core.run_records import Run
 
 __all__ = [
     "NAMESPACE",

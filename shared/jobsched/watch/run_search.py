@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Protocol, get_args
 
 from jobsched.core.durations import parse_duration
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunStatus, Trigger, scheduled_run_id
 from jobsched.core.tz import UTC
 

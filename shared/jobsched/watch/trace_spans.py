@@ -5,7 +5,7 @@ what a target's own spans join under (its ``traceparent``)."""
 
 from __future__ import annotations
 
-from jobsched.core.records import Run, TaskState
+from jobsched.core.run_records import Run, TaskState
 from jobsched.core.runs import instant_text
 from jobsched.core.traces import Span, attempt_span_id, run_span_id, trace_id
 

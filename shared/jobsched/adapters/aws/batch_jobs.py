@@ -32,7 +32,7 @@ from jobsched.adapters.aws.ecs_tasks import (
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.containers import TaskOutcome, batch_outcome, same_definition
 from jobsched.core.names import JOB_TAG, OWNER_TAG
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.spec import BatchTarget
 
 BATCH_TIMEOUT_MARGIN_S = 300

@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.containers import TaskOutcome, attempt_token, same_definition, task_outcome
 from jobsched.core.names import JOB_TAG, OWNER_TAG, RunEnv
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.spec import EcsTarget
 
 RUN_TAG = "jobsched-run"

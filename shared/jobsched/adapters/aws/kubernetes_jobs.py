@@ -25,7 +25,7 @@ from jobsched.adapters.aws.ecs_tasks import RunCallbacks, attempt_token_of, pend
 from jobsched.adapters.aws.ownership import TeamSessions
 from jobsched.core.containers import TaskOutcome, execution_outcome, short_name
 from jobsched.core.kubernetes import execution_input, job_manifest, token_secret_manifest
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.spec import KubernetesTarget
 
 

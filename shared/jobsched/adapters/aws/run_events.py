@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from jobsched.adapters.aws.clients import client
 from jobsched.core.events import RUN_FINISHED, RUN_FINISHED_SOURCE
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import instant_text, moment_text
 
 log = logging.getLogger(__name__)

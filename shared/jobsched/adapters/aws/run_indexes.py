@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from jobsched.adapters.aws.dynamo import every_item, from_item, is_conditional_failure, to_item, to_values, update_if
 from jobsched.adapters.aws.runs_table import RunsTable
 from jobsched.core.names import RunsKeys
-from jobsched.core.records import TASK_PREFIX, ParkedTask, Run, TaskState
+from jobsched.core.run_records import TASK_PREFIX, ParkedTask, Run, TaskState
 from jobsched.core.runs import RunStatus, instant_text
 
 SLOT_WAIT_ATTRIBUTES = f"{RunsKeys.SLOT_WAIT_TEAM}, {RunsKeys.SLOT_WAIT_SINCE}"  # removed when the run starts or ends

@@ -10,7 +10,7 @@ from jobsched.adapters.aws.dynamo import batch_get, every_item, from_item, to_va
 from jobsched.adapters.aws.runs_table import RunsTable
 from jobsched.adapters.items import MAX_WAIT_SCAN, succeeded_in
 from jobsched.core.names import RunsKeys
-from jobsched.core.records import Run
+from jobsched.core.run_records import Run
 from jobsched.core.runs import TERMINAL, RunStatus, scheduled_run_id
 from jobsched.watch.run_search import RunFilter
 

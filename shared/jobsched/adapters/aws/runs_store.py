@@ -31,14 +31,8 @@ from jobsched.adapters.items import (
 )
 from jobsched.core.checks import CheckResult
 from jobsched.core.names import RunsKeys
-from jobsched.core.records import (
-    LOST_PREFIX,
-    AttemptClaim,
-    Progress,
-    Run,
-    Waiting,
-    lease_shard,
-)
+from jobsched.core.records import Waiting
+from jobsched.core.run_records import LOST_PREFIX, AttemptClaim, Progress, Run, lease_shard
 from jobsched.core.runs import (
     MAX_OUTPUT,
     RunMessage,

@@ -17,10 +17,7 @@ from jobsched.adapters.aws.dynamo import (
 )
 from jobsched.core.checks import CheckResult
 from jobsched.core.names import RunsKeys
-from jobsched.core.records import (
-    Run,
-    StaleAttempt,
-)
+from jobsched.core.run_records import Run, StaleAttempt
 
 
 class RunsTable:

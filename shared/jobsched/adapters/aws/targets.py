@@ -20,7 +20,7 @@ from jobsched.adapters.aws.batch_jobs import BatchJobs
 from jobsched.adapters.aws.ecs_tasks import EcsTasks, RunCallbacks
 from jobsched.adapters.aws.kubernetes_jobs import KubernetesJobs
 from jobsched.adapters.aws.ownership import TeamSessions
-from jobsched.core.records import RunContext, TargetResult
+from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.spec import (
     ApprovalTarget,
     BatchTarget,

@@ -22,12 +22,7 @@ from jobsched.adapters.items import (
 from jobsched.core.checks import CheckResult
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RunsKeys
-from jobsched.core.records import (
-    TASK_PREFIX,
-    TaskOutput,
-    TaskState,
-    lease_shard,
-)
+from jobsched.core.run_records import TASK_PREFIX, TaskOutput, TaskState, lease_shard
 from jobsched.core.runs import (
     MAX_OUTPUT,
     TaskStatus,

@@ -20,7 +20,8 @@ from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.adapters.memory.task_records import MemoryTaskRecords
 from jobsched.core.checks import CheckResult
 from jobsched.core.names import RUNS_TABLE, RunsKeys
-from jobsched.core.records import (
+from jobsched.core.records import Waiting
+from jobsched.core.run_records import (
     LOST_PREFIX,
     TASK_PREFIX,
     AttemptClaim,
@@ -29,7 +30,6 @@ from jobsched.core.records import (
     Run,
     StaleAttempt,
     TaskState,
-    Waiting,
     lease_shard,
 )
 from jobsched.core.runs import (

@@ -12,7 +12,7 @@ from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.checks import CheckResult
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.names import RunsKeys
-from jobsched.core.records import TASK_PREFIX, TaskOutput, TaskState, lease_shard
+from jobsched.core.run_records import TASK_PREFIX, TaskOutput, TaskState, lease_shard
 from jobsched.core.runs import MAX_OUTPUT, TaskStatus, instant_text, truncate
 
 

@@ -16,7 +16,8 @@ from jobsched.api.models import CompleteRequest, HeartbeatRequest, RunView
 from jobsched.api.tokens import TOKEN_HEADER, CallbackTokenSubject
 from jobsched.api.views import run_view
 from jobsched.core.messages import CallbackResult
-from jobsched.core.records import ProgressReport, StaleAttempt, StoredJob
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import ProgressReport, StaleAttempt
 from jobsched.core.runs import RunStatus
 from jobsched.core.spec import CONTAINER_TARGETS
 from jobsched.pipeline.containers import reporter_refusal

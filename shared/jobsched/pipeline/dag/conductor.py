@@ -24,8 +24,9 @@ from typing import Any
 
 from jobsched.core.messages import TASK_TERMINAL, DagTaskFailure, DagTaskMessage
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Run, RunContext, StoredJob, TargetResult, TaskState
+from jobsched.core.records import StoredJob
 from jobsched.core.references import referenced_tasks
+from jobsched.core.run_records import Run, RunContext, TargetResult, TaskState
 from jobsched.core.runs import LEASE_MARGIN, TERMINAL, RunMessage, TaskStatus, instant_text
 from jobsched.core.spec import ApprovalTarget, DagTask, JobSpec
 from jobsched.dag.definition import (

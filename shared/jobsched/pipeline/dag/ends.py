@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from jobsched.core.records import ParkedTask, ProgressReport, Run, StaleAttempt, TargetResult
+from jobsched.core.run_records import ParkedTask, ProgressReport, Run, StaleAttempt, TargetResult
 from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.pipeline.attempts import judge

@@ -11,7 +11,6 @@ from typing import Any
 from jobsched.core.bounds import UnreadableJson
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.item_lists import MAX_ITEMS_OBJECT_BYTES, BadItems, count_items, items_object
-from jobsched.core.records import TaskState
 from jobsched.core.references import (
     ITEM,
     RUN_PAYLOAD,
@@ -22,6 +21,7 @@ from jobsched.core.references import (
     referenced_tasks,
 )
 from jobsched.core.references import render as render_references
+from jobsched.core.run_records import TaskState
 from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import MAX_MAP_ITEMS, MAX_PAYLOAD_BYTES
 from jobsched.core.templates import render_key

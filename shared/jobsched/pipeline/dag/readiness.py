@@ -14,7 +14,7 @@ from typing import Literal
 from jobsched.core.errors import WorkflowsNotConfigured
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import TaskState
+from jobsched.core.run_records import TaskState
 from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import CallbackTarget
 from jobsched.dag.definition import TASK_LOST, Decision, TaskNode, decide

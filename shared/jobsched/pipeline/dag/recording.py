@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 
 from jobsched.core.messages import TASK_TERMINAL
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Run, TargetResult, TaskState
 from jobsched.core.references import MAX_TASK_OUTPUT
+from jobsched.core.run_records import Run, TargetResult, TaskState
 from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import JobSpec
 from jobsched.dag.definition import TASK_FAILED, graph_from_values, task_retry

@@ -15,7 +15,8 @@ from datetime import datetime, timedelta
 from jobsched.core.checks import CheckResult
 from jobsched.core.messages import DagTaskMessage
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import Run, StaleAttempt, StoredJob, TargetResult, TaskState
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import Run, StaleAttempt, TargetResult, TaskState
 from jobsched.core.runs import RunStatus, TaskStatus, instant_text
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.dag.definition import Graph, decide, graph_from_values, run_result

@@ -9,7 +9,8 @@ from typing import Any
 
 from jobsched.core.messages import DagTaskMessage
 from jobsched.core.outcome import Action, Outcome
-from jobsched.core.records import Run, StoredJob, TaskState
+from jobsched.core.records import StoredJob
+from jobsched.core.run_records import Run, TaskState
 from jobsched.core.runs import TaskStatus
 from jobsched.core.spec import DagTask, JobSpec
 
