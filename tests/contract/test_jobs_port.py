@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from jobsched.core.names import wheel_slot
 from jobsched.core.records import JobExists, StoredJob, VersionConflict, due_shard
 from jobsched.core.runs import instant_text, parse_instant
 from jobsched.core.spec import JobSpec
@@ -311,3 +312,44 @@ def test_slots_judged_on_holders_read_earlier_still_hold_the_limit(stores: Store
     assert stores.jobs.acquire_slot(
         JOB, "STATE", holder="a", lease_until=lease, limit=1, now=T0, read=stale_full
     ).acquired
+
+
+def test_a_job_on_the_timing_wheel_waits_on_a_key_that_does_not_move_and_leaves_it_when_paused(stores: Stores) -> None:
+    create(stores)
+    shard = due_shard(JOB)
+    slot = wheel_slot(shard, 52)
+    one, visit = T0 + timedelta(minutes=1), parse_instant("2027-01-04T09:52:00Z")
+    assert stores.jobs.advance(JOB, spec_version=1, old_cursor=T0, cursor=one, next_visit_at=visit, wheel_slot=slot)
+    assert stores.jobs.wheel(slot) == [JOB] and stores.jobs.wheel(wheel_slot(shard, 51)) == []
+    assert list(stores.jobs.due(shard, visit + timedelta(days=1))) == []  # on the wheel, not the due index
+    [entry] = stores.jobs.due_states([JOB, "payments/none"])
+    assert (entry.job, entry.cursor, entry.next_visit_at, entry.spec_version, entry.sk) == (JOB, one, visit, 1, "STATE")
+    state = stores.jobs.get_state(JOB)
+    assert state is not None and state.next_visit_at == visit
+    # The next visit at the same minute an hour on: the same slot; then a visit off the wheel: the due index.
+    later = visit + timedelta(hours=1)
+    assert stores.jobs.advance(JOB, spec_version=1, old_cursor=one, cursor=visit, next_visit_at=later, wheel_slot=slot)
+    assert stores.jobs.wheel(slot) == [JOB]
+    assert stores.jobs.advance(JOB, spec_version=1, old_cursor=visit, cursor=later, next_visit_at=later)
+    assert stores.jobs.wheel(slot) == [] and [e.job for e in stores.jobs.due(shard, later)] == [JOB]
+    assert stores.jobs.advance(
+        JOB, spec_version=1, old_cursor=later, cursor=later, next_visit_at=visit, wheel_slot=slot
+    )
+    stored = stores.jobs.get(JOB)
+    assert stored is not None
+    paused = stores.jobs.set_state(stored, "PAUSED", now=T0, principal="a", reason="x", next_visit_at=None, cursor=T0)
+    assert stores.jobs.wheel(slot) == [] and stores.jobs.due_states([JOB]) == []
+    assert not stores.jobs.advance(JOB, spec_version=1, old_cursor=T0, cursor=one, next_visit_at=visit, wheel_slot=slot)
+    stores.jobs.set_state(paused, "ACTIVE", now=T0, principal="a", reason=None, next_visit_at=visit, cursor=T0)
+    assert stores.jobs.wheel(slot) == [] and [e.job for e in stores.jobs.due(shard, visit)] == [JOB]  # resumed: due
+
+
+def test_the_wheels_marks_move_only_from_what_was_read(stores: Stores) -> None:
+    assert stores.jobs.wheel_marks() == {}
+    first, second = parse_instant("2027-01-04T09:02:00Z"), parse_instant("2027-01-04T09:03:00Z")
+    assert stores.jobs.mark_wheel({0: first, 1: first}, read={})
+    assert stores.jobs.wheel_marks() == {0: first, 1: first}
+    assert not stores.jobs.mark_wheel({0: second}, read={})  # another tick moved it since
+    assert not stores.jobs.mark_wheel({0: second, 1: second}, read={0: first, 1: second})
+    assert stores.jobs.mark_wheel({1: second}, read={1: first})
+    assert stores.jobs.wheel_marks() == {0: first, 1: second}

@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from jobsched.core.names import SWEEP, JobsKeys, RunsKeys
-from jobsched.core.records import JobsSnapshot, SlotsTaken, StoredJob, Waiting, due_shard, shown_waiting_for
+from jobsched.core.records import DueEntry, JobsSnapshot, SlotsTaken, StoredJob, Waiting, due_shard, shown_waiting_for
 from jobsched.core.run_records import lease_shard
 from jobsched.core.runs import (
     TERMINAL,
@@ -367,3 +367,24 @@ def sweep_state_values(table: str, state: SweepState) -> dict[str, Any]:
 def sweep_state_of(values: dict[str, Any]) -> SweepState:
     cursor, next_pass = values.get("cursor"), values.get("next_pass_at")
     return SweepState(str(cursor) if cursor else None, parse_instant(str(next_pass)) if next_pass else None)
+
+
+def due_entry(values: dict[str, Any]) -> DueEntry | None:
+    """A due entry from a STATE (or backfill, or pending SPEC) item or its due index entry; None when it waits for
+    nothing (paused, no instant left)."""
+    at = values.get(JobsKeys.NEXT_VISIT_AT)
+    placed = JobsKeys.DUE_SHARD in values or JobsKeys.WHEEL_SLOT in values
+    if not at or not placed or "cursor" not in values:
+        return None
+    return DueEntry(
+        job=str(values[JobsKeys.PK]),
+        next_visit_at=parse_instant(at),
+        cursor=parse_instant(values["cursor"]),
+        spec_version=int(values["spec_version"]),
+        sk=str(values[JobsKeys.SK]),
+    )
+
+
+def wheel_marks_of(values: dict[str, Any]) -> dict[int, datetime]:
+    """The wheel's marks as stored (pk DISPATCH, sk WHEEL: ``marks``, shard -> instant)."""
+    return {int(shard): parse_instant(str(mark)) for shard, mark in (values.get("marks") or {}).items()}

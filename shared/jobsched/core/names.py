@@ -223,6 +223,14 @@ class JobsKeys:
     # 15-minute delay, and a job with unaudited instants when the lost-message audit is due. Stored under its
     # first name, because the index's key attribute cannot be renamed without replacing the index.
     NEXT_VISIT_AT = "next_fire_at"
+    # The timing wheel (#51): a sparse job visited at the same minute of each hour or few (an hourly job) waits on a
+    # key that does not move: "{due shard}#{minute of the hour}", keys only, instead of the due index, whose key moved
+    # at every visit (two index writes a run). Exclusive with DUE_SHARD. The dispatcher scans each minute's slot once
+    # (``WHEEL_MARKS``: how far each shard's slots were scanned).
+    WHEEL_INDEX = "wheel"
+    WHEEL_SLOT = "wheel_slot"
+    WHEEL_MARKS = "WHEEL"  # pk DISPATCH, sk WHEEL: shard -> the minute its wheel slots were scanned through
+    DISPATCH = "DISPATCH"
     TEAM_INDEX = "by_team"
     # Open incidents across teams (the on-call console): sparse, only while an incident is open.
     OPEN_INCIDENTS_INDEX = "open_incidents"
@@ -309,6 +317,8 @@ JOBS_TABLE = TableDefinition(
             projection="INCLUDE",
             non_key_attributes=("cursor", "spec_version"),
         ),
+        # The timing wheel: sparse jobs by the minute of the hour they are visited at (keys only: never rewritten).
+        IndexDefinition(JobsKeys.WHEEL_INDEX, (JobsKeys.WHEEL_SLOT, "S"), (JobsKeys.PK, "S"), projection="KEYS_ONLY"),
         # Listing a team's jobs (the spec items carry team and name).
         IndexDefinition(JobsKeys.TEAM_INDEX, (JobsKeys.TEAM, "S"), (JobsKeys.NAME, "S")),
         # Open incidents, oldest first (few: one partition is plenty), with the incident itself.
@@ -410,3 +420,8 @@ def reserved_prefixes(stage: str) -> tuple[str, ...]:
 def state_machine_prefix(stage: str) -> str:
     """DAG jobs' state machines are named under this prefix (IAM grants are scoped to it)."""
     return physical_name(stage, "dag-")
+
+
+def wheel_slot(shard: int, minute: int) -> str:
+    """A slot of the timing wheel: a due shard's jobs visited at this minute of the hour (``JobsKeys.WHEEL_SLOT``)."""
+    return f"{shard}#{minute:02d}"

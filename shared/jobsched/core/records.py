@@ -253,11 +253,12 @@ class DispatchState:
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> DispatchState:
         audited, due = values.get("audited_to"), values.get(JobsKeys.NEXT_VISIT_AT)
+        placed = JobsKeys.DUE_SHARD in values or JobsKeys.WHEEL_SLOT in values  # the due index or the wheel
         return cls(
             spec_version=int(values["spec_version"]),
             cursor=parse_instant(values["cursor"]),
             audited_to=parse_instant(audited) if audited else None,
-            next_visit_at=parse_instant(due) if due and JobsKeys.DUE_SHARD in values else None,
+            next_visit_at=parse_instant(due) if due and placed else None,
             slots=dict(values.get("slots") or {}),
         )
 

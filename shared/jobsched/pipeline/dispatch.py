@@ -40,6 +40,7 @@ from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.records import DueEntry, StoredJob
 from jobsched.core.runs import LAST_OF_INSTANT, RunMessage, RunStatus, instant_text, parse_instant, scheduled_run_id
 from jobsched.paging.escalation_events import EscalationEvent
+from jobsched.pipeline import wheel
 from jobsched.pipeline.lost_audit import (
     LOST_AFTER,
     QUICK_LOST_AFTER,
@@ -129,6 +130,9 @@ class Dispatcher:
         with ThreadPoolExecutor(max_workers=min(len(mine), self.io_concurrency) or 1) as pool:
             shards = pool.map(lambda shard: list(self.jobs.due(shard, now + self.due_window)), mine)
             entries = [entry for shard in shards for entry in shard]
+        turning = wheel.scan(self.jobs, mine, now + self.due_window)
+        listed = {(entry.job, entry.sk) for entry in entries}  # a job moving between the two is listed once
+        entries += [entry for entry in turning.entries if (entry.job, entry.sk) not in listed]
         backfills = [entry for entry in entries if entry.backfill_id]
         changes = [entry for entry in entries if entry.pending_change]
         entries = [entry for entry in entries if not entry.backfill_id and not entry.pending_change]
@@ -139,17 +143,23 @@ class Dispatcher:
         plans = self._with_audit_messages(self._with_audit_waits(self._plan_all(entries, now, report)), now)
         unsent = self._send(plans, report)
 
+        advanced: set[str] = set()  # jobs whose cursor this tick moved (a set's add is atomic: finished on threads)
+
         def finish(plan: _JobPlan) -> TickReport:
             own = TickReport()
             if self.after_step:
                 self.after_step("send", plan.stored.key)
             if plan.stored.key not in unsent:  # else not advanced: the next tick sends these instants again
                 self._isolated(plan.stored.key, now, own, partial(self._finish, plan, now, own))
+            if own.advanced:
+                advanced.add(plan.stored.key)
             return own
 
         with ThreadPoolExecutor(max_workers=self.io_concurrency) as pool:
             for own in pool.map(finish, plans):
                 report.merge(own)
+        # A due job on the wheel left over (an error, the budget, a race) holds its shard's mark: read again next tick.
+        self._isolated("wheel marks", now, report, partial(self.jobs.mark_wheel, turning.marks(advanced), turning.read))
         self._wake_retries(now, report, [shard for shard in range(LEASE_SHARDS) if shard % parts == part])
         for entry in backfills:
             assert entry.backfill_id is not None
@@ -331,13 +341,16 @@ class Dispatcher:
         audited_to = self._audit(job_plan, now, report)
         if plan.missed_before is not None:
             audited_to = max(audited_to, plan.missed_before)  # recorded MISSED above, not sent: nothing to audit
+        next_visit = self._next_visit(job_plan, audited_to)
+        slot = wheel.slot_for(spec.key, next_visit, sparse=job_plan.sparse, now=now, until=now + self.due_window)
         advanced = self.jobs.advance(
             spec.key,
             spec_version=stored.version,
             old_cursor=job_plan.entry.cursor,
             cursor=plan.cursor,
-            next_visit_at=self._next_visit(job_plan, audited_to),
+            next_visit_at=next_visit,
             audited_to=audited_to,
+            wheel_slot=slot if next_visit == job_plan.natural_visit else None,  # an audit's visit: the due index
         )
         if advanced:
             report.advanced += 1

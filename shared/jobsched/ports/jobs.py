@@ -108,7 +108,29 @@ class JobsPort(CompanyPort, Protocol):
         cursor: datetime,
         next_visit_at: datetime | None,
         audited_to: datetime | None = None,
-    ) -> bool: ...
+        wheel_slot: str | None = None,
+    ) -> bool:
+        """``wheel_slot``: the job waits for ``next_visit_at`` on the timing wheel under this key, not on the due
+        index (``names.wheel_slot``)."""
+        ...
+
+    # the timing wheel (#51): sparse jobs on keys that do not move, scanned a minute's slot at a time
+    def wheel(self, slot: str) -> list[str]:
+        """The jobs waiting on one slot of the wheel (keys only)."""
+        ...
+
+    def due_states(self, jobs: list[str]) -> list[DueEntry]:
+        """The jobs' dispatch state as due entries, read strongly (a wheel scan decides on it), those still on the
+        wheel or the due index; in no particular order."""
+        ...
+
+    def wheel_marks(self) -> dict[int, datetime]:
+        """Each due shard's wheel scanned through this minute (a shard never scanned: absent)."""
+        ...
+
+    def mark_wheel(self, marks: dict[int, datetime], read: dict[int, datetime]) -> bool:
+        """Move shards' marks, on condition that each is still as ``read`` (absent where not read)."""
+        ...
 
     # backfills (entries on the due index beside the jobs' own)
     def put_backfill(

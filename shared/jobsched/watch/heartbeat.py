@@ -123,13 +123,20 @@ class HeartbeatChecker:
         index is clean again, the incident resolves. The dispatcher's catch-up policy decides, when it is
         back, which of the instants still run and which are recorded MISSED (and escalated per job)."""
         overdue = [
-            entry
+            entry.next_visit_at
             for shard in range(due_shard_count())
             for entry in self.jobs.due(shard, now - STALL_AFTER)
             if entry.backfill_id is None
         ]
+        # The timing wheel's jobs are on no due index: a shard whose wheel was not read on (its mark moves every tick,
+        # held only by a due job left over) counts as one overdue job from its mark.
+        overdue += [
+            mark + timedelta(minutes=1)
+            for mark in self.jobs.wheel_marks().values()
+            if mark + timedelta(minutes=1) < now - STALL_AFTER
+        ]
         if overdue:
-            oldest = min(entry.next_visit_at for entry in overdue)
+            oldest = min(overdue)
             self.alerts.publish(
                 EscalationEvent(
                     kind="dispatcher_stalled",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from jobsched.adapters.items import audit_values, job_state_values, jobs_snapshot
+from jobsched.adapters.items import audit_values, due_entry, job_state_values, jobs_snapshot, wheel_marks_of
 from jobsched.adapters.memory.batches import MemoryBatches
 from jobsched.adapters.memory.breakers import MemoryBreakers
 from jobsched.adapters.memory.budgets import MemoryBudgets
@@ -170,13 +170,29 @@ class MemoryJobs(
 
     def due(self, shard: int, until: datetime) -> Iterator[DueEntry]:
         for values in self.table.query_index(JobsKeys.DUE_INDEX, shard, instant_text(until)):
-            yield DueEntry(
-                job=values[JobsKeys.PK],
-                next_visit_at=parse_instant(values[JobsKeys.NEXT_VISIT_AT]),
-                cursor=parse_instant(values["cursor"]),
-                spec_version=int(values["spec_version"]),
-                sk=values[JobsKeys.SK],
-            )
+            if entry := due_entry(values):
+                yield entry
+
+    def wheel(self, slot: str) -> list[str]:
+        return sorted({str(values[JobsKeys.PK]) for values in self.table.query_index(JobsKeys.WHEEL_INDEX, slot, "~")})
+
+    def due_states(self, jobs: list[str]) -> list[DueEntry]:
+        states = self.table.get_batch([(job, JobsKeys.STATE) for job in jobs], consistent=True)
+        return [entry for values in states if (entry := due_entry(values))]
+
+    def wheel_marks(self) -> dict[int, datetime]:
+        return wheel_marks_of(self.table.get(JobsKeys.DISPATCH, JobsKeys.WHEEL_MARKS) or {})
+
+    def mark_wheel(self, marks: dict[int, datetime], read: dict[int, datetime]) -> bool:
+        def move(item: Item | None) -> Item:
+            stored = dict((item or {}).get("marks") or {})
+            for shard in marks:
+                if stored.get(str(shard)) != (instant_text(read[shard]) if shard in read else None):
+                    raise ConditionFailed
+            stored |= {str(shard): instant_text(mark) for shard, mark in marks.items()}
+            return {**(item or {}), "marks": stored}
+
+        return self._applied(JobsKeys.DISPATCH, JobsKeys.WHEEL_MARKS, move)
 
     def get_state(self, job: str) -> DispatchState | None:
         values = self.table.get(job, JobsKeys.STATE)
@@ -197,23 +213,28 @@ class MemoryJobs(
         cursor: datetime,
         next_visit_at: datetime | None,
         audited_to: datetime | None = None,
+        wheel_slot: str | None = None,
     ) -> bool:
         def move(item: Item | None) -> Item:
             if (
                 item is None
                 or item.get("cursor") != instant_text(old_cursor)
                 or int(item.get("spec_version", -1)) != spec_version
-                or item.get(JobsKeys.DUE_SHARD) is None
+                or (item.get(JobsKeys.DUE_SHARD) is None and item.get(JobsKeys.WHEEL_SLOT) is None)
             ):
                 raise ConditionFailed
             item["cursor"] = instant_text(cursor)
             if audited_to is not None:
                 item["audited_to"] = instant_text(audited_to)
             if next_visit_at is None:
+                for name in (JobsKeys.DUE_SHARD, JobsKeys.NEXT_VISIT_AT, JobsKeys.WHEEL_SLOT):
+                    item.pop(name, None)
+            elif wheel_slot is not None:
                 item.pop(JobsKeys.DUE_SHARD, None)
-                item.pop(JobsKeys.NEXT_VISIT_AT, None)
+                item |= {JobsKeys.NEXT_VISIT_AT: instant_text(next_visit_at), JobsKeys.WHEEL_SLOT: wheel_slot}
             else:
-                item[JobsKeys.NEXT_VISIT_AT] = instant_text(next_visit_at)
+                item.pop(JobsKeys.WHEEL_SLOT, None)
+                item |= {JobsKeys.NEXT_VISIT_AT: instant_text(next_visit_at), JobsKeys.DUE_SHARD: due_shard(job)}
             return item
 
         return self._applied(job, JobsKeys.STATE, move)

@@ -45,9 +45,9 @@ class JobsTable:
         values: dict[str, Any] = {":cursor": instant_text(cursor), ":v": version, ":empty": {}}
         update = "SET #cursor = :cursor, audited_to = :cursor, spec_version = :v, slots = if_not_exists(slots, :empty)"
         if next_visit_at is None:
-            update += " REMOVE due_shard, next_fire_at"
-        else:
-            update += ", due_shard = :shard, next_fire_at = :next"
+            update += " REMOVE due_shard, next_fire_at, wheel_slot"
+        else:  # back on the due index: a change or a resume is visited there first
+            update += ", due_shard = :shard, next_fire_at = :next REMOVE wheel_slot"
             values |= {":shard": due_shard(job), ":next": instant_text(next_visit_at)}
         return {
             "TableName": self.table,

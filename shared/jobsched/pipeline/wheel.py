@@ -1,0 +1,89 @@
+"""The timing wheel (#51): where a sparse job waits for its next visit without its key moving.
+
+On the due index a job's key is its next visit, so every visit moves it: two index writes a run for an hourly job,
+as much as the run's own claim and result. An hourly job (and one every few hours) is visited at the same minute of
+each hour, so it waits on the wheel instead: a keys-only index keyed by its due shard and that minute
+(``names.wheel_slot``), written once when it arrives and never again while its minute stays. Each tick reads the
+slots of the minutes since the last tick's, reads the jobs found there strongly, and plans those due; the others
+(a job every two hours, in its off hour) wait for their turn at a read's cost.
+
+What makes it safe:
+- a job goes on the wheel only for a visit beyond this tick's window and at most ``WHEEL_REACH`` ahead, so the
+  minute it waits on is scanned after it is placed there (a daily job stays on the due index: 24 reads a run on the
+  wheel would cost more than the two index writes);
+- each shard's scan goes on from its mark (``JobsPort.wheel_marks``), over every minute since (all sixty after an
+  outage of an hour or more); the mark moves only past minutes whose due jobs were all advanced: a job left over by
+  an error, the tick's budget or a lost race holds its shard's mark at its minute, so the next tick reads it again;
+- marks move conditionally on what was read (two ticks at once: one of them moves them);
+- a pause, a change or a resume puts the job back on the due index (``JobsTable._state_update``), and recovery's
+  rewind too (``advance`` without a slot): everything but the dispatcher's own visit uses the due index as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from jobsched.core.names import JobsKeys, wheel_slot
+from jobsched.core.records import DueEntry, due_shard
+from jobsched.ports import JobsPort
+
+WHEEL_REACH = timedelta(hours=3)  # a visit further ahead waits on the due index (its minute would be read in vain)
+MINUTE = timedelta(minutes=1)
+HOUR_OF_MINUTES = 60
+
+
+def minute_of(at: datetime) -> datetime:
+    return at.replace(second=0, microsecond=0)
+
+
+def slot_for(job: str, next_visit: datetime | None, *, sparse: bool, now: datetime, until: datetime) -> str | None:
+    """The wheel slot a sparse job waits on for ``next_visit`` (None: the due index). ``until``: how far this tick
+    reads (a visit within it must be on the due index, which the next tick reads whatever the marks say)."""
+    if not sparse or next_visit is None or next_visit < minute_of(until) + 2 * MINUTE:
+        return None
+    if next_visit - now > WHEEL_REACH:
+        return None
+    return wheel_slot(due_shard(job), next_visit.minute)
+
+
+@dataclass(frozen=True)
+class WheelScan:
+    read: dict[int, datetime]  # the scanned shards' marks as read (absent: never scanned)
+    through: datetime  # every scanned shard's slots were read through this minute
+    shards: tuple[int, ...]
+    entries: list[DueEntry]  # the jobs found whose visit is due
+
+    def marks(self, advanced: set[str]) -> dict[int, datetime]:
+        """The marks to write: ``through``, or before the first minute of a due job not advanced on its shard."""
+        held: dict[int, datetime] = {}
+        for entry in self.entries:
+            if entry.job not in advanced:
+                shard = due_shard(entry.job)
+                before = minute_of(entry.next_visit_at) - MINUTE
+                held[shard] = min(held.get(shard, before), before)
+        marks = {}
+        for shard in self.shards:
+            mark = min(self.through, held.get(shard, self.through))
+            if shard in self.read:
+                mark = max(mark, self.read[shard])  # a hold never moves a mark back
+            marks[shard] = mark
+        return marks
+
+
+def scan(jobs: JobsPort, shards: Iterable[int], until: datetime) -> WheelScan:
+    """The wheel's slots of ``shards`` from their marks through ``until``'s minute, and the due jobs on them."""
+    shards = tuple(shards)
+    read = {shard: mark for shard, mark in jobs.wheel_marks().items() if shard in shards}
+    through = minute_of(until)
+    slots: set[str] = set()
+    for shard in shards:
+        mark = read.get(shard)
+        first = mark + MINUTE if mark is not None else through - (HOUR_OF_MINUTES - 1) * MINUTE
+        count = min(HOUR_OF_MINUTES, max(0, int((through - first) / MINUTE) + 1))
+        slots |= {wheel_slot(shard, (first + step * MINUTE).minute) for step in range(count)}
+    found = sorted({job for slot in sorted(slots) for job in jobs.wheel(slot)})
+    states = jobs.due_states(found) if found else []
+    entries = [entry for entry in states if entry.sk == JobsKeys.STATE and entry.next_visit_at <= until]
+    return WheelScan(read, through, shards, entries)
