@@ -60,6 +60,7 @@ from jobsched.core.prices import US_EAST_1
 from jobsched.watch.retention import PASS_EVERY, Sweeper
 from scripts.dynamo_meter import ITEM_KINDS, Meter, item_size
 from scripts.idle_cost import report as idle_cost_report
+from scripts.tick_overhead import TickOverhead, tick_overhead
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,7 +180,9 @@ def retention_per_run(stack: Stack, clock: Clock, meter: Meter, runs: int) -> tu
     return delete_units, passes * run_bytes / 4096 * 0.5
 
 
-def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, float]:
+def cost_lines(
+    scenario: Scenario, meter: Meter, overhead: TickOverhead | None = None
+) -> tuple[list[str], float, float]:
     runs = scenario.runs
     per_run = {key: value / runs for key, value in meter.requests.items()}
     sqs_requests = sum(v for k, v in per_run.items() if k.startswith("sqs."))
@@ -240,6 +243,14 @@ def cost_lines(scenario: Scenario, meter: Meter) -> tuple[list[str], float, floa
     lines += [f"  $/million runs {key:32s} {value * 1e6:7.3f}" for key, value in costs.items()]
     total = sum(costs.values()) * 1e6
     lines.append(f"  $/million runs {'TOTAL':32s} {total:7.3f}")
+    if overhead is not None:  # the empty deployment's ticks taken out: what a run costs in a deployment of any size
+        own_writes = writes - overhead.write_units * scenario.ticks / runs
+        own_reads = reads - overhead.read_units * scenario.ticks / runs
+        own = total - (writes - own_writes) * PRICE_WRITE_UNIT * 1e6 - (reads - own_reads) * PRICE_READ_UNIT * 1e6
+        lines.append(
+            f"  a run's own, without the ticks' fixed work ({overhead.write_units:.2f} write, {overhead.read_units:.2f}"
+            f" read units a tick): {own_writes:.3f} write, {own_reads:.3f} read units, ${own:.3f} a million"
+        )
     writes, reads = writes + retention_writes, reads + retention_reads
     provisioned = (writes * PROVISIONED_WRITE_UNIT + reads * PROVISIONED_READ_UNIT) * 1e6
     on_demand = (costs["dynamodb writes"] + costs["dynamodb reads"] + costs["dynamodb retention (sweeper)"]) * 1e6
@@ -559,8 +570,11 @@ def main() -> None:
             scenario.name += ", quick audits as deployed"
             deployed.append((scenario, meter))
     totals = []
+    start = "2027-01-04T08:59:00Z"
+    overheads = {step: tick_overhead(step, start) for step in (timedelta(minutes=1), timedelta(hours=1))}
+    steps = {"minutely": timedelta(minutes=1), "hourly": timedelta(hours=1)}
     for scenario, meter in results:
-        lines, total, provisioned = cost_lines(scenario, meter)
+        lines, total, provisioned = cost_lines(scenario, meter, overheads[steps[scenario.name]])
         print("\n".join(lines))
         totals.append((scenario.runs, total, provisioned))
     if args.dag_runs:
@@ -570,7 +584,7 @@ def main() -> None:
         print("\n".join(container_scenario(args.container_runs)))
     deployed_totals = []
     for scenario, meter in deployed:
-        lines, total, provisioned = cost_lines(scenario, meter)
+        lines, total, provisioned = cost_lines(scenario, meter, overheads[timedelta(minutes=1)])
         print("\n".join(lines))
         deployed_totals.append((scenario.runs, total))
     if deployed_totals:

@@ -4,6 +4,7 @@ pause and a resume, a job too sparse for the wheel, and a dispatcher that stops 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -143,3 +144,29 @@ def test_a_dispatcher_that_stops_reading_the_wheel_is_paged_as_stalled(stack: St
     heartbeat_checker(stack.runs, stack.worker).check(clock())
     [event] = [event for event in stack.escalations() if event["kind"] == "dispatcher_stalled"]
     assert event["count"] == len(stack.jobs.wheel_marks()) == 8  # every shard's wheel unread since 09:06
+
+
+def test_a_stale_read_of_a_wheel_jobs_state_holds_its_minute_and_sends_nothing_twice_that_runs(
+    stack: Stack, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wheel reads a job's state eventually consistently: a read a visit behind plans from the cursor before,
+    sends instants already sent (the worker drops them), and its conditional advance fails: the mark is held, and
+    the next tick reads the state as it is."""
+    stack.register(job("hourly", "0 * * * *"))
+    clock.set("2027-01-04T08:45:00Z")
+    operate(stack, 20)  # the 08:52 visit: cursor past 09:00, on the wheel for 09:52
+    [before] = stack.jobs.due_states([HOURLY])
+    clock.set("2027-01-04T09:51:00Z")
+    stale = replace(before, cursor=parse_instant("2027-01-04T08:45:00Z"))
+    reads = iter([[stale]])
+    real = stack.jobs.due_states
+    monkeypatch.setattr(stack.jobs, "due_states", lambda jobs: next(reads, None) or real(jobs))
+    report = stack.tick()
+    assert report.lost_races == 1 and report.advanced == 0
+    assert stack.jobs.wheel_marks()[due_shard(HOURLY)] == parse_instant("2027-01-04T09:51:00Z")
+    clock.advance(MINUTE)
+    assert stack.tick().advanced == 1
+    clock.set("2027-01-04T10:05:00Z")
+    stack.pump()
+    assert instants(stack) == [(run_id, RunStatus.SUCCEEDED) for run_id in hours(9, 10)]
+    assert len(stack.lambdas.executions("echo")) == 2

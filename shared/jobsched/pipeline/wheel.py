@@ -4,7 +4,7 @@ On the due index a job's key is its next visit, so every visit moves it: two ind
 as much as the run's own claim and result. An hourly job (and one every few hours) is visited at the same minute of
 each hour, so it waits on the wheel instead: a keys-only index keyed by its due shard and that minute
 (``names.wheel_slot``), written once when it arrives and never again while its minute stays. Each tick reads the
-slots of the minutes since the last tick's, reads the jobs found there strongly, and plans those due; the others
+slots of the minutes since the last tick's, reads the jobs found there, and plans those due; the others
 (a job every two hours, in its off hour) wait for their turn at a read's cost.
 
 What makes it safe:
@@ -15,6 +15,8 @@ What makes it safe:
   outage of an hour or more); the mark moves only past minutes whose due jobs were all advanced: a job left over by
   an error, the tick's budget or a lost race holds its shard's mark at its minute, so the next tick reads it again;
 - marks move conditionally on what was read (two ticks at once: one of them moves them);
+- a job's state is read eventually consistently: a stale one plans from a stale cursor, whose conditional advance
+  fails, which holds the mark like an error (what it sent again, the worker drops as duplicates);
 - a pause, a change or a resume puts the job back on the due index (``JobsTable._state_update``), and recovery's
   rewind too (``advance`` without a slot): everything but the dispatcher's own visit uses the due index as before.
 """

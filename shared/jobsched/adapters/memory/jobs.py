@@ -177,7 +177,7 @@ class MemoryJobs(
         return sorted({str(values[JobsKeys.PK]) for values in self.table.query_index(JobsKeys.WHEEL_INDEX, slot, "~")})
 
     def due_states(self, jobs: list[str]) -> list[DueEntry]:
-        states = self.table.get_batch([(job, JobsKeys.STATE) for job in jobs], consistent=True)
+        states = self.table.get_batch([(job, JobsKeys.STATE) for job in jobs], consistent=False)
         return [entry for values in states if (entry := due_entry(values))]
 
     def wheel_marks(self) -> dict[int, datetime]:

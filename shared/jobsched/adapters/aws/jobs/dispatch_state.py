@@ -103,7 +103,7 @@ class DispatchStateStore(JobsTable):
         keys = [self._key(job, JobsKeys.STATE) for job in jobs]
         return [
             entry
-            for values in batch_get(self.db, self.table, keys, ConsistentRead=True)
+            for values in batch_get(self.db, self.table, keys, ConsistentRead=False)
             if (entry := due_entry(values))
         ]
 
