@@ -46,6 +46,7 @@ PRICE_LAMBDA_REQUEST = 0.20e-6
 PRICE_GB_SECOND = 0.0000133334
 PRICE_TRACE = 5e-6
 PRICE_READ_UNIT = 0.125e-6
+PRICE_WRITE_UNIT = 0.625e-6
 PRICE_SQS_REQUEST = 0.40e-6
 ESM_POLLERS = 5
 POLLS_PER_MINUTE = 3  # 20-second long polls
@@ -59,6 +60,7 @@ class IdleTick:
     read_units: float
     metrics: frozenset[str]
     log_bytes: int
+    write_units: float = 0.0
 
 
 def resources(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -104,19 +106,21 @@ def measure_idle_ticks(template: dict[str, Any]) -> dict[str, IdleTick]:
         from functions.heartbeat import handler as heartbeat
         from jobsched.adapters.aws.clients import client
 
-        reads = {"units": 0.0}
+        reads = {"units": 0.0, "writes": 0.0}
 
         def count(model: Any, params: Any, **_: Any) -> None:
             if model.name in ("Query", "GetItem", "Scan"):
                 reads["units"] += 1.0 if params.get("ConsistentRead") else 0.5
             elif model.name == "BatchGetItem":
                 reads["units"] += 0.5 * sum(len(v["Keys"]) for v in params["RequestItems"].values())
+            elif model.name in ("PutItem", "UpdateItem", "DeleteItem"):
+                reads["writes"] += 1.0  # the timing wheel's marks (#51): one small item a tick
 
         client("dynamodb").meta.events.register("provide-client-params.dynamodb", count)
         event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
         for name, handler in (("dispatcher", dispatcher.handler), ("heartbeat", heartbeat.handler)):
             handler(event, FakeContext())  # warm: a tick every minute keeps the function warm
-            reads["units"] = 0.0
+            reads["units"] = reads["writes"] = 0.0
             with tempfile.TemporaryFile() as captured:
                 # At the descriptor: the handlers' loggers hold the stdout they were created with.
                 sys.stdout.flush()
@@ -140,7 +144,7 @@ def measure_idle_ticks(template: dict[str, Any]) -> dict[str, IdleTick]:
                 for block in json.loads(line)["_aws"]["CloudWatchMetrics"]
                 for metric in block["Metrics"]
             )
-            measured[name] = IdleTick(seconds, reads["units"], metrics, len(output))
+            measured[name] = IdleTick(seconds, reads["units"], metrics, len(output), reads["writes"])
         wiring.reset()
     return measured
 
@@ -173,6 +177,9 @@ def idle_items(template: dict[str, Any], ticks: dict[str, IdleTick]) -> dict[str
     items[f"ticks: {len(rules)} rules a minute, Lambda requests and duration"] = lambda_cost
     items["ticks: DynamoDB reads of idle ticks"] = sum(
         MINUTES_PER_MONTH * tick.read_units * PRICE_READ_UNIT for tick in ticks.values()
+    )
+    items["ticks: DynamoDB writes of idle ticks (the timing wheel's marks)"] = sum(
+        MINUTES_PER_MONTH * tick.write_units * PRICE_WRITE_UNIT for tick in ticks.values()
     )
     items["ticks: X-Ray traces"] = MINUTES_PER_MONTH * len(ticks) * PRICE_TRACE if traced else 0.0
     mappings = resources(template, "AWS::Lambda::EventSourceMapping")
@@ -209,6 +216,7 @@ def report() -> list[str]:
             f"  {label}: "
             + ", ".join(
                 f"{name} tick {tick.seconds * 1000:.0f} ms CPU, {tick.read_units:g} read units, "
+                f"{tick.write_units:g} write units, "
                 f"{len(tick.metrics)} metrics, {tick.log_bytes} B logged"
                 for name, tick in ticks.items()
             )
