@@ -40,7 +40,6 @@ from jobsched.core.names import LEASE_SHARDS, due_shard_count
 from jobsched.core.records import DueEntry, StoredJob
 from jobsched.core.runs import LAST_OF_INSTANT, RunMessage, RunStatus, instant_text, parse_instant, scheduled_run_id
 from jobsched.paging.escalation_events import EscalationEvent
-from jobsched.pipeline import wheel
 from jobsched.pipeline.lost_audit import (
     LOST_AFTER,
     QUICK_LOST_AFTER,
@@ -54,6 +53,7 @@ from jobsched.pipeline.manual_runs import advance_backfill
 from jobsched.pipeline.sent_audits import audit_delay
 from jobsched.pipeline.tick_report import TickReport
 from jobsched.ports import EscalationsPort, JobsPort, QueueBacklogPort, RunsPort, WorkQueuesPort
+from jobsched.registry import wheel
 from jobsched.registry.jobs import pause_job
 from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, plan_due

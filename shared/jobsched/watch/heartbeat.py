@@ -17,6 +17,7 @@ from jobsched.core.run_records import ParkedTask, Run, StaleAttempt
 from jobsched.core.runs import TERMINAL, instant_text
 from jobsched.paging.escalation_events import SYSTEM, Alerts, EscalationEvent, deadline_event
 from jobsched.ports import JobsPort, RunsPort
+from jobsched.registry import wheel
 
 # The dispatcher sends each instant up to 14 minutes ahead and then moves the job's next instant on; one
 # still waiting this long after it passed was not dispatched.
@@ -128,13 +129,11 @@ class HeartbeatChecker:
             for entry in self.jobs.due(shard, now - STALL_AFTER)
             if entry.backfill_id is None
         ]
-        # The timing wheel's jobs are on no due index: a shard whose wheel was not read on (its mark moves every tick,
-        # held only by a due job left over) counts as one overdue job from its mark.
-        overdue += [
-            mark + timedelta(minutes=1)
-            for mark in self.jobs.wheel_marks().values()
-            if mark + timedelta(minutes=1) < now - STALL_AFTER
-        ]
+        # The timing wheel's jobs are on no due index: where a shard's wheel has not been read for STALL_AFTER (its
+        # mark moves every tick), its slots since are read here, and the jobs due on them count as overdue.
+        stale = [shard for shard, mark in self.jobs.wheel_marks().items() if mark < now - STALL_AFTER]
+        if stale:
+            overdue += [entry.next_visit_at for entry in wheel.scan(self.jobs, stale, now - STALL_AFTER).entries]
         if overdue:
             oldest = min(overdue)
             self.alerts.publish(
