@@ -17,6 +17,7 @@ from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.worker import heartbeat_checker
 from jobsched.registry.jobs import pause_job, resume_job
 from tests.aws.harness import Clock, Stack
+from tests.aws.test_audit_messages import operate as run_minutes
 from tests.aws.test_pipeline import job
 
 MINUTE = timedelta(minutes=1)
@@ -29,13 +30,8 @@ def state_item(stack: Stack, key: str = HOURLY) -> dict[str, Any]:
 
 
 def operate(stack: Stack, minutes: int) -> int:
-    """``minutes`` of operation as deployed (a tick a minute, the workers after it); the cursor moves made."""
-    advanced = 0
-    for _ in range(minutes):
-        advanced += stack.tick().advanced
-        stack.clock.advance(MINUTE)
-        stack.pump()
-    return advanced
+    """``minutes`` of operation as deployed; the cursor moves made."""
+    return run_minutes(stack, minutes)[0]
 
 
 def instants(stack: Stack, key: str = HOURLY) -> list[tuple[str, RunStatus]]:

@@ -12,7 +12,8 @@ What makes it safe:
   minute it waits on is scanned after it is placed there (a daily job stays on the due index: 24 reads a run on the
   wheel would cost more than the two index writes);
 - each shard's scan goes on from its mark (``JobsPort.wheel_marks``), over every minute since (all sixty after an
-  outage of an hour or more); the mark moves only past minutes whose due jobs were all advanced: a job left over by
+  outage of an hour or more); a shard's first mark is written before any job can be placed on its wheel; the mark
+  moves only past minutes whose due jobs were all advanced: a job left over by
   an error, the tick's budget or a lost race holds its shard's mark at its minute, so the next tick reads it again;
 - marks move conditionally on what was read (two ticks at once: one of them moves them);
 - a job's state is read eventually consistently: a stale one plans from a stale cursor, whose conditional advance
@@ -52,17 +53,18 @@ def slot_for(job: str, next_visit: datetime | None, *, sparse: bool, now: dateti
 
 @dataclass(frozen=True)
 class WheelScan:
-    read: dict[int, datetime]  # the scanned shards' marks as read (absent: never scanned)
+    read: dict[int, datetime]  # the scanned shards' marks as read
     through: datetime  # every scanned shard's slots were read through this minute
     shards: tuple[int, ...]
     entries: list[DueEntry]  # the jobs found whose visit is due
+    found_on: dict[str, int]  # job -> the shard whose slot it was found on (its slot's, whatever the shard count now)
 
     def marks(self, advanced: set[str]) -> dict[int, datetime]:
         """The marks to write: ``through``, or before the first minute of a due job not advanced on its shard."""
         held: dict[int, datetime] = {}
         for entry in self.entries:
             if entry.job not in advanced:
-                shard = due_shard(entry.job)
+                shard = self.found_on[entry.job]
                 before = minute_of(entry.next_visit_at) - MINUTE
                 held[shard] = min(held.get(shard, before), before)
         marks = {}
@@ -77,15 +79,24 @@ class WheelScan:
 def scan(jobs: JobsPort, shards: Iterable[int], until: datetime) -> WheelScan:
     """The wheel's slots of ``shards`` from their marks through ``until``'s minute, and the due jobs on them."""
     shards = tuple(shards)
-    read = {shard: mark for shard, mark in jobs.wheel_marks().items() if shard in shards}
     through = minute_of(until)
-    slots: set[str] = set()
+    read = _marks(jobs, shards, through)
+    slots: dict[str, int] = {}
     for shard in shards:
-        mark = read.get(shard)
-        first = mark + MINUTE if mark is not None else through - (HOUR_OF_MINUTES - 1) * MINUTE
+        first = read[shard] + MINUTE
         count = min(HOUR_OF_MINUTES, max(0, int((through - first) / MINUTE) + 1))
-        slots |= {wheel_slot(shard, (first + step * MINUTE).minute) for step in range(count)}
-    found = sorted({job for slot in sorted(slots) for job in jobs.wheel(slot)})
-    states = jobs.due_states(found) if found else []
+        slots |= {wheel_slot(shard, (first + step * MINUTE).minute): shard for step in range(count)}
+    found_on = {job: shard for slot, shard in sorted(slots.items()) for job in jobs.wheel(slot)}
+    states = jobs.due_states(sorted(found_on)) if found_on else []
     entries = [entry for entry in states if entry.sk == JobsKeys.STATE and entry.next_visit_at <= until]
-    return WheelScan(read, through, shards, entries)
+    return WheelScan(read, through, shards, entries, found_on)
+
+
+def _marks(jobs: JobsPort, shards: tuple[int, ...], through: datetime) -> dict[int, datetime]:
+    """The shards' marks; a shard never read gets its first mark now, before any job can be placed on its wheel
+    (a job goes there only from a tick that has read its mark), so there is nothing before it to read."""
+    read = {shard: mark for shard, mark in jobs.wheel_marks().items() if shard in shards}
+    missing = [shard for shard in shards if shard not in read]
+    if missing and not jobs.mark_wheel({shard: through - MINUTE for shard in missing}, read={}):
+        read = {shard: mark for shard, mark in jobs.wheel_marks().items() if shard in shards}  # another tick's
+    return {shard: read.get(shard, through - MINUTE) for shard in shards}
