@@ -18,6 +18,9 @@ What makes it safe:
 - marks move conditionally on what was read (two ticks at once: one of them moves them);
 - a job's state is read eventually consistently: a stale one plans from a stale cursor, whose conditional advance
   fails, which holds the mark like an error (what it sent again, the worker drops as duplicates);
+- a job waits on the slot of the shard it was placed by, whatever the shard count later (``due_shards`` only grows);
+  a job placed on a shard whose dispatcher part has not read its wheel yet (the count grew, that part is down) waits
+  for its minute's next turn at worst;
 - a pause, a change or a resume puts the job back on the due index (``JobsTable._state_update``), and recovery's
   rewind too (``advance`` without a slot): everything but the dispatcher's own visit uses the due index as before.
 """
