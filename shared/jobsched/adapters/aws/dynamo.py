@@ -72,6 +72,11 @@ def is_conditional_failure(error: ClientError) -> bool:
     return False
 
 
+def is_missing_map(error: ClientError) -> bool:
+    """An update set an entry of a map attribute the item does not have yet (DynamoDB refuses the path)."""
+    return bool(error.response.get("Error", {}).get("Code") == "ValidationException")
+
+
 def update_if(db: Any, **request: Any) -> bool:
     """UpdateItem with a condition; False (not an exception) when the condition does not hold."""
     try:

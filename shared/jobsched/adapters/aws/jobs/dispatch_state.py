@@ -9,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from jobsched.adapters.aws.dynamo import batch_get, every_item, from_item, to_values, update_if
+from jobsched.adapters.aws.dynamo import batch_get, every_item, from_item, is_missing_map, to_values, update_if
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.adapters.items import due_entry, wheel_marks_of
 from jobsched.core.names import JobsKeys
@@ -139,17 +139,7 @@ class DispatchStateStore(JobsTable):
         try:
             return update_if(self.db, **request)
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "ValidationException":
+            if not is_missing_map(error):
                 raise
-        self._ensure_marks()  # the first mark of a deployment: a map's entry cannot be set on no map
+        self._ensure_map(JobsKeys.DISPATCH, JobsKeys.WHEEL_MARKS, "marks")  # a deployment's first mark
         return update_if(self.db, **request)
-
-    def _ensure_marks(self) -> None:
-        update_if(
-            self.db,
-            TableName=self.table,
-            Key=self._key(JobsKeys.DISPATCH, JobsKeys.WHEEL_MARKS),
-            UpdateExpression="SET marks = :empty",
-            ConditionExpression="attribute_not_exists(marks)",
-            ExpressionAttributeValues=to_values({":empty": {}}),
-        )

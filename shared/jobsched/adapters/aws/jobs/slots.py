@@ -9,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, to_values
+from jobsched.adapters.aws.dynamo import from_item, is_conditional_failure, is_missing_map, to_values
 from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.adapters.items import SlotJudgement, take_slots_in_rounds
 from jobsched.core.limits import TeamLimits
@@ -66,9 +66,9 @@ class SlotsStore(JobsTable):
                 return True
             except ClientError as error:
                 if not is_conditional_failure(error):
-                    if error.response.get("Error", {}).get("Code") != "ValidationException":
+                    if not is_missing_map(error):
                         raise
-                    self._ensure_slots(pk, sk)  # the item has no ``slots`` map yet (a quota item without one)
+                    self._ensure_map(pk, sk, "slots")  # a quota item without its ``slots`` map yet
                 return False
 
         return take_slots_in_rounds(
@@ -139,19 +139,6 @@ class SlotsStore(JobsTable):
         item = from_item(response.get("Item") or {})
         slots = item.get("slots") or {}
         return {str(k): str(v) for k, v in slots.items()}
-
-    def _ensure_slots(self, pk: str, sk: str) -> None:
-        try:
-            self.db.update_item(
-                TableName=self.table,
-                Key=self._key(pk, sk),
-                UpdateExpression="SET slots = :empty",
-                ConditionExpression="attribute_not_exists(slots)",
-                ExpressionAttributeValues=to_values({":empty": {}}),
-            )
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
 
     def team_limits(self, team: str, *, now: float | None = None) -> TeamLimits:
         """The platform's defaults with the team's overrides, cached for a minute (``CachedLimits``)."""

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from jobsched.adapters.aws.clients import client
-from jobsched.adapters.aws.dynamo import to_item, to_values
+from jobsched.adapters.aws.dynamo import to_item, to_values, update_if
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JobsKeys
 from jobsched.core.records import due_shard
@@ -38,6 +38,17 @@ class JobsTable:
     @staticmethod
     def _key(pk: str, sk: str) -> dict[str, Any]:
         return to_item({JobsKeys.PK: pk, JobsKeys.SK: sk})
+
+    def _ensure_map(self, pk: str, sk: str, name: str) -> None:
+        """The item has the map ``name`` (empty if it had none), so an update can set one of its entries."""
+        update_if(
+            self.db,
+            TableName=self.table,
+            Key=self._key(pk, sk),
+            UpdateExpression=f"SET {name} = :empty",
+            ConditionExpression=f"attribute_not_exists({name})",
+            ExpressionAttributeValues=to_values({":empty": {}}),
+        )
 
     def _state_update(self, job: str, version: int, cursor: datetime, next_visit_at: datetime | None) -> dict[str, Any]:
         """Keep the slots (runs in flight) while the cursor, version and due entry change. The audit restarts
