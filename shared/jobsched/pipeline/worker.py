@@ -202,18 +202,18 @@ class Worker:
         if isinstance(message, CallbackResult):
             return self.callback_result(message)
         if isinstance(message, AuditMessage):
-            outcome = SentAudits(self.jobs, self.runs, self.escalations, self.clock).audit(message)
-            if outcome.wait is not None:
-                self.queues.send(outcome.priority, [(message, outcome.wait)])
-            return outcome
+            return self._waited(message, SentAudits(self.jobs, self.runs, self.escalations, self.clock).audit(message))
         if isinstance(message, DagTaskMessage):
-            outcome = self.dags.process_task(message)
-            if outcome.wait is not None:
-                self.queues.send(outcome.priority, [(outcome.resend or message, outcome.wait)])
-            return outcome
+            return self._waited(message, self.dags.process_task(message))
         if isinstance(message, DagTaskFailure):
             return self.dags.task_failed(message)
         return self.process(message, batch)
+
+    def _waited(self, message: DagTaskMessage | AuditMessage, outcome: Outcome) -> Outcome:
+        """An outcome that must wait: its message (or what it says instead) sent back to come after ``wait``."""
+        if outcome.wait is not None:
+            self.queues.send(outcome.priority, [(outcome.resend or message, outcome.wait)])
+        return outcome
 
     def process(self, message: RunMessage, batch: WorkerBatch | None = None) -> Outcome:
         """Handle one delivery. The message can always be deleted afterwards: one that must wait has been
