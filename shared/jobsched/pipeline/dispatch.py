@@ -342,7 +342,11 @@ class Dispatcher:
         if plan.missed_before is not None:
             audited_to = max(audited_to, plan.missed_before)  # recorded MISSED above, not sent: nothing to audit
         next_visit = self._next_visit(job_plan, audited_to)
-        slot = wheel.slot_for(spec.key, next_visit, sparse=job_plan.sparse, now=now, until=now + self.due_window)
+        slot = (  # an audit's own visit waits on the due index
+            wheel.slot_for(spec.key, next_visit, sparse=job_plan.sparse, now=now, until=now + self.due_window)
+            if next_visit == job_plan.natural_visit
+            else None
+        )
         advanced = self.jobs.advance(
             spec.key,
             spec_version=stored.version,
@@ -350,7 +354,7 @@ class Dispatcher:
             cursor=plan.cursor,
             next_visit_at=next_visit,
             audited_to=audited_to,
-            wheel_slot=slot if next_visit == job_plan.natural_visit else None,  # an audit's visit: the due index
+            wheel_slot=slot,
         )
         if advanced:
             report.advanced += 1
