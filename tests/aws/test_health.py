@@ -90,7 +90,7 @@ def test_jobsched_status_prints_the_strip_worst_first(
     monkeypatch.setattr(cli_module, "make_transport", lambda url: InProcess(api, PAYMENTS))
     result = CliRunner().invoke(cli, ["status", "payments"])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["JOB", "LAST", "RUNS", "(old->new)"]
     assert lines[1].split()[:3] == ["payments/broken", "FF", "0.0%"]
     assert lines[2].split()[:3] == ["payments/fine", "..", "100.0%"]

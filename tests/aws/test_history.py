@@ -82,7 +82,7 @@ def test_jobsched_history_shows_the_trail_and_the_spec_diffs_and_rollback_uses_i
     monkeypatch.setattr(cli_remote, "make_transport", lambda url: InProcess(api, OPS))
     result = CliRunner().invoke(cli, ["history", "ops/report"])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["AT", "VERSION", "ACTION", "PRINCIPAL"]
     assert [line.split()[2] for line in lines[1:]] == ["trigger", "resume", "pause", "replace", "create"]
     diff = CliRunner().invoke(cli, ["history", "ops/report", "--diff"])

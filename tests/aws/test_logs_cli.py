@@ -68,7 +68,7 @@ def test_jobsched_logs_prints_the_lines_and_follows_until_the_run_ends(
     found.lines = finishing  # type: ignore[method-assign]
     result = CliRunner().invoke(cli, ["logs", "ops/cb", run.run_id, "--follow"])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert len(lines) == 2, "each line once, however often it was read"
     assert "jobsched-dispatcher" in lines[0] and "instants sent" in lines[0] and run.run_id in lines[0]
     assert "jobsched-worker" in lines[1] and "attempt=1" in lines[1]

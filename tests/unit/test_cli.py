@@ -222,7 +222,7 @@ def test_local_alarms_lists_alarms_worst_first(tmp_path: Path) -> None:
     (tmp_path / "alarms.json").write_text(json.dumps(rows))
     result = CliRunner().invoke(cli, ["local", "alarms", "--state-dir", str(tmp_path)])
     assert result.exit_code == 0
-    first, second = result.output.splitlines()
+    first, second = result.stdout.splitlines()
     assert first.split()[:2] == ["ALARM", "jobsched-local-DlqNormalNotEmpty"] and "since 01:55:00" in first
     assert second.split()[:2] == ["OK", "jobsched-local-SloFastBurn"]
     empty = CliRunner().invoke(cli, ["local", "alarms", "--state-dir", str(tmp_path / "none")])
