@@ -121,7 +121,7 @@ def test_the_example_pipelines_checks_warn_and_page_once_and_its_load_reads_the_
         )
     )
     if found["status"] == "SKIPPED":  # its schedule's run held the slot (overlap: skip): watch that one
-        # (It may have ended since: the newest run that was not skipped, running or ended. Runs are listed newest first.)
+        # It may have ended since: the newest run not skipped, running or ended (runs are listed newest first).
         runs = call(runtime, "GET", f"{base}/runs", team="examples")[1]["runs"]
         started = next(run for run in runs if run["status"] not in ("SKIPPED", "SCHEDULED"))
     done = wait_for(finished(runtime, "pipeline", started["run_id"], "examples"), 90)
