@@ -479,7 +479,7 @@ class Stack:
         ended ones), so "no slot leaked" means none of these is left."""
         holders = self.jobs.slot_holders(pk, sk)
         job = None if pk.startswith("TEAM#") else pk
-        ended = self.worker.claims.ended_runs(list(holders), job=job)
+        ended = self.worker.claims.ended_runs(holders, job=job)
         return {holder: lease for holder, lease in holders.items() if holder not in ended}
 
     def run_list(self, job: str) -> list[Run]:

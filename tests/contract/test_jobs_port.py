@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 import pytest
 
@@ -160,7 +161,7 @@ def test_two_batches_racing_for_the_last_slots_never_hold_more_than_the_limit(st
     stores.jobs.acquire_slots(team, "QUOTA", leases={"r1": lease, "r2": lease}, limit=4, now=T0)
     interfered: list[list[str]] = []
 
-    def ended_while_b_takes_a_slot(holders: list[str]) -> set[str]:
+    def ended_while_b_takes_a_slot(holders: dict[str, str]) -> set[str]:
         if not interfered:
             interfered.append(stores.jobs.acquire_slots(team, "QUOTA", leases={"b": lease}, limit=4, now=T0).granted)
         return set()
@@ -259,7 +260,7 @@ def test_two_workers_evicting_the_same_ended_run_get_one_slot_between_them(store
         assert stores.jobs.acquire_slot(JOB, "STATE", holder=holder, lease_until=lease, limit=2, now=T0).acquired
     interfered: list[bool] = []
 
-    def ended_while_b_takes_the_slot(holders: list[str]) -> set[str]:
+    def ended_while_b_takes_the_slot(holders: dict[str, str]) -> set[str]:
         if not interfered:
             interfered.append(
                 stores.jobs.acquire_slot(
@@ -312,6 +313,29 @@ def test_slots_judged_on_holders_read_earlier_still_hold_the_limit(stores: Store
     assert stores.jobs.acquire_slot(
         JOB, "STATE", holder="a", lease_until=lease, limit=1, now=T0, read=stale_full
     ).acquired
+
+
+def test_a_slot_names_its_holders_attempt_and_a_renewal_on_a_stale_read_never_lowers_it(stores: Stores) -> None:
+    """The value is ``<lease>@<attempt>``, given to ``ended`` with its holder. A rerun's attempt 2 renewed the
+    slot after a duplicate delivery of attempt 1 read it: the duplicate's write fails on what it read, and its
+    renewal, judged again, keeps attempt 2 (else a stale read of attempt 1's end could evict the rerun)."""
+    create(stores)
+    lease, later = T0 + timedelta(minutes=10), T0 + timedelta(minutes=20)
+    take = partial(stores.jobs.acquire_slot, JOB, "STATE", holder="r1", limit=1, now=T0)
+    assert take(lease_until=lease, attempt=1).acquired
+    seen_by_attempt_1 = stores.jobs.slot_holders(JOB, "STATE")
+    assert seen_by_attempt_1 == {"r1": f"{instant_text(lease)}@1"}
+    assert take(lease_until=lease, attempt=2).acquired
+    assert take(lease_until=later, attempt=1, read=seen_by_attempt_1).acquired
+    assert stores.jobs.slot_holders(JOB, "STATE") == {"r1": f"{instant_text(later)}@2"}
+    asked: list[dict[str, str]] = []
+
+    def ended(holders: dict[str, str]) -> set[str]:
+        asked.append(holders)
+        return set()
+
+    refused = take(lease_until=lease, attempt=1, ended=ended, holder="r2")
+    assert not refused.acquired and asked[-1] == {"r1": f"{instant_text(later)}@2"}
 
 
 def test_a_job_on_the_timing_wheel_waits_on_a_key_that_does_not_move_and_leaves_it_when_paused(stores: Stores) -> None:

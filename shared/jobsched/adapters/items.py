@@ -8,13 +8,22 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
 from jobsched.core.names import SWEEP, JobsKeys, RunsKeys
-from jobsched.core.records import DueEntry, JobsSnapshot, SlotsTaken, StoredJob, Waiting, due_shard, shown_waiting_for
+from jobsched.core.records import (
+    DueEntry,
+    JobsSnapshot,
+    SlotLease,
+    SlotsTaken,
+    StoredJob,
+    Waiting,
+    due_shard,
+    shown_waiting_for,
+)
 from jobsched.core.run_records import lease_shard
 from jobsched.core.runs import (
     TERMINAL,
@@ -182,6 +191,16 @@ class SlotJudgement:
     def writes(self) -> bool:
         return bool(self.granted or self.present)
 
+    def values(self, holders: dict[str, str], leases: Mapping[str, datetime | SlotLease]) -> dict[str, str]:
+        """What the write sets: the granted holders' leases, and the present ones' renewed (their attempt never
+        goes back: ``SlotLease.renewing``)."""
+        return {h: SlotLease.of(leases[h]).renewing(holders.get(h)) for h in self.present + self.granted}
+
+    def expected(self, holders: dict[str, str]) -> dict[str, str]:
+        """The write's condition: the present and the evicted hold exactly the values they were judged by (a
+        renewal decided on a stale read must not lower a newer attempt)."""
+        return {h: holders[h] for h in self.present + self.evicted}
+
 
 def judge_slots(
     holders: dict[str, str],
@@ -189,28 +208,60 @@ def judge_slots(
     *,
     now: datetime,
     limit: int,
-    ended: Callable[[list[str]], set[str]] | None,
+    ended: Callable[[dict[str, str]], set[str]] | None,
 ) -> SlotJudgement:
     """Which of ``wanted`` a slot write takes, in order, with room for ``limit``. Holders whose lease expired
     are evicted by any write that takes a slot; those whose runs ``ended`` only when the slots are still full
-    (asking costs a read)."""
+    (asking costs a read; ``ended`` is given the holders asked about with their slots' values)."""
     present = [h for h in wanted if h in holders]
     new = [h for h in dict.fromkeys(wanted) if h not in holders]
     if not new:
         return SlotJudgement([], present, [])
-    stale = [h for h, lease in holders.items() if parse_instant(lease) <= now and h not in present]
+    stale = [h for h, lease in holders.items() if SlotLease.parse(lease).until <= now and h not in present]
     short = len(holders) - len(stale) + len(new) - limit
     if short > 0 and ended is not None:
         # Asking costs a read per holder: first as many as are short, those that took their slots first (the
         # earliest leases, most likely ended), then the rest only if too few of those had ended.
         candidates = sorted((h for h in holders if h not in stale and h not in present), key=holders.__getitem__)
-        found = ended(candidates[:short]) if candidates else set()
+        found = ended({h: holders[h] for h in candidates[:short]}) if candidates else set()
         if len(found) < short and candidates[short:]:
-            found |= ended(candidates[short:])
+            found |= ended({h: holders[h] for h in candidates[short:]})
         stale += sorted(found)
     room = max(0, limit - (len(holders) - len(stale)))
     granted = new[:room]
     return SlotJudgement(granted, present, stale if granted else [])
+
+
+RunKey = tuple[str, str]  # (job, run id)
+
+
+def ended_holders(
+    asked: Mapping[RunKey, int | None], read: Callable[[list[RunKey], bool], Iterable[dict[str, Any]]]
+) -> set[RunKey]:
+    """Which slot holders' runs have ended (``RunsPort.ended``), each asked with the attempt its slot names.
+
+    ``read(keys, consistent)`` reads the runs' status and attempt. A slot naming its attempt is judged on an
+    eventually consistent read (half the price): a terminal record at that attempt or later ended this holding,
+    whatever came after (a rerun takes the slot anew, at a later attempt). A read that is not that proof asks
+    again strongly: a terminal record at an earlier attempt (stale, from before a rerun, or the run ended before
+    this attempt was claimed), a MISSED record (the audit's ``lost:`` can still be claimed at the same attempt)
+    and a slot naming no attempt (written before #51). A record read as not ended is not asked again: a stale
+    read of a run that did end makes its successor wait a turn, never two runs share a slot."""
+    ended: set[RunKey] = set()
+    unsure = [key for key, attempt in asked.items() if attempt is None]
+    for values in read([key for key, attempt in asked.items() if attempt is not None], False):
+        key, status = (values[RunsKeys.PK], values[RunsKeys.SK]), RunStatus(values["status"])
+        if status not in TERMINAL:
+            continue
+        attempt = asked[key]
+        if status is not RunStatus.MISSED and attempt is not None and int(values.get("attempt", 0)) >= attempt:
+            ended.add(key)
+        else:
+            unsure.append(key)
+    if unsure:
+        found = read(sorted(unsure), True)
+        ended |= {(v[RunsKeys.PK], v[RunsKeys.SK]) for v in found if RunStatus(v["status"]) in TERMINAL}
+    return ended
 
 
 def take_slots_in_rounds(
@@ -222,7 +273,7 @@ def take_slots_in_rounds(
     write: Callable[[SlotJudgement, dict[str, str]], bool],
     now: datetime,
     limit: int,
-    ended: Callable[[list[str]], set[str]] | None,
+    ended: Callable[[dict[str, str]], set[str]] | None,
     rounds: int = 4,
 ) -> SlotsTaken:
     """The slot-taking loop every store runs: judge ``holders`` (as read; ``confirmed`` when read strongly),

@@ -215,6 +215,38 @@ class DueEntry:
 
 
 @dataclass(frozen=True)
+class SlotLease:
+    """A slot's value: its lease's end and the attempt of the run that took (or last renewed) it, stored as
+    ``<instant>@<attempt>`` (a value without ``@`` was written before #51 and names no attempt).
+
+    The attempt lets an eventually consistent read of the holder's run say it ended: a terminal record at that
+    attempt or later is the end of this holding, while one at an earlier attempt may be a stale read from before
+    the run was opened again (a rerun's next attempt takes the slot anew). Renewals keep the highest attempt."""
+
+    until: datetime
+    attempt: int | None = None
+
+    def text(self) -> str:
+        return instant_text(self.until) + (f"@{self.attempt}" if self.attempt is not None else "")
+
+    @classmethod
+    def parse(cls, text: str) -> SlotLease:
+        until, _, attempt = text.partition("@")
+        return cls(parse_instant(until), int(attempt) if attempt.isdigit() else None)
+
+    @classmethod
+    def of(cls, lease: datetime | SlotLease) -> SlotLease:
+        return lease if isinstance(lease, SlotLease) else cls(lease)
+
+    def renewing(self, held: str | None) -> str:
+        """This lease written over the value ``held`` (None: a new holding): the attempt never goes back."""
+        before = SlotLease.parse(held).attempt if held is not None else None
+        if before is None or (self.attempt is not None and self.attempt >= before):
+            return self.text()
+        return replace(self, attempt=before).text()
+
+
+@dataclass(frozen=True)
 class SlotResult:
     acquired: bool
     holders: dict[str, str]  # holder -> lease expiry (ISO) as stored, when not acquired

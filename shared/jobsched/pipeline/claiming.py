@@ -18,7 +18,7 @@ from functools import partial
 
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import StoredJob
+from jobsched.core.records import SlotLease, StoredJob
 from jobsched.core.run_records import AttemptClaim, Run, StaleAttempt
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.pipeline.containers import stop_started_task
@@ -45,6 +45,11 @@ def waiting_for_slots(message: RunMessage, detail: str) -> Outcome:
 def team_holder(message: RunMessage) -> str:
     """Who holds a team slot for a run: ``<team>/<name>/<run id>`` (``ended_runs`` splits it back)."""
     return f"{message.job}/{message.run_id}"
+
+
+def _run_key(holder: str) -> tuple[str, str]:
+    job, _, run_id = holder.rpartition("/")
+    return job, run_id
 
 
 @dataclass
@@ -105,13 +110,14 @@ class Claims:
     def take_team_slots(self, runs: list[tuple[RunMessage, StoredJob]], now: datetime) -> TeamSlots:
         """The team slots of a batch's runs that are ready to claim, earliest first, as many as the team has
         room for: one write per team with two or more such runs (a lone run takes its own, nothing saved)."""
-        by_team: dict[str, dict[str, datetime]] = {}
+        by_team: dict[str, dict[str, SlotLease]] = {}
         per_job: dict[str, int] = {}
         for message, stored in sorted(runs, key=lambda run: run[0].fire_at):
             # No more than the job's own max_running: the rest would wait for the job's slot holding the team's.
             per_job[message.job] = per_job.get(message.job, 0) + 1
             if per_job[message.job] <= stored.spec.concurrency.max_running:
-                by_team.setdefault(stored.spec.team, {})[team_holder(message)] = lease_until(stored.spec, now)
+                lease = SlotLease(lease_until(stored.spec, now), message.attempt)
+                by_team.setdefault(stored.spec.team, {})[team_holder(message)] = lease
         slots = TeamSlots()
         for team, leases in by_team.items():
             if len(leases) < 2:
@@ -155,6 +161,7 @@ class Claims:
             limit=limit,
             now=now,
             ended=ended,
+            attempt=message.attempt,
         )
         taken = take(read=read)
         if not taken.acquired:
@@ -179,6 +186,7 @@ class Claims:
             limit=quota,
             now=now,
             ended=self.ended_runs,
+            attempt=message.attempt,
         )
         if not team.acquired:
             if team_slots is not None:
@@ -187,11 +195,12 @@ class Claims:
             return waiting_for_slots(message, f"team {spec.team} max_running {quota} reached")
         return SlotsHeld(team_slots is not None and spec.team in team_slots.refused)
 
-    def ended_runs(self, holders: list[str], *, job: str | None = None) -> set[str]:
-        """Which slot holders' runs have ended (slots are released lazily, see ``JobsPort.acquire_slot``).
-        A job's slots are held by run ids; a team's by ``<team>/<name>/<run id>``."""
-        keys = {holder: (job, holder) if job else tuple(holder.rsplit("/", 1)) for holder in holders}
-        ended = self.runs.ended({(key[0], key[1]) for key in keys.values()})
+    def ended_runs(self, holders: dict[str, str], *, job: str | None = None) -> set[str]:
+        """Which slot holders' runs have ended (slots are released lazily, see ``JobsPort.acquire_slot``), from
+        the holders and their slots' values (the attempt each names). A job's slots are held by run ids; a
+        team's by ``<team>/<name>/<run id>``."""
+        keys = {holder: (job, holder) if job else _run_key(holder) for holder in holders}
+        ended = self.runs.ended({keys[holder]: SlotLease.parse(value).attempt for holder, value in holders.items()})
         return {holder for holder, key in keys.items() if key in ended}
 
     def _cancel_holders(self, job: str, holders: dict[str, str], now: datetime) -> None:

@@ -126,6 +126,7 @@ class Records:
             lease_until=lease_until(spec, next_at),
             limit=spec.concurrency.max_running,
             now=now,
+            attempt=run.attempt,  # not the next: a run cancelled before it is claimed ends at this one
         )
         return Outcome("retrying", f"attempt {run.attempt + 1} in {delay}", run=retrying, lateness=lateness)
 

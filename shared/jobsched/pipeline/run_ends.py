@@ -77,6 +77,7 @@ class RunEnds:
             lease_until=lease,
             limit=stored.spec.concurrency.max_running,
             now=now,
+            attempt=run.attempt,
         )
         return updated
 

@@ -3,7 +3,7 @@ the company's calendars and windows."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -21,6 +21,7 @@ from jobsched.core.records import (
     DueEntry,
     JobsSnapshot,
     JobState,
+    SlotLease,
     SlotResult,
     SlotsTaken,
     StoredIncident,
@@ -159,19 +160,24 @@ class JobsPort(CompanyPort, Protocol):
         lease_until: datetime,
         limit: int,
         now: datetime,
-        ended: Callable[[list[str]], set[str]] | None = None,
+        ended: Callable[[dict[str, str]], set[str]] | None = None,
         read: dict[str, str] | None = None,
-    ) -> SlotResult: ...
+        attempt: int | None = None,
+    ) -> SlotResult:
+        """``attempt``: the holder run's attempt, kept in the slot's value (``SlotLease``) so that ``ended`` (given
+        the holders asked about with their slots' values) can judge on an eventually consistent read."""
+        ...
+
     def snapshot(self, jobs: list[str]) -> JobsSnapshot: ...
     def acquire_slots(
         self,
         pk: str,
         sk: str,
         *,
-        leases: dict[str, datetime],
+        leases: Mapping[str, datetime | SlotLease],
         limit: int,
         now: datetime,
-        ended: Callable[[list[str]], set[str]] | None = None,
+        ended: Callable[[dict[str, str]], set[str]] | None = None,
         read: dict[str, str] | None = None,
     ) -> SlotsTaken: ...
     def release_slot(self, pk: str, sk: str, *, holder: str) -> None: ...

@@ -4,7 +4,7 @@ Functions and logs."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
@@ -30,7 +30,10 @@ class RunsPort(Protocol):
 
     def get(self, job: str, run_id: str) -> Run | None: ...
     def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]: ...
-    def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]: ...
+    def ended(self, runs: Mapping[tuple[str, str], int | None]) -> set[tuple[str, str]]:
+        """Which of these (job, run id) have ended, each asked with the attempt its slot names (None: unknown)."""
+        ...
+
     def scheduled_ids(self, job: str, first: str, last: str) -> set[str]: ...
     def create(
         self,

@@ -3,15 +3,16 @@ succeeded in a window, which runs ended, and run search (filtered by DynamoDB as
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
 from jobsched.adapters.aws.dynamo import batch_get, every_item, from_item, to_values
 from jobsched.adapters.aws.runs_table import RunsTable
-from jobsched.adapters.items import MAX_WAIT_SCAN, succeeded_in
+from jobsched.adapters.items import MAX_WAIT_SCAN, ended_holders, succeeded_in
 from jobsched.core.names import RunsKeys
 from jobsched.core.run_records import Run
-from jobsched.core.runs import TERMINAL, RunStatus, scheduled_run_id
+from jobsched.core.runs import scheduled_run_id
 from jobsched.watch.run_search import RunFilter
 
 
@@ -112,19 +113,21 @@ class RunQueriesStore(RunsTable):
         last = response.get("LastEvaluatedKey")
         return runs, (from_item(last)[RunsKeys.SK] if last else None)
 
-    def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]:
-        """Which of these (job, run id) have ended (strongly consistent: a slot is freed on this answer)."""
-        found = batch_get(
-            self.db,
-            self.table,
-            [self._key(job, run_id) for job, run_id in sorted(runs)],
-            ProjectionExpression="#job, #run, #status",
-            ExpressionAttributeNames={"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
-            ConsistentRead=True,
-        )
-        return {
-            (values[RunsKeys.PK], values[RunsKeys.SK]) for values in found if RunStatus(values["status"]) in TERMINAL
-        }
+    def ended(self, runs: Mapping[tuple[str, str], int | None]) -> set[tuple[str, str]]:
+        """Which of these (job, run id) have ended, each asked with the attempt its slot names (a slot is freed on
+        this answer: ``ended_holders`` says when an eventually consistent read is enough)."""
+
+        def read(keys: list[tuple[str, str]], consistent: bool) -> Iterator[dict[str, Any]]:
+            return batch_get(
+                self.db,
+                self.table,
+                [self._key(job, run_id) for job, run_id in keys],
+                ProjectionExpression="#job, #run, #status, attempt",
+                ExpressionAttributeNames={"#job": RunsKeys.PK, "#run": RunsKeys.SK, "#status": "status"},
+                ConsistentRead=consistent,
+            )
+
+        return ended_holders(runs, read)
 
     def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
         """The run ids of ``job`` between two run ids (inclusive): keys only, for the lost-message audit."""

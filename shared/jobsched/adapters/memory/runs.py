@@ -4,12 +4,13 @@ conditional on status and attempt exactly as in ``aws.runs_store`` (the contract
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from jobsched.adapters.items import (
     MAX_WAIT_SCAN,
+    ended_holders,
     new_run_values,
     new_waiting_values,
     running_values,
@@ -34,7 +35,6 @@ from jobsched.core.run_records import (
 )
 from jobsched.core.runs import (
     MAX_OUTPUT,
-    TERMINAL,
     RunMessage,
     RunStatus,
     instant_text,
@@ -61,9 +61,8 @@ class MemoryRuns(MemoryTaskRecords):
         ordered = reversed(items) if newest_first else iter(items)
         return [Run.from_values(item) for _, item in zip(range(limit), ordered, strict=False)]
 
-    def ended(self, runs: set[tuple[str, str]]) -> set[tuple[str, str]]:
-        found = self.table.get_batch(sorted(runs), consistent=True)
-        return {(item[RunsKeys.PK], item[RunsKeys.SK]) for item in found if RunStatus(item["status"]) in TERMINAL}
+    def ended(self, runs: Mapping[tuple[str, str], int | None]) -> set[tuple[str, str]]:
+        return ended_holders(runs, lambda keys, consistent: self.table.get_batch(keys, consistent=consistent))
 
     def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
         return {item[RunsKeys.SK] for item in self.table.partition(job, first=first, last=last)}

@@ -3,7 +3,7 @@ runs both)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
 
@@ -11,11 +11,7 @@ from jobsched.adapters.items import SlotJudgement, take_slots_in_rounds
 from jobsched.adapters.memory.table import ConditionFailed, Item, MemoryTable
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import (
-    SlotResult,
-    SlotsTaken,
-)
-from jobsched.core.runs import instant_text
+from jobsched.core.records import SlotLease, SlotResult, SlotsTaken
 from jobsched.tenancy.quotas import CachedLimits
 
 
@@ -36,12 +32,13 @@ class MemorySlots:
         lease_until: datetime,
         limit: int,
         now: datetime,
-        ended: Callable[[list[str]], set[str]] | None = None,
+        ended: Callable[[dict[str, str]], set[str]] | None = None,
         read: dict[str, str] | None = None,
+        attempt: int | None = None,
     ) -> SlotResult:
+        lease = SlotLease(lease_until, attempt)
         return SlotResult.of(
-            holder,
-            self.acquire_slots(pk, sk, leases={holder: lease_until}, limit=limit, now=now, ended=ended, read=read),
+            holder, self.acquire_slots(pk, sk, leases={holder: lease}, limit=limit, now=now, ended=ended, read=read)
         )
 
     def acquire_slots(
@@ -49,15 +46,14 @@ class MemorySlots:
         pk: str,
         sk: str,
         *,
-        leases: dict[str, datetime],
+        leases: Mapping[str, datetime | SlotLease],
         limit: int,
         now: datetime,
-        ended: Callable[[list[str]], set[str]] | None = None,
+        ended: Callable[[dict[str, str]], set[str]] | None = None,
         read: dict[str, str] | None = None,
     ) -> SlotsTaken:
         def write(judged: SlotJudgement, holders: dict[str, str]) -> bool:
-            expected = {h: holders[h] for h in judged.evicted}
-            written = {h: instant_text(leases[h]) for h in judged.present + judged.granted}
+            expected, written = judged.expected(holders), judged.values(holders, leases)
             take = partial(_take_slots, judged=judged, written=written, limit=limit, expected=expected)
             return self._applied(pk, sk, take)
 
@@ -118,11 +114,11 @@ class MemorySlots:
 def _take_slots(
     item: Item | None, *, judged: SlotJudgement, written: dict[str, str], limit: int, expected: dict[str, str]
 ) -> Item:
-    """The slot write's condition and change (as ``SlotsStore._slot_write``): the present still hold theirs, the
-    evicted still hold exactly the lease they were judged by, and at most ``limit`` slots are left."""
+    """The slot write's condition and change (as ``SlotsStore._slot_write``): the present and the evicted still
+    hold exactly the values they were judged by, and at most ``limit`` slots are left."""
     item = item or {}
     slots = dict(item.get("slots") or {})
-    if any(h not in slots for h in judged.present) or any(slots.get(h) != held for h, held in expected.items()):
+    if any(slots.get(h) != held for h, held in expected.items()):
         raise ConditionFailed
     if judged.granted and len(slots) > limit + len(judged.evicted) - len(judged.granted):
         raise ConditionFailed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -14,8 +14,7 @@ from jobsched.adapters.aws.jobs.table import JobsTable
 from jobsched.adapters.items import SlotJudgement, take_slots_in_rounds
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import JobsKeys
-from jobsched.core.records import SlotResult, SlotsTaken
-from jobsched.core.runs import instant_text
+from jobsched.core.records import SlotLease, SlotResult, SlotsTaken
 
 
 class SlotsStore(JobsTable):
@@ -28,13 +27,14 @@ class SlotsStore(JobsTable):
         lease_until: datetime,
         limit: int,
         now: datetime,
-        ended: Callable[[list[str]], set[str]] | None = None,
+        ended: Callable[[dict[str, str]], set[str]] | None = None,
         read: dict[str, str] | None = None,
+        attempt: int | None = None,
     ) -> SlotResult:
         """Take one of ``limit`` slots for ``holder`` (idempotent for the same holder): ``acquire_slots``."""
+        lease = SlotLease(lease_until, attempt)
         return SlotResult.of(
-            holder,
-            self.acquire_slots(pk, sk, leases={holder: lease_until}, limit=limit, now=now, ended=ended, read=read),
+            holder, self.acquire_slots(pk, sk, leases={holder: lease}, limit=limit, now=now, ended=ended, read=read)
         )
 
     def acquire_slots(
@@ -42,10 +42,10 @@ class SlotsStore(JobsTable):
         pk: str,
         sk: str,
         *,
-        leases: dict[str, datetime],
+        leases: Mapping[str, datetime | SlotLease],
         limit: int,
         now: datetime,
-        ended: Callable[[list[str]], set[str]] | None = None,
+        ended: Callable[[dict[str, str]], set[str]] | None = None,
         read: dict[str, str] | None = None,
     ) -> SlotsTaken:
         """Take slots for as many of ``leases``' holders as there is room for, in order, in one write.
@@ -88,20 +88,21 @@ class SlotsStore(JobsTable):
         sk: str,
         judged: SlotJudgement,
         holders: dict[str, str],
-        leases: dict[str, datetime],
+        leases: Mapping[str, datetime | SlotLease],
         limit: int,
     ) -> dict[str, Any]:
         """The write: the granted holders' slots set, the present ones' leases renewed, the evicted removed;
-        on condition that the present still hold theirs, the evicted still hold exactly the lease they were
-        judged by, and the slots left after it number at most ``limit``."""
+        on condition that the present and the evicted still hold exactly the values they were judged by, and
+        the slots left after it number at most ``limit``."""
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         sets, conditions = [], []
-        for index, holder in enumerate(judged.present + judged.granted):
-            names[f"#h{index}"], values[f":l{index}"] = holder, instant_text(leases[holder])
+        for index, (holder, value) in enumerate(judged.values(holders, leases).items()):
+            names[f"#h{index}"], values[f":l{index}"] = holder, value
             sets.append(f"slots.#h{index} = :l{index}")
             if holder in judged.present:
-                conditions.append(f"attribute_exists(slots.#h{index})")
+                values[f":p{index}"] = holders[holder]
+                conditions.append(f"slots.#h{index} = :p{index}")
         for index, evicted in enumerate(judged.evicted):
             names[f"#s{index}"], values[f":s{index}"] = evicted, holders[evicted]
             conditions.append(f"slots.#s{index} = :s{index}")
