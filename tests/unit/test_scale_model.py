@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ def test_the_result_names_the_limit_that_held_runs_back() -> None:
     )
     assert "scaling" in simulate([0.0] * 20_000, SIZED, CALIBRATION).binding
     starved = simulate([0.0] * 20_000, SIZED, CALIBRATION, AwsLimits(ddb_table_quota_wcu=400))
-    assert starved.binding == "DynamoDB write throughput"
+    assert starved.binding == "DynamoDB write throughput (jobs)", "the busiest store: the jobs table"
     one_dispatcher = simulate([0.0] * 200_000, replace(SIZED, dispatchers=1, dispatcher_memory_mb=512), CALIBRATION)
     assert one_dispatcher.late_sends > 0 and one_dispatcher.dispatcher_seconds_per_tick == pytest.approx(40, abs=1)
 
@@ -100,3 +101,28 @@ def test_jobsched_capacity_prints_the_peak_the_settings_and_the_cost(
     (tmp_path / "bad.yaml").write_text("name: Bad Name\n")
     failed = CliRunner().invoke(cli, ["capacity", str(tmp_path)])
     assert failed.exit_code == 1 and "fix the job files first" in failed.output
+
+
+def test_each_table_and_index_takes_writes_at_its_own_throughput() -> None:
+    """The same five units a run, on one store or split over two: the split starts the burst sooner, and the
+    result names the store that was short."""
+    limits = AwsLimits(ddb_table_quota_wcu=4000)
+    one = replace(CALIBRATION, worker_wcu_by_store=(("jobs", 5.0),))
+    two = replace(CALIBRATION, worker_wcu_by_store=(("jobs", 3.0), ("runs", 2.0)))
+    assert one.worker_wcu_per_run == two.worker_wcu_per_run == 5.0
+    on_one, split = (simulate([0.0] * 50_000, SIZED, calibration, limits) for calibration in (one, two))
+    assert split.percentile(0.99) < 0.7 * on_one.percentile(0.99)
+    assert split.binding == "DynamoDB write throughput (jobs)"
+
+
+def test_the_memory_table_counts_each_index_write_apart() -> None:
+    from jobsched.adapters.memory import MemoryRuns
+    from jobsched.core.names import RunsKeys
+    from jobsched.core.runs import RunMessage, RunStatus
+
+    runs = MemoryRuns()
+    at = utc("2027-01-04T00:00:00Z")
+    message = RunMessage.scheduled(job="t/j", team="t", at=at, fire_at=at, spec_version=1)
+    runs.create(message, status=RunStatus.RUNNING, now=at, retention=timedelta(days=1), lease_until=at, external=True)
+    on_lease_index = {"runs": 1.0, f"runs/{RunsKeys.LEASE_INDEX}": 1.0}
+    assert runs.table.capacity.by_store("runs") == on_lease_index, "a callback's run waits on the lease index"

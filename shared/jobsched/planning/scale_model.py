@@ -56,7 +56,11 @@ class Calibration:
     dispatch_wcu_per_job: float = 3.0  # the cursor write with its due-index move
     worker_cpu_per_run_s: float = 0.00064  # the worker's own code for one run (memory adapters)
     worker_calls_per_run: float = 10.0  # DynamoDB calls per run (reads and writes)
-    worker_wcu_per_run: float = 4.0
+    # The worker's write units a run by what serves them: a table, or one of its indexes (``<table>/<index>``).
+    # Each has its own partitions and throughput (warm throughput and the per-table quota apply to a table and to
+    # each of its indexes apart), so a burst is held back by the busiest of them, not by their sum.
+    # Measured 2026-12-07 (#51): no index is written by a run of a synchronous target.
+    worker_wcu_by_store: tuple[tuple[str, float], ...] = (("jobs", 3.13), ("runs", 2.0))
     sdk_cpu_per_call_s: float = 0.0027  # boto3 signing, HTTP and parsing per call, this machine
     init_cpu_s: float = 1.08  # importing the worker handler (a cold start's init), this machine
 
@@ -64,6 +68,11 @@ class Calibration:
         return self.dispatch_cpu_per_job_s + (self.dispatch_calls_per_job + self.dispatch_sqs_per_job) * (
             self.sdk_cpu_per_call_s
         )
+
+    @property
+    def worker_wcu_per_run(self) -> float:
+        """All of a run's write units (what it is billed)."""
+        return sum(units for _, units in self.worker_wcu_by_store)
 
     def worker_cpu(self) -> float:
         # + the target's Invoke call
@@ -197,7 +206,7 @@ def simulate(
         dispatch_ticks=ticks,
         late_sends=late_sends,
         peak_concurrency=pool.peak,
-        peak_wcu_per_second=max(float(max(pool.wcu_used.values(), default=0)), dispatch_wcu),
+        peak_wcu_per_second=max(float(max(pool.wcu_used.values(), default=0)), dispatch_wcu),  # the busiest store's
         held_back=dict(held),
     )
 
@@ -215,8 +224,8 @@ class _WorkerPool:
     account: int
     queues: int
     esm_cap: int
-    wcu_capacity: float
-    wcu_per_batch: float
+    wcu_capacity: float  # each store's (a table, an index)
+    wcu_per_batch: dict[str, float]
     esm_scale_per_minute: int
     function_scale_per_10s: int
     esm: float
@@ -224,7 +233,7 @@ class _WorkerPool:
     environments: int  # warm execution environments
     held: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     busy: list[float] = field(default_factory=list)  # finish times of running invocations
-    wcu_used: defaultdict[int, float] = field(default_factory=lambda: defaultdict(float))
+    wcu_used: defaultdict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
     peak: int = 0
 
     @classmethod
@@ -243,7 +252,7 @@ class _WorkerPool:
             queues=queues,
             esm_cap=queues * min(deployment.worker_max_concurrency, limits.esm_max_batches),
             wcu_capacity=min(deployment.warm_wcu or limits.ddb_on_demand_instant_wcu, limits.ddb_table_quota_wcu),
-            wcu_per_batch=BATCH * calibration.worker_wcu_per_run,
+            wcu_per_batch={store: BATCH * units for store, units in calibration.worker_wcu_by_store},
             esm_scale_per_minute=limits.esm_scale_per_minute,
             function_scale_per_10s=limits.function_scale_per_10s,
             esm=float(max(queues * limits.esm_initial_concurrency, warm_concurrency)),
@@ -282,10 +291,14 @@ class _WorkerPool:
         """Start batches while invocations are allowed and the table takes their writes; returns what waits."""
         while waiting > 0 and len(self.busy) < allowed:
             second = int(now)
-            if self.wcu_used[second] + self.wcu_per_batch > self.wcu_capacity:
-                self.held["DynamoDB write throughput"] += STEP
+            full = [
+                s for s, units in self.wcu_per_batch.items() if self.wcu_used[s, second] + units > self.wcu_capacity
+            ]
+            if full:
+                self.held[f"DynamoDB write throughput ({full[0]})"] += STEP
                 break
-            self.wcu_used[second] += self.wcu_per_batch
+            for store, units in self.wcu_per_batch.items():
+                self.wcu_used[store, second] += units
             batch = min(BATCH, waiting)
             cold = self.init if len(self.busy) >= self.environments else 0.0
             self.environments = max(self.environments, len(self.busy) + 1)

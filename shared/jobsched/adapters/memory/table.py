@@ -33,13 +33,22 @@ class Capacity:
     """Units consumed, as DynamoDB on-demand would bill them (reads eventually consistent unless strong)."""
 
     read_units: float = 0.0
-    write_units: float = 0.0
+    write_units: float = 0.0  # the table's and its indexes'
     writes: int = 0
     reads: int = 0
+    # Of ``write_units``, each index's: an index has its own partitions and throughput (and throttles the table's
+    # writes when it is short of them), so a burst's model weighs each apart.
+    index_write_units: dict[str, float] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.read_units = self.write_units = 0.0
         self.writes = self.reads = 0
+        self.index_write_units = {}
+
+    def by_store(self, table: str) -> dict[str, float]:
+        """Write units by what serves them: ``table`` itself and each index, as ``<table>/<index>``."""
+        indexes = {f"{table}/{name}": units for name, units in self.index_write_units.items() if units}
+        return {table: self.write_units - sum(indexes.values()), **indexes}
 
 
 @dataclass
@@ -155,10 +164,15 @@ class MemoryTable:
             if new is not None:
                 self._indexes[index.name][new[0]][key] = new[1]
             # An index write costs a unit per item put or removed there (two when its key moves).
+            units = 0
             if old != new:
-                self.capacity.write_units += (old is not None) + (new is not None)
+                units = (old is not None) + (new is not None)
             elif new is not None and before and after and any(before.get(a) != after.get(a) for a in projected):
-                self.capacity.write_units += 1
+                units = 1
+            if units:
+                self.capacity.write_units += units
+                by_index = self.capacity.index_write_units
+                by_index[index.name] = by_index.get(index.name, 0) + units
         if after is None:
             self.items.pop(key, None)
             ordered = self._partitions[key[0]]
