@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from jobsched.schedule.engine import LATE_GRACE, DuePlan, Occurrence, plan_due
+from jobsched.schedule.catchup import LATE_GRACE, DuePlan, plan_due
+from jobsched.schedule.engine import Occurrence
 from tests.helpers import compiled, utc
 
 MINUTE = timedelta(minutes=1)

@@ -9,12 +9,9 @@ from typing import Any
 import pytest
 
 from jobsched.core.spec import Schedule
-from jobsched.schedule.engine import (
-    MAX_STEPS_BETWEEN_FIRES,
-    ScheduleTooExpensive,
-    compile_schedule,
-    schedule_cost_problem,
-)
+from jobsched.schedule.cost_check import schedule_cost_problem
+from jobsched.schedule.engine import MAX_STEPS_BETWEEN_FIRES, compile_schedule
+from jobsched.schedule.steps import ScheduleTooExpensive
 from tests.helpers import utc
 
 NOW = utc("2026-11-30T12:00:00Z")

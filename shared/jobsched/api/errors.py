@@ -24,7 +24,7 @@ from jobsched.pipeline.dead_letters import UnknownQueue
 from jobsched.pipeline.manual_runs import BackfillLimit, BackfillTooLarge, NoSchedule
 from jobsched.pipeline.reruns import RerunRefused, RerunUnsupported, RunInFlight, RunNotFound
 from jobsched.pipeline.stops import StopAlreadyResumed, StopNotFound, TooManyStopped
-from jobsched.schedule.engine import ScheduleTooExpensive
+from jobsched.schedule.steps import ScheduleTooExpensive
 from jobsched.tenancy.quotas import QuotaExceeded
 
 

@@ -105,7 +105,7 @@ def simulate(
     company calendars and windows (--company: as they are) does to each job's instants."""
     from jobsched.planning.simulate import simulate as run_simulation
     from jobsched.registry.jobfile import validate_files
-    from jobsched.schedule.engine import ScheduleTooExpensive
+    from jobsched.schedule.steps import ScheduleTooExpensive
 
     start = parse_instant_option(start_text, "UTC", "--from")
     end = parse_instant_option(end_text, "UTC", "--to")
@@ -159,7 +159,7 @@ def print_company_change(
 ) -> None:
     """The jobs whose instants in (start, end] the changed company file moves; exit 0 either way."""
     from jobsched.planning.company import compare_fires
-    from jobsched.schedule.engine import ScheduleTooExpensive
+    from jobsched.schedule.steps import ScheduleTooExpensive
 
     try:
         moved = compare_fires(specs, before, after, start=start, end=end)

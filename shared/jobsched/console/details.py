@@ -17,8 +17,8 @@ from jobsched.core.runs import instant_text
 from jobsched.core.spec import ApprovalTarget, JobSpec
 from jobsched.dag.progress import task_reason
 from jobsched.schedule.company import CompanySettings
-from jobsched.schedule.engine import ScheduleTooExpensive
 from jobsched.schedule.fires import schedule_of
+from jobsched.schedule.steps import ScheduleTooExpensive
 from jobsched.watch.health import strip_cell
 
 DASH = "\u2013"

@@ -55,9 +55,11 @@ from jobsched.pipeline.tick_report import TickReport
 from jobsched.ports import EscalationsPort, JobsPort, QueueBacklogPort, RunsPort, WorkQueuesPort
 from jobsched.registry import wheel
 from jobsched.registry.jobs import pause_job
+from jobsched.schedule.catchup import DuePlan, plan_due
 from jobsched.schedule.company import NO_COMPANY, CompanySettings
-from jobsched.schedule.engine import CompiledSchedule, DuePlan, ScheduleTooExpensive, plan_due
+from jobsched.schedule.engine import CompiledSchedule
 from jobsched.schedule.fires import schedule_of, scheduled_message
+from jobsched.schedule.steps import ScheduleTooExpensive
 from jobsched.tenancy.quotas import interleave_teams
 
 # Instants up to this far ahead are sent per cursor update: fewer writes per run, still within the

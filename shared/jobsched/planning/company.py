@@ -28,8 +28,9 @@ from jobsched.ports import RegistryPort
 from jobsched.registry.policy import OrgPolicy
 from jobsched.registry.policy import admission_errors as policy_errors
 from jobsched.schedule.company import COMPANY_LINK, CompanySettings
-from jobsched.schedule.engine import ScheduleTooExpensive, window_starts
+from jobsched.schedule.engine import window_starts
 from jobsched.schedule.fires import preview_schedule, schedule_of
+from jobsched.schedule.steps import ScheduleTooExpensive
 from jobsched.tenancy.admission import schedule_cost_errors
 
 MAX_CHANGE_JOBS = 1000  # jobs one change may reach (the reverse edges are read up to as many)

@@ -23,9 +23,10 @@ from jobsched.registry.findings import INTERVAL_SAMPLE, Finding, LintedJob, shor
 from jobsched.registry.jobfile import find_job_files, parse_document, validate_document
 from jobsched.registry.policy import OrgPolicy, policy_findings
 from jobsched.schedule.company import NO_COMPANY, CompanySettings
-from jobsched.schedule.engine import CompiledSchedule, ScheduleTooExpensive
+from jobsched.schedule.engine import CompiledSchedule
 from jobsched.schedule.fires import preview_schedule
 from jobsched.schedule.several import SeveralSchedules
+from jobsched.schedule.steps import ScheduleTooExpensive
 
 DST_HORIZON = timedelta(days=400)  # a year ahead, both transitions of every zone
 NO_FIRE_HORIZON = timedelta(days=90)

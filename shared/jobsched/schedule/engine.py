@@ -10,8 +10,10 @@ Pipeline, per schedule:
   -> blackouts (skip, or defer to the window's end)
   -> jitter (stable per job and instant, never past the next instant)
 
-Each step passes on ``Occurrence`` records. Skipped ones carry the reason, so a preview can say why an
-instant did not fire, and the dispatcher and preview use one code path.
+Calendars and blackouts are ``exclusions``, the step budget ``steps``, what a tick does with a job's instants
+``catchup``, whether a schedule costs too much to admit ``cost_check``. Each step passes on ``Occurrence`` records.
+Skipped ones carry the reason, so a preview can say why an instant did not fire, and the dispatcher and preview use
+one code path.
 """
 
 from __future__ import annotations
@@ -20,20 +22,17 @@ import copy
 import heapq
 import itertools
 import math
-import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
-from functools import cache, lru_cache
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
 from zoneinfo import ZoneInfo
 
-import holidays
 from croniter import croniter
 from croniter.croniter import CroniterBadDateError
 
-from jobsched.core.durations import format_duration
 from jobsched.core.expressions import (
     AtExpression,
     CronExpression,
@@ -42,9 +41,11 @@ from jobsched.core.expressions import (
     parse_expression,
 )
 from jobsched.core.runs import SCHEDULE_RUN_MARK, scheduled_run_id
-from jobsched.core.spec import Blackout, CalendarPolicy, HolidayCalendar, Schedule
+from jobsched.core.spec import Blackout, Schedule
 from jobsched.core.tz import UTC, get_zone
 from jobsched.schedule.dst import WallKind, local_wall, offset_changes, resolve_wall, zone_changes_near
+from jobsched.schedule.exclusions import BlackoutWindows, CalendarCheck, as_utc
+from jobsched.schedule.steps import StepBudget
 
 DEFAULT_HORIZON = timedelta(days=366 * 10)  # leap-day jobs fire twice in it
 # A schedule that a calendar or blackout excludes for a long time must not spin: previews and next-fire
@@ -55,39 +56,7 @@ MAX_EXAMINED = 200_000
 # minutely job under a 6-day blackout stays within it). PUT refuses what exceeds it within a year's
 # simulation; the dispatcher quarantines what slips through.
 MAX_STEPS_BETWEEN_FIRES = 10_000
-SIMULATED_SPAN = timedelta(days=366)
-SIMULATION_SECONDS = 2.0
-# An instant more than this overdue counts as missed and goes through the catch-up policy; within it,
-# a late tick simply fires it.
-LATE_GRACE = timedelta(minutes=2)
 _FAR_FUTURE = datetime(9000, 1, 1, tzinfo=UTC)  # far, yet room to add a jitter to it
-
-
-class ScheduleTooExpensive(Exception):
-    """Finding the next fire would examine more than the step limit: the schedule costs unbounded work."""
-
-    def __init__(self, limit: int, after: datetime) -> None:
-        super().__init__(
-            f"after {after.isoformat()} the schedule examines more than {limit} candidate instants without "
-            "firing (a long blackout or calendar exclusion over a frequent expression); shorten the blackout, "
-            "or use an expression that does not fire inside it"
-        )
-        self.limit = limit
-
-
-class _Budget:
-    """Steps spent since the last fire; reset by each fire."""
-
-    def __init__(self, limit: int, after: datetime) -> None:
-        self.limit, self.after, self.spent = limit, after, 0
-
-    def spend(self, steps: int = 1) -> None:
-        self.spent += steps
-        if self.spent > self.limit:
-            raise ScheduleTooExpensive(self.limit, self.after)
-
-    def fired(self, at: datetime) -> None:
-        self.spent, self.after = 0, at
 
 
 @dataclass(frozen=True)
@@ -186,15 +155,23 @@ class CompiledSchedule:
         self.fold_policy = schedule.dst.fold or ("both" if wildcard else "first")
         self._cron_text = self.expression.croniter_text(hash_key) if isinstance(self.expression, CronExpression) else ""
         anchor_source = schedule.start_at or anchor
-        self.anchor = _as_utc(anchor_source) if anchor_source else None
+        self.anchor = as_utc(anchor_source) if anchor_source else None
         if isinstance(self.expression, RateExpression) and self.anchor is None:
             raise ValueError("a rate() schedule needs start_at or an anchor (the job's creation time)")
         if isinstance(schedule.calendar, str):  # schedule.fires resolves company calendars before compiling
             raise ValueError(f"{schedule.calendar} is not resolved: compile the schedule through schedule.fires")
-        self._calendar = _CalendarCheck(schedule.calendar) if schedule.calendar else None
-        self._blackouts = [_BlackoutWindows(b, self) for b in schedule.blackouts]
+        self._calendar = CalendarCheck(schedule.calendar) if schedule.calendar else None
+        self.blackouts = [self._blackout_windows(b) for b in schedule.blackouts]
 
     # ------------------------------------------------------------------------------ public API
+
+    def _blackout_windows(self, blackout: Blackout) -> BlackoutWindows:
+        zone = get_zone(blackout.timezone) if blackout.timezone else self.zone
+        starts = None
+        if blackout.cron is not None:
+            spec = Schedule(expression=blackout.cron, timezone=blackout.timezone or self.schedule.timezone)
+            starts = CompiledSchedule(spec, hash_key=self.hash_key, step_limit=self.step_limit)
+        return BlackoutWindows(blackout, zone, starts)
 
     def zone_of(self, occurrence: Occurrence) -> ZoneInfo:
         """The zone the occurrence's schedule reads wall times in (a job with several: that schedule's)."""
@@ -208,7 +185,7 @@ class CompiledSchedule:
         around each change of the zone's UTC offset, and the local days the calendar excludes. Outside them
         every instant fires as the expression says, so a view need not step the engine there. None with
         blackouts: their windows follow schedules of their own, so the whole range is irregular."""
-        if self._blackouts:
+        if self.blackouts:
             return None
         spans = [(at - DST_REACH, at + DST_REACH) for at in offset_changes(self.zone, start, end)]
         if self._calendar is not None:
@@ -228,18 +205,18 @@ class CompiledSchedule:
 
     def occurrences(self, after: datetime, *, until: datetime | None = None) -> Iterator[Occurrence]:
         """Every occurrence with ``after < at`` (and ``at <= until``), fired or skipped, in order."""
-        after = _as_utc(after)
-        limit = min(_as_utc(until) if until else _FAR_FUTURE, self._end())
+        after = as_utc(after)
+        limit = min(as_utc(until) if until else _FAR_FUTURE, self._end())
         start = after
-        for windows in self._blackouts:
+        for windows in self.blackouts:
             if windows.blackout.action == "defer":
                 # Instants deferred from a window that is still open at ``after`` fire at its end.
-                window = windows.containing(after, _Budget(self.step_limit, after))
+                window = windows.containing(after, StepBudget(self.step_limit, after))
                 if window:
                     start = min(start, window[0] - timedelta(seconds=1))
         # Read past the limit by the jitter so the last instant's cap sees its successor: fire_at must not
         # depend on how far ahead the caller looks.
-        budget = _Budget(self.step_limit, after)
+        budget = StepBudget(self.step_limit, after)
         stream = self._raw(start, limit + self.schedule.jitter + timedelta(seconds=1), budget)
         stream = self._apply_calendar(stream)
         stream = self._apply_blackouts(stream, budget)
@@ -265,7 +242,7 @@ class CompiledSchedule:
         """The next ``count`` fires, each with the occurrences skipped since the previous fire."""
         result: list[tuple[Occurrence, list[Occurrence]]] = []
         skipped: list[Occurrence] = []
-        candidates = self.occurrences(after, until=_as_utc(after) + horizon)
+        candidates = self.occurrences(after, until=as_utc(after) + horizon)
         for occurrence in itertools.islice(candidates, MAX_EXAMINED):
             if occurrence.fires:
                 result.append((occurrence, skipped))
@@ -279,13 +256,13 @@ class CompiledSchedule:
     # ----------------------------------------------------------------------------- candidates
 
     def _end(self) -> datetime:
-        return _as_utc(self.schedule.end_at) if self.schedule.end_at else _FAR_FUTURE
+        return as_utc(self.schedule.end_at) if self.schedule.end_at else _FAR_FUTURE
 
-    def _raw(self, after: datetime, limit: datetime, budget: _Budget) -> Iterator[Occurrence]:
+    def _raw(self, after: datetime, limit: datetime, budget: StepBudget) -> Iterator[Occurrence]:
         """DST-resolved candidates in time order, before calendars and blackouts."""
         begin = after
         if self.schedule.start_at:
-            begin = max(after, _as_utc(self.schedule.start_at) - timedelta(seconds=1))  # start_at is inclusive
+            begin = max(after, as_utc(self.schedule.start_at) - timedelta(seconds=1))  # start_at is inclusive
         expression = self.expression
         if isinstance(expression, RateExpression):
             return self._rate(expression, begin, limit, budget)
@@ -294,7 +271,7 @@ class CompiledSchedule:
         return self._cron(expression, begin, limit, budget)
 
     def _rate(
-        self, expression: RateExpression, after: datetime, limit: datetime, budget: _Budget
+        self, expression: RateExpression, after: datetime, limit: datetime, budget: StepBudget
     ) -> Iterator[Occurrence]:
         assert self.anchor is not None
         step = expression.interval
@@ -309,7 +286,7 @@ class CompiledSchedule:
             index += 1
 
     def _cron(
-        self, expression: CronExpression, after: datetime, limit: datetime, budget: _Budget
+        self, expression: CronExpression, after: datetime, limit: datetime, budget: StepBudget
     ) -> Iterator[Occurrence]:
         # A wall time maps to instants within a DST shift of itself; near a transition start a day
         # early so that second occurrences (fold) after ``after`` are not missed.
@@ -396,8 +373,8 @@ class CompiledSchedule:
                         occurrence = occurrence.skipped(reason)
             yield occurrence
 
-    def _apply_blackouts(self, stream: Iterable[Occurrence], budget: _Budget) -> Iterator[Occurrence]:
-        if not self._blackouts:
+    def _apply_blackouts(self, stream: Iterable[Occurrence], budget: StepBudget) -> Iterator[Occurrence]:
+        if not self.blackouts:
             yield from stream
             return
         deferred: Occurrence | None = None  # the run owed at the end of the current defer window
@@ -415,11 +392,11 @@ class CompiledSchedule:
             yield deferred
 
     def _blackout(
-        self, occurrence: Occurrence, deferred: Occurrence | None, budget: _Budget
+        self, occurrence: Occurrence, deferred: Occurrence | None, budget: StepBudget
     ) -> tuple[Occurrence, Occurrence | None]:
         """A fire inside the first blackout that contains it: skipped, or deferred to the window's end
         (several deferred fires become one, which records every instant it stands for)."""
-        for windows in self._blackouts:
+        for windows in self.blackouts:
             window = windows.containing(occurrence.at, budget)
             if window is None:
                 continue
@@ -475,213 +452,20 @@ def _cron_template(text: str, day_or: bool) -> croniter:
     return croniter(text, datetime(2000, 1, 1), day_or=day_or)  # noqa: DTZ001 - wall time
 
 
-class _CalendarCheck:
-    def __init__(self, policy: CalendarPolicy) -> None:
-        self.policy = policy
-        self.excluded_dates = frozenset(date.fromisoformat(d) for d in policy.exclude_dates)
-        self.holidays = _holidays(policy.skip_holidays) if policy.skip_holidays else None
-        self.weekend = frozenset(self.holidays.weekend) if self.holidays is not None else frozenset({5, 6})
-
-    def excluded(self, day: date) -> str | None:
-        reason = self._excluded(day)
-        return f"{self.policy.name}: {reason}" if reason and self.policy.name else reason
-
-    def _excluded(self, day: date) -> str | None:
-        if day in self.excluded_dates:
-            return f"{day} is an excluded date"
-        for freeze in self.policy.freezes:
-            if freeze.start <= day <= freeze.end:
-                return f"{day} is in the {freeze.label()}"
-        if self.policy.business_days_only and day.weekday() in self.weekend:
-            return f"{day} ({day:%A}) is not a business day"
-        if self.holidays is not None and day in self.holidays:
-            assert self.policy.skip_holidays is not None
-            return f"{day} is a holiday in {self.policy.skip_holidays.label()}: {self.holidays.get(day)}"
-        return None
-
-
-@cache
-def _holidays_for(country: str, subdivision: str | None) -> holidays.HolidayBase:
-    if country in holidays.list_supported_financial():
-        return holidays.financial_holidays(country)
-    return holidays.country_holidays(country, subdiv=subdivision)
-
-
-def _holidays(calendar: HolidayCalendar) -> holidays.HolidayBase:
-    return _holidays_for(calendar.country, calendar.subdivision)
-
-
 def window_open(blackout: Blackout, now: datetime) -> bool:
     """Whether one of ``blackout``'s windows holds ``now`` (a maintenance window holding pages)."""
     owner = CompiledSchedule(Schedule(expression="@yearly", timezone=blackout.timezone or "UTC"), hash_key="")
-    return _BlackoutWindows(blackout, owner).containing(_as_utc(now), _Budget(owner.step_limit, now)) is not None
+    windows = owner._blackout_windows(blackout)
+    return windows.containing(as_utc(now), StepBudget(owner.step_limit, now)) is not None
 
 
 def window_starts(blackout: Blackout, after: datetime, count: int) -> list[datetime]:
     """The next ``count`` openings of ``blackout`` after ``after`` (where a schedule's fires bunch, if anywhere)."""
     if blackout.cron is None:
         assert blackout.start is not None
-        return [_as_utc(blackout.start)] if _as_utc(blackout.start) > _as_utc(after) else []
+        return [as_utc(blackout.start)] if as_utc(blackout.start) > as_utc(after) else []
     starts = compile_schedule(Schedule(expression=blackout.cron, timezone=blackout.timezone or "UTC"), hash_key="")
     return [o.at for o in starts.next_fires(after, count)]
-
-
-class _BlackoutWindows:
-    """The windows of one blackout: recurring (cron start + duration) or one absolute range."""
-
-    _MAX_MERGED = 1000
-
-    def __init__(self, blackout: Blackout, owner: CompiledSchedule) -> None:
-        self.blackout = blackout
-        self.owner = owner
-        self.starts: CompiledSchedule | None = None
-        self._last: tuple[datetime, datetime] | None = None  # instants arrive in order: most fall in it
-        self.zone = get_zone(blackout.timezone) if blackout.timezone else owner.zone
-        if blackout.cron is not None:
-            spec = Schedule(expression=blackout.cron, timezone=blackout.timezone or owner.schedule.timezone)
-            self.starts = CompiledSchedule(spec, hash_key=owner.hash_key, step_limit=owner.step_limit)
-
-    def containing(self, instant: datetime, budget: _Budget) -> tuple[datetime, datetime] | None:
-        """The (start, end) of the window, merged with overlapping ones, that holds ``instant``."""
-        if self.starts is None:
-            assert self.blackout.start and self.blackout.end
-            start, end = _as_utc(self.blackout.start), _as_utc(self.blackout.end)
-            return (start, end) if start <= instant < end else None
-        if self._last is not None and self._last[0] <= instant < self._last[1]:
-            return self._last
-        assert self.blackout.duration is not None
-        duration = self.blackout.duration
-        starts = self.starts.fires(instant - duration)
-        budget.spend()
-        first = next(starts, None)
-        if first is None or first.at > instant:
-            return None
-        end = first.at + duration
-        for following in itertools.islice(starts, self._MAX_MERGED):
-            budget.spend()
-            if following.at > end:
-                break
-            end = max(end, following.at + duration)
-        self._last = (first.at, end)
-        return self._last
-
-    def describe(self, window: tuple[datetime, datetime]) -> str:
-        start, end = (local_wall(t, self.zone) for t in window)
-        if self.blackout.name is not None:
-            return f"{self.blackout.name} ({start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} {self.zone.key})"
-        if self.blackout.cron is not None:
-            assert self.blackout.duration is not None
-            return (
-                f"'{self.blackout.cron}' for {format_duration(self.blackout.duration)} "
-                f"({start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M})"
-            )
-        return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M}"
-
-
-# ---------------------------------------------------------------------------------------- catch-up
-
-
-@dataclass(frozen=True)
-class DuePlan:
-    """What a dispatcher tick should do for one job."""
-
-    due: list[Occurrence]  # to dispatch now: caught-up instants (oldest first), then on-time ones
-    missed: list[tuple[Occurrence, str]]  # overdue instants in the catch-up window that will not run
-    missed_before: datetime | None  # instants in (last, missed_before] were outside the window, not examined
-    cursor: datetime  # everything up to here has been decided; the next tick starts after it
-
-
-def plan_due(
-    compiled: CompiledSchedule,
-    *,
-    last: datetime,
-    now: datetime,
-    lookahead: timedelta,
-    grace: timedelta = LATE_GRACE,
-) -> DuePlan:
-    """Decide the instants in (last, now + lookahead]: on time, caught up, or missed (and why).
-
-    Missed instants (more than ``grace`` overdue) follow the schedule's catch-up policy:
-    ``none`` runs none, ``latest`` the most recent one, ``all`` up to ``max_runs`` of the most recent,
-    always only within ``window`` of now, so an outage never floods the target.
-    """
-    last, now = _as_utc(last), _as_utc(now)
-    policy = compiled.schedule.catchup
-    window_start = now - policy.window
-    overdue_until = now - grace
-    missed_before = window_start if last < window_start else None
-    begin = max(last, window_start)
-    keep = {"none": 0, "latest": 1, "all": policy.max_runs}[policy.policy]
-    caught_up: deque[Occurrence] = deque()
-    missed: list[tuple[Occurrence, str]] = []
-    on_time: list[Occurrence] = []
-    until = now + lookahead
-    for occurrence in compiled.fires(begin, until=until):
-        if occurrence.at >= overdue_until:
-            on_time.append(occurrence)
-            continue
-        caught_up.append(occurrence)
-        if len(caught_up) > keep:
-            dropped = caught_up.popleft()
-            missed.append((dropped, _missed_reason(policy.policy, policy.max_runs)))
-    return DuePlan(
-        due=[*caught_up, *on_time],
-        missed=missed,
-        missed_before=missed_before,
-        cursor=max(last, until),
-    )
-
-
-def _missed_reason(policy: Literal["none", "latest", "all"], max_runs: int) -> str:
-    if policy == "none":
-        return "missed: catch-up policy is none"
-    if policy == "latest":
-        return "missed: catch-up policy latest runs only the most recent missed instant"
-    return f"missed: catch-up runs at most {max_runs} instants (the most recent)"
-
-
-def _as_utc(value: datetime | None) -> datetime:
-    if value is None or value.tzinfo is None:
-        raise ValueError(f"expected a timezone-aware datetime, got {value!r}")
-    return value.astimezone(UTC)
-
-
-def schedule_cost_problem(
-    schedule: Schedule,
-    *,
-    hash_key: str,
-    now: datetime,
-    deadline_seconds: float = SIMULATION_SECONDS,
-    monotonic: Callable[[], float] = time.monotonic,
-) -> str | None:
-    """Why this schedule costs too much to run (None: it does not), from a year's simulation.
-
-    The next fire is looked up from each week of the coming year and from just inside each blackout
-    window (where the walk to the next fire is longest); every look-up must stay within the step limit,
-    and all of them within ``deadline_seconds``.
-    """
-    compiled = compile_schedule(schedule, hash_key=hash_key, anchor=now)
-    end = _as_utc(now) + SIMULATED_SPAN
-    points = [_as_utc(now) + timedelta(weeks=week) for week in range(53)]
-    for windows in compiled._blackouts:
-        if windows.starts is not None:
-            # A recurring window is as long each time: its first few starts tell.
-            points += [o.at for o in itertools.islice(windows.starts.fires(_as_utc(now), until=end), 8)]
-        elif windows.blackout.start is not None:
-            points.append(_as_utc(windows.blackout.start))
-    started = monotonic()
-    try:
-        recurring = schedule.end_at is None and not isinstance(compiled.expression, AtExpression)
-        if recurring and not compiled.next_fires(_as_utc(now), 1):
-            # Decided by steps, not by the clock: each look-up would walk the whole horizon for nothing.
-            return f"no instant fires within {DEFAULT_HORIZON.days} days: all its candidate instants are excluded"
-        for point in sorted(points):
-            compiled.next_fires(point, 1)
-            if monotonic() - started > deadline_seconds:
-                return f"evaluating a year of this schedule takes longer than {deadline_seconds:g} s of CPU"
-    except ScheduleTooExpensive as error:
-        return str(error)
-    return None
 
 
 def compile_schedule(schedule: Schedule, *, hash_key: str, anchor: datetime | None = None) -> CompiledSchedule:

@@ -15,7 +15,7 @@ from jobsched.core.names import OWNER_TAG
 from jobsched.core.spec import HttpTarget, JobSpec
 from jobsched.core.urls import UrlRefused, parse_url
 from jobsched.schedule.company import CompanySettings, company_reference_error
-from jobsched.schedule.engine import schedule_cost_problem
+from jobsched.schedule.cost_check import schedule_cost_problem
 from jobsched.tenancy.egress import AddressPolicy
 from jobsched.tenancy.ownership import (
     BucketEventsReader,

@@ -23,8 +23,9 @@ from jobsched.core.spec import JobSpec
 from jobsched.core.tz import UTC, get_zone
 from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.dst import WallKind, local_wall, resolve_wall
-from jobsched.schedule.engine import Occurrence, ScheduleTooExpensive
+from jobsched.schedule.engine import Occurrence
 from jobsched.schedule.fires import preview_schedule, schedule_of
+from jobsched.schedule.steps import ScheduleTooExpensive
 
 Verdict = Literal[
     "ran",  # succeeded
