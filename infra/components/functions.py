@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 
 from aws_cdk import Duration, RemovalPolicy, Stack
-from aws_cdk import aws_cloudtrail as cloudtrail
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -28,11 +26,11 @@ from infra.components.common import (
     resource_name,
     work_end_rule,
 )
+from infra.components.console_functions import FunctionWiring, add_console
 from infra.components.queues import Queues
 from infra.components.storage import Storage
 from infra.components.target_role import TargetRole
 from infra.components.waivers import (
-    DLQ_CLOUDTRAIL,
     DLQ_QUEUE_SOURCE,
     DLQ_ROTATION,
     DLQ_SYNCHRONOUS,
@@ -42,13 +40,9 @@ from infra.components.waivers import (
     waive,
 )
 from infra.config import StageConfig
-from jobsched.console.actions import CONSOLE_ALIAS_PREFIX
-from jobsched.console.widget import ONCALL_ALIAS, PLACEHOLDER_ALIAS
-from jobsched.core.changes import resource_change_pattern
 from jobsched.core.events import container_rule_patterns
 from jobsched.core.names import (
     INTAKE_CONCURRENCY,
-    OWNER_TAG,
     PRIORITIES,
     PROJECT,
     SYSTEM_INTAKE_CONCURRENCY,
@@ -58,9 +52,6 @@ from jobsched.core.names import (
 from jobsched.watch.signals import NAMESPACE
 
 ESCALATION_CONCURRENCY = 2  # the escalation and pages event sources' maximum, and the functions' reserve
-# Dashboards refreshing and people pressing buttons cannot take the concurrency runs need (like the API's).
-CONSOLE_CONCURRENCY = 10
-CONSOLE_ACTIONS_CONCURRENCY = 5
 
 # The functions whose lines belong to a run (dispatcher: the instants sent; the rest: the run's keys).
 RUN_LOG_FUNCTIONS = ("Dispatcher", "Worker", "Escalation", "Pages", "Api", "ConsoleActions")
@@ -102,7 +93,7 @@ class Functions(Construct):
         # One invocation per part of the tick (two, so a slow tick never blocks the next), and a storm of
         # ticks cannot multiply reads.
         self.dispatcher_reserved = 2 * config.burst.dispatchers
-        self.dispatcher = self._function(
+        self.dispatcher = self.function(
             "Dispatcher",
             "functions.dispatcher.handler.handler",
             config,
@@ -112,7 +103,7 @@ class Functions(Construct):
             invoked=DLQ_TICK,
             reserved=self.dispatcher_reserved,
         )
-        self.worker = self._function(
+        self.worker = self.function(
             "Worker",
             "functions.worker.handler.handler",
             config,
@@ -124,7 +115,7 @@ class Functions(Construct):
         )
         # The watchers keep a little concurrency of their own, so a burst of runs that takes the account's
         # whole pool cannot stop timeouts, escalations and pages (two: a tick and a slow one before it).
-        self.heartbeat = self._function(
+        self.heartbeat = self.function(
             "Heartbeat",
             "functions.heartbeat.handler.handler",
             config,
@@ -134,7 +125,7 @@ class Functions(Construct):
             invoked=DLQ_TICK,
             reserved=2,
         )
-        self.api = self._function(
+        self.api = self.function(
             "Api",
             "functions.api.handler.handler",
             config,
@@ -144,10 +135,11 @@ class Functions(Construct):
             invoked=DLQ_SYNCHRONOUS,
             reserved=config.api_reserved_concurrency,  # a burst of API calls cannot starve the worker
         )
-        self._console(config, environment, storage, queues)
+        wiring = FunctionWiring(config, environment, storage, queues)
+        self._add_console(wiring)
         # Pages: incidents on the jobs table, SNS topics and webhooks out. One batch at a time per shard of
         # events is plenty; incident writes for one job serialize on their version anyway.
-        self.escalation = self._function(
+        self.escalation = self.function(
             "Escalation",
             "functions.escalation.handler.handler",
             config,
@@ -169,7 +161,7 @@ class Functions(Construct):
         self.escalation.add_environment(Env.PAGES_QUEUE, queues.pages.queue_url)
         queues.pages.grant_send_messages(self.escalation)
         # Delivery on its own queue and function: a dead webhook never slows incident handling.
-        self.pages = self._function(
+        self.pages = self.function(
             "Pages",
             "functions.pages.handler.handler",
             config,
@@ -215,7 +207,7 @@ class Functions(Construct):
                         max_concurrency=config.burst.max_concurrency(priority),
                     )
                 )
-        self._event_intake(config, environment, storage, queues)
+        self._event_intake(wiring)
         # Team resources (targets, secrets, escalation topics) only through the team's session of this role.
         self.target_role = TargetRole(
             self,
@@ -257,7 +249,7 @@ class Functions(Construct):
         self.callback_secret.grant_read(self.api)
         self.callback_secret.grant_read(self.worker)  # it signs the tokens it hands to container tasks
         # Rotated monthly; the previous version keeps verifying tokens issued before (jobsched.api.tokens).
-        self.rotation = self._function(
+        self.rotation = self.function(
             "Rotation",
             "functions.rotation.handler.handler",
             config,
@@ -278,12 +270,19 @@ class Functions(Construct):
         self.worker.add_environment(Env.CALLBACK_SECRET_NAME, self.callback_secret.secret_name)
         self._grant_run_logs(config)
 
-    def _event_intake(self, config: StageConfig, environment: dict[str, str], storage: Storage, queues: Queues) -> None:
+    def _add_console(self, wiring: FunctionWiring) -> None:
+        console = add_console(self, wiring)
+        self.console, self.console_actions, self.console_audit = console.widget, console.actions, console.audit
+        self.console_aliases, self.console_widget_aliases = console.action_aliases, console.widget_aliases
+        self.console_user, self.console_oncall = console.user_policy, console.oncall_policy
+
+    def _event_intake(self, wiring: FunctionWiring) -> None:
         """Runs started by events: the API keeps one EventBridge rule per trigger (named under the stage's
         prefix), the rules send matched events to the intake queue, and the Events function makes them runs.
         Every function that can end a run puts "Run Finished" on the default bus."""
+        config, environment, storage, queues = wiring.config, wiring.environment, wiring.storage, wiring.queues
         stack = Stack.of(self)
-        self.events = self._function(
+        self.events = self.function(
             "Events",
             "functions.events.handler.handler",
             config,
@@ -363,151 +362,6 @@ class Functions(Construct):
             self.runs_bus.grant_put_events_to(function)
             function.add_environment(Env.EVENT_BUS, self.runs_bus.event_bus_name)
 
-    def _console(self, config: StageConfig, environment: dict[str, str], storage: Storage, queues: Queues) -> None:
-        """The console: a widget function that only reads, and an actions function reached only through a
-        team's alias (``team-NAME``, one per team in CDK ``console_teams``). Lambda is not told who invoked
-        it, so the alias is the authority: the function acts only for its alias's team, and IAM decides who
-        may invoke which alias (the ``console-user`` policy below: the caller's own jobsched-team tag)."""
-        self.console_actions = self._function(
-            "ConsoleActions",
-            "functions.console_actions.handler.handler",
-            config,
-            environment,
-            Duration.seconds(15),
-            256,
-            invoked=DLQ_SYNCHRONOUS,
-            reserved=CONSOLE_ACTIONS_CONCURRENCY,
-        )
-        storage.grant_jobs(self.console_actions)
-        storage.grant_runs(self.console_actions)
-        queues.escalations.grant_send_messages(self.console_actions)  # an approval's decision resolves its page
-        for priority in PRIORITIES:
-            for queue in queues.shards[priority]:
-                queue.grant_send_messages(self.console_actions)
-        version = self.console_actions.current_version
-        self.console_aliases = {
-            team: lambda_.Alias(
-                self, f"ConsoleTeam-{team}", alias_name=f"{CONSOLE_ALIAS_PREFIX}{team}", version=version
-            )
-            for team in config.console_teams
-        }
-        self.console = self._function(
-            "Console",
-            "functions.console.handler.handler",
-            config,
-            environment
-            | {
-                Env.CONSOLE_ACTIONS: self.console_actions.function_arn,
-                Env.CONSOLE_TEAMS: ",".join(config.console_teams),
-            },
-            Duration.seconds(30),
-            512,
-            invoked=DLQ_SYNCHRONOUS,
-            reserved=CONSOLE_CONCURRENCY,
-        )
-        storage.grant_jobs(self.console, write=False)
-        storage.grant_runs(self.console, write=False)
-        # The widget shows what the alias it is invoked through allows (jobsched.console.widget): a team's
-        # own jobs, or every team for the on-call; the placeholder alias only asks for a team to be typed.
-        widget_version = self.console.current_version
-        self.console_widget_aliases = {
-            name: lambda_.Alias(self, f"ConsoleWidget-{name}", alias_name=name, version=widget_version)
-            for name in (
-                *(f"{CONSOLE_ALIAS_PREFIX}{team}" for team in config.console_teams),
-                PLACEHOLDER_ALIAS,
-                ONCALL_ALIAS,
-            )
-        }
-        self._console_audit(config, environment, storage)
-        tag = f"${{aws:PrincipalTag/{OWNER_TAG}}}"
-        self.console_user = iam.ManagedPolicy(
-            self,
-            "ConsoleUser",
-            managed_policy_name=resource_name(config, "console-user"),
-            description="jobsched console: see and act for the team in the caller's jobsched-team tag only",
-            statements=[
-                iam.PolicyStatement(
-                    actions=["lambda:InvokeFunction"],
-                    resources=[
-                        f"{self.console.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}",
-                        f"{self.console.function_arn}:{PLACEHOLDER_ALIAS}",
-                        f"{self.console_actions.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}",
-                    ],
-                ),
-            ],
-        )
-        self.console_oncall = iam.ManagedPolicy(
-            self,
-            "ConsoleOncall",
-            managed_policy_name=resource_name(config, "console-oncall"),
-            description="jobsched console: see every team's jobs and the open incidents across teams (read only)",
-            statements=[
-                iam.PolicyStatement(
-                    actions=["lambda:InvokeFunction"], resources=[f"{self.console.function_arn}:{ONCALL_ALIAS}"]
-                )
-            ],
-        )
-
-    def _console_audit(self, config: StageConfig, environment: dict[str, str], storage: Storage) -> None:
-        """Who pressed a console button: CloudTrail records each invocation of the actions function (a Lambda
-        data event) with the caller; EventBridge hands the record to a function that names that caller on
-        the job's audit entry. The stage's own trail logs only these data events (``console_trail``; off
-        when an existing trail already logs them)."""
-        self.console_audit = self._function(
-            "ConsoleAudit",
-            "functions.console_audit.handler.handler",
-            config,
-            environment,
-            Duration.seconds(15),
-            128,
-            invoked=DLQ_CLOUDTRAIL,
-            reserved=2,
-        )
-        storage.grant_jobs(self.console_audit)
-        events.Rule(
-            self,
-            "ConsoleInvocations",
-            rule_name=resource_name(config, "ConsoleInvocations"),
-            description="jobsched: CloudTrail's record of each console action, to name who pressed the button",
-            event_pattern=events.EventPattern(
-                source=["aws.lambda"],
-                detail_type=["AWS API Call via CloudTrail"],
-                detail={
-                    "eventSource": ["lambda.amazonaws.com"],
-                    "eventName": ["Invoke"],
-                    # CloudTrail names the function as the caller did: by ARN or by name, with the alias.
-                    "requestParameters": {
-                        "functionName": [
-                            {"prefix": self.console_actions.function_arn},
-                            {"prefix": self.console_actions.function_name},
-                        ]
-                    },
-                },
-            ),
-            targets=[targets.LambdaFunction(self.console_audit, retry_attempts=8)],
-        )
-        # A team's change history shows changes to the secrets its jobs name and to the targets' role, from the
-        # account's trail (write management events; IAM's arrive in us-east-1 only, as for every global service).
-        events.Rule(
-            self,
-            "ResourceChanges",
-            rule_name=resource_name(config, "ResourceChanges"),
-            description="jobsched: CloudTrail's record of a change to a secret or an IAM role, for change histories",
-            event_pattern=events.EventPattern(**resource_change_pattern()),
-            targets=[targets.LambdaFunction(self.console_audit, retry_attempts=8)],
-        )
-        if config.console_trail and config.console_teams:
-            trail = cloudtrail.Trail(
-                self,
-                "ConsoleTrail",
-                trail_name=resource_name(config, "console-actions"),
-                management_events=cloudtrail.ReadWriteType.NONE,
-                is_multi_region_trail=False,
-                include_global_service_events=False,
-                send_to_cloud_watch_logs=False,
-            )
-            trail.add_lambda_event_selector([self.console_actions], include_management_events=False)
-
     def _grant_run_logs(self, config: StageConfig) -> None:
         """`jobsched logs`: the API runs a Logs Insights query over the groups a run's lines are in."""
         groups = [self.log_groups[name] for name in RUN_LOG_FUNCTIONS]
@@ -522,7 +376,7 @@ class Functions(Construct):
             iam.PolicyStatement(actions=["logs:GetQueryResults", "logs:StopQuery"], resources=["*"])
         )
 
-    def _function(
+    def function(
         self,
         name: str,
         handler: str,
