@@ -121,7 +121,7 @@ def calibrate_pipeline(jobs_count: int) -> dict[str, Any]:
         table.capacity.reset()
     dispatcher = Dispatcher(jobs, runs, queues, escalations=escalations)
     clock.now = parse_instant("2027-01-04T23:58:00Z")
-    before, started = counts(jobs, runs, queues), time.process_time()
+    before, stores_before, started = counts(jobs, runs, queues), store_units(jobs, runs), time.process_time()
     report = dispatcher.tick(clock())
     dispatch_cpu = time.process_time() - started
     after, stores_after = counts(jobs, runs, queues), store_units(jobs, runs)
@@ -143,7 +143,9 @@ def calibrate_pipeline(jobs_count: int) -> dict[str, Any]:
         "dispatch_cpu_per_job_s": dispatch_cpu / jobs_count,
         "dispatch_calls_per_job": (after[0] - before[0]) / jobs_count,
         "dispatch_sqs_per_job": (after[2] - before[2]) / jobs_count,
-        "dispatch_wcu_per_job": (after[1] - before[1]) / jobs_count,
+        "dispatch_wcu_by_store": tuple(
+            (store, units / jobs_count) for store, units in sorted((stores_after - stores_before).items())
+        ),
         "worker_cpu_per_run_s": worker_cpu / jobs_count,
         "worker_calls_per_run": (done[0] - after[0]) / jobs_count,
         "worker_wcu_by_store": tuple((store, units / jobs_count) for store, units in sorted(worker_stores.items())),

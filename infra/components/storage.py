@@ -117,6 +117,16 @@ class Storage(Construct):
             ]
 
         burst = config.burst
+        # Each index has its own partitions and throughput, and one short of it throttles the table's writes: a
+        # stage warmed for a burst warms its indexes too (the dispatcher moves a sparse job's due key, two index
+        # writes, and a run waiting for a callback is on the lease index).
+        warm = (
+            Global.WarmThroughputProperty(
+                read_units_per_second=burst.warm_reads or None, write_units_per_second=burst.warm_writes or None
+            )
+            if burst.warm_reads or burst.warm_writes
+            else None
+        )
         name = f"{definition.logical_name}{TABLE_GENERATION}"
         table = Global(
             self,
@@ -132,11 +142,7 @@ class Storage(Construct):
             time_to_live_specification=Global.TimeToLiveSpecificationProperty(attribute_name=EXPIRES_AT, enabled=True)
             if config.table_ttl  # see StageConfig.table_ttl
             else None,
-            warm_throughput=Global.WarmThroughputProperty(
-                read_units_per_second=burst.warm_reads or None, write_units_per_second=burst.warm_writes or None
-            )
-            if burst.warm_reads or burst.warm_writes
-            else None,
+            warm_throughput=warm,
             global_secondary_indexes=[
                 Global.GlobalSecondaryIndexProperty(
                     index_name=index.name,
@@ -145,6 +151,7 @@ class Storage(Construct):
                         projection_type=index.projection, non_key_attributes=list(index.non_key_attributes) or None
                     ),
                     write_provisioned_throughput_settings=writes,
+                    warm_throughput=warm,
                 )
                 for index in definition.indexes
             ],
@@ -211,6 +218,11 @@ class Storage(Construct):
                 non_key_attributes=list(index.non_key_attributes) or None,
                 read_capacity=capacity.read_min if capacity else None,
                 write_capacity=capacity.write_min if capacity else None,
+                warm_throughput=dynamodb.WarmThroughput(
+                    read_units_per_second=config.burst.warm_reads, write_units_per_second=config.burst.warm_writes
+                )
+                if config.burst.warm_reads or config.burst.warm_writes
+                else None,
             )
         burst = config.burst
         if burst.warm_reads or burst.warm_writes:

@@ -127,9 +127,9 @@ def test_provisioned_capacity_from_context_scales_every_table_and_index(tmp_path
 def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tmp_path: Path) -> None:
     """-c dispatchers=7 -c due_shards=64 -c warm_throughput -c worker_concurrency -c work_queues=3 and memory:
     seven rule targets (five per rule) each naming its part, every function told the shard count, the
-    dispatcher's reserved concurrency two per part, both tables warmed, three normal queues each with an
-    event source allowed 500, sharing one DLQ, each alarmed; cdk-nag passes. Out-of-range values are
-    refused at synth."""
+    dispatcher's reserved concurrency two per part, both tables and their indexes warmed, three normal queues
+    each with an event source allowed 500, sharing one DLQ, each alarmed; cdk-nag passes. Out-of-range values
+    are refused at synth."""
     from aws_cdk import App
 
     from infra.config import StageConfig
@@ -165,9 +165,14 @@ def test_a_deployment_sized_for_bursts_fans_the_tick_out_and_warms_its_tables(tm
         variables = function.get("Environment", {}).get("Variables", {})
         if Env.JOBS_TABLE in variables:
             assert variables[Env.DUE_SHARDS] == "64"
+    warmed = {"ReadUnitsPerSecond": 12000, "WriteUnitsPerSecond": 40000}
     for kind in TABLE_KINDS:
         for props in resources(template, kind).values():
-            assert props["WarmThroughput"] == {"ReadUnitsPerSecond": 12000, "WriteUnitsPerSecond": 40000}
+            assert props["WarmThroughput"] == warmed
+            # Each index has its own throughput (and throttles the table's writes when short of it).
+            assert [index.get("WarmThroughput") for index in props["GlobalSecondaryIndexes"]] == [warmed] * len(
+                props["GlobalSecondaryIndexes"]
+            )
     concurrency = sorted(
         mapping["ScalingConfig"]["MaximumConcurrency"]
         for mapping in resources(template, "AWS::Lambda::EventSourceMapping").values()

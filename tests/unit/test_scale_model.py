@@ -126,3 +126,14 @@ def test_the_memory_table_counts_each_index_write_apart() -> None:
     runs.create(message, status=RunStatus.RUNNING, now=at, retention=timedelta(days=1), lease_until=at, external=True)
     on_lease_index = {"runs": 1.0, f"runs/{RunsKeys.LEASE_INDEX}": 1.0}
     assert runs.table.capacity.by_store("runs") == on_lease_index, "a callback's run waits on the lease index"
+
+
+def test_an_index_left_cold_paces_the_dispatchers_and_warming_it_does_not() -> None:
+    """A million nightly jobs; every part moves its due keys at once (two index writes a job): 32 parts on an
+    index that serves 4,000 units a second send 200,000 late; warmed to 40,000 (CDK warms the indexes with the
+    tables), none."""
+    load = [600.0] * 1_000_000
+    cold = simulate(load, replace(SIZED, dispatchers=32, due_shards=64, warm_wcu=None), CALIBRATION)
+    assert cold.late_sends > 0 and "dispatcher tick budget (DynamoDB write throughput, jobs/due)" in cold.held_back
+    warm = simulate(load, replace(SIZED, dispatchers=32, due_shards=64), CALIBRATION)
+    assert warm.late_sends == 0

@@ -53,7 +53,8 @@ class Calibration:
     dispatch_cpu_per_job_s: float = 0.0015  # plan + audit + bookkeeping of one due job (memory adapters)
     dispatch_calls_per_job: float = 3.0  # DynamoDB calls (cursor write; reads amortised over batches)
     dispatch_sqs_per_job: float = 0.1  # SendMessageBatch calls per job (ten messages each)
-    dispatch_wcu_per_job: float = 3.0  # the cursor write with its due-index move
+    # The cursor write (the table) with its due-index move (two index writes), by store as the worker's below.
+    dispatch_wcu_by_store: tuple[tuple[str, float], ...] = (("jobs", 1.0), ("jobs/due", 2.0))
     worker_cpu_per_run_s: float = 0.00064  # the worker's own code for one run (memory adapters)
     worker_calls_per_run: float = 10.0  # DynamoDB calls per run (reads and writes)
     # The worker's write units a run by what serves them: a table, or one of its indexes (``<table>/<index>``).
@@ -128,15 +129,23 @@ class BurstResult:
         return max(self.held_back, key=lambda limit: self.held_back[limit]) if self.held_back else "none"
 
 
+def store_wcu(deployment: Deployment, limits: AwsLimits) -> float:
+    """The write units a second each store (a table, an index) serves at once: its warm throughput (CDK warms the
+    tables and their indexes alike), or a new on-demand table's, at most the per-table quota."""
+    return min(deployment.warm_wcu or limits.ddb_on_demand_instant_wcu, limits.ddb_table_quota_wcu)
+
+
 def dispatch_times(
     due_at: list[float], deployment: Deployment, calibration: Calibration, limits: AwsLimits
-) -> tuple[list[float], float, int, float]:
+) -> tuple[list[float], float, int, float, str]:
     """When each job's message is sent (seconds; ``due_at`` sorted), the busiest part's seconds per tick,
-    the number of ticks used and the dispatchers' peak write units per second. Sparse jobs are due
-    ``dispatch_ahead_s`` before their instant; each part of the tick plans its shards' due jobs for at
+    the number of ticks used, the dispatchers' peak write units per second on their busiest store, and what
+    paces a part (its CPU and calls, or that store's write throughput shared by every part). Sparse jobs are
+    due ``dispatch_ahead_s`` before their instant; each part of the tick plans its shards' due jobs for at
     most the tick budget, the rest waits for the next tick."""
     vcpu = Deployment.vcpu(deployment.dispatcher_memory_mb)
-    per_job = max(
+    parts = deployment.dispatchers
+    work = max(
         calibration.dispatch_cpu() / vcpu,
         (
             calibration.dispatch_calls_per_job * limits.ddb_call_ms
@@ -145,8 +154,11 @@ def dispatch_times(
         / 1000
         / deployment.io_concurrency,
     )
+    store, units = max(calibration.dispatch_wcu_by_store, key=lambda entry: entry[1], default=("", 0.0))
+    writes = parts * units / store_wcu(deployment, limits)  # every part writing at once
+    per_job = max(work, writes)
+    pace = f"dispatcher tick budget (DynamoDB write throughput, {store})" if writes > work else "dispatcher tick budget"
     per_tick = max(1, int(limits.tick_budget_s / per_job))
-    parts = deployment.dispatchers
     sent: list[float] = [0.0] * len(due_at)
     # Jobs spread over parts by shard (crc32 of the key: uniform); each part takes its jobs in due order.
     queues: list[list[int]] = [[] for _ in range(parts)]
@@ -169,8 +181,8 @@ def dispatch_times(
             ticks += 1
             position += len(ready)
             tick += 60
-    peak_wcu = min(parts, len(due_at)) * calibration.dispatch_wcu_per_job / per_job if due_at else 0.0
-    return sent, busiest, ticks, peak_wcu
+    peak_wcu = min(parts, len(due_at)) * units / per_job if due_at else 0.0
+    return sent, busiest, ticks, peak_wcu, pace
 
 
 def simulate(
@@ -187,9 +199,10 @@ def simulate(
     ``dispatched=False``: messages are already on the queue (minutely jobs, sent by earlier ticks)."""
     fire_at = sorted(fire_at)
     if dispatched:
-        sent, busiest, ticks, dispatch_wcu = dispatch_times(fire_at, deployment, calibration, limits)
+        sent, busiest, ticks, dispatch_wcu, pace = dispatch_times(fire_at, deployment, calibration, limits)
     else:
         sent, busiest, ticks, dispatch_wcu = [f - deployment.dispatch_ahead_s for f in fire_at], 0.0, 0, 0.0
+        pace = "dispatcher tick budget"
     granularity = limits.sqs_delay_granularity_s
     visible = sorted(max(f, math.ceil(s / granularity) * granularity) for f, s in zip(fire_at, sent, strict=True))
     # Lateness is counted per message in visibility order; the k-th message out belongs to the k-th run due.
@@ -198,7 +211,7 @@ def simulate(
     lateness = pool.work_off(visible, fire_at)
     held = pool.held
     if late_sends:
-        held["dispatcher tick budget"] += max(s - f for f, s in zip(fire_at, sent, strict=True))
+        held[pace] += max(s - f for f, s in zip(fire_at, sent, strict=True))
     return BurstResult(
         runs=len(fire_at),
         lateness=lateness,
@@ -251,7 +264,7 @@ class _WorkerPool:
             account=deployment.account_concurrency or limits.account_concurrency,
             queues=queues,
             esm_cap=queues * min(deployment.worker_max_concurrency, limits.esm_max_batches),
-            wcu_capacity=min(deployment.warm_wcu or limits.ddb_on_demand_instant_wcu, limits.ddb_table_quota_wcu),
+            wcu_capacity=store_wcu(deployment, limits),
             wcu_per_batch={store: BATCH * units for store, units in calibration.worker_wcu_by_store},
             esm_scale_per_minute=limits.esm_scale_per_minute,
             function_scale_per_10s=limits.function_scale_per_10s,
