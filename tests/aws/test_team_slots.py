@@ -153,3 +153,24 @@ def test_a_woken_run_that_finds_the_slot_taken_again_waits_in_its_old_place(stac
     again = stack.pump(rounds=1)
     assert [o.action for o in again] == ["waiting"]
     assert [f"{job}#{run_id}" for job, run_id in stack.runs.slot_waiters("batch", limit=5)] == [waiting]
+
+
+def test_a_batch_reads_each_ended_holder_once_for_its_team_slot_and_its_job_slot(stack: Stack, clock: Clock) -> None:
+    """The run before holds both its job's slot and its team's: the batch reads its end once (the job slots' holders
+    the batch read are asked first, in one request), not once for the team and again for each job."""
+    for index in range(5):
+        stack.register(minutely(f"job{index}", target={"type": "lambda", "function": "echo"}))
+    stack.minutes(2)  # each job's run of a minute ended, holding both its slots (released lazily)
+    stack.tick()
+    clock.advance(timedelta(minutes=1))
+    asked: Counter[str] = Counter()
+
+    def count(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "BatchGetItem" and stack.runs_table in params["RequestItems"]:
+            for key in params["RequestItems"][stack.runs_table]["Keys"]:
+                asked[f"{key['job']['S']}/{key['run_id']['S']}"] += 1
+
+    stack.dynamodb.meta.events.register("provide-client-params.dynamodb.BatchGetItem", count)
+    outcomes = stack.pump(rounds=1)
+    assert [o.action for o in outcomes] == ["succeeded"] * 5
+    assert len(asked) == 5 and set(asked.values()) == {1}, asked

@@ -29,3 +29,9 @@ def test_every_operation_has_a_camel_case_id_a_resource_tag_and_a_summary() -> N
 def test_the_ids_a_client_calls_are_the_documented_ones() -> None:
     ids = {op["operationId"] for _, _, op in operations()}
     assert {"listJobs", "putJob", "getJob", "deleteJob", "listRuns", "getRun", "triggerJob", "cancelRun"} <= ids
+
+
+def test_the_document_declares_itself_an_object() -> None:
+    document = json.loads(build_app(lambda: None).get_openapi_json_schema(title="jobsched", version="1"))  # type: ignore[arg-type,return-value]
+    answer = document["paths"]["/openapi.json"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert answer.get("type") == "object", answer

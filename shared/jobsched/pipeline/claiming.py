@@ -47,6 +47,24 @@ def team_holder(message: RunMessage) -> str:
     return f"{message.job}/{message.run_id}"
 
 
+def _holders_to_evict(
+    runs: list[tuple[RunMessage, StoredJob]], job_slots: dict[str, dict[str, str]], now: datetime
+) -> dict[str, str]:
+    """The job slot holders whose ends the runs' job slots will ask for (as ``<job>/<run id>``: a team holder's
+    form): where a job's slots are full, as many as a new run is short of, those with the earliest leases (the
+    judgement's own choice, ``adapters.items.judge_slots``), leases not yet expired."""
+    wanted: dict[str, str] = {}
+    for message, stored in runs:
+        holders = job_slots.get(message.job) or {}
+        live = {h: v for h, v in holders.items() if SlotLease.parse(v).until > now}
+        short = len(live) + 1 - stored.spec.concurrency.max_running
+        if message.run_id in holders or short <= 0:
+            continue
+        for holder in sorted(live, key=live.__getitem__)[:short]:
+            wanted[f"{message.job}/{holder}"] = live[holder]
+    return wanted
+
+
 def _run_key(holder: str) -> tuple[str, str]:
     job, _, run_id = holder.rpartition("/")
     return job, run_id
@@ -64,6 +82,9 @@ class TeamSlots:
     granted: dict[str, list[str]] = field(default_factory=dict)  # team -> holders this batch's write took
     used: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)  # teams some of whose runs found no slot: runs wait behind
+    # Runs this batch found ended, (job, run id) -> the attempt their holding was proven ended at: the team's
+    # slot holder is usually also its job's (the run before), whose end each of its jobs' runs would read again.
+    proven_ended: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def use(self, team: str, holder: str) -> bool:
         if holder not in self.granted.get(team, ()):
@@ -107,9 +128,16 @@ class Claims:
 
     # -------------------------------------------------------------------------------- slots
 
-    def take_team_slots(self, runs: list[tuple[RunMessage, StoredJob]], now: datetime) -> TeamSlots:
+    def take_team_slots(
+        self,
+        runs: list[tuple[RunMessage, StoredJob]],
+        now: datetime,
+        job_slots: dict[str, dict[str, str]] | None = None,
+    ) -> TeamSlots:
         """The team slots of a batch's runs that are ready to claim, earliest first, as many as the team has
-        room for: one write per team with two or more such runs (a lone run takes its own, nothing saved)."""
+        room for: one write per team with two or more such runs (a lone run takes its own, nothing saved).
+        ``job_slots``: their jobs' slot holders as the batch read them: the ends the runs' job slots will ask
+        for are read first, in one request, and the team's judgement and each job's reuse them."""
         by_team: dict[str, dict[str, SlotLease]] = {}
         per_job: dict[str, int] = {}
         for message, stored in sorted(runs, key=lambda run: run[0].fire_at):
@@ -119,14 +147,17 @@ class Claims:
                 lease = SlotLease(lease_until(stored.spec, now), message.attempt)
                 by_team.setdefault(stored.spec.team, {})[team_holder(message)] = lease
         slots = TeamSlots()
+        ended = partial(self.ended_runs, proven=slots.proven_ended)
+        if job_slots:
+            holders = _holders_to_evict(runs, job_slots, now)
+            if holders:
+                ended(holders)
         for team, leases in by_team.items():
             if len(leases) < 2:
                 continue
             quota = self.jobs.team_limits(team).max_running
             key = f"{JobsKeys.TEAM_PREFIX}{team}"
-            taken = self.jobs.acquire_slots(
-                key, JobsKeys.QUOTA, leases=leases, limit=quota, now=now, ended=self.ended_runs
-            )
+            taken = self.jobs.acquire_slots(key, JobsKeys.QUOTA, leases=leases, limit=quota, now=now, ended=ended)
             slots.granted[team] = taken.added
             if len(taken.granted) < len(leases):
                 slots.refused.add(team)
@@ -151,7 +182,8 @@ class Claims:
         spec = stored.spec
         lease = lease_until(spec, now)
         limit = spec.concurrency.max_running
-        ended = partial(self.ended_runs, job=message.job)
+        proven = team_slots.proven_ended if team_slots is not None else None
+        ended = partial(self.ended_runs, job=message.job, proven=proven)
         take = partial(
             self.jobs.acquire_slot,
             message.job,
@@ -185,7 +217,7 @@ class Claims:
             lease_until=lease,
             limit=quota,
             now=now,
-            ended=self.ended_runs,
+            ended=partial(self.ended_runs, proven=proven),
             attempt=message.attempt,
         )
         if not team.acquired:
@@ -195,13 +227,25 @@ class Claims:
             return waiting_for_slots(message, f"team {spec.team} max_running {quota} reached")
         return SlotsHeld(team_slots is not None and spec.team in team_slots.refused)
 
-    def ended_runs(self, holders: dict[str, str], *, job: str | None = None) -> set[str]:
+    def ended_runs(
+        self, holders: dict[str, str], *, job: str | None = None, proven: dict[tuple[str, str], int] | None = None
+    ) -> set[str]:
         """Which slot holders' runs have ended (slots are released lazily, see ``JobsPort.acquire_slot``), from
         the holders and their slots' values (the attempt each names). A job's slots are held by run ids; a
-        team's by ``<team>/<name>/<run id>``."""
+        team's by ``<team>/<name>/<run id>``. ``proven``: the runs a batch found ended already, at which attempt
+        (an end at an attempt is an end of every holding at that attempt or before); those found here are added."""
         keys = {holder: (job, holder) if job else _run_key(holder) for holder in holders}
-        ended = self.runs.ended({keys[holder]: SlotLease.parse(value).attempt for holder, value in holders.items()})
-        return {holder for holder, key in keys.items() if key in ended}
+        asked = {keys[holder]: SlotLease.parse(value).attempt for holder, value in holders.items()}
+        known = proven if proven is not None else {}
+        settled = {key for key, attempt in asked.items() if attempt is not None and known.get(key, 0) >= attempt}
+        unsettled = {key: attempt for key, attempt in asked.items() if key not in settled}
+        ended = self.runs.ended(unsettled) if unsettled else set()
+        if proven is not None:
+            for key in ended:
+                attempt = asked[key]
+                if attempt is not None:
+                    proven[key] = max(proven.get(key, 0), attempt)  # a lost race between threads loses no proof
+        return {holder for holder, key in keys.items() if key in ended or key in settled}
 
     def _cancel_holders(self, job: str, holders: dict[str, str], now: datetime) -> None:
         """overlap: replace: the running runs are cancelled (their late results will be refused)."""

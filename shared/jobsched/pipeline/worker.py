@@ -183,7 +183,8 @@ class Worker:
         targets = [(stored.spec.target, breaker_owner(stored.spec)) for _, stored in ready if stored.spec.target]
         keys = sorted({key for target, owner in targets if (key := target_key(target, owner))})
         breakers = self.jobs.breakers(keys) if keys else {}
-        return WorkerBatch(snapshot, breakers, self.claims.take_team_slots(ready, now) if ready else TeamSlots())
+        team_slots = self.claims.take_team_slots(ready, now, snapshot.slots) if ready else TeamSlots()
+        return WorkerBatch(snapshot, breakers, team_slots)
 
     def end_batch(self, batch: WorkerBatch) -> None:
         self.claims.release_team_slots(batch.team_slots)
