@@ -312,7 +312,8 @@ def capacity(
     click.echo(f"  memory: dispatcher {d.dispatcher_memory_mb} MB, worker {d.worker_memory_mb} MB")
     click.echo("AWS quotas that peak needs (Service Quotas; defaults: docs/operate/upgrade-and-cost.md):")
     click.echo(f"  Lambda concurrent executions: >= {sizing.account_concurrency:,} (default 1,000)")
-    click.echo(f"  DynamoDB table write throughput: >= {max(sizing.peak_wcu, 1):,.0f} units/s (default 40,000)")
+    busiest = f"{max(sizing.peak_wcu, 1):,.0f} units/s"
+    click.echo(f"  DynamoDB write throughput, the busiest table or index: >= {busiest} (default 40,000)")
     click.echo(f"  peak worker invocations at once: {sizing.peak_concurrency:,}")
     # Every trigger is a rule, and so is every bucket or job a job waits on (its wake rules).
     rules = Counter(trigger_bus(rule.trigger) for r in results if r.job is not None for rule in job_rules(r.job))
