@@ -111,32 +111,40 @@ def add_console(functions: Functions, wiring: FunctionWiring) -> Console:
     }
     audit = _console_audit(functions, wiring, actions)
     tag = f"${{aws:PrincipalTag/{OWNER_TAG}}}"
-    user_policy = iam.ManagedPolicy(
+    user_policy = _invoke_policy(
         functions,
-        "ConsoleUser",
-        managed_policy_name=resource_name(config, "console-user"),
-        description="jobsched console: see and act for the team in the caller's jobsched-team tag only",
-        statements=[
-            iam.PolicyStatement(
-                actions=["lambda:InvokeFunction"],
-                resources=[
-                    f"{widget.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}",
-                    f"{widget.function_arn}:{PLACEHOLDER_ALIAS}",
-                    f"{actions.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}",
-                ],
-            ),
+        config,
+        ("ConsoleUser", "console-user"),
+        "jobsched console: see and act for the team in the caller's jobsched-team tag only",
+        [
+            f"{widget.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}",
+            f"{widget.function_arn}:{PLACEHOLDER_ALIAS}",
+            f"{actions.function_arn}:{CONSOLE_ALIAS_PREFIX}{tag}",
         ],
     )
-    oncall_policy = iam.ManagedPolicy(
+    oncall_policy = _invoke_policy(
         functions,
-        "ConsoleOncall",
-        managed_policy_name=resource_name(config, "console-oncall"),
-        description="jobsched console: see every team's jobs and the open incidents across teams (read only)",
-        statements=[
-            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[f"{widget.function_arn}:{ONCALL_ALIAS}"])
-        ],
+        config,
+        ("ConsoleOncall", "console-oncall"),
+        "jobsched console: see every team's jobs and the open incidents across teams (read only)",
+        [f"{widget.function_arn}:{ONCALL_ALIAS}"],
     )
     return Console(widget, actions, audit, action_aliases, widget_aliases, user_policy, oncall_policy)
+
+
+def _invoke_policy(
+    functions: Functions, config: StageConfig, names: tuple[str, str], description: str, aliases: list[str]
+) -> iam.ManagedPolicy:
+    """A managed policy for people: invoking these aliases of the console's functions, nothing more. ``names``:
+    its logical id and its name in the stage."""
+    logical_id, name = names
+    return iam.ManagedPolicy(
+        functions,
+        logical_id,
+        managed_policy_name=resource_name(config, name),
+        description=description,
+        statements=[iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=aliases)],
+    )
 
 
 def _console_audit(functions: Functions, wiring: FunctionWiring, actions: lambda_.Function) -> lambda_.Function:
