@@ -68,3 +68,16 @@ def test_nothing_asked_when_no_holder_is_in_question() -> None:
     reads = Reads({}, {})
     assert ended_holders({E: 1}, reads) == set()
     assert reads.asked == [([E], False)], "a run gone (retention) is not read again: its lease frees the slot"
+
+
+def test_a_proven_end_covers_its_attempt_and_those_before_and_the_oldest_is_forgotten() -> None:
+    from jobsched.pipeline.claiming import ProvenEnds
+
+    proven = ProvenEnds(limit=2)
+    proven.add(A, 2)
+    assert proven.covers(A, 1) and proven.covers(A, 2) and not proven.covers(A, 3), "a rerun's holding is not"
+    proven.add(A, 1)
+    assert proven.covers(A, 2), "never lowered"
+    proven.add(B, 1)
+    proven.add(C, 1)
+    assert not proven.covers(A, 1) and proven.covers(B, 1) and proven.covers(C, 1), "at most two kept"

@@ -12,6 +12,8 @@ Order of writes, and what a crash between them leaves:
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -82,9 +84,6 @@ class TeamSlots:
     granted: dict[str, list[str]] = field(default_factory=dict)  # team -> holders this batch's write took
     used: set[str] = field(default_factory=set)
     refused: set[str] = field(default_factory=set)  # teams some of whose runs found no slot: runs wait behind
-    # Runs this batch found ended, (job, run id) -> the attempt their holding was proven ended at: the team's
-    # slot holder is usually also its job's (the run before), whose end each of its jobs' runs would read again.
-    proven_ended: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def use(self, team: str, holder: str) -> bool:
         if holder not in self.granted.get(team, ()):
@@ -120,11 +119,33 @@ class NotClaimed:
     existing: Run
 
 
+class ProvenEnds:
+    """Runs this process found ended: (job, run id) -> the highest attempt an end was proven at. A fact for good:
+    an end at an attempt ends every slot holding at that attempt or before, and a rerun's holding names a later
+    attempt. At most ``limit`` runs, the least recently proven forgotten (a forgotten end is read again)."""
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self.limit = limit
+        self._ends: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._lock = threading.Lock()  # a batch's records run on threads
+
+    def covers(self, key: tuple[str, str], attempt: int) -> bool:
+        with self._lock:
+            return self._ends.get(key, 0) >= attempt
+
+    def add(self, key: tuple[str, str], attempt: int) -> None:
+        with self._lock:
+            self._ends[key] = max(self._ends.pop(key, 0), attempt)
+            while len(self._ends) > self.limit:
+                self._ends.popitem(last=False)
+
+
 @dataclass
 class Claims:
     jobs: JobsPort
     runs: RunsPort
     containers: ContainersPort | None = None  # a replaced container run's task is stopped, not left running
+    proven: ProvenEnds = field(default_factory=ProvenEnds)
 
     # -------------------------------------------------------------------------------- slots
 
@@ -137,7 +158,7 @@ class Claims:
         """The team slots of a batch's runs that are ready to claim, earliest first, as many as the team has
         room for: one write per team with two or more such runs (a lone run takes its own, nothing saved).
         ``job_slots``: their jobs' slot holders as the batch read them: the ends the runs' job slots will ask
-        for are read first, in one request, and the team's judgement and each job's reuse them."""
+        for are read first, in one request, and the team's judgement and each job's reuse them (``ProvenEnds``)."""
         by_team: dict[str, dict[str, SlotLease]] = {}
         per_job: dict[str, int] = {}
         for message, stored in sorted(runs, key=lambda run: run[0].fire_at):
@@ -147,7 +168,7 @@ class Claims:
                 lease = SlotLease(lease_until(stored.spec, now), message.attempt)
                 by_team.setdefault(stored.spec.team, {})[team_holder(message)] = lease
         slots = TeamSlots()
-        ended = partial(self.ended_runs, proven=slots.proven_ended)
+        ended = self.ended_runs
         if job_slots:
             holders = _holders_to_evict(runs, job_slots, now)
             if holders:
@@ -182,8 +203,7 @@ class Claims:
         spec = stored.spec
         lease = lease_until(spec, now)
         limit = spec.concurrency.max_running
-        proven = team_slots.proven_ended if team_slots is not None else None
-        ended = partial(self.ended_runs, job=message.job, proven=proven)
+        ended = partial(self.ended_runs, job=message.job)
         take = partial(
             self.jobs.acquire_slot,
             message.job,
@@ -217,7 +237,7 @@ class Claims:
             lease_until=lease,
             limit=quota,
             now=now,
-            ended=partial(self.ended_runs, proven=proven),
+            ended=self.ended_runs,
             attempt=message.attempt,
         )
         if not team.acquired:
@@ -227,24 +247,20 @@ class Claims:
             return waiting_for_slots(message, f"team {spec.team} max_running {quota} reached")
         return SlotsHeld(team_slots is not None and spec.team in team_slots.refused)
 
-    def ended_runs(
-        self, holders: dict[str, str], *, job: str | None = None, proven: dict[tuple[str, str], int] | None = None
-    ) -> set[str]:
+    def ended_runs(self, holders: dict[str, str], *, job: str | None = None) -> set[str]:
         """Which slot holders' runs have ended (slots are released lazily, see ``JobsPort.acquire_slot``), from
         the holders and their slots' values (the attempt each names). A job's slots are held by run ids; a
-        team's by ``<team>/<name>/<run id>``. ``proven``: the runs a batch found ended already, at which attempt
-        (an end at an attempt is an end of every holding at that attempt or before); those found here are added."""
+        team's by ``<team>/<name>/<run id>``. An end this process proved already is not read again
+        (``ProvenEnds``): a run's end is asked for by its job's next run and by its team's, usually apart."""
         keys = {holder: (job, holder) if job else _run_key(holder) for holder in holders}
         asked = {keys[holder]: SlotLease.parse(value).attempt for holder, value in holders.items()}
-        known = proven if proven is not None else {}
-        settled = {key for key, attempt in asked.items() if attempt is not None and known.get(key, 0) >= attempt}
+        settled = {key for key, attempt in asked.items() if attempt is not None and self.proven.covers(key, attempt)}
         unsettled = {key: attempt for key, attempt in asked.items() if key not in settled}
         ended = self.runs.ended(unsettled) if unsettled else set()
-        if proven is not None:
-            for key in ended:
-                attempt = asked[key]
-                if attempt is not None:
-                    proven[key] = max(proven.get(key, 0), attempt)  # a lost race between threads loses no proof
+        for key in ended:
+            attempt = asked[key]
+            if attempt is not None:
+                self.proven.add(key, attempt)
         return {holder for holder, key in keys.items() if key in ended or key in settled}
 
     def _cancel_holders(self, job: str, holders: dict[str, str], now: datetime) -> None:

@@ -28,7 +28,7 @@ from jobsched.core.runs import TERMINAL, RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import CONTAINER_TARGETS, JobSpec
 from jobsched.paging.escalation_events import Alerts
 from jobsched.pipeline.attempts import Attempts, Executed, Held
-from jobsched.pipeline.claiming import Claims, NotClaimed, SkipRun, TeamSlots
+from jobsched.pipeline.claiming import Claims, NotClaimed, ProvenEnds, SkipRun, TeamSlots
 from jobsched.pipeline.dag.conductor import DagRuns
 from jobsched.pipeline.decisions import already_settled, before_claim, on_existing
 from jobsched.pipeline.ends import AttemptRef, Reported
@@ -99,6 +99,7 @@ class Worker:
     wait_signal: Callable[[WaitSignal, timedelta], None] = field(default=lambda kind, waited: None)
     breaker_failures: int = FAILURES_TO_OPEN  # consecutive failures of one target that open its circuit
     breaker_cool_down: timedelta = COOL_DOWN
+    proven_ends: ProvenEnds = field(default_factory=ProvenEnds)  # slot holders' ends, for the process's life
 
     @property
     def alerts(self) -> Alerts:
@@ -111,7 +112,7 @@ class Worker:
 
     @property
     def claims(self) -> Claims:
-        return Claims(self.jobs, self.runs, self.containers)
+        return Claims(self.jobs, self.runs, self.containers, self.proven_ends)
 
     @property
     def attempts(self) -> Attempts:
