@@ -62,12 +62,10 @@ values = st.recursive(
 )
 
 
-def operations() -> list[tuple[str, str, dict[str, Any]]]:
-    document = json.loads(openapi_document(build_app(lambda: None)))  # type: ignore[arg-type,return-value]
-    return [(method.upper(), path, op) for path, ops in document["paths"].items() for method, op in ops.items()]
+DOCUMENT: dict[str, Any] = json.loads(openapi_document(build_app(lambda: None)))  # type: ignore[arg-type,return-value]
+OPERATIONS = [(method.upper(), path, op) for path, ops in DOCUMENT["paths"].items() for method, op in ops.items()]
 
 
-OPERATIONS = operations()
 JOB = {"schedule": {"expression": "0 * * * *"}, "target": {"type": "lambda", "function": "echo"}}
 
 
@@ -78,11 +76,9 @@ def body_fields(operation: dict[str, Any]) -> list[str]:
     )
     if not schema:
         return []
-    model = schema.rsplit("/", 1)[-1]
-    from jobsched.api import models
-
-    found = getattr(models, model, None)
-    return list(found.model_json_schema(by_alias=True).get("properties", {})) if found is not None else []
+    # Every body model as the document declares it (they were looked up in api.models, which missed the bodies
+    # declared elsewhere: their fields were never reached).
+    return list(DOCUMENT["components"]["schemas"][schema.rsplit("/", 1)[-1]].get("properties", {}))
 
 
 @st.composite

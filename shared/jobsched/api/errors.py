@@ -14,7 +14,8 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from pydantic import BaseModel
 
 from jobsched.api.identity import Forbidden, Unauthenticated
-from jobsched.api.models import ErrorBody, ErrorDetail, ErrorResponse, JobBody
+from jobsched.api.models import ErrorBody, ErrorDetail, ErrorResponse
+from jobsched.api.requests import JobBody
 from jobsched.api.tokens import TOKEN_HEADER, InvalidToken
 from jobsched.core.errors import FieldError, SpecError, WorkflowsNotConfigured, field_errors_from
 from jobsched.core.records import JobExists, JobNotFound, VersionConflict

@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, Access
-from jobsched.api.models import HistoryPage, TeamLimitsRequest, TeamLimitsView
+from jobsched.api.models import HistoryPage, TeamLimitsView
+from jobsched.api.requests import TeamLimitsRequest
 from jobsched.api.routes.history import entry_view, from_token, to_token
 from jobsched.core.names import JobsKeys
 

@@ -8,7 +8,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
-from jobsched.api.models import DecisionRequest, RunView
+from jobsched.api.models import RunView
+from jobsched.api.requests import DecisionRequest
 from jobsched.api.views import run_view
 from jobsched.core.runs import job_key
 from jobsched.pipeline.approvals import decide

@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import BackfillRequest, BackfillView, RerunsRequest
+from jobsched.api.models import BackfillView
+from jobsched.api.requests import BackfillRequest, RerunsRequest
 from jobsched.api.views import backfill_view
 from jobsched.core.runs import RunStatus, job_key
 from jobsched.pipeline.manual_runs import cancel_backfill, get_backfill, start_backfill

@@ -12,7 +12,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from jobsched.api.access import Access, ApiServices
 from jobsched.api.errors import ApiError
 from jobsched.api.identity import Unauthenticated, caller_arn
-from jobsched.api.models import CompleteRequest, HeartbeatRequest, RunView
+from jobsched.api.models import RunView
+from jobsched.api.requests import CompleteRequest, HeartbeatRequest
 from jobsched.api.tokens import TOKEN_HEADER, CallbackTokenSubject
 from jobsched.api.views import run_view
 from jobsched.core.messages import CallbackResult

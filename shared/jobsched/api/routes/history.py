@@ -12,7 +12,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import HistoryEntryView, HistoryPage, JobView, RollbackRequest
+from jobsched.api.models import HistoryEntryView, HistoryPage, JobView
+from jobsched.api.requests import RollbackRequest
 from jobsched.api.routes.jobs import admitted
 from jobsched.api.views import job_view
 from jobsched.core.names import JobsKeys

@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, Access, ApiServices
 from jobsched.api.errors import ApiError
-from jobsched.api.models import JobBody, JobPage, JobView, WarningView
+from jobsched.api.models import JobPage, JobView, WarningView
+from jobsched.api.requests import JobBody
 from jobsched.api.views import if_match_version, incident_view, job_view
 from jobsched.core.errors import SpecError
 from jobsched.core.records import VersionConflict

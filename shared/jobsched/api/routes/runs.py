@@ -10,7 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import MAX_PAGE, Access
 from jobsched.api.errors import ApiError
-from jobsched.api.models import RerunRequest, RunPage, RunView, TriggerRequest
+from jobsched.api.models import RunPage, RunView
+from jobsched.api.requests import RerunRequest, TriggerRequest
 from jobsched.api.tokens import token_expiry
 from jobsched.api.views import run_view, task_views
 from jobsched.core.records import StoredJob

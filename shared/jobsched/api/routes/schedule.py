@@ -8,7 +8,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from jobsched.api.access import Access
-from jobsched.api.models import JobView, PauseRequest, PauseView, PreviewEntry, SkippedInstant
+from jobsched.api.models import JobView, PauseView, PreviewEntry, SkippedInstant
+from jobsched.api.requests import PauseRequest
 from jobsched.api.views import job_view
 from jobsched.core.bounds import Instant
 from jobsched.core.runs import instant_text, job_key
