@@ -29,6 +29,21 @@ def state_item(stack: Stack, key: str = HOURLY) -> dict[str, Any]:
     return from_item(response["Item"])
 
 
+def count_state_reads(stack: Stack, key: str = HOURLY) -> dict[str, int]:
+    """Reads of the job's STATE item from here on, by who asked (the worker reads it with the job's spec)."""
+    reads: dict[str, int] = {}
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        request = params["RequestItems"].get(stack.jobs_table, {})
+        keys = [(k["pk"]["S"], k["sk"]["S"]) for k in request.get("Keys", [])]
+        if (key, JobsKeys.STATE) in keys:
+            who = "worker" if (key, JobsKeys.SPEC) in keys else "dispatcher"
+            reads[who] = reads.get(who, 0) + 1
+
+    stack.dynamodb.meta.events.register("provide-client-params.dynamodb.BatchGetItem", count)
+    return reads
+
+
 def operate(stack: Stack, minutes: int) -> int:
     """``minutes`` of operation as deployed; the cursor moves made."""
     return run_minutes(stack, minutes)[0]
@@ -50,8 +65,12 @@ def test_an_hourly_job_waits_on_one_wheel_slot_and_runs_every_instant_once(stack
     slot = wheel_slot(due_shard(HOURLY), 52)
     assert item[JobsKeys.WHEEL_SLOT] == slot and JobsKeys.DUE_SHARD not in item
     assert item[JobsKeys.NEXT_VISIT_AT] == "2027-01-04T09:52:00Z"
+    state_reads = count_state_reads(stack)
     assert operate(stack, 4 * 60) == 4  # one visit a run, each found on the same slot
     assert state_item(stack)[JobsKeys.WHEEL_SLOT] == slot
+    # Its STATE item read twice a run: by the visit that finds it on the wheel (the audit mark read with it, not
+    # again to plan) and by the worker's batch.
+    assert state_reads == {"dispatcher": 4, "worker": 4}, state_reads
     assert instants(stack) == [(run_id, RunStatus.SUCCEEDED) for run_id in hours(9, 10, 11, 12, 13)]
     assert len(stack.lambdas.executions("echo")) == 5
 

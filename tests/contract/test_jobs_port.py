@@ -348,6 +348,7 @@ def test_a_job_on_the_timing_wheel_waits_on_a_key_that_does_not_move_and_leaves_
     assert list(stores.jobs.due(shard, visit + timedelta(days=1))) == []  # on the wheel, not the due index
     [entry] = stores.jobs.due_states([JOB, "payments/none"])
     assert (entry.job, entry.cursor, entry.next_visit_at, entry.spec_version, entry.sk) == (JOB, one, visit, 1, "STATE")
+    assert entry.audited_to == stores.jobs.audit_marks([JOB])[JOB], "read with the item: not read again to plan"
     state = stores.jobs.get_state(JOB)
     assert state is not None and state.next_visit_at == visit
     # The next visit at the same minute an hour on: the same slot; then a visit off the wheel: the due index.
@@ -356,6 +357,7 @@ def test_a_job_on_the_timing_wheel_waits_on_a_key_that_does_not_move_and_leaves_
     assert stores.jobs.wheel(slot) == [JOB]
     assert stores.jobs.advance(JOB, spec_version=1, old_cursor=visit, cursor=later, next_visit_at=later)
     assert stores.jobs.wheel(slot) == [] and [e.job for e in stores.jobs.due(shard, later)] == [JOB]
+    assert [e.audited_to for e in stores.jobs.due(shard, later)] == [None], "the due index does not carry it"
     assert stores.jobs.advance(
         JOB, spec_version=1, old_cursor=later, cursor=later, next_visit_at=visit, wheel_slot=slot
     )

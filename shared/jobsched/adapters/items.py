@@ -420,9 +420,9 @@ def sweep_state_of(values: dict[str, Any]) -> SweepState:
     return SweepState(str(cursor) if cursor else None, parse_instant(str(next_pass)) if next_pass else None)
 
 
-def due_entry(values: dict[str, Any]) -> DueEntry | None:
+def due_entry(values: dict[str, Any], *, whole_item: bool = False) -> DueEntry | None:
     """A due entry from a STATE (or backfill, or pending SPEC) item or its due index entry; None when it waits for
-    nothing (paused, no instant left)."""
+    nothing (paused, no instant left). ``whole_item``: read from the item itself, so it carries the audit mark."""
     at = values.get(JobsKeys.NEXT_VISIT_AT)
     placed = JobsKeys.DUE_SHARD in values or JobsKeys.WHEEL_SLOT in values
     if not at or not placed or "cursor" not in values:
@@ -433,6 +433,7 @@ def due_entry(values: dict[str, Any]) -> DueEntry | None:
         cursor=parse_instant(values["cursor"]),
         spec_version=int(values["spec_version"]),
         sk=str(values[JobsKeys.SK]),
+        audited_to=parse_instant(values["audited_to"]) if whole_item and values.get("audited_to") else None,
     )
 
 

@@ -203,6 +203,9 @@ class DueEntry:
     cursor: datetime
     spec_version: int
     sk: str = JobsKeys.STATE  # STATE for a job's schedule, BACKFILL#id for an active backfill, SPEC for a change
+    # The job's audit mark, where the entry was read from its STATE item itself (the wheel's scan): the plan needs
+    # no second read of the item. None from the due index (it does not carry the mark).
+    audited_to: datetime | None = None
 
     @property
     def pending_change(self) -> bool:

@@ -209,7 +209,10 @@ class Dispatcher:
     def _plan_all(self, entries: list[DueEntry], now: datetime, report: TickReport) -> list[_JobPlan]:
         """Each due job's instants, within the tick's budget (a job left over stays due for the next)."""
         specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
-        marks = self.jobs.audit_marks([entry.job for entry in entries]) if entries else {}
+        # A job found on the wheel was read from its STATE item, audit mark and all: not read again for it.
+        marks = {entry.job: entry.audited_to for entry in entries if entry.audited_to is not None}
+        unread = sorted({entry.job for entry in entries} - set(marks))
+        marks |= self.jobs.audit_marks(unread) if unread else {}
         # Company calendars and maintenance windows: one query a tick with due jobs, whatever their number.
         company = CompanySettings.read(self.jobs) if entries else NO_COMPANY
         started = self.monotonic()

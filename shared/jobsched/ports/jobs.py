@@ -121,9 +121,10 @@ class JobsPort(CompanyPort, Protocol):
         ...
 
     def due_states(self, jobs: list[str]) -> list[DueEntry]:
-        """The jobs' dispatch state as due entries, those still on the wheel or the due index, in no particular order.
-        Eventually consistent: a stale state plans from a stale cursor, whose advance then fails and holds the
-        wheel's mark, so the next tick reads it again."""
+        """The jobs' dispatch state as due entries, those still on the wheel or the due index, in no particular order,
+        each with its audit mark (``DueEntry.audited_to``: read with the item). Eventually consistent: a stale state
+        plans from a stale cursor, whose advance then fails and holds the wheel's mark, so the next tick reads it
+        again."""
         ...
 
     def wheel_marks(self) -> dict[int, datetime]:

@@ -178,7 +178,7 @@ class MemoryJobs(
 
     def due_states(self, jobs: list[str]) -> list[DueEntry]:
         states = self.table.get_batch([(job, JobsKeys.STATE) for job in jobs], consistent=False)
-        return [entry for values in states if (entry := due_entry(values))]
+        return [entry for values in states if (entry := due_entry(values, whole_item=True))]
 
     def wheel_marks(self) -> dict[int, datetime]:
         return wheel_marks_of(self.table.get(JobsKeys.DISPATCH, JobsKeys.WHEEL_MARKS) or {})

@@ -104,7 +104,7 @@ class DispatchStateStore(JobsTable):
         return [
             entry
             for values in batch_get(self.db, self.table, keys, ConsistentRead=False)
-            if (entry := due_entry(values))
+            if (entry := due_entry(values, whole_item=True))
         ]
 
     def wheel_marks(self) -> dict[int, datetime]:
