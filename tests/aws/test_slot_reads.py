@@ -24,9 +24,10 @@ from jobsched.adapters.aws.jobs_store import JobsStore
 from jobsched.adapters.aws.runs_store import RunsStore
 from jobsched.core.names import JOBS_TABLE, RUNS_TABLE, JobsKeys
 from jobsched.core.records import StoredJob
-from jobsched.core.runs import RunMessage, RunStatus, parse_instant
+from jobsched.core.runs import RunMessage, RunStatus, instant_text, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.pipeline.claiming import Claims, SkipRun, SlotsHeld
+from jobsched.pipeline.lost_audit import lost_reason
 
 T0 = parse_instant("2027-01-04T09:00:00Z")
 JOB = "payments/job"
@@ -118,3 +119,18 @@ def test_a_stale_read_of_a_rerun_runs_end_before_it_was_opened_again_never_frees
     assert reads.consistent == [False, True] * 2
     assert set(claims.jobs.slot_holders(JOB, JobsKeys.STATE)) == {first.run_id}
     assert claims.runs.get(JOB, first.run_id).status is RunStatus.RUNNING
+
+
+def test_a_lost_run_found_ended_is_not_remembered_ended_when_its_late_message_claims_it(aws: Any) -> None:
+    """The audit recorded the instant MISSED (``lost:``) while its message was only late. Asked then, its run has
+    ended; but its message may still claim it at the same attempt, so that end proves nothing for later: once it
+    runs, it holds its slot (the worker remembers only ends that cannot be claimed again at their attempt)."""
+    claims, stored, _ = aws
+    late = message(0)
+    claims.runs.create(late, status=RunStatus.MISSED, now=T0, retention=timedelta(days=1), reason=lost_reason("16m"))
+    lease = f"{instant_text(T0 + timedelta(hours=1))}@1"
+    assert claims.ended_runs({late.run_id: lease}, job=JOB) == {late.run_id}
+    assert not claims.proven.covers((JOB, late.run_id), 1)
+    running = start(claims, stored, late, T0 + timedelta(minutes=16))
+    assert running.status is RunStatus.RUNNING and running.attempt == 1
+    assert claims.ended_runs({late.run_id: lease}, job=JOB) == set()

@@ -60,21 +60,26 @@ def test_only_the_attempt_that_runs_may_finish_and_only_once(stores: Stores) -> 
         stores.runs.finish(JOB, run_id, attempt=1, status=RunStatus.FAILED, now=T0, error="late")
     assert stores.runs.get(JOB, run_id) == done
     assert [r.status for r in stores.finished] == [RunStatus.SUCCEEDED]
-    assert stores.runs.ended({(JOB, run_id): None, (JOB, "20990101T000000Z"): None}) == {(JOB, run_id)}
+    assert stores.runs.ended({(JOB, run_id): None, (JOB, "20990101T000000Z"): None}) == {(JOB, run_id): 1}
 
 
 def test_a_slot_holder_ended_at_its_attempt_or_later_and_a_rerun_has_not(stores: Stores) -> None:
     """``ended`` is asked with the attempt each slot names: a run that ended at it (or later: it retried) ended
-    that holding; a run opened again for a rerun has not, whatever attempt its slot names."""
+    that holding, and says at which attempt it ended (the holdings its end is proof for); a run opened again for a
+    rerun has not, whatever attempt its slot names; the audit's MISSED has ended but proves nothing for a later
+    holding at its attempt (its late message may still claim it)."""
     run_id = running(stores)
     stores.runs.finish(JOB, run_id, attempt=1, status=RunStatus.SUCCEEDED, now=T0)
-    assert stores.runs.ended({(JOB, run_id): 1}) == {(JOB, run_id)}
-    assert stores.runs.ended({(JOB, run_id): 2}) == {(JOB, run_id)}, "read strongly: the record is terminal"
+    assert stores.runs.ended({(JOB, run_id): 1}) == {(JOB, run_id): 1}
+    assert stores.runs.ended({(JOB, run_id): 2}) == {(JOB, run_id): 1}, "read strongly: terminal, at attempt 1"
     stores.runs.reopen(
         JOB, run_id, expected_status=RunStatus.SUCCEEDED, attempt=1, now=T0, retention=timedelta(days=1), reason="x"
     )
-    assert stores.runs.ended({(JOB, run_id): 1}) == set()
-    assert stores.runs.ended({(JOB, run_id): 2}) == set()
+    assert stores.runs.ended({(JOB, run_id): 1}) == {}
+    assert stores.runs.ended({(JOB, run_id): 2}) == {}
+    lost = message(5)
+    stores.runs.create(lost, status=RunStatus.MISSED, now=T0, retention=DAY, reason=f"{LOST_PREFIX}late")
+    assert stores.runs.ended({(JOB, lost.run_id): 1}) == {(JOB, lost.run_id): None}
 
 
 def test_a_retry_waits_on_the_wakeups_index_until_its_next_attempt_starts(stores: Stores) -> None:

@@ -50,7 +50,7 @@ A, B, C, D, E = (("team/job", run) for run in ("a", "b", "c", "d", "e"))
 
 def test_an_eventually_consistent_end_at_the_slots_attempt_or_later_is_proof_enough() -> None:
     reads = Reads({A: ("SUCCEEDED", 1), B: ("FAILED", 3), C: ("RUNNING", 1)}, {})
-    assert ended_holders({A: 1, B: 2, C: 1}, reads) == {A, B}
+    assert ended_holders({A: 1, B: 2, C: 1}, reads) == {A: 1, B: 3}, "each with the attempt it ended at"
     assert reads.asked == [([A, B, C], False)], "one read at half the price; a running record is not asked again"
 
 
@@ -60,13 +60,13 @@ def test_what_is_not_proof_is_read_again_strongly() -> None:
     eventual = {A: ("SUCCEEDED", 1), B: ("MISSED", 1), C: ("SUCCEEDED", 1)}
     strong = {A: ("RUNNING", 2), B: ("RUNNING", 1), C: ("SUCCEEDED", 1), D: ("CANCELLED", 1)}
     reads = Reads(eventual, strong)
-    assert ended_holders({A: 2, B: 1, C: 2, D: None}, reads) == {C, D}
+    assert ended_holders({A: 2, B: 1, C: 2, D: None}, reads) == {C: 1, D: 1}
     assert reads.asked == [([A, B, C], False), ([A, B, C, D], True)]
 
 
 def test_nothing_asked_when_no_holder_is_in_question() -> None:
     reads = Reads({}, {})
-    assert ended_holders({E: 1}, reads) == set()
+    assert ended_holders({E: 1}, reads) == {}
     assert reads.asked == [([E], False)], "a run gone (retention) is not read again: its lease frees the slot"
 
 

@@ -237,8 +237,10 @@ RunKey = tuple[str, str]  # (job, run id)
 
 def ended_holders(
     asked: Mapping[RunKey, int | None], read: Callable[[list[RunKey], bool], Iterable[dict[str, Any]]]
-) -> set[RunKey]:
-    """Which slot holders' runs have ended (``RunsPort.ended``), each asked with the attempt its slot names.
+) -> dict[RunKey, int | None]:
+    """Which slot holders' runs have ended (``RunsPort.ended``), each asked with the attempt its slot names; each
+    with the attempt its end is proof for (every holding at that attempt or before ended), None where there is
+    none (a MISSED record: its run may still be claimed at the same attempt).
 
     ``read(keys, consistent)`` reads the runs' status and attempt. A slot naming its attempt is judged on an
     eventually consistent read (half the price): a terminal record at that attempt or later ended this holding,
@@ -247,20 +249,22 @@ def ended_holders(
     this attempt was claimed), a MISSED record (the audit's ``lost:`` can still be claimed at the same attempt)
     and a slot naming no attempt (written before #51). A record read as not ended is not asked again: a stale
     read of a run that did end makes its successor wait a turn, never two runs share a slot."""
-    ended: set[RunKey] = set()
+    ended: dict[RunKey, int | None] = {}
     unsure = [key for key, attempt in asked.items() if attempt is None]
     for values in read([key for key, attempt in asked.items() if attempt is not None], False):
         key, status = (values[RunsKeys.PK], values[RunsKeys.SK]), RunStatus(values["status"])
         if status not in TERMINAL:
             continue
-        attempt = asked[key]
-        if status is not RunStatus.MISSED and attempt is not None and int(values.get("attempt", 0)) >= attempt:
-            ended.add(key)
+        attempt, ended_at = asked[key], int(values.get("attempt", 0))
+        if status is not RunStatus.MISSED and attempt is not None and ended_at >= attempt:
+            ended[key] = ended_at
         else:
             unsure.append(key)
-    if unsure:
-        found = read(sorted(unsure), True)
-        ended |= {(v[RunsKeys.PK], v[RunsKeys.SK]) for v in found if RunStatus(v["status"]) in TERMINAL}
+    for values in read(sorted(unsure), True) if unsure else ():
+        status = RunStatus(values["status"])
+        if status in TERMINAL:
+            proof = None if status is RunStatus.MISSED else int(values.get("attempt", 0))
+            ended[(values[RunsKeys.PK], values[RunsKeys.SK])] = proof
     return ended
 
 

@@ -256,11 +256,10 @@ class Claims:
         asked = {keys[holder]: SlotLease.parse(value).attempt for holder, value in holders.items()}
         settled = {key for key, attempt in asked.items() if attempt is not None and self.proven.covers(key, attempt)}
         unsettled = {key: attempt for key, attempt in asked.items() if key not in settled}
-        ended = self.runs.ended(unsettled) if unsettled else set()
-        for key in ended:
-            attempt = asked[key]
-            if attempt is not None:
-                self.proven.add(key, attempt)
+        ended = self.runs.ended(unsettled) if unsettled else {}
+        for key, proof in ended.items():
+            if proof is not None:  # the attempt the run ended at: a MISSED run's may still be claimed at it
+                self.proven.add(key, proof)
         return {holder for holder, key in keys.items() if key in ended or key in settled}
 
     def _cancel_holders(self, job: str, holders: dict[str, str], now: datetime) -> None:

@@ -113,7 +113,7 @@ class RunQueriesStore(RunsTable):
         last = response.get("LastEvaluatedKey")
         return runs, (from_item(last)[RunsKeys.SK] if last else None)
 
-    def ended(self, runs: Mapping[tuple[str, str], int | None]) -> set[tuple[str, str]]:
+    def ended(self, runs: Mapping[tuple[str, str], int | None]) -> dict[tuple[str, str], int | None]:
         """Which of these (job, run id) have ended, each asked with the attempt its slot names (a slot is freed on
         this answer: ``ended_holders`` says when an eventually consistent read is enough)."""
 

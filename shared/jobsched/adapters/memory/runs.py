@@ -61,7 +61,7 @@ class MemoryRuns(MemoryTaskRecords):
         ordered = reversed(items) if newest_first else iter(items)
         return [Run.from_values(item) for _, item in zip(range(limit), ordered, strict=False)]
 
-    def ended(self, runs: Mapping[tuple[str, str], int | None]) -> set[tuple[str, str]]:
+    def ended(self, runs: Mapping[tuple[str, str], int | None]) -> dict[tuple[str, str], int | None]:
         return ended_holders(runs, lambda keys, consistent: self.table.get_batch(keys, consistent=consistent))
 
     def scheduled_ids(self, job: str, first: str, last: str) -> set[str]:
