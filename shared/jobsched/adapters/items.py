@@ -22,6 +22,7 @@ from jobsched.core.records import (
     StoredJob,
     Waiting,
     due_shard,
+    live_by_lease,
     shown_waiting_for,
 )
 from jobsched.core.run_records import lease_shard
@@ -217,12 +218,14 @@ def judge_slots(
     new = [h for h in dict.fromkeys(wanted) if h not in holders]
     if not new:
         return SlotJudgement([], present, [])
-    stale = [h for h, lease in holders.items() if SlotLease.parse(lease).until <= now and h not in present]
+    live = live_by_lease(holders, now)
+    kept = set(live) | set(present)  # a present holder renews its own lease, expired or not
+    stale = [h for h in holders if h not in kept]
     short = len(holders) - len(stale) + len(new) - limit
     if short > 0 and ended is not None:
         # Asking costs a read per holder: first as many as are short, those that took their slots first (the
         # earliest leases, most likely ended), then the rest only if too few of those had ended.
-        candidates = sorted((h for h in holders if h not in stale and h not in present), key=holders.__getitem__)
+        candidates = [h for h in live if h not in present]
         found = ended({h: holders[h] for h in candidates[:short]}) if candidates else set()
         if len(found) < short and candidates[short:]:
             found |= ended({h: holders[h] for h in candidates[short:]})

@@ -249,6 +249,12 @@ class SlotLease:
         return replace(self, attempt=before).text()
 
 
+def live_by_lease(holders: dict[str, str], now: datetime) -> list[str]:
+    """The slot holders whose lease has not expired, earliest lease first: the runs most likely ended, so those a
+    full slot asks about first (``adapters.items.judge_slots``, and a worker batch reading ahead for it)."""
+    return sorted((h for h, value in holders.items() if SlotLease.parse(value).until > now), key=holders.__getitem__)
+
+
 @dataclass(frozen=True)
 class SlotResult:
     acquired: bool

@@ -20,7 +20,7 @@ from functools import partial
 
 from jobsched.core.names import JobsKeys
 from jobsched.core.outcome import Outcome
-from jobsched.core.records import SlotLease, StoredJob
+from jobsched.core.records import SlotLease, StoredJob, live_by_lease
 from jobsched.core.run_records import AttemptClaim, Run, StaleAttempt
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.pipeline.containers import stop_started_task
@@ -53,17 +53,16 @@ def _holders_to_evict(
     runs: list[tuple[RunMessage, StoredJob]], job_slots: dict[str, dict[str, str]], now: datetime
 ) -> dict[str, str]:
     """The job slot holders whose ends the runs' job slots will ask for (as ``<job>/<run id>``: a team holder's
-    form): where a job's slots are full, as many as a new run is short of, those with the earliest leases (the
-    judgement's own choice, ``adapters.items.judge_slots``), leases not yet expired."""
+    form): where a job's slots are full, as many as a new run is short of, in the judgement's own order
+    (``live_by_lease``)."""
     wanted: dict[str, str] = {}
     for message, stored in runs:
         holders = job_slots.get(message.job) or {}
-        live = {h: v for h, v in holders.items() if SlotLease.parse(v).until > now}
+        live = live_by_lease(holders, now)
         short = len(live) + 1 - stored.spec.concurrency.max_running
         if message.run_id in holders or short <= 0:
             continue
-        for holder in sorted(live, key=live.__getitem__)[:short]:
-            wanted[f"{message.job}/{holder}"] = live[holder]
+        wanted |= {f"{message.job}/{holder}": holders[holder] for holder in live[:short]}
     return wanted
 
 
