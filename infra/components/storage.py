@@ -209,6 +209,8 @@ class Storage(Construct):
         cfn_table = table.node.default_child
         assert isinstance(cfn_table, dynamodb.CfnTable)
         self.resources.append(cfn_table)
+        burst = config.burst
+        warmed = bool(burst.warm_reads or burst.warm_writes)  # the table and each index alike (_global_table)
         for index in definition.indexes:
             table.add_global_secondary_index(
                 index_name=index.name,
@@ -219,13 +221,12 @@ class Storage(Construct):
                 read_capacity=capacity.read_min if capacity else None,
                 write_capacity=capacity.write_min if capacity else None,
                 warm_throughput=dynamodb.WarmThroughput(
-                    read_units_per_second=config.burst.warm_reads, write_units_per_second=config.burst.warm_writes
+                    read_units_per_second=burst.warm_reads, write_units_per_second=burst.warm_writes
                 )
-                if config.burst.warm_reads or config.burst.warm_writes
+                if warmed
                 else None,
             )
-        burst = config.burst
-        if burst.warm_reads or burst.warm_writes:
+        if warmed:  # the L2 table takes no warm throughput of its own
             cfn_table.warm_throughput = dynamodb.CfnTable.WarmThroughputProperty(
                 read_units_per_second=burst.warm_reads, write_units_per_second=burst.warm_writes
             )
