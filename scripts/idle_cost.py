@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobsched.core.prices import US_EAST_1
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 MINUTES_PER_MONTH = 43_200
@@ -42,12 +44,12 @@ PRICE_KMS_KEY = 1.00
 PRICE_SECRET = 0.40
 PRICE_WEB_ACL = 5.00
 PRICE_WAF_RULE = 1.00
-PRICE_LAMBDA_REQUEST = 0.20e-6
-PRICE_GB_SECOND = 0.0000133334
+PRICE_LAMBDA_REQUEST = US_EAST_1.function_request
+PRICE_GB_SECOND = US_EAST_1.function_gb_second_arm
 PRICE_TRACE = 5e-6
-PRICE_READ_UNIT = 0.125e-6
-PRICE_WRITE_UNIT = 0.625e-6
-PRICE_SQS_REQUEST = 0.40e-6
+PRICE_READ_UNIT = US_EAST_1.read_unit
+PRICE_WRITE_UNIT = US_EAST_1.write_unit
+PRICE_SQS_REQUEST = US_EAST_1.queue_request
 ESM_POLLERS = 5
 POLLS_PER_MINUTE = 3  # 20-second long polls
 
@@ -106,21 +108,21 @@ def measure_idle_ticks(template: dict[str, Any]) -> dict[str, IdleTick]:
         from functions.heartbeat import handler as heartbeat
         from jobsched.adapters.aws.clients import client
 
-        reads = {"units": 0.0, "writes": 0.0}
+        counted = {"units": 0.0, "writes": 0.0}
 
         def count(model: Any, params: Any, **_: Any) -> None:
             if model.name in ("Query", "GetItem", "Scan"):
-                reads["units"] += 1.0 if params.get("ConsistentRead") else 0.5
+                counted["units"] += 1.0 if params.get("ConsistentRead") else 0.5
             elif model.name == "BatchGetItem":
-                reads["units"] += 0.5 * sum(len(v["Keys"]) for v in params["RequestItems"].values())
+                counted["units"] += 0.5 * sum(len(v["Keys"]) for v in params["RequestItems"].values())
             elif model.name in ("PutItem", "UpdateItem", "DeleteItem"):
-                reads["writes"] += 1.0  # the timing wheel's marks (#51): one small item a tick
+                counted["writes"] += 1.0  # the timing wheel's marks (#51): one small item a tick
 
         client("dynamodb").meta.events.register("provide-client-params.dynamodb", count)
         event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
         for name, handler in (("dispatcher", dispatcher.handler), ("heartbeat", heartbeat.handler)):
             handler(event, FakeContext())  # warm: a tick every minute keeps the function warm
-            reads["units"] = reads["writes"] = 0.0
+            counted["units"] = counted["writes"] = 0.0
             with tempfile.TemporaryFile() as captured:
                 # At the descriptor: the handlers' loggers hold the stdout they were created with.
                 sys.stdout.flush()
@@ -144,7 +146,7 @@ def measure_idle_ticks(template: dict[str, Any]) -> dict[str, IdleTick]:
                 for block in json.loads(line)["_aws"]["CloudWatchMetrics"]
                 for metric in block["Metrics"]
             )
-            measured[name] = IdleTick(seconds, reads["units"], metrics, len(output), reads["writes"])
+            measured[name] = IdleTick(seconds, counted["units"], metrics, len(output), counted["writes"])
         wiring.reset()
     return measured
 
