@@ -243,6 +243,13 @@ def test_run_ids_between_two_instants_and_history_newest_first(stores: Stores) -
         "20270104T090000Z",
         "20270104T090100Z",
     ]
+    # Between two run ids (a time range, inclusive: what a baseline learns since its mark), newest first.
+    between = ("20270104T090100Z~", "20270104T090400Z~")
+    assert [r.run_id for r in stores.runs.history(JOB, limit=2, between=between)] == [
+        "20270104T090400Z",
+        "20270104T090300Z",
+    ]
+    assert [r.run_id for r in stores.runs.history(JOB, limit=9, between=between)][-1] == "20270104T090200Z"
 
 
 def test_a_finished_run_is_reopened_once_for_a_rerun_and_is_woken_if_its_message_is_lost(stores: Stores) -> None:

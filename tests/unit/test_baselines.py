@@ -4,11 +4,13 @@ bounded: one item per job under 1 KB, written at most once per ten minutes of a 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
-from jobsched.core.baseline import Baseline, Sample, judge, learn
+from jobsched.core.baseline import POOL_SPACING, Baseline, Sample, judge, learn, learn_runs, learning_due
+from jobsched.core.run_records import Run
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.paging.escalation_events import EscalationEvent
@@ -116,3 +118,94 @@ def test_an_anomaly_is_shown_on_the_run_and_the_job_and_paged_at_warning_only_wh
         job="data/loud", team="data", at=START + timedelta(hours=21), fire_at=START, spec_version=1
     ).run_id)  # fmt: skip
     assert ordinary is not None and ordinary.anomaly is None
+
+
+def _hourly_samples(count: int) -> list[Sample]:
+    return [
+        Sample(START + timedelta(hours=index), 300.0 + (index * 37) % 90, float(index % 7)) for index in range(count)
+    ]
+
+
+def test_learning_in_batches_takes_the_samples_learning_each_run_takes() -> None:
+    samples = _hourly_samples(24 * 5)
+    one_at_a_time = Baseline()
+    for sample in samples:
+        one_at_a_time = learn(one_at_a_time, sample) or one_at_a_time
+    batched, start = Baseline(), 0
+    for size in (1, 3, 4, 7, 4, 4, 30, 1, 66):  # 120 runs in uneven batches, each batch handed over shuffled
+        batch = samples[start : start + size]
+        start += size
+        # Runs learned already (a stale read, a second process) are handed again and left out.
+        again = samples[max(0, start - size - 3) : start]
+        batched = learn_runs(batched, list(reversed(again)), through=batch[-1].at)
+    assert start == len(samples)
+    batched = learn_runs(batched, samples, through=samples[-1].at)  # the whole history again: nothing new
+    assert (batched.durations, batched.lateness, batched.sampled_at) == (
+        one_at_a_time.durations,
+        one_at_a_time.lateness,
+        one_at_a_time.sampled_at,
+    )
+    assert batched.hours == one_at_a_time.hours and batched.hour_days == one_at_a_time.hour_days
+    assert batched.learned_through == samples[-1].at and batched.gap_seconds == 3600
+
+
+def test_learning_is_due_once_in_four_runs_of_an_hourly_or_daily_job_and_once_an_hour_of_a_minutely_one() -> None:
+    for every, due_after in ((timedelta(hours=1), 4), (timedelta(days=1), 4), (timedelta(minutes=1), 60)):
+        count = 16 * max(1, round(POOL_SPACING / every))  # enough for a full pool (one sample in ten minutes)
+        learned = learn_runs(Baseline(), [Sample(START + i * every, 60.0, 1.0) for i in range(count)], through=START)
+        assert learned.gap_seconds == every.total_seconds() and len(learned.durations) == 16
+        through = START + (count - 1) * every
+        learned = learn_runs(learned, [], through=through)
+        due = [index for index in range(1, 2 * due_after + 1) if learning_due(learned, through + index * every)]
+        assert due[0] == due_after, every
+    # While neither pool can judge, at each pool sample it would take (a minutely job: every tenth run).
+    young = learn_runs(Baseline(), [Sample(START, 20.0, 1.0)], through=START)
+    assert [m for m in range(1, 21) if learning_due(young, START + timedelta(minutes=m))] == list(range(10, 21))
+    assert learning_due(Baseline(), START)
+
+
+class StaleRuns(MemoryRuns):
+    """Reads run records as an eventually consistent query may: the newest run's end not seen yet."""
+
+    def history(
+        self, job: str, *, limit: int = 50, newest_first: bool = True, between: tuple[str, str] | None = None
+    ) -> list[Run]:
+        read = super().history(job, limit=limit, newest_first=newest_first, between=between)
+        newest = max((run.run_id for run in read), default=None)
+        return [replace(run, status=RunStatus.RUNNING) if run.run_id == newest else run for run in read]
+
+
+def test_the_watch_learns_an_hourly_job_once_in_four_runs_and_loses_no_sample() -> None:
+    now, jobs, store, pages = Now(), MemoryJobs(), StaleRuns(), Pages()
+    spec = JobSpec.model_validate({"name": "etl", "team": "data", "target": {"type": "lambda", "function": "f"}})
+    jobs.create(spec, now=START, principal="t", next_visit_at=None, cursor=START)
+    terms = JobTerms(jobs, monotonic=lambda: now.at.timestamp())
+    # Two worker processes, each with its own cache, ending the job's runs in turn.
+    watches = [HealthWatch(jobs, store, pages, now, terms, monotonic=lambda: now.at.timestamp()) for _ in range(2)]
+    lifecycles = [AnnouncedRuns(store, Lifecycle([watch])) for watch in watches]
+    samples, writes = [], 0
+    for index, sample in enumerate(_hourly_samples(24 * 4)):
+        message = RunMessage.scheduled(job=spec.key, team="data", at=sample.at, fire_at=sample.at, spec_version=1)
+        now.at = sample.at + timedelta(seconds=sample.lateness or 0)
+        runs = lifecycles[index % 2]
+        runs.create(message, status=RunStatus.RUNNING, now=now.at, retention=timedelta(days=1))
+        now.at += timedelta(seconds=sample.duration or 0)
+        before = jobs.table.capacity.writes
+        runs.finish(spec.key, message.run_id, attempt=1, status=RunStatus.SUCCEEDED, now=now.at)
+        writes += jobs.table.capacity.writes - before
+        samples.append(sample)
+    stored = jobs.health(spec.key).baseline
+    assert stored is not None and stored.learned_through is not None
+    # What it holds is what learning each run up to its mark would hold: no sample lost, none twice.
+    one_at_a_time = Baseline()
+    for sample in samples:
+        if sample.at <= stored.learned_through:
+            one_at_a_time = learn(one_at_a_time, replace(sample, lateness=round(sample.lateness or 0))) or one_at_a_time
+    assert (stored.durations, stored.hours, stored.hour_days) == (
+        one_at_a_time.durations,
+        one_at_a_time.hours,
+        one_at_a_time.hour_days,
+    )
+    assert stored.learned_through >= samples[-4].at
+    assert writes <= 8 + len(samples) / 4  # the first eight runs each, then once in four
+    assert pages == []

@@ -6,15 +6,21 @@ history does not move the baseline, and a run is anomalous only when it is far f
 plain terms (a ratio and an absolute floor: 3 s against a usual 1 s is not worth anyone's attention).
 
 Bounded: one item per job holds it (under 1 KB: ``MAX_ITEM_BYTES`` in the tests). ``POOL`` recent samples of
-any hour (at most one per ``POOL_SPACING``, so a minutely job writes it once in ten runs), and per hour of the
-day (in the schedule's time zone) one duration a day over the last ``PER_HOUR`` days: where a job runs hourly or
-more, a run is judged against its own hour's history once that has ``MIN_HOUR_SAMPLES`` (the 02:00 batch
-that is always slow is not an anomaly at 02:00). Durations are learned from successful runs only (a failure may
-end at once); lateness from every run that started.
+any hour (at most one per ``POOL_SPACING``), and per hour of the day (in the schedule's time zone) one duration a
+day over the last ``PER_HOUR`` days: where a job runs hourly or more, a run is judged against its own hour's
+history once that has ``MIN_HOUR_SAMPLES`` (the 02:00 batch that is always slow is not an anomaly at 02:00).
+Durations are learned from successful runs only (a failure may end at once); lateness from every run that started.
+
+Learned in batches: every run is judged as it ends, but the baseline takes the runs ended since it last learned
+(``learned_through``, read from the run records: ``learn_runs``) only once ``LEARN_RUNS`` runs' worth of the
+job's interval and at least ``LEARN_SPACING`` have passed (``learning_due``), or at every run while it is too
+short to judge. A sample is a statistic, not an event: taken a few runs late it is the same sample, and an hourly
+or daily job writes its baseline once in four runs instead of at each (a minutely job once an hour).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import dataclass, field, replace
@@ -35,6 +41,9 @@ FLOOR_SECONDS = 60.0  # ... and by how many seconds at least (durations and late
 FASTER = 0.25  # a run this fraction of the usual duration or less is anomalous (a silent no-op) ...
 FAST_MIN_USUAL_SECONDS = 120.0  # ... when the usual duration is at least this
 MAX_TENTHS = 31 * 86400 * 10  # samples are kept in tenths of a second, bounded
+LEARN_RUNS = 4  # the baseline learns once this many of the job's intervals have passed ...
+LEARN_SPACING = timedelta(hours=1)  # ... and at least this long (a minutely job: sixty runs at once)
+LEARN_READ_LIMIT = 64  # run records read at most to learn (the newest: a minutely job's hour yields 6 pool samples)
 
 
 @dataclass(frozen=True)
@@ -61,11 +70,17 @@ class Baseline:
     hour_days: dict[int, int] = field(default_factory=dict)  # hour of day -> ordinal day of its last sample
     anomaly_open: bool = False  # paged for an anomaly: the next usual run resolves it
     last_anomaly: dict[str, str] | None = None  # {run_id, kind, text, at}
+    learned_through: datetime | None = None  # the instant of the newest run learned (``learn_runs``)
+    gap_seconds: int | None = None  # the job's usual interval between runs, as last learned
 
     def as_values(self) -> dict[str, Any]:
         values: dict[str, Any] = {"d": list(self.durations), "l": list(self.lateness)}
         if self.sampled_at is not None:
             values["at"] = self.sampled_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if self.learned_through is not None:
+            values["t"] = self.learned_through.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if self.gap_seconds is not None:
+            values["g"] = self.gap_seconds
         if self.hours:
             values["h"] = {str(hour): list(samples) for hour, samples in self.hours.items()}
             values["hd"] = {str(hour): day for hour, day in self.hour_days.items()}
@@ -77,7 +92,7 @@ class Baseline:
 
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> Baseline:
-        at = values.get("at")
+        at, through = values.get("at"), values.get("t")
         return cls(
             durations=tuple(int(v) for v in values.get("d", ())),
             lateness=tuple(int(v) for v in values.get("l", ())),
@@ -86,6 +101,8 @@ class Baseline:
             hour_days={int(hour): int(day) for hour, day in values.get("hd", {}).items()},
             anomaly_open=bool(values.get("open", False)),
             last_anomaly={str(k): str(v) for k, v in values["last"].items()} if values.get("last") else None,
+            learned_through=datetime.fromisoformat(through.replace("Z", "+00:00")) if through else None,
+            gap_seconds=int(values["g"]) if values.get("g") is not None else None,
         )
 
     def usual(self, zone: str = "UTC", at: datetime | None = None) -> dict[str, Any]:
@@ -134,6 +151,34 @@ def learn(baseline: Baseline, sample: Sample, zone: str = "UTC") -> Baseline | N
                 changed, hours={**changed.hours, hour: samples}, hour_days={**changed.hour_days, hour: day}
             )
     return changed if changed != baseline else None
+
+
+def learning_due(baseline: Baseline, at: datetime) -> bool:
+    """Whether the run due at ``at`` has the baseline learn the runs ended since it last did: while neither pool can
+    judge yet, at each pool sample it would take; then once ``LEARN_RUNS`` intervals (at least ``LEARN_SPACING``)
+    have passed."""
+    if baseline.learned_through is None:
+        return True
+    if max(len(baseline.durations), len(baseline.lateness)) < MIN_SAMPLES:
+        return baseline.sampled_at is None or at - baseline.sampled_at >= POOL_SPACING
+    spacing = max(LEARN_SPACING, LEARN_RUNS * timedelta(seconds=baseline.gap_seconds or 0))
+    return at - baseline.learned_through >= spacing
+
+
+def learn_runs(baseline: Baseline, samples: list[Sample], *, through: datetime, zone: str = "UTC") -> Baseline:
+    """``baseline`` having learned ``samples`` (the runs ended since it last learned, any order) in the order they
+    were due, as ``learn`` one at a time, and marked learned through ``through``; the job's interval from the
+    instants read (their median gap). A sample at or before the mark was learned already and is left out."""
+    done = baseline.learned_through
+    fresh = sorted((sample for sample in samples if done is None or sample.at > done), key=lambda sample: sample.at)
+    learned = baseline
+    for sample in fresh:
+        if sample.duration is not None or sample.lateness is not None:
+            learned = learn(learned, sample, zone) or learned
+    instants = sorted({sample.at for sample in fresh} | ({done} if done is not None else set()))
+    gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(instants)]
+    gap = round(statistics.median(gaps)) if gaps else baseline.gap_seconds
+    return replace(learned, learned_through=max(through, done) if done is not None else through, gap_seconds=gap)
 
 
 def _duration_anomaly(baseline: Baseline, hour: tuple[int, ...], duration: float) -> Anomaly | None:

@@ -2,8 +2,11 @@
 (``core.baseline``) and taught to it, and a success moves the job's freshness (``pipeline.freshness``).
 
 Bounded: the baseline is one item per job, read eventually consistently at most once per ``CACHE_SECONDS`` per job
-and process, and written only when it takes the sample (at most once per ten minutes per job, or the first of
-the day for an hour of day). A write starts from a fresh read, so samples another process wrote are kept. A run
+and process, and written when it learns: the runs ended since it last did, read from the job's run records (at most
+``LEARN_READ_LIMIT``, eventually consistent, the ending run as in hand), once four of the job's intervals and an
+hour have passed (``core.baseline.learning_due``): an hourly or daily job's baseline is written once in four runs,
+a minutely one's once an hour. A write starts from a fresh read of the item, so marks another process wrote are
+kept; two processes learning the same runs at once write the same baseline. A run
 far outside the baseline says so on its record (one write, for that rare run), on the job's health item, and,
 where the job asks (``anomalies: page``), pages at warning severity; the next usual run resolves that page.
 """
@@ -14,12 +17,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol
 
-from jobsched.core.baseline import Anomaly, Baseline, Sample, judge, learn
+from jobsched.core.baseline import (
+    LEARN_READ_LIMIT,
+    Anomaly,
+    Baseline,
+    Sample,
+    judge,
+    learn_runs,
+    learning_due,
+)
 from jobsched.core.run_records import Run
-from jobsched.core.runs import RunStatus, instant_text
+from jobsched.core.runs import LAST_OF_INSTANT, TERMINAL, RunStatus, instant_text, scheduled_run_id
 from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.pipeline.freshness import FreshnessJobs, FreshnessKeeper
 from jobsched.pipeline.lifecycle import Change, StateChange
@@ -27,11 +38,15 @@ from jobsched.pipeline.slo_ledger import JobTerms, SloTerms
 from jobsched.watch.signals import emit
 
 CACHE_SECONDS = 600.0
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # before every run id (a key range's bound may not be empty)
 
 
 class AnomalyRuns(Protocol):
-    """The run store as the watch uses it: an anomalous run says so on its record."""
+    """The run store as the watch uses it: the runs a baseline learns, and an anomalous run says so on its record."""
 
+    def history(
+        self, job: str, *, limit: int = 50, newest_first: bool = True, between: tuple[str, str] | None = None
+    ) -> list[Run]: ...
     def note_anomaly(self, job: str, run_id: str, text: str) -> None: ...
 
 
@@ -60,7 +75,7 @@ class HealthWatch:
         known, just_read = self._baseline(run.job)
         anomaly = judge(known, sample, terms.zone)
         flags = self._flags(run, terms, known, anomaly, now)
-        to_write = self._learned(run.job, known, sample, terms, flags, fresh=known if just_read else None)
+        to_write = self._learned(run, known, terms, flags, fresh=known if just_read else None)
         if run.status is RunStatus.SUCCEEDED and terms.freshness is not None and run.finished_at is not None:
             assert terms.spec is not None  # terms with a freshness policy were read from a spec
             FreshnessKeeper(self.jobs, self.publish).succeeded(terms.spec, run.finished_at, now, baseline=to_write)
@@ -88,24 +103,29 @@ class HealthWatch:
         return Marks(anomaly_open=known.anomaly_open or pages, last_anomaly=last)
 
     def _learned(
-        self,
-        job: str,
-        known: Baseline,
-        sample: Sample,
-        terms: SloTerms,
-        flags: Marks | None,
-        *,
-        fresh: Baseline | None = None,
+        self, run: Run, known: Baseline, terms: SloTerms, flags: Marks | None, *, fresh: Baseline | None = None
     ) -> Baseline | None:
-        """The baseline to write (None: no write): from a fresh read when it takes the sample or changes a flag
-        (``fresh``: the baseline this very call read, not read again: a job whose runs are further apart than the
-        cache, an hourly one, read it twice a run)."""
-        if learn(known, sample, terms.zone) is None and flags is None:
+        """The baseline to write (None: no write): from a fresh read when it learns or changes a flag (``fresh``:
+        the baseline this very call read, not read again: a job whose runs are further apart than the cache, an
+        hourly one, read it twice a run)."""
+        if not learning_due(known, run.scheduled_at) and flags is None:
             return None
         if fresh is None:
-            fresh = self.jobs.health(job, consistent=False).baseline or Baseline()
+            fresh = self.jobs.health(run.job, consistent=False).baseline or Baseline()
         fresh = flags.on(fresh) if flags is not None else fresh
-        return learn(fresh, sample, terms.zone) or fresh
+        if not learning_due(fresh, run.scheduled_at):  # another process learned meanwhile
+            return fresh if flags is not None else None
+        return learn_runs(fresh, self._ended_since(fresh, run), through=run.scheduled_at, zone=terms.zone)
+
+    def _ended_since(self, baseline: Baseline, run: Run) -> list[Sample]:
+        """The samples of ``run``'s job's runs ended since ``baseline`` learned (the newest ``LEARN_READ_LIMIT``,
+        ``run`` itself as in hand: its record read may predate its end). A run still going is not waited for."""
+        done = baseline.learned_through
+        first = scheduled_run_id(done) + LAST_OF_INSTANT if done is not None else scheduled_run_id(EPOCH)
+        last = scheduled_run_id(run.scheduled_at) + LAST_OF_INSTANT
+        read = self.runs.history(run.job, limit=LEARN_READ_LIMIT, between=(first, last))
+        ended = {other.run_id: other for other in read if other.status in TERMINAL} | {run.run_id: run}
+        return [sample_of(other) for other in ended.values()]
 
     def _baseline(self, job: str) -> tuple[Baseline, bool]:
         """The job's baseline, and whether it was read from the table just now (not from the cache)."""

@@ -29,7 +29,13 @@ class RunsPort(Protocol):
     """One record per run; every transition conditional on status and attempt (the fencing token)."""
 
     def get(self, job: str, run_id: str) -> Run | None: ...
-    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]: ...
+    def history(
+        self, job: str, *, limit: int = 50, newest_first: bool = True, between: tuple[str, str] | None = None
+    ) -> list[Run]:
+        """``job``'s runs by run id, at most ``limit``; ``between``: run ids in that range (inclusive; a run id
+        begins with its instant, so it is a time range). Eventually consistent."""
+        ...
+
     def ended(self, runs: Mapping[tuple[str, str], int | None]) -> dict[tuple[str, str], int | None]:
         """Which of these (job, run id) have ended, each asked with the attempt its slot names (None: unknown); each
         with the attempt its end proves every holding at or before ended (None: no such proof, a MISSED run)."""

@@ -80,8 +80,10 @@ class RunQueriesStore(RunsTable):
             self.db, self.table, job, first=first, last=last, where=where, evaluate=evaluate, limit=limit
         )
 
-    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
-        return self.page(job, limit=limit, newest_first=newest_first)[0]
+    def history(
+        self, job: str, *, limit: int = 50, newest_first: bool = True, between: tuple[str, str] | None = None
+    ) -> list[Run]:
+        return self.page(job, limit=limit, newest_first=newest_first, between=between)[0]
 
     def page(
         self,

@@ -56,10 +56,12 @@ class MemoryRuns(MemoryTaskRecords):
         item = self.table.get(job, run_id)
         return Run.from_values(item) if item else None
 
-    def history(self, job: str, *, limit: int = 50, newest_first: bool = True) -> list[Run]:
-        items = self.table.partition(job)
-        ordered = reversed(items) if newest_first else iter(items)
-        return [Run.from_values(item) for _, item in zip(range(limit), ordered, strict=False)]
+    def history(
+        self, job: str, *, limit: int = 50, newest_first: bool = True, between: tuple[str, str] | None = None
+    ) -> list[Run]:
+        first, last = between or (None, None)
+        items = self.table.partition(job, first=first, last=last, limit=limit, newest_first=newest_first)
+        return [Run.from_values(item) for item in items]
 
     def ended(self, runs: Mapping[tuple[str, str], int | None]) -> dict[tuple[str, str], int | None]:
         return ended_holders(runs, lambda keys, consistent: self.table.get_batch(keys, consistent=consistent))

@@ -85,13 +85,23 @@ class MemoryTable:
             self.capacity.read_units += units if consistent else units / 2
             return found
 
-    def partition(self, pk: str, *, first: str | None = None, last: str | None = None) -> list[Item]:
-        """A partition's items in sort-key order, optionally between two sort keys (inclusive)."""
+    def partition(
+        self,
+        pk: str,
+        *,
+        first: str | None = None,
+        last: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Item]:
+        """A partition's items in sort-key order (``newest_first``: reversed), optionally between two sort keys
+        (inclusive) and at most ``limit`` of them; the read is counted on the items returned, as a Query's."""
         with self._lock:
             ordered = self._partitions.get(pk, [])
             low = 0 if first is None else bisect.bisect_left(ordered, first)
             high = len(ordered) if last is None else bisect.bisect_right(ordered, last)
-            keys = ordered[low:high]
+            keys = ordered[low:high][::-1] if newest_first else ordered[low:high]
+            keys = keys[:limit] if limit is not None else keys
             found = [copy.deepcopy(self.items[(pk, sk)]) for sk in keys]
             self.capacity.reads += 1
             self.capacity.read_units += max(1, math.ceil(sum(item_size(item) for item in found) / 4096)) / 2
