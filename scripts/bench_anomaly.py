@@ -64,6 +64,7 @@ class Outcome:
     flagged: int = 0
     true_positives: int = 0
     writes: int = 0
+    read_units: float = 0.0
     max_item_bytes: int = 0
     examples: list[str] = field(default_factory=list)
 
@@ -115,8 +116,10 @@ def run_profile(profile: Profile, seed: int = 7) -> Outcome:
         runs.create(message, status=RunStatus.RUNNING, now=clock.now, retention=timedelta(days=1))
         clock.now += timedelta(seconds=took)
         before = jobs.table.capacity.writes
+        read_before = jobs.table.capacity.read_units + store.table.capacity.read_units
         ended = runs.finish(spec.key, message.run_id, attempt=1, status=RunStatus.SUCCEEDED, now=clock.now)
         outcome.writes += jobs.table.capacity.writes - before
+        outcome.read_units += jobs.table.capacity.read_units + store.table.capacity.read_units - read_before
         stored = store.get(spec.key, ended.run_id)
         flagged = stored is not None and stored.anomaly is not None
         outcome.runs += 1
@@ -138,7 +141,7 @@ def main() -> None:
     )
     print(
         f"{'profile':<17} {'runs':>6} {'injected':>8} {'flagged':>7} {'precision':>9} {'recall':>7} "
-        f"{'writes/run':>10} {'item bytes':>10}"
+        f"{'writes/run':>10} {'reads/run':>9} {'item bytes':>10}"
     )
     flagged = true = injected = found = 0
     steady_false = 0
@@ -151,12 +154,13 @@ def main() -> None:
             outcome.flagged += one.flagged
             outcome.true_positives += one.true_positives
             outcome.writes += one.writes
+            outcome.read_units += one.read_units
             outcome.max_item_bytes = max(outcome.max_item_bytes, one.max_item_bytes)
             outcome.examples += one.examples[: 2 - len(outcome.examples)]
         print(
             f"{profile.name:<17} {outcome.runs:>6} {outcome.injected:>8} {outcome.flagged:>7} "
             f"{outcome.precision:>9.1%} {outcome.recall:>7.1%} {outcome.writes / outcome.runs:>10.3f} "
-            f"{outcome.max_item_bytes:>10}"
+            f"{outcome.read_units / outcome.runs:>9.3f} {outcome.max_item_bytes:>10}"
         )
         for example in outcome.examples:
             print(f"{'':<19}{example}")
@@ -170,7 +174,11 @@ def main() -> None:
         f"overall: precision {true / flagged:.1%}, recall {found / injected:.1%}; "
         f"false alarms on the steady histories: {steady_false}"
     )
-    print("writes/run: baseline writes on the Jobs table per run (the run record's own writes excluded)")
+    print(
+        "writes/run: baseline writes on the Jobs table per run (the run record's own writes excluded); reads/run:"
+        " read units a run's end spends on its job's baseline and the run records it learns (eventually"
+        " consistent)"
+    )
 
 
 if __name__ == "__main__":

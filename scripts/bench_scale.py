@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -34,15 +34,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobsched.adapters.memory import MemoryEscalations, MemoryJobs, MemoryRuns, MemoryWorkQueues
+from jobsched.core.baseline import settled_baseline
 from jobsched.core.limits import TeamLimits
 from jobsched.core.names import WORKER_BATCH
 from jobsched.core.run_records import RunContext, TargetResult
 from jobsched.core.runs import RunMessage, parse_instant
 from jobsched.core.slo import SloTiers
 from jobsched.core.spec import JobSpec
+from jobsched.pipeline.baselines import HealthWatch
 from jobsched.pipeline.dispatch import Dispatcher
 from jobsched.pipeline.lifecycle import announced
-from jobsched.pipeline.slo_ledger import SloLedger
+from jobsched.pipeline.slo_ledger import JobTerms, SloLedger
 from jobsched.pipeline.worker import Worker
 from jobsched.planning.scale_model import AwsLimits, Calibration, Deployment, simulate
 from jobsched.schedule.company import NO_COMPANY
@@ -50,6 +52,7 @@ from jobsched.schedule.fires import first_fire
 
 ROOT = Path(__file__).resolve().parents[1]
 TEAMS = 200
+BURST_NIGHT = parse_instant("2027-01-05T00:00:00Z")
 
 # The deployment docs/operate/upgrade-and-cost.md "Sizing for a burst" recommends for a million runs a minute
 # (account concurrency raised to 3,000 with Service Quotas).
@@ -97,7 +100,8 @@ def per_item(units: Counter[str], count: int) -> tuple[tuple[str, float], ...]:
 
 def calibrate_pipeline(jobs_count: int) -> dict[str, Any]:
     """Daily jobs at 00:00 spread over teams: one dispatcher tick plans them all, then the worker runs each (with
-    the run's end metered as deployed: its usage and SLO count in one write)."""
+    the run's end metered as deployed: its usage and SLO count in one write, its job's baseline judged and, one
+    night in four, learned)."""
     clock = VirtualClock("2027-01-04T23:00:00Z")
     jobs = MemoryJobs(team_defaults=TeamLimits(max_running=100_000, max_jobs=100_000))
     runs, queues, escalations = MemoryRuns(), MemoryWorkQueues(clock), MemoryEscalations()
@@ -117,6 +121,8 @@ def calibrate_pipeline(jobs_count: int) -> dict[str, Any]:
             cursor=clock(),
             next_visit_at=first_fire(spec, registered_at=clock(), after=clock(), company=NO_COMPANY),
         )
+        # A nightly job after weeks of runs, as the burst night finds it: a quarter of them learn that night.
+        jobs.put_health(spec.key, baseline=settled_baseline(timedelta(days=1), BURST_NIGHT, index))
     for table in (jobs.table, runs.table):
         table.capacity.reset()
     dispatcher = Dispatcher(jobs, runs, queues, escalations=escalations)
@@ -126,10 +132,13 @@ def calibrate_pipeline(jobs_count: int) -> dict[str, Any]:
     dispatch_cpu = time.process_time() - started
     after = counts(jobs, runs, queues)
     assert report.messages_sent == jobs_count, report
-    # As deployed: each attempt's usage and each ended run's SLO count, one write at the run's end (#51).
-    ledger = announced(runs, SloLedger(jobs, SloTiers()))
+    # As deployed (``wiring.metered_runs``): each attempt's usage and each ended run's SLO count, one write at the
+    # run's end (#51), and the job's health: the run judged against its baseline, which learns now and then.
+    terms = JobTerms(jobs)
+    health = HealthWatch(jobs, runs, lambda _event: None, clock, terms)
+    ledger = announced(runs, SloLedger(jobs, SloTiers(), terms), health)
     worker = Worker(jobs, ledger, queues, escalations, InstantTargets(), clock, usage=jobs)
-    clock.now = parse_instant("2027-01-05T00:00:00Z")
+    clock.now = BURST_NIGHT
     messages = queues.receive("normal", limit=jobs_count, now=clock())
     started = time.process_time()
     for start in range(0, len(messages), WORKER_BATCH):  # as the event source delivers them: batches of ten

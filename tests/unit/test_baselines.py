@@ -9,7 +9,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
-from jobsched.core.baseline import POOL_SPACING, Baseline, Sample, judge, learn, learn_runs, learning_due
+from jobsched.core.baseline import (
+    POOL_SPACING,
+    Baseline,
+    Sample,
+    judge,
+    learn,
+    learn_runs,
+    learning_due,
+    settled_baseline,
+)
 from jobsched.core.run_records import Run
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
@@ -209,3 +218,14 @@ def test_the_watch_learns_an_hourly_job_once_in_four_runs_and_loses_no_sample() 
     assert stored.learned_through >= samples[-4].at
     assert writes <= 8 + len(samples) / 4  # the first eight runs each, then once in four
     assert pages == []
+
+
+def test_a_settled_job_learns_at_one_run_in_four_or_sixty_as_jobs_registered_apart_do() -> None:
+    """What the benchmarks seed: weeks of runs, each job learning at its own runs."""
+    for every, share in ((timedelta(minutes=1), 1 / 60), (timedelta(hours=1), 1 / 4), (timedelta(days=1), 1 / 4)):
+        settled = [settled_baseline(every, START, phase) for phase in range(240)]
+        assert sum(learning_due(baseline, START) for baseline in settled) == 240 * share, every
+        assert all(
+            len(baseline.durations) == 16 and baseline.gap_seconds == every.total_seconds() for baseline in settled
+        )
+        assert all(not learning_due(baseline, START - every) for baseline in settled)

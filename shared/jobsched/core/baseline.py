@@ -181,6 +181,22 @@ def learn_runs(baseline: Baseline, samples: list[Sample], *, through: datetime, 
     return replace(learned, learned_through=max(through, done) if done is not None else through, gap_seconds=gap)
 
 
+def settled_baseline(every: timedelta, at: datetime, phase: int, seconds: float = 60.0) -> Baseline:
+    """A job's baseline as weeks of runs every ``every`` leave it at ``at`` (for models and benchmarks): its pools
+    and hours full, its last learning ``phase`` runs ago, counted modulo its learning spacing (jobs registered at
+    different times learn at different runs: the one in ``phase`` 0 learns at ``at``'s run)."""
+    spacing = max(LEARN_SPACING, LEARN_RUNS * every)
+    runs_apart = max(1, math.ceil(spacing / every))
+    through = at - (runs_apart - phase % runs_apart) * every
+    step = max(every, POOL_SPACING)  # the samples learning keeps: the pool's spacing, one an hour a day
+    count = math.ceil(max(timedelta(days=PER_HOUR + 1), (POOL + 4) * every) / step)
+    samples = [
+        Sample(through - index * step, seconds * (1 + index % 5 / 10), 1.0 + index % 3) for index in range(count)
+    ]
+    settled = learn_runs(Baseline(), samples, through=through)
+    return replace(settled, gap_seconds=round(every.total_seconds()))
+
+
 def _duration_anomaly(baseline: Baseline, hour: tuple[int, ...], duration: float) -> Anomaly | None:
     """Durations vary by a factor, so they are judged in log space: the distance from the usual (the hour's median
     once it has ``MIN_HOUR_SAMPLES``, else the pool's) in robust standard deviations of the log, at least
