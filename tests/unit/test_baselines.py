@@ -24,7 +24,7 @@ from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.paging.rules import Policy, decide_open, page_severity
-from jobsched.pipeline.baselines import HealthWatch
+from jobsched.pipeline.baselines import HealthWatch, schedule_gap
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle
 from jobsched.pipeline.slo_ledger import JobTerms
 from scripts import bench_anomaly  # the figures the script prints are the ones tested here
@@ -229,3 +229,13 @@ def test_a_settled_job_learns_at_one_run_in_four_or_sixty_as_jobs_registered_apa
             len(baseline.durations) == 16 and baseline.gap_seconds == every.total_seconds() for baseline in settled
         )
         assert all(not learning_due(baseline, START - every) for baseline in settled)
+
+
+def test_a_jobs_interval_is_its_schedules_the_runs_gaps_where_it_has_none() -> None:
+    def spec(schedule: dict[str, Any] | None) -> JobSpec:
+        document = {"name": "j", "team": "data", "target": {"type": "lambda", "function": "f"}}
+        return JobSpec.model_validate(document | ({"schedule": schedule} if schedule else {}))
+
+    assert schedule_gap(spec({"expression": "0 9 * * 1-5"}), START) == 86400  # weekdays: a day, the weekend apart
+    assert schedule_gap(spec({"expression": "*/5 * * * *"}), START) == 300
+    assert schedule_gap(spec(None), START) is None and schedule_gap(None, START) is None

@@ -165,33 +165,40 @@ def learning_due(baseline: Baseline, at: datetime) -> bool:
     return at - baseline.learned_through >= spacing
 
 
-def learn_runs(baseline: Baseline, samples: list[Sample], *, through: datetime, zone: str = "UTC") -> Baseline:
+def learn_runs(
+    baseline: Baseline, samples: list[Sample], *, through: datetime, zone: str = "UTC", gap: int | None = None
+) -> Baseline:
     """``baseline`` having learned ``samples`` (the runs ended since it last learned, any order) in the order they
-    were due, as ``learn`` one at a time, and marked learned through ``through``; the job's interval from the
-    instants read (their median gap). A sample at or before the mark was learned already and is left out."""
+    were due, as ``learn`` one at a time, and marked learned through ``through``, with the job's interval: ``gap``
+    seconds (its schedule's), else the median gap between the instants learned. A sample at or before the mark
+    was learned already and is left out."""
     done = baseline.learned_through
     fresh = sorted((sample for sample in samples if done is None or sample.at > done), key=lambda sample: sample.at)
     learned = baseline
     for sample in fresh:
         if sample.duration is not None or sample.lateness is not None:
             learned = learn(learned, sample, zone) or learned
-    instants = sorted({sample.at for sample in fresh} | ({done} if done is not None else set()))
-    gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(instants)]
-    gap = round(statistics.median(gaps)) if gaps else baseline.gap_seconds
+    if gap is None:  # no schedule says it: the median gap between the instants learned
+        instants = sorted({sample.at for sample in fresh} | ({done} if done is not None else set()))
+        gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(instants)]
+        gap = round(statistics.median(gaps)) if gaps else baseline.gap_seconds
     return replace(learned, learned_through=max(through, done) if done is not None else through, gap_seconds=gap)
 
 
-def settled_baseline(every: timedelta, at: datetime, phase: int, seconds: float = 60.0) -> Baseline:
-    """A job's baseline as weeks of runs every ``every`` leave it at ``at`` (for models and benchmarks): its pools
-    and hours full, its last learning ``phase`` runs ago, counted modulo its learning spacing (jobs registered at
-    different times learn at different runs: the one in ``phase`` 0 learns at ``at``'s run)."""
+def settled_baseline(
+    every: timedelta, at: datetime, phase: int, *, seconds: float = 60.0, late: float = 1.0
+) -> Baseline:
+    """A job's baseline as weeks of runs every ``every`` leave it at ``at`` (for models and benchmarks), its runs
+    taking about ``seconds`` and starting about ``late`` seconds late: its pools and hours full, its last learning
+    ``phase`` runs ago, counted modulo its learning spacing (jobs registered at different times learn at different
+    runs: the one in ``phase`` 0 learns at ``at``'s run)."""
     spacing = max(LEARN_SPACING, LEARN_RUNS * every)
     runs_apart = max(1, math.ceil(spacing / every))
     through = at - (runs_apart - phase % runs_apart) * every
     step = max(every, POOL_SPACING)  # the samples learning keeps: the pool's spacing, one an hour a day
     count = math.ceil(max(timedelta(days=PER_HOUR + 1), (POOL + 4) * every) / step)
     samples = [
-        Sample(through - index * step, seconds * (1 + index % 5 / 10), 1.0 + index % 3) for index in range(count)
+        Sample(through - index * step, seconds * (1 + index % 5 / 10), late + index % 3) for index in range(count)
     ]
     settled = learn_runs(Baseline(), samples, through=through)
     return replace(settled, gap_seconds=round(every.total_seconds()))

@@ -13,6 +13,8 @@ where the job asks (``anomalies: page``), pages at warning severity; the next us
 
 from __future__ import annotations
 
+import itertools
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -31,13 +33,17 @@ from jobsched.core.baseline import (
 )
 from jobsched.core.run_records import Run
 from jobsched.core.runs import LAST_OF_INSTANT, TERMINAL, RunStatus, instant_text, scheduled_run_id
+from jobsched.core.spec import JobSpec
 from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.pipeline.freshness import FreshnessJobs, FreshnessKeeper
 from jobsched.pipeline.lifecycle import Change, StateChange
 from jobsched.pipeline.slo_ledger import JobTerms, SloTerms
+from jobsched.schedule.company import NO_COMPANY
+from jobsched.schedule.fires import preview_schedule
 from jobsched.watch.signals import emit
 
 CACHE_SECONDS = 600.0
+GAP_FIRES = 7  # the schedule's next fires whose gaps give a job's interval
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # before every run id (a key range's bound may not be empty)
 
 
@@ -115,7 +121,9 @@ class HealthWatch:
         fresh = flags.on(fresh) if flags is not None else fresh
         if not learning_due(fresh, run.scheduled_at):  # another process learned meanwhile
             return fresh if flags is not None else None
-        return learn_runs(fresh, self._ended_since(fresh, run), through=run.scheduled_at, zone=terms.zone)
+        samples = self._ended_since(fresh, run)
+        gap = schedule_gap(terms.spec, run.scheduled_at)
+        return learn_runs(fresh, samples, through=run.scheduled_at, zone=terms.zone, gap=gap)
 
     def _ended_since(self, baseline: Baseline, run: Run) -> list[Sample]:
         """The samples of ``run``'s job's runs ended since ``baseline`` learned (the newest ``LEARN_READ_LIMIT``,
@@ -154,6 +162,15 @@ class Marks:
         return replace(
             baseline, anomaly_open=self.anomaly_open, last_anomaly=self.last_anomaly or baseline.last_anomaly
         )
+
+
+def schedule_gap(spec: JobSpec | None, at: datetime) -> int | None:
+    """The job's usual interval, in seconds, by its schedule: the median of its next gaps after ``at`` (a weekday
+    job's is a day). None: it has no schedule (triggered only: the runs' own gaps tell)."""
+    compiled = preview_schedule(spec, registered_at=at, company=NO_COMPANY) if spec is not None else None
+    fires = [occurrence.at for occurrence in compiled.next_fires(at, GAP_FIRES)] if compiled is not None else []
+    gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(fires)]
+    return round(statistics.median(gaps)) if gaps else None
 
 
 def sample_of(run: Run) -> Sample:
