@@ -111,10 +111,10 @@ def test_a_delete_that_crashed_reads_as_gone_and_the_name_can_be_taken_again(
     again = stack.register(job(schedule={"expression": "*/5 * * * *"}))  # finishes the delete, then creates
     assert again.schedule is not None and again.schedule.expression == "*/5 * * * *"
     recreated = stack.jobs.get(KEY)
-    assert recreated is not None and recreated.version == 1
+    assert recreated is not None and recreated.version == 3  # versions go on after the deleted job's (1, 2)
     assert actions(stack) == ["create", "delete", "create"]
     state = stack.jobs.get_state(KEY)
-    assert state is not None and state.spec_version == 1
+    assert state is not None and state.spec_version == 3
 
 
 def test_a_delete_that_crashed_is_finished_by_the_dispatcher(stack: Stack, clock: Clock) -> None:
@@ -179,3 +179,42 @@ def test_a_spec_near_the_request_limit_commits_and_its_audit_entry_keeps_it_whol
     settle_by_dispatcher(stack, clock)
     (entry,) = stack.jobs.audit_trail(KEY)
     assert entry["action"] == "create" and entry["spec"].count(big) == 4
+
+
+def test_a_job_created_again_under_its_name_never_runs_what_was_sent_for_the_one_deleted(
+    stack: Stack, clock: Clock
+) -> None:
+    """Versions go on across a name's lives: the deleted job's messages still queued (sent ahead, delayed) name its
+    version, which the new job never has, so they are superseded instead of running the new job at the old one's
+    instants (the new job was at version 1 again, and they ran it)."""
+    stack.register(job())  # minutely: the tick sends the next minutes ahead
+    assert stack.tick().messages_sent > 1
+    stored = stack.jobs.get(KEY)
+    assert stored is not None
+    delete_job(stack.jobs, stored, now=clock(), principal="ops", dags=stack.dags)
+    again = stack.register(job(expression="0 3 * * *"))  # nightly now
+    recreated = stack.jobs.get(KEY)
+    assert recreated is not None and recreated.version > stored.version + 1 and again.key == KEY
+    clock.advance(timedelta(minutes=5))
+    stack.pump()
+    assert stack.run_list(KEY) == []
+
+
+def test_a_warm_dispatcher_plans_a_job_created_again_under_its_name_by_its_new_schedule(
+    stack: Stack, clock: Clock
+) -> None:
+    """The dispatcher keeps each job's compiled schedule by name and version for its process's life: the job
+    created again had the deleted one's version, and ran at the old schedule's instants."""
+    stack.register(job(expression="*/2 * * * *"))
+    stack.minutes(4)
+    assert [run.run_id[9:13] for run in stack.run_list(KEY)] == ["0900", "0902"]
+    stored = stack.jobs.get(KEY)
+    assert stored is not None
+    delete_job(stack.jobs, stored, now=clock(), principal="ops", dags=stack.dags)
+    clock.advance(timedelta(minutes=15))
+    stack.pump()  # what was sent ahead for the deleted job: gone with it
+    before = {run.run_id for run in stack.run_list(KEY)}
+    stack.register(job(expression="1-59/2 * * * *"))  # odd minutes now
+    stack.minutes(6)
+    minutes = [int(run.run_id[11:13]) for run in stack.run_list(KEY) if run.run_id not in before]
+    assert minutes == [19, 21, 23], minutes

@@ -15,6 +15,7 @@ from typing import Any
 
 from jobsched.core.names import SWEEP, JobsKeys, RunsKeys
 from jobsched.core.records import (
+    AuditEntry,
     DueEntry,
     JobsSnapshot,
     SlotLease,
@@ -311,6 +312,13 @@ def jobs_snapshot(items: Iterable[dict[str, Any]]) -> JobsSnapshot:
 
 
 HISTORY_RETENTION = timedelta(days=400)  # a job's history (each spec version in full) is kept this long
+
+
+def first_version(latest: list[AuditEntry]) -> int:
+    """The version a job created under a name starts at: after the last one the name's history records (a job
+    deleted and created again goes on counting). Versions name a job's specs for good: a message sent ahead for
+    the deleted job, or a dispatcher's schedule compiled for it, names a version the new job never has."""
+    return latest[0].version + 1 if latest else 1
 
 
 def audit_spec_text(spec: JobSpec) -> str:

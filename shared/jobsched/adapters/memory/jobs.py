@@ -7,7 +7,14 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from jobsched.adapters.items import audit_values, due_entry, job_state_values, jobs_snapshot, wheel_marks_of
+from jobsched.adapters.items import (
+    audit_values,
+    due_entry,
+    first_version,
+    job_state_values,
+    jobs_snapshot,
+    wheel_marks_of,
+)
 from jobsched.adapters.memory.batches import MemoryBatches
 from jobsched.adapters.memory.breakers import MemoryBreakers
 from jobsched.adapters.memory.budgets import MemoryBudgets
@@ -74,11 +81,12 @@ class MemoryJobs(
     def create(
         self, spec: JobSpec, *, now: datetime, principal: str, next_visit_at: datetime | None, cursor: datetime
     ) -> StoredJob:
-        stored = StoredJob(spec, 1, "ACTIVE", now, now, principal)
+        version = first_version(self.history(spec.key, limit=1)[0])
+        stored = StoredJob(spec, version, "ACTIVE", now, now, principal)
         if not self.table.put(stored.to_values(), if_absent=True):
             raise JobExists(spec.key)
-        self.table.put(job_state_values(spec.key, 1, cursor, next_visit_at))
-        self._put_audit(audit_values(spec.key, 1, now, principal, "create", spec))
+        self.table.put(job_state_values(spec.key, version, cursor, next_visit_at))
+        self._put_audit(audit_values(spec.key, version, now, principal, "create", spec))
         return stored
 
     def replace(

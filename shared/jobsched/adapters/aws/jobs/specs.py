@@ -32,7 +32,7 @@ from jobsched.adapters.aws.dynamo import (
     update_if,
 )
 from jobsched.adapters.aws.jobs.table import JobsTable
-from jobsched.adapters.items import audit_spec_text, audit_values, jobs_snapshot
+from jobsched.adapters.items import audit_spec_text, audit_values, first_version, jobs_snapshot
 from jobsched.core.names import JobsKeys
 from jobsched.core.records import AuditEntry, JobExists, JobsSnapshot, JobState, StoredJob, VersionConflict, due_shard
 from jobsched.core.runs import instant_text, parse_instant
@@ -121,9 +121,11 @@ class SpecsStore(JobsTable):
     def create(
         self, spec: JobSpec, *, now: datetime, principal: str, next_visit_at: datetime | None, cursor: datetime
     ) -> StoredJob:
-        stored = StoredJob(spec, 1, "ACTIVE", now, now, principal)
-        change = PendingChange(1, cursor, next_visit_at, audit_values(spec.key, 1, now, principal, "create", spec))
         for _ in range(2):  # a second time after finishing the delete of an earlier job of that name
+            version = first_version(self.history(spec.key, limit=1)[0])
+            stored = StoredJob(spec, version, "ACTIVE", now, now, principal)
+            audit = audit_values(spec.key, version, now, principal, "create", spec)
+            change = PendingChange(version, cursor, next_visit_at, audit)
             try:
                 self.db.put_item(
                     TableName=self.table,
