@@ -51,6 +51,7 @@ from jobsched.pipeline.lost_audit import (
 )
 from jobsched.pipeline.manual_runs import advance_backfill
 from jobsched.pipeline.sent_audits import audit_delay
+from jobsched.pipeline.spec_cache import SpecCache
 from jobsched.pipeline.tick_report import TickReport
 from jobsched.ports import EscalationsPort, JobsPort, QueueBacklogPort, RunsPort, WorkQueuesPort
 from jobsched.registry import wheel
@@ -123,6 +124,7 @@ class Dispatcher:
     dispatch_ahead: timedelta = DISPATCH_AHEAD
     io_concurrency: int = IO_CONCURRENCY
     _compiled: dict[tuple[str, int, str], CompiledSchedule] = field(default_factory=dict)
+    _specs: SpecCache = field(default_factory=SpecCache)  # each job's spec at a version, for the process's life
 
     def tick(self, now: datetime, *, part: int = 0, parts: int = 1) -> TickReport:
         """One tick over the due shards of this ``part`` of ``parts`` parallel dispatchers (shard % parts ==
@@ -208,7 +210,7 @@ class Dispatcher:
 
     def _plan_all(self, entries: list[DueEntry], now: datetime, report: TickReport) -> list[_JobPlan]:
         """Each due job's instants, within the tick's budget (a job left over stays due for the next)."""
-        specs = self.jobs.get_many([entry.job for entry in entries]) if entries else {}
+        specs = self._specs.specs(self.jobs, {entry.job: entry.spec_version for entry in entries})
         # A job found on the wheel was read from its STATE item, audit mark and all: not read again for it.
         marks = {entry.job: entry.audited_to for entry in entries if entry.audited_to is not None}
         unread = sorted({entry.job for entry in entries} - set(marks))
