@@ -34,7 +34,7 @@ from jobsched.schedule.company import NO_COMPANY, CompanySettings
 from jobsched.schedule.fires import preview_schedule
 
 # Measured by scripts/bench_pipeline.py and scripts/idle_cost.py (README "Measured"): update with them.
-COST_PER_MILLION_RUNS_USD = 4.99
+COST_PER_MILLION_RUNS_USD = 5.21
 IDLE_PROD_PER_MONTH_USD = 29.41
 MAX_FIRES_PER_SCHEDULE = 200_000  # a minutely schedule over 138 days: beyond, a schedule is cut short
 # (worker concurrency per queue, full vCPU, queues per class) from the cheapest: the defaults first, then one
