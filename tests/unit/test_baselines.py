@@ -239,3 +239,17 @@ def test_a_jobs_interval_is_its_schedules_the_runs_gaps_where_it_has_none() -> N
     assert schedule_gap(spec({"expression": "0 9 * * 1-5"}), START) == 86400  # weekdays: a day, the weekend apart
     assert schedule_gap(spec({"expression": "*/5 * * * *"}), START) == 300
     assert schedule_gap(spec(None), START) is None and schedule_gap(None, START) is None
+
+
+def test_a_baseline_learned_run_by_run_before_batches_learns_nothing_twice() -> None:
+    """An upgrade: the item has no mark yet; its first batch reads the newest runs, some of days it learned."""
+    samples = _hourly_samples(24 * 3)
+    before = Baseline()
+    for sample in samples[:-5]:
+        before = learn(before, sample) or before
+    assert before.learned_through is None and learning_due(before, samples[-5].at)
+    upgraded = learn_runs(before, samples[-64:], through=samples[-1].at)  # the newest 64, 59 of them known
+    one_at_a_time = before
+    for sample in samples[-5:]:
+        one_at_a_time = learn(one_at_a_time, sample) or one_at_a_time
+    assert upgraded.hours == one_at_a_time.hours and upgraded.durations == one_at_a_time.durations

@@ -12,8 +12,8 @@ history once that has ``MIN_HOUR_SAMPLES`` (the 02:00 batch that is always slow 
 Durations are learned from successful runs only (a failure may end at once); lateness from every run that started.
 
 Learned in batches: every run is judged as it ends, but the baseline takes the runs ended since it last learned
-(``learned_through``, read from the run records: ``learn_runs``) only once ``LEARN_RUNS`` runs' worth of the
-job's interval and at least ``LEARN_SPACING`` have passed (``learning_due``), or at every run while it is too
+(its ``mark``, read from the run records: ``learn_runs``) only once ``LEARN_RUNS`` runs' worth of the job's
+interval and at least ``LEARN_SPACING`` have passed (``learning_due``), or at each pool sample while it is too
 short to judge. A sample is a statistic, not an event: taken a few runs late it is the same sample, and an hourly
 or daily job writes its baseline once in four runs instead of at each (a minutely job once an hour).
 """
@@ -72,6 +72,13 @@ class Baseline:
     last_anomaly: dict[str, str] | None = None  # {run_id, kind, text, at}
     learned_through: datetime | None = None  # the instant of the newest run learned (``learn_runs``)
     gap_seconds: int | None = None  # the job's usual interval between runs, as last learned
+
+    @property
+    def mark(self) -> datetime | None:
+        """The instant through which runs were learned: a baseline written before batches (no ``learned_through``)
+        took every run up to its last pool sample, and those after it learn again as nothing new (the same pool
+        spacing, the same hour and day)."""
+        return self.learned_through or self.sampled_at
 
     def as_values(self) -> dict[str, Any]:
         values: dict[str, Any] = {"d": list(self.durations), "l": list(self.lateness)}
@@ -172,7 +179,7 @@ def learn_runs(
     were due, as ``learn`` one at a time, and marked learned through ``through``, with the job's interval: ``gap``
     seconds (its schedule's), else the median gap between the instants learned. A sample at or before the mark
     was learned already and is left out."""
-    done = baseline.learned_through
+    done = baseline.mark
     fresh = sorted((sample for sample in samples if done is None or sample.at > done), key=lambda sample: sample.at)
     learned = baseline
     for sample in fresh:

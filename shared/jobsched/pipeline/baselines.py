@@ -128,7 +128,7 @@ class HealthWatch:
     def _ended_since(self, baseline: Baseline, run: Run) -> list[Sample]:
         """The samples of ``run``'s job's runs ended since ``baseline`` learned (the newest ``LEARN_READ_LIMIT``,
         ``run`` itself as in hand: its record read may predate its end). A run still going is not waited for."""
-        done = baseline.learned_through
+        done = baseline.mark
         first = scheduled_run_id(done) + LAST_OF_INSTANT if done is not None else scheduled_run_id(EPOCH)
         last = scheduled_run_id(run.scheduled_at) + LAST_OF_INSTANT
         read = self.runs.history(run.job, limit=LEARN_READ_LIMIT, between=(first, last))
