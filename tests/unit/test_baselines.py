@@ -8,6 +8,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
+
 from jobsched.adapters.memory import MemoryJobs, MemoryRuns
 from jobsched.core.baseline import (
     POOL_SPACING,
@@ -24,9 +26,11 @@ from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.core.spec import JobSpec
 from jobsched.paging.escalation_events import EscalationEvent
 from jobsched.paging.rules import Policy, decide_open, page_severity
+from jobsched.pipeline import baselines
 from jobsched.pipeline.baselines import HealthWatch, schedule_gap
 from jobsched.pipeline.lifecycle import AnnouncedRuns, Lifecycle
 from jobsched.pipeline.slo_ledger import JobTerms
+from jobsched.schedule.steps import ScheduleTooExpensive
 from scripts import bench_anomaly  # the figures the script prints are the ones tested here
 
 START = parse_instant("2027-01-04T00:00:00Z")
@@ -231,7 +235,7 @@ def test_a_settled_job_learns_at_one_run_in_four_or_sixty_as_jobs_registered_apa
         assert all(not learning_due(baseline, START - every) for baseline in settled)
 
 
-def test_a_jobs_interval_is_its_schedules_the_runs_gaps_where_it_has_none() -> None:
+def test_a_jobs_interval_is_its_schedules_the_runs_gaps_where_it_has_none(monkeypatch: pytest.MonkeyPatch) -> None:
     def spec(schedule: dict[str, Any] | None) -> JobSpec:
         document = {"name": "j", "team": "data", "target": {"type": "lambda", "function": "f"}}
         return JobSpec.model_validate(document | ({"schedule": schedule} if schedule else {}))
@@ -239,6 +243,12 @@ def test_a_jobs_interval_is_its_schedules_the_runs_gaps_where_it_has_none() -> N
     assert schedule_gap(spec({"expression": "0 9 * * 1-5"}), START) == 86400  # weekdays: a day, the weekend apart
     assert schedule_gap(spec({"expression": "*/5 * * * *"}), START) == 300
     assert schedule_gap(spec(None), START) is None and schedule_gap(None, START) is None
+
+    def past_budget(*_: Any, **__: Any) -> None:
+        raise ScheduleTooExpensive(10, START)
+
+    monkeypatch.setattr(baselines, "preview_schedule", past_budget)  # a run's end never fails on its schedule
+    assert schedule_gap(spec({"expression": "*/5 * * * *"}), START) is None
 
 
 def test_a_baseline_learned_run_by_run_before_batches_learns_nothing_twice() -> None:

@@ -40,6 +40,7 @@ from jobsched.pipeline.lifecycle import Change, StateChange
 from jobsched.pipeline.slo_ledger import JobTerms, SloTerms
 from jobsched.schedule.company import NO_COMPANY
 from jobsched.schedule.fires import preview_schedule
+from jobsched.schedule.steps import ScheduleTooExpensive
 from jobsched.watch.signals import emit
 
 CACHE_SECONDS = 600.0
@@ -166,9 +167,13 @@ class Marks:
 
 def schedule_gap(spec: JobSpec | None, at: datetime) -> int | None:
     """The job's usual interval, in seconds, by its schedule: the median of its next gaps after ``at`` (a weekday
-    job's is a day). None: it has no schedule (triggered only: the runs' own gaps tell)."""
-    compiled = preview_schedule(spec, registered_at=at, company=NO_COMPANY) if spec is not None else None
-    fires = [occurrence.at for occurrence in compiled.next_fires(at, GAP_FIRES)] if compiled is not None else []
+    job's is a day). None: it has no schedule (triggered only: the runs' own gaps tell), or one past its step budget
+    (the dispatcher quarantines it; the runs' gaps tell here too)."""
+    try:
+        compiled = preview_schedule(spec, registered_at=at, company=NO_COMPANY) if spec is not None else None
+        fires = [occurrence.at for occurrence in compiled.next_fires(at, GAP_FIRES)] if compiled is not None else []
+    except ScheduleTooExpensive:
+        return None
     gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(fires)]
     return round(statistics.median(gaps)) if gaps else None
 
