@@ -122,7 +122,7 @@ class SpecsStore(JobsTable):
         self, spec: JobSpec, *, now: datetime, principal: str, next_visit_at: datetime | None, cursor: datetime
     ) -> StoredJob:
         for _ in range(2):  # a second time after finishing the delete of an earlier job of that name
-            version = first_version(self.history(spec.key, limit=1)[0])
+            version = first_version(self._latest_entry(spec.key))
             stored = StoredJob(spec, version, "ACTIVE", now, now, principal)
             audit = audit_values(spec.key, version, now, principal, "create", spec)
             change = PendingChange(version, cursor, next_visit_at, audit)
@@ -328,14 +328,24 @@ class SpecsStore(JobsTable):
         values = audit_values(job, version, now, principal, action, None, reason=reason, details=details)
         self.db.put_item(TableName=self.table, Item=to_item(values))
 
+    def _latest_entry(self, job: str) -> list[AuditEntry]:
+        """The name's newest history entry, read strongly (a delete a moment ago names the version to go on from)."""
+        return self._history_page(job, limit=1, consistent=True)[0]
+
     def history(self, job: str, *, limit: int, before: str | None = None) -> tuple[list[AuditEntry], str | None]:
         """The job's history, newest first, a page of ``limit``; the token continues after the page."""
+        return self._history_page(job, limit=limit, before=before)
+
+    def _history_page(
+        self, job: str, *, limit: int, before: str | None = None, consistent: bool = False
+    ) -> tuple[list[AuditEntry], str | None]:
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "ExpressionAttributeValues": to_values({":pk": job, ":prefix": JobsKeys.AUDIT_PREFIX}),
             "ScanIndexForward": False,
             "Limit": limit,
+            "ConsistentRead": consistent,
         }
         if before:
             request["ExclusiveStartKey"] = self._key(job, before)
