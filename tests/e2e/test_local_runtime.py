@@ -368,10 +368,16 @@ def test_a_runs_logs_come_from_the_dispatcher_and_the_worker(runtime: LocalRunti
     call(runtime, "PUT", "/teams/e2e/jobs/logged", body)
     run_id = f"{at:%Y%m%dT%H%M%SZ}"
     wait_for(finished(runtime, "logged", run_id))
-    status, found = call(runtime, "GET", f"/teams/e2e/jobs/logged/runs/{run_id}/logs")
-    assert status == 200 and found["job"] == "e2e/logged" and f"run_id = '{run_id}'" in found["query"]
-    components = {line["component"] for line in found["lines"]}
-    assert {"jobsched-dispatcher", "jobsched-worker"} <= components, found["lines"]
+
+    def both_logged() -> dict[str, Any] | None:
+        """The run's logs once the worker's line is in: it logs the message's outcome after the run's end is
+        written and its lifecycle's subscribers have heard it, so a reader can see the end first."""
+        status, found = call(runtime, "GET", f"/teams/e2e/jobs/logged/runs/{run_id}/logs")
+        assert status == 200 and found["job"] == "e2e/logged" and f"run_id = '{run_id}'" in found["query"]
+        components = {line["component"] for line in found["lines"]}
+        return found if {"jobsched-dispatcher", "jobsched-worker"} <= components else None
+
+    found = wait_for(both_logged, 10)
     sent = next(line for line in found["lines"] if line["message"] == "instants sent")
     assert run_id in sent["fields"]["run_ids"]
     worked = next(line for line in found["lines"] if line["message"] == "run message")
