@@ -30,7 +30,6 @@ by item, for a non-prod and a prod stage (``scripts/idle_cost.py``): ``idle_cost
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import os
@@ -38,12 +37,11 @@ import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stack lives with the tests
 
-from croniter import croniter
 from moto import mock_aws
 
 from jobsched.adapters.aws.dynamo import every_item, to_item
@@ -55,6 +53,9 @@ from jobsched.core.names import (
     WORKER_BATCH,
 )
 from jobsched.core.prices import US_EAST_1
+from jobsched.pipeline.baselines import schedule_gap
+from jobsched.schedule.company import NO_COMPANY
+from jobsched.schedule.fires import first_fire
 from jobsched.watch.retention import PASS_EVERY, Sweeper
 from scripts.bench_dag import dag_scenario, pipeline_scenario
 from scripts.dynamo_meter import ITEM_KINDS, Meter, item_size
@@ -125,7 +126,6 @@ def run_scenario(
     stack.subscribe_as_deployed()  # the SLO ledger and the job's baseline, as wiring.metered_runs subscribes them
     meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
     stack.tick()  # a deployment already running: its first tick's read of the whole timing wheel is behind it
-    first, second = itertools.islice(croniter(expression, clock(), ret_type=datetime), 2)
     for index in range(jobs):
         spec = stack.register(
             {
@@ -139,8 +139,11 @@ def run_scenario(
         # learning at its own runs, as jobs registered at different times do (the first eight runs of a new job
         # each learn: `scripts/bench_anomaly.py` counts them). Learned from runs as they go here: the echo takes
         # no time, and a run starts as late as the scenario's pace delivers it (an hourly step: 59 minutes).
+        first = first_fire(spec, registered_at=clock(), after=clock(), company=NO_COMPANY)
+        gap = schedule_gap(spec, clock())
+        assert first is not None and gap is not None  # the scenarios' jobs are scheduled
         late = max(0.0, (clock() + step - first).total_seconds())
-        baseline = settled_baseline(second - first, first, index, seconds=0.0, late=late)
+        baseline = settled_baseline(timedelta(seconds=gap), first, index, seconds=0.0, late=late)
         stack.jobs.put_health(spec.key, baseline=baseline)
     meter.wrap(stack.dynamodb, "dynamodb")
     meter.wrap(stack.sqs, "sqs")

@@ -207,8 +207,7 @@ def settled_baseline(
     samples = [
         Sample(through - index * step, seconds * (1 + index % 5 / 10), late + index % 3) for index in range(count)
     ]
-    settled = learn_runs(Baseline(), samples, through=through)
-    return replace(settled, gap_seconds=round(every.total_seconds()))
+    return learn_runs(Baseline(), samples, through=through, gap=round(every.total_seconds()))
 
 
 def _duration_anomaly(baseline: Baseline, hour: tuple[int, ...], duration: float) -> Anomaly | None:

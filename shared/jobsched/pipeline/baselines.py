@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 from jobsched.core.baseline import (
@@ -31,6 +31,7 @@ from jobsched.core.baseline import (
     learn_runs,
     learning_due,
 )
+from jobsched.core.bounds import EARLIEST
 from jobsched.core.run_records import Run
 from jobsched.core.runs import LAST_OF_INSTANT, TERMINAL, RunStatus, instant_text, scheduled_run_id
 from jobsched.core.spec import JobSpec
@@ -45,7 +46,6 @@ from jobsched.watch.signals import emit
 
 CACHE_SECONDS = 600.0
 GAP_FIRES = 7  # the schedule's next fires whose gaps give a job's interval
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # before every run id (a key range's bound may not be empty)
 
 
 class AnomalyRuns(Protocol):
@@ -130,7 +130,8 @@ class HealthWatch:
         """The samples of ``run``'s job's runs ended since ``baseline`` learned (the newest ``LEARN_READ_LIMIT``,
         ``run`` itself as in hand: its record read may predate its end). A run still going is not waited for."""
         done = baseline.mark
-        first = scheduled_run_id(done) + LAST_OF_INSTANT if done is not None else scheduled_run_id(EPOCH)
+        # From the earliest instant a job may name where nothing was learned (a key range's bound is never empty).
+        first = scheduled_run_id(done) + LAST_OF_INSTANT if done is not None else scheduled_run_id(EARLIEST)
         last = scheduled_run_id(run.scheduled_at) + LAST_OF_INSTANT
         read = self.runs.history(run.job, limit=LEARN_READ_LIMIT, between=(first, last))
         ended = {other.run_id: other for other in read if other.status in TERMINAL} | {run.run_id: run}
