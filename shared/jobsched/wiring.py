@@ -227,10 +227,11 @@ def build_worker(
 ) -> Worker:
     jobs = JobsStore(settings.jobs_table, team_defaults=settings.team_limits)
     targets = targets or build_targets(settings)
-    return Worker(
+    runs = metered_runs(settings)
+    worker = Worker(
         jobs=jobs,
         batches=jobs,
-        runs=metered_runs(settings),
+        runs=runs,
         queues=WorkQueues(settings.queue_urls, shards=settings.queue_shards),
         escalations=EscalationQueue(settings.escalation_queue_url),
         targets=targets,
@@ -243,6 +244,8 @@ def build_worker(
         containers=ContainerWork(targets.ecs, targets.batch, targets.kubernetes),
         usage=jobs,  # each attempt's usage: the teams' chargeback (jobsched cost)
     )
+    runs.lifecycle.subscribe(worker.proven_ends.heard)  # the runs it ends free their slots without a read
+    return worker
 
 
 _lambda_invoker: LambdaInvoker | None = None

@@ -205,6 +205,7 @@ class Stack:
         self.intake.containers = ContainerResults(
             self.runs, lambda: self.worker.ends, self.jobs, lambda: self.worker.containers, usage=self.jobs
         )
+        self.lifecycle.subscribe(self.worker.proven_ends.heard)  # as ``wiring.build_worker``: its ends, proven
 
         # Pages: SNS topics in moto, each delivering to one SQS queue the tests read; webhooks recorded.
         self.sns = boto3.client("sns", region_name=REGION)

@@ -289,6 +289,9 @@ def test_a_worker_batch_reads_its_jobs_and_breakers_in_one_request_each(stores: 
     assert sorted(snapshot.specs) == [JOB, "payments/other"] and snapshot.specs[JOB].spec.name == "job"
     assert snapshot.slots[JOB] == {"r1": instant_text(lease)} and snapshot.slots["payments/other"] == {}
     assert snapshot.incidents == {JOB: {"failing"}, "payments/other": set()}
+    assert snapshot.versions == {JOB: 1, "payments/other": 1}  # the spec version each STATE item was settled at
+    states = stores.jobs.snapshot([JOB, "payments/other", "payments/gone"], specs=False)  # a warm worker's read
+    assert states.specs == {} and states.versions == snapshot.versions and states.slots == snapshot.slots
     cool = timedelta(minutes=5)
     for _ in range(3):
         stores.jobs.breaker_failed("payments:lambda:db", now=T0, threshold=3, cool_down=cool)

@@ -308,6 +308,8 @@ def jobs_snapshot(items: Iterable[dict[str, Any]]) -> JobsSnapshot:
             job = str(values[JobsKeys.PK])
             snapshot.slots[job] = {str(k): str(v) for k, v in (values.get("slots") or {}).items()}
             snapshot.incidents[job] = set(values.get(JobsKeys.INCIDENTS) or ())
+            if values.get("spec_version") is not None:
+                snapshot.versions[job] = int(values["spec_version"])
     return snapshot
 
 

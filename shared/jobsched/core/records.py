@@ -349,11 +349,13 @@ class BreakerState:
 @dataclass(frozen=True)
 class JobsSnapshot:
     """What a worker batch reads of its jobs before its records run, in one eventually consistent request
-    instead of up to three reads a run: the specs and each job's STATE (its slot holders, its open incidents)."""
+    instead of up to three reads a run: the specs (those asked for) and each job's STATE (its slot holders, its
+    open incidents, the spec version it was settled at)."""
 
     specs: dict[str, StoredJob]
     slots: dict[str, dict[str, str]]  # job -> holder -> lease
     incidents: dict[str, set[str]]  # job -> open incident classes
+    versions: dict[str, int] = field(default_factory=dict)  # job -> its STATE item's spec version
 
 
 # Who a console action acted as (``console:team-NAME/request/ID``); CloudTrail's Invoke record names the person,

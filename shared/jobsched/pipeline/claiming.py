@@ -25,6 +25,7 @@ from jobsched.core.run_records import AttemptClaim, Run, StaleAttempt
 from jobsched.core.runs import RunMessage, RunStatus, parse_instant
 from jobsched.pipeline.containers import stop_started_task
 from jobsched.pipeline.decisions import claim_transition, is_external, lease_until, overlap_policy
+from jobsched.pipeline.lifecycle import Change, StateChange
 from jobsched.ports import ContainersPort, JobsPort, RunsPort
 
 WAIT_WHEN_FULL = timedelta(seconds=30)  # the longest a message for a job or team at max_running waits to look again
@@ -119,9 +120,10 @@ class NotClaimed:
 
 
 class ProvenEnds:
-    """Runs this process found ended: (job, run id) -> the highest attempt an end was proven at. A fact for good:
-    an end at an attempt ends every slot holding at that attempt or before, and a rerun's holding names a later
-    attempt. At most ``limit`` runs, the least recently proven forgotten (a forgotten end is read again)."""
+    """Runs this process found ended, or ended itself: (job, run id) -> the highest attempt an end was proven at.
+    A fact for good: an end at an attempt ends every slot holding at that attempt or before, and a rerun's holding
+    names a later attempt. At most ``limit`` runs, the least recently proven forgotten (a forgotten end is read
+    again)."""
 
     def __init__(self, limit: int = 20_000) -> None:
         self.limit = limit
@@ -137,6 +139,16 @@ class ProvenEnds:
             self._ends[key] = max(self._ends.pop(key, 0), attempt)
             while len(self._ends) > self.limit:
                 self._ends.popitem(last=False)
+
+    def heard(self, change: StateChange) -> None:
+        """A lifecycle subscriber: a run this process's write ended is proven ended at its attempt, so the job's
+        next run here frees its slot without reading its record (half a read unit: an hourly job's every run).
+        Not a MISSED run (the audit's ``lost:`` may still be claimed at the same attempt, as ``RunsPort.ended``
+        proves nothing by it either)."""
+        run = change.run
+        ended = change.change is Change.FINISHED and change.task is None
+        if ended and run is not None and run.status is not RunStatus.MISSED:
+            self.add((run.job, run.run_id), run.attempt)
 
 
 @dataclass

@@ -1,10 +1,10 @@
-"""The dispatcher's specs by version, kept for its process's life: a job's spec at a version never changes (every
-change writes a new version, and a job created again under a deleted one's name goes on counting:
-``adapters.items.first_version``), so a due job whose entry names a version read before is planned without reading
-its SPEC item again (half a read unit a visit: an hourly job's every visit). The entry's version comes from the
-job's STATE item, which a change writes last: while a change is pending the entry still names the version before
-it, as the read did (the dispatcher skipped such a job only when its read caught the newer spec; the worker reads
-the spec itself and drops a run of a version replaced or paused since).
+"""Each job's spec by version, kept for a process's life (the dispatcher's, and each worker's): a job's spec at a
+version never changes (every change writes a new version, and a job created again under a deleted one's name goes
+on counting: ``adapters.items.first_version``), so a job whose STATE item names a version read before is planned, or
+run, without reading its SPEC item again (half a read unit: an hourly job's every visit and every run). The version
+comes from the job's STATE item, which a change writes last: while a change is pending the STATE item still names
+the version before it (the dispatcher plans by it, and the worker runs by it: the change is not acknowledged until
+its STATE item is written; the dispatcher finishes one that crashed a minute later).
 """
 
 from __future__ import annotations

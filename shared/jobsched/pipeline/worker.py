@@ -37,6 +37,7 @@ from jobsched.pipeline.outside import OutsideEnds
 from jobsched.pipeline.recording import Records
 from jobsched.pipeline.run_ends import ENDED, RunEnds
 from jobsched.pipeline.sent_audits import SentAudits
+from jobsched.pipeline.spec_cache import SpecCache
 from jobsched.pipeline.usage import UsageMeter, flush_held
 from jobsched.pipeline.waiting import Met, Waits, WaitSignal
 from jobsched.ports import (
@@ -100,6 +101,7 @@ class Worker:
     breaker_failures: int = FAILURES_TO_OPEN  # consecutive failures of one target that open its circuit
     breaker_cool_down: timedelta = COOL_DOWN
     proven_ends: ProvenEnds = field(default_factory=ProvenEnds)  # slot holders' ends, for the process's life
+    specs: SpecCache = field(default_factory=SpecCache)  # each job's spec at a version, for the process's life
 
     @property
     def alerts(self) -> Alerts:
@@ -164,14 +166,15 @@ class Worker:
         )
 
     def start_batch(self, messages: Sequence[WorkMessage | DagTaskFailure]) -> WorkerBatch:
-        """What the records of one delivered batch share: their jobs' specs and STATE items (slot holders, open
-        incidents), read in one request; their targets' breakers, in another; and the team slots of the runs
-        ready to claim, taken in one write per team (``Claims.take_team_slots``). Every read is eventually
-        consistent, as the reads of one record were: the writes' conditions guard what they decide. The batch
-        is ended by ``end_batch`` once every record is processed."""
+        """What the records of one delivered batch share: their jobs' STATE items (slot holders, open incidents,
+        spec versions), read in one request, and their specs by those versions (``batch_specs``); their targets'
+        breakers, in another; and the team slots of the runs ready to claim, taken in one write per team
+        (``Claims.take_team_slots``). Every read is eventually consistent, as the reads of one record were: the
+        writes' conditions guard what they decide. The batch is ended by ``end_batch`` once every record is
+        processed."""
         now = self.clock()
         runs = [message for message in messages if isinstance(message, RunMessage)]
-        snapshot = self.jobs.snapshot(sorted({message.job for message in runs})) if runs else JobsSnapshot({}, {}, {})
+        snapshot = self.batch_snapshot(runs)
         specs = snapshot.specs
         ready = [
             (message, specs[message.job])
@@ -186,6 +189,24 @@ class Worker:
         breakers = self.jobs.breakers(keys) if keys else {}
         team_slots = self.claims.take_team_slots(ready, now, snapshot.slots) if ready else TeamSlots()
         return WorkerBatch(snapshot, breakers, team_slots)
+
+    def batch_snapshot(self, runs: list[RunMessage]) -> JobsSnapshot:
+        """The runs' jobs' STATE items, and each job's spec at the version its STATE item names, from this
+        process's ``SpecCache`` where it read that version before (half a read unit a run: a job's spec at a
+        version never changes, ``pipeline.spec_cache``), else read at once. A STATE item names the version a
+        change settled at, written after its spec: while a change is pending, the batch runs by the version
+        before it, as the dispatcher planned by it, and a change is acknowledged only once its STATE item is
+        written. A message naming a later version than the STATE item read (a stale read) asks for that one.
+        A job without a STATE item (deleted, or its creation not settled) has no spec here: its record reads it."""
+        if not runs:
+            return JobsSnapshot({}, {}, {})
+        snapshot = self.jobs.snapshot(sorted({message.job for message in runs}), specs=False)
+        wanted = dict(snapshot.versions)
+        for message in runs:
+            if message.job in wanted:
+                wanted[message.job] = max(wanted[message.job], message.spec_version)
+        snapshot.specs.update(self.specs.specs(self.jobs, wanted))
+        return snapshot
 
     def end_batch(self, batch: WorkerBatch) -> None:
         self.claims.release_team_slots(batch.team_slots)

@@ -169,7 +169,10 @@ class JobsPort(CompanyPort, Protocol):
         the holders asked about with their slots' values) can judge on an eventually consistent read."""
         ...
 
-    def snapshot(self, jobs: list[str]) -> JobsSnapshot: ...
+    def snapshot(self, jobs: list[str], *, specs: bool = True) -> JobsSnapshot:
+        """The jobs' STATE items and, unless ``specs`` is False, their specs (``JobsSnapshot``)."""
+        ...
+
     def acquire_slots(
         self,
         pk: str,

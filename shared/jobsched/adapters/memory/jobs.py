@@ -74,8 +74,9 @@ class MemoryJobs(
         found = self.table.get_batch([(job, JobsKeys.SPEC) for job in jobs], consistent=False)
         return {stored.key: stored for stored in (StoredJob.from_values(item) for item in found)}
 
-    def snapshot(self, jobs: list[str]) -> JobsSnapshot:
-        keys = [(job, sk) for job in dict.fromkeys(jobs) for sk in (JobsKeys.SPEC, JobsKeys.STATE)]
+    def snapshot(self, jobs: list[str], *, specs: bool = True) -> JobsSnapshot:
+        kinds = (JobsKeys.SPEC, JobsKeys.STATE) if specs else (JobsKeys.STATE,)
+        keys = [(job, sk) for job in dict.fromkeys(jobs) for sk in kinds]
         return jobs_snapshot(self.table.get_batch(keys, consistent=False))
 
     def create(

@@ -112,9 +112,11 @@ class SpecsStore(JobsTable):
         found = (live(values) for values in batch_get(self.db, self.table, keys, ConsistentRead=False))
         return {stored.key: stored for stored in found if stored is not None}
 
-    def snapshot(self, jobs: list[str]) -> JobsSnapshot:
-        """Specs and STATE items in one BatchGetItem (eventually consistent: see ``JobsSnapshot``)."""
-        keys = [self._key(job, sk) for job in dict.fromkeys(jobs) for sk in (JobsKeys.SPEC, JobsKeys.STATE)]
+    def snapshot(self, jobs: list[str], *, specs: bool = True) -> JobsSnapshot:
+        """STATE items, and SPEC items unless ``specs`` is False, in one BatchGetItem (eventually consistent: see
+        ``JobsSnapshot``)."""
+        kinds = (JobsKeys.SPEC, JobsKeys.STATE) if specs else (JobsKeys.STATE,)
+        keys = [self._key(job, sk) for job in dict.fromkeys(jobs) for sk in kinds]
         items = batch_get(self.db, self.table, keys, ConsistentRead=False)
         return jobs_snapshot(values for values in items if not values.get(DELETING))
 
