@@ -5,23 +5,27 @@ Every check schemathesis has, through its CLI; and the error answers of the API 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.local.gateway import LocalGateway
-from tests.aws.fuzzing import schemathesis
+from tests.aws.fuzzing import EVERY_CHECK, JOB_SPEC_OPERATION, schemathesis
 
 
-def test_schemathesis_with_every_check_finds_nothing(gateway: LocalGateway, tmp_path: Path) -> None:
-    """Every phase (examples, coverage with its content-type and method probes, fuzzing, stateful) and every
-    check: no 5xx, every status and body documented, schema-invalid requests refused, undeclared methods 405 with
-    the path's Allow (schema-valid requests accepted: tests/aws/test_api_fuzz_acceptance.py, a module of its own so
-    that the two runs share the suite's workers)."""
-    summary = schemathesis(gateway, tmp_path, "--checks", "all", "--exclude-checks", "positive_data_acceptance")
-    assert re.search(r"Tested: (2[5-9]|[3-9]\d)", summary), summary  # every operation was reached
+def test_schemathesis_with_every_check_finds_nothing_in_the_job_specs_coverage(
+    gateway: LocalGateway, tmp_path: Path
+) -> None:
+    """Every check: no 5xx, every status and body documented, schema-invalid requests refused, undeclared methods 405
+    with the path's Allow. Here the coverage phase (with its content-type and method probes) of the job spec's PUT,
+    the largest part of the run; the other operations' coverage, and the examples, fuzzing and stateful phases of
+    every operation: tests/aws/test_api_fuzz_phases.py and test_api_fuzz_coverage.py (schema-valid requests
+    accepted: test_api_fuzz_acceptance.py), modules of their own so that the suite's workers run them side by side."""
+    summary = schemathesis(
+        gateway, tmp_path, *EVERY_CHECK, "--phases", "coverage", "--include-operation-id", JOB_SPEC_OPERATION
+    )
+    assert "Tested: 1" in summary, summary
 
 
 def test_the_error_answers_are_declared_on_every_operation(gateway: LocalGateway) -> None:
