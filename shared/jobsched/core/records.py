@@ -54,6 +54,7 @@ class StoredJob:
     # The last pause window, kept after the resume: an event that happened inside it is not run late.
     last_paused_at: datetime | None = None
     resumed_at: datetime | None = None
+    spec_bytes: int | None = field(default=None, compare=False)  # its spec's stored JSON, when read from the table
 
     @property
     def key(self) -> str:
@@ -61,7 +62,7 @@ class StoredJob:
 
     def changed_to(self, spec: JobSpec, *, now: datetime, principal: str) -> StoredJob:
         """The next version with a new spec (its state and pause reason kept)."""
-        return replace(self, spec=spec, version=self.version + 1, updated_at=now, updated_by=principal)
+        return replace(self, spec=spec, version=self.version + 1, updated_at=now, updated_by=principal, spec_bytes=None)
 
     def in_state(self, state: JobState, *, now: datetime, principal: str, reason: str | None) -> StoredJob:
         """The next version, paused (with who, when and why) or active."""
@@ -113,6 +114,7 @@ class StoredJob:
             paused_at=parse_instant(values["paused_at"]) if values.get("paused_at") else None,
             last_paused_at=parse_instant(values["last_paused_at"]) if values.get("last_paused_at") else None,
             resumed_at=parse_instant(values["resumed_at"]) if values.get("resumed_at") else None,
+            spec_bytes=len(values["spec"]),
         )
 
 
