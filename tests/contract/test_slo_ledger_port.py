@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
+from typing import Any
 
 from jobsched.adapters.aws.dynamo import to_item
 from jobsched.adapters.aws.jobs_store import JobsStore
@@ -88,3 +90,43 @@ def put_raw(stores: Stores, pk: str, sk: str, values: dict[str, object]) -> None
     else:
         assert isinstance(stores.jobs, JobsStore)
         stores.jobs.db.put_item(TableName=stores.jobs.table, Item=to_item(item))
+
+
+def test_the_days_teams_are_kept_in_shards_written_once_a_team_and_read_with_the_items_before_them(
+    stores: Stores,
+) -> None:
+    """The executive view's rows: 200 teams noted on a day (each twice, as two worker processes would) are all read
+    back, from items that each hold a shard of them (one write unit however many teams), each team written once: the
+    second notice reads that it is there. A day's item of one a day (before the shards) is read with them."""
+    jobs = stores.jobs
+    writes = count_team_set_writes(stores)
+    names = [f"team{n:03d}" for n in range(200)]
+    for name in names + names:
+        jobs.note_team_day(name, DAY)
+    assert writes() == 200
+    put_raw(stores, JobsKeys.SLO_TEAMS, date(2027, 1, 3).isoformat(), {"teams": {"legacy"}})
+    put_raw(stores, JobsKeys.SLO_TEAMS, date(2027, 1, 5).isoformat(), {"teams": {"later"}})
+    assert jobs.teams_between(date(2027, 1, 3), DAY) == {*names, "legacy"}
+    assert jobs.teams_between(DAY, DAY) == set(names) and jobs.teams_between(date(2027, 1, 5), date(2027, 1, 6)) == {
+        "later"
+    }
+    shards = {JobsKeys.slo_teams_day(DAY, name) for name in names}
+    assert len(shards) == JobsKeys.SLO_TEAM_SHARDS
+    assert max(sum(JobsKeys.slo_teams_day(DAY, name) == shard for name in names) for shard in shards) < 30
+
+
+def count_team_set_writes(stores: Stores) -> Callable[[], int]:
+    """How many writes the day's team items have taken from here on."""
+    if isinstance(stores.jobs, MemoryJobs):
+        table = stores.jobs.table
+        before = table.capacity.writes
+        return lambda: table.capacity.writes - before
+    assert isinstance(stores.jobs, JobsStore)
+    written = [0]
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        if params["Key"]["pk"]["S"] == JobsKeys.SLO_TEAMS:
+            written[0] += 1
+
+    stores.jobs.db.meta.events.register("provide-client-params.dynamodb.UpdateItem", count)
+    return lambda: written[0]

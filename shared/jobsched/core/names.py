@@ -7,6 +7,7 @@ Table definitions are kept in a neutral shape that both boto3's ``create_table``
 from __future__ import annotations
 
 import os
+import zlib
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, ClassVar, Literal
@@ -196,12 +197,27 @@ class JobsKeys:
     BUDGET_MONTH_PREFIX = "BUDGET#"
     SLO_JOB_PREFIX = "bad#"  # one counter attribute a job with bad runs that day
     # The teams with counted events on a UTC day (the executive view's rows, never a scan): pk SLO_TEAMS, sk the
-    # day, a string set of team names added to once per team, day and process.
+    # day and a shard of the team's name (``slo_teams_day``), a string set of team names. A worker process adds a
+    # team once a day, after reading that it is not there yet (a read costs a fifth of a write and none of the
+    # write throughput a burst is bound by; every worker instance of a night's burst adds its teams). Sharded so
+    # that an item stays one write unit however many teams there are. Items of one a day (sk the day alone, before
+    # #51's shards) are read too.
     SLO_TEAMS = "SLO#TEAMS"
+    SLO_TEAM_SHARDS = 16
 
     @staticmethod
     def slo_day(tier: str, day: date) -> str:
         return f"SLO#{tier}#{day.isoformat()}"
+
+    @staticmethod
+    def slo_teams_day(day: date, team: str) -> str:
+        """A team's item of the day's teams (``SLO_TEAMS``): the day and a shard stable across processes."""
+        return f"{day.isoformat()}#{zlib.crc32(team.encode()) % JobsKeys.SLO_TEAM_SHARDS:02d}"
+
+    @staticmethod
+    def slo_teams_range(first: date, last: date) -> tuple[str, str]:
+        """The sort keys of the days' team items from ``first`` to ``last``, sharded or of one a day."""
+        return first.isoformat(), f"{last.isoformat()}#~"
 
     # A job's health: pk job, sk "HEALTH": its freshness (``core.freshness``) and its learned baseline
     # (``core.baseline``). On the freshness index only while a judgement is due (``FRESH_SHARD``, ``FRESH_CHECK_AT``).

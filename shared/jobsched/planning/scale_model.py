@@ -60,10 +60,11 @@ class Calibration:
     # The worker's write units a run by what serves them: a table, or one of its indexes (``<table>/<index>``).
     # Each has its own partitions and throughput (warm throughput and the per-table quota apply to a table and to
     # each of its indexes apart), so a burst is held back by the busiest of them, not by their sum.
-    # Measured 2026-12-07 (#51), a nightly job's run as deployed: on the jobs table its slot 1.0, its team's slot
+    # Measured 2026-12-08 (#51), a nightly job's run as deployed: on the jobs table its slot 1.0, its team's slot
     # 1.0 (a burst interleaves teams: a batch's runs are of ten teams), its usage and SLO item 1.0, its baseline 0.25
-    # (one night in four), the day's team set 0.13; on the runs table its claim and end. No index.
-    worker_wcu_by_store: tuple[tuple[str, float], ...] = (("jobs", 3.38), ("runs", 2.0))
+    # (one night in four), the day's team set 0.10 (a shard's write once a team a day); on the runs table its claim
+    # and end. No index.
+    worker_wcu_by_store: tuple[tuple[str, float], ...] = (("jobs", 3.35), ("runs", 2.0))
     sdk_cpu_per_call_s: float = 0.0027  # boto3 signing, HTTP and parsing per call, this machine
     init_cpu_s: float = 1.08  # importing the worker handler (a cold start's init), this machine
 

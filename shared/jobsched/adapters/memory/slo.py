@@ -16,15 +16,20 @@ class MemorySloLedger(MemoryUsage):
         self.add_usage(team, job, day, {}, tier=tier, count=count)
 
     def note_team_day(self, team: str, day: date) -> None:
+        key = JobsKeys.slo_teams_day(day, team)
+        if team in (self.table.get(JobsKeys.SLO_TEAMS, key, consistent=False) or {}).get("teams", ()):
+            return
+
         def change(item: Item | None) -> Item:
             updated: Item = dict(item or {})
             updated["teams"] = set(updated.get("teams", set())) | {team}
             return updated
 
-        self.table.update(JobsKeys.SLO_TEAMS, day.isoformat(), change)
+        self.table.update(JobsKeys.SLO_TEAMS, key, change)
 
     def teams_between(self, first: date, last: date) -> set[str]:
-        items = self.table.partition(JobsKeys.SLO_TEAMS, first=first.isoformat(), last=last.isoformat())
+        low, high = JobsKeys.slo_teams_range(first, last)
+        items = self.table.partition(JobsKeys.SLO_TEAMS, first=low, last=high)
         return {str(team) for item in items for team in item.get("teams", ())}
 
     def slo_days(self, team: str, tier: str, first: date, last: date) -> list[SloDay]:

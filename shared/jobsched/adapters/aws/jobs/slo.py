@@ -24,12 +24,13 @@ class SloLedgerStore(UsageStore):
         ledger = self._days(JobsKeys.TEAM_PREFIX + team, JobsKeys.slo_day(tier, first), JobsKeys.slo_day(tier, last))
         return slo_days_of(self._job_days(team, first, last), ledger, tier)
 
-    def _days(self, pk: str, first: str, last: str) -> list[dict[str, Any]]:
-        """A ledger partition's items from sort key ``first`` to ``last`` (a window's days: bounded)."""
+    def _days(self, pk: str, first: str, last: str, *, per_day: int = 1) -> list[dict[str, Any]]:
+        """A ledger partition's items from sort key ``first`` to ``last`` (a window's days, ``per_day`` items each at
+        most: bounded)."""
         return list(
             every_item(
                 self.db,
-                max_items=MAX_WINDOW_DAYS + 1,
+                max_items=(MAX_WINDOW_DAYS + 1) * per_day,
                 TableName=self.table,
                 KeyConditionExpression="pk = :pk AND sk BETWEEN :first AND :last",
                 ExpressionAttributeValues=to_values({":pk": pk, ":first": first, ":last": last}),
@@ -37,9 +38,13 @@ class SloLedgerStore(UsageStore):
         )
 
     def note_team_day(self, team: str, day: date) -> None:
+        key = self._key(JobsKeys.SLO_TEAMS, JobsKeys.slo_teams_day(day, team))
+        found = self.db.get_item(TableName=self.table, Key=key, ProjectionExpression="teams").get("Item") or {}
+        if team in (found.get("teams") or {}).get("SS", ()):
+            return  # an eventually consistent read that missed it adds it again: a set's add is idempotent
         self.db.update_item(
             TableName=self.table,
-            Key=self._key(JobsKeys.SLO_TEAMS, day.isoformat()),
+            Key=key,
             UpdateExpression="ADD teams :team SET #ttl = :ttl",
             ExpressionAttributeNames={"#ttl": JobsKeys.TTL},
             ExpressionAttributeValues={
@@ -49,7 +54,8 @@ class SloLedgerStore(UsageStore):
         )
 
     def teams_between(self, first: date, last: date) -> set[str]:
-        found = self._days(JobsKeys.SLO_TEAMS, first.isoformat(), last.isoformat())
+        low, high = JobsKeys.slo_teams_range(first, last)
+        found = self._days(JobsKeys.SLO_TEAMS, low, high, per_day=JobsKeys.SLO_TEAM_SHARDS + 1)
         return {str(team) for values in found for team in values.get("teams", ())}
 
 
