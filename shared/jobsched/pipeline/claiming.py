@@ -142,7 +142,8 @@ class ProvenEnds:
 
     def heard(self, change: StateChange) -> None:
         """A lifecycle subscriber: a run this process's write ended is proven ended at its attempt, so the job's
-        next run here frees its slot without reading its record (half a read unit: an hourly job's every run).
+        next run here frees its slot without reading its record (half a read unit: a minutely job's every run,
+        whose run before still holds the slot by its lease; an hourly one's has usually outlived it).
         Not a MISSED run (the audit's ``lost:`` may still be claimed at the same attempt, as ``RunsPort.ended``
         proves nothing by it either)."""
         run = change.run

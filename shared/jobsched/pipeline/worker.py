@@ -167,7 +167,7 @@ class Worker:
 
     def start_batch(self, messages: Sequence[WorkMessage | DagTaskFailure]) -> WorkerBatch:
         """What the records of one delivered batch share: their jobs' STATE items (slot holders, open incidents,
-        spec versions), read in one request, and their specs by those versions (``batch_specs``); their targets'
+        spec versions), read in one request, and their specs by those versions (``batch_snapshot``); their targets'
         breakers, in another; and the team slots of the runs ready to claim, taken in one write per team
         (``Claims.take_team_slots``). Every read is eventually consistent, as the reads of one record were: the
         writes' conditions guard what they decide. The batch is ended by ``end_batch`` once every record is
