@@ -33,12 +33,14 @@ import argparse
 import json
 import math
 import os
+import random
 import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the offline stack lives with the tests
 
@@ -54,6 +56,7 @@ from jobsched.core.names import (
 )
 from jobsched.core.prices import US_EAST_1
 from jobsched.pipeline.baselines import schedule_gap
+from jobsched.pipeline.claiming import ProvenEnds
 from jobsched.schedule.company import NO_COMPANY
 from jobsched.schedule.fires import first_fire
 from jobsched.watch.retention import PASS_EVERY, Sweeper
@@ -113,17 +116,27 @@ class Scenario:
 
 
 def run_scenario(
-    name: str, expression: str, jobs: int, steps: int, step: timedelta, start: str, *, quick_audits: bool = False
+    name: str,
+    expression: str,
+    jobs: int,
+    steps: int,
+    step: timedelta,
+    start: str,
+    *,
+    quick_audits: bool = False,
+    worker_instances: int = 1,
 ) -> tuple[Scenario, Meter]:
     """``quick_audits``: the dispatcher reads its classes' backlogs, as deployed (``wiring``), so a quiet class's
     sent instants are audited 4 minutes after their fire time, at a visit of their own where the job's next one
-    comes later (an hourly job's: one more visit a run)."""
+    comes later (an hourly job's: one more visit a run). ``worker_instances``: ``spread_batches``."""
     clock = Clock(start)
     lambdas = FakeLambdas(functions={"echo": lambda event: {"ok": True}})
     stack = Stack(clock, lambdas)
     if quick_audits:
         stack.dispatcher.backlogs = stack.queues
     stack.subscribe_as_deployed()  # the SLO ledger and the job's baseline, as wiring.metered_runs subscribes them
+    if worker_instances > 1:
+        spread_batches(stack, worker_instances)
     meter = Meter({stack.jobs_table: JOBS_TABLE, stack.runs_table: RUNS_TABLE})
     stack.tick()  # a deployment already running: its first tick's read of the whole timing wheel is behind it
     for index in range(jobs):
@@ -164,6 +177,25 @@ def run_scenario(
     scenario.runs = len(lambdas.calls)
     scenario.retention = retention_per_run(stack, clock, meter, scenario.runs)
     return scenario, meter
+
+
+def spread_batches(stack: Stack, instances: int, seed: int = 51) -> None:
+    """Each delivered batch handled by one of ``instances`` warm worker processes, chosen at random (the event source
+    hands batches to instances without affinity): each proves only the ends it wrote itself, so a run's slot is freed
+    without a read only where the run before ended on the same instance. Their specs by version are shared: warm
+    instances live for hours, and each has read a job's spec once (the scenario lasts minutes)."""
+    worker = stack.worker
+    rng = random.Random(seed)
+    ends = [ProvenEnds() for _ in range(instances)]
+    stack.lifecycle.subscribers.remove(worker.proven_ends.heard)
+    stack.lifecycle.subscribe(lambda change: worker.proven_ends.heard(change))  # the instance running the batch
+    start_batch = worker.start_batch
+
+    def on_an_instance(messages: Any) -> Any:
+        worker.proven_ends = rng.choice(ends)
+        return start_batch(messages)
+
+    worker.start_batch = on_an_instance  # type: ignore[method-assign]
 
 
 def retention_per_run(stack: Stack, clock: Clock, meter: Meter, runs: int) -> tuple[float, float]:
@@ -403,6 +435,9 @@ def main() -> None:
     parser.add_argument(
         "--deployed-audits", action="store_true", help="also the two scenarios with quick audits, as deployed"
     )
+    parser.add_argument(
+        "--worker-instances", type=int, default=1, help="warm worker instances sharing the batches (1: one process)"
+    )
     args = parser.parse_args()
     offline_environment()
     half = args.runs // 2
@@ -411,11 +446,27 @@ def main() -> None:
         # Minutely jobs: 50 jobs over half/50 minutes. Hourly jobs: 50 jobs over half/50 hours, ticked at :59.
         jobs = 50
         results.append(
-            run_scenario("minutely", "* * * * *", jobs, half // jobs, timedelta(minutes=1), "2027-01-04T08:59:00Z")
+            run_scenario(
+                "minutely",
+                "* * * * *",
+                jobs,
+                half // jobs,
+                timedelta(minutes=1),
+                "2027-01-04T08:59:00Z",
+                worker_instances=args.worker_instances,
+            )
         )
     with mock_aws():
         results.append(
-            run_scenario("hourly", "0 * * * *", jobs, half // jobs, timedelta(hours=1), "2027-01-04T08:59:00Z")
+            run_scenario(
+                "hourly",
+                "0 * * * *",
+                jobs,
+                half // jobs,
+                timedelta(hours=1),
+                "2027-01-04T08:59:00Z",
+                worker_instances=args.worker_instances,
+            )
         )
     deployed = []
     if args.deployed_audits:
@@ -427,7 +478,8 @@ def main() -> None:
         ):
             with mock_aws():
                 scenario, meter = run_scenario(name, expression, jobs, minutes, timedelta(minutes=1),
-                                               "2027-01-04T08:59:00Z", quick_audits=True)  # fmt: skip
+                                               "2027-01-04T08:59:00Z", quick_audits=True,
+                                               worker_instances=args.worker_instances)  # fmt: skip
             scenario.name += ", quick audits as deployed"
             deployed.append((scenario, meter))
     totals = []
