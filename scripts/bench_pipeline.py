@@ -10,7 +10,9 @@ passed. It then prices everything at us-east-1 list prices:
   a 128 MB, 100 ms Lambda.
 
 Modelled, and printed as assumptions: the worker's event source delivers full batches of 10 and
-processes them concurrently; each AWS call takes 6 ms in-region.
+processes them concurrently; each AWS call takes 6 ms in-region. One warm worker process takes every batch, unless
+``--worker-instances N``: each batch then goes to one of N warm instances at random, as the event source hands them
+out without affinity (what a process proves of runs' ends is its own; the specs by version are warm on all).
 
 Then a 5-task diamond DAG runs on moto's Step Functions interpreter: state transitions per run (billed
 at $25 per million), with and without a retried task, and the DynamoDB and SQS work per DAG run; then the
