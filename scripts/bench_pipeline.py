@@ -69,6 +69,8 @@ from scripts.tick_overhead import TickOverhead, tick_overhead
 from tests.aws.harness import Clock, FakeLambdas, Stack
 
 RUN_RETENTION = timedelta(days=30)  # a job's default run_retention
+START = "2027-01-04T08:59:00Z"  # every scenario's first tick
+MINUTELY, HOURLY = "* * * * *", "0 * * * *"
 # Priced from the one table the chargeback uses (jobsched.core.prices): a benchmark figure and a team's bill agree.
 PRICE_WRITE_UNIT = US_EAST_1.write_unit
 PRICE_READ_UNIT = US_EAST_1.read_unit
@@ -327,7 +329,7 @@ def container_scenario(runs: int) -> list[str]:
     ecs_awsvpc_tasks()
     ecs_tasks_run_until_stopped()
     with mock_aws():
-        clock = Clock("2027-01-04T08:59:00Z")
+        clock = Clock(START)
         stack = Stack(clock, FakeLambdas(functions={}))
         ec2 = stack.sessions.client("bench", "ec2")
         network = team_network(ec2, "bench", group="bench")
@@ -349,7 +351,7 @@ def container_scenario(runs: int) -> list[str]:
                 {
                     "name": f"export-{index:02d}",
                     "team": "bench",
-                    "schedule": {"expression": "* * * * *"},
+                    "schedule": {"expression": MINUTELY},
                     "target": {
                         "type": "ecs",
                         "cluster": "bench",
@@ -443,53 +445,29 @@ def main() -> None:
     args = parser.parse_args()
     offline_environment()
     half = args.runs // 2
+    # Minutely jobs: 50 jobs over half/50 minutes. Hourly jobs: 50 jobs over half/50 hours, ticked at :59.
+    jobs = 50
+    steps = {"minutely": (MINUTELY, timedelta(minutes=1)), "hourly": (HOURLY, timedelta(hours=1))}
     results = []
-    with mock_aws():
-        # Minutely jobs: 50 jobs over half/50 minutes. Hourly jobs: 50 jobs over half/50 hours, ticked at :59.
-        jobs = 50
-        results.append(
-            run_scenario(
-                "minutely",
-                "* * * * *",
-                jobs,
-                half // jobs,
-                timedelta(minutes=1),
-                "2027-01-04T08:59:00Z",
-                worker_instances=args.worker_instances,
-            )
-        )
-    with mock_aws():
-        results.append(
-            run_scenario(
-                "hourly",
-                "0 * * * *",
-                jobs,
-                half // jobs,
-                timedelta(hours=1),
-                "2027-01-04T08:59:00Z",
-                worker_instances=args.worker_instances,
-            )
-        )
+    for name, (expression, step) in steps.items():
+        with mock_aws():
+            results.append(run_scenario(name, expression, jobs, half // jobs, step, START,
+                                        worker_instances=args.worker_instances))  # fmt: skip
     deployed = []
     if args.deployed_audits:
         # The same two, with the dispatcher's quick audits as deployed, ticking every minute as deployed (the
         # hourly scenario above ticks once an hour, so an audit's visit of its own cannot happen there).
-        for name, expression, minutes in (
-            ("minutely", "* * * * *", half // jobs),
-            ("hourly", "0 * * * *", 60 * half // jobs),
-        ):
+        for name, (expression, step) in steps.items():
             with mock_aws():
-                scenario, meter = run_scenario(name, expression, jobs, minutes, timedelta(minutes=1),
-                                               "2027-01-04T08:59:00Z", quick_audits=True,
+                scenario, meter = run_scenario(name, expression, jobs, step // timedelta(minutes=1) * half // jobs,
+                                               timedelta(minutes=1), START, quick_audits=True,
                                                worker_instances=args.worker_instances)  # fmt: skip
             scenario.name += ", quick audits as deployed"
             deployed.append((scenario, meter))
     totals = []
-    start = "2027-01-04T08:59:00Z"
-    overheads = {step: tick_overhead(step, start) for step in (timedelta(minutes=1), timedelta(hours=1))}
-    steps = {"minutely": timedelta(minutes=1), "hourly": timedelta(hours=1)}
+    overheads = {step: tick_overhead(step, START) for _, step in steps.values()}
     for scenario, meter in results:
-        lines, total, provisioned = cost_lines(scenario, meter, overheads[steps[scenario.name]])
+        lines, total, provisioned = cost_lines(scenario, meter, overheads[steps[scenario.name][1]])
         print("\n".join(lines))
         totals.append((scenario.runs, total, provisioned))
     if args.dag_runs:
